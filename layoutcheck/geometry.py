@@ -1,0 +1,485 @@
+"""The padded-sequence geometry model: the one place for every formula.
+
+Pure Python (no torch, no libcst), so the linter's docs, the runtime checks
+and the bucket advisor all read the same definitions. Names follow
+DESIGN.md section 2:
+
+=========  ===============================================================
+``T``      true total length of a sample (prompt + response tokens)
+``R``      response length; ``p = T - R`` is the prompt length
+``P``      padded length, the sample's entry in ``max_seq_lens``
+``A``      alignment unit (TP size x pad multiplier, compressed attention)
+``cp, r``  context-parallel size and rank
+``c``      zigzag chunk size ``ceil(P / (2 cp))``
+=========  ===============================================================
+
+Every function validates its arguments and raises `LayoutSpecError` for
+nonsense (negative sizes, ``r >= cp``, unknown names): a bad argument must
+never look like a layout violation.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from layoutcheck.errors import LayoutError, LayoutSpecError, Violation
+
+__all__ = [
+    "BSHD",
+    "DEFAULT_BUCKET_QUANTUM",
+    "DEFAULT_PAD_MULTIPLIER",
+    "LAYOUTS",
+    "SCHEMES",
+    "THD",
+    "AlignmentUnit",
+    "Layout",
+    "PaddedGeometry",
+    "Scheme",
+    "alignment_unit",
+    "allgather_window",
+    "ceil_div",
+    "local_length",
+    "materialised_length",
+    "packed_sample_length",
+    "padded_length",
+    "per_sample_padded_lengths",
+    "resolve_bucket",
+    "response_count",
+    "response_logit_ranges",
+    "response_token_ranges",
+    "rollout_global_padded_lengths",
+    "round_up",
+    "validate_buckets",
+    "zigzag_chunk_size",
+    "zigzag_chunks",
+]
+
+Layout = Literal["bshd", "thd"]
+Scheme = Literal["zigzag", "allgather"]
+BSHD: Layout = "bshd"
+THD: Layout = "thd"
+LAYOUTS: tuple[str, ...] = ("bshd", "thd")
+SCHEMES: tuple[str, ...] = ("zigzag", "allgather")
+
+DEFAULT_PAD_MULTIPLIER = 128
+"""Tokens per TP rank that a padded length is a multiple of, by default."""
+
+DEFAULT_BUCKET_QUANTUM = 128
+"""Bucket lengths are multiples of this: flex-attention block masks work in
+128-token blocks, and fp8 needs multiples of 16, which 128 satisfies."""
+
+Range = tuple[int, int]
+"""A half-open ``[start, end)`` interval of positions."""
+
+
+# --- argument validation --------------------------------------------------
+
+
+def _int(name: str, value: object, *, minimum: int) -> int:
+    # bool is an int subclass; True as a CP size is a bug, not a 1.
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise LayoutSpecError(
+            f"`{name}` must be an integer >= {minimum}, got {value!r} ({type(value).__name__})"
+        )
+    if value < minimum:
+        raise LayoutSpecError(f"`{name}` must be an integer >= {minimum}, got {value}")
+    return value
+
+
+def _rank(cp_size: int, cp_rank: int) -> None:
+    _int("cp_size", cp_size, minimum=1)
+    _int("cp_rank", cp_rank, minimum=0)
+    if cp_rank >= cp_size:
+        raise LayoutSpecError(f"`cp_rank` must be below `cp_size`: got r={cp_rank}, cp={cp_size}")
+
+
+def check_layout(layout: str) -> Layout:
+    """Return ``layout`` if it names a known layout, else raise `LayoutSpecError`."""
+    if layout not in LAYOUTS:
+        raise LayoutSpecError(f"unknown layout {layout!r}: expected one of {', '.join(LAYOUTS)}")
+    return layout  # type: ignore[return-value]
+
+
+def check_scheme(scheme: str) -> Scheme:
+    """Return ``scheme`` if it names a known CP scheme, else raise `LayoutSpecError`."""
+    if scheme not in SCHEMES:
+        raise LayoutSpecError(f"unknown CP scheme {scheme!r}: expected one of {', '.join(SCHEMES)}")
+    return scheme  # type: ignore[return-value]
+
+
+# --- integer helpers ------------------------------------------------------
+
+
+def ceil_div(n: int, m: int) -> int:
+    """``ceil(n / m)`` on integers."""
+    _int("n", n, minimum=0)
+    _int("m", m, minimum=1)
+    return -(-n // m)
+
+
+def round_up(n: int, m: int) -> int:
+    """The smallest multiple of ``m`` that is ``>= n``."""
+    return ceil_div(n, m) * m
+
+
+# --- the alignment unit A -------------------------------------------------
+
+
+@dataclass(frozen=True)
+class AlignmentUnit:
+    """The alignment unit ``A`` and the units it combines.
+
+    ``value`` is their least common multiple: a padded length must be a
+    multiple of *every* unit. ``max_value`` is what combining with ``max()``
+    gives; when it differs, code that uses ``max()`` is latently wrong.
+    """
+
+    value: int
+    units: tuple[tuple[str, int], ...]
+
+    @property
+    def max_value(self) -> int:
+        return max(u for _, u in self.units)
+
+    @property
+    def max_is_wrong(self) -> bool:
+        """True when ``max()`` of the units is not a multiple of all of them."""
+        return self.max_value != self.value
+
+    def explain(self) -> str:
+        parts = " and ".join(f"{name}={u}" for name, u in self.units)
+        text = f"A = lcm({parts}) = {self.value}"
+        if self.max_is_wrong:
+            text += f"; combining with max() would give {self.max_value}, which is not a multiple of every unit"
+        return text
+
+
+def alignment_unit(
+    tp_size: int = 1,
+    pad_multiplier: int = DEFAULT_PAD_MULTIPLIER,
+    *,
+    cp_size: int = 1,
+    compression_ratio: int | None = None,
+) -> AlignmentUnit:
+    """The alignment unit ``A`` of DESIGN.md section 2.
+
+    ``A`` is a multiple of ``tp_size * pad_multiplier``; with compressed
+    attention of ratio ``k`` it is also a multiple of ``k * cp`` when
+    ``cp == 1`` and ``2 k cp`` when ``cp > 1`` (each zigzag chunk must hold
+    whole compressed blocks). Units are combined with ``lcm``.
+    """
+    _int("tp_size", tp_size, minimum=1)
+    _int("pad_multiplier", pad_multiplier, minimum=1)
+    _int("cp_size", cp_size, minimum=1)
+    units: list[tuple[str, int]] = [("tp_size*pad_multiplier", tp_size * pad_multiplier)]
+    if compression_ratio is not None:
+        k = _int("compression_ratio", compression_ratio, minimum=1)
+        units.append(("compression", k * cp_size * (2 if cp_size > 1 else 1)))
+    return AlignmentUnit(value=math.lcm(*(u for _, u in units)), units=tuple(units))
+
+
+# --- padded lengths P ----------------------------------------------------
+
+
+def padded_length(total_length: int, unit: int) -> int:
+    """Per-sample padded length: the tight ``P`` with ``T <= P < T + A`` (invariant O3)."""
+    return round_up(_int("total_length", total_length, minimum=0), _int("unit", unit, minimum=1))
+
+
+def per_sample_padded_lengths(total_lengths: Iterable[int], unit: int) -> list[int]:
+    """``max_seq_lens`` as the owner should write it: each sample its own ``P``."""
+    return [padded_length(t, unit) for t in total_lengths]
+
+
+def rollout_global_padded_lengths(total_lengths: Sequence[int], unit: int) -> list[int]:
+    """The rollout-global rule (the bug): one rounded maximum copied to every sample.
+
+    Kept only to measure what the bug costs (see `layoutcheck.demo`).
+    """
+    if not total_lengths:
+        return []
+    return [padded_length(max(total_lengths), unit)] * len(total_lengths)
+
+
+def packed_sample_length(total_length: int, cp_size: int) -> int:
+    """A sample's length in a packed (THD) stream: ``T`` padded to a multiple of ``2 cp``.
+
+    With ``cp == 1`` no per-sample padding is needed.
+    """
+    _int("cp_size", cp_size, minimum=1)
+    if cp_size == 1:
+        return _int("total_length", total_length, minimum=0)
+    return round_up(total_length, 2 * cp_size)
+
+
+# --- context-parallel slicing --------------------------------------------
+
+
+def zigzag_chunk_size(padded: int, cp_size: int) -> int:
+    """The zigzag chunk size ``c = ceil(P / (2 cp))``."""
+    return ceil_div(_int("padded_length", padded, minimum=0), 2 * _int("cp_size", cp_size, minimum=1))
+
+
+def zigzag_chunks(padded: int, cp_size: int, cp_rank: int) -> tuple[Range, Range]:
+    """The two chunks rank ``r`` keeps under zigzag CP: chunk ``r`` and chunk ``2cp-1-r``."""
+    _rank(cp_size, cp_rank)
+    c = zigzag_chunk_size(padded, cp_size)
+    first = (cp_rank * c, (cp_rank + 1) * c)
+    second = ((2 * cp_size - 1 - cp_rank) * c, (2 * cp_size - cp_rank) * c)
+    return first, second
+
+
+def allgather_window(padded: int, cp_size: int, cp_rank: int) -> Range:
+    """The contiguous window rank ``r`` keeps under all-gather CP; needs ``P % cp == 0``."""
+    _rank(cp_size, cp_rank)
+    _int("padded_length", padded, minimum=0)
+    if padded % cp_size:
+        raise LayoutSpecError(
+            f"all-gather CP needs the padded length to be a multiple of cp: P={padded}, cp={cp_size}"
+        )
+    size = padded // cp_size
+    return (cp_rank * size, (cp_rank + 1) * size)
+
+
+def local_length(padded: int, cp_size: int, scheme: str = "zigzag") -> int:
+    """Positions one CP rank holds for a sample of padded length ``P``.
+
+    ``P`` when ``cp == 1`` (nothing is sliced); ``2c`` under zigzag (more than
+    ``P / cp`` when ``2 cp`` does not divide ``P``); ``P / cp`` under all-gather.
+    """
+    check_scheme(scheme)
+    _int("cp_size", cp_size, minimum=1)
+    if cp_size == 1:
+        return _int("padded_length", padded, minimum=0)
+    if scheme == "allgather":
+        start, end = allgather_window(padded, cp_size, 0)
+        return end - start
+    return 2 * zigzag_chunk_size(padded, cp_size)
+
+
+def materialised_length(padded: int, cp_size: int, scheme: str = "zigzag") -> int:
+    """The padded length actually materialised before slicing: ``2 cp c`` under zigzag."""
+    return local_length(padded, cp_size, scheme) * cp_size
+
+
+def rank_ranges(padded: int, cp_size: int, cp_rank: int, scheme: str = "zigzag") -> tuple[Range, ...]:
+    """The position ranges of ``[0, materialised)`` that rank ``r`` holds, in order."""
+    check_scheme(scheme)
+    _rank(cp_size, cp_rank)
+    if cp_size == 1:
+        return ((0, _int("padded_length", padded, minimum=0)),)
+    if scheme == "allgather":
+        return (allgather_window(padded, cp_size, cp_rank),)
+    return zigzag_chunks(padded, cp_size, cp_rank)
+
+
+# --- response-space offsets (the oracle for O4 / G4) ------------------------
+
+
+def _layout_length(total: int, padded: int | None, cp_size: int, layout: str) -> int:
+    # The length the CP slicing is computed from: BSHD slices with the owner's
+    # P; THD (packed) with the sample's own length. Calling a response-offset
+    # helper without its layout arguments silently picks the THD rule.
+    if check_layout(layout) == "bshd":
+        if padded is None:
+            raise LayoutSpecError("layout 'bshd' needs the padded length `padded` (the sample's max_seq_lens entry)")
+        _int("padded", padded, minimum=0)
+        if padded < total:
+            raise LayoutSpecError(f"padded length P={padded} is below the total length T={total}")
+        return padded
+    return packed_sample_length(total, cp_size)
+
+
+def response_logit_ranges(
+    total: int,
+    response: int,
+    cp_size: int = 1,
+    cp_rank: int = 0,
+    *,
+    layout: str = "bshd",
+    padded: int | None = None,
+    scheme: str = "zigzag",
+) -> tuple[Range, ...]:
+    """Global logit positions of sample's response tokens that rank ``r`` holds.
+
+    Response token ``j`` (``0 <= j < R``) is predicted by the logit at
+    position ``p - 1 + j``, so the response logits are ``[p - 1, T - 1)``
+    intersected with the rank's ranges. Empty intersections are dropped.
+    """
+    _int("total", total, minimum=0)
+    _int("response", response, minimum=0)
+    if response > total:
+        raise LayoutSpecError(f"response length R={response} exceeds the total length T={total}")
+    length = _layout_length(total, padded, cp_size, layout)
+    if response == 0:
+        _rank(cp_size, cp_rank)
+        return ()
+    lo, hi = total - response - 1, total - 1
+    out: list[Range] = []
+    for start, end in rank_ranges(length, cp_size, cp_rank, scheme):
+        a, b = max(start, lo), min(end, hi)
+        if a < b:
+            out.append((a, b))
+    return tuple(out)
+
+
+def response_token_ranges(
+    total: int,
+    response: int,
+    cp_size: int = 1,
+    cp_rank: int = 0,
+    *,
+    layout: str = "bshd",
+    padded: int | None = None,
+    scheme: str = "zigzag",
+) -> tuple[Range, ...]:
+    """Token positions matching `response_logit_ranges` (each shifted by one)."""
+    ranges = response_logit_ranges(
+        total, response, cp_size, cp_rank, layout=layout, padded=padded, scheme=scheme
+    )
+    return tuple((a + 1, b + 1) for a, b in ranges)
+
+
+def response_count(
+    total: int,
+    response: int,
+    cp_size: int = 1,
+    cp_rank: int = 0,
+    *,
+    layout: str = "bshd",
+    padded: int | None = None,
+    scheme: str = "zigzag",
+) -> int:
+    """How many response entries rank ``r`` holds (they sum to ``R`` over ranks)."""
+    ranges = response_logit_ranges(
+        total, response, cp_size, cp_rank, layout=layout, padded=padded, scheme=scheme
+    )
+    return sum(b - a for a, b in ranges)
+
+
+# --- one sample's geometry -------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PaddedGeometry:
+    """One sample's layout: lengths, padding and CP geometry, validated once.
+
+    ``padded`` is the owner's ``P`` (BSHD); under THD it may be left ``None``
+    and the packed length is used.
+    """
+
+    total: int
+    response: int
+    padded: int | None = None
+    cp_size: int = 1
+    layout: Layout = "bshd"
+    scheme: Scheme = "zigzag"
+
+    def __post_init__(self) -> None:
+        _int("total", self.total, minimum=0)
+        _int("response", self.response, minimum=0)
+        _int("cp_size", self.cp_size, minimum=1)
+        check_layout(self.layout)
+        check_scheme(self.scheme)
+        if self.response > self.total:
+            raise LayoutSpecError(f"response length R={self.response} exceeds the total length T={self.total}")
+        _layout_length(self.total, self.padded, self.cp_size, self.layout)
+
+    @property
+    def prompt(self) -> int:
+        return self.total - self.response
+
+    @property
+    def length(self) -> int:
+        """The length CP slicing works from: ``P`` under BSHD, the packed length under THD."""
+        return _layout_length(self.total, self.padded, self.cp_size, self.layout)
+
+    @property
+    def local_length(self) -> int:
+        return local_length(self.length, self.cp_size, self.scheme)
+
+    def ranges(self, cp_rank: int) -> tuple[Range, ...]:
+        return rank_ranges(self.length, self.cp_size, cp_rank, self.scheme)
+
+    def response_count(self, cp_rank: int) -> int:
+        return response_count(
+            self.total, self.response, self.cp_size, cp_rank,
+            layout=self.layout, padded=self.padded, scheme=self.scheme,
+        )
+
+    def response_logit_ranges(self, cp_rank: int) -> tuple[Range, ...]:
+        return response_logit_ranges(
+            self.total, self.response, self.cp_size, cp_rank,
+            layout=self.layout, padded=self.padded, scheme=self.scheme,
+        )
+
+
+# --- static shape buckets -------------------------------------------------
+
+
+def validate_buckets(
+    buckets: Iterable[int],
+    max_length: int,
+    *,
+    quantum: int = DEFAULT_BUCKET_QUANTUM,
+) -> tuple[int, ...]:
+    """Check a bucket list against the bucket rules and return it normalised.
+
+    Rules: positive multiples of ``quantum``, strictly increasing, none above
+    ``max_length``, and ``max_length`` always the last bucket (appended when
+    missing). Every broken rule is listed in one `LayoutSpecError`.
+    """
+    _int("max_length", max_length, minimum=1)
+    _int("quantum", quantum, minimum=1)
+    values = list(buckets)
+    problems: list[str] = []
+    if max_length % quantum:
+        problems.append(f"max_length {max_length} is not a multiple of the quantum {quantum}")
+    for i, b in enumerate(values):
+        if isinstance(b, bool) or not isinstance(b, int):
+            problems.append(f"bucket #{i} is {b!r}, not an integer")
+            continue
+        if b <= 0:
+            problems.append(f"bucket #{i} is {b}, not positive")
+        elif b % quantum:
+            problems.append(f"bucket #{i} is {b}, not a multiple of {quantum}")
+        if b > max_length:
+            problems.append(f"bucket #{i} is {b}, above max_length {max_length}")
+        if i and isinstance(values[i - 1], int) and b <= values[i - 1]:
+            problems.append(f"bucket #{i} is {b}, not above the previous bucket {values[i - 1]}")
+    if problems:
+        raise LayoutSpecError("invalid buckets " + repr(values) + ": " + "; ".join(problems))
+    if not values or values[-1] != max_length:
+        values.append(max_length)
+    return tuple(values)
+
+
+def resolve_bucket(length: int, buckets: Sequence[int]) -> int:
+    """The smallest bucket that holds ``length`` (invariant G6).
+
+    ``buckets`` must already be validated. A length above the last bucket
+    raises `LayoutError`: that sample cannot be laid out at all.
+    """
+    _int("length", length, minimum=0)
+    if not buckets:
+        raise LayoutSpecError("no buckets given")
+    for b in buckets:
+        if b >= length:
+            return b
+    raise LayoutError(
+        [
+            Violation(
+                invariant="G6",
+                where="resolve_bucket",
+                field="buckets",
+                problem="the length fits no bucket",
+                actual=length,
+                expected=f"a length <= the last bucket {buckets[-1]}",
+                hint="raise max_length (the last bucket) or truncate samples longer than it",
+                sizes={"buckets": tuple(buckets)},
+            )
+        ]
+    )

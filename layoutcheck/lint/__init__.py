@@ -1,0 +1,1 @@
+"""The libcst linter: rule base class, engine, discovery, output."""

@@ -1,0 +1,1 @@
+"""layoutcheck's lint rules: one rule per module, found by walking this package."""
