@@ -163,13 +163,15 @@ def alignment_unit(
     *,
     cp_size: int = 1,
     compression_ratio: int | None = None,
+    scheme: str = "zigzag",
 ) -> AlignmentUnit:
     """The alignment unit ``A`` of DESIGN.md section 2.
 
     ``A`` is a multiple of ``tp_size * pad_multiplier``; with compressed
     attention of ratio ``k`` it is also a multiple of ``k * cp`` when
     ``cp == 1`` and ``2 k cp`` when ``cp > 1`` (each zigzag chunk must hold
-    whole compressed blocks). Units are combined with ``lcm``.
+    whole compressed blocks). All-gather CP with ``cp > 1`` adds ``cp``
+    itself (its windows need ``P % cp == 0``). Units are combined with ``lcm``.
     """
     _int("tp_size", tp_size, minimum=1)
     _int("pad_multiplier", pad_multiplier, minimum=1)
@@ -178,6 +180,8 @@ def alignment_unit(
     if compression_ratio is not None:
         k = _int("compression_ratio", compression_ratio, minimum=1)
         units.append(("compression", k * cp_size * (2 if cp_size > 1 else 1)))
+    if check_scheme(scheme) == "allgather" and cp_size > 1:
+        units.append(("allgather_cp", cp_size))
     return AlignmentUnit(value=math.lcm(*(u for _, u in units)), units=tuple(units))
 
 
@@ -308,6 +312,8 @@ def response_logit_ranges(
     Response token ``j`` (``0 <= j < R``) is predicted by the logit at
     position ``p - 1 + j``, so the response logits are ``[p - 1, T - 1)``
     intersected with the rank's ranges. Empty intersections are dropped.
+    With no prompt token (``R == T``) the first response token has no logit,
+    so the ranks hold ``R - 1`` entries in all.
     """
     _int("total", total, minimum=0)
     _int("response", response, minimum=0)
