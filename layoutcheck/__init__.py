@@ -1,22 +1,82 @@
 """layoutcheck: keeps padded-sequence layouts honest in LLM training code.
 
 The public names are re-exported here explicitly. Importing layoutcheck
-never imports torch: the runtime imports it lazily, and the lint path
-(``layoutcheck check``, the pre-commit hook) never does.
+never imports torch: the runtime reads tensors by duck typing and imports
+nothing from torch, and the lint path (``layoutcheck check``, the pre-commit
+hook) never does. The runtime names are resolved on first access, so the
+lint path does not pay for loading the runtime either.
 """
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING
 
 from layoutcheck.errors import ConfigError, LayoutcheckError, LayoutError, LayoutSpecError, Violation
 from layoutcheck.geometry import PaddedGeometry, alignment_unit
 
+if TYPE_CHECKING:
+    from layoutcheck.runtime.api import LayoutChecker, check_rollout_data
+    from layoutcheck.runtime.checks import (
+        check_batch,
+        check_batch_layout,
+        check_micro_batch,
+        check_replay,
+        check_response_offsets,
+        check_rollout,
+    )
+    from layoutcheck.runtime.reporting import LayoutWarning, Recorder, format_violations, report
+
 __version__ = "0.1.0"
+
+# Runtime names, loaded on first access (explicit: one name, one module).
+_LAZY = {
+    "LayoutChecker": "layoutcheck.runtime.api",
+    "check_rollout_data": "layoutcheck.runtime.api",
+    "check_batch": "layoutcheck.runtime.checks",
+    "check_batch_layout": "layoutcheck.runtime.checks",
+    "check_micro_batch": "layoutcheck.runtime.checks",
+    "check_replay": "layoutcheck.runtime.checks",
+    "check_response_offsets": "layoutcheck.runtime.checks",
+    "check_rollout": "layoutcheck.runtime.checks",
+    "LayoutWarning": "layoutcheck.runtime.reporting",
+    "Recorder": "layoutcheck.runtime.reporting",
+    "format_violations": "layoutcheck.runtime.reporting",
+    "report": "layoutcheck.runtime.reporting",
+}
 
 __all__ = [
     "ConfigError",
+    "LayoutChecker",
     "LayoutError",
     "LayoutSpecError",
+    "LayoutWarning",
     "LayoutcheckError",
     "PaddedGeometry",
+    "Recorder",
     "Violation",
     "__version__",
     "alignment_unit",
+    "check_batch",
+    "check_batch_layout",
+    "check_micro_batch",
+    "check_replay",
+    "check_response_offsets",
+    "check_rollout",
+    "check_rollout_data",
+    "format_violations",
+    "report",
 ]
+
+
+def __getattr__(name: str) -> object:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'layoutcheck' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # later lookups skip __getattr__
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))

@@ -44,6 +44,7 @@ __all__ = [
     "local_length",
     "materialised_length",
     "packed_sample_length",
+    "packed_stream_length",
     "padded_length",
     "per_sample_padded_lengths",
     "resolve_bucket",
@@ -489,3 +490,27 @@ def resolve_bucket(length: int, buckets: Sequence[int]) -> int:
             )
         ]
     )
+
+
+# --- packed (THD) micro-batches ------------------------------------------
+
+
+def packed_stream_length(
+    total_lengths: Iterable[int],
+    cp_size: int = 1,
+    *,
+    scheme: str = "zigzag",
+    pad_to: int = 1,
+) -> int:
+    """Positions one CP rank holds in a THD (packed) micro-batch.
+
+    Each sample is padded to its packed length (`packed_sample_length`) and
+    CP-sliced (`local_length`: ``packed / cp`` under both schemes, since the
+    packed length is a multiple of ``2 cp``); the local stream is concatenated
+    and its tail padded to a multiple of ``pad_to`` (the batch builder's
+    ``tp_size * pad_multiplier``).
+    """
+    _int("cp_size", cp_size, minimum=1)
+    check_scheme(scheme)
+    stream = sum(local_length(packed_sample_length(t, cp_size), cp_size, scheme) for t in total_lengths)
+    return round_up(stream, _int("pad_to", pad_to, minimum=1))

@@ -1,0 +1,43 @@
+"""The runtime half of layoutcheck: layout invariants checked on live data.
+
+Modules (small, one idea each):
+
+* `layoutcheck.runtime.checks`: the invariants O1-O5, G1-G6 (DESIGN.md
+  section 3) over Python ints and tensor shapes, returning violations
+  (implemented in `owner` for O1-O5 and `consumers` for G1-G6, over
+  `common`: field names, hints, argument validation);
+* `layoutcheck.runtime.meta`: metadata access (shapes only, torch-function
+  handling off, no GPU sync, torch never imported);
+* `layoutcheck.runtime.reporting`: raise / warn / record;
+* `layoutcheck.runtime.adapters`: how a Miles-shaped trainer is read;
+* `layoutcheck.runtime.api`: `LayoutChecker`, the manual wrappers.
+
+The tracer (tensor tags, DESIGN.md section 8) and the automatic hooks are to
+sit beside these and feed the same checks. Nothing here imports torch.
+"""
+
+from layoutcheck.runtime.api import LayoutChecker, check_rollout_data
+from layoutcheck.runtime.checks import (
+    check_batch,
+    check_batch_layout,
+    check_micro_batch,
+    check_replay,
+    check_response_offsets,
+    check_rollout,
+)
+from layoutcheck.runtime.reporting import LayoutWarning, Recorder, format_violations, report
+
+__all__ = [
+    "LayoutChecker",
+    "LayoutWarning",
+    "Recorder",
+    "check_batch",
+    "check_batch_layout",
+    "check_micro_batch",
+    "check_replay",
+    "check_response_offsets",
+    "check_rollout",
+    "check_rollout_data",
+    "format_violations",
+    "report",
+]

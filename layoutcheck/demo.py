@@ -1,0 +1,284 @@
+"""``layoutcheck demo``: catch rollout-global padding in a trainer-shaped pipeline.
+
+Runs the reference pipeline (``fixtures/minitrainer``, a Miles-shaped data
+path on CPU tensors) on a synthetic long-tailed rollout, BSHD with CP 2, both
+CP ranks in-process, with `LayoutChecker` wrapped around its producer, batch
+builder, replay filler and response-offset helper. First with a layout bug
+(rollout-global padding by default, any pipeline bug with ``--bug``), then
+correct. For each run: the violations found, and what the padding costs.
+
+Exit 0 when the checks find the bug and stay silent on the correct run; 1
+when they do not (a self-check); 2 when the pipeline is missing (the demo
+runs from a source checkout) or the arguments are bad.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import layoutcheck
+from layoutcheck.errors import Violation
+from layoutcheck.runtime.reporting import format_violations
+
+__all__ = ["main"]
+
+CP = 2
+SHOWN = 3  # violations printed in full; the rest are counted
+DEFAULT_BUG = "rollout_global_padding"
+BUG_SETTINGS: dict[str, dict[str, Any]] = {
+    # What a bug needs to show up (see minitrainer.bugs); every other bug runs on the defaults.
+    "mixed_padded_lengths": {"micro_batch_size": 2},
+    "replay_thd_pad_multiplier": {"qkv_format": "thd"},
+    "alignment_max_not_lcm": {"compress_ratio": 3},
+}
+
+
+def fixtures_dir() -> Path:
+    """Where the reference pipeline lives in a source checkout (it is not in the wheel)."""
+    return Path(layoutcheck.__file__).resolve().parents[1] / "fixtures"
+
+
+# --- running the pipeline under the checker --------------------------------------
+
+
+@dataclass
+class RunResult:
+    """One training step on every CP rank, checked."""
+
+    title: str
+    violations: list[Violation]
+    summary: str
+    totals: list[int]  # T_i (rank 0's view; every rank holds the same samples)
+    padded: list[int] | None  # P_i (max_seq_lens; BSHD only)
+    positions: int  # token positions laid out by the batch builder, all micro-batches, all CP ranks
+    note: str = ""
+
+
+@contextmanager
+def checked_pipeline(checker: Any) -> Iterator[None]:
+    """Bind the checker's wrappers where minitrainer's callers import the functions by name."""
+    import minitrainer.actor as actor
+    import minitrainer.cp_utils as cp_utils
+    import minitrainer.data as data
+    import minitrainer.model as model
+    import minitrainer.replay_data as replay_data
+
+    bindings = [
+        (actor, "get_rollout_data", checker.wrap_producer(data.get_rollout_data)),
+        (actor, "fill_replay_data", checker.wrap_replay_filler(replay_data.fill_replay_data)),
+        (model, "get_batch", checker.wrap_batch_builder(data.get_batch)),
+        *(
+            (model, name, checker.wrap_offset_helper(getattr(cp_utils, name)))
+            for name in ("get_logits_and_tokens_offset_with_cp", "get_logits_and_tokens_offset_with_allgather_cp")
+        ),
+    ]
+    saved = [(module, name, getattr(module, name)) for module, name, _ in bindings]
+    try:
+        for module, name, wrapper in bindings:
+            setattr(module, name, wrapper)
+        yield
+    finally:
+        for module, name, original in saved:
+            setattr(module, name, original)
+
+
+def run(title: str, ref: Any, settings: dict[str, Any]) -> RunResult:
+    """One checked training step per CP rank (record mode: the step runs to the end)."""
+    from minitrainer.actor import train_step
+    from minitrainer.args import make_args
+    from minitrainer.parallel_state import get_parallel_state, parallel_state
+
+    checker = layoutcheck.LayoutChecker("record", parallel_state=get_parallel_state)
+    args = make_args(**settings)
+    results = []
+    with checked_pipeline(checker):
+        for rank in range(CP):
+            with parallel_state(cp_size=CP, cp_rank=rank):
+                results.append(train_step(args, ref))
+    rollout = results[0].rollout_data
+    return RunResult(
+        title=title,
+        violations=checker.violations,
+        summary=checker.summary(),
+        totals=list(rollout["total_lengths"]),
+        padded=list(rollout["max_seq_lens"]) if "max_seq_lens" in rollout else None,
+        positions=sum(batch["tokens"].numel() for result in results for batch in result.batches),
+    )
+
+
+# --- rendering ----------------------------------------------------------------
+
+
+class Style:
+    """ANSI styling, or none (``--no-color``, ``NO_COLOR``, or not a terminal)."""
+
+    def __init__(self, enabled: bool) -> None:
+        self.enabled = enabled
+
+    def _wrap(self, code: str, text: str) -> str:
+        return f"\033[{code}m{text}\033[0m" if self.enabled else text
+
+    def bold(self, text: str) -> str:
+        return self._wrap("1", text)
+
+    def red(self, text: str) -> str:
+        return self._wrap("31;1", text)
+
+    def green(self, text: str) -> str:
+        return self._wrap("32;1", text)
+
+    def dim(self, text: str) -> str:
+        return self._wrap("2", text)
+
+
+def ratio(padded: int, true: int) -> str:
+    return f"{padded / true:.1f}x" if true else "n/a"
+
+
+def padding_table(result: RunResult) -> list[str]:
+    """True vs padded tokens: in total, for the worst sample, and through the MoE MLP."""
+    total = sum(result.totals)
+    rows = [("", "true tokens", "padded", "inflation")]
+    if result.padded is not None:
+        p = result.padded
+        worst = max(range(len(p)), key=lambda i: p[i] / result.totals[i])
+        longest = max(range(len(p)), key=lambda i: result.totals[i])
+        rows.append(("all samples (max_seq_lens)", f"{total:,}", f"{sum(p):,}", ratio(sum(p), total)))
+        for label, i in (("worst sample", worst), ("longest sample", longest)):
+            t = result.totals[i]
+            rows.append((f"{label} (#{i})", f"{t:,}", f"{p[i]:,}", ratio(p[i], t)))
+    mlp = ratio(result.positions, total)
+    if result.positions < total:  # fewer positions than tokens: the batch builder dropped some
+        mlp += " (tokens dropped!)"
+    rows.append(("through the MoE MLP (all ranks)", f"{total:,}", f"{result.positions:,}", mlp))
+    widths = [max(len(row[c]) for row in rows) for c in range(4)]
+    lines = []
+    for n, row in enumerate(rows):
+        cells = [row[0].ljust(widths[0])] + [row[c].rjust(widths[c]) for c in range(1, 4)]
+        lines.append("    " + "   ".join(cells))
+        if n == 0:
+            lines.append("    " + "   ".join("-" * w for w in widths))
+    return lines
+
+
+def render(result: RunResult, style: Style, *, expect_violations: bool) -> list[str]:
+    out = [style.bold(result.title)]
+    if result.violations:
+        mark = style.red("FOUND") if expect_violations else style.red("UNEXPECTED")
+        out.append(f"  {mark}  {result.summary}")
+        named = {s for v in result.violations for s in (v.sample if isinstance(v.sample, tuple) else [v.sample])}
+        named.discard(None)
+        note = f"{len(named)} of {len(result.totals)} samples named; each CP rank checks its own data"
+        out.append(style.dim("        " + note))
+        out.append("")
+        text = format_violations(result.violations, limit=SHOWN)
+        out.extend("    " + line for line in text.splitlines()[1:])  # the count is in the summary line
+    else:
+        mark = style.green("OK") if not expect_violations else style.red("MISSED")
+        out.append(f"  {mark}  {result.summary}")
+    out.append("")
+    out.extend(padding_table(result))
+    out.extend(style.dim("    " + line) for line in result.note.splitlines())
+    out.append("")
+    return out
+
+
+def describe(totals: Sequence[int]) -> str:
+    longest = max(range(len(totals)), key=lambda i: totals[i])
+    return (
+        f"{len(totals)} samples, median T = {statistics.median(totals):,.0f} tokens, "
+        f"shortest {min(totals):,}, longest {totals[longest]:,} (sample #{longest})"
+    )
+
+
+# --- the command ---------------------------------------------------------------
+
+
+def parser(bug_names: Sequence[str]) -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="layoutcheck demo",
+        description="Run the reference trainer pipeline with a layout bug and then correctly, "
+        "and show what layoutcheck's runtime checks find.",
+    )
+    p.add_argument("--seed", type=int, default=0, help="seed of the synthetic rollout (default: 0)")
+    p.add_argument("--samples", type=int, default=32, metavar="N", help="samples in the rollout (default: 32)")
+    p.add_argument("--bug", default=DEFAULT_BUG, choices=bug_names, metavar="NAME",
+                   help=f"the pipeline bug to switch on (default: {DEFAULT_BUG}); one of: {', '.join(bug_names)}")
+    p.add_argument("--no-color", action="store_true", help="plain output, no ANSI colours")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the demo; return the exit code (0 found, 1 self-check failed, 2 cannot run)."""
+    fixtures = fixtures_dir()
+    if not (fixtures / "minitrainer").is_dir():
+        print(
+            f"layoutcheck demo: the reference pipeline is not here ({fixtures / 'minitrainer'}).\n"
+            "The demo runs from a source checkout: clone the layoutcheck repository and run "
+            "`pip install -e .` there, then `layoutcheck demo`.",
+            file=sys.stderr,
+        )
+        return 2
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        print("layoutcheck demo: needs torch (pip install 'layoutcheck[torch]').", file=sys.stderr)
+        return 2
+    if str(fixtures) not in sys.path:
+        sys.path.insert(0, str(fixtures))
+    from minitrainer.bugs import BUG_NAMES
+    from minitrainer.rollout import long_tailed_lengths, make_rollout_ref
+
+    options = parser(BUG_NAMES).parse_args(argv)
+    if options.samples < 2:
+        print("layoutcheck demo: --samples must be at least 2", file=sys.stderr)
+        return 2
+    style = Style(not options.no_color and "NO_COLOR" not in os.environ and sys.stdout.isatty())
+    settings = BUG_SETTINGS.get(options.bug, {})
+    layout = settings.get("qkv_format", "bshd").upper()
+
+    lengths = long_tailed_lengths(options.samples, seed=options.seed)
+    ref = make_rollout_ref(lengths, seed=options.seed)
+    buggy = run(f"1. with the bug `{options.bug}`", ref, {**settings, "bugs": {options.bug}})
+    correct = run("2. correct (every bug flag off)", ref, settings)
+
+    if options.bug == "rollout_global_padding":
+        # The real incident's rollout max was 132,096, so its 14,010-token sample was the victim
+        # (9.4x). Here the outlier *is* the max: it is padded least, the shortest sample most.
+        buggy.note = (
+            "In the real incident the rollout max was 132,096, so a 14,010-token sample was padded 9.4x;\n"
+            "here the outlier is the max, so the shortest sample pays most."
+        )
+    lines = [
+        style.bold("layoutcheck demo") + f": the reference pipeline, {layout}, cp={CP} (both ranks in-process), "
+        f"alignment A=128",
+        "  " + describe(lengths),
+        "",
+        *render(buggy, style, expect_violations=True),
+        *render(correct, style, expect_violations=False),
+    ]
+    detected, silent = bool(buggy.violations), not correct.violations
+    if detected and silent:
+        verdict = style.green("layoutcheck caught the bug") + "; the correct run is clean."
+        hint = buggy.violations[0].hint
+        lines += [verdict, f"What to do: {hint[0].upper()}{hint[1:]}."]
+    else:
+        problem = "missed the bug" if not detected else "reported violations on the correct run"
+        lines.append(style.red(f"Self-check failed: layoutcheck {problem}."))
+    try:
+        print("\n".join(lines), flush=True)
+    except BrokenPipeError:  # `layoutcheck demo | head`: not an error
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    return 0 if detected and silent else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

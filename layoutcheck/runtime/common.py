@@ -1,0 +1,137 @@
+"""Shared by the owner and consumer checks: field names, hints, argument validation.
+
+Argument validation raises `LayoutSpecError` (a bad specification), never a
+violation. The expected response count comes from `layoutcheck.geometry`.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Mapping, Sequence
+from numbers import Integral
+
+from layoutcheck import geometry
+from layoutcheck.errors import LayoutSpecError
+
+__all__ = [
+    "HINTS",
+    "REPLAY_FIELDS",
+    "RESPONSE_FIELDS",
+    "SHAPE_FIELDS",
+    "UNSLICED_RESPONSE_FIELDS",
+    "bucket_tuple",
+    "expected_count",
+    "ints",
+    "parallel",
+    "response_sizes",
+    "same_length",
+    "size",
+]
+
+RESPONSE_FIELDS: tuple[str, ...] = ("rollout_log_probs", "teacher_log_probs")
+"""Per-sample response fields CP-sliced by the producer (``R_i`` entries before slicing)."""
+UNSLICED_RESPONSE_FIELDS: tuple[str, ...] = ("loss_masks",)
+"""Per-sample response fields kept whole (``R_i`` entries on every rank)."""
+REPLAY_FIELDS: tuple[str, ...] = ("rollout_routed_experts", "rollout_indexer_topk")
+"""Per-sample replay arrays (``T_i - 1`` rows before padding)."""
+SHAPE_FIELDS: tuple[str, ...] = ("tokens", "full_loss_masks", "position_ids")
+"""Batch tensors laid out like the tokens: ``(B, L)`` under BSHD, ``(1, N)`` under THD."""
+
+HINTS = {
+    "O1": "keep one entry per sample in every per-sample field, and recompute `total_lengths` "
+    "from the tokens after any step that changes them",
+    "O2": "pad each sample to a multiple of the alignment unit: P_i = round_up(T_i, A), "
+    "with A the lcm (not the max) of every unit",
+    "O3": "pad each sample to its own aligned length P_i = round_up(T_i, A) instead of one "
+    "rollout-wide maximum",
+    "O4": "slice response fields with the sample's own layout (qkv_format and max_seq_len=P_i) "
+    "through the same CP offset rule the batch builder uses",
+    "O5": "store replay arrays with one row per predicted token (T_i - 1 rows); pad them only "
+    "when laying out the batch",
+    "G1": "use one sample per micro-batch (micro_batch_size=1), or bucket samples by padded "
+    "length so that every micro-batch shares one P",
+    "G2": "recompute `max_seq_lens` (and `total_lengths`) after any step that changes the "
+    "tokens, such as multimodal expansion",
+    "G3": "lay every batch tensor out with the micro-batch's P and CP scheme "
+    "(L = local length of P on this rank)",
+    "G3-allgather": "make P a multiple of cp (add cp to the alignment unit) or use zigzag CP",
+    "G4": "slice response fields with the micro-batch's P (`max_seq_lens`) and pass "
+    "qkv_format and max_seq_len to the response-offset helper",
+    "G5": "lay replay tensors out from the batch builder's geometry (same P, same pad multiple); "
+    "do not re-derive padding in the replay filler",
+    "G6": "pad each micro-batch to the smallest bucket that holds its longest sample",
+}
+
+
+# --- argument validation (LayoutSpecError, never a violation) --------------
+
+
+def size(name: str, value: object, *, minimum: int) -> int:
+    if type(value) is int and value >= minimum:  # the common case, without the ABC check below
+        return value
+    # bool is an int subclass; True as a CP size is a bug, not a 1. numpy
+    # integers are Integral; a tensor is not (reading it would sync a GPU).
+    if isinstance(value, bool) or not isinstance(value, Integral):
+        hint = ""
+        if hasattr(value, "shape"):
+            hint = " (pass a Python int: reading a tensor's value would synchronise the GPU)"
+        raise LayoutSpecError(f"`{name}` must be an integer >= {minimum}, got {type(value).__name__} {value!r}{hint}")
+    if value < minimum:
+        raise LayoutSpecError(f"`{name}` must be an integer >= {minimum}, got {value}")
+    return int(value)
+
+
+def ints(name: str, values: Sequence[object] | None, *, minimum: int = 0) -> list[int]:
+    if values is None:
+        raise LayoutSpecError(f"`{name}` is required")
+    if not isinstance(values, (list, tuple)):
+        raise LayoutSpecError(f"`{name}` must be a list of Python ints, got {type(values).__name__}")
+    return [size(f"{name}[{i}]", v, minimum=minimum) for i, v in enumerate(values)]
+
+
+def parallel(cp_size: object, cp_rank: object, layout: str, scheme: str) -> tuple[int, int]:
+    cp = size("cp_size", cp_size, minimum=1)
+    r = size("cp_rank", cp_rank, minimum=0)
+    if r >= cp:
+        raise LayoutSpecError(f"`cp_rank` must be below `cp_size`: got cp_rank={r}, cp_size={cp}")
+    geometry.check_layout(layout)
+    geometry.check_scheme(scheme)
+    return cp, r
+
+
+def same_length(lists: Mapping[str, Sequence[object] | None]) -> int:
+    given = {k: len(v) for k, v in lists.items() if v is not None}
+    if len(set(given.values())) > 1:
+        detail = ", ".join(f"{k}: {n}" for k, n in given.items())
+        raise LayoutSpecError(f"per-sample arguments have different lengths ({detail})")
+    return next(iter(given.values()), 0)
+
+
+
+@functools.lru_cache(maxsize=4096)
+def expected_count(t: int, resp: int, p: int | None, cp: int, r: int, layout: str, scheme: str) -> int | None:
+    # None: no expectation (R > T, or P unusable); another invariant reports why.
+    if resp > t:
+        return None
+    if layout == "bshd" and (p is None or p < t or (scheme == "allgather" and cp > 1 and p % cp)):
+        return None
+    return geometry.response_count(t, resp, cp, r, layout=layout, padded=p if layout == "bshd" else None, scheme=scheme)
+
+
+def response_sizes(t: int, resp: int, p: int | None, cp: int, r: int, layout: str, scheme: str) -> dict[str, object]:
+    sizes: dict[str, object] = {"T": t, "R": resp}
+    if layout == "bshd":
+        sizes["P"] = p
+    sizes.update({"cp": cp, "r": r, "layout": layout})
+    if cp > 1:
+        sizes["scheme"] = scheme
+    return sizes
+
+
+def bucket_tuple(buckets: Sequence[object] | None) -> tuple[int, ...] | None:
+    """Validated static shape buckets (the largest is the max length), or ``None`` for no buckets."""
+    if not buckets:
+        return None
+    values = list(buckets)
+    top = max((b for b in values if type(b) is int), default=geometry.DEFAULT_BUCKET_QUANTUM)
+    return geometry.validate_buckets(values, top)  # type: ignore[arg-type]

@@ -1,0 +1,74 @@
+"""Metadata access for the runtime checks: shapes and sizes, never values.
+
+Every check reads tensors through these helpers, and only inside
+`metadata_only()`, which switches torch-function handling off: an active
+``TorchFunctionMode`` (the tracer's, a profiler's) or a tensor subclass would
+otherwise see ``.shape`` and ``.size()`` (DESIGN.md section 8). Nothing here
+calls ``.item()``, ``.tolist()``, ``.cpu()``, ``.numpy()`` or ``bool()`` on a
+tensor: reading a shape never synchronises a GPU.
+
+torch is never imported here. If it is not in ``sys.modules`` no tensor can
+exist, so there is nothing to switch off. Values are duck-typed: a torch
+tensor and a numpy array both have ``.shape``; a Python list or tuple counts
+its entries.
+
+A future tracer (tags on tensors, DESIGN.md section 8) plugs in beside this
+module: the checks take plain ints and shapes, so a tag lookup can supply the
+same arguments without any check changing.
+"""
+
+from __future__ import annotations
+
+import sys
+from contextlib import AbstractContextManager, nullcontext
+
+__all__ = ["count", "metadata_only", "numel", "shape_of"]
+
+Shape = tuple[int, ...]
+
+
+def metadata_only() -> AbstractContextManager[object]:
+    """A context in which tensor metadata bypasses ``__torch_function__``.
+
+    ``torch._C.DisableTorchFunction`` turns off both modes and subclass
+    overrides (``DisableTorchFunctionSubclass`` would leave modes on). When
+    torch was never imported there are no tensors and nothing to disable.
+    """
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return nullcontext()
+    return torch._C.DisableTorchFunction()
+
+
+def shape_of(value: object) -> Shape | None:
+    """The shape of an array-like, ``(len,)`` for a list or tuple, ``None`` otherwise.
+
+    Call inside `metadata_only()` for tensors. Only the outer length of a
+    nested list is read: a check never walks values.
+    """
+    shape = getattr(value, "shape", None)
+    if shape is not None:
+        return tuple(shape)
+    if isinstance(value, (list, tuple)):
+        return (len(value),)
+    return None
+
+
+def count(value: object) -> int | None:
+    """Entries along the first dimension (``len`` semantics); ``None`` for scalars and 0-d arrays."""
+    shape = shape_of(value)
+    if not shape:
+        return None
+    return int(shape[0])
+
+
+def numel(value: object) -> int | None:
+    """Total number of elements (product of the shape); ``None`` when unknown."""
+    shape = shape_of(value)
+    if shape is None:
+        return None
+    n = 1
+    for d in shape:
+        n *= int(d)
+    return n
+

@@ -1,0 +1,276 @@
+"""Every layout bug of the reference pipeline is caught, and a correct pipeline is silent.
+
+The pipeline (``fixtures/minitrainer``) runs in-process for every CP rank
+(``parallel_state`` context manager) with `LayoutChecker` wrappers bound where
+its callers imported the functions by name (``minitrainer.actor`` and
+``minitrainer.model``). Expected samples are computed from the data through
+`layoutcheck.geometry` (the oracle), never hard-coded.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+
+import pytest
+
+pytest.importorskip("torch")
+
+import minitrainer.actor as actor  # noqa: E402
+import minitrainer.cp_utils as cp_utils  # noqa: E402
+import minitrainer.data as data  # noqa: E402
+import minitrainer.model as model  # noqa: E402
+import minitrainer.replay_data as replay_data  # noqa: E402
+from minitrainer.args import make_args  # noqa: E402
+from minitrainer.bugs import BUG_NAMES  # noqa: E402
+from minitrainer.parallel_state import get_parallel_state, parallel_state  # noqa: E402
+from minitrainer.rollout import make_rollout_ref  # noqa: E402
+
+from layoutcheck import LayoutChecker, LayoutError, Violation, geometry  # noqa: E402
+
+# Padded lengths (A = 128): 384, 256, 768, 1024, 256, 1024, 2048, 256. Samples
+# 1, 4, 7 and 3, 5 share a P, so BSHD micro-batches of 2 and 4 hold several
+# samples; 0 and 1 differ, so plain-order micro-batches mix P (G1).
+LENGTHS = [300, 130, 700, 1000, 250, 900, 2000, 129]
+A = 128
+
+
+@pytest.fixture(scope="module")
+def ref():
+    return make_rollout_ref(LENGTHS, seed=3)
+
+
+@pytest.fixture
+def install(monkeypatch) -> Callable[..., LayoutChecker]:
+    """Bind checked wrappers where minitrainer's callers look the functions up."""
+
+    def install(mode: str = "record", **options: object) -> LayoutChecker:
+        checker = LayoutChecker(mode, parallel_state=get_parallel_state, **options)
+        monkeypatch.setattr(actor, "get_rollout_data", checker.wrap_producer(data.get_rollout_data))
+        monkeypatch.setattr(actor, "fill_replay_data", checker.wrap_replay_filler(replay_data.fill_replay_data))
+        monkeypatch.setattr(model, "get_batch", checker.wrap_batch_builder(data.get_batch))
+        for name in ("get_logits_and_tokens_offset_with_cp", "get_logits_and_tokens_offset_with_allgather_cp"):
+            monkeypatch.setattr(model, name, checker.wrap_offset_helper(getattr(cp_utils, name)))
+        return checker
+
+    return install
+
+
+def run_ranks(args, ref, *, cp: int = 1, tp: int = 1, ranks: Iterable[int] | None = None) -> list:
+    """One training step per CP rank, in-process."""
+    results = []
+    for r in range(cp) if ranks is None else ranks:
+        with parallel_state(tp_size=tp, cp_size=cp, cp_rank=r):
+            results.append(actor.train_step(args, ref))
+    return results
+
+
+def named(violations: list[Violation], invariant: str, field: str | None = None) -> list[Violation]:
+    return [v for v in violations if v.invariant == invariant and (field is None or v.field == field)]
+
+
+def samples_of(violations: list[Violation]) -> set[int]:
+    out: set[int] = set()
+    for v in violations:
+        out.update(v.sample if isinstance(v.sample, tuple) else [v.sample])
+    return out
+
+
+# --- no false positive on a correct pipeline -------------------------------
+
+GRID = [
+    (fmt, scheme, cp, b)
+    for fmt in ("bshd", "thd")
+    for scheme in ("zigzag", "allgather")
+    for cp in (1, 2, 4)
+    for b in (1, 2, 4)
+    if not (scheme == "allgather" and cp == 1)  # one scheme only: nothing is sliced
+]
+
+
+def test_correct_pipeline_is_silent_on_every_configuration(install, ref):
+    checker = install("raise")
+    for fmt, scheme, cp, b in GRID:
+        args = make_args(qkv_format=fmt, allgather_cp=scheme == "allgather", micro_batch_size=b)
+        results = run_ranks(args, ref, cp=cp)
+        assert checker.violations == [], (fmt, scheme, cp, b, checker.summary())
+        # the hooks did run: one rollout per rank, every micro-batch, both replay keys
+        micro_batches = sum(len(r.micro_batches) for r in results)
+        assert checker.checked["rollouts"] == cp and checker.checked["micro-batches"] == micro_batches
+        assert checker.checked["replay tensors"] == 2 * micro_batches
+        checker.reset()
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"tp": 2, "sequence_parallel": True, "qkv_format": "bshd"},
+        {"tp": 2, "sequence_parallel": True, "qkv_format": "thd"},
+        {"tp": 2, "sequence_parallel": False, "qkv_format": "thd", "data_pad_size_multiplier": 64},
+        {"compress_ratio": 3, "qkv_format": "bshd"},  # A = lcm(128, 12) = 384
+        {"compress_ratio": 3, "qkv_format": "bshd", "allgather_cp": True, "micro_batch_size": 2},
+    ],
+    ids=["bshd-tp2-sp", "thd-tp2-sp", "thd-tp2-mult64", "bshd-compressed", "bshd-compressed-allgather"],
+)
+def test_correct_pipeline_is_silent_with_tp_and_compression(install, ref, options):
+    options = dict(options)
+    tp = options.pop("tp", 1)
+    checker = install("raise")
+    run_ranks(make_args(**options), ref, cp=2, tp=tp)
+    assert checker.violations == [], checker.summary()
+    assert checker.summary().startswith("no layout violations (checked 2 rollouts")
+
+
+def test_every_bug_flag_has_a_test():
+    assert set(BUG_CASES) == set(BUG_NAMES)
+
+
+# --- each bug flag is caught ------------------------------------------------
+
+
+def case_rollout_global_padding(install, ref):
+    checker = install()
+    run_ranks(make_args(bugs={"rollout_global_padding"}), ref, cp=2)
+    found = named(checker.violations, "O3", "max_seq_lens")
+    global_p = geometry.padded_length(max(LENGTHS), A)
+    expected = {i for i, t in enumerate(LENGTHS) if global_p >= t + A}
+    assert samples_of(found) == expected
+    worst = max(expected, key=lambda i: global_p / LENGTHS[i])
+    v = next(v for v in found if v.sample == worst)
+    assert (v.actual, v.where) == (global_p, "get_rollout_data")
+    assert str(geometry.padded_length(LENGTHS[worst], A)) in str(v.expected)
+    text = v.format()
+    assert f"{global_p / LENGTHS[worst]:.1f}x" in text and "rollout-global padding" in text
+    assert {v.invariant for v in checker.violations} == {"O3"}
+
+
+def case_mixed_padded_lengths(install, ref):
+    checker = install()
+    run_ranks(make_args(bugs={"mixed_padded_lengths"}, micro_batch_size=2), ref, cp=2)
+    padded = [geometry.padded_length(t, A) for t in LENGTHS]
+    mixed = {k: (2 * k, 2 * k + 1) for k in range(len(LENGTHS) // 2) if padded[2 * k] != padded[2 * k + 1]}
+    found = named(checker.violations, "G1", "max_seq_lens")
+    assert {v.micro_batch: v.sample for v in found} == mixed
+    v = found[0]
+    assert v.actual == {i: padded[i] for i in v.sample}
+    assert "one sample per micro-batch" in v.hint and "bucket samples by padded length" in v.hint
+
+
+def case_logprobs_sliced_with_other_p(install, ref):
+    for scheme in ("zigzag", "allgather"):
+        checker = install()
+        args = make_args(bugs={"logprobs_sliced_with_other_p"}, allgather_cp=scheme == "allgather")
+        run_ranks(args, ref, cp=2, ranks=[0])
+        expected = set()
+        for i, t in enumerate(LENGTHS):
+            r = t - max(1, t // 4)
+            own = geometry.response_count(t, r, 2, 0, layout="bshd", padded=geometry.padded_length(t, A), scheme=scheme)
+            packed = geometry.response_count(t, r, 2, 0, layout="thd", scheme=scheme)
+            if own != packed:
+                expected.add(i)
+        assert expected, "the data must make the bug visible"
+        for invariant in ("O4", "G4"):
+            for field in ("rollout_log_probs", "teacher_log_probs"):
+                assert samples_of(named(checker.violations, invariant, field)) == expected, (scheme, invariant, field)
+
+
+def case_replay_thd_pad_multiplier(install, ref):
+    checker = install()
+    results = run_ranks(make_args(bugs={"replay_thd_pad_multiplier"}, qkv_format="thd", micro_batch_size=2), ref, cp=2)
+    found = named(checker.violations, "G5")
+    assert {v.field for v in found} == {"rollout_routed_experts", "rollout_indexer_topk"}
+    expected = set()
+    for k, samples in enumerate(results[0].micro_batches):
+        stream = geometry.packed_stream_length([LENGTHS[i] for i in samples], 2)
+        if geometry.round_up(stream, A) != geometry.round_up(stream, 2 * A):
+            expected.add(k)
+    assert {v.micro_batch for v in found} == expected
+    v = found[0]
+    samples = tuple(results[0].micro_batches[v.micro_batch])
+    stream = geometry.packed_stream_length([LENGTHS[i] for i in samples], 2)
+    assert (v.sample, v.actual, v.expected) == (samples, geometry.round_up(stream, 2 * A), geometry.round_up(stream, A))
+
+
+def case_stale_lengths_after_expansion(install, ref):
+    checker = install()
+    run_ranks(make_args(bugs={"stale_lengths_after_expansion"}), ref, cp=2)
+    found = named(checker.violations, "G2", "max_seq_lens")
+    assert samples_of(found) == {0}
+    p0 = geometry.padded_length(LENGTHS[0], A)
+    v = found[0]
+    assert v.actual == p0 + actor.EXPANSION_OVERFLOW and f"P = {p0}" in str(v.expected)
+    assert v.micro_batch == 0
+
+
+def case_offsets_without_layout(install, ref):
+    for scheme, helper in (("zigzag", "get_logits_and_tokens_offset_with_cp"),
+                           ("allgather", "get_logits_and_tokens_offset_with_allgather_cp")):
+        checker = install()
+        run_ranks(make_args(bugs={"offsets_without_layout"}, allgather_cp=scheme == "allgather"), ref, cp=2, ranks=[1])
+        expected = set()
+        for i, t in enumerate(LENGTHS):
+            r = t - max(1, t // 4)
+            p = geometry.padded_length(t, A)
+            bshd = geometry.response_logit_ranges(t, r, 2, 1, layout="bshd", padded=p, scheme=scheme)
+            thd = geometry.response_logit_ranges(t, r, 2, 1, layout="thd", scheme=scheme)
+            if bshd != thd:
+                expected.add(i)
+        found = named(checker.violations, "G4", "max_seq_len")
+        assert expected and samples_of(found) == expected, scheme
+        assert {v.where for v in found} == {helper}
+        assert "qkv_format='thd', max_seq_len=None" in found[0].format()
+
+
+def case_alignment_max_not_lcm(install, ref):
+    checker = install()
+    run_ranks(make_args(bugs={"alignment_max_not_lcm"}, compress_ratio=3), ref, cp=2)
+    unit = geometry.alignment_unit(1, 128, cp_size=2, compression_ratio=3)
+    assert unit.max_is_wrong and unit.value == 384
+    found = named(checker.violations, "O2", "max_seq_lens")
+    expected = {i for i, t in enumerate(LENGTHS) if geometry.padded_length(t, unit.max_value) % unit.value}
+    assert expected and samples_of(found) == expected
+    assert "lcm" in found[0].format() and "max()" in found[0].format()
+
+
+BUG_CASES: dict[str, Callable[..., None]] = {
+    name.removeprefix("case_"): fn for name, fn in dict(globals()).items() if name.startswith("case_")
+}
+
+
+@pytest.mark.parametrize("bug", BUG_NAMES)
+def test_bug_flag_is_caught(install, ref, bug):
+    BUG_CASES[bug](install, ref)
+
+
+# --- raise mode fails at the first consumer, naming sample and field -----------
+
+
+def test_raise_mode_stops_before_the_batch_builder_truncates(install, ref):
+    install("raise")
+    with parallel_state(cp_size=2, cp_rank=0), pytest.raises(LayoutError) as info:
+        actor.train_step(make_args(bugs={"stale_lengths_after_expansion"}), ref)
+    text = str(info.value)
+    assert "[G2] fill_replay_data, micro-batch 0, sample 0, field `max_seq_lens`" in text
+    assert "recompute `max_seq_lens`" in text
+
+
+def test_raise_mode_rollout_global_padding_fails_in_the_producer(install, ref):
+    install("raise")
+    with parallel_state(cp_size=2, cp_rank=1), pytest.raises(LayoutError) as info:
+        actor.train_step(make_args(bugs={"rollout_global_padding"}), ref)
+    assert all(v.invariant == "O3" and v.where == "get_rollout_data" for v in info.value.violations)
+
+
+def test_warn_mode_lets_the_step_finish(install, ref):
+    from layoutcheck import LayoutWarning
+
+    checker = install("warn")
+    with pytest.warns(LayoutWarning, match=r"\[G1\]"):
+        run_ranks(make_args(bugs={"mixed_padded_lengths"}, micro_batch_size=2), ref, cp=1)
+    assert named(checker.violations, "G1")
+
+
+def test_each_violation_is_reported_once_per_rollout(install, ref):
+    # Both replay fillers and the batch builder see the stale P of micro-batch 0.
+    checker = install()
+    run_ranks(make_args(bugs={"stale_lengths_after_expansion"}), ref, cp=1)
+    assert len(named(checker.violations, "G2")) == 1

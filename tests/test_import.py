@@ -1,0 +1,58 @@
+"""Importing layoutcheck is cheap: no torch, and every documented name resolves.
+
+Each import runs in a fresh interpreter (a subprocess), since this test
+process has imported torch long ago.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+import layoutcheck
+
+
+def run(code: str) -> None:
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+
+
+def test_import_layoutcheck_does_not_import_torch():
+    run("import layoutcheck, sys; assert 'torch' not in sys.modules")
+
+
+def test_import_layoutcheck_does_not_load_the_runtime():
+    run("import layoutcheck, sys; assert 'layoutcheck.runtime' not in sys.modules, sorted(sys.modules)")
+
+
+@pytest.mark.parametrize(
+    "module",
+    ["layoutcheck.runtime", "layoutcheck.runtime.checks", "layoutcheck.runtime.api", "layoutcheck.runtime.adapters"],
+)
+def test_runtime_modules_do_not_import_torch(module):
+    run(f"import {module}, sys; assert 'torch' not in sys.modules")
+
+
+def test_checks_over_plain_ints_run_without_torch():
+    run(
+        "import sys\n"
+        "from layoutcheck import check_micro_batch, check_rollout\n"
+        "v = check_micro_batch(max_seq_lens=[384, 256], total_lengths=[300, 130])\n"
+        "assert [x.invariant for x in v] == ['G1'], v\n"
+        "data = {'tokens': [[1] * 300], 'total_lengths': [300], 'max_seq_lens': [14080]}\n"
+        "assert [x.invariant for x in check_rollout(data, unit=128)] == ['O3']\n"
+        "assert 'torch' not in sys.modules\n"
+    )
+
+
+def test_every_public_name_is_importable():
+    for name in layoutcheck.__all__:
+        assert getattr(layoutcheck, name) is not None, name
+    assert set(layoutcheck.__all__) <= set(dir(layoutcheck))
+
+
+def test_unknown_attribute_is_an_attribute_error():
+    with pytest.raises(AttributeError, match="no attribute 'nope'"):
+        layoutcheck.nope  # noqa: B018

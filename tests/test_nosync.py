@@ -1,0 +1,304 @@
+"""The runtime checks never synchronise a GPU: they read shapes, never values.
+
+On CPU there is no sync to observe (``torch.cuda.set_sync_debug_mode`` exists
+on CUDA builds only), so a `SyncGuard` makes would-be syncs fail loudly
+(DESIGN.md section 8):
+
+* a ``TorchDispatchMode`` that raises on any aten op issued while enforcing,
+  naming the ones that sync on CUDA (``_local_scalar_dense`` is what
+  ``.item()``, ``bool()`` and ``int()`` dispatch to; ``nonzero``,
+  ``masked_select``, ``_unique2`` have data-dependent shapes; ``_to_copy`` is
+  ``.cpu()``). A metadata read issues no op at all, so *any* op is a failure;
+* function-level interception of what never reaches the dispatcher on CPU
+  (``Tensor.tolist``, ``.numpy``, ``.cpu`` on a CPU tensor): the methods
+  are replaced for the test and raise while enforcing;
+* a ``TorchFunctionMode`` that raises on any call while enforcing: the checks
+  must run with torch-function handling off (`metadata_only`), so they never
+  reach a mode and a tracer's mode never sees them;
+* and the same checks on ``FakeTensorMode`` CUDA tensors, where reading a
+  value raises by itself.
+
+The guard enforces only inside the checker's own code: the wrappers are
+wrapped in ``guard.on`` and the pipeline functions they call in ``guard.off``,
+so the pipeline (which may read values) runs unguarded.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import minitrainer.actor as actor  # noqa: E402
+import minitrainer.cp_utils as cp_utils  # noqa: E402
+import minitrainer.data as data  # noqa: E402
+import minitrainer.model as model  # noqa: E402
+import minitrainer.replay_data as replay_data  # noqa: E402
+from minitrainer.args import make_args  # noqa: E402
+from minitrainer.bugs import BUG_NAMES  # noqa: E402
+from minitrainer.parallel_state import get_parallel_state, parallel_state  # noqa: E402
+from minitrainer.rollout import make_rollout_ref  # noqa: E402
+from torch.overrides import TorchFunctionMode  # noqa: E402
+from torch.utils._python_dispatch import TorchDispatchMode  # noqa: E402
+
+from layoutcheck import (  # noqa: E402
+    LayoutChecker,
+    check_batch,
+    check_replay,
+    check_response_offsets,
+    check_rollout,
+    geometry,
+)
+from layoutcheck.runtime import meta, owner  # noqa: E402
+
+SYNC_OPS = frozenset({
+    "_local_scalar_dense", "item", "is_nonzero", "nonzero", "nonzero_static", "masked_select",
+    "_unique2", "unique_dim", "unique_consecutive", "_to_copy", "equal", "allclose",
+})
+"""aten ops that synchronise a CUDA device (value read back, or a data-dependent shape)."""
+
+DENIED_METHODS = ("item", "tolist", "numpy", "cpu", "__bool__", "__int__", "__float__", "__index__", "__array__")
+
+
+class SyncError(AssertionError):
+    """A check read a tensor's values (would synchronise the GPU)."""
+
+
+class SyncGuard:
+    """Dispatch- and function-level deny lists, enforced only while `enforcing`."""
+
+    def __init__(self) -> None:
+        self.enforcing = False
+        self.entered = 0  # how many times checker code ran under enforcement
+
+    def deny(self, what: str) -> None:
+        if self.enforcing:
+            raise SyncError(f"a layout check called {what}")
+
+    @contextmanager
+    def enforce(self, on: bool = True) -> Iterator[None]:
+        previous, self.enforcing = self.enforcing, on
+        self.entered += on
+        try:
+            yield
+        finally:
+            self.enforcing = previous
+
+    def on(self, fn: Callable) -> Callable:
+        @functools.wraps(fn)
+        def guarded(*args, **kwargs):
+            with self.enforce(True):
+                return fn(*args, **kwargs)
+        return guarded
+
+    def off(self, fn: Callable) -> Callable:
+        @functools.wraps(fn)
+        def unguarded(*args, **kwargs):
+            with self.enforce(False):
+                return fn(*args, **kwargs)
+        return unguarded
+
+
+class _DenyDispatch(TorchDispatchMode):
+    def __init__(self, guard: SyncGuard) -> None:
+        super().__init__()
+        self.guard = guard
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        name = func.overloadpacket.__name__
+        kind = "a GPU-synchronising op" if name in SYNC_OPS else "an op on tensor data (checks read metadata only)"
+        self.guard.deny(f"aten.{name}, {kind}")
+        return func(*args, **(kwargs or {}))
+
+
+class _DenyFunction(TorchFunctionMode):
+    def __init__(self, guard: SyncGuard) -> None:
+        super().__init__()
+        self.guard = guard
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        self.guard.deny(f"{getattr(func, '__name__', func)} through __torch_function__ (checks must disable it)")
+        return func(*args, **(kwargs or {}))
+
+
+@pytest.fixture
+def guard(monkeypatch) -> Iterator[SyncGuard]:
+    guard = SyncGuard()
+    for name in DENIED_METHODS:
+        original = getattr(torch.Tensor, name)
+
+        def denied(self, *args, __name=name, __original=original, **kwargs):
+            guard.deny(f"Tensor.{__name}")
+            return __original(self, *args, **kwargs)
+
+        monkeypatch.setattr(torch.Tensor, name, denied)
+    with _DenyDispatch(guard), _DenyFunction(guard):
+        yield guard
+
+
+# --- the guard catches a syncing check ------------------------------------------
+
+SYNCING_CHECKS = {
+    "item": lambda t: t.sum().item(),
+    "item on a 1-element tensor": lambda t: t[:1].item(),
+    "tolist": lambda t: t.tolist(),
+    "numpy": lambda t: t.numpy(),
+    "cpu": lambda t: t.cpu(),
+    "bool of a comparison": lambda t: bool((t > 0).all()),
+    "if on a tensor": lambda t: 1 if t.any() else 0,
+    "int of a tensor": lambda t: int(t.max()),
+    "nonzero": lambda t: t.nonzero(),
+    "boolean mask": lambda t: t[t > 0],
+    "masked_select": lambda t: torch.masked_select(t, t > 0),
+    "unique": lambda t: torch.unique(t),
+}
+
+
+@pytest.mark.parametrize("name", SYNCING_CHECKS)
+def test_guard_catches_a_syncing_check(guard, name):
+    t = torch.arange(6)
+    with guard.enforce(), pytest.raises(SyncError):
+        SYNCING_CHECKS[name](t)
+    with guard.enforce(), pytest.raises(SyncError), meta.metadata_only():  # also with torch-function handling off
+        SYNCING_CHECKS[name](t)
+
+
+def test_guard_allows_metadata(guard):
+    t = torch.arange(6).reshape(2, 3)
+    with guard.enforce(), meta.metadata_only():
+        assert (meta.shape_of(t), meta.numel(t), meta.count(t), t.dim(), t.numel()) == ((2, 3), 6, 2, 2, 6)
+
+
+def test_guard_fails_a_real_check_that_calls_item(guard, monkeypatch):
+    # The same guard around check_rollout, with one helper sabotaged to read a value.
+    data = {"tokens": [torch.ones(300, dtype=torch.long)], "total_lengths": [300], "max_seq_lens": [384]}
+    with guard.enforce():
+        assert check_rollout(data, unit=128) == []
+    numel = owner.numel
+    monkeypatch.setattr(owner, "numel", lambda value: numel(value) + 0 * value.item())
+    with guard.enforce(), pytest.raises(SyncError, match="Tensor.item"):
+        check_rollout(data, unit=128)
+
+
+# --- every check on the pipeline, correct and buggy ---------------------------------
+
+LENGTHS = [300, 130, 700, 1000, 250, 900, 2000, 129]
+BUG_ARGS = {
+    "mixed_padded_lengths": {"micro_batch_size": 2},
+    "replay_thd_pad_multiplier": {"qkv_format": "thd"},
+    "alignment_max_not_lcm": {"compress_ratio": 3},
+}
+CASES = [
+    ("correct", {"qkv_format": "bshd", "micro_batch_size": 2}),
+    ("correct", {"qkv_format": "thd", "micro_batch_size": 2, "allgather_cp": True}),
+    ("correct", {"qkv_format": "bshd", "sequence_parallel": True}),
+    *((bug, {"bugs": {bug}, **BUG_ARGS.get(bug, {})}) for bug in BUG_NAMES),
+]
+
+
+def guarded_checker(guard: SyncGuard, monkeypatch) -> LayoutChecker:
+    """Bind checked wrappers into minitrainer: checker code enforced, pipeline code not."""
+    checker = LayoutChecker("record", parallel_state=get_parallel_state)
+    on, off = guard.on, guard.off
+
+    @functools.wraps(replay_data.fill_replay_data)
+    def filler(**kwargs):
+        # the checker's register wrapper is checker code: enforce inside it
+        kwargs["register_replay_list_func"] = on(kwargs["register_replay_list_func"])
+        return replay_data.fill_replay_data(**kwargs)
+
+    monkeypatch.setattr(actor, "get_rollout_data", on(checker.wrap_producer(off(data.get_rollout_data))))
+    monkeypatch.setattr(actor, "fill_replay_data", on(checker.wrap_replay_filler(off(filler))))
+    monkeypatch.setattr(actor, "record_replay", off(actor.record_replay))
+    monkeypatch.setattr(model, "get_batch", on(checker.wrap_batch_builder(off(data.get_batch))))
+    for name in ("get_logits_and_tokens_offset_with_cp", "get_logits_and_tokens_offset_with_allgather_cp"):
+        monkeypatch.setattr(model, name, on(checker.wrap_offset_helper(off(getattr(cp_utils, name)))))
+    return checker
+
+
+@pytest.mark.parametrize(("name", "options"), CASES, ids=[f"{n}-{i}" for i, (n, _) in enumerate(CASES)])
+def test_checks_on_the_pipeline_issue_no_sync(guard, monkeypatch, name, options):
+    checker = guarded_checker(guard, monkeypatch)
+    ref = make_rollout_ref(LENGTHS, seed=1)
+    options = dict(options)
+    tp = 2 if options.get("sequence_parallel") else 1
+    for r in range(2):
+        with parallel_state(tp_size=tp, cp_size=2, cp_rank=r):
+            result = actor.train_step(make_args(**options), ref)
+    assert guard.entered > 0 and checker.checked["micro-batches"] > 0
+    assert bool(checker.violations) == (name != "correct"), checker.summary()
+    # and every public check, called directly on the same (last rank's) data
+    run_every_check(guard, result, make_args(**options), tp)
+
+
+def run_every_check(guard: SyncGuard, result, args, tp: int) -> None:
+    """Call each public check under enforcement (the test's own set-up runs unguarded)."""
+    fmt, scheme = args.qkv_format, "allgather" if args.allgather_cp else "zigzag"
+    unit = geometry.alignment_unit(tp, 128, cp_size=2, compression_ratio=args.compress_ratio, scheme=scheme)
+    layout = {"cp_size": 2, "cp_rank": 1, "scheme": scheme}
+    guard.on(check_rollout)(result.rollout_data, unit=unit, layout=fmt, **layout)
+    for k, (forward, samples) in enumerate(zip(result.forwards, result.micro_batches)):
+        batch = forward.batch
+        guard.on(check_batch)(batch, micro_batch=k, samples=samples, qkv_format=fmt, stream_multiple=tp * 128,
+                              buckets=[1024, 2048, 4096], **layout)
+        rows = batch["tokens"].numel()
+        for _, replay in result.replays["rollout_routed_experts"][k:k + 1]:
+            guard.on(check_replay)(replay, micro_batch=k, samples=samples, batch_rows=rows, tp_size=tp,
+                                   sequence_parallel=args.sequence_parallel)
+        padded = batch["max_seq_lens"][0] if fmt == "bshd" else None  # layoutcheck: ignore[unguarded-rectangular-batch]
+        for total, response, ranges in zip(batch["total_lengths"], batch["response_lengths"], forward.logit_ranges):
+            guard.on(check_response_offsets)(ranges, total_length=total, response_length=response, qkv_format=fmt,
+                                             padded=padded, **layout)
+
+
+# --- checks bypass __torch_function__ ---------------------------------------------
+
+
+class Loud(torch.Tensor):
+    """A tensor subclass whose every torch-function call raises (as a tracer might intercept)."""
+
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        raise AssertionError(f"{getattr(func, '__name__', func)} went through __torch_function__")
+
+
+def test_checks_do_not_go_through_torch_function():
+    tokens = [torch.ones(300, dtype=torch.long).as_subclass(Loud)]
+    data = {"tokens": tokens, "total_lengths": [300], "max_seq_lens": [384],
+            "rollout_log_probs": [torch.zeros(225).as_subclass(Loud)], "response_lengths": [225]}
+    assert check_rollout(data, unit=128) == []
+    batch = {"tokens": torch.zeros(1, 384).as_subclass(Loud), "max_seq_lens": [384], "total_lengths": [300],
+             "unconcat_tokens": tokens}
+    assert check_batch(batch) == []
+    assert check_replay(torch.zeros(384, 2).as_subclass(Loud), batch_rows=384) == []
+
+
+# --- on fake CUDA tensors, reading a value raises by itself ---------------------------
+
+
+def test_checks_on_fake_cuda_tensors():
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    with FakeTensorMode():
+        tokens = [torch.empty(300, dtype=torch.long, device="cuda"), torch.empty(130, dtype=torch.long, device="cuda")]
+        log_probs = [torch.empty(225, device="cuda"), torch.empty(50, device="cuda")]
+        batch_tokens = torch.empty(1, 384, device="cuda")
+        replay = torch.empty(256, 2, 2, device="cuda")
+    with pytest.raises(Exception):  # noqa: B017 - any error: the value is not there to read
+        tokens[0][0].item()
+    with pytest.raises(Exception):  # noqa: B017
+        tokens[0].tolist()
+
+    data = {"tokens": tokens, "total_lengths": [300, 130], "response_lengths": [225, 97],
+            "max_seq_lens": [14080, 256], "rollout_log_probs": log_probs}
+    found = check_rollout(data, unit=128)
+    assert [(v.invariant, v.sample, v.field) for v in found] == [
+        ("O3", 0, "max_seq_lens"), ("O4", 1, "rollout_log_probs")]
+    batch = {"tokens": batch_tokens, "max_seq_lens": [384], "total_lengths": [300], "response_lengths": [225],
+             "unconcat_tokens": tokens[:1], "rollout_log_probs": log_probs[:1]}
+    assert check_batch(batch) == []
+    assert [v.invariant for v in check_replay(replay, batch_rows=384)] == ["G5"]
