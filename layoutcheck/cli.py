@@ -1,0 +1,303 @@
+"""The ``layoutcheck`` command: ``check``, ``rules``, ``rule``, ``demo``.
+
+Exit status, as in ruff: 0 clean, 1 findings (a file that does not parse is
+a finding), 2 a usage, configuration or internal error (an unknown rule in
+``--select`` included). Findings go to stdout, the summary to stderr.
+
+Start-up is part of the product (pre-commit runs this on every commit), so
+this module imports only argparse at the top; each command imports what it
+needs when it runs. ``check`` never imports torch or typeguard.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, TextIO
+
+if TYPE_CHECKING:
+    from layoutcheck.lint.rule import LintRule
+    from layoutcheck.lint.runner import RunResult
+
+__all__ = ["EXIT_CLEAN", "EXIT_ERROR", "EXIT_FINDINGS", "build_parser", "main"]
+
+EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
+
+
+def _rule_list(text: str) -> list[str]:
+    """``--select LC1,global-max-padding``: comma-separated, repeatable."""
+    return [part.strip() for part in text.split(",") if part.strip()]
+
+
+def _jobs(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 (automatic) or more, got {value}")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser (help texts are defined once, here)."""
+    from layoutcheck import __version__
+    from layoutcheck.lint.output import OUTPUT_FORMATS
+
+    parser = argparse.ArgumentParser(
+        prog="layoutcheck",
+        description="Keeps padded-sequence layouts honest in LLM training code.",
+    )
+    parser.add_argument("--version", action="version", version=f"layoutcheck {__version__}")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    check = commands.add_parser(
+        "check", help="lint Python files for padding-layout mistakes",
+        description="Lint Python files for padding-layout mistakes. Exit 0 when clean, "
+                    "1 with findings, 2 on a usage, configuration or internal error.",
+    )
+    check.add_argument("paths", nargs="*", metavar="PATH",
+                       help="files or folders to check (default: the working folder)")
+    selection = check.add_argument_group("rule selection (codes, prefixes such as LC1, names, or ALL)")
+    selection.add_argument("--select", type=_rule_list, action="extend", metavar="RULES",
+                           help="rules to enable, replacing the configured `select`")
+    selection.add_argument("--extend-select", type=_rule_list, action="extend", default=[],
+                           metavar="RULES", help="rules to enable on top of the selection")
+    selection.add_argument("--ignore", type=_rule_list, action="extend", default=[], metavar="RULES",
+                           help="rules to disable")
+    selection.add_argument("--report-unused-suppressions", action="store_true",
+                           help="report `# layoutcheck: ignore` comments that suppress nothing (LC001)")
+    out = check.add_argument_group("output")
+    out.add_argument("--output-format", choices=OUTPUT_FORMATS, default="text",
+                     help="how findings are printed (default: text)")
+    out.add_argument("--statistics", action="store_true", help="print counts per rule instead of findings")
+    out.add_argument("--exit-zero", action="store_true", help="exit 0 even when there are findings")
+    out.add_argument("-q", "--quiet", action="store_true", help="print findings only: no summary, no warnings")
+    fixing = check.add_argument_group("fixes")
+    fixing.add_argument("--fix", action="store_true", help="apply the fixes rules mark safe")
+    fixing.add_argument("--diff", action="store_true",
+                        help="print the fixes as a unified diff instead of writing them (exit 1 if any)")
+    run = check.add_argument_group("run")
+    run.add_argument("--config", metavar="FILE",
+                     help="a pyproject.toml or layoutcheck.toml to use instead of searching for one")
+    run.add_argument("--no-cache", action="store_true", help="neither read nor write the result cache")
+    run.add_argument("--jobs", "-j", type=_jobs, default=0, metavar="N",
+                     help="worker processes (default 0: automatic, one process for a handful of files)")
+
+    rules = commands.add_parser("rules", help="list every rule",
+                                description="List every rule: code, name, default, fix, summary.")
+    rules.add_argument("--output-format", choices=("text", "json", "markdown"), default="text")
+
+    rule = commands.add_parser("rule", help="explain a rule (docs, message, examples)",
+                               description="Print a rule's docs, message and examples.")
+    rule.add_argument("name", nargs="?", metavar="NAME|CODE")
+    rule.add_argument("--all", action="store_true", help="every rule (markdown: the README table)")
+    rule.add_argument("--output-format", choices=("text", "json", "markdown"), default="text")
+
+    commands.add_parser("demo", add_help=False, help="run the end-to-end demo (see `layoutcheck demo --help`)")
+    return parser
+
+
+# ---------------------------------------------------------------- helpers
+
+
+def _use_color(stream: TextIO) -> bool:
+    """ANSI colour only on a terminal, and never when NO_COLOR is set (no-color.org)."""
+    if os.environ.get("NO_COLOR"):
+        return False
+    if os.environ.get("FORCE_COLOR"):
+        return True
+    isatty = getattr(stream, "isatty", None)
+    return bool(isatty and isatty())
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}{'' if n == 1 else 's'}"
+
+
+def _fail(message: str) -> int:
+    print(f"layoutcheck: error: {message}", file=sys.stderr)
+    return EXIT_ERROR
+
+
+def _universe() -> list[type[LintRule]]:
+    from layoutcheck.lint.registry import all_rules
+    from layoutcheck.lint.suppressions import UnusedSuppression
+
+    return sorted({*all_rules(), UnusedSuppression}, key=lambda r: r.code)
+
+
+# ---------------------------------------------------------------- check
+
+
+def _summary(result: RunResult, args: argparse.Namespace) -> list[str]:
+    lines = []
+    files_with = len({f.path for f in result.findings})
+    fixed = result.fixed_files
+    if args.diff:
+        if fixed:
+            count = sum(f.fix.applied for f in fixed if f.fix)
+            lines.append(f"Would fix {_plural(count, 'finding')} in {_plural(len(fixed), 'file')}.")
+        else:
+            lines.append("No fixes available.")
+    else:
+        if args.fix and fixed:
+            lines.append(f"Fixed {_plural(result.stats.fixed, 'finding')} in {_plural(len(fixed), 'file')}.")
+        if result.findings:
+            fixable = sum(f.fixable for f in result.findings)
+            hint = f" ({fixable} fixable with --fix)" if fixable and not args.fix else ""
+            lines.append(f"Found {_plural(len(result.findings), 'finding')} in "
+                         f"{_plural(files_with, 'file')}{hint}.")
+        elif not result.errors:
+            lines.append("All checks passed!")
+    if result.errors:
+        lines.append(f"{_plural(len(result.errors), 'path')} could not be checked (errors above).")
+    return lines
+
+
+def _diff(result: RunResult) -> str:
+    import difflib
+
+    chunks = []
+    for file in result.fixed_files:
+        assert file.fix is not None
+        chunks.extend(difflib.unified_diff(
+            file.fix.original.splitlines(keepends=True), file.fix.fixed.splitlines(keepends=True),
+            fromfile=file.path, tofile=file.path,
+        ))
+    return "".join(line if line.endswith("\n") else line + "\n" for line in chunks)
+
+
+def _check(args: argparse.Namespace) -> int:
+    from layoutcheck.configfile import resolve_config
+    from layoutcheck.errors import ConfigError
+    from layoutcheck.lint.findings import INVALID_INPUT
+    from layoutcheck.lint.output import format_findings, format_statistics
+    from layoutcheck.lint.runner import run
+    from layoutcheck.lint.selection import SelectionOverrides
+
+    overrides = SelectionOverrides(
+        select=tuple(args.select) if args.select is not None else None,
+        extend_select=tuple(args.extend_select),
+        ignore=tuple(args.ignore),
+        report_unused_suppressions=args.report_unused_suppressions,
+    )
+    paths = args.paths or ["."]
+    try:
+        loaded = resolve_config(paths, args.config)
+        result = run(paths, loaded=loaded, overrides=overrides, jobs=args.jobs or None,
+                     use_cache=not args.no_cache, fix=args.fix or args.diff, write_fixes=not args.diff)
+    except ConfigError as exc:
+        return _fail(str(exc))
+
+    if not args.quiet:
+        for warning in result.warnings:
+            print(f"layoutcheck: warning: {warning}", file=sys.stderr)
+    color = _use_color(sys.stdout)
+    if args.diff:
+        sys.stdout.write(_diff(result))
+        if result.errors:
+            print(format_findings([], result.errors, output_format="concise", rules=(), color=False),
+                  file=sys.stderr)
+    elif args.statistics:
+        text = format_statistics(result.findings)
+        if text:
+            print(text)
+        if result.errors:
+            print(format_findings([], result.errors, output_format="concise", rules=(), color=False),
+                  file=sys.stderr)
+    else:
+        text = format_findings(result.findings, result.errors, output_format=args.output_format,
+                               rules=result.rules, color=color)
+        if text:
+            print(text)
+    if not args.quiet:
+        for line in _summary(result, args):
+            print(line, file=sys.stderr)
+
+    if any(e.kind != INVALID_INPUT for e in result.errors):
+        return EXIT_ERROR  # a missing path or a crashed rule: the run is not trustworthy
+    if args.diff:
+        return EXIT_FINDINGS if result.fixed_files else EXIT_CLEAN
+    if (result.findings or result.errors) and not args.exit_zero:
+        return EXIT_FINDINGS
+    return EXIT_CLEAN
+
+
+# ---------------------------------------------------------------- rules / rule
+
+
+def _rules(args: argparse.Namespace) -> int:
+    from layoutcheck.lint.ruledocs import render_rules
+
+    print(render_rules(_universe(), args.output_format))
+    return EXIT_CLEAN
+
+
+def _rule(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    from layoutcheck.lint.ruledocs import render_rule, render_rules
+    from layoutcheck.lint.selection import describe_rules
+
+    universe = _universe()
+    if args.all == (args.name is not None):
+        parser.error("rule: give a rule NAME or CODE, or --all")
+    if args.all:
+        print(render_rules(universe, args.output_format))
+        return EXIT_CLEAN
+    wanted = args.name.strip().lower()
+    for rule in universe:
+        if wanted in (rule.name, rule.code.lower()):
+            print(render_rule(rule, args.output_format).rstrip("\n"))
+            return EXIT_CLEAN
+    return _fail(f"unknown rule {args.name!r}; valid: {describe_rules(universe)}")
+
+
+def _demo(argv: list[str]) -> int:
+    try:
+        from layoutcheck.demo import main as demo_main
+    except ModuleNotFoundError as exc:
+        if exc.name != "layoutcheck.demo":
+            raise
+        return _fail("the demo is not available in this installation")
+    return int(demo_main(argv) or 0)
+
+
+# ---------------------------------------------------------------- entry point
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; returns the exit status (the console script exits with it)."""
+    args_list = list(sys.argv[1:] if argv is None else argv)
+    try:
+        if args_list and args_list[0] == "demo":
+            # Everything after `demo` belongs to the demo's own parser.
+            return _demo(args_list[1:])
+        parser = build_parser()
+        args = parser.parse_args(args_list)
+        if args.command == "check":
+            return _check(args)
+        if args.command == "rules":
+            return _rules(args)
+        if args.command == "rule":
+            return _rule(args, parser)
+        return _fail(f"unknown command {args.command!r}")  # pragma: no cover - argparse rejects it
+    except SystemExit as exc:  # argparse: --help (0) and usage errors (2)
+        return exc.code if isinstance(exc.code, int) else (EXIT_CLEAN if exc.code is None else EXIT_ERROR)
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        # `layoutcheck check | head`: the reader left; exit quietly like other CLIs.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return EXIT_FINDINGS
+    except Exception as exc:
+        import traceback
+
+        traceback.print_exc()
+        return _fail(f"internal error: {type(exc).__name__}: {exc} (please report it with the trace above)")
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

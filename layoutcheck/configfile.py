@@ -1,0 +1,209 @@
+"""Where the configuration comes from: finding and reading the file, without validating it yet.
+
+The table lives in ``pyproject.toml`` (under ``[tool.layoutcheck]``) or in a
+standalone ``layoutcheck.toml`` (whose top level is the table). Without
+``--config FILE``, the nearest such file is found by walking up from the
+common parent of the checked paths; a ``pyproject.toml`` without the table is
+passed over, as ruff does. ``--config FILE`` is honoured wherever FILE is,
+inside the linted tree or not (Fixit silently ignores a config outside it).
+Relative paths in the table are relative to the folder of its file: the *root*.
+
+This module imports no pydantic. `LoadedConfig.config` validates the table
+(`layoutcheck.config`) on first use; a run whose every file hits the result
+cache never needs it, because a hit means an earlier run validated this very
+table (its text is part of the cache key). That keeps a warm run off the
+~0.1 s pydantic import.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from layoutcheck.errors import ConfigError
+
+if TYPE_CHECKING:
+    from layoutcheck.config import Config
+
+__all__ = [
+    "CONFIG_FILENAMES",
+    "DEFAULT_CACHE_DIR",
+    "TABLE",
+    "LoadedConfig",
+    "find_config_file",
+    "load_config",
+    "resolve_config",
+]
+
+DEFAULT_CACHE_DIR = ".layoutcheck_cache"
+
+CONFIG_FILENAMES: tuple[str, ...] = ("layoutcheck.toml", "pyproject.toml")
+"""Looked for in each folder while walking up, in this order (as ruff prefers ``ruff.toml``)."""
+
+TABLE = "tool.layoutcheck"
+
+
+def _short(value: object, limit: int = 60) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+@dataclass(eq=False)
+class LoadedConfig:
+    """A configuration table, where it came from, and (on first use) its validated model."""
+
+    path: Path | None
+    """The file it was read from; None for the built-in defaults."""
+    root: Path
+    """The folder relative paths in the table are resolved against."""
+    table: Mapping[str, Any] = field(default_factory=dict)
+    """The table as TOML gave it (kebab-case keys), not yet validated."""
+    key_prefix: str = TABLE
+    """How keys are spelled in messages: ``tool.layoutcheck`` in pyproject.toml, empty in layoutcheck.toml."""
+    _config: Config | None = field(default=None, repr=False)
+
+    @classmethod
+    def of(cls, config: Config, root: Path, path: Path | None = None) -> LoadedConfig:
+        """Wrap an already validated model (API callers and tests)."""
+        table = config.model_dump(mode="json", by_alias=True, exclude_defaults=True)
+        return cls(path, root, table, TABLE, config)
+
+    @property
+    def config(self) -> Config:
+        """The validated model; raises `ConfigError` naming key, value and file."""
+        if self._config is None:
+            from layoutcheck.config import validate_table
+
+            self._config = validate_table(self.table, self.path, self.key_prefix)
+        return self._config
+
+    def describe(self, key: str) -> str:
+        """``tool.layoutcheck.select in /x/pyproject.toml``: a key and its file, for messages."""
+        dotted = f"{self.key_prefix}.{key}" if self.key_prefix else key
+        return f"{dotted} in {self.path}" if self.path is not None else f"{dotted} (default)"
+
+    def _raw(self, key: str) -> Any:
+        for spelling in (key, key.replace("-", "_")):
+            if spelling in self.table:
+                return self.table[spelling]
+        return None
+
+    @property
+    def cache_dir(self) -> Path:
+        """The cache folder: ``cache-dir`` resolved against the root (default beside the config)."""
+        value = self._raw("cache-dir")
+        if value is not None and not isinstance(value, str):
+            value = self.config.cache_dir  # raises the proper error
+        if value is None:
+            return self.root / DEFAULT_CACHE_DIR
+        path = Path(value).expanduser()
+        return path if path.is_absolute() else self.root / path
+
+    @property
+    def exclude(self) -> tuple[str, ...]:
+        """The ``exclude`` globs (validated through the model unless plainly a list of strings)."""
+        value = self._raw("exclude")
+        if value is None:
+            return ()
+        if isinstance(value, list) and all(isinstance(v, str) for v in value):
+            return tuple(value)
+        return self.config.exclude  # raises the proper error
+
+
+# ---------------------------------------------------------------- reading
+
+
+def _read_toml(path: Path) -> dict[str, Any]:
+    # tomllib is stdlib from 3.11; the tomli backport has the same API.
+    try:
+        import tomllib
+    except ModuleNotFoundError:  # pragma: no cover - Python 3.10
+        import tomli as tomllib  # type: ignore[no-redef]
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise ConfigError(f"cannot read {path}: {exc.strerror or exc}", source=str(path)) from None
+    try:
+        return tomllib.loads(data.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise ConfigError(f"invalid TOML in {path}: not UTF-8 (line {line})", source=str(path)) from None
+    except tomllib.TOMLDecodeError as exc:
+        # The message carries "(at line L, column C)", except at the end of the document.
+        last_line = data.count(b"\n") + 1
+        where = "" if "line" in str(exc) else f" (line {last_line})"
+        raise ConfigError(f"invalid TOML in {path}: {exc}{where}", source=str(path)) from None
+
+
+def _table_of(path: Path, data: Mapping[str, Any]) -> tuple[Any, str] | None:
+    """The layoutcheck table of a parsed file and its key prefix; None when a pyproject has none."""
+    if path.name != "pyproject.toml":
+        return data, ""
+    tool = data.get("tool")
+    if not isinstance(tool, Mapping) or "layoutcheck" not in tool:
+        return None
+    return tool["layoutcheck"], TABLE
+
+
+def find_config_file(start: Path) -> Path | None:
+    """The nearest ``layoutcheck.toml``, or ``pyproject.toml`` with a ``[tool.layoutcheck]`` table, at or above ``start``."""
+    folder = start if start.is_dir() else start.parent
+    for candidate_dir in (folder, *folder.parents):
+        for name in CONFIG_FILENAMES:
+            candidate = candidate_dir / name
+            if not candidate.is_file():
+                continue
+            if name != "pyproject.toml":
+                return candidate
+            # Cheap text test before parsing: most pyproject files have no table.
+            try:
+                text = candidate.read_text(encoding="utf-8", errors="replace")
+            except OSError:
+                continue
+            if "layoutcheck" in text and _table_of(candidate, _read_toml(candidate)) is not None:
+                return candidate
+    return None
+
+
+def load_config(path: str | os.PathLike[str]) -> LoadedConfig:
+    """Read the configuration in ``path`` (a pyproject.toml or a layoutcheck.toml)."""
+    file = Path(path).expanduser().absolute()
+    if not file.is_file():
+        raise ConfigError(f"configuration file {file} does not exist", source=str(file))
+    found = _table_of(file, _read_toml(file))
+    if found is None:
+        raise ConfigError(
+            f"{file} has no [{TABLE}] table; add one, or name a layoutcheck.toml", source=str(file)
+        )
+    table, prefix = found
+    if not isinstance(table, Mapping):
+        raise ConfigError(
+            f"{prefix or 'the configuration'} in {file} must be a table, "
+            f"got {_short(table)} ({type(table).__name__})",
+            key=prefix or None, source=str(file),
+        )
+    return LoadedConfig(file, file.parent, dict(table), prefix)
+
+
+def resolve_config(
+    paths: Sequence[str | os.PathLike[str]] = (),
+    config_file: str | os.PathLike[str] | None = None,
+    *,
+    cwd: Path | None = None,
+) -> LoadedConfig:
+    """The configuration for checking ``paths``: ``config_file`` if named, else the nearest one, else defaults."""
+    if config_file is not None:
+        return load_config(config_file)
+    base = cwd or Path.cwd()
+    absolute = [os.path.abspath(base / Path(p)) for p in paths] or [str(base)]
+    try:
+        start = Path(os.path.commonpath(absolute))
+    except ValueError:  # different drives (Windows): fall back to the working folder
+        start = base
+    found = find_config_file(start)
+    if found is None:
+        return LoadedConfig(None, base, {}, TABLE)
+    return load_config(found)

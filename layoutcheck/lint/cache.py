@@ -1,0 +1,205 @@
+"""The result cache: one small JSON file per checked file, keyed by content and settings.
+
+An entry's key hashes the file's bytes, its root-relative path and module
+name (per-file ignores and owner matching depend on them), and the *settings
+fingerprint*: the resolved configuration, the command-line selection, the
+rules in play, and the versions of layoutcheck, libcst and Python. Anything
+that could change a result changes the key, so entries are never
+invalidated, only superseded; delete the folder to reclaim the space.
+
+Entries hold findings without their path (the same file may be shown
+relative to another working folder) and only errors that the content itself
+explains (a syntax error, not an unreadable file). Writes go through a
+temporary file and `os.replace`, so a reader never sees half an entry; an
+entry that does not parse is a miss, never a crash.
+
+Importing this module costs no libcst: a run whose files all hit the cache
+never imports the engine or the rules.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sys
+import tempfile
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from layoutcheck.lint.findings import INVALID_INPUT, FileError, FileResult, Finding
+
+__all__ = ["CACHE_VERSION", "ResultCache", "digest", "fingerprint", "tool_signature"]
+
+CACHE_VERSION = 1
+
+_GITIGNORE = "# Created by layoutcheck: the whole folder is a cache.\n*\n"
+_CACHEDIR_TAG = (
+    "Signature: 8a477f597d28d172789f06886806bc55\n"
+    "# This file is a cache directory tag created by layoutcheck.\n"
+    "# For information about cache directory tags see https://bford.info/cachedir/\n"
+)
+
+
+def _package_version(name: str) -> str:
+    from importlib import metadata  # pydantic has imported it already: no extra cost
+
+    try:
+        return metadata.version(name)
+    except metadata.PackageNotFoundError:
+        return "unknown"
+
+
+def tool_signature() -> dict[str, Any]:
+    """Versions, plus size and mtime of the linter's own sources.
+
+    The sources' stat covers an editable install (this repository), where a
+    rule changes without a version bump; it costs a few dozen ``stat`` calls.
+    """
+    import layoutcheck
+
+    package = Path(layoutcheck.__file__).parent
+    rules = package.parent / "rules"
+    try:
+        from importlib.util import find_spec
+
+        spec = find_spec("layoutcheck.rules")
+        if spec is not None and spec.submodule_search_locations:
+            rules = Path(next(iter(spec.submodule_search_locations)))
+    except (ImportError, ValueError):
+        pass
+    sources = []
+    for folder in (package / "lint", rules):
+        try:
+            names = sorted(n for n in os.listdir(folder) if n.endswith(".py"))
+        except OSError:
+            continue
+        sources.extend(folder / n for n in names)
+    sources.extend(package / n for n in ("config.py", "geometry.py", "errors.py"))
+    stats = []
+    for source in sources:
+        try:
+            st = source.stat()
+        except OSError:
+            continue
+        stats.append((str(source), st.st_size, st.st_mtime_ns))
+    return {
+        "cache": CACHE_VERSION,
+        "layoutcheck": getattr(layoutcheck, "__version__", "unknown"),
+        "libcst": _package_version("libcst"),
+        "python": list(sys.version_info[:2]),
+        "sources": stats,
+    }
+
+
+def fingerprint(parts: Mapping[str, Any]) -> str:
+    """A stable hash of JSON-able ``parts`` (keys sorted)."""
+    blob = json.dumps(parts, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
+def _finding_row(f: Finding) -> list[Any]:
+    return [f.line, f.column, f.rule, f.code, f.end_line, f.end_column, f.message, f.fixable]
+
+
+def _error_row(e: FileError) -> list[Any]:
+    return [e.line, e.column, e.message, e.kind]
+
+
+@dataclass
+class ResultCache:
+    """Per-file results under ``directory``, for one settings ``fingerprint``."""
+
+    directory: Path
+    fingerprint: str
+    hits: int = 0
+    misses: int = 0
+    writes: int = 0
+    enabled: bool = True
+    warning: str | None = None
+    """Set when the folder could not be created: the run goes on uncached."""
+
+    def prepare(self) -> None:
+        """Create the folder with its ``.gitignore`` and ``CACHEDIR.TAG`` (both idempotent)."""
+        try:
+            self.directory.mkdir(parents=True, exist_ok=True)
+            for name, text in ((".gitignore", _GITIGNORE), ("CACHEDIR.TAG", _CACHEDIR_TAG)):
+                marker = self.directory / name
+                if not marker.exists():
+                    self._write_atomic(marker, text.encode())
+        except OSError as exc:
+            self.enabled = False
+            self.warning = f"cache disabled: cannot write {self.directory}: {exc.strerror or exc}"
+
+    def key(self, relpath: str, module_name: str | None, digest: str) -> str:
+        """The entry key for one file's content at one place."""
+        text = "\0".join((self.fingerprint, relpath, module_name or "", digest))
+        return hashlib.sha256(text.encode()).hexdigest()
+
+    def _entry(self, key: str) -> Path:
+        # Sharded by the first two hex digits: no folder grows past a few thousand files.
+        return self.directory / "files" / key[:2] / f"{key[2:]}.json"
+
+    def get(self, key: str, display: str) -> FileResult | None:
+        """The cached result (its paths set to ``display``), or None on a miss or a bad entry."""
+        if not self.enabled:
+            return None
+        try:
+            data = json.loads(self._entry(key).read_bytes())
+            if data.get("v") != CACHE_VERSION:
+                raise ValueError("other cache version")
+            findings = [
+                Finding(display, line, col, rule, code, end_line, end_col, message, bool(fixable))
+                for line, col, rule, code, end_line, end_col, message, fixable in data["findings"]
+            ]
+            errors = [
+                FileError(display, line, message, column=col, kind=kind)
+                for line, col, message, kind in data["errors"]
+            ]
+            result = FileResult(display, findings, errors, parsed=bool(data["parsed"]), cached=True)
+        except (OSError, ValueError, TypeError, KeyError, AttributeError):
+            # Missing, truncated, hand-edited or from another version: recompute.
+            self.misses += 1
+            return None
+        self.hits += 1
+        return result
+
+    def put(self, key: str, result: FileResult) -> None:
+        """Store ``result`` unless it holds an error the content does not explain."""
+        if not self.enabled or any(e.kind != INVALID_INPUT for e in result.errors):
+            return
+        entry = {
+            "v": CACHE_VERSION,
+            "findings": [_finding_row(f) for f in result.findings],
+            "errors": [_error_row(e) for e in result.errors],
+            "parsed": result.parsed,
+        }
+        target = self._entry(key)
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            self._write_atomic(target, json.dumps(entry, separators=(",", ":")).encode())
+            self.writes += 1
+        except OSError:
+            pass  # a full disk or a read-only folder costs speed, never the run
+
+    @staticmethod
+    def _write_atomic(target: Path, data: bytes) -> None:
+        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".tmp-", suffix=".json")
+        try:
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(data)
+            os.replace(tmp, target)
+        except BaseException:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+            raise
+
+
+def digest(data: bytes) -> str:
+    """The content hash a cache key uses."""
+    return hashlib.sha256(data).hexdigest()
+

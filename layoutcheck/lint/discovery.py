@@ -1,0 +1,194 @@
+"""Which files a run checks: Python sources under the given paths, minus the excluded.
+
+Folders are walked in name order (so the run is deterministic), skipping
+version-control and tool folders, virtual environments (any folder holding a
+``pyvenv.cfg``), build output, cache folders (``CACHEDIR.TAG``) and what the
+configuration's ``exclude`` names. A file named on the command line is always
+checked, even inside an excluded folder, as in ruff: pre-commit passes file
+names, and a hook that silently skipped a named file would pass bad code.
+
+A path that does not exist is an error (exit 2, as ruff); unreadable folders
+and broken links are reported, and the walk goes on.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from layoutcheck.lint.findings import INVALID_INPUT, MISSING_PATH, FileError
+from layoutcheck.lint.globs import any_match
+
+__all__ = ["DEFAULT_EXCLUDED_DIRS", "PYTHON_SUFFIXES", "Discovered", "SourceFile", "discover"]
+
+PYTHON_SUFFIXES = (".py", ".pyi")
+
+DEFAULT_EXCLUDED_DIRS = frozenset({
+    ".git", ".hg", ".svn", ".bzr", "__pycache__", ".venv", "venv", "build", "dist",
+    ".tox", ".nox", "node_modules", ".eggs", ".mypy_cache", ".pytest_cache",
+    ".ruff_cache", ".hypothesis", ".layoutcheck_cache", "__pypackages__",
+})
+"""Folder names never walked into (``*.egg-info`` and folders holding ``pyvenv.cfg`` too)."""
+
+
+@dataclass(frozen=True)
+class SourceFile:
+    """One file to check."""
+
+    path: str
+    """Absolute path."""
+    display: str
+    """How findings name it: relative to the working folder when under it, else absolute."""
+    relpath: str
+    """Relative to the configuration root, ``/``-separated: what ``exclude`` and ``per-file-ignores`` match."""
+    module_name: str | None
+    """Dotted module name (walking up while ``__init__.py`` exists), for owner matching."""
+
+
+@dataclass
+class Discovered:
+    """The files to check, in display order, and the paths that could not be walked."""
+
+    files: list[SourceFile] = field(default_factory=list)
+    errors: list[FileError] = field(default_factory=list)
+
+
+def _under(path: str, folder: str) -> bool:
+    return path == folder or path.startswith(folder.rstrip(os.sep) + os.sep)
+
+
+class _Walker:
+    def __init__(self, root: Path, exclude: Sequence[str], skip: Iterable[Path], cwd: Path):
+        self.root = os.path.abspath(root)
+        self.cwd = os.path.abspath(cwd)
+        self.exclude = tuple(exclude)
+        self.skip = {os.path.abspath(p) for p in skip}
+        self.has_init: dict[str, bool] = {}
+        self.found: dict[str, SourceFile] = {}
+        self.errors: list[FileError] = []
+
+    def display(self, path: str) -> str:
+        return os.path.relpath(path, self.cwd) if _under(path, self.cwd) and path != self.cwd else path
+
+    def relpath(self, path: str) -> str:
+        rel = os.path.relpath(path, self.root) if _under(path, self.root) else path
+        return rel.replace(os.sep, "/")
+
+    def excluded(self, path: str, is_dir: bool) -> bool:
+        if not self.exclude:
+            return False
+        rel = self.relpath(path)
+        return any_match(self.exclude, rel + "/" if is_dir else rel) is not None
+
+    def package(self, folder: str) -> str | None:
+        """Dotted name of ``folder`` when it is a package (holds ``__init__.py``), else None."""
+        parts = []
+        while True:
+            has = self.has_init.get(folder)
+            if has is None:
+                has = any(os.path.isfile(os.path.join(folder, n)) for n in ("__init__.py", "__init__.pyi"))
+                self.has_init[folder] = has
+            if not has:
+                break
+            parts.append(os.path.basename(folder))
+            parent = os.path.dirname(folder)
+            if parent == folder:
+                break
+            folder = parent
+        return ".".join(reversed(parts)) or None
+
+    def module_name(self, path: str) -> str | None:
+        folder, name = os.path.split(path)
+        stem = name.rsplit(".", 1)[0] if "." in name else name
+        package = self.package(folder)
+        if stem == "__init__":
+            return package
+        return f"{package}.{stem}" if package else stem
+
+    def add(self, path: str) -> None:
+        if path not in self.found:
+            self.found[path] = SourceFile(path, self.display(path), self.relpath(path), self.module_name(path))
+
+    def walk(self, top: str) -> None:
+        stack = [top]
+        while stack:
+            folder = stack.pop()
+            try:
+                with os.scandir(folder) as it:
+                    entries = sorted(it, key=lambda e: e.name)
+            except OSError as exc:
+                self.errors.append(FileError(self.display(folder), None,
+                                             f"cannot read directory: {exc.strerror or exc}",
+                                             kind=INVALID_INPUT))
+                continue
+            names = {e.name for e in entries}
+            if folder != top and ("pyvenv.cfg" in names or "CACHEDIR.TAG" in names):
+                continue  # a virtual environment or a cache: never project code
+            self.has_init[folder] = "__init__.py" in names or "__init__.pyi" in names
+            subfolders = []
+            for entry in entries:
+                name = entry.name
+                try:
+                    if entry.is_dir(follow_symlinks=False):
+                        if (name in DEFAULT_EXCLUDED_DIRS or name.endswith(".egg-info")
+                                or entry.path in self.skip or self.excluded(entry.path, True)):
+                            continue
+                        subfolders.append(entry.path)
+                    elif name.endswith(PYTHON_SUFFIXES) and not self.excluded(entry.path, False):
+                        if entry.is_file():
+                            self.add(entry.path)
+                        elif entry.is_symlink() and not os.path.exists(entry.path):
+                            self.errors.append(FileError(self.display(entry.path), None,
+                                                         "broken symbolic link: not checked",
+                                                         kind=INVALID_INPUT))
+                except OSError as exc:
+                    self.errors.append(FileError(self.display(entry.path), None,
+                                                 f"cannot read: {exc.strerror or exc}", kind=INVALID_INPUT))
+            # Reversed onto the stack so folders pop in name order.
+            stack.extend(reversed(subfolders))
+
+
+def discover(
+    paths: Sequence[str | os.PathLike[str]],
+    *,
+    root: Path,
+    exclude: Sequence[str] = (),
+    skip_dirs: Iterable[Path] = (),
+    cwd: Path | None = None,
+) -> Discovered:
+    """The Python files under ``paths`` (default: the working folder).
+
+    ``root`` is the folder ``exclude`` globs are relative to (the config's);
+    ``skip_dirs`` are folders never walked into (the cache folder).
+    """
+    base = Path(cwd) if cwd is not None else Path.cwd()
+    walker = _Walker(root, exclude, skip_dirs, base)
+    for raw in paths or (".",):
+        path = os.path.normpath(os.path.join(base, os.fspath(raw)))
+        try:
+            mode = os.stat(path).st_mode
+        except FileNotFoundError:
+            if os.path.islink(path):
+                walker.errors.append(FileError(walker.display(path), None, "broken symbolic link: not checked",
+                                               kind=INVALID_INPUT))
+            else:
+                walker.errors.append(FileError(os.fspath(raw), None, "no such file or directory",
+                                               kind=MISSING_PATH))
+            continue
+        except OSError as exc:
+            walker.errors.append(FileError(os.fspath(raw), None, f"cannot access: {exc.strerror or exc}",
+                                           kind=INVALID_INPUT))
+            continue
+        if stat.S_ISDIR(mode):
+            walker.walk(path)
+        elif stat.S_ISREG(mode):
+            walker.add(path)  # named explicitly: checked even when excluded
+        else:
+            walker.errors.append(FileError(walker.display(path), None, "not a regular file: not checked",
+                                           kind=INVALID_INPUT))
+    files = sorted(walker.found.values(), key=lambda f: f.display)
+    errors = sorted(walker.errors, key=lambda e: e.path)
+    return Discovered(files, errors)

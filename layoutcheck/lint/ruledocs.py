@@ -1,0 +1,144 @@
+"""Rule documentation, rendered from the rule classes themselves.
+
+``layoutcheck rules``, ``layoutcheck rule NAME`` and the README's rule table
+all come from here, so docs are written once, in the rule's docstring, and
+never retyped (STYLE.md: no lists kept by hand in several places).
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import textwrap
+from collections.abc import Sequence
+from dataclasses import asdict
+from typing import Any
+
+from layoutcheck.lint.rule import LintRule
+
+__all__ = ["DOC_FORMATS", "render_rule", "render_rules", "rule_record", "summary"]
+
+DOC_FORMATS = ("text", "json", "markdown")
+
+
+def docs(rule: type[LintRule]) -> str:
+    """The rule's docstring, dedented: its user documentation."""
+    return inspect.cleandoc(rule.__doc__ or "")
+
+
+def summary(rule: type[LintRule]) -> str:
+    """The first line of the docs: a one-line description."""
+    text = docs(rule)
+    return text.splitlines()[0].strip() if text else rule.message
+
+
+def rule_record(rule: type[LintRule]) -> dict[str, Any]:
+    """Everything known about a rule, as JSON-ready data."""
+    return {
+        "code": rule.code,
+        "name": rule.name,
+        "message": rule.message,
+        "summary": summary(rule),
+        "default_enabled": rule.default_enabled,
+        "fixable": rule.has_autofix(),
+        "docs": docs(rule),
+        "examples": {
+            "valid": [asdict(case) for case in rule.valid],
+            "invalid": [asdict(case) for case in rule.invalid],
+        },
+    }
+
+
+def _yes(flag: bool, yes: str = "yes", no: str = "no") -> str:
+    return yes if flag else no
+
+
+def _table(rules: Sequence[type[LintRule]]) -> str:
+    rows = [("Code", "Name", "Default", "Fix", "Summary")]
+    rows += [(r.code, r.name, _yes(r.default_enabled, "on", "off"), _yes(r.has_autofix()), summary(r))
+             for r in rules]
+    widths = [max(len(row[i]) for row in rows) for i in range(4)]
+    return "\n".join(
+        "  ".join(cell.ljust(w) for cell, w in zip(row[:4], widths)) + "  " + row[4] for row in rows
+    )
+
+
+def _markdown_cell(text: str) -> str:
+    return text.replace("|", "\\|")
+
+
+def _markdown_table(rules: Sequence[type[LintRule]]) -> str:
+    lines = ["| Code | Name | Default | Fix | Summary |", "| --- | --- | --- | --- | --- |"]
+    for r in rules:
+        lines.append(
+            f"| {r.code} | `{r.name}` | {_yes(r.default_enabled, 'on', 'off')} | "
+            f"{_yes(r.has_autofix())} | {_markdown_cell(summary(r))} |"
+        )
+    return "\n".join(lines)
+
+
+def _examples_text(rule: type[LintRule]) -> list[str]:
+    out = []
+    for title, cases in (("Flagged", rule.invalid), ("Not flagged", rule.valid)):
+        for number, case in enumerate(cases, start=1):
+            out.append(f"{title} ({number}):")
+            out.append(textwrap.indent(case.code.strip("\n"), "    "))
+            fixed = getattr(case, "replacement", None)
+            if fixed is not None:
+                out.append("  fixed to:")
+                out.append(textwrap.indent(fixed.strip("\n"), "    "))
+            out.append("")
+    return out
+
+
+def _suppress_hint(rule: type[LintRule]) -> str:
+    from layoutcheck.lint.suppressions import UnusedSuppression
+
+    if rule is UnusedSuppression:  # judged after suppressions apply: only per-file-ignores silence it
+        return "Silence with `per-file-ignores`."
+    return f"Suppress with `# layoutcheck: ignore[{rule.name}]`."
+
+
+def _rule_text(rule: type[LintRule]) -> str:
+    lines = [
+        f"{rule.name} ({rule.code})",
+        f"Default: {_yes(rule.default_enabled, 'on', 'off')}. Autofix: {_yes(rule.has_autofix())}. "
+        + _suppress_hint(rule),
+        "",
+        docs(rule),
+        "",
+        "Message:",
+        f"    {rule.message}",
+        "",
+    ]
+    if rule.invalid or rule.valid:
+        lines += ["Examples:", "", *_examples_text(rule)]
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def _rule_markdown(rule: type[LintRule]) -> str:
+    lines = [f"## `{rule.name}` ({rule.code})", "", docs(rule), "", f"Message: {rule.message}", ""]
+    for title, cases in (("Flagged", rule.invalid), ("Not flagged", rule.valid)):
+        if cases:
+            lines += [f"### {title}", ""]
+            for case in cases:
+                lines += ["```python", case.code.strip("\n"), "```", ""]
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def render_rule(rule: type[LintRule], output_format: str = "text") -> str:
+    """One rule's docs, message and examples in ``output_format`` (`DOC_FORMATS`)."""
+    if output_format == "json":
+        return json.dumps(rule_record(rule), indent=2, ensure_ascii=False)
+    if output_format == "markdown":
+        return _rule_markdown(rule)
+    return _rule_text(rule)
+
+
+def render_rules(rules: Sequence[type[LintRule]], output_format: str = "text") -> str:
+    """Every rule: a table (text, or markdown for the README) or a JSON list of records."""
+    if output_format == "json":
+        return json.dumps([rule_record(r) for r in rules], indent=2, ensure_ascii=False)
+    if output_format == "markdown":
+        return _markdown_table(rules)
+    return _table(rules)

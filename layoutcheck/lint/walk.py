@@ -1,0 +1,212 @@
+"""A read-only batched traversal: libcst's visiting order and callbacks, no tree rebuilt.
+
+libcst's `CSTNode.visit` serves transformers too, so even a read-only
+visitor makes it rebuild (and re-validate) every node of the tree, only to
+throw the copies away ("TODO: provide traversal where children are not
+replaced", libcst/_nodes/base.py). Measured on a trainer-shaped tree, that
+walk costs as much as the parse itself. Lint rules never change the tree, so
+`walk_batched` visits the original nodes directly:
+
+* the same callbacks as `libcst.MetadataWrapper.visit_batched`, in the same
+  order: ``visit_<Node>``, then per field ``visit_<Node>_<field>``, the
+  field's subtree, ``leave_<Node>_<field>``, and finally ``leave_<Node>``;
+* each node type's field order is learnt once from libcst itself (its
+  ``_visit_and_replace_children`` run with a recorder that does not descend),
+  so it follows libcst rather than a copy of it;
+* subtrees of whitespace and punctuation tokens are skipped unless a rule
+  has a callback for one of those node types;
+* each rule class's callbacks are found once, not per file (libcst's
+  ``get_visitors`` costs ~3 ms per rule per file).
+
+The equivalence with libcst's walk is tested on real code (tests/test_lint_walk.py).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+from collections.abc import Callable, Sequence
+from contextlib import ExitStack
+
+import libcst as cst
+from libcst.metadata import MetadataWrapper
+
+__all__ = ["TRIVIA", "walk_batched"]
+
+_Fields = tuple[tuple[str, bool], ...]
+_ORDER: dict[type[cst.CSTNode], _Fields] = {}
+"""Per node type: its fields in libcst's visiting order, and whether libcst calls field hooks on them."""
+
+_HOOKED_WHEN_SET = frozenset({"FormattedStringExpression.format_spec", "TemplatedStringExpression.format_spec"})
+"""Fields libcst visits (hooks included) only when they are not None: the one conditional
+in its ``_visit_and_replace_children`` methods (libcst 1.x; tests/test_lint_walk.py checks)."""
+
+_NODE, _SEQUENCE, _OTHER = 0, 1, 2
+_KIND: dict[type, int] = {}
+
+
+def _trivia() -> frozenset[type[cst.CSTNode]]:
+    """Node types that hold only whitespace, comments or punctuation."""
+    bases = (
+        cst.BaseParenthesizableWhitespace, cst.TrailingWhitespace, cst.EmptyLine, cst.Newline,
+        cst.Comment, cst.Comma, cst.Dot, cst.Colon, cst.Semicolon, cst.AssignEqual,
+        cst.LeftParen, cst.RightParen, cst.LeftSquareBracket, cst.RightSquareBracket,
+        cst.LeftCurlyBrace, cst.RightCurlyBrace, cst.BaseBinaryOp, cst.BaseBooleanOp,
+        cst.BaseCompOp, cst.BaseUnaryOp, cst.BaseAugOp, cst.ImportStar, cst.Asynchronous,
+        cst.ParenthesizedWhitespace, cst.SimpleWhitespace,
+    )
+    # An `__mro__` test, not `issubclass`: libcst's bases are ABCs, and ABC
+    # subclass checks over every libcst name cost ~40 ms of start-up.
+    wanted = set(bases)
+    return frozenset(
+        value for value in vars(cst).values()
+        if isinstance(value, type) and not wanted.isdisjoint(value.__mro__)
+    )
+
+
+TRIVIA = _trivia()
+"""Skipped while no rule names one of them in a callback."""
+
+
+class _FieldRecorder(cst.CSTVisitor):
+    """Records which fields libcst visits on one node, without descending."""
+
+    def __init__(self, parent: cst.CSTNode) -> None:
+        super().__init__()
+        self.parent = parent
+        self.fields: list[str] = []
+
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        return False
+
+    def on_visit_attribute(self, node: cst.CSTNode, attribute: str) -> None:
+        if node is self.parent:
+            self.fields.append(attribute)
+
+    def on_leave_attribute(self, original_node: cst.CSTNode, attribute: str) -> None:
+        pass
+
+
+def _fields(node: cst.CSTNode) -> _Fields:
+    kind = type(node)
+    order = _ORDER.get(kind)
+    if order is None:
+        recorder = _FieldRecorder(node)
+        node._visit_and_replace_children(recorder)  # once per node type
+        visited = list(dict.fromkeys(recorder.fields))
+        # A field libcst skips when it is None (an f-string's `format_spec`) was
+        # not seen on this instance; it still holds children on others, and is
+        # last in libcst's order. Non-node fields (strings) are harmless here.
+        rest = [f.name for f in dataclasses.fields(kind) if f.name not in visited]
+        order = tuple((name, True) for name in visited) + tuple(
+            (name, f"{kind.__name__}.{name}" in _HOOKED_WHEN_SET) for name in rest
+        )
+        _ORDER[kind] = order
+    return order
+
+
+def _kind(value_type: type) -> int:
+    kind = _KIND.get(value_type)
+    if kind is None:
+        if issubclass(value_type, cst.CSTNode):
+            kind = _NODE
+        elif value_type in (list, tuple):
+            kind = _SEQUENCE
+        else:
+            kind = _OTHER
+        _KIND[value_type] = kind
+    return kind
+
+
+_Callbacks = list[Callable[[cst.CSTNode], None]]
+_CALLBACK_NAMES: dict[type, tuple[str, ...]] = {}
+
+
+def _callbacks(visitor: cst.BatchableCSTVisitor) -> dict[str, Callable[[cst.CSTNode], None]]:
+    """``visitor.get_visitors()``, with the method names found once per class.
+
+    libcst's version runs `inspect.getmembers` over ~1,600 attributes (a stub
+    for every node type) per instance: about 3 ms per rule per file, more than
+    most rules cost to run.
+    """
+    kind = type(visitor)
+    if kind.get_visitors is not cst.BatchableCSTVisitor.get_visitors:
+        return dict(visitor.get_visitors())  # a visitor with its own idea: respect it
+    names = _CALLBACK_NAMES.get(kind)
+    if names is None:
+        # Only classes outside libcst can define callbacks: libcst's own are the
+        # ~1,600 no-op stubs. Then the same test as libcst's: a function whose
+        # own name is a callback name and that is not a no-op stub.
+        candidates = {
+            name for klass in kind.__mro__ if not klass.__module__.startswith("libcst")
+            for name in vars(klass) if name.startswith(("visit_", "leave_"))
+        }
+        names = tuple(sorted(
+            name for name in candidates
+            if inspect.isfunction(function := getattr(kind, name))
+            and function.__name__.startswith(("visit_", "leave_"))
+            and not getattr(function, "_is_no_op", False)
+        ))
+        _CALLBACK_NAMES[kind] = names
+    return {name: getattr(visitor, name) for name in names}
+
+
+def walk_batched(wrapper: MetadataWrapper, visitors: Sequence[cst.BatchableCSTVisitor]) -> None:
+    """Run ``visitors`` over ``wrapper.module`` in one read-only pass (see the module docs).
+
+    Resolves the metadata the visitors declare first, as
+    `MetadataWrapper.visit_batched` does.
+    """
+    methods: dict[str, _Callbacks] = {}
+    for visitor in visitors:
+        for name, function in _callbacks(visitor).items():
+            methods.setdefault(name, []).append(function)
+    named = {name.split("_", 2)[1] for name in methods}
+    skip = frozenset() if any(t.__name__ in named for t in TRIVIA) else TRIVIA
+    plans: dict[type, tuple[_Callbacks | None, _Callbacks | None, tuple]] = {}
+
+    def plan(node: cst.CSTNode) -> tuple[_Callbacks | None, _Callbacks | None, tuple]:
+        name = type(node).__name__
+        fields = tuple(
+            (field, methods.get(f"visit_{name}_{field}") if hooked else None,
+             methods.get(f"leave_{name}_{field}") if hooked else None,
+             f"{name}.{field}" in _HOOKED_WHEN_SET)
+            for field, hooked in _fields(node)
+        )
+        made = (methods.get(f"visit_{name}"), methods.get(f"leave_{name}"), fields)
+        plans[type(node)] = made
+        return made
+
+    def visit(node: cst.CSTNode) -> None:
+        visits, leaves, fields = plans.get(type(node)) or plan(node)
+        if visits:
+            for function in visits:
+                function(node)
+        for field, field_visits, field_leaves, when_set in fields:
+            value = getattr(node, field)
+            if when_set and value is None:
+                continue
+            if field_visits:
+                for function in field_visits:
+                    function(node)
+            kind = _KIND.get(type(value))
+            if kind is None:
+                kind = _kind(type(value))
+            if kind == _NODE:
+                if type(value) not in skip:
+                    visit(value)
+            elif kind == _SEQUENCE:
+                for item in value:
+                    if type(item) not in skip and _kind(type(item)) == _NODE:
+                        visit(item)
+            if field_leaves:
+                for function in field_leaves:
+                    function(node)
+        if leaves:
+            for function in leaves:
+                function(node)
+
+    with ExitStack() as stack:
+        for visitor in visitors:
+            stack.enter_context(visitor.resolve(wrapper))
+        visit(wrapper.module)

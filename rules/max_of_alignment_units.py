@@ -1,0 +1,162 @@
+from __future__ import annotations
+
+import libcst as cst
+
+from layoutcheck.lint.flow import FlowRule
+from layoutcheck.lint.patterns import Tag, int_value, match_max_over, positional, snippet, text_mentions
+from layoutcheck.lint.rule import Invalid, Valid
+from layoutcheck.lint.settings import LintSettings
+
+
+class MaxOfAlignmentUnits(FlowRule):
+    """Alignment units combined with `max()`, which is not a multiple of every unit.
+
+    ## What it does
+    Flags `max(...)` that combines an alignment unit built from the pad
+    multiplier (`pad-multiplier-names`, e.g. `tp_size * data_pad_size_multiplier`)
+    with other units: `max(a, b)` of several values, or `max(units)` over a
+    list of them. `max(x, 1)` (a clamp) is not flagged.
+
+    ## Why it matters
+    The alignment unit `A` must be a multiple of every unit it combines: TP
+    size times the pad multiplier, `k` (or `2 k cp`) for compressed attention
+    of ratio `k`, `cp` for all-gather CP. `max()` is that only when the units
+    divide each other; with a multiplier of 128 and `2 k cp = 12`, `max()`
+    gives 128, which is not a multiple of 12, and compressed blocks straddle
+    zigzag chunks. It is latent until someone changes one of the units.
+    `layoutcheck.geometry.alignment_unit` shows both values
+    (`AlignmentUnit.max_is_wrong`).
+
+    ## Example
+    ```python
+    units = [tp_size * args.data_pad_size_multiplier]
+    if args.compress_ratio is not None:
+        units.append(args.compress_ratio * 2 * cp_size)
+    pad_size = max(units)
+    ```
+
+    ## How to fix
+    ```python
+    pad_size = math.lcm(*units)
+    ```
+
+    ## Configuration
+    `pad-multiplier-names` names the multiplier the units are built from.
+
+    ## Fix safety
+    No autofix: `lcm` changes every padded length whenever the units do not
+    divide each other (that is the point), and the change deserves a review.
+    """
+
+    code = "LC106"
+    message = (
+        "`max(units)` combines alignment units with `max()`, which is a multiple of every unit only "
+        "when they divide each other. Combine them with `math.lcm(...)` instead."
+    )
+
+    @classmethod
+    def could_match(cls, source: str, settings: LintSettings) -> bool:
+        return "max" in source and text_mentions(source, settings.pad_multiplier_names)
+
+    def visit_Call(self, node: cst.Call) -> None:
+        super().visit_Call(node)
+        flow = self.flow
+        if flow.imports.qualify(node.func) not in ("max", "numpy.max", "torch.max"):
+            return
+        args = positional(node)
+        collection = match_max_over(node, flow.imports)
+        if collection is not None:
+            combined = flow.classify(collection).has(Tag.UNIT)
+        else:
+            # `max(a, 1)` clamps; two or more units are being combined.
+            values = [a for a in args if (n := int_value(a)) is None or n > 1]
+            combined = len(values) >= 2 and any(flow.classify(a).has(Tag.UNIT) for a in values)
+        if combined:
+            self.report(
+                node,
+                f"`{snippet(node)}` combines alignment units with `max()`, which is a multiple of every "
+                "unit only when they divide each other. Combine them with `math.lcm(...)` instead.",
+            )
+
+    valid = [
+        Valid(
+            """
+import math
+
+def alignment(args, tp_size, cp_size):
+    units = [tp_size * args.data_pad_size_multiplier]
+    if args.compress_ratio is not None:
+        units.append(args.compress_ratio * 2 * cp_size)
+    return math.lcm(*units)
+"""
+        ),
+        Valid(
+            """
+def pad_size(tp_size, pad_multiplier):
+    return max(tp_size * pad_multiplier, 1)
+"""
+        ),
+        Valid(
+            """
+def longest(rollout_data, pad_multiplier):
+    return max(rollout_data["total_lengths"]), pad_multiplier
+"""
+        ),
+        Valid(
+            """
+def block(block_sizes, pad_multiplier):
+    return max(block_sizes) * pad_multiplier
+"""
+        ),
+        Valid(
+            """
+from layoutcheck.geometry import alignment_unit
+
+def unit(args, tp_size, cp_size):
+    return alignment_unit(tp_size, args.data_pad_size_multiplier, cp_size=cp_size).value
+"""
+        ),
+    ]
+    invalid = [
+        Invalid(
+            """
+def alignment_unit(args, ps):
+    units = [ps.tp.size * args.data_pad_size_multiplier]
+    if args.compress_ratio is not None:
+        units.append(args.compress_ratio * (2 * ps.cp.size if ps.cp.size > 1 else 1))
+    return max(units)
+""",
+            line=6,
+            column=12,
+            message="`max(units)` combines alignment units",
+        ),
+        Invalid(
+            """
+def unit(tp_size, pad_multiplier, compress_ratio, cp_size):
+    return max(tp_size * pad_multiplier, compress_ratio * 2 * cp_size)
+""",
+            line=3,
+            column=12,
+        ),
+        Invalid(
+            """
+def get_rollout_data(args, parallel_state):
+    pad_size = parallel_state.tp.size * args.data_pad_size_multiplier
+    if args.allgather_cp:
+        pad_size = max(pad_size, parallel_state.cp.size)
+    return pad_size
+""",
+            line=5,
+            column=20,
+        ),
+        Invalid(
+            """
+PAD_MULTIPLIER = 128
+
+def align(tp, cp):
+    return max([tp * PAD_MULTIPLIER, 2 * cp])
+""",
+            line=5,
+            column=12,
+        ),
+    ]

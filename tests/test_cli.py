@@ -1,0 +1,362 @@
+"""The command line: exit codes, output streams, flags, rule docs, and what it imports.
+
+In-process calls of `cli.main` (with the test rules patched into the
+registry) cover behaviour; a few real subprocess runs cover what only a
+process shows: the exit status of ``python -m layoutcheck`` and the modules
+a run imports.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+from lint_test_rules import DEFAULT_TEST_RULES, use_rules
+
+from layoutcheck import cli
+
+ROOT = Path(__file__).resolve().parents[1]
+TESTS = Path(__file__).resolve().parent
+
+
+@pytest.fixture
+def project(tmp_path, monkeypatch):
+    """A folder to check, as the working folder, with the test rules as the registry."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    monkeypatch.delenv("FORCE_COLOR", raising=False)
+    use_rules(monkeypatch)
+    return tmp_path
+
+
+def write(root: Path, name: str, text: str) -> Path:
+    path = root / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(textwrap.dedent(text))
+    return path
+
+
+def check(capsys, *args: str) -> tuple[int, str, str]:
+    code = cli.main(["check", *args])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+# ---------------------------------------------------------------- exit codes and streams
+
+
+def test_clean_run_exits_0_with_the_summary_on_stderr(project, capsys):
+    write(project, "a.py", "x = 1\n")
+    assert check(capsys) == (0, "", "All checks passed!\n")
+
+
+def test_findings_exit_1_sorted_on_stdout_with_a_summary(project, capsys):
+    write(project, "b.py", "m = max(pad_me)\n")
+    write(project, "a.py", "x = 1\ny = pad_me\n")
+    code, out, err = check(capsys, "--output-format", "concise")
+    assert code == 1
+    assert out.splitlines() == [
+        "a.py:2:5: LC901 [pad-call] `pad_me` pads by hand; use `padded`.",
+        "b.py:1:5: LC902 [global-max] `max` over lengths; read `max_seq_lens` instead.",
+        "b.py:1:9: LC901 [pad-call] `pad_me` pads by hand; use `padded`.",
+    ]
+    assert err == "Found 3 findings in 2 files (2 fixable with --fix).\n"
+    assert "\x1b[" not in out  # not a terminal: no colour
+
+
+def test_exit_zero_and_quiet(project, capsys):
+    write(project, "a.py", "y = pad_me\n")
+    code, out, err = check(capsys, "--exit-zero", "--quiet", "--output-format", "concise")
+    assert (code, err) == (0, "") and out.startswith("a.py:1:5:")
+
+
+def test_a_syntax_error_is_a_finding_exit_1(project, capsys):
+    write(project, "bad.py", "def f(:\n")
+    code, out, err = check(capsys, "--output-format", "concise")
+    assert code == 1 and "bad.py:1" in out and "syntax error" in out
+    assert "could not be checked" in err
+
+
+def test_a_missing_path_exits_2_but_the_rest_is_still_reported(project, capsys):
+    write(project, "a.py", "y = pad_me\n")
+    code, out, err = check(capsys, "a.py", "nope.py", "--output-format", "concise")
+    assert code == 2
+    assert "a.py:1:5: LC901" in out and "nope.py" in out and "no such file or directory" in out
+
+
+def test_a_crashing_rule_exits_2(project, capsys, monkeypatch):
+    from lint_test_rules import CrashyRule
+
+    use_rules(monkeypatch, (*DEFAULT_TEST_RULES, CrashyRule))
+    write(project, "a.py", "explode()\ny = pad_me\n")
+    code, out, _ = check(capsys, "--output-format", "concise")
+    assert code == 2 and "crashy-rule" in out and "a.py:2:5: LC901" in out
+
+
+def test_unknown_rule_in_select_exits_2_listing_valid_names(project, capsys):
+    write(project, "a.py", "x = 1\n")
+    code, out, err = check(capsys, "--select", "pad-cal")
+    assert code == 2 and out == ""
+    assert err.startswith("layoutcheck: error: unknown rule 'pad-cal' in --select; valid: LC001 unused-suppression, "
+                          "LC901 pad-call, LC902 global-max, LC951 noisy-thing")
+
+
+def test_bad_config_exits_2_naming_key_value_and_file(project, capsys):
+    write(project, "pyproject.toml", "[tool.layoutcheck]\nbucket-quantum = 'big'\n")
+    write(project, "a.py", "x = 1\n")
+    code, out, err = check(capsys)
+    assert code == 2
+    assert f"1 error in {project / 'pyproject.toml'}:" in err
+    assert "tool.layoutcheck.bucket-quantum" in err and "[value: 'big', type: str]" in err
+
+
+@pytest.mark.parametrize("args", [["--output-format", "xml"], ["--jobs", "-1"], ["--bogus"]])
+def test_argument_errors_exit_2(project, capsys, args):
+    assert cli.main(["check", *args]) == 2
+    assert "usage: layoutcheck" in capsys.readouterr().err
+
+
+def test_no_command_and_help(capsys):
+    assert cli.main([]) == 2
+    assert cli.main(["--help"]) == 0
+    assert "check" in capsys.readouterr().out
+
+
+# ---------------------------------------------------------------- flags
+
+
+def test_select_ignore_extend_select_accept_codes_prefixes_names_and_commas(project, capsys):
+    write(project, "a.py", "m = max(pad_me)\nn = noisy\n")
+    code, out, _ = check(capsys, "--select", "LC9", "--ignore", "pad-call,LC902", "--output-format", "concise")
+    assert [line.split()[1] for line in out.splitlines()] == ["LC951"]
+    code, out, _ = check(capsys, "--extend-select", "noisy-thing", "--output-format", "concise")
+    assert [line.split()[1] for line in out.splitlines()] == ["LC902", "LC901", "LC951"]
+
+
+def test_json_output_is_a_sorted_list(project, capsys):
+    write(project, "a.py", "m = max(pad_me)\n")
+    code, out, _ = check(capsys, "--output-format", "json")
+    items = json.loads(out)
+    assert code == 1 and [(i["rule"], i["line"], i["column"]) for i in items] == [
+        ("global-max", 1, 5), ("pad-call", 1, 9)]
+    assert items[0]["path"] == "a.py" and items[0]["code"] == "LC902"
+
+
+def test_statistics(project, capsys):
+    write(project, "a.py", "m = max(pad_me)\nn = pad_me\n")
+    code, out, err = check(capsys, "--statistics")
+    assert code == 1
+    assert [line.split() for line in out.splitlines()] == [["2", "LC901", "[*]", "pad-call"],
+                                                          ["1", "LC902", "[", "]", "global-max"]]
+
+
+def test_jobs_do_not_change_the_output(project, capsys):
+    for i in range(12):
+        write(project, f"m{i:02d}.py", "m = max(pad_me)\n" * (i % 3 + 1))
+    one = check(capsys, "--jobs", "1", "--no-cache")
+    two = check(capsys, "--jobs", "2", "--no-cache")
+    assert one == two and one[0] == 1
+
+
+def test_fix_then_clean(project, capsys):
+    path = write(project, "a.py", "x = pad_me\nm = max(1)\n")
+    code, out, err = check(capsys, "--fix", "--output-format", "concise")
+    assert path.read_text() == "x = padded\nm = max(1)\n"
+    assert code == 1 and out.splitlines() == [
+        "a.py:2:5: LC902 [global-max] `max` over lengths; read `max_seq_lens` instead."]
+    assert err.splitlines() == ["Fixed 1 finding in 1 file.", "Found 1 finding in 1 file."]
+    code, _, err = check(capsys, "--fix", "--ignore", "global-max")
+    assert code == 0 and err == "All checks passed!\n"
+
+
+def test_diff_prints_a_unified_diff_and_writes_nothing(project, capsys):
+    path = write(project, "a.py", "x = pad_me\ny = 2\n")
+    code, out, err = check(capsys, "--diff")
+    assert code == 1 and path.read_text() == "x = pad_me\ny = 2\n"
+    assert out == "--- a.py\n+++ a.py\n@@ -1,2 +1,2 @@\n-x = pad_me\n+x = padded\n y = 2\n"
+    assert err == "Would fix 1 finding in 1 file.\n"
+    path.write_text("y = 2\n")
+    assert check(capsys, "--diff") == (0, "", "No fixes available.\n")
+
+
+def test_report_unused_suppressions(project, capsys):
+    write(project, "a.py", "x = 1  # layoutcheck: ignore[pad-call]\ny = pad_me  # layoutcheck: ignore[pad-call]\n")
+    assert check(capsys)[0] == 0
+    code, out, _ = check(capsys, "--report-unused-suppressions", "--output-format", "concise")
+    assert code == 1 and out.startswith("a.py:1:8: LC001 [unused-suppression] Unused suppression: no `pad-call`")
+    assert len(out.splitlines()) == 1
+
+
+def test_config_outside_the_tree_is_honoured(project, capsys, tmp_path_factory):
+    outside = tmp_path_factory.mktemp("elsewhere") / "layoutcheck.toml"
+    outside.write_text('ignore = ["pad-call"]\n')
+    write(project, "pyproject.toml", '[tool.layoutcheck]\nselect = ["ALL"]\n')
+    write(project, "a.py", "y = pad_me\n")
+    assert check(capsys, "--config", str(outside))[0] == 0
+    assert check(capsys)[0] == 1
+    code, _, err = check(capsys, "--config", str(project / "nope.toml"))
+    assert code == 2 and "does not exist" in err
+
+
+def test_explicit_excluded_file_is_checked(project, capsys):
+    write(project, "pyproject.toml", '[tool.layoutcheck]\nexclude = ["generated"]\n')
+    write(project, "generated/a.py", "y = pad_me\n")
+    assert check(capsys) == (0, "", "All checks passed!\n")
+    code, out, _ = check(capsys, "generated/a.py", "--output-format", "concise")
+    assert code == 1 and out.startswith("generated/a.py:1:5:")
+
+
+def test_colour_only_on_a_terminal_and_never_with_no_color(monkeypatch):
+    class Tty:
+        def isatty(self):
+            return True
+
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    monkeypatch.delenv("FORCE_COLOR", raising=False)
+    assert cli._use_color(Tty()) is True
+    monkeypatch.setenv("NO_COLOR", "1")
+    assert cli._use_color(Tty()) is False
+    monkeypatch.delenv("NO_COLOR")
+    assert cli._use_color(sys.stderr) in (False, True)  # whatever pytest gives; must not raise
+
+
+# ---------------------------------------------------------------- rules, rule, demo
+
+
+def test_rules_table(project, capsys):
+    assert cli.main(["rules"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split() == ["Code", "Name", "Default", "Fix", "Summary"]
+    assert lines[1].split()[:4] == ["LC001", "unused-suppression", "off", "no"]
+    assert lines[2].split()[:4] == ["LC901", "pad-call", "on", "yes"]
+    assert lines[4].split()[:4] == ["LC951", "noisy-thing", "off", "no"]
+
+
+def test_rule_by_name_or_code_prints_docs_message_and_examples(project, capsys):
+    assert cli.main(["rule", "LC901"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("pad-call (LC901)\nDefault: on. Autofix: yes.")
+    assert "## What it does" in out and "`pad_me` pads by hand; use `padded`." in out
+    assert "Flagged (1):\n    pad_me(x)\n  fixed to:\n    padded(x)" in out
+    assert cli.main(["rule", "pad-call"]) == 0 and capsys.readouterr().out == out
+
+
+def test_rule_all_json_dumps_every_rule(project, capsys):
+    assert cli.main(["rule", "--all", "--output-format", "json"]) == 0
+    records = json.loads(capsys.readouterr().out)
+    assert [r["code"] for r in records] == ["LC001", "LC901", "LC902", "LC951"]
+    pad = records[1]
+    assert set(pad) >= {"code", "name", "message", "default_enabled", "fixable", "docs", "examples"}
+    assert pad["fixable"] is True and pad["examples"]["invalid"][0]["replacement"] == "padded(x)\n"
+
+
+def test_rule_errors(project, capsys):
+    assert cli.main(["rule", "nope"]) == 2
+    assert "unknown rule 'nope'; valid: LC001 unused-suppression, LC901 pad-call" in capsys.readouterr().err
+    assert cli.main(["rule"]) == 2
+    assert cli.main(["rule", "pad-call", "--all"]) == 2
+
+
+def test_demo_passes_its_arguments_through(monkeypatch):
+    import types
+
+    seen = []
+    fake = types.ModuleType("layoutcheck.demo")
+    fake.main = lambda argv=None: seen.append(argv) or 7  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "layoutcheck.demo", fake)
+    assert cli.main(["demo", "--bug", "global-padding", "--help"]) == 7
+    assert seen == [["--bug", "global-padding", "--help"]]
+
+
+def test_readme_rule_table_is_generated_from_the_rules():
+    from layoutcheck.lint.ruledocs import render_rules
+
+    readme = (ROOT / "README.md").read_text()
+    start, end = "<!-- rules-table:start -->", "<!-- rules-table:end -->"
+    assert start in readme and end in readme, (
+        f"README.md needs the markers {start} and {end} around the rule table; "
+        "paste `layoutcheck rule --all --output-format markdown` between them"
+    )
+    section = readme.split(start, 1)[1].split(end, 1)[0].strip()
+    assert section == render_rules(cli._universe(), "markdown").strip(), (
+        "README rule table is stale: regenerate it with `layoutcheck rule --all --output-format markdown`"
+    )
+
+
+# ---------------------------------------------------------------- real processes
+
+
+def _python(args: list[str], cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    full_env = {**os.environ, **(env or {})}
+    full_env.pop("NO_COLOR", None)
+    return subprocess.run([sys.executable, *args], cwd=cwd, env=full_env, capture_output=True, text=True,
+                          timeout=120)
+
+
+def test_python_m_layoutcheck_exit_codes(tmp_path):
+    write(tmp_path, "ok/a.py", "x = 1\n")
+    write(tmp_path, "bad/b.py", "def f(:\n")
+    clean = _python(["-m", "layoutcheck", "check", "ok"], tmp_path)
+    assert (clean.returncode, clean.stdout, clean.stderr) == (0, "", "All checks passed!\n")
+    broken = _python(["-m", "layoutcheck", "check", "bad", "--output-format", "concise"], tmp_path)
+    assert broken.returncode == 1 and broken.stdout.startswith("bad/b.py:1:")
+    missing = _python(["-m", "layoutcheck", "check", "nowhere"], tmp_path)
+    assert missing.returncode == 2
+    usage = _python(["-m", "layoutcheck", "check", "--output-format", "xml"], tmp_path)
+    assert usage.returncode == 2 and "invalid choice" in usage.stderr
+
+
+_PROBE = """
+import json, sys
+from layoutcheck.cli import main
+code = main(sys.argv[1:])
+heavy = sorted({m.split('.')[0] for m in sys.modules if m.split('.')[0] in ('torch', 'typeguard', 'libcst', 'pydantic', 'numpy')})
+codemod = 'libcst.codemod' in sys.modules
+print(json.dumps({'code': code, 'heavy': heavy, 'codemod': codemod}), file=sys.stderr)
+"""
+
+
+def _probe(args: list[str], cwd: Path, env: dict[str, str] | None = None) -> dict:
+    done = _python(["-c", _PROBE, *args], cwd, env)
+    return json.loads(done.stderr.strip().splitlines()[-1])
+
+
+def test_check_never_imports_torch_or_typeguard_even_in_workers(tmp_path):
+    # A sentinel torch/typeguard first on the path records any import, from the
+    # main process or a pool worker, even one a `try: import torch` would hide.
+    sentinel = tmp_path / "sentinel"
+    marker = tmp_path / "imported.txt"
+    for name in ("torch", "typeguard"):
+        write(sentinel, f"{name}/__init__.py",
+              f"open({str(marker)!r}, 'a').write('{name}\\n')\nraise ImportError('sentinel {name}')\n")
+    for i in range(12):
+        write(tmp_path, f"tree/m{i}.py",
+              "import torch\nmax_seq_lens = [max(total_lengths)] * len(tokens)\n"
+              "x = torch.full((n,), max_seq_lens[0])\n")
+    env = {"PYTHONPATH": os.pathsep.join([str(sentinel), os.environ.get("PYTHONPATH", "")])}
+    seen = _probe(["check", "tree", "--jobs", "2", "--no-cache", "--exit-zero"], tmp_path, env)
+    assert seen["code"] in (0, 1) and "torch" not in seen["heavy"] and "typeguard" not in seen["heavy"]
+    assert not seen["codemod"]
+    assert not marker.exists(), marker.read_text()
+
+
+def test_help_imports_neither_pydantic_nor_libcst(tmp_path):
+    seen = _probe(["--help"], tmp_path)
+    assert seen == {"code": 0, "heavy": [], "codemod": False}
+
+
+def test_a_warm_run_imports_neither_libcst_nor_pydantic(tmp_path):
+    write(tmp_path, "pyproject.toml", '[tool.layoutcheck]\nexclude = ["skipped"]\n')
+    for i in range(3):
+        write(tmp_path, f"pkg/m{i}.py", "max_seq_lens = [max(total_lengths)] * len(tokens)\n")
+    cold = _probe(["check", "pkg", "--exit-zero"], tmp_path)
+    assert cold["code"] == 0 and "libcst" in cold["heavy"] and "pydantic" in cold["heavy"]
+    warm = _probe(["check", "pkg", "--exit-zero"], tmp_path)
+    if warm["heavy"]:  # someone saved a rule between the two runs: its stat changed the fingerprint
+        warm = _probe(["check", "pkg", "--exit-zero"], tmp_path)
+    assert warm == {"code": 0, "heavy": [], "codemod": False}

@@ -1,0 +1,140 @@
+"""``[tool.layoutcheck]``: finding the file, validating it, and errors that name key, value, file."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from lint_test_rules import DEFAULT_TEST_RULES
+
+from layoutcheck.config import Config, find_config_file, load_config, resolve_config
+from layoutcheck.errors import ConfigError
+from layoutcheck.lint.selection import resolve_selection
+
+
+def write(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return path
+
+
+def test_defaults_without_any_file(tmp_path):
+    loaded = resolve_config([str(tmp_path)], cwd=tmp_path)
+    assert loaded.path is None and loaded.root == tmp_path
+    assert loaded.config == Config()
+    assert loaded.cache_dir == tmp_path / ".layoutcheck_cache"
+
+
+def test_found_by_walking_up_from_the_common_parent(tmp_path):
+    write(tmp_path / "pyproject.toml", '[tool.layoutcheck]\nselect = ["LC9"]\ncache-dir = "var/c"\n')
+    write(tmp_path / "pkg" / "pyproject.toml", "[project]\nname = 'x'\n")  # no table: passed over
+    a = write(tmp_path / "pkg" / "a" / "x.py", "")
+    b = write(tmp_path / "pkg" / "b" / "y.py", "")
+    loaded = resolve_config([str(a), str(b)])
+    assert loaded.path == tmp_path / "pyproject.toml"
+    assert loaded.config.select == ("LC9",)
+    assert loaded.cache_dir == tmp_path / "var" / "c"
+    assert loaded.describe("select") == f"tool.layoutcheck.select in {tmp_path / 'pyproject.toml'}"
+
+
+def test_layoutcheck_toml_wins_over_pyproject_in_the_same_folder(tmp_path):
+    write(tmp_path / "pyproject.toml", '[tool.layoutcheck]\nselect = ["LC1"]\n')
+    write(tmp_path / "layoutcheck.toml", 'select = ["LC2"]\n')
+    assert find_config_file(tmp_path) == tmp_path / "layoutcheck.toml"
+    loaded = resolve_config([str(tmp_path)])
+    assert loaded.config.select == ("LC2",) and loaded.describe("select").startswith("select in ")
+
+
+def test_explicit_config_outside_the_tree_is_honoured(tmp_path):
+    tree = tmp_path / "tree"
+    write(tree / "pyproject.toml", '[tool.layoutcheck]\nselect = ["LC1"]\n')
+    outside = write(tmp_path / "elsewhere" / "layoutcheck.toml", 'ignore = ["LC902"]\nexclude = ["gen"]\n')
+    loaded = resolve_config([str(tree)], outside)
+    assert loaded.path == outside and loaded.root == outside.parent
+    assert loaded.config.ignore == ("LC902",) and loaded.config.select is None
+
+
+def test_explicit_pyproject_without_table_is_an_error(tmp_path):
+    file = write(tmp_path / "pyproject.toml", "[project]\nname = 'x'\n")
+    with pytest.raises(ConfigError, match=r"has no \[tool.layoutcheck\] table"):
+        load_config(file)
+    with pytest.raises(ConfigError, match="does not exist"):
+        load_config(tmp_path / "missing.toml")
+
+
+def test_runtime_table_is_accepted_and_kept(tmp_path):
+    write(tmp_path / "pyproject.toml", """
+[tool.layoutcheck]
+sources = ["max_seq_lens"]
+[tool.layoutcheck.runtime]
+hooks = ["trainer.data:get_batch"]
+mode = "raise"
+""")
+    loaded = resolve_config([str(tmp_path)])
+    assert loaded.config.runtime.model_extra == {"hooks": ["trainer.data:get_batch"], "mode": "raise"}
+
+
+def test_errors_name_every_key_value_and_the_file(tmp_path):
+    file = write(tmp_path / "pyproject.toml", """
+[tool.layoutcheck]
+selct = ["LC1"]
+bucket-quantum = -128
+per-file-ignores = { "tests/*" = ["LC1", 3] }
+""")
+    loaded = resolve_config([str(tmp_path)])  # reading does not validate yet: see configfile
+    with pytest.raises(ConfigError) as info:
+        loaded.config
+    message = str(info.value)
+    assert message.startswith(f"3 errors in {file}:")
+    assert "tool.layoutcheck.selct\n    Unknown key; did you mean `select`?" in message
+    valid = message.split("valid keys: ", 1)[1].splitlines()[0].split(", ")
+    assert {"bucket-quantum", "cache-dir", "exclude", "per-file-ignores", "select", "runtime"} <= set(valid)
+    assert valid == sorted(valid)
+    assert "tool.layoutcheck.bucket-quantum\n    Input should be greater than 0 [value: -128, type: int]" in message
+    assert 'tool.layoutcheck.per-file-ignores."tests/*"[1]' in message and "[value: 3, type: int]" in message
+    assert info.value.source == str(file) and info.value.key == "tool.layoutcheck.bucket-quantum"
+
+
+def test_long_values_are_truncated(tmp_path):
+    write(tmp_path / "layoutcheck.toml", f'bucket-quantum = "{"x" * 300}"\n')
+    with pytest.raises(ConfigError) as info:
+        resolve_config([str(tmp_path)]).config
+    assert "bucket-quantum\n" in str(info.value) and "..." in str(info.value)
+    assert len(str(info.value)) < 400
+
+
+def test_invalid_toml_names_file_and_line(tmp_path):
+    file = write(tmp_path / "pyproject.toml", '[tool.layoutcheck]\nselect = ["LC1"\nignore = []\n')
+    with pytest.raises(ConfigError) as info:
+        resolve_config([str(tmp_path)])
+    assert str(file) in str(info.value) and "line 3" in str(info.value)
+    write(tmp_path / "pyproject.toml", "[tool.layoutcheck]\nselect = [\n")
+    with pytest.raises(ConfigError, match=r"at end of document\) \(line 3\)"):
+        resolve_config([str(tmp_path)])
+
+
+def test_raw_paths_are_read_without_validation_but_bad_types_still_fail(tmp_path):
+    write(tmp_path / "layoutcheck.toml", 'exclude = ["gen"]\ncache-dir = "/abs/cache"\n')
+    loaded = resolve_config([str(tmp_path)])
+    assert loaded.exclude == ("gen",) and loaded.cache_dir == Path("/abs/cache")
+    assert loaded._config is None  # no pydantic needed for these
+    write(tmp_path / "layoutcheck.toml", "exclude = 3\n")
+    with pytest.raises(ConfigError, match=r"exclude\n    Input should be a valid tuple \[value: 3, type: int\]"):
+        resolve_config([str(tmp_path)]).exclude
+
+
+def test_table_that_is_not_a_table(tmp_path):
+    write(tmp_path / "pyproject.toml", "[tool]\nlayoutcheck = 3\n")
+    with pytest.raises(ConfigError, match=r"tool.layoutcheck in .* must be a table, got 3 \(int\)"):
+        resolve_config([str(tmp_path)])
+
+
+def test_unknown_rule_in_select_names_key_file_and_valid_names(tmp_path):
+    write(tmp_path / "pyproject.toml", '[tool.layoutcheck]\nselect = ["pad-cal"]\n')
+    loaded = resolve_config([str(tmp_path)])
+    with pytest.raises(ConfigError) as info:
+        resolve_selection(DEFAULT_TEST_RULES, select=loaded.config.select, describe=loaded.describe)
+    message = str(info.value)
+    assert "unknown rule 'pad-cal' in tool.layoutcheck.select in" in message
+    assert str(tmp_path / "pyproject.toml") in message
+    assert "LC901 pad-call, LC902 global-max, LC951 noisy-thing" in message

@@ -1,0 +1,135 @@
+"""File discovery: what is walked, what is skipped, module names, bad paths; and the globs."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from layoutcheck.lint.discovery import discover
+from layoutcheck.lint.findings import INVALID_INPUT, MISSING_PATH
+from layoutcheck.lint.globs import compile_glob
+
+
+def touch(root: Path, *names: str) -> None:
+    for name in names:
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("x = 1\n")
+
+
+def shown(found) -> list[str]:
+    return [f.display for f in found.files]
+
+
+def test_walks_python_files_in_name_order_and_skips_tool_folders(tmp_path):
+    touch(tmp_path, "b.py", "a.pyi", "c.txt", "pkg/z.py", "pkg/a.py",
+          ".git/hook.py", "__pycache__/m.py", "build/gen.py", "dist/d.py", ".tox/t.py",
+          "node_modules/n.py", "x.egg-info/e.py", "env/pyvenv.cfg", "env/lib/site.py",
+          "cache/CACHEDIR.TAG", "cache/c.py", ".layoutcheck_cache/k.py", "venv/v.py")
+    found = discover(["."], root=tmp_path, cwd=tmp_path)
+    assert shown(found) == ["a.pyi", "b.py", "pkg/a.py", "pkg/z.py"]
+    assert found.errors == []
+
+
+def test_exclude_globs_are_relative_to_the_root(tmp_path):
+    touch(tmp_path, "src/keep.py", "src/gen/out.py", "src/x_pb2.py", "tests/fixtures/f.py", "tests/t.py",
+          "other/tests/fixtures/o.py")
+    found = discover(["."], root=tmp_path, cwd=tmp_path,
+                     exclude=["gen", "*_pb2.py", "tests/fixtures/"])
+    assert shown(found) == ["other/tests/fixtures/o.py", "src/keep.py", "tests/t.py"]
+
+
+def test_explicit_files_are_checked_even_when_excluded(tmp_path):
+    touch(tmp_path, "build/gen.py", "gen/x.py", ".venv/pyvenv.cfg", ".venv/y.py")
+    found = discover(["build/gen.py", "gen/x.py", ".venv/y.py"], root=tmp_path, cwd=tmp_path, exclude=["gen"])
+    assert shown(found) == [".venv/y.py", "build/gen.py", "gen/x.py"]
+
+
+def test_the_cache_dir_is_never_walked(tmp_path):
+    touch(tmp_path, "a.py", "var/cache/x.py")
+    found = discover(["."], root=tmp_path, cwd=tmp_path, skip_dirs=[tmp_path / "var" / "cache"])
+    assert shown(found) == ["a.py"]
+
+
+def test_duplicates_are_checked_once(tmp_path):
+    touch(tmp_path, "pkg/a.py")
+    found = discover(["pkg", "pkg/a.py", "./pkg/a.py"], root=tmp_path, cwd=tmp_path)
+    assert shown(found) == ["pkg/a.py"]
+
+
+def test_module_names_walk_up_while_init_exists(tmp_path):
+    touch(tmp_path, "top/pkg/__init__.py", "top/pkg/sub/__init__.py", "top/pkg/sub/mod.py",
+          "top/pkg/sub/stub.pyi", "top/script.py", "top/pkg/nopkg/loose.py")
+    found = discover(["top"], root=tmp_path, cwd=tmp_path)
+    names = {f.display: f.module_name for f in found.files}
+    assert names == {
+        "top/pkg/__init__.py": "pkg",
+        "top/pkg/sub/__init__.py": "pkg.sub",
+        "top/pkg/sub/mod.py": "pkg.sub.mod",
+        "top/pkg/sub/stub.pyi": "pkg.sub.stub",
+        "top/script.py": "script",
+        "top/pkg/nopkg/loose.py": "loose",
+    }
+    # The module name does not depend on which path was given.
+    direct = discover(["top/pkg/sub/mod.py"], root=tmp_path, cwd=tmp_path)
+    assert direct.files[0].module_name == "pkg.sub.mod"
+
+
+def test_paths_outside_the_working_folder_are_shown_absolute(tmp_path):
+    touch(tmp_path, "elsewhere/a.py", "here/b.py")
+    found = discover([str(tmp_path / "elsewhere"), "b.py"], root=tmp_path, cwd=tmp_path / "here")
+    assert shown(found) == [str(tmp_path / "elsewhere" / "a.py"), "b.py"]
+    assert found.files[0].relpath == "elsewhere/a.py"
+
+
+def test_missing_path_is_an_error_and_the_rest_is_still_found(tmp_path):
+    touch(tmp_path, "a.py")
+    found = discover(["nope.py", "a.py"], root=tmp_path, cwd=tmp_path)
+    assert shown(found) == ["a.py"]
+    [error] = found.errors
+    assert (error.path, error.kind) == ("nope.py", MISSING_PATH) and "no such file" in error.message
+
+
+def test_broken_links_and_special_files_are_reported(tmp_path):
+    touch(tmp_path, "ok.py")
+    (tmp_path / "dangling.py").symlink_to(tmp_path / "gone.py")
+    os.mkfifo(tmp_path / "pipe.py")  # never opened: reading a FIFO would block
+    found = discover(["."], root=tmp_path, cwd=tmp_path)
+    assert shown(found) == ["ok.py"]
+    assert [(e.path, e.kind) for e in found.errors] == [("dangling.py", INVALID_INPUT)]
+    explicit = discover(["pipe.py", "dangling.py"], root=tmp_path, cwd=tmp_path)
+    assert sorted((e.path, e.message) for e in explicit.errors) == [
+        ("dangling.py", "broken symbolic link: not checked"),
+        ("pipe.py", "not a regular file: not checked"),
+    ]
+
+
+def test_unreadable_folder_is_reported_and_the_walk_goes_on(tmp_path, monkeypatch):
+    touch(tmp_path, "a/x.py", "locked/y.py", "z/w.py")
+    real = os.scandir
+
+    def scandir(path):
+        if os.path.basename(path) == "locked":
+            raise PermissionError(13, "Permission denied", path)
+        return real(path)
+
+    # Simulated: the tests run as root, for whom chmod 000 locks nothing.
+    monkeypatch.setattr(os, "scandir", scandir)
+    found = discover(["."], root=tmp_path, cwd=tmp_path)
+    assert shown(found) == ["a/x.py", "z/w.py"]
+    [error] = found.errors
+    assert error.path == "locked" and "cannot read directory: Permission denied" in error.message
+
+
+@pytest.mark.parametrize(("pattern", "path", "matches"), [
+    ("build", "build/", True), ("build", "a/build/x.py", True), ("build", "builds/x.py", False),
+    ("*_pb2.py", "a/b/x_pb2.py", True), ("tests/*", "tests/a.py", True), ("tests/*", "x/tests/a.py", False),
+    ("/tests", "tests/a.py", True), ("**/gen/*.py", "a/b/gen/c.py", True), ("**/gen/*.py", "gen/c.py", True),
+    ("build/", "build", False), ("build/", "build/", True), ("x[0-9].py", "x1.py", True),
+    ("x[!0-9].py", "x1.py", False), ("./a/b.py", "a/b.py", True), ("src/**/*.py", "src/x.py", True),
+    ("a?.py", "ab.py", True), ("a?.py", "a/.py", False), ("*.py", "dir/file.py", True),
+])
+def test_glob_semantics(pattern, path, matches):
+    assert compile_glob(pattern).matches(path) is matches
