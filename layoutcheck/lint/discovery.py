@@ -77,11 +77,12 @@ class _Walker:
         rel = os.path.relpath(path, self.root) if _under(path, self.root) else path
         return rel.replace(os.sep, "/")
 
-    def excluded(self, path: str, is_dir: bool) -> bool:
-        if not self.exclude:
+    def excluded(self, path: str, is_dir: bool, patterns: Sequence[str] | None = None) -> bool:
+        patterns = self.exclude if patterns is None else patterns
+        if not patterns:
             return False
         rel = self.relpath(path)
-        return any_match(self.exclude, rel + "/" if is_dir else rel) is not None
+        return any_match(patterns, rel + "/" if is_dir else rel) is not None
 
     def package(self, folder: str) -> str | None:
         """Dotted name of ``folder`` when it is a package (holds ``__init__.py``), else None."""
@@ -113,6 +114,9 @@ class _Walker:
             self.found[path] = SourceFile(path, self.display(path), self.relpath(path), self.module_name(path))
 
     def walk(self, top: str) -> None:
+        # A folder named on the command line is checked like a named file
+        # (ruff does the same): the patterns that exclude it do not apply inside it.
+        patterns = tuple(p for p in self.exclude if not self.excluded(top, True, (p,)))
         stack = [top]
         while stack:
             folder = stack.pop()
@@ -134,10 +138,10 @@ class _Walker:
                 try:
                     if entry.is_dir(follow_symlinks=False):
                         if (name in DEFAULT_EXCLUDED_DIRS or name.endswith(".egg-info")
-                                or entry.path in self.skip or self.excluded(entry.path, True)):
+                                or entry.path in self.skip or self.excluded(entry.path, True, patterns)):
                             continue
                         subfolders.append(entry.path)
-                    elif name.endswith(PYTHON_SUFFIXES) and not self.excluded(entry.path, False):
+                    elif name.endswith(PYTHON_SUFFIXES) and not self.excluded(entry.path, False, patterns):
                         if entry.is_file():
                             self.add(entry.path)
                         elif entry.is_symlink() and not os.path.exists(entry.path):
