@@ -40,6 +40,7 @@ __all__ = [
     "Scheme",
     "alignment_unit",
     "allgather_window",
+    "bucket_problems",
     "ceil_div",
     "local_length",
     "materialised_length",
@@ -428,17 +429,19 @@ class PaddedGeometry:
 # --- static shape buckets -------------------------------------------------
 
 
-def validate_buckets(
-    buckets: Iterable[int],
+def bucket_problems(
+    buckets: Sequence[object],
     max_length: int,
     *,
     quantum: int = DEFAULT_BUCKET_QUANTUM,
-) -> tuple[int, ...]:
-    """Check a bucket list against the bucket rules and return it normalised.
+) -> list[str]:
+    """Every way ``buckets`` breaks the bucket rules, as sentences (empty when valid).
 
-    Rules: positive multiples of ``quantum``, strictly increasing, none above
-    ``max_length``, and ``max_length`` always the last bucket (appended when
-    missing). Every broken rule is listed in one `LayoutSpecError`.
+    Rules: positive multiples of ``quantum`` (flex-attention works in
+    128-token blocks), strictly increasing, none above ``max_length``, and
+    ``max_length`` itself a multiple of ``quantum`` (it is always the last
+    bucket). The linter's ``bucket-spec`` rule reports these sentences as
+    they are.
     """
     _int("max_length", max_length, minimum=1)
     _int("quantum", quantum, minimum=1)
@@ -456,8 +459,26 @@ def validate_buckets(
             problems.append(f"bucket #{i} is {b}, not a multiple of {quantum}")
         if b > max_length:
             problems.append(f"bucket #{i} is {b}, above max_length {max_length}")
-        if i and isinstance(values[i - 1], int) and b <= values[i - 1]:
-            problems.append(f"bucket #{i} is {b}, not above the previous bucket {values[i - 1]}")
+        previous = values[i - 1] if i else None
+        if isinstance(previous, int) and not isinstance(previous, bool) and b <= previous:
+            problems.append(f"bucket #{i} is {b}, not above the previous bucket {previous}")
+    return problems
+
+
+def validate_buckets(
+    buckets: Iterable[int],
+    max_length: int,
+    *,
+    quantum: int = DEFAULT_BUCKET_QUANTUM,
+) -> tuple[int, ...]:
+    """Check a bucket list against the bucket rules and return it normalised.
+
+    See `bucket_problems` for the rules; ``max_length`` is appended when it
+    is not the last bucket already. Every broken rule is listed in one
+    `LayoutSpecError`.
+    """
+    values = list(buckets)
+    problems = bucket_problems(values, max_length, quantum=quantum)
     if problems:
         raise LayoutSpecError("invalid buckets " + repr(values) + ": " + "; ".join(problems))
     if not values or values[-1] != max_length:
