@@ -7,16 +7,27 @@ is wrong (bad arguments, bad configuration). Neither is an `AssertionError`.
 
 from __future__ import annotations
 
+import sys
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 
 __all__ = [
+    "MESSAGE_LIMIT",
     "ConfigError",
     "LayoutError",
     "LayoutSpecError",
     "LayoutcheckError",
     "Violation",
+    "describe_value",
+    "format_violations",
+    "invariant_counts",
+    "metadata_only",
 ]
+
+MESSAGE_LIMIT = 20
+"""Violations a `LayoutError` (or a warning) shows in full; the rest are counted per invariant."""
 
 
 class LayoutcheckError(Exception):
@@ -39,9 +50,89 @@ class ConfigError(LayoutSpecError):
         super().__init__(message)
 
 
-def _fmt(value: object, limit: int = 120) -> str:
-    text = repr(value) if not isinstance(value, str) else value
+def metadata_only() -> AbstractContextManager[object]:
+    """A context in which tensor metadata bypasses ``__torch_function__``.
+
+    ``torch._C.DisableTorchFunction`` turns off both modes and subclass
+    overrides (``DisableTorchFunctionSubclass`` would leave modes on): an
+    active ``TorchFunctionMode`` (a tracer's, a profiler's) or a tensor
+    subclass would otherwise see ``.shape`` and ``.size()`` (DESIGN.md
+    section 8). When torch was never imported there are no tensors and
+    nothing to disable. It lives here, not in `layoutcheck.runtime.meta`
+    (which re-exports it), so that formatting a value never loads the runtime.
+    """
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return nullcontext()
+    return torch._C.DisableTorchFunction()
+
+
+def _is_array(value: object) -> bool:
+    # A tensor or an array: has a shape and a dtype. Never call repr() on one:
+    # printing a CUDA tensor copies it to the host (a GPU sync). A numpy
+    # scalar (0-d, module numpy) is a plain value and keeps its repr.
+    if isinstance(value, type) or not (hasattr(value, "shape") and hasattr(value, "dtype")):
+        return False
+    return not (type(value).__module__ == "numpy" and value.shape == ())  # type: ignore[attr-defined]
+
+
+def _item(value: object) -> str:
+    return repr(value) if isinstance(value, str) else _describe(value)
+
+
+def _describe(value: object) -> str:
+    if _is_array(value):
+        shape = tuple(int(d) for d in value.shape)  # type: ignore[attr-defined]
+        device = getattr(value, "device", None)
+        where = f", device={device}" if device is not None else ""
+        return f"{type(value).__name__}(dtype={value.dtype}, shape={shape}{where})"  # type: ignore[attr-defined]
+    if isinstance(value, (list, tuple)):
+        items = ", ".join(_item(v) for v in value[:16]) + (", ..." if len(value) > 16 else "")
+        if isinstance(value, list):
+            return f"[{items}]"
+        return f"({items},)" if len(value) == 1 else f"({items})"
+    if isinstance(value, dict):
+        items = ", ".join(f"{_item(k)}: {_item(v)}" for k, v in list(value.items())[:16])
+        return "{" + items + (", ..." if len(value) > 16 else "") + "}"
+    return repr(value)
+
+
+def describe_value(value: object, limit: int = 120, *, quote: bool = False) -> str:
+    """A value as messages show it, at most ``limit`` characters; strings as they are (``quote``: as repr).
+
+    Tensors and arrays (anything with a ``shape`` and a ``dtype``) are
+    described by type, dtype, shape and device only, with torch-function
+    handling off: their ``repr`` would read the values, which synchronises a
+    GPU. Lists, tuples and dicts are described item by item (the first 16).
+    Every message that shows a user's value goes through here.
+    """
+    if isinstance(value, str):
+        text = repr(value) if quote else value
+    else:
+        with metadata_only():
+            text = _describe(value)
     return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def invariant_counts(violations: Iterable[Violation]) -> str:
+    """``"G1 x2, O3 x5"``: how many violations per invariant id, sorted by id."""
+    counts = Counter(v.invariant for v in violations)
+    return ", ".join(f"{inv} x{k}" for inv, k in sorted(counts.items()))
+
+
+def format_violations(violations: Sequence[Violation], *, limit: int | None = None) -> str:
+    """``N layout violations``, the first ``limit`` in full, then a one-line count of the rest by invariant.
+
+    ``limit=None`` shows every violation. `LayoutError` and warnings use
+    `MESSAGE_LIMIT`; the full list stays in ``.violations``.
+    """
+    n = len(violations)
+    shown = violations if limit is None else violations[:limit]
+    lines = [f"{n} layout violation{'s' if n != 1 else ''}", *(v.format() for v in shown)]
+    rest = violations[len(shown) :]
+    if rest:
+        lines.append(f"... and {len(rest)} more ({invariant_counts(rest)})")
+    return "\n".join(lines)
 
 
 @dataclass(frozen=True)
@@ -83,10 +174,10 @@ class Violation:
     def format(self) -> str:
         """Render in the fixed order: where, seen, expected, sizes, what to do."""
         lines = [f"[{self.invariant}] {self.location()}: {self.problem}"]
-        lines.append(f"    seen:     {_fmt(self.actual)}")
-        lines.append(f"    expected: {_fmt(self.expected)}")
+        lines.append(f"    seen:     {describe_value(self.actual)}")
+        lines.append(f"    expected: {describe_value(self.expected)}")
         if self.sizes:
-            sizes = ", ".join(f"{k}={_fmt(v, 40)}" for k, v in self.sizes.items())
+            sizes = ", ".join(f"{k}={describe_value(v, 40)}" for k, v in self.sizes.items())
             lines.append(f"    sizes:    {sizes}")
         lines.append(f"    fix:      {self.hint}")
         return "\n".join(lines)
@@ -99,25 +190,24 @@ class Violation:
             "where": self.where,
             "field": self.field,
             "problem": self.problem,
-            "actual": _fmt(self.actual, 400),
-            "expected": _fmt(self.expected, 400),
+            "actual": describe_value(self.actual, 400),
+            "expected": describe_value(self.expected, 400),
             "hint": self.hint,
             "sample": sample,
             "micro_batch": self.micro_batch,
-            "sizes": {k: _fmt(v, 80) for k, v in self.sizes.items()},
+            "sizes": {k: describe_value(v, 80) for k, v in self.sizes.items()},
         }
 
 
 class LayoutError(LayoutcheckError):
-    """The data breaks one or more layout invariants."""
+    """The data breaks one or more layout invariants.
+
+    The message shows the first `MESSAGE_LIMIT` violations in full and counts
+    the rest per invariant; ``.violations`` holds all of them.
+    """
 
     def __init__(self, violations: Iterable[Violation]):
         self.violations: Sequence[Violation] = tuple(violations)
         if not self.violations:
             raise LayoutSpecError("LayoutError needs at least one violation")
-        super().__init__(self._message())
-
-    def _message(self) -> str:
-        n = len(self.violations)
-        head = f"{n} layout violation{'s' if n != 1 else ''}"
-        return head + "\n" + "\n".join(v.format() for v in self.violations)
+        super().__init__(format_violations(self.violations, limit=MESSAGE_LIMIT))

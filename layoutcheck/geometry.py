@@ -25,7 +25,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from layoutcheck.errors import LayoutError, LayoutSpecError, Violation
+from layoutcheck.errors import LayoutError, LayoutSpecError, Violation, describe_value
 
 __all__ = [
     "BSHD",
@@ -42,16 +42,20 @@ __all__ = [
     "allgather_window",
     "bucket_problems",
     "ceil_div",
+    "cp_can_slice",
     "local_length",
     "materialised_length",
     "packed_sample_length",
     "packed_stream_length",
+    "padded_fits",
+    "padded_for_local_length",
     "padded_length",
     "per_sample_padded_lengths",
     "resolve_bucket",
     "response_count",
     "response_logit_ranges",
     "response_token_ranges",
+    "replay_rows",
     "rollout_global_padded_lengths",
     "round_up",
     "validate_buckets",
@@ -84,7 +88,7 @@ def _int(name: str, value: object, *, minimum: int) -> int:
     # bool is an int subclass; True as a CP size is a bug, not a 1.
     if isinstance(value, bool) or not isinstance(value, int):
         raise LayoutSpecError(
-            f"`{name}` must be an integer >= {minimum}, got {value!r} ({type(value).__name__})"
+            f"`{name}` must be an integer >= {minimum}, got {describe_value(value, quote=True)} ({type(value).__name__})"
         )
     if value < minimum:
         raise LayoutSpecError(f"`{name}` must be an integer >= {minimum}, got {value}")
@@ -100,15 +104,19 @@ def _rank(cp_size: int, cp_rank: int) -> None:
 
 def check_layout(layout: str) -> Layout:
     """Return ``layout`` if it names a known layout, else raise `LayoutSpecError`."""
-    if layout not in LAYOUTS:
-        raise LayoutSpecError(f"unknown layout {layout!r}: expected one of {', '.join(LAYOUTS)}")
+    if not isinstance(layout, str) or layout not in LAYOUTS:
+        raise LayoutSpecError(
+            f"unknown layout {describe_value(layout, quote=True)}: expected one of {', '.join(LAYOUTS)}"
+        )
     return layout  # type: ignore[return-value]
 
 
 def check_scheme(scheme: str) -> Scheme:
     """Return ``scheme`` if it names a known CP scheme, else raise `LayoutSpecError`."""
-    if scheme not in SCHEMES:
-        raise LayoutSpecError(f"unknown CP scheme {scheme!r}: expected one of {', '.join(SCHEMES)}")
+    if not isinstance(scheme, str) or scheme not in SCHEMES:
+        raise LayoutSpecError(
+            f"unknown CP scheme {describe_value(scheme, quote=True)}: expected one of {', '.join(SCHEMES)}"
+        )
     return scheme  # type: ignore[return-value]
 
 
@@ -203,7 +211,8 @@ def per_sample_padded_lengths(total_lengths: Iterable[int], unit: int) -> list[i
 def rollout_global_padded_lengths(total_lengths: Sequence[int], unit: int) -> list[int]:
     """The rollout-global rule (the bug): one rounded maximum copied to every sample.
 
-    Kept only to measure what the bug costs (see `layoutcheck.demo`).
+    Kept only to measure what the bug costs: `layoutcheck.demo` prints
+    ``sum()`` of it as the predicted cost and checks the buggy run against it.
     """
     if not total_lengths:
         return []
@@ -239,11 +248,31 @@ def zigzag_chunks(padded: int, cp_size: int, cp_rank: int) -> tuple[Range, Range
     return first, second
 
 
+def cp_can_slice(padded: int, cp_size: int, scheme: str = "zigzag") -> bool:
+    """Whether CP ``scheme`` can lay a sample of padded length ``P`` out over ``cp`` ranks.
+
+    Always with ``cp == 1`` and under zigzag (which materialises ``2 cp c``
+    positions); all-gather CP needs ``P % cp == 0``, since its windows are
+    ``P / cp`` long. The one place this rule is written.
+    """
+    _int("padded_length", padded, minimum=0)
+    _int("cp_size", cp_size, minimum=1)
+    return check_scheme(scheme) == "zigzag" or padded % cp_size == 0
+
+
+def padded_fits(total: int, padded: int, cp_size: int = 1, scheme: str = "zigzag") -> bool:
+    """Whether ``P`` can hold a sample of ``T`` tokens and be CP-sliced: ``T <= P`` and `cp_can_slice`.
+
+    When it does not, there is no layout to compare a sample's fields with
+    (the checks report why: G2, G3 or O2).
+    """
+    return _int("total", total, minimum=0) <= padded and cp_can_slice(padded, cp_size, scheme)
+
+
 def allgather_window(padded: int, cp_size: int, cp_rank: int) -> Range:
     """The contiguous window rank ``r`` keeps under all-gather CP; needs ``P % cp == 0``."""
     _rank(cp_size, cp_rank)
-    _int("padded_length", padded, minimum=0)
-    if padded % cp_size:
+    if not cp_can_slice(padded, cp_size, "allgather"):
         raise LayoutSpecError(
             f"all-gather CP needs the padded length to be a multiple of cp: P={padded}, cp={cp_size}"
         )
@@ -270,6 +299,26 @@ def local_length(padded: int, cp_size: int, scheme: str = "zigzag") -> int:
 def materialised_length(padded: int, cp_size: int, scheme: str = "zigzag") -> int:
     """The padded length actually materialised before slicing: ``2 cp c`` under zigzag."""
     return local_length(padded, cp_size, scheme) * cp_size
+
+
+def padded_for_local_length(
+    local: int, cp_size: int = 1, scheme: str = "zigzag", *, candidates: Iterable[int] = ()
+) -> int:
+    """The padded length ``P`` a batch was laid out with, from the local length ``L`` one rank holds.
+
+    The smallest of ``candidates`` (static shape buckets, say) whose
+    `local_length` is ``L``; when none is, the length materialised for ``L``
+    (``L * cp``: zigzag's ``2 cp c``, all-gather's ``cp * P / cp``), which
+    lays out to ``L`` again. With ``cp == 1``, ``L`` itself. Under zigzag
+    several ``P`` give one ``L``, which is why a known candidate is preferred.
+    """
+    _int("local_length", local, minimum=0)
+    _int("cp_size", cp_size, minimum=1)
+    check_scheme(scheme)
+    for p in sorted(candidates):
+        if cp_can_slice(p, cp_size, scheme) and local_length(p, cp_size, scheme) == local:
+            return p
+    return local * cp_size
 
 
 def rank_ranges(padded: int, cp_size: int, cp_rank: int, scheme: str = "zigzag") -> tuple[Range, ...]:
@@ -426,6 +475,30 @@ class PaddedGeometry:
         )
 
 
+# --- sequence-parallel rows ----------------------------------------------
+
+
+def replay_rows(positions: int, tp_size: int = 1, *, sequence_parallel: bool = False) -> int:
+    """Rows of a replay tensor (routing or indexer replay) for ``positions`` token positions on this rank.
+
+    ``positions`` is what the batch builder laid out for the micro-batch on
+    this CP rank (``B * L`` under BSHD, the stream length ``N`` under THD);
+    under sequence parallelism each TP rank keeps ``positions / tp`` rows
+    (invariant G5). Positions that do not split evenly over TP raise
+    `LayoutSpecError`.
+    """
+    _int("positions", positions, minimum=0)
+    _int("tp_size", tp_size, minimum=1)
+    if not sequence_parallel:
+        return positions
+    share, rest = divmod(positions, tp_size)
+    if rest:
+        raise LayoutSpecError(
+            f"{positions} token positions do not split evenly over tp={tp_size} under sequence parallelism"
+        )
+    return share
+
+
 # --- static shape buckets -------------------------------------------------
 
 
@@ -451,7 +524,7 @@ def bucket_problems(
         problems.append(f"max_length {max_length} is not a multiple of the quantum {quantum}")
     for i, b in enumerate(values):
         if isinstance(b, bool) or not isinstance(b, int):
-            problems.append(f"bucket #{i} is {b!r}, not an integer")
+            problems.append(f"bucket #{i} is {describe_value(b, quote=True)}, not an integer")
             continue
         if b <= 0:
             problems.append(f"bucket #{i} is {b}, not positive")
@@ -480,7 +553,7 @@ def validate_buckets(
     values = list(buckets)
     problems = bucket_problems(values, max_length, quantum=quantum)
     if problems:
-        raise LayoutSpecError("invalid buckets " + repr(values) + ": " + "; ".join(problems))
+        raise LayoutSpecError(f"invalid buckets {describe_value(values)}: " + "; ".join(problems))
     if not values or values[-1] != max_length:
         values.append(max_length)
     return tuple(values)

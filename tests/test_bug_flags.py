@@ -11,21 +11,19 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
+import minitrainer.actor as actor
+import minitrainer.cp_utils as cp_utils
+import minitrainer.data as data
+import minitrainer.model as model
+import minitrainer.replay_data as replay_data
 import pytest
+import torch  # noqa: F401 - the [test] extra requires it; fail here, not skip, without it
+from minitrainer.args import make_args
+from minitrainer.bugs import BUG_NAMES
+from minitrainer.parallel_state import get_parallel_state, parallel_state
+from minitrainer.rollout import make_rollout_ref
 
-pytest.importorskip("torch")
-
-import minitrainer.actor as actor  # noqa: E402
-import minitrainer.cp_utils as cp_utils  # noqa: E402
-import minitrainer.data as data  # noqa: E402
-import minitrainer.model as model  # noqa: E402
-import minitrainer.replay_data as replay_data  # noqa: E402
-from minitrainer.args import make_args  # noqa: E402
-from minitrainer.bugs import BUG_NAMES  # noqa: E402
-from minitrainer.parallel_state import get_parallel_state, parallel_state  # noqa: E402
-from minitrainer.rollout import make_rollout_ref  # noqa: E402
-
-from layoutcheck import LayoutChecker, LayoutError, Violation, geometry  # noqa: E402
+from layoutcheck import LayoutChecker, LayoutError, Violation, geometry
 
 # Padded lengths (A = 128): 384, 256, 768, 1024, 256, 1024, 2048, 256. Samples
 # 1, 4, 7 and 3, 5 share a P, so BSHD micro-batches of 2 and 4 hold several
@@ -231,6 +229,42 @@ def case_alignment_max_not_lcm(install, ref):
     assert "lcm" in found[0].format() and "max()" in found[0].format()
 
 
+# Static shape buckets: padded lengths 384, 256, 768, 1024, 256, 1024, 2048, 256 resolve to buckets
+# 512, 512, 1024, 1024, 512, 1024, 2048, 512; micro-batches whose longest P *is* a bucket (1024 with
+# samples 3 or 5, 2048 with sample 6) are where `>` and `>=` differ (the last bucket excepted).
+BUCKETS = (512, 1024, 2048)
+
+
+def bucket_of(lengths: Iterable[int]) -> int:
+    return geometry.resolve_bucket(max(lengths), BUCKETS)
+
+
+def case_wrong_bucket(install, ref):
+    for cp, b in ((1, 1), (2, 2), (4, 2)):
+        checker = install(buckets=BUCKETS)
+        results = run_ranks(make_args(bugs={"wrong_bucket"}, buckets=BUCKETS, micro_batch_size=b), ref, cp=cp)
+        micro_batches = results[0].micro_batches
+        padded = [geometry.padded_length(t, A) for t in LENGTHS]
+        expected = {}
+        for k, samples in enumerate(micro_batches):
+            right = bucket_of(LENGTHS[i] for i in samples)
+            longest = max(padded[i] for i in samples)
+            if longest == right and right != BUCKETS[-1]:  # the off-by-one picks the next bucket up
+                expected[k] = (right, BUCKETS[BUCKETS.index(right) + 1])
+        assert expected, "the data must make the bug visible"
+        found = named(checker.violations, "G6", "max_seq_lens")
+        assert {v.micro_batch for v in found} == set(expected), (cp, b)
+        for v in found:
+            right, wrong = expected[v.micro_batch]
+            assert (v.actual, v.where, v.sample) == (wrong, "get_batch", tuple(micro_batches[v.micro_batch]))
+            assert v.problem == "P is a bucket but not the smallest that fits"
+            assert str(v.expected).startswith(f"{right} (smallest bucket")
+        assert f"[G6] get_batch, micro-batch {found[0].micro_batch}, sample" in found[0].format()
+        # the replay filler resolves the bucket right: its rows disagree with the batch (G5) there only
+        assert {v.micro_batch for v in named(checker.violations, "G5")} == set(expected)
+        assert {v.invariant for v in checker.violations} <= {"G4", "G5", "G6"}
+
+
 BUG_CASES: dict[str, Callable[..., None]] = {
     name.removeprefix("case_"): fn for name, fn in dict(globals()).items() if name.startswith("case_")
 }
@@ -239,6 +273,35 @@ BUG_CASES: dict[str, Callable[..., None]] = {
 @pytest.mark.parametrize("bug", BUG_NAMES)
 def test_bug_flag_is_caught(install, ref, bug):
     BUG_CASES[bug](install, ref)
+
+
+# --- static shape buckets: P is read from the batch ---------------------------
+
+
+@pytest.mark.parametrize("scheme", ["zigzag", "allgather"])
+@pytest.mark.parametrize("cp", [1, 2, 4])
+@pytest.mark.parametrize("b", [1, 2, 4])
+def test_bucketed_pipeline_is_silent(install, ref, scheme, cp, b):
+    # max_seq_lens stay tight per sample and micro-batches mix them: with the checker told about the
+    # buckets, the P it reads from each batch is the bucket, and nothing is reported.
+    checker = install("raise", buckets=BUCKETS)
+    args = make_args(buckets=BUCKETS, micro_batch_size=b, allgather_cp=scheme == "allgather")
+    results = run_ranks(args, ref, cp=cp)
+    assert checker.violations == [] and checker.notes == [], checker.summary()
+    widths = {tuple(batch["tokens"].shape) for batch in results[0].batches}
+    locals_ = {geometry.local_length(bucket, cp, scheme) for bucket in BUCKETS}
+    assert {w for _, w in widths} <= locals_  # every micro-batch was laid out with a bucket
+    if b > 1:
+        lens = results[0].rollout_data["max_seq_lens"]
+        assert any(len({lens[i] for i in mb}) > 1 for mb in results[0].micro_batches)  # G1 would have fired
+    assert checker.checked["micro-batches"] == sum(len(r.micro_batches) for r in results)
+
+
+def test_a_checker_without_the_buckets_reports_the_bucketed_layout(install, ref):
+    # The same bucketed run, with the checker not told: every padded micro-batch is a G3 (P = max_seq_lens[0]).
+    checker = install()
+    run_ranks(make_args(buckets=BUCKETS, micro_batch_size=2), ref)
+    assert {v.invariant for v in checker.violations} >= {"G3"}
 
 
 # --- raise mode fails at the first consumer, naming sample and field -----------

@@ -12,10 +12,9 @@ import warnings
 from types import SimpleNamespace
 
 import pytest
+import torch
 
-torch = pytest.importorskip("torch")
-
-from layoutcheck import (  # noqa: E402
+from layoutcheck import (
     LayoutChecker,
     LayoutError,
     LayoutSpecError,
@@ -194,6 +193,32 @@ def test_g1_mixed_padded_lengths_names_the_samples():
     assert "one sample per micro-batch" in text and "bucket samples by padded length" in text
 
 
+def test_g1_a_batch_p_other_than_the_agreeing_max_seq_lens_is_its_own_violation():
+    # Both samples agree on P = 1280; the builder used 2048: not "different padded lengths".
+    v = only(check_micro_batch(micro_batch=2, samples=[4, 5], max_seq_lens=[1280, 1280], padded=2048,
+                               total_lengths=[1200, 1100]))
+    assert (v.invariant, v.micro_batch, v.sample, v.field, v.actual, v.expected) == (
+        "G1", 2, (4, 5), "max_seq_lens", 2048, 1280)
+    assert "different padded lengths" not in v.problem
+    assert v.problem == ("the batch builder laid the micro-batch out with P=2048, not the P=1280 that "
+                         "`max_seq_lens` (the owner) gives its samples")
+    assert "configure the buckets" in v.hint
+    assert check_micro_batch(max_seq_lens=[1280, 1280], padded=1280, total_lengths=[1200, 1100]) == []
+
+
+def test_g1_samples_that_disagree_are_reported_once_whatever_the_batch_p():
+    v = only(check_micro_batch(max_seq_lens=[1280, 1408], padded=2048, total_lengths=[1200, 1300]))
+    assert v.invariant == "G1" and v.actual == {0: 1280, 1: 1408}
+    assert "different padded lengths; the batch uses P=2048" in v.problem
+
+
+def test_g1_with_buckets_and_a_batch_p_leaves_p_to_g6():
+    # A builder that pads micro-batches to buckets keeps tight, different max_seq_lens: no G1.
+    assert check_micro_batch(max_seq_lens=[384, 512], padded=512, total_lengths=[300, 500], buckets=BUCKETS) == []
+    v = only(check_micro_batch(max_seq_lens=[384, 512], padded=1024, total_lengths=[300, 500], buckets=BUCKETS))
+    assert (v.invariant, v.actual) == ("G6", 1024) and v.expected.startswith("512 ")
+
+
 def test_g1_does_not_apply_to_thd():
     assert check_micro_batch(total_lengths=[300, 130], qkv_format="thd") == []
 
@@ -360,6 +385,9 @@ SPEC_ERRORS = {
     "rollout is not a mapping": lambda: check_rollout([1, 2], unit=128),
     "bshd without P": lambda: check_batch_layout({}, total_lengths=[300]),
     "bad buckets": lambda: check_micro_batch(max_seq_lens=[128], total_lengths=[1], buckets=BAD_BUCKETS),
+    "replay is None": lambda: check_replay(None, batch_rows=384),
+    "replay is a float": lambda: check_replay(384.0, batch_rows=384),
+    "replay is a 0-d tensor": lambda: check_replay(torch.tensor(384), batch_rows=384),
     "unknown mode": lambda: report([], "explode"),
     "checker mode": lambda: LayoutChecker("loud"),
 }
@@ -376,6 +404,36 @@ def test_bad_arguments_raise_spec_errors(case):
 def test_a_tensor_length_says_why():
     with pytest.raises(LayoutSpecError, match="synchronise the GPU"):
         check_micro_batch(max_seq_lens=[384], total_lengths=[torch.tensor(300)])
+
+
+def test_spec_errors_describe_tensors_without_their_values():
+    # repr() of a CUDA tensor reads it back (a GPU sync): messages show type, dtype, shape and device only.
+    with pytest.raises(LayoutSpecError) as info:
+        check_micro_batch(max_seq_lens=[384], total_lengths=[torch.tensor(300)])
+    text = str(info.value)
+    assert "got Tensor(dtype=torch.int64, shape=(), device=cpu)" in text and "tensor(" not in text
+    with pytest.raises(LayoutSpecError) as info:
+        check_replay(torch.tensor(384), batch_rows=384)
+    assert "Tensor(dtype=torch.int64, shape=(), device=cpu)" in str(info.value)
+    with pytest.raises(LayoutSpecError) as info:
+        check_micro_batch(max_seq_lens=[128], total_lengths=[1], buckets=[torch.tensor(512)])
+    assert "bucket #0 is Tensor(dtype=torch.int64, shape=()" in str(info.value) and "tensor(" not in str(info.value)
+    with pytest.raises(LayoutSpecError) as info:
+        check_micro_batch(total_lengths=[1], max_seq_lens=[128], scheme=torch.zeros(2))
+    assert "unknown CP scheme Tensor(dtype=torch.float32, shape=(2,)" in str(info.value)
+
+
+def test_violations_describe_tensors_without_their_values():
+    v = Violation("G3", "get_batch", "tokens", "a problem", actual=torch.zeros(2, 3), expected=[torch.ones(1)],
+                  hint="do this", sizes={"t": torch.zeros(4)})
+    text = v.format()
+    assert "seen:     Tensor(dtype=torch.float32, shape=(2, 3), device=cpu)" in text
+    assert "expected: [Tensor(dtype=torch.float32, shape=(1,), device=cpu)]" in text
+    assert "tensor(" not in text and "tensor(" not in str(v.to_dict())
+    # offset-helper arguments are shown as called, a tensor by its metadata
+    found = check_response_offsets([(74, 75), (225, 299)], total_length=300, response_length=225, cp_size=2,
+                                   padded=384, called_with={"max_seq_len": torch.tensor(384)})
+    assert "max_seq_len=Tensor(dtype=torch.int64" in only(found).format()
 
 
 # --- modes: raise, warn, record ------------------------------------------------------
@@ -399,6 +457,7 @@ def test_warn_mode():
     with pytest.warns(LayoutWarning) as caught:
         found = report(violations(), "warn")
     assert len(found) == 1 and "[O3]" in str(caught[0].message)
+    assert caught[0].filename == __file__
 
 
 def test_record_mode_and_summary():
@@ -410,6 +469,21 @@ def test_record_mode_and_summary():
     assert len(recorder) == 1 and recorder.by_invariant() == {"O3": 1}
     assert recorder.summary() == "1 layout violation (O3 x1) in get_rollout_data"
     assert "... and" not in recorder.format(limit=1)
+
+
+def test_layout_error_message_shows_the_first_violations_and_counts_the_rest():
+    totals = [100 + i for i in range(30)] + [14010]
+    found = check_rollout(rollout(totals, padded=[14080] * len(totals)), unit=128)
+    assert len(found) == 30
+    with pytest.raises(LayoutError) as info:
+        report(found, "raise")
+    text = str(info.value)
+    assert text.startswith("30 layout violations\n") and text.count("[O3]") == 20
+    assert text.endswith("... and 10 more (O3 x10)")
+    assert len(info.value.violations) == 30  # the full list stays on the error
+    with pytest.warns(LayoutWarning) as caught:
+        report(found, "warn")
+    assert str(caught[0].message).count("[O3]") == 20
 
 
 def test_format_violations_truncates():
@@ -491,3 +565,71 @@ def test_check_rollout_data_reads_the_layout_from_args():
     with pytest.raises(LayoutError, match=r"\[O3\]"):
         check_rollout_data(data, ARGS, parallel_state=state)
     assert check_rollout_data(rollout([300]), ARGS) == []
+
+
+# --- warn and record modes never crash training ------------------------------------------
+
+
+def tensor_lengths_producer(args, ref):
+    """A producer that returns `total_lengths` as a tensor (a bad specification, not a layout bug)."""
+    data = rollout(ref)
+    data["total_lengths"] = torch.tensor(data["total_lengths"])
+    return data, None
+
+
+def test_warn_mode_turns_a_check_that_cannot_run_into_one_warning():
+    checker = LayoutChecker("warn")
+    producer = checker.wrap_producer(tensor_lengths_producer)
+    with pytest.warns(LayoutWarning) as caught:
+        data, _ = producer(ARGS, [300, 130])
+    assert len(data["tokens"]) == 2  # the step goes on with the producer's result
+    (warning,) = caught
+    assert warning.filename == __file__  # it points at the user's call, not into layoutcheck
+    text = str(warning.message)
+    assert text.startswith("layoutcheck could not check `tensor_lengths_producer`: `total_lengths` must be a list")
+    assert "got Tensor" in text and "unchecked" in text
+    assert checker.violations == [] and checker.notes == [text.removesuffix(" (the call went ahead unchecked)")]
+    assert checker.summary().startswith("no layout violations; 1 check could not run")
+
+
+def test_record_mode_keeps_a_note():
+    checker = LayoutChecker("record")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        checker.wrap_producer(tensor_lengths_producer)(ARGS, [300, 130])
+    (note,) = checker.notes
+    assert "could not check `tensor_lengths_producer`" in note and "tensor(" not in note
+
+
+def test_raise_mode_raises_the_spec_error():
+    checker = LayoutChecker("raise")
+    with pytest.raises(LayoutSpecError, match="`total_lengths` must be a list"):
+        checker.wrap_producer(tensor_lengths_producer)(ARGS, [300, 130])
+
+
+def test_every_wrapper_survives_a_check_that_cannot_run():
+    # The builder's and the filler's checks need `args` and a readable iterator; here the filler
+    # gets args=None and the iterator's rollout has a tensor `total_lengths`.
+    checker = LayoutChecker("record")
+    data = rollout([300, 130])
+    data["total_lengths"] = torch.tensor(data["total_lengths"])
+    it = Iterator(data)
+    batch = checker.wrap_batch_builder(get_batch)(it, ["tokens"], qkv_format="bshd")
+    assert tuple(batch["tokens"].shape) == (1, 384)
+    registered = []
+    checker.wrap_replay_filler(fill_replay_data)(
+        args=None, data_iterator=it, rollout_data=data, data_key="rollout_routed_experts",
+        register_replay_list_func=lambda lst, rows, k: registered.append(k), replay_list=[], rows_per_batch=[384])
+    assert registered == [0]  # the filler ran, with the user's register function
+    assert len(checker.notes) == 2
+    assert any("could not check `get_batch`" in n and "total_lengths" in n for n in checker.notes)
+    assert any("could not check `fill_replay_data`" in n and "`args`" in n for n in checker.notes)
+
+
+def test_errors_of_the_wrapped_function_always_propagate():
+    def producer(args, ref):
+        raise LayoutSpecError("the producer's own error")
+
+    for mode in ("warn", "record"):
+        with pytest.raises(LayoutSpecError, match="the producer's own error"):
+            LayoutChecker(mode).wrap_producer(producer)(ARGS, [300])

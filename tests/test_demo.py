@@ -11,12 +11,10 @@ import subprocess
 import sys
 
 import pytest
+import torch  # noqa: F401 - the [test] extra requires it; fail here, not skip, without it
+from minitrainer.rollout import long_tailed_lengths
 
-pytest.importorskip("torch")
-
-from minitrainer.rollout import long_tailed_lengths  # noqa: E402
-
-from layoutcheck import demo, geometry  # noqa: E402
+from layoutcheck import demo, geometry
 
 
 def run_demo(capsys, *argv: str) -> tuple[int, str]:
@@ -58,6 +56,12 @@ def test_default_demo_finds_rollout_global_padding(capsys):
     assert table_row(buggy, "worst sample")[3] == f"{global_p / lengths[worst]:.1f}x"
     assert table_row(buggy, "through the MoE MLP")[2] == f"{global_p * len(lengths):,}"  # 2cp divides P: P each
 
+    # what the bug costs, from the geometry model, and the run agrees with it
+    predicted = sum(geometry.rollout_global_padded_lengths(lengths, 128))
+    assert predicted == padded
+    assert (f"The geometry model predicts {predicted:,} padded tokens for rollout-global padding, "
+            f"{predicted / sum(own):.1f}x the {sum(own):,} of per-sample padding.") in buggy
+
     # the correct run: no violations, tight padding
     assert "OK  no layout violations" in correct and "[O" not in correct
     assert table_row(correct, "all samples")[2] == f"{sum(own):,}"
@@ -70,6 +74,28 @@ def test_demo_runs_other_bugs(capsys, bug, invariant):
     buggy, correct = sections(out)
     assert code == 0 and f"[{invariant}]" in buggy and f"with the bug `{bug}`" in buggy
     assert "no layout violations" in correct
+
+
+def test_demo_runs_the_bucket_bug(capsys):
+    # wrong_bucket shows only where a micro-batch's longest P is a bucket: the default rollout has some.
+    code, out = run_demo(capsys, "--bug", "wrong_bucket")
+    buggy, correct = sections(out)
+    assert code == 0 and "[G6] get_batch, micro-batch" in buggy and "not the smallest that fits" in buggy
+    assert "no layout violations" in correct
+
+
+def test_demo_self_check_fails_when_the_cost_disagrees_with_the_geometry(capsys, monkeypatch):
+    real_run = demo.run
+
+    def padded_less(title, ref, settings):
+        result = real_run(title, ref, settings)
+        result.padded = [p - 128 for p in result.padded]
+        return result
+
+    monkeypatch.setattr(demo, "run", padded_less)
+    code, out = run_demo(capsys, "--samples", "4")
+    assert code == 1 and "(the run DOES NOT match it)" in out
+    assert "Self-check failed: layoutcheck disagrees with the geometry model on what the bug costs" in out
 
 
 def test_demo_without_the_pipeline_exits_2(capsys, monkeypatch, tmp_path):

@@ -13,11 +13,15 @@ from layoutcheck.geometry import (
     PaddedGeometry,
     alignment_unit,
     allgather_window,
+    cp_can_slice,
     local_length,
     materialised_length,
+    padded_fits,
+    padded_for_local_length,
     padded_length,
     per_sample_padded_lengths,
     rank_ranges,
+    replay_rows,
     resolve_bucket,
     response_count,
     response_logit_ranges,
@@ -63,6 +67,32 @@ def test_allgather_needs_p_divisible_by_cp():
     assert local_length(256, 4, "allgather") == 64
     with pytest.raises(LayoutSpecError, match="multiple of cp"):
         allgather_window(130, 4, 0)
+
+
+def test_cp_can_slice_is_the_allgather_divisibility_rule():
+    assert cp_can_slice(300, 4) and cp_can_slice(300, 4, "zigzag")  # zigzag pads to 2 cp c
+    assert cp_can_slice(384, 3, "allgather") and not cp_can_slice(128, 3, "allgather")
+    assert cp_can_slice(127, 1, "allgather")  # nothing is sliced
+    with pytest.raises(LayoutSpecError, match="multiple of cp"):
+        allgather_window(128, 3, 0)  # the window uses the same rule
+    assert padded_fits(300, 384, 2, "allgather") and not padded_fits(400, 384, 2)
+    assert not padded_fits(100, 128, 3, "allgather")
+
+
+def test_replay_rows_split_over_tp_under_sequence_parallelism():
+    assert replay_rows(384) == replay_rows(384, 2) == 384
+    assert replay_rows(384, 2, sequence_parallel=True) == 192
+    with pytest.raises(LayoutSpecError, match="do not split evenly over tp=2"):
+        replay_rows(385, 2, sequence_parallel=True)
+
+
+def test_padded_for_local_length_prefers_a_candidate():
+    # zigzag, cp = 2: L = 192 comes from P in (368, 384]; the bucket 384 is the one
+    assert padded_for_local_length(192, 2, candidates=(256, 384, 512)) == 384
+    assert padded_for_local_length(192, 2) == 384  # no candidate: the materialised length
+    assert padded_for_local_length(150, 2, candidates=(512,)) == 300
+    assert padded_for_local_length(100, 3, "allgather", candidates=(128, 300)) == 300
+    assert padded_for_local_length(512, 1, candidates=(256,)) == 512
 
 
 def test_cp1_holds_everything_unsliced():
@@ -202,3 +232,14 @@ def test_resolve_bucket_returns_the_smallest_fitting_bucket(raw, length):
 def test_per_sample_padding_is_tight_and_aligned(total, unit):
     p = padded_length(total, unit)
     assert p % unit == 0 and total <= p < total + unit
+
+
+@settings(max_examples=300, deadline=None)
+@given(padded=st.integers(0, 5_000), cp=cp_sizes, scheme=st.sampled_from(["zigzag", "allgather"]))
+def test_padded_for_local_length_inverts_local_length(padded, cp, scheme):
+    if not cp_can_slice(padded, cp, scheme):
+        return
+    local = local_length(padded, cp, scheme)
+    assert padded_for_local_length(local, cp, scheme, candidates=[padded]) == padded
+    guess = padded_for_local_length(local, cp, scheme)
+    assert local_length(guess, cp, scheme) == local and guess == materialised_length(padded, cp, scheme)

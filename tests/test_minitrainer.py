@@ -218,6 +218,50 @@ def test_thd_layout_is_consistent(cp: int, allgather: bool, micro_batch_size: in
     check_response_fields(results, REF)
 
 
+# --- static shape buckets ---------------------------------------------------------
+
+BUCKETS = (512, 1024)  # padded lengths 128..512 -> 512; none above 512 here
+
+
+@pytest.mark.parametrize("micro_batch_size", [1, 2, 4])
+@pytest.mark.parametrize("allgather", [False, True], ids=["zigzag", "allgather"])
+@pytest.mark.parametrize("cp", [1, 2, 4])
+def test_bshd_buckets_pad_micro_batches_to_a_bucket(cp: int, allgather: bool, micro_batch_size: int) -> None:
+    args = make_args(buckets=(256, 512, 1024), allgather_cp=allgather, micro_batch_size=micro_batch_size)
+    results = run_ranks(args, cp=cp)
+    rd = results[0].rollout_data
+    unit = 128 if not allgather else math.lcm(128, cp)
+    assert all(t <= p < t + unit for t, p in zip(rd["total_lengths"], rd["max_seq_lens"]))  # still tight per sample
+    for k, members in enumerate(results[0].micro_batches):
+        bucket = min(b for b in (256, 512, 1024) if b >= max(rd["max_seq_lens"][i] for i in members))
+        assert all(min(b for b in (256, 512, 1024) if b >= rd["max_seq_lens"][i]) == bucket for i in members)
+        length = local_length(bucket, cp, allgather)
+        for result in results:
+            batch = result.batches[k]
+            assert batch["tokens"].shape == (len(members), length)
+            index, rows = result.replays[REPLAY_KEY][k]
+            assert index == k and rows.size(0) == len(members) * length  # the filler agrees
+        for j, i in enumerate(members):
+            tokens = reassemble([r.batches[k]["tokens"][j] for r in results], cp, allgather)
+            assert torch.equal(tokens, pad_to(rd["tokens"][i], length * cp))
+    check_response_fields(results, REF)  # log-probs sliced with the bucket match the model's
+
+
+def test_bug_wrong_bucket() -> None:
+    # every sample's bucket is 512, so micro-batches are plain pairs; sample 5 has P = 512, a bucket
+    # itself: with `>` where `>=` belongs its micro-batch [4, 5] gets the next bucket, 1024
+    args = make_args(buckets=BUCKETS, micro_batch_size=2, bugs={"wrong_bucket"})
+    (result,) = run_ranks(args)
+    assert result.micro_batches == [[0, 1], [2, 3], [4, 5], [6, 7]]
+    assert [b["tokens"].size(1) for b in result.batches] == [512, 512, 1024, 512]
+    rows = [r.size(0) for _, r in result.replays[REPLAY_KEY]]
+    assert rows == [1024, 1024, 1024, 1024]  # the replay filler still pads to 512 (2 x 512 rows)
+    (clean,) = run_ranks(make_args(buckets=BUCKETS, micro_batch_size=2))
+    assert all(b["tokens"].size(1) == 512 for b in clean.batches)
+    with pytest.raises(ValueError, match="strictly increasing"):
+        make_args(buckets=(1024, 512))
+
+
 def test_dp_ranks_split_the_rollout() -> None:
     args = make_args()
     shares = []
@@ -319,7 +363,7 @@ def test_bug_alignment_max_not_lcm() -> None:
 
 
 def test_bug_names_are_validated() -> None:
-    assert len(set(bugs.BUG_NAMES)) == 7
+    assert len(set(bugs.BUG_NAMES)) == len(bugs.BUG_NAMES) == 8
     with pytest.raises(ValueError, match="rollout_global_padding"):
         make_args(bugs={"rollout_global_pading"})
     args = make_args()
@@ -403,7 +447,7 @@ def test_minitrainer_does_not_import_layoutcheck() -> None:
 
 def test_agrees_with_layoutcheck_geometry() -> None:
     """The fixture's own padding and per-rank counts equal layoutcheck's geometry model."""
-    geometry = pytest.importorskip("layoutcheck.geometry")
+    from layoutcheck import geometry
     for layout in ("bshd", "thd"):
         for allgather in (False, True):
             for cp in (1, 2, 4):

@@ -29,31 +29,33 @@ import functools
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
+import minitrainer.actor as actor
+import minitrainer.cp_utils as cp_utils
+import minitrainer.data as data
+import minitrainer.model as model
+import minitrainer.replay_data as replay_data
 import pytest
+import torch
+from minitrainer.args import make_args
+from minitrainer.bugs import BUG_NAMES
+from minitrainer.parallel_state import get_parallel_state, parallel_state
+from minitrainer.rollout import make_rollout_ref
+from torch.overrides import TorchFunctionMode
+from torch.utils._python_dispatch import TorchDispatchMode
 
-torch = pytest.importorskip("torch")
-
-import minitrainer.actor as actor  # noqa: E402
-import minitrainer.cp_utils as cp_utils  # noqa: E402
-import minitrainer.data as data  # noqa: E402
-import minitrainer.model as model  # noqa: E402
-import minitrainer.replay_data as replay_data  # noqa: E402
-from minitrainer.args import make_args  # noqa: E402
-from minitrainer.bugs import BUG_NAMES  # noqa: E402
-from minitrainer.parallel_state import get_parallel_state, parallel_state  # noqa: E402
-from minitrainer.rollout import make_rollout_ref  # noqa: E402
-from torch.overrides import TorchFunctionMode  # noqa: E402
-from torch.utils._python_dispatch import TorchDispatchMode  # noqa: E402
-
-from layoutcheck import (  # noqa: E402
+from layoutcheck import (
     LayoutChecker,
+    LayoutSpecError,
+    LayoutWarning,
+    Violation,
     check_batch,
+    check_micro_batch,
     check_replay,
     check_response_offsets,
     check_rollout,
     geometry,
 )
-from layoutcheck.runtime import meta, owner  # noqa: E402
+from layoutcheck.runtime import meta, owner
 
 SYNC_OPS = frozenset({
     "_local_scalar_dense", "item", "is_nonzero", "nonzero", "nonzero_static", "masked_select",
@@ -191,18 +193,20 @@ BUG_ARGS = {
     "mixed_padded_lengths": {"micro_batch_size": 2},
     "replay_thd_pad_multiplier": {"qkv_format": "thd"},
     "alignment_max_not_lcm": {"compress_ratio": 3},
+    "wrong_bucket": {"buckets": (512, 1024, 2048), "micro_batch_size": 2},  # samples 4 and 1: P = 256, 1024
 }
 CASES = [
     ("correct", {"qkv_format": "bshd", "micro_batch_size": 2}),
     ("correct", {"qkv_format": "thd", "micro_batch_size": 2, "allgather_cp": True}),
     ("correct", {"qkv_format": "bshd", "sequence_parallel": True}),
+    ("correct", {"qkv_format": "bshd", "micro_batch_size": 2, "buckets": (512, 1024, 2048)}),
     *((bug, {"bugs": {bug}, **BUG_ARGS.get(bug, {})}) for bug in BUG_NAMES),
 ]
 
 
-def guarded_checker(guard: SyncGuard, monkeypatch) -> LayoutChecker:
+def guarded_checker(guard: SyncGuard, monkeypatch, buckets=None) -> LayoutChecker:
     """Bind checked wrappers into minitrainer: checker code enforced, pipeline code not."""
-    checker = LayoutChecker("record", parallel_state=get_parallel_state)
+    checker = LayoutChecker("record", parallel_state=get_parallel_state, buckets=buckets)
     on, off = guard.on, guard.off
 
     @functools.wraps(replay_data.fill_replay_data)
@@ -222,7 +226,7 @@ def guarded_checker(guard: SyncGuard, monkeypatch) -> LayoutChecker:
 
 @pytest.mark.parametrize(("name", "options"), CASES, ids=[f"{n}-{i}" for i, (n, _) in enumerate(CASES)])
 def test_checks_on_the_pipeline_issue_no_sync(guard, monkeypatch, name, options):
-    checker = guarded_checker(guard, monkeypatch)
+    checker = guarded_checker(guard, monkeypatch, buckets=options.get("buckets"))
     ref = make_rollout_ref(LENGTHS, seed=1)
     options = dict(options)
     tp = 2 if options.get("sequence_parallel") else 1
@@ -253,6 +257,48 @@ def run_every_check(guard: SyncGuard, result, args, tp: int) -> None:
         for total, response, ranges in zip(batch["total_lengths"], batch["response_lengths"], forward.logit_ranges):
             guard.on(check_response_offsets)(ranges, total_length=total, response_length=response, qkv_format=fmt,
                                              padded=padded, **layout)
+
+
+# --- a bad specification with a tensor in it: the message never reads the tensor ------------
+
+
+def test_spec_errors_with_a_tensor_argument_issue_no_sync(guard):
+    t = torch.tensor(300)
+    with pytest.raises(LayoutSpecError, match="Tensor"):  # a SyncError here means repr() read the value
+        guard.on(check_micro_batch)(max_seq_lens=[384], total_lengths=[t])
+    with pytest.raises(LayoutSpecError, match="Tensor"):
+        guard.on(check_micro_batch)(max_seq_lens=[384], total_lengths=[300], cp_size=torch.tensor(2))
+    with pytest.raises(LayoutSpecError, match="Tensor"):
+        guard.on(check_micro_batch)(max_seq_lens=[128], total_lengths=[1], buckets=[torch.tensor(512)])
+    with pytest.raises(LayoutSpecError, match="Tensor"):
+        guard.on(check_replay)(torch.tensor(384), batch_rows=384)
+    with pytest.raises(LayoutSpecError, match="Tensor"):
+        guard.on(geometry.padded_length)(t, 128)
+    v = Violation("G3", "get_batch", "tokens", "p", actual=torch.zeros(2, 3), expected=(2, 4), hint="h")
+    assert "Tensor(dtype=torch.float32, shape=(2, 3)" in guard.on(v.format)()
+
+
+def test_a_check_that_cannot_run_in_warn_mode_issues_no_sync(guard):
+    # The producer returns `total_lengths` as a tensor: one warning, described by metadata only.
+    def producer(args, ref):
+        return {"tokens": [torch.ones(300, dtype=torch.long)], "total_lengths": torch.tensor([300]),
+                "max_seq_lens": [384]}, None
+
+    checker = LayoutChecker("warn")
+    wrapped = guard.on(checker.wrap_producer(guard.off(producer)))
+    with pytest.warns(LayoutWarning, match="got Tensor"):
+        wrapped(make_args(), None)
+    assert guard.entered > 0 and len(checker.notes) == 1
+
+
+def test_spec_errors_on_fake_cuda_tensors_do_not_read_them():
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    with FakeTensorMode():
+        length = torch.empty((), dtype=torch.long, device="cuda")
+    with pytest.raises(LayoutSpecError) as info:  # repr() of a fake tensor would raise another error
+        check_micro_batch(max_seq_lens=[384], total_lengths=[length])
+    assert "device=cuda" in str(info.value)
 
 
 # --- checks bypass __torch_function__ ---------------------------------------------

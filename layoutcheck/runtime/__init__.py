@@ -8,7 +8,8 @@ Modules (small, one idea each):
   `common`: field names, hints, argument validation);
 * `layoutcheck.runtime.meta`: metadata access (shapes only, torch-function
   handling off, no GPU sync, torch never imported);
-* `layoutcheck.runtime.reporting`: raise / warn / record;
+* `layoutcheck.runtime.reporting`: raise / warn / record (and the notes of
+  checks that could not run: warn and record modes never crash training);
 * `layoutcheck.runtime.adapters`: how a Miles-shaped trainer is read;
 * `layoutcheck.runtime.api`: `LayoutChecker`, the manual wrappers.
 

@@ -16,7 +16,7 @@ from typing import Any
 
 from layoutcheck import geometry
 from layoutcheck.errors import LayoutSpecError
-from layoutcheck.runtime.meta import metadata_only, numel
+from layoutcheck.runtime.meta import metadata_only, numel, shape_of
 
 __all__ = ["MilesAdapter", "Parallel", "TrainerLayout"]
 
@@ -39,6 +39,7 @@ class TrainerLayout:
     scheme: str
     unit: geometry.AlignmentUnit
     sequence_parallel: bool = False
+    """Sequence parallelism: replay rows are split over TP ranks in the SP region (G5)."""
 
 
 @dataclass(frozen=True)
@@ -60,7 +61,8 @@ class ReplayCall:
     data_key: str
     args: Any
     register_name: str
-    sequence_parallel: bool
+    sp_region: bool
+    """In the sequence-parallel region: rows are split over TP when `TrainerLayout.sequence_parallel`."""
 
 
 class MilesAdapter:
@@ -202,10 +204,22 @@ class MilesAdapter:
         )
 
     def batch_padded(self, batch: Mapping[str, Any], rollout_lens: Sequence[int] | None) -> int | None:
-        """The ``P`` a BSHD batch builder used: the first entry of the micro-batch's ``max_seq_lens``."""
+        """The ``P`` a BSHD batch builder uses: the first entry of the micro-batch's ``max_seq_lens``.
+
+        Without static buckets; with them, the checker reads ``P`` from the
+        batch's shape (`batch_local_length`).
+        """
         lens = batch.get("max_seq_lens") if isinstance(batch, Mapping) else None
         lens = lens if lens else rollout_lens
         return lens[0] if lens else None
+
+    def batch_local_length(self, batch: Mapping[str, Any]) -> int | None:
+        """The local length ``L`` a BSHD batch was laid out with: the last dim of its ``(B, L)`` tokens."""
+        if not isinstance(batch, Mapping):
+            return None
+        with metadata_only():
+            shape = shape_of(batch.get("tokens"))
+        return int(shape[-1]) if shape is not None and len(shape) == 2 else None
 
     def batch_rows(self, batch: Mapping[str, Any]) -> int | None:
         """Token positions the builder laid out on this rank (``B * L``, or ``N`` under THD)."""
@@ -223,7 +237,7 @@ class MilesAdapter:
             data_key=call.get("data_key", "replay"),
             args=args,
             register_name=self.register_argument,
-            sequence_parallel=bool(getattr(args, "sequence_parallel", False)) and bool(call.get("if_sp_region", True)),
+            sp_region=bool(call.get("if_sp_region", True)),
         )
 
     # --- response offsets ---------------------------------------------

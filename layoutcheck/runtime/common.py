@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from numbers import Integral
 
 from layoutcheck import geometry
-from layoutcheck.errors import LayoutSpecError
+from layoutcheck.errors import LayoutSpecError, describe_value, metadata_only
 
 __all__ = [
     "HINTS",
@@ -26,6 +26,7 @@ __all__ = [
     "response_sizes",
     "same_length",
     "size",
+    "usable_padded",
 ]
 
 RESPONSE_FIELDS: tuple[str, ...] = ("rollout_log_probs", "teacher_log_probs")
@@ -50,6 +51,8 @@ HINTS = {
     "when laying out the batch",
     "G1": "use one sample per micro-batch (micro_batch_size=1), or bucket samples by padded "
     "length so that every micro-batch shares one P",
+    "G1-owner": "lay the micro-batch out with the P of `max_seq_lens` (the owner); if micro-batches are "
+    "padded to static shape buckets, configure the buckets (G6 then judges P)",
     "G2": "recompute `max_seq_lens` (and `total_lengths`) after any step that changes the "
     "tokens, such as multimodal expansion",
     "G3": "lay every batch tensor out with the micro-batch's P and CP scheme "
@@ -72,10 +75,13 @@ def size(name: str, value: object, *, minimum: int) -> int:
     # bool is an int subclass; True as a CP size is a bug, not a 1. numpy
     # integers are Integral; a tensor is not (reading it would sync a GPU).
     if isinstance(value, bool) or not isinstance(value, Integral):
-        hint = ""
-        if hasattr(value, "shape"):
+        got, hint = f"{type(value).__name__} {describe_value(value, quote=True)}", ""
+        with metadata_only():
+            array = hasattr(value, "shape")
+        if array:  # described by dtype, shape and device: repr() would read the values
+            got = describe_value(value)
             hint = " (pass a Python int: reading a tensor's value would synchronise the GPU)"
-        raise LayoutSpecError(f"`{name}` must be an integer >= {minimum}, got {type(value).__name__} {value!r}{hint}")
+        raise LayoutSpecError(f"`{name}` must be an integer >= {minimum}, got {got}{hint}")
     if value < minimum:
         raise LayoutSpecError(f"`{name}` must be an integer >= {minimum}, got {value}")
     return int(value)
@@ -108,12 +114,15 @@ def same_length(lists: Mapping[str, Sequence[object] | None]) -> int:
 
 
 
+def usable_padded(t: int, p: int | None, cp: int, layout: str, scheme: str) -> bool:
+    """Whether there is a layout to judge a sample's fields against (else G2/G3/O2 say why)."""
+    return layout != "bshd" or (p is not None and geometry.padded_fits(t, p, cp, scheme))
+
+
 @functools.lru_cache(maxsize=4096)
 def expected_count(t: int, resp: int, p: int | None, cp: int, r: int, layout: str, scheme: str) -> int | None:
     # None: no expectation (R > T, or P unusable); another invariant reports why.
-    if resp > t:
-        return None
-    if layout == "bshd" and (p is None or p < t or (scheme == "allgather" and cp > 1 and p % cp)):
+    if resp > t or not usable_padded(t, p, cp, layout, scheme):
         return None
     return geometry.response_count(t, resp, cp, r, layout=layout, padded=p if layout == "bshd" else None, scheme=scheme)
 

@@ -9,11 +9,12 @@ response-offset helper's ranges with the batch's layout.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from layoutcheck import geometry
-from layoutcheck.errors import LayoutSpecError, Violation
+from layoutcheck.errors import LayoutError, LayoutSpecError, Violation, describe_value
 from layoutcheck.runtime.common import (
     HINTS,
     RESPONSE_FIELDS,
@@ -25,6 +26,7 @@ from layoutcheck.runtime.common import (
     response_sizes,
     same_length,
     size,
+    usable_padded,
 )
 from layoutcheck.runtime.meta import count, metadata_only, numel, shape_of
 
@@ -62,6 +64,12 @@ def check_micro_batch(
     ``total_lengths`` stand in. ``padded`` is the ``P`` the builder uses
     (default: ``max_seq_lens[0]``, the real builder's choice). ``buckets``:
     the static shape buckets (validated; the last one is the max length).
+
+    G1 has two parts: the samples' ``max_seq_lens`` agree, and a ``padded``
+    given explicitly is that agreed ``P`` (the builder used the owner's
+    length). With ``buckets`` *and* ``padded`` the builder pads each
+    micro-batch to a bucket: ``max_seq_lens`` are then the samples' own
+    tight lengths, need not agree, and G6 judges ``P`` instead of G1.
     """
     cp, _ = parallel(cp_size, 0, qkv_format, scheme)
     totals = ints("total_lengths", total_lengths)
@@ -85,17 +93,27 @@ def check_micro_batch(
     if lens is None and padded is None:
         raise LayoutSpecError("BSHD micro-batch checks need `max_seq_lens` or `padded`")
     p = size("padded", padded, minimum=0) if padded is not None else lens[0]  # type: ignore[index]
+    bucketed = bucket_list is not None and padded is not None
     sizes: dict[str, object] = {"P": p, "B": b, "cp": cp}
 
-    # G1: every sample of a BSHD micro-batch has the same P
-    if lens is not None and any(q != p for q in lens):
-        seen = {ids[j]: lens[j] for j in range(b)}
-        out.append(Violation(
-            "G1", where, "max_seq_lens",
-            f"samples of one BSHD micro-batch have different padded lengths; the batch uses P={p}",
-            actual=seen, expected=f"one P for all {b} samples", hint=HINTS["G1"],
-            sample=tuple(ids), micro_batch=micro_batch, sizes=sizes,
-        ))
+    # G1: every sample of a BSHD micro-batch has the same P, and the batch uses it
+    if lens is not None and not bucketed:
+        if len(set(lens)) > 1:
+            seen = {ids[j]: lens[j] for j in range(b)}
+            out.append(Violation(
+                "G1", where, "max_seq_lens",
+                f"samples of one BSHD micro-batch have different padded lengths; the batch uses P={p}",
+                actual=seen, expected=f"one P for all {b} samples", hint=HINTS["G1"],
+                sample=tuple(ids), micro_batch=micro_batch, sizes=sizes,
+            ))
+        elif lens[0] != p:
+            out.append(Violation(
+                "G1", where, "max_seq_lens",
+                f"the batch builder laid the micro-batch out with P={p}, not the P={lens[0]} that "
+                "`max_seq_lens` (the owner) gives its samples",
+                actual=p, expected=lens[0], hint=HINTS["G1-owner"],
+                sample=tuple(ids), micro_batch=micro_batch, sizes={**sizes, "max_seq_lens": lens[0]},
+            ))
     # G2: max T_i <= P, against the current token counts
     for j in range(b):
         if current[j] > p:
@@ -107,7 +125,7 @@ def check_micro_batch(
                 micro_batch=micro_batch, sizes={"T": current[j], **sizes},
             ))
     # G3 (all-gather): the contiguous window needs P % cp == 0
-    if scheme == "allgather" and cp > 1 and p % cp:
+    if not geometry.cp_can_slice(p, cp, scheme):
         out.append(Violation(
             "G3", where, "max_seq_lens", "all-gather CP needs the padded length to be a multiple of cp",
             actual=p, expected=f"a multiple of cp={cp}", hint=HINTS["G3-allgather"],
@@ -115,23 +133,29 @@ def check_micro_batch(
         ))
     # G6: with buckets, P is the smallest bucket that holds the longest sample
     if bucket_list is not None:
-        longest = max(current)
-        fitting = [x for x in bucket_list if x >= longest]
-        if not fitting:
-            out.append(Violation(
-                "G6", where, "max_seq_lens", "the longest sample fits no bucket",
-                actual=longest, expected=f"<= the last bucket {bucket_list[-1]}",
-                hint="raise the max length (the last bucket) or truncate longer samples",
-                sample=tuple(ids), micro_batch=micro_batch, sizes={**sizes, "buckets": bucket_list},
-            ))
-        elif p != fitting[0]:
-            problem = "P is not a bucket" if p not in bucket_list else "P is a bucket but not the smallest that fits"
-            out.append(Violation(
-                "G6", where, "max_seq_lens", problem, actual=p,
-                expected=f"{fitting[0]} (smallest bucket >= max T = {longest})", hint=HINTS["G6"],
-                sample=tuple(ids), micro_batch=micro_batch, sizes={**sizes, "buckets": bucket_list},
-            ))
+        out.extend(_g6(p, max(current), bucket_list, where, tuple(ids), micro_batch, sizes))
     return out
+
+
+def _g6(
+    p: int, longest: int, buckets: tuple[int, ...], where: str, ids: tuple[int, ...],
+    micro_batch: int | None, sizes: dict[str, object],
+) -> list[Violation]:
+    sizes = {**sizes, "buckets": buckets}
+    try:
+        fit = geometry.resolve_bucket(longest, buckets)
+    except LayoutError as err:  # the longest sample fits no bucket: geometry's violation, in this context
+        return [dataclasses.replace(
+            v, where=where, field="max_seq_lens", problem="the longest sample fits no bucket", sample=ids,
+            micro_batch=micro_batch, sizes=sizes,
+        ) for v in err.violations]
+    if p == fit:
+        return []
+    problem = "P is not a bucket" if p not in buckets else "P is a bucket but not the smallest that fits"
+    return [Violation(
+        "G6", where, "max_seq_lens", problem, actual=p, expected=f"{fit} (smallest bucket >= max T = {longest})",
+        hint=HINTS["G6"], sample=ids, micro_batch=micro_batch, sizes=sizes,
+    )]
 
 
 def check_batch_layout(
@@ -176,7 +200,7 @@ def check_batch_layout(
         # G3: tokens, loss masks, position ids share one layout
         expected: tuple[int, ...] | None
         if p is not None:
-            if scheme == "allgather" and cp > 1 and p % cp:
+            if not geometry.cp_can_slice(p, cp, scheme):
                 expected = None  # reported by check_micro_batch (G3, all-gather)
             else:
                 expected = (b, geometry.local_length(p, cp, scheme))
@@ -242,7 +266,11 @@ def check_batch(
     Per-sample lists default to the batch's own ``max_seq_lens``,
     ``total_lengths`` and ``response_lengths``; the current token counts
     (G2) are read from ``unconcat_tokens`` when the batch has it. ``padded``
-    defaults to ``max_seq_lens[0]`` (what the builder uses under BSHD).
+    defaults to ``max_seq_lens[0]`` (what the builder uses under BSHD). A
+    builder that pads micro-batches to static ``buckets`` beyond
+    ``max_seq_lens`` is checked by passing the ``P`` it used, e.g.
+    ``geometry.padded_for_local_length(L, cp, scheme, candidates=buckets)``
+    for its ``(B, L)`` tokens (`LayoutChecker` does this when given buckets).
     """
     if not isinstance(batch, Mapping):
         raise LayoutSpecError(f"`batch` must be a mapping, got {type(batch).__name__}")
@@ -298,6 +326,7 @@ def check_replay(
     """
     rows_in = size("batch_rows", batch_rows, minimum=0)
     tp = size("tp_size", tp_size, minimum=1)
+    got = _replay_row_count(replay)
     ids = None if samples is None else tuple(samples)
     out: list[Violation] = []
     sizes: dict[str, object] = {"batch rows": rows_in, "tp": tp, "sequence_parallel": bool(sequence_parallel)}
@@ -316,24 +345,34 @@ def check_replay(
             sizes=sizes,
         ))
     # G5: B * L rows (the stream length under THD), split over TP under sequence parallelism
-    share, rest = divmod(rows_in, tp) if sequence_parallel else (rows_in, 0)
-    if type(replay) is int:
-        got: int | None = replay
-    else:
-        with metadata_only():
-            got = count(replay)
-    if rest:
+    try:
+        want = geometry.replay_rows(rows_in, tp, sequence_parallel=bool(sequence_parallel))
+    except LayoutSpecError:  # the arguments are valid (checked above): the positions do not split
         out.append(Violation(
             "G5", where, field, "the batch's token positions do not split evenly over TP ranks",
             actual=rows_in, expected=f"a multiple of tp={tp}", hint=HINTS["G5"], sample=ids,
             micro_batch=micro_batch, sizes=sizes,
         ))
-    elif got != share:
+        return out
+    if got != want:
         out.append(Violation(
             "G5", where, field, "replay tensor rows differ from the token positions of the batch",
-            actual=got, expected=share, hint=HINTS["G5"], sample=ids, micro_batch=micro_batch, sizes=sizes,
+            actual=got, expected=want, hint=HINTS["G5"], sample=ids, micro_batch=micro_batch, sizes=sizes,
         ))
     return out
+
+
+def _replay_row_count(replay: Any) -> int:
+    # The replay tensor's rows, or the row count given as an int; anything else is a bad argument.
+    if type(replay) is int:
+        return size("replay", replay, minimum=0)
+    with metadata_only():
+        shape = shape_of(replay)
+    if not shape:
+        raise LayoutSpecError(
+            f"`replay` must be the replay tensor (or its row count, an int), got {describe_value(replay, quote=True)}"
+        )
+    return int(shape[0])
 
 
 def check_response_offsets(
@@ -366,7 +405,7 @@ def check_response_offsets(
     p = None if padded is None else size("padded", padded, minimum=0)
     if resp > t:
         raise LayoutSpecError(f"response_length={resp} exceeds total_length={t}")
-    if qkv_format == "bshd" and (p is None or p < t or (scheme == "allgather" and cp > 1 and p % cp)):
+    if not usable_padded(t, p, cp, qkv_format, scheme):
         return []  # no usable P: G2/G3 report it at the batch builder
     expected = _merged(geometry.response_logit_ranges(t, resp, cp, r, layout=qkv_format, padded=p, scheme=scheme))
     actual = _merged((int(a), int(b)) for a, b in logit_ranges)
@@ -374,7 +413,7 @@ def check_response_offsets(
         return []
     sizes = response_sizes(t, resp, p, cp, r, qkv_format, scheme)
     if called_with:
-        sizes["called with"] = ", ".join(f"{k}={v!r}" for k, v in called_with.items())
+        sizes["called with"] = ", ".join(f"{k}={describe_value(v, 40, quote=True)}" for k, v in called_with.items())
     got_n, want_n = sum(b - a for a, b in actual), sum(b - a for a, b in expected)
     return [Violation(
         "G4", where, field,

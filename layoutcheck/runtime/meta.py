@@ -1,7 +1,8 @@
 """Metadata access for the runtime checks: shapes and sizes, never values.
 
 Every check reads tensors through these helpers, and only inside
-`metadata_only()`, which switches torch-function handling off: an active
+`metadata_only()` (defined in `layoutcheck.errors`, which formats values with
+it too), which switches torch-function handling off: an active
 ``TorchFunctionMode`` (the tracer's, a profiler's) or a tensor subclass would
 otherwise see ``.shape`` and ``.size()`` (DESIGN.md section 8). Nothing here
 calls ``.item()``, ``.tolist()``, ``.cpu()``, ``.numpy()`` or ``bool()`` on a
@@ -19,25 +20,11 @@ same arguments without any check changing.
 
 from __future__ import annotations
 
-import sys
-from contextlib import AbstractContextManager, nullcontext
+from layoutcheck.errors import metadata_only
 
 __all__ = ["count", "metadata_only", "numel", "shape_of"]
 
 Shape = tuple[int, ...]
-
-
-def metadata_only() -> AbstractContextManager[object]:
-    """A context in which tensor metadata bypasses ``__torch_function__``.
-
-    ``torch._C.DisableTorchFunction`` turns off both modes and subclass
-    overrides (``DisableTorchFunctionSubclass`` would leave modes on). When
-    torch was never imported there are no tensors and nothing to disable.
-    """
-    torch = sys.modules.get("torch")
-    if torch is None:
-        return nullcontext()
-    return torch._C.DisableTorchFunction()
 
 
 def shape_of(value: object) -> Shape | None:

@@ -6,12 +6,13 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from layoutcheck import geometry
-from layoutcheck.errors import LayoutSpecError, Violation
+from layoutcheck.errors import LayoutError, LayoutSpecError, Violation
 from layoutcheck.runtime.common import (
     HINTS,
     REPLAY_FIELDS,
     RESPONSE_FIELDS,
     UNSLICED_RESPONSE_FIELDS,
+    bucket_tuple,
     expected_count,
     ints,
     parallel,
@@ -35,6 +36,7 @@ def check_rollout(
     layout: str = "bshd",
     scheme: str = "zigzag",
     per_sample: bool = True,
+    buckets: Sequence[int] | None = None,
     response_fields: Sequence[str] = RESPONSE_FIELDS,
     unsliced_fields: Sequence[str] = UNSLICED_RESPONSE_FIELDS,
     replay_fields: Sequence[str] = REPLAY_FIELDS,
@@ -48,6 +50,12 @@ def check_rollout(
     ``"bshd"`` only. ``per_sample=False`` skips the tightness check O3 (for
     bucketed padding). Response fields are checked for the CP rank
     ``cp_rank``; fields absent from the dict, and ``None`` entries, are skipped.
+
+    ``buckets`` (static shape buckets, BSHD): a sample is laid out with the
+    bucket of its micro-batch, not with ``P_i``, so CP-sliced response fields
+    (O4) are checked against the sample's own bucket (the smallest that holds
+    ``T_i``): its micro-batch's ``P`` when the schedule groups samples by
+    bucket. A micro-batch with another ``P`` is then G4 at the batch builder.
     """
     if not isinstance(rollout_data, Mapping):
         raise LayoutSpecError(
@@ -56,6 +64,7 @@ def check_rollout(
     cp, r = parallel(cp_size, cp_rank, layout, scheme)
     explain = unit.explain() if isinstance(unit, geometry.AlignmentUnit) else None
     a = size("unit", unit.value if isinstance(unit, geometry.AlignmentUnit) else unit, minimum=1)
+    bucket_list = bucket_tuple(buckets) if layout == "bshd" else None
     for key in ("tokens", "total_lengths"):
         if rollout_data.get(key) is None:
             raise LayoutSpecError(f"`rollout_data` has no `{key}`: the checks need it")
@@ -97,9 +106,10 @@ def check_rollout(
                     actual=totals[i], expected=t_tokens, hint=HINTS["O1"], sample=i, sizes={"numel": t_tokens},
                 ))
 
-        # O3 names rollout-global padding when every entry is the rounded rollout maximum
-        rollout_max = geometry.padded_length(max(true_totals), a) if true_totals else 0
-        is_global = padded is not None and len(padded) > 1 and all(q == rollout_max for q in padded)
+        # O3 names rollout-global padding when max_seq_lens are exactly what the bug writes
+        rollout_global = geometry.rollout_global_padded_lengths(true_totals, a)
+        is_global = padded is not None and len(padded) > 1 and padded == rollout_global
+        rollout_max = rollout_global[0] if rollout_global else 0
         for i in range(min(n, len(totals))):
             t = true_totals[i]
             p = padded[i] if padded is not None and i < len(padded) else None
@@ -108,8 +118,10 @@ def check_rollout(
                     where, i, t, p, a, cp, scheme, explain, per_sample, rollout_max if is_global else None,
                 ))
             if responses is not None and i < len(responses):
+                laid_out = p if bucket_list is None else _own_bucket(t, bucket_list)
                 out.extend(_owner_responses(
-                    rollout_data, where, i, t, responses[i], p, cp, r, layout, scheme, response_fields, unsliced_fields,
+                    rollout_data, where, i, t, responses[i], laid_out, cp, r, layout, scheme, response_fields,
+                    unsliced_fields,
                 ))
             for f in replay_fields:  # O5: T_i - 1 rows before padding
                 entry = _entry(rollout_data.get(f), i)
@@ -120,6 +132,14 @@ def check_rollout(
                         sample=i, sizes={"T": t},
                     ))
     return out
+
+
+def _own_bucket(t: int, buckets: tuple[int, ...]) -> int | None:
+    # None: T_i fits no bucket (G6 reports it at the batch builder).
+    try:
+        return geometry.resolve_bucket(t, buckets)
+    except LayoutError:
+        return None
 
 
 def _entry(values: Sequence[Any] | None, i: int) -> Any:
@@ -147,7 +167,7 @@ def _owner_padding(
         out.append(Violation("O2", where, "max_seq_lens", "padded length is below the true length",
                              actual=p, expected=f">= T_i = {t}: {geometry.round_up(t, a)}",
                              hint=HINTS["O2"], sample=i, sizes=sizes))
-    if scheme == "allgather" and cp > 1 and p % cp:  # the all-gather window needs P % cp == 0
+    if not geometry.cp_can_slice(p, cp, scheme):  # the all-gather window needs P % cp == 0
         out.append(Violation("O2", where, "max_seq_lens",
                              "all-gather CP needs the padded length to be a multiple of cp",
                              actual=p, expected=f"a multiple of cp={cp}", hint=HINTS["G3-allgather"],
