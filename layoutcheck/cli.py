@@ -1,4 +1,4 @@
-"""The ``layoutcheck`` command: ``check``, ``rules``, ``rule``, ``demo``.
+"""The ``layoutcheck`` command: ``check``, ``config``, ``rules``, ``rule``, ``demo``.
 
 Exit status, as in ruff: 0 clean, 1 findings (a file that does not parse is
 a finding), 2 a usage, configuration or internal error (an unknown rule in
@@ -15,7 +15,7 @@ import argparse
 import os
 import sys
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, TextIO
+from typing import TYPE_CHECKING, NoReturn, TextIO
 
 if TYPE_CHECKING:
     from layoutcheck.lint.rule import LintRule
@@ -24,6 +24,9 @@ if TYPE_CHECKING:
 __all__ = ["EXIT_CLEAN", "EXIT_ERROR", "EXIT_FINDINGS", "build_parser", "main"]
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
+
+CONFIG_HELP = "a pyproject.toml or layoutcheck.toml to use instead of searching for one"
+"""``--config``'s help, shared by ``check`` and ``config``."""
 
 
 def _rule_list(text: str) -> list[str]:
@@ -80,11 +83,28 @@ def build_parser() -> argparse.ArgumentParser:
     fixing.add_argument("--diff", action="store_true",
                         help="print the fixes as a unified diff instead of writing them (exit 1 if any)")
     run = check.add_argument_group("run")
-    run.add_argument("--config", metavar="FILE",
-                     help="a pyproject.toml or layoutcheck.toml to use instead of searching for one")
+    run.add_argument("--config", metavar="FILE", help=CONFIG_HELP)
+    run.add_argument("--force-exclude", action="store_true",
+                     help="apply `exclude` to files and folders named on the command line too "
+                          "(the pre-commit hook passes it)")
     run.add_argument("--no-cache", action="store_true", help="neither read nor write the result cache")
     run.add_argument("--jobs", "-j", type=_jobs, default=0, metavar="N",
                      help="worker processes (default 0: automatic, one process for a handful of files)")
+
+    config = commands.add_parser(
+        "config", help="show the configuration in effect, or the reference of every key",
+        description="Print the configuration a check of PATH uses: the file it comes from, then "
+                    "every key with its value. With --reference, every key's type, default and "
+                    "description instead (markdown; the README's reference). Exit 2 on a "
+                    "configuration error, as `check`.",
+    )
+    config.add_argument("path", nargs="?", metavar="PATH",
+                        help="the file or folder whose configuration to show (default: the working folder)")
+    config.add_argument("--config", metavar="FILE", help=CONFIG_HELP)
+    config.add_argument("--reference", action="store_true",
+                        help="every key with its type, default and description (markdown table)")
+    config.add_argument("--output-format", choices=("text", "json"), default="text",
+                        help="text (TOML; markdown with --reference) or json (default: text)")
 
     rules = commands.add_parser("rules", help="list every rule",
                                 description="List every rule: code, name, default, fix, summary.")
@@ -188,7 +208,8 @@ def _check(args: argparse.Namespace) -> int:
     try:
         loaded = resolve_config(paths, args.config)
         result = run(paths, loaded=loaded, overrides=overrides, jobs=args.jobs or None,
-                     use_cache=not args.no_cache, fix=args.fix or args.diff, write_fixes=not args.diff)
+                     use_cache=not args.no_cache, fix=args.fix or args.diff, write_fixes=not args.diff,
+                     force_exclude=args.force_exclude)
     except ConfigError as exc:
         return _fail(str(exc))
 
@@ -196,15 +217,10 @@ def _check(args: argparse.Namespace) -> int:
         for warning in result.warnings:
             print(f"layoutcheck: warning: {warning}", file=sys.stderr)
     color = _use_color(sys.stdout)
-    if args.diff:
-        sys.stdout.write(_diff(result))
-        if result.errors:
-            print(format_findings([], result.errors, output_format="concise", rules=(), color=False),
-                  file=sys.stderr)
-    elif args.statistics:
-        text = format_statistics(result.findings)
-        if text:
-            print(text)
+    if args.diff or args.statistics:
+        # stdout holds the diff or the counts; the files that could not be checked go to stderr.
+        text = _diff(result) if args.diff else format_statistics(result.findings)
+        sys.stdout.write(text if not text or text.endswith("\n") else text + "\n")
         if result.errors:
             print(format_findings([], result.errors, output_format="concise", rules=(), color=False),
                   file=sys.stderr)
@@ -223,6 +239,44 @@ def _check(args: argparse.Namespace) -> int:
         return EXIT_FINDINGS if result.fixed_files else EXIT_CLEAN
     if (result.findings or result.errors) and not args.exit_zero:
         return EXIT_FINDINGS
+    return EXIT_CLEAN
+
+
+# ---------------------------------------------------------------- config
+
+
+def _config(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    from layoutcheck.lint.configdocs import render_reference
+
+    if args.reference:
+        if args.path is not None or args.config is not None:
+            parser.error("config: --reference describes every key; it takes no PATH or --config")
+        print(render_reference(args.output_format))
+        return EXIT_CLEAN
+
+    from layoutcheck.configfile import resolve_config
+    from layoutcheck.errors import ConfigError
+    from layoutcheck.lint.configdocs import render_resolved
+
+    path = args.path or "."
+    if not os.path.lexists(path):
+        return _fail(f"{path}: no such file or directory")
+    try:
+        loaded = resolve_config([path], args.config)
+        settings = loaded.settings()  # pydantic only for a table no run has validated yet
+        if settings.select is not None or settings.extend_select or settings.ignore or settings.per_file_ignores:
+            # Rule selectors are checked against the rules, as `check` does (imports them).
+            from layoutcheck.lint.runner import select_rules
+
+            select_rules(loaded, settings)
+    except ConfigError as exc:
+        return _fail(str(exc))
+    print(render_resolved(
+        settings, loaded.table,
+        source=str(loaded.path) if loaded.path is not None else None,
+        table_name=loaded.key_prefix, root=str(loaded.root), path=path,
+        output_format=args.output_format,
+    ))
     return EXIT_CLEAN
 
 
@@ -268,8 +322,40 @@ def _demo(argv: list[str]) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the command line; returns the exit status (the console script exits with it)."""
+    """Run the command line; returns the exit status (the console script exits with it).
+
+    With ``argv`` None (the console script, ``python -m layoutcheck``: the
+    process's own command line), ``check`` does not return: it ends the
+    process with its exit status, skipping the interpreter's teardown
+    (`_exit_now`), which every pre-commit run would otherwise wait for.
+    """
     args_list = list(sys.argv[1:] if argv is None else argv)
+    code = _main(args_list)
+    if argv is None and args_list[:1] == ["check"]:
+        _exit_now(code)
+    return code
+
+
+def _exit_now(code: int) -> NoReturn:
+    """End the process at once: flush stdout and stderr, then `os._exit`.
+
+    The interpreter's shutdown would free libcst's tree and modules object by
+    object, some 20 ms (a tenth of a one-file run) spent on nothing: a check
+    has written and closed its files (cache entries, fixes) and joined its
+    workers by now. Under coverage measurement, which saves its data at exit,
+    the process exits normally.
+    """
+    if "coverage" in sys.modules:
+        sys.exit(code)
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # a reader that left, a closed stream: nothing to save
+            pass
+    os._exit(code)
+
+
+def _main(args_list: list[str]) -> int:
     try:
         if args_list and args_list[0] == "demo":
             # Everything after `demo` belongs to the demo's own parser.
@@ -278,6 +364,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = parser.parse_args(args_list)
         if args.command == "check":
             return _check(args)
+        if args.command == "config":
+            return _config(args, parser)
         if args.command == "rules":
             return _rules(args)
         if args.command == "rule":

@@ -1,10 +1,18 @@
-"""``[tool.layoutcheck]``: the configuration model and its errors.
+"""``[tool.layoutcheck]``: validating a table with pydantic, and the errors it raises.
 
-Finding and reading the file is `layoutcheck.configfile` (re-exported here);
-this module holds the pydantic models and turns validation failures into one
-`ConfigError` with the dotted key, the offending value and the file, in the
-shape pydantic-core uses ("N errors in FILE", then per error: where, what,
-the value truncated and its type).
+The keys themselves are defined once, as plain dataclasses, in
+`layoutcheck.lint.settings` (what the linter reads; no pydantic there). This
+module builds the pydantic model `Config` from those fields, adds the
+``runtime`` sub-table, and turns validation failures into one `ConfigError`
+with the dotted key, the offending value and the file, in the shape
+pydantic-core uses ("N errors in FILE", then per error: where, what, the
+value truncated and its type).
+
+Importing it costs pydantic (about as much as the rest of a one-file run
+besides libcst), so ``layoutcheck check`` imports it only when a table has
+to be validated: not for an absent or empty table, nor for one an earlier
+run validated (see `layoutcheck.configfile.LoadedConfig.settings`). Finding
+and reading the file is `layoutcheck.configfile` (re-exported here).
 
 Relative paths in the table (``exclude``, ``per-file-ignores``, ``cache-dir``)
 are relative to the folder of the file they are written in: the *root*.
@@ -12,13 +20,15 @@ are relative to the folder of the file they are written in: the *root*.
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import re
+import typing
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt, PositiveInt, ValidationError, create_model
 
 from layoutcheck.configfile import (
     CONFIG_FILENAMES,
@@ -30,7 +40,7 @@ from layoutcheck.configfile import (
     resolve_config,
 )
 from layoutcheck.errors import ConfigError
-from layoutcheck.lint.settings import LintSettings, kebab
+from layoutcheck.lint.settings import CheckSettings, kebab
 
 __all__ = [
     "CONFIG_FILENAMES",
@@ -60,43 +70,48 @@ class RuntimeConfig(BaseModel):
     )
 
 
-class Config(LintSettings):
-    """The whole ``[tool.layoutcheck]`` table: the rules' domain settings plus the engine's.
+def _pydantic_fields(cls: type) -> dict[str, Any]:
+    """A dataclass's fields as `create_model` arguments: (type, Field(default, description)).
 
-    Rule selectors (``select``, ``extend-select``, ``ignore``, ``per-file-ignores``)
-    are codes (``LC101``), code prefixes (``LC1``), kebab-case names
-    (``global-max-padding``) or ``ALL``; they are checked against the known
-    rules when the rules are loaded (`layoutcheck.lint.selection`).
+    The dataclass names pydantic's constrained ints only in annotations it
+    never evaluates, so they are supplied here to resolve them.
     """
+    hints = typing.get_type_hints(
+        cls, localns={"PositiveInt": PositiveInt, "NonNegativeInt": NonNegativeInt}, include_extras=True
+    )
+    out: dict[str, Any] = {}
+    for f in dataclasses.fields(cls):
+        description = f.metadata.get("description")
+        if f.default_factory is not dataclasses.MISSING:
+            spec = Field(default_factory=f.default_factory, description=description)
+        else:
+            spec = Field(default=f.default, description=description)
+        out[f.name] = (hints[f.name], spec)
+    return out
 
-    select: tuple[str, ...] | None = Field(
-        default=None,
-        description="Rules to enable; unset means every rule that is on by default.",
-    )
-    extend_select: tuple[str, ...] = Field(
-        default=(), description="Rules to enable on top of `select` (or the defaults)."
-    )
-    ignore: tuple[str, ...] = Field(default=(), description="Rules to disable.")
-    exclude: tuple[str, ...] = Field(
-        default=(),
-        description=(
-            "Glob patterns of files and folders to skip, relative to this file's folder "
-            "(gitignore-like: a pattern without `/` matches a name at any depth). Files "
-            "named on the command line are always checked."
-        ),
-    )
-    per_file_ignores: dict[str, tuple[str, ...]] = Field(
-        default_factory=dict,
-        description="Glob pattern -> rules to disable in the files it matches.",
-    )
-    cache_dir: str | None = Field(
-        default=None,
-        description=f"Result cache folder; default `{DEFAULT_CACHE_DIR}` beside this file.",
-    )
-    runtime: RuntimeConfig = Field(
+
+_ConfigFields = create_model(
+    "_ConfigFields",
+    __config__=ConfigDict(alias_generator=kebab, populate_by_name=True, extra="forbid", frozen=True),
+    __module__=__name__,
+    **_pydantic_fields(CheckSettings),
+    runtime=(RuntimeConfig, Field(
         default_factory=RuntimeConfig,
         description="Settings of the runtime checks (`[tool.layoutcheck.runtime]`).",
-    )
+    )),
+)
+
+
+class Config(_ConfigFields):
+    """The whole ``[tool.layoutcheck]`` table, validated: `CheckSettings`' fields plus ``runtime``.
+
+    The fields are generated from `CheckSettings` (kebab-case aliases, unknown
+    keys rejected); `settings` converts back to the dataclass the linter reads.
+    """
+
+    def settings(self) -> CheckSettings:
+        """The validated values as the plain dataclass the linter reads (``runtime`` left out)."""
+        return CheckSettings(**{f.name: getattr(self, f.name) for f in dataclasses.fields(CheckSettings)})
 
 
 # ---------------------------------------------------------------- errors
@@ -134,9 +149,14 @@ def format_validation_error(exc: ValidationError, file: Path | None, prefix: str
     lines = [head]
     for error in errors:
         loc = tuple(error["loc"])
-        key = _dotted(prefix, loc)
         value = error.get("input")
         what, hint = error["msg"], None
+        if loc and loc[-1] == "[key]":
+            # A table key that is not allowed (`owners.bsdh`): pydantic marks the
+            # key's own location with "[key]"; the key path already names it.
+            loc = loc[:-1]
+            what = f"Invalid key: {what[:1].lower()}{what[1:]}"
+        key = _dotted(prefix, loc)
         if error["type"] == "extra_forbidden" and len(loc) == 1:
             valid = _valid_keys(Config)
             what = "Unknown key"
@@ -148,7 +168,7 @@ def format_validation_error(exc: ValidationError, file: Path | None, prefix: str
         lines.append(f"    {what} [value: {_truncate(value)}, type: {type(value).__name__}]")
         if hint:
             lines.append(f"    {hint}")
-    first = _dotted(prefix, tuple(errors[0]["loc"])) if errors else prefix
+    first = _dotted(prefix, tuple(p for p in errors[0]["loc"] if p != "[key]")) if errors else prefix
     return ConfigError("\n".join(lines), key=first, source=str(file) if file is not None else None)
 
 

@@ -1,4 +1,4 @@
-"""Where the configuration comes from: finding and reading the file, without validating it yet.
+"""Where the configuration comes from: finding and reading the file, and its validated values.
 
 The table lives in ``pyproject.toml`` (under ``[tool.layoutcheck]``) or in a
 standalone ``layoutcheck.toml`` (whose top level is the table). Without
@@ -8,11 +8,20 @@ passed over, as ruff does. ``--config FILE`` is honoured wherever FILE is,
 inside the linted tree or not (Fixit silently ignores a config outside it).
 Relative paths in the table are relative to the folder of its file: the *root*.
 
-This module imports no pydantic. `LoadedConfig.config` validates the table
-(`layoutcheck.config`) on first use; a run whose every file hits the result
-cache never needs it, because a hit means an earlier run validated this very
-table (its text is part of the cache key). That keeps a warm run off the
-~0.1 s pydantic import.
+This module imports no pydantic, and the linter gets its values through
+`LoadedConfig.settings`, which avoids pydantic (about as costly to import as
+the rest of a one-file run besides libcst) whenever it can:
+
+* no table, or an empty one: the defaults, nothing to validate;
+* a table validated by an earlier run: its validated values are stored in
+  the cache folder, keyed by a hash of the table and layoutcheck's version
+  (`layoutcheck.lint.cache.read_validated_config`), and read back as JSON;
+* otherwise `layoutcheck.config` validates it (pydantic), and the values are
+  stored for the next run. ``--no-cache`` always validates and stores nothing.
+
+A run whose every file hits the result cache needs no values at all: a hit
+means an earlier run validated this very table (its text is part of the
+cache key).
 """
 
 from __future__ import annotations
@@ -24,6 +33,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from layoutcheck.errors import ConfigError
+from layoutcheck.lint.settings import DEFAULT_CACHE_DIR, CheckSettings
 
 if TYPE_CHECKING:
     from layoutcheck.config import Config
@@ -37,8 +47,6 @@ __all__ = [
     "load_config",
     "resolve_config",
 ]
-
-DEFAULT_CACHE_DIR = ".layoutcheck_cache"
 
 CONFIG_FILENAMES: tuple[str, ...] = ("layoutcheck.toml", "pyproject.toml")
 """Looked for in each folder while walking up, in this order (as ruff prefers ``ruff.toml``)."""
@@ -64,6 +72,7 @@ class LoadedConfig:
     key_prefix: str = TABLE
     """How keys are spelled in messages: ``tool.layoutcheck`` in pyproject.toml, empty in layoutcheck.toml."""
     _config: Config | None = field(default=None, repr=False)
+    _settings: CheckSettings | None = field(default=None, repr=False)
 
     @classmethod
     def of(cls, config: Config, root: Path, path: Path | None = None) -> LoadedConfig:
@@ -73,12 +82,40 @@ class LoadedConfig:
 
     @property
     def config(self) -> Config:
-        """The validated model; raises `ConfigError` naming key, value and file."""
+        """The validated pydantic model (``runtime`` included); raises `ConfigError` naming key, value and file.
+
+        Always imports pydantic: the linter reads `settings` instead.
+        """
         if self._config is None:
             from layoutcheck.config import validate_table
 
             self._config = validate_table(self.table, self.path, self.key_prefix)
         return self._config
+
+    def settings(self, *, use_cache: bool = True) -> CheckSettings:
+        """The validated values the linter reads; raises `ConfigError` like `config`.
+
+        Validates (importing pydantic) only a non-empty table that no earlier
+        run validated; with ``use_cache``, reads and writes the validated
+        values in `cache_dir` (see the module docs).
+        """
+        if self._settings is not None:
+            return self._settings
+        if self._config is not None:
+            self._settings = self._config.settings()
+        elif not self.table:
+            self._settings = CheckSettings()
+        else:
+            from layoutcheck.lint.cache import read_validated_config, write_validated_config
+
+            key = _validation_key(self.table)
+            if use_cache:
+                self._settings = read_validated_config(self.cache_dir, key)
+            if self._settings is None:
+                self._settings = self.config.settings()
+                if use_cache:
+                    write_validated_config(self.cache_dir, key, self._settings)
+        return self._settings
 
     def describe(self, key: str) -> str:
         """``tool.layoutcheck.select in /x/pyproject.toml``: a key and its file, for messages."""
@@ -111,6 +148,29 @@ class LoadedConfig:
         if isinstance(value, list) and all(isinstance(v, str) for v in value):
             return tuple(value)
         return self.config.exclude  # raises the proper error
+
+
+def _validation_key(table: Mapping[str, Any]) -> str:
+    """What a validated table is stored under: a hash of the table and of what validates it.
+
+    ``repr`` keeps TOML's types apart (``1`` from ``"1"``, a date from a
+    string). The size and mtime of the two modules that define and validate
+    the keys cover an editable install, where they change without a version bump.
+    """
+    import hashlib
+
+    import layoutcheck
+
+    package = Path(layoutcheck.__file__).parent
+    stamps: list[tuple[int, int] | None] = []
+    for source in (package / "config.py", package / "lint" / "settings.py"):
+        try:
+            st = source.stat()
+            stamps.append((st.st_size, st.st_mtime_ns))
+        except OSError:
+            stamps.append(None)
+    text = repr((layoutcheck.__version__, stamps, table))
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 # ---------------------------------------------------------------- reading

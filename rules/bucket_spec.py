@@ -2,9 +2,9 @@ from __future__ import annotations
 
 import libcst as cst
 
-from layoutcheck.errors import LayoutSpecError
-from layoutcheck.geometry import validate_buckets
-from layoutcheck.lint.patterns import int_value, keyword, last_name, positional, string_value, text_mentions, vocabulary
+from layoutcheck.geometry import bucket_problems, round_up
+from layoutcheck.lint.names import text_mentions, vocabulary
+from layoutcheck.lint.nodes import expects_error, int_value, keyword, last_name, positional, string_value
 from layoutcheck.lint.rule import Invalid, LintContext, LintRule, Valid
 from layoutcheck.lint.settings import LintSettings
 
@@ -17,7 +17,7 @@ class BucketSpec(LintRule):
     ## What it does
     Checks int literals bound to sequence-length bucket names (`bucket-names`:
     `buckets`, `seq_len_buckets`, `length_buckets`...) against the bucket
-    rules of `layoutcheck.geometry.validate_buckets`: positive multiples of
+    rules of `layoutcheck.geometry.bucket_problems`: positive multiples of
     `bucket-quantum` (128), strictly increasing, none above `max_length`
     (when a call also passes `max_length=` as a literal). It also checks int
     literals bound to pad multiplier names (`pad-multiplier-names`:
@@ -26,7 +26,8 @@ class BucketSpec(LintRule):
     parameter defaults, keyword arguments, dict entries and argparse
     `add_argument("--seq-len-buckets", default=[...])` are read. Only
     literals are judged; a list whose largest entry is below the quantum is
-    taken to be batch-size buckets and left alone.
+    taken to be batch-size buckets and left alone, and so is anything inside
+    `with pytest.raises(...)` (a test that expects the bad value to fail).
 
     ## Why it matters
     With compiled blocks each micro-batch pads to the smallest bucket that
@@ -47,18 +48,17 @@ class BucketSpec(LintRule):
     SEQ_LEN_BUCKETS = [512, 1024, 2048, 4096]
     parser.add_argument("--data-pad-size-multiplier", type=int, default=128)
     ```
-    `layoutcheck buckets` computes good boundaries from a length distribution.
+    Good boundaries depend on the corpus's length distribution: each bucket
+    saves padding on the samples it fits and costs one compile warm-up.
 
     ## Configuration
     `bucket-names`, `bucket-quantum`, `pad-multiplier-names`, `pad-multiple-quantum`.
 
     ## Fix safety
-    A list whose only fault is its order is sorted: the bucket model treats
-    buckets as a set (each micro-batch takes the smallest that fits), so
-    order carries no meaning that sorting could lose. Code that pairs
-    buckets positionally with another list (`zip(buckets, batch_sizes)`)
-    needs that list reordered too; review the diff. Nothing else is fixed:
-    the right bucket or multiplier is the user's choice.
+    No autofix: sorting an unsorted list looks safe but is not provably so:
+    code may pair the buckets by position with another list
+    (`zip(buckets, batch_sizes)`), which a sort would silently mismatch. The
+    right bucket or multiplier, for the other faults, is the user's choice.
     """
 
     code = "LC201"
@@ -78,6 +78,14 @@ class BucketSpec(LintRule):
     def __init__(self, context: LintContext) -> None:
         super().__init__(context)
         self.vocab = vocabulary(context.settings)
+        self._expecting_error = 0
+        """Inside ``with pytest.raises(...)``: a bad literal there is the test's point."""
+
+    def visit_With(self, node: cst.With) -> None:
+        self._expecting_error += expects_error(node)
+
+    def leave_With(self, original_node: cst.With) -> None:
+        self._expecting_error -= expects_error(original_node)
 
     @staticmethod
     def _literal(value: cst.BaseExpression | None) -> cst.BaseExpression | None:
@@ -90,7 +98,7 @@ class BucketSpec(LintRule):
 
     def _judge(self, name: str | None, value: cst.BaseExpression | None, max_length: int | None = None) -> None:
         value = self._literal(value)
-        if name is None or value is None:
+        if name is None or value is None or self._expecting_error:
             return
         if self.vocab.is_bucket(name):
             self._buckets(name, value, max_length)
@@ -108,34 +116,17 @@ class BucketSpec(LintRule):
         quantum = self.settings.bucket_quantum
         if max(values) < quantum or values[0] == 0:
             return  # batch-size buckets, or histogram edges: not padded sequence lengths
-        limit = max_length if max_length is not None else max(max(values), 1)
-        problems = self._problems(values, limit, inferred=max_length is None)
-        if not problems:
-            return
-        replacement = None
-        ordered = sorted(values)
-        if ordered != values and len(set(values)) == len(values) and not self._problems(ordered, limit, True):
-            by_value = sorted((e.value for e in elements), key=int_value)  # type: ignore[arg-type]
-            replacement = value.with_changes(
-                elements=[e.with_changes(value=v) for e, v in zip(elements, by_value)]
+        if max_length is None or max_length < 1:
+            # With no `max_length` at hand, the largest bucket rounded up to the
+            # quantum stands in for it: the per-bucket faults are then all there is.
+            max_length = round_up(max(values), quantum)
+        problems = bucket_problems(values, max_length, quantum=quantum)
+        if problems:
+            self.report(
+                value,
+                f"`{name}` breaks the bucket rules: {'; '.join(problems)}. Use positive multiples of {quantum} "
+                "in increasing order, none above `max_length`.",
             )
-        self.report(
-            value,
-            f"`{name}` breaks the bucket rules: {problems}. Use positive multiples of {quantum} in "
-            "increasing order, none above `max_length`.",
-            replacement=replacement,
-        )
-
-    def _problems(self, values: list[int], limit: int, inferred: bool) -> str:
-        try:
-            validate_buckets(values, limit, quantum=self.settings.bucket_quantum)
-        except LayoutSpecError as exc:
-            text = str(exc)
-            found = text.split("]: ", 1)[-1].split("; ")
-            # With no `max_length` at hand the largest bucket stands in for it;
-            # its own faults are already named per bucket.
-            return "; ".join(p for p in found if not (inferred and p.startswith("max_length")))
-        return ""
 
     def _multiplier(self, name: str, value: cst.BaseExpression) -> None:
         number = int_value(value)
@@ -200,6 +191,15 @@ parser.add_argument("--seq-len-buckets", type=int, nargs="+", default=[1024, 204
         ),
         Valid("buckets = [base * 2**i for i in range(4)]\nconfig = {'length_buckets': BUCKETS}\n"),
         Valid("tokenizer.pad(features, pad_to_multiple_of=8)\n"),
+        Valid(
+            """
+import pytest
+
+def test_unsorted_buckets_are_rejected():
+    with pytest.raises(ValueError, match="strictly increasing"):
+        make_args(seq_len_buckets=(1024, 512))
+"""
+        ),
     ]
     invalid = [
         Invalid(
@@ -207,7 +207,6 @@ parser.add_argument("--seq-len-buckets", type=int, nargs="+", default=[1024, 204
             line=1,
             column=19,
             message="bucket #1 is 512, not above the previous bucket 1024",
-            replacement="SEQ_LEN_BUCKETS = [512, 1024, 2048, 4096]\n",
         ),
         Invalid(
             "seq_len_buckets = [1000, 2048]\n",
@@ -243,6 +242,6 @@ parser.add_argument("--seq-len-buckets", type=int, nargs="+", default=[1024, 204
             "class TrainConfig:\n    shape_buckets: tuple[int, ...] = (4096, 1024, 2048)\n",
             line=2,
             column=39,
-            replacement="class TrainConfig:\n    shape_buckets: tuple[int, ...] = (1024, 2048, 4096)\n",
+            message="bucket #1 is 1024, not above the previous bucket 4096",
         ),
     ]

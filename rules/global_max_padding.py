@@ -2,16 +2,10 @@ from __future__ import annotations
 
 import libcst as cst
 
-from layoutcheck.lint.flow import FlowRule
-from layoutcheck.lint.patterns import (
-    Tag,
-    is_init_value,
-    match_broadcast,
-    snippet,
-    string_value,
-    target_name,
-    text_mentions,
-)
+from layoutcheck.lint.flowrule import FlowRule
+from layoutcheck.lint.idioms import is_init_value, match_broadcast
+from layoutcheck.lint.names import Tag, text_mentions
+from layoutcheck.lint.nodes import snippet, string_value, target_name
 from layoutcheck.lint.rule import Invalid, LintContext, Valid
 from layoutcheck.lint.settings import LintSettings
 
@@ -130,7 +124,7 @@ class GlobalMaxPadding(FlowRule):
         frame = self.flow.frame
         if node.value is not None and frame.parent is not None and self.vocab.mentions_source(frame.name):
             # `def uniform_max_seq_lens(...): return [P] * n` produces the source.
-            self._check(node.value, next(s for s in self.vocab.sources if s in frame.name))
+            self._check(node.value, self.vocab.source_in(frame.name))
 
     valid = [
         Valid(

@@ -2,10 +2,17 @@ from __future__ import annotations
 
 import libcst as cst
 
-from layoutcheck.lint.flow import Frame, FlowRule
-from layoutcheck.lint.patterns import last_name, root_name, snippet, string_key, string_value, target_name
-from layoutcheck.lint.rule import Invalid, Valid
+from layoutcheck.lint.flow import Frame
+from layoutcheck.lint.flowrule import FlowRule
+from layoutcheck.lint.nodes import last_name, root_name, same, snippet, string_key, string_value, target_name
+from layoutcheck.lint.rule import Invalid, LintContext, Valid
 from layoutcheck.lint.settings import LintSettings
+
+_CONVERSIONS = frozenset({
+    "list", "tuple", "torch.tensor", "torch.as_tensor", "torch.LongTensor", "torch.IntTensor",
+    "numpy.array", "numpy.asarray", "torch.from_numpy",
+})
+_CONVERSION_METHODS = frozenset({"tolist", "to", "cuda", "cpu", "long", "int", "clone", "detach", "numpy"})
 
 
 class LengthsMutatedAfterOwner(FlowRule):
@@ -17,13 +24,19 @@ class LengthsMutatedAfterOwner(FlowRule):
     in a function that does not write the source (`max_seq_lens`) again
     afterwards. Rewrites that count: storing one entry
     (`rollout_data["tokens"][i] = expanded`, `batch.tokens[i] = t`,
-    `total_lengths[i] += n`; a bare `tokens[i] = ...` is left alone, as
-    lexers and tokenizers name their string lists so),
-    replacing a whole length field (`rollout_data["total_lengths"] = new`),
-    and `rollout_data.update(total_lengths=...)`. Writing into a container
-    the function built itself (`batch = {}`) is building, not rewriting;
-    calling the owner, or a function named after the source
-    (`recompute_max_seq_lens(...)`), counts as writing the source.
+    `total_lengths[i] += n`), replacing a whole length field
+    (`rollout_data["total_lengths"] = new`), and
+    `rollout_data.update(total_lengths=...)`. Calling the owner, or a
+    function named after the source (`recompute_max_seq_lens(...)`), counts
+    as writing the source.
+
+    Left alone: a bare `tokens[i] = ...` (lexers and tokenizers name their
+    string lists so); the same field stored back converted
+    (`torch.tensor(d["total_lengths"])`); writes into a container the
+    function built itself (`batch = {}`), which build rather than rewrite;
+    and every file that never uses padded lengths: the file must read or
+    write a source, or call an owner, somewhere. A data generator or a
+    tokenizer that never does rewrites lengths before any owner runs.
 
     ## Why it matters
     The owner computed each padded length `P` from the lengths it saw.
@@ -61,10 +74,27 @@ class LengthsMutatedAfterOwner(FlowRule):
 
     @classmethod
     def could_match(cls, source: str, settings: LintSettings) -> bool:
-        # Entry stores `f[`, keyed stores `f"]`/`f']`, and `update(f=...)`.
-        return any(
-            field + mark in source for field in settings.owner_inputs for mark in ("[", '"]', "']", "=")
-        )
+        # Entry stores `f[`, keyed stores `f"]`/`f']`, and `update(f=...)`...
+        if not any(field + mark in source for field in settings.owner_inputs for mark in ("[", '"]', "']", "=")):
+            return False
+        # ...in a file that touches the source or calls an owner.
+        owners = (e.rsplit(":", 1)[-1].rsplit(".", 1)[-1] for entries in settings.owners.values() for e in entries)
+        return any(s in source for s in settings.sources) or any(o in source for o in owners)
+
+    def __init__(self, context: LintContext) -> None:
+        super().__init__(context)
+        self._stale: list[cst.CSTNode] = []
+        """Rewrites not followed by a write of the source, reported once the file is known to use it."""
+        self._touches_source = False
+        """Does the file read or write a source, or call an owner?"""
+
+    def visit_Name(self, node: cst.Name) -> None:
+        if node.value in self.vocab.sources:
+            self._touches_source = True
+
+    def visit_SimpleString(self, node: cst.SimpleString) -> None:
+        if not self._touches_source and string_value(node) in self.vocab.sources:
+            self._touches_source = True
 
     def _fresh(self, container: cst.BaseExpression) -> bool:
         root = root_name(container)
@@ -73,15 +103,31 @@ class LengthsMutatedAfterOwner(FlowRule):
     def _record(self, node: cst.CSTNode) -> None:
         self.flow.frame.state(self).append((node, self.flow.tick()))
 
-    def _store(self, target: cst.BaseExpression) -> None:
+    def _converted(self, value: cst.BaseExpression | None, target: cst.BaseExpression) -> bool:
+        """Is ``value`` the field ``target`` itself, converted (``torch.tensor(d["total_lengths"])``)?"""
+        while isinstance(value, cst.Call):
+            func = value.func
+            if isinstance(func, cst.Attribute) and func.attr.value in _CONVERSION_METHODS:
+                value = func.value
+            elif self.flow.imports.qualify(func) in _CONVERSIONS and len(value.args) >= 1:
+                value = value.args[0].value
+            else:
+                return False
+        return value is not None and same(value, target)
+
+    def _store(self, target: cst.BaseExpression, value: cst.BaseExpression | None = None) -> None:
         if not isinstance(target, cst.Subscript):
             return
         inputs = self.vocab.owner_inputs
         key = string_key(target)
         if key is not None:
             # A whole token list is replaced by conversions too (`.cuda()` per
-            # sample); only a whole *length* field says the lengths changed.
-            if key in inputs and not self.vocab.is_token(key) and not self._fresh(target.value):
+            # sample); only a whole *length* field says the lengths changed, and
+            # not when it is the same field converted.
+            if (
+                key in inputs and not self.vocab.is_token(key) and not self._fresh(target.value)
+                and not self._converted(value, target)
+            ):
                 self._record(target)
             return
         base = target.value
@@ -98,7 +144,7 @@ class LengthsMutatedAfterOwner(FlowRule):
 
     def leave_Assign(self, node: cst.Assign) -> None:
         for target in node.targets:
-            self._store(target.target)
+            self._store(target.target, node.value)
         super().leave_Assign(node)
 
     def leave_AugAssign(self, node: cst.AugAssign) -> None:
@@ -122,15 +168,22 @@ class LengthsMutatedAfterOwner(FlowRule):
 
     def on_frame_exit(self, frame: Frame) -> None:
         rewrites = frame.data.pop(self, None)
-        if not rewrites:
+        if frame.source_writes:
+            self._touches_source = True  # written here, or an owner called
+        if rewrites:
+            last_write = max(frame.source_writes, default=-1)
+            stale = [node for node, tick in rewrites if tick > last_write]
+            if stale:
+                self._stale.append(stale[0])
+        if frame.parent is not None or not self._touches_source:
             return
-        last_write = max(frame.source_writes, default=-1)
-        stale = [node for node, tick in rewrites if tick > last_write]
-        if stale:
-            source = self.settings.sources[0] if self.settings.sources else "max_seq_lens"
+        # The module is done: a file that never touches padded lengths (a data
+        # generator, a tokenizer) rewrites lengths before any owner runs.
+        source = self.vocab.source
+        for node in self._stale:
             self.report(
-                stale[0],
-                f"`{snippet(stale[0])}` rewrites sample lengths, but `{source}` is not written again "
+                node,
+                f"`{snippet(node)}` rewrites sample lengths, but `{source}` is not written again "
                 f"afterwards. Recompute `{source}` from the new lengths here, or rewrite them before "
                 "the owner runs.",
             )
@@ -195,30 +248,57 @@ def expand(rollout_data, expanded_lengths):
 """,
             settings={"owners": {"bshd": ("trainer.data:get_rollout_data",)}},
         ),
+        Valid(
+            """
+def make_train_data(shard):
+    # a test-data generator: no owner has run, and nothing here reads padded lengths
+    train_data = load_shard(shard)
+    train_data["total_lengths"] = [len(t) for t in train_data["tokens"]]
+    return train_data
+"""
+        ),        Valid(
+            """
+import torch
+
+def to_tensors(rollout_data):
+    rollout_data["total_lengths"] = torch.tensor(rollout_data["total_lengths"]).cuda()
+    return rollout_data["max_seq_lens"]
+"""
+        ),
     ]
     invalid = [
         Invalid(
             """
+def get_rollout_data(rollout_data, unit):
+    rollout_data["max_seq_lens"] = [-(-n // unit) * unit for n in rollout_data["total_lengths"]]
+    return rollout_data
+
+
 def expand_multimodal_rollout_data_in_place(rollout_data, expanded_tokens, expanded_total_lengths):
     rollout_data["tokens"] = expanded_tokens
     rollout_data["total_lengths"] = expanded_total_lengths
 """,
-            line=4,
+            line=9,
             column=5,
             message="`rollout_data[\"total_lengths\"]` rewrites sample lengths",
         ),
         Invalid(
             """
-def expand_sample(rollout_data, i, expanded):
+from trainer.data import get_rollout_data
+
+def train_step(args, rollout_data_ref, i, expanded):
+    rollout_data = get_rollout_data(args, rollout_data_ref)
     rollout_data["tokens"][i] = expanded
 """,
-            line=3,
+            line=6,
             column=5,
+            settings={"owners": {"bshd": ("trainer.data:get_rollout_data",)}},
         ),
         Invalid(
             """
-def expand(tokens, total_lengths, i, extra):
+def expand(tokens, total_lengths, max_seq_lens, i, extra):
     total_lengths[i] += extra
+    return tokens, total_lengths, max_seq_lens
 """,
             line=3,
             column=5,
@@ -227,6 +307,7 @@ def expand(tokens, total_lengths, i, extra):
             """
 def expand(rollout_data, new_lengths):
     rollout_data.update(total_lengths=new_lengths)
+    return rollout_data["max_seq_lens"]
 """,
             line=3,
             column=5,

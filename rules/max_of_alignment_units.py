@@ -2,8 +2,10 @@ from __future__ import annotations
 
 import libcst as cst
 
-from layoutcheck.lint.flow import FlowRule
-from layoutcheck.lint.patterns import Tag, int_value, match_max_over, positional, snippet, text_mentions
+from layoutcheck.lint.flowrule import FlowRule
+from layoutcheck.lint.idioms import match_max_over
+from layoutcheck.lint.names import Tag, text_mentions
+from layoutcheck.lint.nodes import int_value, positional, snippet
 from layoutcheck.lint.rule import Invalid, Valid
 from layoutcheck.lint.settings import LintSettings
 

@@ -2,20 +2,14 @@ from __future__ import annotations
 
 import libcst as cst
 
-from layoutcheck.lint.flow import Frame, FlowRule
-from layoutcheck.lint.patterns import (
-    Idiom,
-    Tag,
-    argument,
-    last_name,
-    match_pad_amount,
-    match_round_up,
-    positional,
-    snippet,
-    text_mentions,
-)
+from layoutcheck.lint.flow import Frame
+from layoutcheck.lint.flowrule import FlowRule
+from layoutcheck.lint.idioms import Idiom, match_pad_amount, match_round_up
+from layoutcheck.lint.names import Tag, text_mentions, vocabulary
+from layoutcheck.lint.nodes import argument, last_name, positional, snippet
 from layoutcheck.lint.rule import Invalid, LintContext, Valid
 from layoutcheck.lint.settings import LintSettings
+from layoutcheck.lint.sinks import Sinks
 
 _PAD = frozenset({"torch.nn.functional.pad", "numpy.pad"})
 _FILLED = frozenset({"torch.full", "numpy.full"})
@@ -45,12 +39,21 @@ class PaddingOutsideOwner(FlowRule):
     I/O or vision multiples (`foreign-unit-names`). And about *where*:
     nothing is reported inside an owner (listed in `owners`, or writing a
     source such as `max_seq_lens`, or building a packed batch's `cu_seqlens`),
-    inside a CP helper (configured in `cp-helpers`/`padded-length-args`, or
+    inside a CP helper (configured in `cp-helpers`, or
     taking a padded length such as `max_seq_len` as a parameter: its other
     branch is the packed rule it defines), inside model code (methods of
     classes deriving from `model-bases`, e.g. `nn.Module`), or for values
     read from the source (consumers deriving local geometry from `P`, such
     as the zigzag chunk size `c`, are fine).
+
+    Nor for metrics and scratch buffers: a round-up whose value, followed
+    through the function's locals, only reaches reductions (`sum`, `len`,
+    `mean`: a token count, unless it sizes a tensor), logging and print
+    calls, f-strings, metrics records (`metrics[...]`, a key such as
+    `"perf/tokens"`) or comparisons; and a tensor sized by a maximum over
+    lengths (`torch.zeros(n, max(total_lengths))`) that only ever reaches
+    those, and that no token tensor is stored into. Returning such a value,
+    or passing it to any other call, counts as using it for the layout.
 
     ## Why it matters
     `P` is layout metadata, not a memory hint: tokens, log-probs, MoE routing
@@ -77,7 +80,7 @@ class PaddingOutsideOwner(FlowRule):
     `owners` (per layout), `sources`, `packed-sources`, `length-names`,
     `token-names`, `pad-multiplier-names`, `foreign-unit-names`,
     `config-roots` (attributes of `args` are configuration, not lengths) and
-    `padded-length-args` (helpers taking `P`, with the parameter's position).
+    `cp-helpers` (helpers taking `P`: the parameter named like a padded length).
 
     ## Fix safety
     No autofix: the right value lives in another function.
@@ -94,21 +97,43 @@ class PaddingOutsideOwner(FlowRule):
         names = (*settings.length_names, *settings.token_names, *settings.pad_multiplier_names)
         if not text_mentions(source, names):
             return False
-        return any(h in source for h in _HINTS) or any(f in source for f in settings.padded_length_args)
+        return any(h in source for h in _HINTS) or any(f in source for f in vocabulary(settings).padded_params)
 
     def __init__(self, context: LintContext) -> None:
         super().__init__(context)
         self._claim: cst.CSTNode | None = None
         """The idiom being walked: its inner parts are not judged again."""
-        self._seen: set[int] = set()
-        self._source = context.settings.sources[0] if context.settings.sources else "max_seq_lens"
+        self._seen: set[tuple[int, int]] = set()
+        self._reported: set[int] = set()
+        self._bodies: list[cst.CSTNode] = []
+        """The functions (and the module) being walked, innermost last."""
+        self._source = self.vocab.source
 
     # -- candidates wait for the function's end: only then is its owner status known --
 
-    def _candidate(self, node: cst.CSTNode, message: str) -> None:
-        if id(node) not in self._seen:
-            self._seen.add(id(node))
-            self.flow.frame.state(self).append((node, message))
+    def _candidate(self, node: cst.CSTNode, message: str, carrier: cst.CSTNode | None = None) -> None:
+        """Report ``node`` at the function's end unless the value of ``carrier`` (the
+        round-up, or the tensor a maximum sizes) only feeds metrics (`layoutcheck.lint.sinks`)."""
+        key = (id(node), id(carrier))
+        if key not in self._seen:
+            self._seen.add(key)
+            self.flow.frame.state(self).append((node, message, carrier))
+
+    def visit_Module(self, node: cst.Module) -> None:
+        super().visit_Module(node)
+        self._bodies.append(node)
+
+    def leave_Module(self, node: cst.Module) -> None:
+        super().leave_Module(node)
+        self._bodies.pop()
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+        super().visit_FunctionDef(node)
+        self._bodies.append(node)
+
+    def leave_FunctionDef(self, node: cst.FunctionDef) -> None:
+        super().leave_FunctionDef(node)
+        self._bodies.pop()
 
     def on_frame_exit(self, frame: Frame) -> None:
         pending = frame.data.pop(self, None)
@@ -116,11 +141,18 @@ class PaddingOutsideOwner(FlowRule):
             # An owner decides; model code pads locally for its kernels; a CP helper
             # that takes `P` defines the packed rule it falls back to.
             return
+        if any(carrier is not None for _, _, carrier in pending):
+            # Judged in the function that holds the value; an enclosing one only
+            # decides ownership (carrier None).
+            sinks = Sinks(self._bodies[-1], self.flow.imports, self.flow.classify)
+            pending = [(n, m, None) for n, m, c in pending if c is None or not sinks.metric_only(c)]
         if frame.parent is not None:  # an owner around a nested function owns it too
             frame.parent.state(self).extend(pending)
             return
-        for node, message in pending:
-            self.report(node, message)
+        for node, message, _ in pending:
+            if id(node) not in self._reported:
+                self._reported.add(id(node))
+                self.report(node, message)
 
     # -- round-ups and pad amounts --
 
@@ -137,6 +169,7 @@ class PaddingOutsideOwner(FlowRule):
             idiom.node,
             f"`{snippet(idiom.node)}` {verb} outside the owner of "
             f"`{self._source}`. Read the sample's `{self._source}` entry, or list this function in `owners`.",
+            carrier=idiom.node,
         )
 
     def visit_BinaryOperation(self, node: cst.BinaryOperation) -> None:
@@ -156,7 +189,8 @@ class PaddingOutsideOwner(FlowRule):
 
     # -- pad targets --
 
-    def _pad_target(self, expr: cst.BaseExpression) -> None:
+    def _pad_target(self, expr: cst.BaseExpression, tensor: cst.Call | None = None) -> None:
+        """``expr`` sizes a pad (or, ``tensor``, a new tensor whose fate decides)."""
         found = self.flow.classify(expr)
         if found.has(Tag.MAX) and not found.has(Tag.PAD | Tag.SRC | Tag.BCAST | Tag.FOREIGN):
             origin = found.origin or expr
@@ -164,6 +198,7 @@ class PaddingOutsideOwner(FlowRule):
                 origin,
                 f"`{snippet(origin)}`, a maximum over sequence lengths, is a pad target outside the owner "
                 f"of `{self._source}`. Pad each sample to its `{self._source}` entry instead.",
+                carrier=tensor,
             )
 
     def _padded_argument(self, call: cst.Call, helper: str, param: str, arg: cst.BaseExpression) -> None:
@@ -201,11 +236,11 @@ class PaddingOutsideOwner(FlowRule):
         elif name in _FILLED or tail == "new_full":
             size = argument(node, "size", 0)
             if size is not None:
-                self._pad_target(size)
+                self._pad_target(size, node)
         elif name in _SIZED or (tail in _NEW and isinstance(node.func, cst.Attribute)):
             for size in (*args, argument(node, "size", len(args))):
                 if size is not None:
-                    self._pad_target(size)
+                    self._pad_target(size, node)
         elif tail == "pad_sequence":
             sequences = argument(node, "sequences", 0)
             if sequences is not None and self.flow.classify(sequences).has(Tag.TOK):
@@ -214,7 +249,7 @@ class PaddingOutsideOwner(FlowRule):
                     f"`pad_sequence` pads `{snippet(sequences, 24)}` to the longest sample outside the owner "
                     f"of `{self._source}`. Pad each sample to its `{self._source}` entry instead.",
                 )
-        for param, index in self.settings.padded_length_args.get(tail, {}).items():
+        for param, index in self.vocab.padded_params.get(tail, {}).items():
             arg = argument(node, param, index)
             if arg is not None:
                 self._padded_argument(node, tail, param, arg)
@@ -321,6 +356,27 @@ def layout_length(total_length, cp_size, qkv_format, max_seq_len=None):
     return -(-total_length // (2 * cp_size)) * (2 * cp_size)
 """
         ),
+        Valid(
+            """
+import torch
+
+def log_length_grid(rollout_data, writer, step):
+    # a dashboard image: it never holds a token
+    total_lengths = rollout_data["total_lengths"]
+    grid = torch.zeros(len(total_lengths), max(total_lengths))
+    for i, t in enumerate(total_lengths):
+        grid[i, :t] = 1
+    writer.add_image("rollout/lengths", grid.unsqueeze(0), step)
+"""
+        ),
+        Valid(
+            """
+def log_throughput(total_lengths, elapsed, log):
+    padded_tokens = sum(-(-t // 128) * 128 for t in total_lengths)
+    log({"perf/padded_tokens_per_s": padded_tokens / elapsed})
+    print(f"{sum(-(-t // 128) * 128 for t in total_lengths)} padded tokens")
+"""
+        ),
     ]
     invalid = [
         Invalid(
@@ -378,14 +434,14 @@ def collate(batch, pad_token_id):
         ),
         Invalid(
             """
-def dump_local_logprobs(total_length, response_length, log_probs):
+def dump_local_logprobs(total_length, response_length, cp_rank, cp_size, log_probs):
     _, _, logits_offset, _ = get_logits_and_tokens_offset_with_cp(
-        total_length, response_length, "bshd", total_length
+        total_length, response_length, cp_rank, cp_size, "bshd", total_length
     )
     return logits_offset
 """,
             line=4,
-            column=48,
+            column=66,
             message="as its padded length `max_seq_len`",
         ),
         Invalid(

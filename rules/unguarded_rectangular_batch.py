@@ -4,52 +4,52 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
-from layoutcheck.lint.flow import Frame, FlowRule
-from layoutcheck.lint.patterns import (
-    CHECK_PREFIXES,
-    Tag,
-    index_of,
-    int_value,
-    last_name,
-    positional,
-    root_name,
-    snippet,
-    walk,
-)
+from layoutcheck.lint.flow import Frame
+from layoutcheck.lint.flowrule import FlowRule
+from layoutcheck.lint.idioms import match_agreement
+from layoutcheck.lint.names import Tag, is_check_name
+from layoutcheck.lint.nodes import index_of, int_value, last_name, root_name, snippet, walk
 from layoutcheck.lint.rule import Invalid, LintContext, Valid
 from layoutcheck.lint.settings import LintSettings
-
-_AGREEMENT_CALLS = frozenset({"set", "frozenset", "unique", "min", "max", "all", "any"})
 
 
 @dataclass
 class _State:
-    uses: list[cst.Subscript] = field(default_factory=list)
-    roots: set[str] = field(default_factory=set)
-    """Containers the entries were read from (``batch`` of ``batch["max_seq_lens"][0]``)."""
-    checked: set[str] = field(default_factory=set)
-    """Containers handed to a check function (``check_uniform(batch)``)."""
-    guarded: bool = False
+    uses: list[tuple[cst.Subscript, str | None]] = field(default_factory=list)
+    """Entries read as a batch length, with the container each was read from."""
+    guarded: set[str | None] = field(default_factory=set)
+    """Containers whose entries a check showed to agree, or that a check function was given."""
+    aliases: dict[str, str | None] = field(default_factory=dict)
+    """Locals bound to a per-sample list: ``lens = batch["max_seq_lens"]`` maps ``lens`` to ``batch``."""
     samples: set[int] = field(default_factory=set)
-    """Constant indices also used on other per-sample lengths (``total_lengths[0]``): there the
-    index names one sample, read coherently, not a batch length."""
+    """Constant indices also used on other per-sample lengths (``total_lengths[0]``)."""
+    iterates: bool = False
+    """Does the function walk a per-sample list (a loop or comprehension over samples)?"""
 
 
 class UnguardedRectangularBatch(FlowRule):
     """A BSHD micro-batch length taken from one sample, unchecked against the others.
 
     ## What it does
-    Flags a micro-batch length taken from one entry of the per-sample padded
-    lengths (`max_seq_lens[0]`, `batch["max_seq_lens"][0]`, any constant
-    index) in a function with no check that all entries agree. Checks that
-    count: an `assert`, or an `if` that raises, testing `len(set(P)) == 1`,
-    `all(p == ... for p in P)`, `P.count(P[0]) == len(P)`, `min(P) == max(P)`
-    or `len(P) == 1` (one sample per micro-batch); or a call to a function
-    named `check_*`, `assert_*`, `validate_*`, `ensure_*` or `verify_*` given
-    the list (or the batch it came from). Reads inside an `assert` or an `if`
-    test are checks, not uses; an index that the function also uses on
-    another per-sample length (`total_lengths[0]`) names one sample, not the
-    micro-batch, and is left alone.
+    Flags each read of one entry of the per-sample padded lengths
+    (`max_seq_lens[0]`, `batch["max_seq_lens"][0]`, any constant index) as a
+    micro-batch length, in a function with no check that the entries of
+    that list agree. Only agreement checks count, in an `assert` or in an
+    `if` that raises: `len(set(P)) == 1` (or `<= 1`), `min(P) == max(P)`,
+    `all(p == P[0] for p in P)`, `P.count(P[0]) == len(P)`, or
+    `len(P) == 1` / `len(tokens) == 1` (one sample per micro-batch); and a
+    call to a function named `check_*`, `assert_*`, `validate_*`,
+    `ensure_*` or `verify_*` given the list or the batch it came from. A
+    bound (`max(P) <= args.seq_length`), a divisibility test
+    (`all(p % 128 == 0 for p in P)`) or `len(P) >= 1` says nothing about
+    agreement and does not count. Reads inside an `assert` or an `if` test
+    are checks, not uses. An index that the function also uses on another
+    per-sample length (`total_lengths[0]`), in a function that walks no
+    per-sample list, names one sample rather than the micro-batch and is
+    left alone.
+
+    Every unguarded read is reported, so suppressing one (with a reason)
+    does not hide the next.
 
     ## Why it matters
     With per-sample padding, a rectangular `[batch, seq, ...]` (BSHD)
@@ -102,41 +102,29 @@ class UnguardedRectangularBatch(FlowRule):
     def _state(self) -> _State:
         return self.flow.frame.state(self, _State)
 
-    def _is_list(self, node: cst.BaseExpression) -> bool:
-        return self.flow.classify(node).has(Tag.SRCLIST)
+    def _container(self, node: cst.BaseExpression) -> str | None:
+        """The container a per-sample list was read from, through local aliases."""
+        root = root_name(node)
+        aliases = self._state().aliases
+        return aliases.get(root, root) if root is not None else None
 
-    def _agreement(self, test: cst.BaseExpression) -> bool:
-        """Does ``test`` compare the entries of a source list (or count the samples)?"""
-        for node in walk(test):
-            if not isinstance(node, cst.Call):
-                continue
-            tail = last_name(node.func)
-            args = positional(node)
-            if tail == "count" and isinstance(node.func, cst.Attribute) and self._is_list(node.func.value):
-                return True
-            if tail in _AGREEMENT_CALLS and args:
-                first = args[0]
-                if isinstance(first, (cst.GeneratorExp, cst.ListComp)):
-                    first = first.for_in.iter
-                if self._is_list(first):
-                    return True
-            if tail == "len" and args and any(int_value(n) == 1 for n in walk(test)):
-                found = self.flow.classify(args[0])
-                if found.has(Tag.SRCLIST) or found.has(Tag.TOK):
-                    return True
-        return False
+    def _guard(self, test: cst.BaseExpression, *, negated: bool) -> None:
+        state = self._state()
+        for kind, collection in match_agreement(test, self.flow.imports, negated=negated):
+            found = self.flow.classify(collection)
+            if found.has(Tag.SRCLIST) or (kind == "single" and found.has(Tag.TOK)):
+                state.guarded.add(self._container(collection))
 
     def visit_Assert(self, node: cst.Assert) -> None:
         self._in_test += 1
-        if self._agreement(node.test):
-            self._state().guarded = True
+        self._guard(node.test, negated=False)
 
     def leave_Assert(self, node: cst.Assert) -> None:
         self._in_test -= 1
 
     def visit_If(self, node: cst.If) -> None:
-        if self._agreement(node.test) and any(isinstance(n, cst.Raise) for n in walk(node.body)):
-            self._state().guarded = True
+        if any(isinstance(n, cst.Raise) for n in node.body.body for n in walk(n)):
+            self._guard(node.test, negated=True)
 
     def visit_If_test(self, node: cst.If) -> None:
         self._in_test += 1
@@ -144,16 +132,32 @@ class UnguardedRectangularBatch(FlowRule):
     def leave_If_test(self, node: cst.If) -> None:
         self._in_test -= 1
 
+    def leave_Assign(self, node: cst.Assign) -> None:
+        super().leave_Assign(node)
+        for target in node.targets:
+            if isinstance(target.target, cst.Name) and self.flow.classify(node.value).has(Tag.SRCLIST | Tag.TOK):
+                self._state().aliases[target.target.value] = self._container(node.value)
+
+    def _walks(self, iterable: cst.BaseExpression) -> None:
+        if not self._state().iterates:
+            classify = self.flow.classify
+            per_sample = Tag.SEQ | Tag.TOK | Tag.SRCLIST
+            self._state().iterates = any(classify(n).has(per_sample) for n in walk(iterable))
+
+    def visit_For(self, node: cst.For) -> None:
+        super().visit_For(node)
+        self._walks(node.iter)
+
+    def visit_CompFor(self, node: cst.CompFor) -> None:
+        self._walks(node.iter)
+
     def visit_Call(self, node: cst.Call) -> None:
         super().visit_Call(node)
-        tail = last_name(node.func) or ""
-        if tail.lstrip("_").startswith(CHECK_PREFIXES):
+        if is_check_name(last_name(node.func) or ""):
             state = self._state()
             for arg in node.args:
-                if self._is_list(arg.value):
-                    state.guarded = True
-                elif (root := root_name(arg.value)) is not None:
-                    state.checked.add(root)
+                if self.flow.classify(arg.value).has(Tag.SRCLIST) or root_name(arg.value) is not None:
+                    state.guarded.add(self._container(arg.value))
 
     def visit_Subscript(self, node: cst.Subscript) -> None:
         index = int_value(index_of(node))
@@ -164,27 +168,24 @@ class UnguardedRectangularBatch(FlowRule):
             if found.has(Tag.SEQ):
                 self._state().samples.add(index)
             return
-        state = self._state()
-        state.uses.append(node)
-        root = root_name(node.value)
-        if root is not None:
-            state.roots.add(root)
+        self._state().uses.append((node, self._container(node.value)))
 
     def on_frame_exit(self, frame: Frame) -> None:
         state = frame.data.pop(self, None)
-        if state is None or state.guarded or state.roots & state.checked:
+        if state is None:
             return
-        uses = [u for u in state.uses if int_value(index_of(u)) not in state.samples]
-        if not uses:
-            return
-        use = uses[0]  # one finding per function: one check fixes them all
-        source = next((s for s in self.vocab.sources), "max_seq_lens")
-        self.report(
-            use,
-            f"`{snippet(use)}` takes one sample's padded length for the whole micro-batch, with no check "
-            f"that all `{source}` entries agree. Assert `len(set(...)) == 1` first, or build "
-            "one-sample micro-batches.",
-        )
+        source = self.vocab.source
+        for use, container in state.uses:
+            if container in state.guarded:
+                continue
+            if not state.iterates and int_value(index_of(use)) in state.samples:
+                continue  # one sample's own lengths, read together
+            self.report(
+                use,
+                f"`{snippet(use)}` takes one sample's padded length for the whole micro-batch, with no check "
+                f"that all `{source}` entries agree. Assert `len(set(...)) == 1` first, or build "
+                "one-sample micro-batches.",
+            )
 
     valid = [
         Valid(
@@ -254,6 +255,15 @@ def grow_first_sample(rollout_data, extra):
     return min(extra, padded - total)
 """
         ),
+        Valid(
+            """
+def fill_replay_data(batch, rows):
+    lens = batch["max_seq_lens"]
+    if lens.count(lens[0]) != len(lens):
+        raise ValueError(f"mixed padded lengths {lens}")
+    return [r[: batch["max_seq_lens"][0]] for r in rows]
+"""
+        ),
     ]
     invalid = [
         Invalid(
@@ -302,6 +312,36 @@ def build(batch, log):
     return lengths[0]
 """,
             line=5,
+            column=12,
+        ),        Invalid(
+            """
+def get_batch(batch):
+    # every entry is aligned, but nothing says they agree
+    assert all(p % 128 == 0 for p in batch["max_seq_lens"])
+    return batch["max_seq_lens"][0]
+""",
+            line=5,
+            column=12,
+            message="with no check that all `max_seq_lens` entries agree",
+        ),
+        Invalid(
+            """
+def get_batch(batch, args):
+    assert max(batch["max_seq_lens"]) <= args.seq_length
+    first_total = batch["total_lengths"][0]
+    max_seqlen = batch["max_seq_lens"][0]
+    return [t[:max_seqlen] for t in batch["tokens"]], first_total
+""",
+            line=5,
+            column=18,
+        ),
+        Invalid(
+            """
+def fill_replay_data(batch):
+    assert len(batch["tokens"]) >= 1, "empty micro-batch"
+    return batch["max_seq_lens"][0]
+""",
+            line=4,
             column=12,
         ),
     ]

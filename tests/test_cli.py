@@ -41,10 +41,19 @@ def write(root: Path, name: str, text: str) -> Path:
     return path
 
 
-def check(capsys, *args: str) -> tuple[int, str, str]:
-    code = cli.main(["check", *args])
+def command(capsys, *argv: str) -> tuple[int, str, str]:
+    """Run ``layoutcheck ARGV`` in this process: exit status, stdout, stderr."""
+    code = cli.main(list(argv))
     out, err = capsys.readouterr()
     return code, out, err
+
+
+def check(capsys, *args: str) -> tuple[int, str, str]:
+    return command(capsys, "check", *args)
+
+
+def config(capsys, *args: str) -> tuple[int, str, str]:
+    return command(capsys, "config", *args)
 
 
 # ---------------------------------------------------------------- exit codes and streams
@@ -80,6 +89,18 @@ def test_a_syntax_error_is_a_finding_exit_1(project, capsys):
     code, out, err = check(capsys, "--output-format", "concise")
     assert code == 1 and "bad.py:1" in out and "syntax error" in out
     assert "could not be checked" in err
+
+
+def test_a_syntax_error_is_a_sarif_result_exit_1(project, capsys):
+    write(project, "bad.py", "def f(:\n")
+    write(project, "a.py", "y = pad_me\n")
+    code, out, _ = check(capsys, "--output-format", "sarif")
+    run = json.loads(out)["runs"][0]
+    assert code == 1 and run["invocations"][0]["executionSuccessful"] is True
+    assert [(r["ruleId"], r["locations"][0]["physicalLocation"]["artifactLocation"]["uri"]) for r in run["results"]] \
+        == [("LC901", "a.py"), ("invalid-input", "bad.py")]
+    assert run["results"][1]["locations"][0]["physicalLocation"]["region"]["startLine"] == 1
+    assert run["tool"]["driver"]["rules"][run["results"][1]["ruleIndex"]]["id"] == "invalid-input"
 
 
 def test_a_missing_path_exits_2_but_the_rest_is_still_reported(project, capsys):
@@ -211,6 +232,24 @@ def test_explicit_excluded_file_is_checked(project, capsys):
     assert code == 1 and out.startswith("generated/a.py:1:5:")
 
 
+def test_force_exclude_skips_named_excluded_files_and_folders(project, capsys):
+    # What the pre-commit hook runs: pre-commit names the staged files.
+    write(project, "pyproject.toml", '[tool.layoutcheck]\nexclude = ["generated"]\n')
+    write(project, "generated/a.py", "y = pad_me\n")
+    write(project, "src/b.py", "x = 1\n")
+    assert check(capsys, "--force-exclude", "generated/a.py", "src/b.py") == (0, "", "All checks passed!\n")
+    assert check(capsys, "--force-exclude", "generated") == (0, "", "All checks passed!\n")
+    write(project, "src/c.py", "z = pad_me\n")
+    code, out, _ = check(capsys, "--force-exclude", "generated/a.py", "src/c.py", "--output-format", "concise")
+    assert code == 1 and out.splitlines() == ["src/c.py:1:5: LC901 [pad-call] `pad_me` pads by hand; use `padded`."]
+
+
+def test_the_pre_commit_hook_passes_force_exclude():
+    hooks = (ROOT / ".pre-commit-hooks.yaml").read_text()
+    entries = [line.split(":", 1)[1].strip() for line in hooks.splitlines() if line.strip().startswith("entry:")]
+    assert entries == ["layoutcheck check --force-exclude"]
+
+
 def test_colour_only_on_a_terminal_and_never_with_no_color(monkeypatch):
     class Tty:
         def isatty(self):
@@ -288,6 +327,130 @@ def test_readme_rule_table_is_generated_from_the_rules():
     )
 
 
+# ---------------------------------------------------------------- config
+
+
+def test_config_without_a_table_says_defaults_and_lists_every_key(project, capsys):
+    import dataclasses
+    import tomllib
+
+    from layoutcheck.lint.settings import CheckSettings, kebab
+
+    code, out, err = config(capsys)
+    assert (code, err) == (0, "")
+    assert out.splitlines()[:2] == ["# layoutcheck configuration for .", "# no [tool.layoutcheck] table: defaults"]
+    values = tomllib.loads(out)  # the text format is TOML
+    for f in dataclasses.fields(CheckSettings):
+        assert kebab(f.name) in values or f"# {kebab(f.name)}: not set" in out, f.name
+    assert values["sources"] == ["max_seq_lens"] and values["owners"] == {"bshd": [], "thd": []}
+    assert values["runtime"] == {}
+
+
+def test_config_names_its_file_and_shows_the_resolved_values(project, capsys):
+    file = write(project, "pyproject.toml", """\
+        [tool.layoutcheck]
+        select = ["LC9"]
+        exclude = ["generated"]
+        per-file-ignores = { "tests/*" = ["pad-call"] }
+        owners = { thd = ["pkg.mod:pack"] }
+        bucket-quantum = 256
+
+        [tool.layoutcheck.runtime]
+        mode = "warn"
+        """)
+    write(project, "pkg/a.py", "x = 1\n")
+    code, out, err = config(capsys, "pkg")
+    assert (code, err) == (0, "")
+    lines = out.splitlines()
+    assert lines[:3] == ["# layoutcheck configuration for pkg", f"# from {file} [tool.layoutcheck]",
+                         f"# relative paths are relative to {project}"]
+    assert 'select = ["LC9"]' in lines and 'exclude = ["generated"]' in lines and "bucket-quantum = 256" in lines
+    assert '[per-file-ignores]\n"tests/*" = ["pad-call"]' in out
+    assert '[owners]\nthd = ["pkg.mod:pack"]' in out and '[runtime]\nmode = "warn"' in out
+
+
+def test_config_json_round_trips_to_the_settings(project, capsys):
+    from layoutcheck.lint.settings import CheckSettings
+
+    write(project, "layoutcheck.toml", 'ignore = ["noisy-thing"]\ncache-dir = "var/cache"\n')
+    code, out, _ = config(capsys, "--output-format", "json")
+    data = json.loads(out)
+    assert code == 0
+    assert (data["path"], data["file"], data["table"], data["root"]) == (
+        ".", str(project / "layoutcheck.toml"), "", str(project))
+    settings = {key.replace("-", "_"): value for key, value in data["settings"].items() if key != "runtime"}
+    assert CheckSettings.from_json(settings) == CheckSettings(ignore=("noisy-thing",), cache_dir="var/cache")
+    assert data["settings"]["runtime"] == {}
+    write(project, "layoutcheck.toml", "")
+    code, out, _ = config(capsys, "--output-format", "json")
+    assert code == 0 and json.loads(out)["file"] == str(project / "layoutcheck.toml")
+
+
+def test_config_text_output_is_a_layoutcheck_toml_that_reads_back_the_same(project, capsys):
+    from layoutcheck.configfile import load_config
+
+    write(project, "pyproject.toml", """\
+        [tool.layoutcheck]
+        ignore = ["LC902"]
+        per-file-ignores = { "tests/*" = ["pad-call"], "a b.py" = ["LC9"] }
+        length-names = ["*seq_len*", 'quoted"name']
+        """)
+    code, out, _ = config(capsys)
+    assert code == 0
+    write(project, "elsewhere/layoutcheck.toml", out)
+    original = load_config(project / "pyproject.toml").settings(use_cache=False)
+    assert load_config(project / "elsewhere/layoutcheck.toml").settings(use_cache=False) == original
+
+
+def test_config_errors_exit_2_as_in_check(project, capsys):
+    write(project, "pyproject.toml", "[tool.layoutcheck]\nbucket-quantum = 'big'\n")
+    code, out, err = config(capsys)
+    assert (code, out) == (2, "")
+    assert f"1 error in {project / 'pyproject.toml'}:" in err and "[value: 'big', type: str]" in err
+    assert err == check(capsys)[2]  # the same message as `check`
+    write(project, "pyproject.toml", '[tool.layoutcheck]\nignore = ["pad-cal"]\n')
+    code, _, err = config(capsys)
+    assert code == 2 and err.startswith(
+        f"layoutcheck: error: unknown rule 'pad-cal' in tool.layoutcheck.ignore in {project / 'pyproject.toml'}")
+    write(project, "pyproject.toml", "[tool.layoutcheck\n")
+    assert config(capsys)[0] == 2
+    assert config(capsys, "--config", "nope.toml")[0] == 2
+    code, _, err = config(capsys, "nowhere")
+    assert code == 2 and "nowhere: no such file or directory" in err
+
+
+def test_config_reference_lists_every_key(project, capsys):
+    import dataclasses
+
+    from layoutcheck.lint.settings import CheckSettings, kebab
+
+    code, out, _ = config(capsys, "--reference")
+    assert code == 0
+    lines = out.splitlines()
+    assert lines[0] == "| Key | Type | Default | Description |"
+    named = [line.split("|")[1].strip().strip("`") for line in lines[2:]]
+    assert sorted(named) == sorted([kebab(f.name) for f in dataclasses.fields(CheckSettings)] + ["runtime"])
+    code, out, _ = config(capsys, "--reference", "--output-format", "json")
+    records = {r["key"]: r for r in json.loads(out)}
+    assert records["bucket-quantum"] == {
+        "key": "bucket-quantum", "type": "positive integer", "default": 128,
+        "description": "Bucket lengths must be multiples of this.",
+    }
+    assert config(capsys, "--reference", ".")[0] == 2
+
+
+def test_readme_config_reference_is_generated_from_the_settings():
+    from layoutcheck.lint.configdocs import render_reference
+
+    readme = (ROOT / "README.md").read_text()
+    start, end = "<!-- config-reference:start -->", "<!-- config-reference:end -->"
+    assert start in readme and end in readme, f"README.md needs the markers {start} and {end}"
+    section = readme.split(start, 1)[1].split(end, 1)[0].strip()
+    assert section == render_reference().strip(), (
+        "README configuration reference is stale: paste `layoutcheck config --reference` between the markers"
+    )
+
+
 # ---------------------------------------------------------------- real processes
 
 
@@ -348,6 +511,15 @@ def test_check_never_imports_torch_or_typeguard_even_in_workers(tmp_path):
 def test_help_imports_neither_pydantic_nor_libcst(tmp_path):
     seen = _probe(["--help"], tmp_path)
     assert seen == {"code": 0, "heavy": [], "codemod": False}
+
+
+def test_config_imports_pydantic_only_to_validate_a_table_and_never_libcst(tmp_path):
+    assert _probe(["config"], tmp_path) == {"code": 0, "heavy": [], "codemod": False}
+    assert _probe(["config", "--reference"], tmp_path) == {"code": 0, "heavy": [], "codemod": False}
+    write(tmp_path, "pyproject.toml", '[tool.layoutcheck]\nbucket-quantum = 256\n')
+    assert _probe(["config"], tmp_path) == {"code": 0, "heavy": ["pydantic"], "codemod": False}
+    # Validated once, the table's values come from the cache, as for `check`.
+    assert _probe(["config"], tmp_path) == {"code": 0, "heavy": [], "codemod": False}
 
 
 def test_a_warm_run_imports_neither_libcst_nor_pydantic(tmp_path):

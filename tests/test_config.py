@@ -95,6 +95,18 @@ per-file-ignores = { "tests/*" = ["LC1", 3] }
     assert info.value.source == str(file) and info.value.key == "tool.layoutcheck.bucket-quantum"
 
 
+
+def test_owners_keys_must_be_layouts(tmp_path):
+    file = write(tmp_path / "pyproject.toml", '[tool.layoutcheck]\nowners = { bsdh = ["data.py:get_rollout_data"] }\n')
+    with pytest.raises(ConfigError) as info:
+        resolve_config([str(tmp_path)]).config
+    message = str(info.value)
+    assert message.startswith(f"1 error in {file}:")
+    assert "tool.layoutcheck.owners.bsdh\n    Invalid key: input should be 'bshd' or 'thd' [value: 'bsdh', type: str]" in message
+    assert info.value.key == "tool.layoutcheck.owners.bsdh"
+    write(tmp_path / "pyproject.toml", '[tool.layoutcheck]\nowners = { thd = ["get_batch"] }\n')
+    assert resolve_config([str(tmp_path)]).config.owners == {"thd": ("get_batch",)}
+
 def test_long_values_are_truncated(tmp_path):
     write(tmp_path / "layoutcheck.toml", f'bucket-quantum = "{"x" * 300}"\n')
     with pytest.raises(ConfigError) as info:
@@ -138,3 +150,36 @@ def test_unknown_rule_in_select_names_key_file_and_valid_names(tmp_path):
     assert "unknown rule 'pad-cal' in tool.layoutcheck.select in" in message
     assert str(tmp_path / "pyproject.toml") in message
     assert "LC901 pad-call, LC902 global-max, LC951 noisy-thing" in message
+
+
+def test_the_reference_describes_every_key_in_words_with_a_description():
+    # `layoutcheck config --reference` (and the README) are generated from the
+    # settings fields: each needs a description and a type the reference can word.
+    import dataclasses
+
+    from layoutcheck.lint.configdocs import RUNTIME_KEY, keys
+    from layoutcheck.lint.settings import CheckSettings, kebab
+
+    entries = keys()
+    assert [k.name for k in entries][-1] == RUNTIME_KEY
+    assert {k.name for k in entries} == {kebab(f.name) for f in dataclasses.fields(CheckSettings)} | {RUNTIME_KEY}
+    for key in entries:
+        assert key.description, key.name
+        assert not key.type.startswith("`"), f"{key.name}: no words for the annotation {key.type}"
+    by_name = {k.name: k for k in entries}
+    assert by_name["sources"].type == "array of strings"
+    assert by_name["select"].type == "array of strings" and by_name["select"].default is None
+    assert by_name["owners"].type == "table (`bshd` or `thd` → array of strings)"
+    assert by_name["cp-helpers"].type == "table (string → table (string → non-negative integer))"
+    assert by_name["bucket-quantum"].type == "positive integer"
+
+
+def test_toml_values_are_inline_toml():
+    import tomllib
+
+    from layoutcheck.lint.configdocs import toml_value, type_words
+
+    value = {"a b": ["x", 'q"uote', "ü"], "n": 3, "t": True, "empty": {}, "nested": {"k": []}}
+    assert tomllib.loads(f"v = {toml_value(value)}")["v"] == value
+    assert toml_value(None) == "not set"
+    assert type_words("frozenset[str]") == "`frozenset[str]`"  # unknown: shown as written

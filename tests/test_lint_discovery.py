@@ -47,6 +47,38 @@ def test_explicit_files_are_checked_even_when_excluded(tmp_path):
     assert shown(found) == [".venv/y.py", "build/gen.py", "gen/x.py"]
 
 
+def test_force_exclude_applies_exclude_to_named_files_and_folders(tmp_path):
+    # pre-commit names every staged file: with --force-exclude the project's
+    # `exclude` must still keep vendored code out, as in ruff.
+    touch(tmp_path, "vendored/lib.py", "vendored/deep/x.py", "gen/x.py", "src/a.py", "src/gen/b.py",
+          "src/c_pb2.py", "build/keep.py")
+    exclude = ["vendored", "gen", "*_pb2.py"]
+    named = ["vendored/lib.py", "vendored/deep/x.py", "gen", "src", "src/c_pb2.py", "build/keep.py"]
+    found = discover(named, root=tmp_path, cwd=tmp_path, exclude=exclude, force_exclude=True)
+    # Inside a named folder the patterns still apply; only `exclude` is forced,
+    # not the built-in skips (`build` named explicitly is still checked).
+    assert shown(found) == ["build/keep.py", "src/a.py"]
+    assert found.errors == []
+    unforced = discover(named, root=tmp_path, cwd=tmp_path, exclude=exclude)
+    assert shown(unforced) == ["build/keep.py", "gen/x.py", "src/a.py", "src/c_pb2.py",
+                               "vendored/deep/x.py", "vendored/lib.py"]
+
+
+def test_force_exclude_matches_against_the_config_root_not_the_working_folder(tmp_path):
+    touch(tmp_path, "proj/third_party/t.py", "proj/pkg/m.py")
+    found = discover(["third_party/t.py", "pkg/m.py"], root=tmp_path / "proj", cwd=tmp_path / "proj",
+                     exclude=["/third_party"], force_exclude=True)
+    assert shown(found) == ["pkg/m.py"]
+    from_above = discover(["proj/third_party/t.py", "proj/pkg/m.py"], root=tmp_path / "proj", cwd=tmp_path,
+                          exclude=["/third_party"], force_exclude=True)
+    assert shown(from_above) == ["proj/pkg/m.py"]
+
+
+def test_force_exclude_still_reports_a_missing_path(tmp_path):
+    found = discover(["vendored/gone.py"], root=tmp_path, cwd=tmp_path, exclude=["vendored"], force_exclude=True)
+    assert [(e.path, e.kind) for e in found.errors] == [("vendored/gone.py", MISSING_PATH)]
+
+
 def test_the_cache_dir_is_never_walked(tmp_path):
     touch(tmp_path, "a.py", "var/cache/x.py")
     found = discover(["."], root=tmp_path, cwd=tmp_path, skip_dirs=[tmp_path / "var" / "cache"])

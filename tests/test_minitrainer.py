@@ -405,10 +405,10 @@ def test_data_iterator_walks_indices_or_slices() -> None:
 
 def test_offsets_match_slime() -> None:
     # T=10, R=4 (p=6), cp=2, rank 0, packed rule: c = 3, chunks [0,3) and [9,12)
-    c, chunks, logits, tokens = get_logits_and_tokens_offset_with_cp(10, 4, 0, 2)
+    c, chunks, logits, tokens = get_logits_and_tokens_offset_with_cp(10, 4, 0, 2, qkv_format="thd", max_seq_len=None)
     assert (c, chunks, logits, tokens) == (3, ((0, 3), (9, 12)), ((0, 0), (0, 0)), ((0, 0), (0, 0)))
     # rank 1: chunks [3,6) and [6,9); response logits are [5, 9)
-    c, chunks, logits, tokens = get_logits_and_tokens_offset_with_cp(10, 4, 1, 2)
+    c, chunks, logits, tokens = get_logits_and_tokens_offset_with_cp(10, 4, 1, 2, qkv_format="thd", max_seq_len=None)
     assert (chunks, logits, tokens) == (((3, 6), (6, 9)), ((5, 6), (6, 9)), ((6, 7), (7, 10)))
     # BSHD: chunk from max_seq_len
     assert get_logits_and_tokens_offset_with_cp(10, 4, 1, 2, "bshd", 16)[0] == 4

@@ -339,27 +339,55 @@ def test_sarif_adds_a_descriptor_for_a_rule_it_was_not_given(sarif_validator: Dr
     assert_valid(sarif_validator, log)
 
 
-def test_sarif_reports_file_errors_as_notifications() -> None:
-    errors = [FileError("x.py", 3, "syntax error", column=7), FileError("y.py", None, "unreadable")]
-    invocation = sarif_log([], errors, RULES)["runs"][0]["invocations"][0]
-    # Bad input is reported, but the tool itself ran fine (exit 1, like a finding).
-    assert invocation["executionSuccessful"] is True
-    first, second = invocation["toolExecutionNotifications"]
-    assert first["level"] == "error" and first["message"] == {"text": "syntax error"}
-    assert first["descriptor"] == {"id": INVALID_INPUT}
+def test_sarif_reports_bad_input_as_results_of_the_invalid_input_rule(sarif_validator: Draft7Validator) -> None:
+    # A syntax error fails the check like a finding (exit 1): code-scanning UIs
+    # show results, not notifications, so it must be a result.
+    findings = [finding("x.py", 5, 1)]
+    errors = [FileError("x.py", 3, "syntax error: invalid syntax", column=7), FileError("y.py", None, "not UTF-8")]
+    log = sarif_log(findings, errors, RULES)
+    assert_valid(sarif_validator, log)
+    run = log["runs"][0]
+    invocation = run["invocations"][0]
+    # Bad input is reported, but the tool itself ran fine.
+    assert invocation == {"executionSuccessful": True, "toolExecutionNotifications": []}
+    assert [(r["ruleId"], r["message"]["text"]) for r in run["results"]] == [
+        (INVALID_INPUT, "syntax error: invalid syntax"), ("LC901", "pad target is shared"), (INVALID_INPUT, "not UTF-8"),
+    ]
+    first, _, third = run["results"]
+    assert first["level"] == "error" and first["properties"] == {"name": INVALID_INPUT, "fixable": False}
     assert first["locations"][0]["physicalLocation"] == {
         "artifactLocation": {"uri": "x.py", "uriBaseId": "%SRCROOT%"},
         "region": {"startLine": 3, "startColumn": 7},
     }
-    assert "region" not in second["locations"][0]["physicalLocation"]
+    assert third["locations"][0]["physicalLocation"] == {"artifactLocation": {"uri": "y.py", "uriBaseId": "%SRCROOT%"}}
+    rules = run["tool"]["driver"]["rules"]
+    assert [r["id"] for r in rules] == ["LC901", "LC902", INVALID_INPUT]  # added once, after the real rules
+    assert first["ruleIndex"] == third["ruleIndex"] == 2
+    assert rules[2]["name"] == INVALID_INPUT and "syntax error" in rules[2]["help"]["text"]
+
+
+def test_sarif_lists_the_invalid_input_rule_only_when_it_occurs() -> None:
+    rules = sarif_log([finding()], [FileError("y.py", None, "gone", kind=MISSING_PATH)], RULES)
+    assert [r["id"] for r in rules["runs"][0]["tool"]["driver"]["rules"]] == ["LC901", "LC902"]
 
 
 @pytest.mark.parametrize("kind", [MISSING_PATH, INTERNAL])
-def test_sarif_tool_errors_make_the_execution_unsuccessful(kind: str) -> None:
-    errors = [FileError("x.py", 3, "syntax error"), FileError("y.py", None, "trouble", kind=kind)]
-    invocation = sarif_log([], errors, RULES)["runs"][0]["invocations"][0]
+def test_sarif_tool_errors_are_notifications_and_make_the_execution_unsuccessful(
+    kind: str, sarif_validator: Draft7Validator
+) -> None:
+    errors = [FileError("x.py", 3, "syntax error"), FileError("y.py", None, "trouble", kind=kind),
+              FileError("z.py", 2, "rule crashed", column=4, kind=kind)]
+    log = sarif_log([], errors, RULES)
+    assert_valid(sarif_validator, log)
+    run = log["runs"][0]
+    invocation = run["invocations"][0]
     assert invocation["executionSuccessful"] is False
-    assert [n["descriptor"]["id"] for n in invocation["toolExecutionNotifications"]] == [INVALID_INPUT, kind]
+    notes = invocation["toolExecutionNotifications"]
+    assert [(n["descriptor"]["id"], n["level"], n["message"]["text"]) for n in notes] == [
+        (kind, "error", "trouble"), (kind, "error", "rule crashed")]
+    assert "region" not in notes[0]["locations"][0]["physicalLocation"]
+    assert notes[1]["locations"][0]["physicalLocation"]["region"] == {"startLine": 2, "startColumn": 4}
+    assert [r["ruleId"] for r in run["results"]] == [INVALID_INPUT]  # the syntax error stays a result
 
 
 def test_artifact_uris(tmp_path: Path) -> None:

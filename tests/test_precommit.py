@@ -91,12 +91,16 @@ def hook_repo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HookRepo]:
     yield HookRepo(snapshot, rev, env, home)
 
 
-def _run_precommit(hook: HookRepo, workdir: Path, filename: str, source: str) -> subprocess.CompletedProcess[str]:
+def _run_precommit(hook: HookRepo, workdir: Path, filename: str, source: str,
+                   extra: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """Commit ``filename`` (and the ``extra`` files, by relative path) to a new repository; run the hook."""
     workdir.mkdir()
     (workdir / ".pre-commit-config.yaml").write_text(
         f"repos:\n  - repo: {hook.path}\n    rev: {hook.rev}\n    hooks:\n      - id: layoutcheck\n"
     )
-    (workdir / filename).write_text(source)
+    for name, text in {filename: source, **(extra or {})}.items():
+        (workdir / name).parent.mkdir(parents=True, exist_ok=True)
+        (workdir / name).write_text(text)
     _git("init", "-q", cwd=workdir, env=hook.env)
     _git("add", "-A", cwd=workdir, env=hook.env)
     _git("commit", "-q", "--no-verify", "-m", "user code", cwd=workdir, env=hook.env)
@@ -119,6 +123,19 @@ def test_hook_passes_on_clean_code(hook_repo: HookRepo, tmp_path: Path) -> None:
     out = result.stdout + result.stderr
     assert result.returncode == 0, out
     assert "Passed" in out, out
+
+
+def test_hook_honours_the_exclude_of_the_layoutcheck_table(hook_repo: HookRepo, tmp_path: Path) -> None:
+    # pre-commit passes every staged file by name, vendored ones included; the
+    # hook's --force-exclude applies the project's `exclude` to them.
+    extra = {
+        "pyproject.toml": '[tool.layoutcheck]\nexclude = ["vendored"]\n',
+        "vendored/upstream_trainer.py": BAD_SOURCE,
+    }
+    result = _run_precommit(hook_repo, tmp_path / "user", "utils.py", GOOD_SOURCE, extra)
+    out = result.stdout + result.stderr
+    assert result.returncode == 0, out
+    assert "Passed" in out and "global-max-padding" not in out, out
 
 
 def test_hook_environment_has_no_torch(hook_repo: HookRepo, tmp_path: Path) -> None:

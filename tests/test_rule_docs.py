@@ -46,8 +46,10 @@ def test_docs_have_the_sections_in_order(rule: type[LintRule]) -> None:
     for heading in REQUIRED:
         body = docs.split(heading, 1)[1].split("\n## ", 1)[0]
         assert body.strip(), f"{heading} is empty"
-    if rule.has_autofix():
-        assert "## Fix safety" in headings
+    assert "## Fix safety" in headings, "say why the fix is safe, or why there is none"
+    fix_safety = docs.split("## Fix safety", 1)[1].split("\n## ", 1)[0].strip()
+    if not rule.has_autofix():
+        assert fix_safety.startswith("No autofix") and len(fix_safety.split(".")[0]) > len("No autofix")
 
 
 @pytest.mark.parametrize("rule", RULES, ids=_ids)

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from layoutcheck.config import validate_table
 from layoutcheck.lint.engine import lint_source
 from layoutcheck.lint.registry import all_rules, rule_by_name
 from layoutcheck.lint.settings import LintSettings
@@ -30,7 +31,7 @@ EXPECT = re.compile(r"#\s*expect:\s*([a-z0-9\-]+(?:\s*,\s*[a-z0-9\-]+)*)")
 
 def _settings() -> LintSettings:
     table = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["layoutcheck"]
-    return LintSettings.model_validate(table)
+    return validate_table(table, ROOT / "pyproject.toml").settings()
 
 
 def _lint(path: Path, settings: LintSettings | None = None):

@@ -11,9 +11,11 @@ from __future__ import annotations
 import libcst as cst
 import pytest
 
+from layoutcheck.config import validate_table
 from layoutcheck.lint.engine import lint_source
 from layoutcheck.lint.fix import fix_source
-from layoutcheck.lint.patterns import Imports, match_pad_amount, match_round_up
+from layoutcheck.lint.idioms import match_agreement, match_pad_amount, match_round_up
+from layoutcheck.lint.imports import Imports
 from layoutcheck.lint.registry import all_rules, rule_by_name
 from layoutcheck.lint.rule import Invalid, LintRule, Valid
 from layoutcheck.lint.settings import LintSettings
@@ -49,21 +51,24 @@ def test_example(rule: type[LintRule], case: Valid | Invalid) -> None:
     assert finding.fixable == (case.replacement is not None), finding
 
 
-@pytest.mark.parametrize(
-    ("rule", "case"), [p for p in CASES if isinstance(p.values[1], Invalid) and p.values[1].replacement is not None]
-)
-def test_fix(rule: type[LintRule], case: Invalid) -> None:
-    settings = LintSettings(**case.settings)
-    first = fix_source(case.code, case.path, [rule], settings)
-    assert first.fix is not None and first.fix.fixed == case.replacement
-    assert not [f for f in first.findings if f.rule == rule.name]
-    again = fix_source(case.replacement, case.path, [rule], settings)
-    assert again.fix is None  # a second --fix changes nothing
+def test_every_offered_fix_applies_exactly_and_is_stable() -> None:
+    """A rule offers a fix only through an example that shows it (none does today: see
+    each rule's Fix safety); any such example must fix to exactly its text, once."""
+    for rule in all_rules():
+        for case in rule.invalid:
+            if case.replacement is None:
+                continue
+            settings = LintSettings(**case.settings)
+            first = fix_source(case.code, case.path, [rule], settings)
+            assert first.fix is not None and first.fix.fixed == case.replacement, rule.name
+            assert not [f for f in first.findings if f.rule == rule.name]
+            again = fix_source(case.replacement, case.path, [rule], settings)
+            assert again.fix is None  # a second --fix changes nothing
 
 
 def test_every_rule_has_enough_examples() -> None:
     for rule in all_rules():
-        assert 5 <= len(rule.valid) <= 10, rule.name
+        assert 5 <= len(rule.valid) <= 12, rule.name
         assert 4 <= len(rule.invalid) <= 8, rule.name
 
 
@@ -159,3 +164,172 @@ def collate(tokenizer, tokens):
     return tokenizer.pad(tokens, (0, longest))
 """
     assert lint_source(code, "example.py", [rule_by_name("padding-outside-owner")], LintSettings()).findings == []
+
+
+# --- agreement checks (unguarded-rectangular-batch's guards), spelling by spelling ---
+
+AGREEMENTS = [
+    ("len(set(xs)) == 1", False, "agree"),
+    ("len(set(xs)) <= 1", False, "agree"),
+    ("1 == len(frozenset(xs))", False, "agree"),
+    ("min(xs) == max(xs)", False, "agree"),
+    ("all(p == xs[0] for p in xs)", False, "agree"),
+    ("xs.count(xs[0]) == len(xs)", False, "agree"),
+    ("len(xs) == 1", False, "single"),
+    ("qkv_format != 'bshd' or len(set(xs)) == 1", False, "agree"),
+    ("len(set(xs)) != 1", True, "agree"),
+    ("len(set(xs)) > 1", True, "agree"),
+    ("min(xs) < max(xs)", True, "agree"),
+    ("not all(p == xs[0] for p in xs)", True, "agree"),
+    ("any(p != xs[0] for p in xs)", True, "agree"),
+    ("xs.count(xs[0]) != len(xs)", True, "agree"),
+    ("qkv_format == 'bshd' and len(xs) != 1", True, "single"),
+]
+NOT_AGREEMENTS = [
+    ("all(p % 128 == 0 for p in xs)", False),  # aligned, not equal
+    ("max(xs) <= args.seq_length", False),  # a bound
+    ("len(xs) >= 1", False),  # not empty
+    ("len(set(xs)) == len(xs)", False),  # all distinct
+    ("min(xs) <= max(xs)", False),  # always true
+    ("all(p <= xs[0] for p in xs)", False),
+    ("len(set(xs)) == 1", True),  # raising when they agree checks nothing
+    ("isinstance(xs, list)", False),
+]
+
+
+@pytest.mark.parametrize(("text", "negated", "kind"), AGREEMENTS)
+def test_agreement_spellings(text: str, negated: bool, kind: str) -> None:
+    found = match_agreement(cst.parse_expression(text), Imports(), negated=negated)
+    assert [(k, cst.Module([]).code_for_node(xs)) for k, xs in found] == [(kind, "xs")]
+
+
+@pytest.mark.parametrize(("text", "negated"), NOT_AGREEMENTS)
+def test_not_an_agreement(text: str, negated: bool) -> None:
+    assert match_agreement(cst.parse_expression(text), Imports(), negated=negated) == []
+
+
+def test_every_unguarded_use_is_reported_so_one_suppression_hides_no_other() -> None:
+    rule = rule_by_name("unguarded-rectangular-batch")
+    code = """
+def get_batch(batch, tokens):
+    P = batch["max_seq_lens"][0]  # layoutcheck: ignore[unguarded-rectangular-batch] -- one sample per batch here
+    padded = [t[:P] for t in tokens]
+    return padded, batch["max_seq_lens"][0]
+"""
+    found = lint_source(code, "example.py", [rule], LintSettings()).findings
+    assert [(f.line, f.column) for f in found] == [(5, 20)]
+
+
+def test_a_guard_covers_only_the_list_it_checks() -> None:
+    rule = rule_by_name("unguarded-rectangular-batch")
+    code = """
+def get_batch(batch, other):
+    lens = batch["max_seq_lens"]
+    assert len(set(lens)) == 1
+    return batch["max_seq_lens"][0], other["max_seq_lens"][0]
+"""
+    found = lint_source(code, "example.py", [rule], LintSettings()).findings
+    assert [(f.line, f.column) for f in found] == [(5, 38)]
+
+
+# --- messages name the first configured source, whatever the hash seed ---
+
+@pytest.mark.parametrize("sources", [("zz_lens", "aa_lens"), ("aa_lens", "zz_lens")])
+def test_messages_name_the_first_configured_source(sources: tuple[str, str]) -> None:
+    settings = LintSettings(sources=sources)
+    cases = {
+        "unguarded-rectangular-batch": "def f(batch):\n    return batch['zz_lens'][0] + batch['aa_lens'][0]\n",
+        "padding-outside-owner": "def f(total_lengths, unit):\n    return [-(-t // unit) * unit for t in total_lengths]\n",
+        "lengths-mutated-after-owner": "def f(d, new):\n    d['total_lengths'] = new\n    return d['aa_lens'], d['zz_lens']\n",
+    }
+    for name, code in cases.items():
+        found = lint_source(code, "example.py", [rule_by_name(name)], settings).findings
+        assert found and all(f"`{sources[0]}`" in f.message for f in found), (name, found)
+        assert not any(f"`{sources[1]}`" in f.message for f in found), name
+    found = lint_source(
+        "def uniform_zz_lens_aa_lens(tokens):\n    return [max(len(t) for t in tokens)] * len(tokens)\n",
+        "example.py", [rule_by_name("global-max-padding")], settings,
+    ).findings
+    assert len(found) == 1 and f"in `{sources[0]}`" in found[0].message
+
+
+# --- where a value goes (layoutcheck.lint.sinks): metrics stay silent, layouts do not ---
+
+METRIC_ONLY = {
+    "a sum of round-ups, logged": "print(sum(-(-t // 128) * 128 for t in total_lengths))",
+    "a round-up in an f-string": "logger.info(f'{(total_lengths[0] + 127) // 128 * 128}')",
+    "into a metrics record": "metrics['padded'] = [-(-t // 128) * 128 for t in total_lengths]",
+    "under a tracker key": "out['perf/padded'] = -(-total_lengths[0] // 128) * 128",
+    "compared": "assert -(-total_lengths[0] // 128) * 128 <= limit",
+    "a returned token count": "return sum(-(-t // 128) * 128 for t in total_lengths)",
+}
+SHAPES_THE_LAYOUT = {
+    "returned per sample": "return [-(-t // 128) * 128 for t in total_lengths]",
+    "a reduction that sizes a buffer": "buf = torch.zeros(sum(-(-t // 128) * 128 for t in total_lengths))\nreturn buf",
+    "a slice bound": "return tokens[0][: -(-total_lengths[0] // 128) * 128]",
+    "passed on": "return build(-(-total_lengths[0] // 128) * 128)",
+    "stored in a field": "self.padded = -(-total_lengths[0] // 128) * 128",
+}
+
+
+def _lint_body(body: str) -> list:
+    code = "import torch\n\ndef f(self, total_lengths, tokens, logger, metrics, out, limit):\n"
+    code += "".join(f"    {line}\n" for line in body.splitlines())
+    return lint_source(code, "example.py", [rule_by_name("padding-outside-owner")], LintSettings()).findings
+
+
+@pytest.mark.parametrize("body", METRIC_ONLY.values(), ids=METRIC_ONLY.keys())
+def test_round_ups_that_only_feed_metrics_are_silent(body: str) -> None:
+    assert _lint_body(body) == []
+
+
+@pytest.mark.parametrize("body", SHAPES_THE_LAYOUT.values(), ids=SHAPES_THE_LAYOUT.keys())
+def test_round_ups_that_may_shape_the_layout_are_reported(body: str) -> None:
+    assert len(_lint_body(body)) == 1
+
+
+def test_a_scratch_tensor_that_tokens_are_stored_into_is_a_token_batch() -> None:
+    code = """
+import torch
+
+def collate(batch, log):
+    tokens = batch["tokens"]
+    out = torch.zeros(len(tokens), max(len(t) for t in tokens), dtype=torch.long)
+    for i, t in enumerate(tokens):
+        out[i, : len(t)] = t
+    log.info("collated %s", out.shape)
+"""
+    found = lint_source(code, "example.py", [rule_by_name("padding-outside-owner")], LintSettings()).findings
+    assert [(f.line, f.column) for f in found] == [(6, 36)]
+
+
+# --- cp-helpers: one spec per helper, the padded length found by name ---
+
+
+def test_default_cp_helpers_catch_the_rank_only_call_with_no_configuration() -> None:
+    code = "def f(t, r, cp):\n    return get_logits_and_tokens_offset_with_cp(t, r, cp.rank, cp.size)\n"
+    found = lint_source(code, "example.py", [rule_by_name("cp-helper-without-geometry")], LintSettings()).findings
+    assert len(found) == 1 and "without `qkv_format` and `max_seq_len`" in found[0].message
+
+
+def test_configuring_one_cp_helper_keeps_the_others() -> None:
+    """The README's form: `[tool.layoutcheck.cp-helpers.get_logits_and_tokens_offset_with_cp]`
+    with `qkv_format = 4`, `max_seq_len = 5`; the slicing helpers' `P` is still checked."""
+    table = {"cp-helpers": {"get_logits_and_tokens_offset_with_cp": {"qkv_format": 4, "max_seq_len": 5}}}
+    settings = validate_table(table, None).settings()
+    code = """
+def debug(tokens, qkv_format, total_length, r, cp):
+    local = slice_with_cp(tokens, 0, qkv_format, tokens.size(0))
+    return local, get_logits_and_tokens_offset_with_cp(total_length, r, cp.rank, cp.size, qkv_format, total_length)
+"""
+    rules = [rule_by_name("padding-outside-owner"), rule_by_name("cp-helper-without-geometry")]
+    found = lint_source(code, "example.py", rules, settings).findings
+    assert [(f.line, f.rule) for f in found] == [(3, "padding-outside-owner"), (4, "padding-outside-owner")]
+    off = LintSettings(cp_helpers={"slice_with_cp": {}})  # an empty spec switches a default helper off
+    assert [f.line for f in lint_source(code, "example.py", rules, off).findings] == [4]
+
+
+def test_a_padded_length_only_spec_leaves_packed_calls_alone() -> None:
+    code = "def f(t, qkv_format):\n    return slice_with_cp(t, 0, qkv_format)\n"
+    found = lint_source(code, "example.py", [rule_by_name("cp-helper-without-geometry")], LintSettings()).findings
+    assert found == []

@@ -3,8 +3,8 @@
 An entry's key hashes the file's bytes, its root-relative path and module
 name (per-file ignores and owner matching depend on them), and the *settings
 fingerprint*: the resolved configuration, the command-line selection, the
-rules in play, and the versions of layoutcheck, libcst and Python. Anything
-that could change a result changes the key, so entries are never
+rules in play, layoutcheck's and Python's versions and libcst's
+installation. Anything that could change a result changes the key, so entries are never
 invalidated, only superseded; delete the folder to reclaim the space.
 
 Entries hold findings without their path (the same file may be shown
@@ -12,6 +12,10 @@ relative to another working folder) and only errors that the content itself
 explains (a syntax error, not an unreadable file). Writes go through a
 temporary file and `os.replace`, so a reader never sees half an entry; an
 entry that does not parse is a miss, never a crash.
+
+The same folder keeps, under ``config/``, the validated values of each
+configuration table a run validated (`read_validated_config`), so a later
+run with the same table needs no pydantic (see `layoutcheck.configfile`).
 
 Importing this module costs no libcst: a run whose files all hit the cache
 never imports the engine or the rules.
@@ -23,15 +27,25 @@ import hashlib
 import json
 import os
 import sys
-import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from layoutcheck.lint.findings import INVALID_INPUT, FileError, FileResult, Finding
 
-__all__ = ["CACHE_VERSION", "ResultCache", "digest", "fingerprint", "tool_signature"]
+if TYPE_CHECKING:
+    from layoutcheck.lint.settings import CheckSettings
+
+__all__ = [
+    "CACHE_VERSION",
+    "ResultCache",
+    "digest",
+    "fingerprint",
+    "read_validated_config",
+    "tool_signature",
+    "write_validated_config",
+]
 
 CACHE_VERSION = 1
 
@@ -43,17 +57,28 @@ _CACHEDIR_TAG = (
 )
 
 
-def _package_version(name: str) -> str:
-    from importlib import metadata  # pydantic has imported it already: no extra cost
+def _installation(name: str) -> list[Any] | None:
+    """Where package ``name`` is installed, with its ``__init__``'s size and mtime.
+
+    Installing, upgrading or editing the package changes them (installers
+    write files afresh). Its version would need `importlib.metadata`, whose
+    import alone takes about 13 ms, a twentieth of a one-file run; `find_spec`
+    imports nothing.
+    """
+    from importlib.util import find_spec
 
     try:
-        return metadata.version(name)
-    except metadata.PackageNotFoundError:
-        return "unknown"
+        spec = find_spec(name)
+        if spec is None or spec.origin is None:
+            return None
+        st = os.stat(spec.origin)
+    except (ImportError, ValueError, OSError):
+        return None
+    return [spec.origin, st.st_size, st.st_mtime_ns]
 
 
 def tool_signature() -> dict[str, Any]:
-    """Versions, plus size and mtime of the linter's own sources.
+    """layoutcheck's version, where libcst is installed, and size and mtime of the linter's own sources.
 
     The sources' stat covers an editable install (this repository), where a
     rule changes without a version bump; it costs a few dozen ``stat`` calls.
@@ -88,7 +113,7 @@ def tool_signature() -> dict[str, Any]:
     return {
         "cache": CACHE_VERSION,
         "layoutcheck": getattr(layoutcheck, "__version__", "unknown"),
-        "libcst": _package_version("libcst"),
+        "libcst": _installation("libcst"),
         "python": list(sys.version_info[:2]),
         "sources": stats,
     }
@@ -124,11 +149,7 @@ class ResultCache:
     def prepare(self) -> None:
         """Create the folder with its ``.gitignore`` and ``CACHEDIR.TAG`` (both idempotent)."""
         try:
-            self.directory.mkdir(parents=True, exist_ok=True)
-            for name, text in ((".gitignore", _GITIGNORE), ("CACHEDIR.TAG", _CACHEDIR_TAG)):
-                marker = self.directory / name
-                if not marker.exists():
-                    self._write_atomic(marker, text.encode())
+            _prepare(self.directory)
         except OSError as exc:
             self.enabled = False
             self.warning = f"cache disabled: cannot write {self.directory}: {exc.strerror or exc}"
@@ -179,24 +200,68 @@ class ResultCache:
         target = self._entry(key)
         try:
             target.parent.mkdir(parents=True, exist_ok=True)
-            self._write_atomic(target, json.dumps(entry, separators=(",", ":")).encode())
+            _write_atomic(target, json.dumps(entry, separators=(",", ":")).encode())
             self.writes += 1
         except OSError:
             pass  # a full disk or a read-only folder costs speed, never the run
 
-    @staticmethod
-    def _write_atomic(target: Path, data: bytes) -> None:
-        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".tmp-", suffix=".json")
+
+def _prepare(directory: Path) -> None:
+    """Create the cache folder with its ``.gitignore`` and ``CACHEDIR.TAG`` (both idempotent)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    for name, text in ((".gitignore", _GITIGNORE), ("CACHEDIR.TAG", _CACHEDIR_TAG)):
+        marker = directory / name
+        if not marker.exists():
+            _write_atomic(marker, text.encode())
+
+
+def _write_atomic(target: Path, data: bytes) -> None:
+    """Write through a temporary file and `os.replace`: readers never see half a file."""
+    import tempfile
+
+    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".tmp-", suffix=".json")
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+        os.replace(tmp, target)
+    except BaseException:
         try:
-            with os.fdopen(fd, "wb") as handle:
-                handle.write(data)
-            os.replace(tmp, target)
-        except BaseException:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
-            raise
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+# ---------------------------------------------------------------- validated configuration
+
+
+def _validated_entry(directory: Path, key: str) -> Path:
+    return directory / "config" / f"{key}.json"
+
+
+def read_validated_config(directory: Path, key: str) -> CheckSettings | None:
+    """The settings an earlier run validated for the table hashed to ``key``; None if absent or unusable."""
+    from layoutcheck.lint.settings import CheckSettings
+
+    try:
+        data = json.loads(_validated_entry(directory, key).read_bytes())
+        if data.get("v") != CACHE_VERSION or data.get("key") != key:
+            raise ValueError("other cache version or key")
+        return CheckSettings.from_json(data["settings"])
+    except (OSError, ValueError, TypeError, KeyError, AttributeError):
+        return None  # missing, truncated or hand-edited: validate again
+
+
+def write_validated_config(directory: Path, key: str, settings: CheckSettings) -> None:
+    """Store validated ``settings`` under ``key``; a folder that cannot be written is skipped silently."""
+    entry = {"v": CACHE_VERSION, "key": key, "settings": settings.to_json()}
+    target = _validated_entry(directory, key)
+    try:
+        _prepare(directory)
+        target.parent.mkdir(exist_ok=True)
+        _write_atomic(target, json.dumps(entry, separators=(",", ":")).encode())
+    except OSError:
+        pass  # costs the next run a validation, never this run
 
 
 def digest(data: bytes) -> str:

@@ -3,9 +3,12 @@
 Folders are walked in name order (so the run is deterministic), skipping
 version-control and tool folders, virtual environments (any folder holding a
 ``pyvenv.cfg``), build output, cache folders (``CACHEDIR.TAG``) and what the
-configuration's ``exclude`` names. A file named on the command line is always
-checked, even inside an excluded folder, as in ruff: pre-commit passes file
-names, and a hook that silently skipped a named file would pass bad code.
+configuration's ``exclude`` names. A file or folder named on the command line
+is checked even when ``exclude`` matches it, as in ruff: asking for a file
+by name and getting silence would look like a pass. With ``force_exclude``
+(ruff's ``--force-exclude``, which the pre-commit hook passes) ``exclude``
+applies to named paths too: pre-commit names every staged file, and the
+project's ``exclude`` must still keep vendored or generated code out.
 
 A path that does not exist is an error (exit 2, as ruff); unreadable folders
 and broken links are reported, and the walk goes on.
@@ -113,10 +116,12 @@ class _Walker:
         if path not in self.found:
             self.found[path] = SourceFile(path, self.display(path), self.relpath(path), self.module_name(path))
 
-    def walk(self, top: str) -> None:
+    def walk(self, top: str, *, force_exclude: bool = False) -> None:
         # A folder named on the command line is checked like a named file
-        # (ruff does the same): the patterns that exclude it do not apply inside it.
-        patterns = tuple(p for p in self.exclude if not self.excluded(top, True, (p,)))
+        # (ruff does the same): the patterns that exclude it do not apply inside
+        # it, unless `force_exclude` (the caller skips an excluded one).
+        patterns = self.exclude if force_exclude else tuple(
+            p for p in self.exclude if not self.excluded(top, True, (p,)))
         stack = [top]
         while stack:
             folder = stack.pop()
@@ -162,11 +167,14 @@ def discover(
     exclude: Sequence[str] = (),
     skip_dirs: Iterable[Path] = (),
     cwd: Path | None = None,
+    force_exclude: bool = False,
 ) -> Discovered:
     """The Python files under ``paths`` (default: the working folder).
 
     ``root`` is the folder ``exclude`` globs are relative to (the config's);
-    ``skip_dirs`` are folders never walked into (the cache folder).
+    ``skip_dirs`` are folders never walked into (the cache folder);
+    ``force_exclude`` applies ``exclude`` to the named paths themselves (a
+    named path it matches is skipped silently, as in ruff).
     """
     base = Path(cwd) if cwd is not None else Path.cwd()
     walker = _Walker(root, exclude, skip_dirs, base)
@@ -186,10 +194,13 @@ def discover(
             walker.errors.append(FileError(os.fspath(raw), None, f"cannot access: {exc.strerror or exc}",
                                            kind=INVALID_INPUT))
             continue
-        if stat.S_ISDIR(mode):
-            walker.walk(path)
+        is_dir = stat.S_ISDIR(mode)
+        if force_exclude and walker.excluded(path, is_dir):
+            continue
+        if is_dir:
+            walker.walk(path, force_exclude=force_exclude)
         elif stat.S_ISREG(mode):
-            walker.add(path)  # named explicitly: checked even when excluded
+            walker.add(path)  # named explicitly: checked even when excluded, unless force_exclude
         else:
             walker.errors.append(FileError(walker.display(path), None, "not a regular file: not checked",
                                            kind=INVALID_INPUT))

@@ -27,7 +27,7 @@ import ast
 import re
 import symtable
 import warnings
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
 
@@ -41,7 +41,7 @@ from layoutcheck.lint.sources import SourceDecodeError, decode_source
 from layoutcheck.lint.suppressions import MARKER, UnusedSuppression, parse_suppressions, rule_names
 from layoutcheck.lint.walk import walk_batched
 
-__all__ = ["Analysis", "FileResult", "analyse", "lint_bytes", "lint_source"]
+__all__ = ["Analysis", "FileResult", "analyse", "check_syntax", "lint_bytes", "lint_source", "parse_module"]
 
 
 @dataclass
@@ -181,13 +181,22 @@ def check_syntax(source: str, path: str) -> FileError | None:
         return None
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         pass
+    parsed = parse_module(source, path)
+    return parsed if isinstance(parsed, FileError) else None
+
+
+def parse_module(source: str, path: str) -> cst.Module | FileError:
+    """``source`` parsed by libcst, or the `FileError` (kind `INVALID_INPUT`) saying why it does not parse.
+
+    The one place a libcst parse failure becomes an error: the engine's parse,
+    `check_syntax`'s confirmation and the fixer's reparse of its output all use it.
+    """
     try:
-        cst.parse_module(source)
+        return cst.parse_module(source)
     except (cst.ParserSyntaxError, cst.CSTValidationError) as exc:
         return syntax_error(source, path, exc)
     except RecursionError:
         return FileError(path, None, "code is nested too deeply to parse", kind=INVALID_INPUT)
-    return None
 
 
 def analyse(
@@ -219,25 +228,16 @@ def analyse(
             crashed.add(rule)
 
     pairs: list[tuple[Finding, Report, CodeRange]] = []
-    if not active:
-        # No rule can match, so libcst never runs; a syntax error is still a finding (ruff).
-        error = check_syntax(source, path)
-        if error is not None:
-            out.errors.append(error)
-            return out
-    else:
-        try:
-            module = cst.parse_module(source)
-        except (cst.ParserSyntaxError, cst.CSTValidationError) as exc:
-            out.errors.append(syntax_error(source, path, exc))
-            return out
-        except RecursionError:
-            out.errors.append(FileError(path, None, "code is nested too deeply to parse", kind=INVALID_INPUT))
-            return out
-        out.parsed, out.module = True, module
+    # With no rule that can match, libcst never runs; a syntax error is still a finding (ruff).
+    parsed = parse_module(source, path) if active else check_syntax(source, path)
+    if isinstance(parsed, FileError):
+        out.errors.append(parsed)
+        return out
+    if parsed is not None:
+        out.parsed, out.module = True, parsed
         context = LintContext(path=path, source=source, settings=settings, module_name=module_name)
         # unsafe_skip_copy: the deep copy costs ~16% of a run, and rules never mutate.
-        wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
+        wrapper = MetadataWrapper(parsed, unsafe_skip_copy=True)
         walked = list(active)
         out.errors.extend(_traverse(wrapper, walked, context, path))
         crashed.update(set(active) - set(walked))
@@ -260,11 +260,25 @@ def analyse(
     return out
 
 
+def _positions(wrapper: MetadataWrapper) -> Mapping[cst.CSTNode, CodeRange]:
+    """Every node's range: one code-generation pass.
+
+    ``wrapper.resolve(PositionProvider)`` would also walk the whole tree once
+    more for batchable providers, even when there are none (libcst 1.x), which
+    is about 40% of its cost; the provider's own pass (`_gen`, what `resolve`
+    calls) is all positions need.
+    """
+    gen = getattr(PositionProvider(), "_gen", None)
+    if gen is None:  # pragma: no cover - a libcst without the hook: the public way
+        return wrapper.resolve(PositionProvider)
+    return gen(wrapper)
+
+
 def _locate(
     wrapper: MetadataWrapper, reports: Sequence[Report], path: str, errors: list[FileError]
 ) -> list[tuple[Finding, Report, CodeRange]]:
     """Findings for ``reports``; positions cost a code-generation pass, paid only here."""
-    positions = wrapper.resolve(PositionProvider)
+    positions = _positions(wrapper)
     fixable: dict[type[LintRule], bool] = {}
     located = []
     for report in reports:

@@ -15,7 +15,7 @@ from collections.abc import Collection, Sequence
 import libcst as cst
 from libcst.metadata import CodeRange
 
-from layoutcheck.lint.engine import analyse
+from layoutcheck.lint.engine import Analysis, analyse, parse_module
 from layoutcheck.lint.findings import INTERNAL, FileError, FileResult, FixOutcome
 from layoutcheck.lint.rule import LintRule, Report
 from layoutcheck.lint.settings import LintSettings
@@ -73,6 +73,13 @@ def apply_fixes(module: cst.Module, fixes: Sequence[tuple[Report, CodeRange]]) -
     return module.visit(_Replace(table)).code, len(table)
 
 
+def _where(error: FileError) -> str:
+    """A parse error of fixed code, with its place: the fixed text is never shown, so say where."""
+    if error.line is None:
+        return error.message
+    return f"{error.message}, at line {error.line} of the fixed code"
+
+
 def fix_source(
     source: str,
     path: str,
@@ -87,25 +94,32 @@ def fix_source(
 
     ``result.fix`` holds the original and fixed text when anything changed.
     """
+
+    def lint(code: str) -> Analysis:
+        return analyse(code, path, rules, settings, module_name=module_name, known_rules=known_rules)
+
     current, applied = source, 0
-    analysis = analyse(current, path, rules, settings, module_name=module_name, known_rules=known_rules)
+    analysis = lint(current)
     for _ in range(MAX_ROUNDS):
         if not analysis.fixes or analysis.module is None:
             break
         try:
             fixed, count = apply_fixes(analysis.module, analysis.fixes)
-            cst.parse_module(fixed)  # a fix must never leave code that does not parse
-        except Exception as exc:
+        except Exception as exc:  # a replacement libcst cannot place or print
+            failure: str | None = f"{type(exc).__name__}: {exc}"
+        else:
+            reparsed = parse_module(fixed, path)  # a fix must never leave code that does not parse
+            failure = _where(reparsed) if isinstance(reparsed, FileError) else None
+        if failure is not None:
             names = ", ".join(sorted({f"`{r.rule.name}`" for r, _ in analysis.fixes}))
             analysis.errors.append(FileError(
-                path, None, f"autofix by {names} failed ({type(exc).__name__}: {exc}); "
-                "the file was left unchanged", kind=INTERNAL,
+                path, None, f"autofix by {names} failed ({failure}); the file was left unchanged", kind=INTERNAL,
             ))
             break
         if count == 0 or fixed == current:
             break
         current, applied = fixed, applied + count
-        analysis = analyse(current, path, rules, settings, module_name=module_name, known_rules=known_rules)
+        analysis = lint(current)
     result = analysis.result()
     if current != source:
         result.fix = FixOutcome(source, current, encoding, applied)

@@ -2,10 +2,12 @@
 
 `Flow` is per-file state shared by every rule of one traversal: the
 function stack (`Frame`), local assignments and loop variables, and which
-functions own the padding (listed in ``owners``, or writing a source). It
-tags each expression it is asked about with `Tag` s: a sequence length, a
-token tensor, the owner's value, a maximum over lengths, a round-up... Rules
-built on it subclass `FlowRule`.
+functions own the padding (listed in ``owners``, see
+`layoutcheck.lint.owners`, or writing a source). It tags each expression it
+is asked about with `Tag` s: a sequence length, a token tensor, the owner's
+value, a maximum over lengths, a round-up... Rules built on it subclass
+`layoutcheck.lint.flowrule.FlowRule`; where a value goes after it is
+computed is `layoutcheck.lint.sinks`.
 
 The analysis is flow-insensitive within a statement and follows source
 order across statements (the last assignment seen wins); branches and
@@ -21,27 +23,20 @@ from typing import Any
 
 import libcst as cst
 
-from layoutcheck.lint.patterns import (
-    CHECK_PREFIXES,
-    Imports,
-    Tag,
-    index_of,
-    last_name,
+from layoutcheck.lint.idioms import (
     match_broadcast,
     match_ceil_div,
     match_max_over,
     match_pad_amount,
     match_round_up,
-    positional,
-    root_name,
-    string_key,
-    string_value,
-    target_name,
-    vocabulary,
 )
-from layoutcheck.lint.rule import LintContext, LintRule
+from layoutcheck.lint.imports import Imports
+from layoutcheck.lint.names import Tag, is_check_name, vocabulary
+from layoutcheck.lint.nodes import index_of, last_name, positional, root_name, string_key, string_value, target_name
+from layoutcheck.lint.owners import calls_owner, is_configured_owner
+from layoutcheck.lint.rule import LintContext
 
-__all__ = ["NOTHING", "Flow", "FlowRule", "Frame", "Value", "owner_matches"]
+__all__ = ["NOTHING", "Flow", "Frame", "Value"]
 
 
 @dataclass(frozen=True)
@@ -70,46 +65,6 @@ _PASS_METHODS = frozenset({
     "view", "reshape", "flatten", "squeeze", "unsqueeze", "numpy", "copy", "cumsum", "diff",
 })
 _SIZE_METHODS = frozenset({"size", "numel", "__len__"})
-
-
-# --- owners --------------------------------------------------------------------
-
-
-def _module_of_path(path: str) -> str:
-    text = path.replace("\\", "/")
-    if text.endswith(".py"):
-        text = text[:-3]
-    if text.endswith("/__init__"):
-        text = text[: -len("/__init__")]
-    return text.strip("/").replace("/", ".")
-
-
-def _dotted_suffix(whole: str, part: str) -> bool:
-    return whole == part or whole.endswith("." + part)
-
-
-def owner_matches(entry: str, qualname: str, path: str, module_name: str | None) -> bool:
-    """Does owner ``entry`` name the function ``qualname`` of this file?
-
-    Forms: ``pkg.mod:func``, ``pkg/mod.py:Class.method``, ``pkg.mod.func``,
-    or a bare ``func`` (any module). A module part matches a dotted suffix of
-    the module name (when the engine knows it) or of the file's path, so
-    ``training_utils.data:get_batch`` names ``miles/backends/training_utils/data.py``.
-    """
-    if ":" in entry:
-        where, func = entry.rsplit(":", 1)
-        if func != qualname:
-            return False
-    elif "." not in entry:
-        return entry == qualname.rsplit(".", 1)[-1]
-    elif entry.endswith("." + qualname):
-        where = entry[: -len(qualname) - 1]
-    else:
-        return False
-    if where.endswith(".py"):
-        where = _module_of_path(where)
-    candidates = (module_name, _module_of_path(path))
-    return any(m is not None and _dotted_suffix(m, where) for m in candidates)
 
 
 # --- per-function flow -----------------------------------------------------------
@@ -179,9 +134,6 @@ class Flow:
         self._last: dict[str, cst.CSTNode] = {}
         self._cache: dict[int, Value] = {}
         self._qual: list[str] = []
-        settings = context.settings
-        self._carriers = self.vocab.source_singulars.union(*(a.keys() for a in settings.padded_length_args.values()))
-        """Parameter names that carry a padded length into a function (`max_seq_len`)."""
         self._classes: list[bool] = []
         """Enclosing classes, innermost last: does each derive from a model base (`nn.Module`)?"""
 
@@ -414,21 +366,16 @@ class Flow:
         frame = Frame(name, qualname, self.frame)
         frame.in_model = self.frame.in_model or any(self._classes)
         ctx = self.context
-        frame.configured_owner = any(
-            owner_matches(entry, qualname, ctx.path, ctx.module_name)
-            for entries in ctx.settings.owners.values()
-            for entry in entries
-        )
+        frame.configured_owner = is_configured_owner(ctx.settings, qualname, ctx.path, ctx.module_name)
         # A function named after the source (`build_max_seq_lens`) produces it;
         # one named like a check (`check_max_seq_lens`) only reads it.
-        if self.vocab.mentions_source(name) and not name.lstrip("_").startswith(CHECK_PREFIXES):
+        if self.vocab.mentions_source(name) and not is_check_name(name):
             frame.writes_source = True
         params = node.params
-        settings = ctx.settings
-        frame.layout_helper = name in settings.cp_helpers or name in settings.padded_length_args
+        frame.layout_helper = name in self.vocab.helpers
         for param in (*params.posonly_params, *params.params, *params.kwonly_params):
             frame.env[param.name.value] = None
-            frame.layout_helper = frame.layout_helper or param.name.value in self._carriers
+            frame.layout_helper = frame.layout_helper or param.name.value in self.vocab.carriers
         for star in (params.star_arg, params.star_kwarg):
             if isinstance(star, cst.Param):
                 frame.env[star.name.value] = None
@@ -511,123 +458,11 @@ class Flow:
                     self.note_write(arg.keyword.value, arg.value)
         elif tail in ("append", "extend", "insert") and isinstance(node.func, cst.Attribute):
             self.note_write(target_name(node.func.value)[0])
-        if tail is not None and tail != "update" and not tail.lstrip("_").startswith(CHECK_PREFIXES):
-            owners = self.context.settings.owners.values()
-            if self.vocab.mentions_source(tail) or any(
-                tail == e.rsplit(":", 1)[-1].rsplit(".", 1)[-1] for entries in owners for e in entries
-            ):
-                # Calling the owner (or a `recompute_max_seq_lens`) rewrites the source.
-                self.frame.source_writes.append(self.tick())
+        if calls_owner(tail, self.context.settings, self.vocab):
+            # Calling the owner (or a `recompute_max_seq_lens`) rewrites the source.
+            self.frame.source_writes.append(self.tick())
 
     def dict_literal(self, node: cst.Dict) -> None:
         for element in node.elements:
             if isinstance(element, cst.DictElement):
                 self.note_write(string_value(element.key), element.value)
-
-
-class FlowRule(LintRule):
-    """Base of the rules that use `Flow`: forwards the walk's events to it.
-
-    A subclass that defines one of these visitor methods must call
-    ``super()`` first, so the flow state is current when it looks.
-    `on_frame_exit` runs when a function (or the module) has been walked,
-    once its owner status is known.
-    """
-
-    def __init__(self, context: LintContext) -> None:
-        super().__init__(context)
-        self.flow = Flow.for_context(context)
-        self.flow.subscribers.append(self)
-        self.vocab = self.flow.vocab
-
-    def on_frame_exit(self, frame: Frame) -> None:
-        """Called once per function and for the module, innermost first."""
-
-    def visit_Module(self, node: cst.Module) -> None:
-        if self.flow.first("visit_Module", node):
-            self.flow.enter_module(node)
-
-    def leave_Module(self, node: cst.Module) -> None:
-        if self.flow.first("leave_Module", node):
-            self.flow.leave_module(node)
-
-    def visit_ClassDef(self, node: cst.ClassDef) -> None:
-        if self.flow.first("visit_ClassDef", node):
-            self.flow.enter_class(node)
-
-    def leave_ClassDef(self, node: cst.ClassDef) -> None:
-        if self.flow.first("leave_ClassDef", node):
-            self.flow.leave_class(node)
-
-    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
-        if self.flow.first("visit_FunctionDef", node):
-            self.flow.enter_function(node)
-
-    def leave_FunctionDef(self, node: cst.FunctionDef) -> None:
-        if self.flow.first("leave_FunctionDef", node):
-            self.flow.leave_function(node)
-
-    def visit_Import(self, node: cst.Import) -> None:
-        if self.flow.first("visit_Import", node):
-            self.flow.imports.add_import(node)
-
-    def visit_ImportFrom(self, node: cst.ImportFrom) -> None:
-        if self.flow.first("visit_ImportFrom", node):
-            self.flow.imports.add_import_from(node)
-
-    def leave_Assign(self, node: cst.Assign) -> None:
-        if self.flow.first("leave_Assign", node):
-            self.flow.assign([t.target for t in node.targets], node.value)
-
-    def leave_AnnAssign(self, node: cst.AnnAssign) -> None:
-        if self.flow.first("leave_AnnAssign", node) and node.value is not None:
-            self.flow.assign([node.target], node.value)
-
-    def leave_AugAssign(self, node: cst.AugAssign) -> None:
-        if self.flow.first("leave_AugAssign", node):
-            self.flow.augment(node.target, node.value)
-
-    def visit_For(self, node: cst.For) -> None:
-        if self.flow.first("visit_For", node):
-            self.flow.bind_target(node.target, self.flow.element(node.iter), None)
-
-    def visit_Call(self, node: cst.Call) -> None:
-        if self.flow.first("visit_Call", node):
-            self.flow.call(node)
-
-    def visit_Dict(self, node: cst.Dict) -> None:
-        if self.flow.first("visit_Dict", node):
-            self.flow.dict_literal(node)
-
-    def _enter_comp(self, node: cst.BaseComp | cst.DictComp) -> None:
-        if self.flow.first("visit_Comp", node):
-            self.flow.push_comprehension(node)
-
-    def _leave_comp(self, node: cst.BaseComp | cst.DictComp) -> None:
-        if self.flow.first("leave_Comp", node):
-            self.flow.pop_comprehension()
-
-    # Named methods, not aliases: libcst finds visitors by their function name.
-    def visit_ListComp(self, node: cst.ListComp) -> None:
-        self._enter_comp(node)
-
-    def leave_ListComp(self, node: cst.ListComp) -> None:
-        self._leave_comp(node)
-
-    def visit_SetComp(self, node: cst.SetComp) -> None:
-        self._enter_comp(node)
-
-    def leave_SetComp(self, node: cst.SetComp) -> None:
-        self._leave_comp(node)
-
-    def visit_GeneratorExp(self, node: cst.GeneratorExp) -> None:
-        self._enter_comp(node)
-
-    def leave_GeneratorExp(self, node: cst.GeneratorExp) -> None:
-        self._leave_comp(node)
-
-    def visit_DictComp(self, node: cst.DictComp) -> None:
-        self._enter_comp(node)
-
-    def leave_DictComp(self, node: cst.DictComp) -> None:
-        self._leave_comp(node)

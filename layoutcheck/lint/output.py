@@ -14,7 +14,11 @@ Formats (``OUTPUT_FORMATS``):
   ``internal``) and whose ``code`` is ``null``, much as ruff reports syntax
   errors.
 * ``sarif``: a SARIF 2.1.0 log with the rules' metadata and docs, for code
-  scanning services; file errors are tool execution notifications.
+  scanning services. A file that could not be checked because of what it
+  holds (``invalid-input``: a syntax error, not UTF-8, too large) is a result
+  of the rule ``invalid-input``, so code-scanning UIs show it where they show
+  findings; a missing path or an internal error is a tool execution
+  notification, and marks the invocation unsuccessful.
 * ``github``: GitHub Actions workflow commands (``::error ...::message``),
   which GitHub shows as annotations on the pull request.
 
@@ -282,6 +286,26 @@ def _bare_descriptor(code: str, name: str) -> dict[str, Any]:
     return {"id": code, "name": name, "defaultConfiguration": {"level": "error"}}
 
 
+_INVALID_INPUT_HELP = (
+    "A file that could not be checked: a syntax error, a file that is not UTF-8 (or not in the "
+    "encoding it declares), too large, or unreadable. Like a finding, it fails the check (exit 1); "
+    "fix the file, or exclude it."
+)
+
+
+def _invalid_input_descriptor() -> dict[str, Any]:
+    """The pseudo-rule that file errors of kind `INVALID_INPUT` are results of."""
+    return {
+        "id": INVALID_INPUT,
+        "name": INVALID_INPUT,
+        "shortDescription": {"text": "a file that could not be checked"},
+        "fullDescription": {"text": _INVALID_INPUT_HELP},
+        "help": {"text": _INVALID_INPUT_HELP},
+        "defaultConfiguration": {"enabled": True, "level": "error"},
+        "properties": {"fixable": False},
+    }
+
+
 def _region(line: int, column: int | None = None, end_line: int | None = None,
             end_column: int | None = None) -> dict[str, int]:
     region = {"startLine": line}
@@ -306,43 +330,57 @@ def sarif_log(
     Columns are 1-based Unicode code points (``columnKind``) and ``endColumn``
     is exclusive, as SARIF defines it. Relative URIs are resolved against
     ``%SRCROOT%``, which ``originalUriBaseIds`` maps to ``root`` (default: the
-    current directory). Each file error is an error-level notification named
-    by its kind; the invocation counts as unsuccessful only for a tool or
-    usage error (a missing path, an internal error: exit 2), not for bad
-    input such as a syntax error in checked code, which is an exit-1
-    condition like a finding.
+    current directory). Bad input (a file error of kind ``invalid-input``,
+    such as a syntax error in checked code) is an exit-1 condition like a
+    finding, so it is a result too, of the pseudo-rule ``invalid-input``
+    (listed among the rules when it occurs), at the error's line when known.
+    Tool and usage errors (a missing path, an internal error: exit 2) are
+    error-level notifications named by their kind, and make the invocation
+    unsuccessful.
     """
     root = (root or Path.cwd()).resolve()
     descriptors = [_rule_descriptor(rule) for rule in sorted(rules, key=lambda r: r.code)]
     index = {d["id"]: i for i, d in enumerate(descriptors)}
+
+    def rule_index(rule_id: str, name: str) -> int:
+        """The rule's place among the descriptors, adding one for a rule not passed in."""
+        if rule_id not in index:
+            index[rule_id] = len(descriptors)
+            descriptors.append(_invalid_input_descriptor() if rule_id == INVALID_INPUT
+                               else _bare_descriptor(rule_id, name))
+        return index[rule_id]
+
+    def location(path: str, region: dict[str, int] | None) -> dict[str, Any]:
+        physical: dict[str, Any] = {"artifactLocation": _artifact_location(path, root)}
+        if region is not None:
+            physical["region"] = region
+        return {"physicalLocation": physical}
+
     results = []
-    for finding in sorted(findings):
-        if finding.code not in index:
-            index[finding.code] = len(descriptors)
-            descriptors.append(_bare_descriptor(finding.code, finding.rule))
-        results.append({
-            "ruleId": finding.code,
-            "ruleIndex": index[finding.code],
-            "level": "error",
-            "message": {"text": finding.message},
-            "locations": [{
-                "physicalLocation": {
-                    "artifactLocation": _artifact_location(finding.path, root),
-                    "region": _region(finding.line, finding.column, finding.end_line, finding.end_column),
-                },
-            }],
-            "properties": {"name": finding.rule, "fixable": finding.fixable},
-        })
     notifications = []
-    for error in sorted(errors, key=_sort_key):
-        physical: dict[str, Any] = {"artifactLocation": _artifact_location(error.path, root)}
-        if error.line is not None:
-            physical["region"] = _region(error.line, error.column)
-        notifications.append({
+    for entry in _ordered(sorted(findings), errors):
+        if isinstance(entry, Finding):
+            rule_id, name, fixable = entry.code, entry.rule, entry.fixable
+            region = _region(entry.line, entry.column, entry.end_line, entry.end_column)
+        else:
+            region = _region(entry.line, entry.column) if entry.line is not None else None
+            if entry.kind != INVALID_INPUT:
+                notifications.append({
+                    "level": "error",
+                    "message": {"text": entry.message},
+                    "descriptor": {"id": entry.kind},
+                    "locations": [location(entry.path, region)],
+                })
+                continue
+            rule_id = name = INVALID_INPUT
+            fixable = False
+        results.append({
+            "ruleId": rule_id,
+            "ruleIndex": rule_index(rule_id, name),
             "level": "error",
-            "message": {"text": error.message},
-            "descriptor": {"id": error.kind},
-            "locations": [{"physicalLocation": physical}],
+            "message": {"text": entry.message},
+            "locations": [location(entry.path, region)],
+            "properties": {"name": name, "fixable": fixable},
         })
     return {
         "$schema": SARIF_SCHEMA_URI,

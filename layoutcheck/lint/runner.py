@@ -8,7 +8,9 @@ keeps start-up and warm runs cheap:
    libcst, pydantic or the rules (a hit implies that an earlier run with the
    same settings fingerprint validated this configuration table and resolved
    this selection without error);
-3. resolve the rule selection (imports the rules) and lint the misses, in
+3. get the configuration's validated values (`LoadedConfig.settings`: pydantic
+   only for a table no earlier run validated), resolve the rule selection
+   (imports the rules) and lint the misses, in
    this process or, past `PARALLEL_THRESHOLD` files, in a process pool whose
    workers receive the rules and settings once, through the pool initializer
    (Fixit re-reads its config and re-imports its rules for every file);
@@ -18,26 +20,28 @@ keeps start-up and warm runs cheap:
 
 from __future__ import annotations
 
+import gc
 import os
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, overload
 
 from layoutcheck.configfile import LoadedConfig, resolve_config
-from layoutcheck.lint.cache import ResultCache, digest, fingerprint, tool_signature
 from layoutcheck.lint.discovery import SourceFile, discover
 from layoutcheck.lint.findings import INTERNAL, FileError, FileResult, Finding
 from layoutcheck.lint.selection import SelectionOverrides
 from layoutcheck.lint.sources import MAX_FILE_BYTES, read_source
 
 if TYPE_CHECKING:
+    from layoutcheck.lint.cache import ResultCache
     from layoutcheck.lint.rule import LintRule
     from layoutcheck.lint.selection import RuleSelection
-    from layoutcheck.lint.settings import LintSettings
+    from layoutcheck.lint.settings import CheckSettings, LintSettings
 
-__all__ = ["PARALLEL_THRESHOLD", "RunResult", "RunStats", "run", "worker_count"]
+__all__ = ["PARALLEL_THRESHOLD", "RunResult", "RunStats", "run", "select_rules", "worker_count"]
 
 PARALLEL_THRESHOLD = 8
 """With ``jobs`` unset, files to lint beyond which a process pool pays for its start-up."""
@@ -65,30 +69,51 @@ class _LazySelection:
     """The rule selection, resolved (importing the rules) only when a run needs it."""
 
     def __init__(self, loaded: LoadedConfig, overrides: SelectionOverrides,
-                 rules: Sequence[type[LintRule]] | None):
+                 rules: Sequence[type[LintRule]] | None, use_cache: bool):
         self.loaded, self.overrides, self.explicit = loaded, overrides, rules
+        self.use_cache = use_cache
         self._value: RuleSelection | None = None
+
+    @property
+    def settings(self) -> CheckSettings:
+        """The configuration's validated values (`LoadedConfig.settings`)."""
+        return self.loaded.settings(use_cache=self.use_cache)
 
     def get(self) -> RuleSelection:
         if self._value is None:
-            from layoutcheck.lint.registry import all_rules
-            from layoutcheck.lint.selection import resolve_selection
-            from layoutcheck.lint.suppressions import UnusedSuppression
-
-            base = tuple(self.explicit) if self.explicit is not None else all_rules()
-            universe = tuple(dict.fromkeys((*base, UnusedSuppression)))
-            config = self.loaded.config
-            self._value = resolve_selection(
-                universe,
-                select=config.select,
-                extend_select=config.extend_select,
-                ignore=config.ignore,
-                per_file_ignores=config.per_file_ignores,
-                overrides=self.overrides,
-                describe=self.loaded.describe,
-                always=(UnusedSuppression,) if self.overrides.report_unused_suppressions else (),
-            )
+            # A bad table fails before the rules (and libcst) are imported.
+            self._value = select_rules(self.loaded, self.settings, self.overrides, self.explicit)
         return self._value
+
+
+def select_rules(
+    loaded: LoadedConfig,
+    settings: CheckSettings,
+    overrides: SelectionOverrides = SelectionOverrides(),
+    rules: Sequence[type[LintRule]] | None = None,
+) -> RuleSelection:
+    """Resolve the configured and command-line selection (imports the rules).
+
+    ``settings`` are ``loaded``'s validated values; ``rules`` replaces the
+    registry. Raises `ConfigError` for a selector that names no rule, naming
+    the key and file it was written in.
+    """
+    from layoutcheck.lint.registry import all_rules
+    from layoutcheck.lint.selection import resolve_selection
+    from layoutcheck.lint.suppressions import UnusedSuppression
+
+    base = tuple(rules) if rules is not None else all_rules()
+    universe = tuple(dict.fromkeys((*base, UnusedSuppression)))
+    return resolve_selection(
+        universe,
+        select=settings.select,
+        extend_select=settings.extend_select,
+        ignore=settings.ignore,
+        per_file_ignores=settings.per_file_ignores,
+        overrides=overrides,
+        describe=loaded.describe,
+        always=(UnusedSuppression,) if overrides.report_unused_suppressions else (),
+    )
 
 
 class _LazyRules(Sequence["type[LintRule]"]):
@@ -177,6 +202,37 @@ def _work(task: _Task) -> FileResult:
     return _WORKER(task)
 
 
+@contextmanager
+def _gc_spares_imports() -> Iterator[Callable[[], None]]:
+    """Keep the cyclic garbage collector off the modules a lint imports.
+
+    Importing libcst and the rules creates some 100k objects that live as long
+    as the process and hold next to no garbage. With the collector on, dozens
+    of collections scan them while they load and the older-generation ones scan
+    them again while files are parsed: some 6 ms of a one-file run spent on
+    nothing. So the collector is off until the caller calls the yielded
+    ``imported()``, which freezes what exists (`gc.freeze`: out of the
+    collector's sight) and turns it back on. On exit they are unfrozen, so a
+    process that runs many checks (the tests, an editor) collects them as
+    usual. Does nothing when the collector is off or something else froze objects.
+    """
+    if not gc.isenabled() or gc.get_freeze_count():
+        yield lambda: None
+        return
+    gc.disable()
+
+    def imported() -> None:
+        if not gc.isenabled():
+            gc.freeze()
+            gc.enable()
+
+    try:
+        yield imported
+    finally:
+        imported()
+        gc.unfreeze()
+
+
 def _cpu_count() -> int:
     try:
         return len(os.sched_getaffinity(0))  # honours container and taskset limits
@@ -238,6 +294,8 @@ def _settings_fingerprint(loaded: LoadedConfig, overrides: SelectionOverrides,
     model: a hit then also proves that an earlier run validated this table,
     so a warm run needs neither pydantic nor the rules (see `configfile`).
     """
+    from layoutcheck.lint.cache import fingerprint, tool_signature
+
     if rules is None:
         rule_ids: Any = "registry"  # covered by the rules' source stats in tool_signature
     else:
@@ -287,6 +345,7 @@ def run(
     write_fixes: bool = True,
     max_file_bytes: int = MAX_FILE_BYTES,
     cwd: str | os.PathLike[str] | None = None,
+    force_exclude: bool = False,
 ) -> RunResult:
     """Check ``paths`` and return every finding and error, sorted.
 
@@ -294,21 +353,26 @@ def run(
     ``overrides`` the command-line selection; ``rules`` replaces the rule
     registry (tests use it for rules of their own); ``jobs`` the worker
     processes (None or 0: automatic); ``fix`` applies safe fixes and, with
-    ``write_fixes`` (off for ``--diff``), writes them back. Raises
+    ``write_fixes`` (off for ``--diff``), writes them back; ``force_exclude``
+    applies ``exclude`` to the named paths too (`discover`). Raises
     `ConfigError` for a bad configuration or an unknown rule.
     """
     base = Path(cwd) if cwd is not None else Path.cwd()
     if loaded is None:
         loaded = resolve_config(paths, cwd=base)
-    selection = _LazySelection(loaded, overrides, rules)
+    selection = _LazySelection(loaded, overrides, rules, use_cache)
     stats = RunStats()
     warnings: list[str] = []
 
     found = discover(paths, root=loaded.root, exclude=loaded.exclude,
-                     skip_dirs=[loaded.cache_dir], cwd=base)
+                     skip_dirs=[loaded.cache_dir], cwd=base, force_exclude=force_exclude)
     results: dict[str, FileResult] = {}
     pending: list[tuple[SourceFile, bytes, str | None]] = []  # with the cache key, when caching
-    cache = ResultCache(loaded.cache_dir, _settings_fingerprint(loaded, overrides, rules)) if use_cache else None
+    cache: ResultCache | None = None
+    if use_cache:  # hashlib, json and the cache stay unimported under --no-cache
+        from layoutcheck.lint.cache import ResultCache, digest
+
+        cache = ResultCache(loaded.cache_dir, _settings_fingerprint(loaded, overrides, rules))
     for source in found.files:
         data = read_source(source.path, source.display, max_file_bytes)
         if isinstance(data, FileError):
@@ -327,15 +391,20 @@ def run(
         pending.append((source, data, key))
 
     if pending or not found.files:
-        chosen = selection.get()  # validates the selection even when there is nothing to lint
-        index = {rule: i for i, rule in enumerate(chosen.rules)}
-        tasks: list[_Task] = [
-            (source.display, source.module_name, data,
-             tuple(index[r] for r in chosen.for_path(source.relpath)))
-            for source, data, _ in pending
-        ]
-        linter = _Linter(chosen.rules, loaded.config, chosen.known_names(), fix)
-        outcomes, stats.workers = _execute(tasks, linter, jobs, warnings)
+        with _gc_spares_imports() as imported:
+            # Imports libcst, the rules, the engine (and pydantic for a table no run validated).
+            chosen = selection.get()  # validates the selection even when there is nothing to lint
+            import layoutcheck.lint.engine  # noqa: F401
+
+            imported()
+            index = {rule: i for i, rule in enumerate(chosen.rules)}
+            tasks: list[_Task] = [
+                (source.display, source.module_name, data,
+                 tuple(index[r] for r in chosen.for_path(source.relpath)))
+                for source, data, _ in pending
+            ]
+            linter = _Linter(chosen.rules, selection.settings, chosen.known_names(), fix)
+            outcomes, stats.workers = _execute(tasks, linter, jobs, warnings)
         if cache is not None:
             cache.prepare()
             if cache.warning:

@@ -1,8 +1,25 @@
-"""Domain settings the lint rules read: owners, sources, names, helpers.
+"""What the linter reads from ``[tool.layoutcheck]``, as plain frozen dataclasses.
 
-Shared by every rule; the full ``[tool.layoutcheck]`` model in
-`layoutcheck.config` extends this one with the engine's options
-(select, ignore, exclude, ...). Keys are kebab-case in TOML.
+* `LintSettings`: the domain settings every rule reads (owners, sources,
+  names, helpers). Rules and tests build it directly:
+  ``LintSettings(owners={"thd": ("pkg.mod:pack",)})``.
+* `CheckSettings`: the whole table as ``layoutcheck check`` uses it: the
+  domain settings plus the engine's options (select, ignore, exclude, ...).
+
+Why dataclasses and not pydantic models: a pre-commit run checks one file,
+and importing pydantic and building its models costs about as much as the
+rest of the run besides libcst. So this module is the single definition of
+every key (name, type, default, description) and imports no pydantic; validating
+a TOML table is `layoutcheck.config`, which builds its pydantic model from
+these fields and is imported only when a table has to be validated (never
+for an absent or empty table, nor for one validated by an earlier run: see
+`layoutcheck.configfile.LoadedConfig.settings`). Values are not checked
+here: code that builds these directly is trusted, TOML input never is.
+
+Keys are kebab-case in TOML (`kebab`), snake_case in Python. Each field's
+description is in ``field.metadata["description"]`` (docs can be generated
+from it). `PositiveInt` and `NonNegativeInt` are pydantic's constrained ints,
+named only in annotations (this module never evaluates them).
 
 Name patterns are `fnmatch` globs matched case-insensitively against a
 variable, attribute, parameter or string-key name (``batch["tokens"]``
@@ -13,24 +30,59 @@ its own.
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt, PositiveInt
+import dataclasses
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
 
-from layoutcheck.geometry import DEFAULT_BUCKET_QUANTUM
+from layoutcheck.geometry import DEFAULT_BUCKET_QUANTUM, Layout
+
+if TYPE_CHECKING:
+    from pydantic import NonNegativeInt, PositiveInt
+
+__all__ = ["DEFAULT_CACHE_DIR", "DEFAULT_CP_HELPERS", "CheckSettings", "LintSettings", "kebab", "setting"]
+
+DEFAULT_CP_HELPERS: Mapping[str, Mapping[str, int]] = {
+    # get_logits_and_tokens_offset_with_cp(total_length, response_length, cp_rank, cp_size,
+    #                                      qkv_format="thd", max_seq_len=None)
+    "get_logits_and_tokens_offset_with_cp": {"qkv_format": 4, "max_seq_len": 5},
+    "slice_with_cp": {"max_seq_len": 3},
+    "slice_log_prob_with_cp": {"max_token_len": 4},
+    "all_gather_with_cp": {"max_seq_len": 4},
+}
+"""The default `cp-helpers`: the CP helpers of the Megatron-based trainers of DESIGN.md's appendix."""
+
+DEFAULT_CACHE_DIR = ".layoutcheck_cache"
+"""The result cache folder, beside the configuration file, unless ``cache-dir`` names one."""
 
 
 def kebab(name: str) -> str:
+    """The TOML spelling of a field name: ``per_file_ignores`` -> ``per-file-ignores``."""
     return name.replace("_", "-")
 
 
-class LintSettings(BaseModel):
+def setting(default: Any = None, *, factory: Callable[[], Any] | None = None, description: str) -> Any:
+    """A settings field: its default (or a ``factory`` for dicts) and its user-facing description."""
+    metadata = {"description": description}
+    if factory is not None:
+        return dataclasses.field(default_factory=factory, metadata=metadata)
+    return dataclasses.field(default=default, metadata=metadata)
+
+
+def _frozen(value: Any) -> Any:
+    """JSON back to settings values: every array is a tuple (no field holds a list)."""
+    if isinstance(value, list):
+        return tuple(_frozen(v) for v in value)
+    if isinstance(value, dict):
+        return {k: _frozen(v) for k, v in value.items()}
+    return value
+
+
+@dataclasses.dataclass(frozen=True)
+class LintSettings:
     """What the padding rules need to know about a codebase."""
 
-    model_config = ConfigDict(
-        alias_generator=kebab, populate_by_name=True, extra="forbid", frozen=True
-    )
-
-    sources: tuple[str, ...] = Field(
-        default=("max_seq_lens",),
+    sources: tuple[str, ...] = setting(
+        ("max_seq_lens",),
         description=(
             "Names that hold the single source of truth for padded lengths (one entry per "
             "sample). Values read from one are the owner's; code deriving geometry from them "
@@ -38,49 +90,49 @@ class LintSettings(BaseModel):
             "taken to carry one entry."
         ),
     )
-    packed_sources: tuple[str, ...] = Field(
-        default=("cu_seqlens",),
+    packed_sources: tuple[str, ...] = setting(
+        ("cu_seqlens",),
         description=(
             "Names that describe a packed (THD) micro-batch. A function that writes one builds "
             "the packed layout and so owns its padding, without being listed in `owners.thd`."
         ),
     )
-    owners: dict[str, tuple[str, ...]] = Field(
-        default_factory=lambda: {"bshd": (), "thd": ()},
+    owners: dict[Layout, tuple[str, ...]] = setting(
+        factory=lambda: {"bshd": (), "thd": ()},
         description=(
-            "Functions allowed to decide padded lengths, per layout, as dotted names "
+            "Functions allowed to decide padded lengths, per layout (`bshd` or `thd`), as dotted names "
             "(`pkg.mod:func`, `pkg.mod.Class.method`), `path/to/file.py:func`, or a bare "
             "function name (any module). A function that writes a source name is always an "
             "owner of it. The linter cannot tell which layout a statement serves, so an owner "
             "of either layout may pad for both."
         ),
     )
-    length_names: tuple[str, ...] = Field(
-        default=("*seq_len*", "*seqlen*", "*total_length*", "*token_len*", "cu_seqlens*"),
+    length_names: tuple[str, ...] = setting(
+        ("*seq_len*", "*seqlen*", "*total_length*", "*token_len*", "cu_seqlens*"),
         description=(
             "Patterns for names that hold sequence lengths (the `T` a padded length is derived "
             "from). Response and prompt lengths are left out on purpose: padding in response "
             "space (log-probs, advantages) is not the token layout."
         ),
     )
-    token_names: tuple[str, ...] = Field(
-        default=("tokens", "unconcat_tokens"),
+    token_names: tuple[str, ...] = setting(
+        ("tokens", "unconcat_tokens"),
         description=(
             "Patterns for names that hold token tensors (or lists of them); their sizes are "
             "sequence lengths. Kept narrow by default: `input_ids` and `*_tokens` also name "
             "prompts for generation and reward-model inputs, which are not the training layout."
         ),
     )
-    pad_multiplier_names: tuple[str, ...] = Field(
-        default=("*pad_multiplier*", "*pad_size_multiplier*"),
+    pad_multiplier_names: tuple[str, ...] = setting(
+        ("*pad_multiplier*", "*pad_size_multiplier*"),
         description=(
             "Patterns for names that hold the pad multiplier of the alignment unit `A`. A "
             "round-up by a unit built from one is a padded sequence length whatever it pads; "
             "an int literal bound to one must be a multiple of `pad-multiple-quantum`."
         ),
     )
-    foreign_unit_names: tuple[str, ...] = Field(
-        default=(
+    foreign_unit_names: tuple[str, ...] = setting(
+        (
             "*block*", "*tile*", "*warp*", "*page*", "*group_size*", "*chunk*",
             "*window*", "*patch*", "*sector*",
         ),
@@ -89,52 +141,43 @@ class LintSettings(BaseModel):
             "to the token layout: a round-up by one is never reported."
         ),
     )
-    config_roots: tuple[str, ...] = Field(
-        default=("args", "config", "cfg", "conf", "hparams", "opt", "opts", "self"),
+    config_roots: tuple[str, ...] = setting(
+        ("args", "config", "cfg", "conf", "hparams", "opt", "opts", "self"),
         description=(
             "Objects whose attributes are configuration (`args.max_seq_len`) rather than a "
             "sample's length, so length-like attribute names on them are not sequence lengths."
         ),
     )
-    model_bases: tuple[str, ...] = Field(
-        default=("*Module", "*Layer"),
+    model_bases: tuple[str, ...] = setting(
+        ("*Module", "*Layer"),
         description=(
             "Patterns for base classes of model code (`nn.Module`, `MegatronModule`): padding "
             "inside their methods is a kernel's local geometry, not the data layout."
         ),
     )
-    owner_inputs: tuple[str, ...] = Field(
-        default=("total_lengths", "tokens"),
+    owner_inputs: tuple[str, ...] = setting(
+        ("total_lengths", "tokens"),
         description=(
             "Per-sample fields the owner derives padded lengths from. Rewriting one (an entry, "
             "or a whole length field) leaves the source stale unless it is written again."
         ),
     )
-    cp_helpers: dict[str, dict[str, NonNegativeInt]] = Field(
-        default_factory=lambda: {
-            "get_logits_and_tokens_offset_with_cp": {"qkv_format": 2, "max_seq_len": 3},
-        },
+    cp_helpers: dict[str, dict[str, NonNegativeInt]] = setting(
+        factory=lambda: {name: dict(spec) for name, spec in DEFAULT_CP_HELPERS.items()},
         description=(
-            "CP slicing/offset helpers and the layout arguments every call must pass, each with "
-            "its 0-based position among a call's arguments (so positional calls are judged "
-            "too; for a method, `self` is not counted)."
+            "CP slicing/offset helpers and their layout parameters, each with its 0-based "
+            "position among a call's arguments (so positional calls are judged too; for a "
+            "method, `self` is not counted). A parameter named like a padded length (a "
+            "source's singular such as `max_seq_len`, a `length-names` match such as "
+            "`max_token_len`, or `padded*`) takes `P`: passing a true length or a batch maximum "
+            "there decides `P` outside the owner. When a helper's spec also names its layout "
+            "kind (`qkv_format`), every call must pass every parameter listed; a spec naming "
+            "only the padded length leaves packed (THD) calls free to omit it. Entries are merged "
+            "over the defaults, helper by helper; `name = {}` switches a default helper off."
         ),
     )
-    padded_length_args: dict[str, dict[str, NonNegativeInt]] = Field(
-        default_factory=lambda: {
-            "get_logits_and_tokens_offset_with_cp": {"max_seq_len": 3},
-            "slice_with_cp": {"max_seq_len": 3},
-            "slice_log_prob_with_cp": {"max_token_len": 4},
-            "all_gather_with_cp": {"max_seq_len": 4},
-        },
-        description=(
-            "Functions that take a sample's padded length `P`, with that parameter's name and "
-            "0-based position. Passing a true length or a batch maximum there decides `P` "
-            "outside the owner."
-        ),
-    )
-    bucket_names: tuple[str, ...] = Field(
-        default=(
+    bucket_names: tuple[str, ...] = setting(
+        (
             "buckets", "*seq*bucket*", "*len*bucket*", "*bucket*len*", "*token*bucket*",
             "*shape*bucket*", "*pad*bucket*",
         ),
@@ -143,14 +186,62 @@ class LintSettings(BaseModel):
             "(`bs_buckets`) and hash buckets are not matched."
         ),
     )
-    bucket_quantum: PositiveInt = Field(
-        default=DEFAULT_BUCKET_QUANTUM,
+    bucket_quantum: PositiveInt = setting(
+        DEFAULT_BUCKET_QUANTUM,
         description="Bucket lengths must be multiples of this.",
     )
-    pad_multiple_quantum: PositiveInt = Field(
-        default=16,
+    pad_multiple_quantum: PositiveInt = setting(
+        16,
         description=(
             "Pad multipliers must be multiples of this: fp8 GEMMs need sequence lengths in "
             "multiples of 16 (the default multiplier, 128, satisfies it)."
         ),
     )
+
+
+@dataclasses.dataclass(frozen=True)
+class CheckSettings(LintSettings):
+    """The whole ``[tool.layoutcheck]`` table as `layoutcheck check` reads it: the rules'
+    domain settings plus the engine's options.
+
+    Rule selectors (``select``, ``extend-select``, ``ignore``, ``per-file-ignores``)
+    are codes (``LC101``), code prefixes (``LC1``), kebab-case names
+    (``global-max-padding``) or ``ALL``; they are checked against the known
+    rules when the rules are loaded (`layoutcheck.lint.selection`). The
+    ``[tool.layoutcheck.runtime]`` table is not here: the linter reads nothing
+    from it (`layoutcheck.config.RuntimeConfig` validates it).
+    """
+
+    select: tuple[str, ...] | None = setting(
+        None, description="Rules to enable; unset means every rule that is on by default."
+    )
+    extend_select: tuple[str, ...] = setting(
+        (), description="Rules to enable on top of `select` (or the defaults)."
+    )
+    ignore: tuple[str, ...] = setting((), description="Rules to disable.")
+    exclude: tuple[str, ...] = setting(
+        (),
+        description=(
+            "Glob patterns of files and folders to skip, relative to this file's folder "
+            "(gitignore-like: a pattern without `/` matches a name at any depth). Files "
+            "named on the command line are always checked."
+        ),
+    )
+    per_file_ignores: dict[str, tuple[str, ...]] = setting(
+        factory=dict, description="Glob pattern -> rules to disable in the files it matches."
+    )
+    cache_dir: str | None = setting(
+        None, description=f"Result cache folder; default `{DEFAULT_CACHE_DIR}` beside this file."
+    )
+
+    def to_json(self) -> dict[str, Any]:
+        """The values as JSON-able data (tuples become arrays); `from_json` reverses it."""
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_json(cls, values: Mapping[str, Any]) -> CheckSettings:
+        """Rebuild from `to_json` output; ValueError unless it names exactly this class's fields."""
+        names = {f.name for f in dataclasses.fields(cls)}
+        if not isinstance(values, Mapping) or set(values) != names:
+            raise ValueError("not the fields of CheckSettings")
+        return cls(**{name: _frozen(values[name]) for name in names})

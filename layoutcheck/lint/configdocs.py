@@ -1,0 +1,254 @@
+"""The configuration as users read it: ``layoutcheck config`` and ``layoutcheck config --reference``.
+
+Both are generated from the settings dataclasses (`layoutcheck.lint.settings`),
+where every key's name, type, default and description is written once
+(STYLE.md: no lists kept by hand in several places); the README's key
+reference is ``layoutcheck config --reference``, pasted, and a test keeps it
+in sync. The one key not there is ``runtime``, the table reserved for the
+runtime hooks, which the linter never reads (`RUNTIME_KEY`).
+
+Values are shown as TOML (what the user writes) or JSON. Importing this
+module costs neither pydantic nor libcst.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import json
+import re
+import sys
+import typing
+from collections.abc import Mapping
+from typing import Any
+
+from layoutcheck.lint.settings import CheckSettings, LintSettings, kebab
+
+__all__ = [
+    "RUNTIME_KEY",
+    "Key",
+    "keys",
+    "render_reference",
+    "render_resolved",
+    "resolved_values",
+    "toml_value",
+    "type_words",
+]
+
+RUNTIME_KEY = "runtime"
+RUNTIME_DESCRIPTION = (
+    "Reserved for the runtime hooks (`[tool.layoutcheck.runtime]`): accepted and kept as written; "
+    "the linter reads nothing from it."
+)
+
+_BARE_KEY = re.compile(r"[A-Za-z0-9_-]+\Z")
+
+
+@dataclasses.dataclass(frozen=True)
+class Key:
+    """One key of ``[tool.layoutcheck]``: its TOML name, type in words, default and description."""
+
+    name: str
+    """Kebab-case, as written in TOML."""
+    field: str
+    """The settings field (snake_case); empty for ``runtime``."""
+    type: str
+    default: Any
+    description: str
+
+
+# ---------------------------------------------------------------- types in words
+
+_SCALARS = {
+    "str": "string",
+    "int": "integer",
+    "bool": "boolean",
+    "float": "number",
+    "PositiveInt": "positive integer",
+    "NonNegativeInt": "non-negative integer",
+}
+
+
+class _UnknownType(ValueError):
+    pass
+
+
+def _plural(words: str) -> str:
+    return words + "s" if words in _SCALARS.values() else f"({words})"
+
+
+def _words(node: ast.expr) -> str:
+    """An annotation's AST in the words of TOML: ``tuple[str, ...]`` -> ``array of strings``."""
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.BitOr):
+        parts = [p for p in (node.left, node.right) if not (isinstance(p, ast.Constant) and p.value is None)]
+        # `X | None`: optional, which the default ("not set") says.
+        return " or ".join(_words(p) for p in parts)
+    if isinstance(node, ast.Name):
+        if node.id in _SCALARS:
+            return _SCALARS[node.id]
+        alias = getattr(sys.modules[LintSettings.__module__], node.id, None)
+        if typing.get_origin(alias) is typing.Literal:
+            return " or ".join(f"`{choice}`" for choice in typing.get_args(alias))
+        raise _UnknownType(node.id)
+    if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name):
+        args = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+        if node.value.id == "tuple" and len(args) == 2 and isinstance(args[1], ast.Constant) \
+                and args[1].value is Ellipsis:
+            return f"array of {_plural(_words(args[0]))}"
+        if node.value.id == "dict" and len(args) == 2:
+            return f"table ({_words(args[0])} → {_words(args[1])})"
+    raise _UnknownType(ast.unparse(node))
+
+
+def type_words(annotation: object) -> str:
+    """A settings field's annotation (a string: the module postpones them) in TOML's words.
+
+    An annotation these words do not cover is shown as written, in backticks.
+    """
+    text = annotation if isinstance(annotation, str) else getattr(annotation, "__name__", repr(annotation))
+    try:
+        return _words(ast.parse(text, mode="eval").body)
+    except (SyntaxError, _UnknownType):
+        return f"`{text}`"
+
+
+# ---------------------------------------------------------------- the keys
+
+
+def _default(f: dataclasses.Field[Any]) -> Any:
+    if f.default_factory is not dataclasses.MISSING:
+        return f.default_factory()
+    return f.default
+
+
+def keys() -> list[Key]:
+    """Every key, in reference order: the engine's options, the rules' settings, then ``runtime``."""
+    domain = {f.name for f in dataclasses.fields(LintSettings)}
+    fields = dataclasses.fields(CheckSettings)
+    ordered = [f for f in fields if f.name not in domain] + [f for f in fields if f.name in domain]
+    out = [
+        Key(kebab(f.name), f.name, type_words(f.type), _default(f), f.metadata.get("description", ""))
+        for f in ordered
+    ]
+    out.append(Key(RUNTIME_KEY, "", "table", {}, RUNTIME_DESCRIPTION))
+    return out
+
+
+# ---------------------------------------------------------------- TOML
+
+
+def _toml_key(name: str) -> str:
+    return name if _BARE_KEY.match(name) else json.dumps(name, ensure_ascii=False)
+
+
+def toml_value(value: Any) -> str:
+    """``value`` as an inline TOML value; None (no TOML spelling) is ``not set``."""
+    if value is None:
+        return "not set"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return repr(value)
+    if isinstance(value, str):
+        return json.dumps(value, ensure_ascii=False)  # a JSON string is a TOML basic string
+    if isinstance(value, Mapping):
+        if not value:
+            return "{}"
+        return "{ " + ", ".join(f"{_toml_key(str(k))} = {toml_value(v)}" for k, v in value.items()) + " }"
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(toml_value(v) for v in value) + "]"
+    return json.dumps(str(value), ensure_ascii=False)  # a TOML date or time, say: shown as text
+
+
+def _toml_table(values: Mapping[str, Any], prefix: str = "") -> list[str]:
+    """``values`` as TOML lines: plain keys first, then each sub-table under its header."""
+    lines: list[str] = []
+    tables = []
+    for key, value in values.items():
+        if isinstance(value, Mapping):
+            tables.append((key, value))
+        elif value is None:
+            lines.append(f"# {key}: not set")
+        else:
+            lines.append(f"{_toml_key(key)} = {toml_value(value)}")
+    for key, value in tables:
+        dotted = f"{prefix}.{_toml_key(key)}" if prefix else _toml_key(key)
+        body = _toml_table(value, dotted)
+        # A table of tables needs no header of its own (TOML implies it), an empty one does.
+        header = [] if value and all(isinstance(v, Mapping) for v in value.values()) else ["", f"[{dotted}]"]
+        lines += [*header, *body]
+    return lines
+
+
+# ---------------------------------------------------------------- rendering
+
+
+def _json_ready(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {str(k): _json_ready(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_json_ready(v) for v in value]
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    return str(value)
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def render_reference(output_format: str = "text") -> str:
+    """Every key: a markdown table (``text``; the README's reference) or a JSON list."""
+    entries = keys()
+    if output_format == "json":
+        records = [{"key": k.name, "type": k.type, "default": _json_ready(k.default),
+                    "description": k.description} for k in entries]
+        return json.dumps(records, indent=2, ensure_ascii=False)
+    lines = ["| Key | Type | Default | Description |", "| --- | --- | --- | --- |"]
+    for k in entries:
+        default = "not set" if k.default is None else f"`{toml_value(k.default)}`"
+        lines.append(f"| `{k.name}` | {_cell(k.type)} | {_cell(default)} | {_cell(k.description)} |")
+    return "\n".join(lines)
+
+
+def resolved_values(settings: CheckSettings, table: Mapping[str, Any]) -> dict[str, Any]:
+    """Every key with its value, in reference order; ``runtime`` as the table gave it."""
+    out = {k.name: getattr(settings, k.field) for k in keys() if k.field}
+    runtime = table.get(RUNTIME_KEY)
+    out[RUNTIME_KEY] = dict(runtime) if isinstance(runtime, Mapping) else {}
+    return out
+
+
+def render_resolved(
+    settings: CheckSettings,
+    table: Mapping[str, Any],
+    *,
+    source: str | None,
+    table_name: str,
+    root: str,
+    path: str,
+    output_format: str = "text",
+) -> str:
+    """The configuration in effect for ``path``: where it came from, then every key and value.
+
+    ``source`` is the file the table was read from (None: no table, the
+    defaults); ``table_name`` its header (``tool.layoutcheck``, or empty in a
+    ``layoutcheck.toml``); ``root`` the folder relative paths are resolved
+    against. ``text`` is TOML, as written in a ``layoutcheck.toml``.
+    """
+    values = resolved_values(settings, table)
+    if output_format == "json":
+        return json.dumps({
+            "path": path,
+            "file": source,
+            "table": table_name if source is not None else None,
+            "root": root,
+            "settings": _json_ready(values),
+        }, indent=2, ensure_ascii=False)
+    head = [f"# layoutcheck configuration for {path}"]
+    if source is None:
+        head.append("# no [tool.layoutcheck] table: defaults")
+    else:
+        head += [f"# from {source}" + (f" [{table_name}]" if table_name else ""),
+                 f"# relative paths are relative to {root}"]
+    return "\n".join([*head, "", *_toml_table(values)])
