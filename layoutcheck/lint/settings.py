@@ -223,8 +223,9 @@ class CheckSettings(LintSettings):
         (),
         description=(
             "Glob patterns of files and folders to skip, relative to this file's folder "
-            "(gitignore-like: a pattern without `/` matches a name at any depth). Files "
-            "named on the command line are always checked."
+            "(gitignore-like: a pattern without `/` matches a name at any depth). Files and "
+            "folders named on the command line are checked anyway, unless `--force-exclude` "
+            "is given (the pre-commit hook gives it)."
         ),
     )
     per_file_ignores: dict[str, tuple[str, ...]] = setting(
