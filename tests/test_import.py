@@ -56,3 +56,13 @@ def test_every_public_name_is_importable():
 def test_unknown_attribute_is_an_attribute_error():
     with pytest.raises(AttributeError, match="no attribute 'nope'"):
         layoutcheck.nope  # noqa: B018
+
+
+def test_top_level_reexports_every_runtime_name():
+    # layoutcheck/__init__.py lists the runtime names lazily (so the lint path
+    # never loads the runtime); this keeps that list from drifting.
+    import layoutcheck.runtime as runtime
+
+    assert set(runtime.__all__) <= set(layoutcheck.__all__)
+    for name in runtime.__all__:
+        assert getattr(layoutcheck, name) is getattr(runtime, name), name
