@@ -11,7 +11,10 @@ Modules (small, one idea each):
 * `layoutcheck.runtime.reporting`: raise / warn / record (and the notes of
   checks that could not run: warn and record modes never crash training);
 * `layoutcheck.runtime.adapters`: how a Miles-shaped trainer is read;
-* `layoutcheck.runtime.api`: `LayoutChecker`, the manual wrappers.
+* `layoutcheck.runtime.api`: `LayoutChecker`, the manual wrappers;
+* `layoutcheck.runtime.distributed`: `CrossRankChecker`, cross-rank
+  agreement (X1) over a gloo side group, its values and messages in
+  `agreement` (torch is imported only when a checker is made).
 
 The tracer (tensor tags, DESIGN.md section 8) and the automatic hooks are to
 sit beside these and feed the same checks. Nothing here imports torch.
@@ -26,9 +29,12 @@ from layoutcheck.runtime.checks import (
     check_response_offsets,
     check_rollout,
 )
+from layoutcheck.runtime.distributed import CrossRankChecker, CrossRankTimeout
 from layoutcheck.runtime.reporting import LayoutWarning, Recorder, format_violations, report
 
 __all__ = [
+    "CrossRankChecker",
+    "CrossRankTimeout",
     "LayoutChecker",
     "LayoutWarning",
     "Recorder",
