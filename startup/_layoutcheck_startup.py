@@ -10,10 +10,13 @@ package is importable when this runs.
 
 import os
 
+OFF = ("", "0", "off", "false", "no")
+"""Values of ``LAYOUTCHECK`` that mean off; the same as ``layoutcheck.runtime.settings`` (a test keeps them equal)."""
+
 
 def main() -> None:
     """Activate the configured hooks if ``LAYOUTCHECK`` asks for it; never raise."""
-    if not os.environ.get("LAYOUTCHECK"):
+    if os.environ.get("LAYOUTCHECK", "").strip().lower() in OFF:
         return
     try:
         from layoutcheck.runtime.activation import activate_from_environment

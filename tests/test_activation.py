@@ -104,8 +104,17 @@ def test_the_startup_files_are_installed_beside_the_package():
     assert editable[-1] == "a0_layoutcheck.pth", editable
     # the shipped copies are the repository's
     source = Path(layoutcheck.__file__).parent.parent / "startup"
-    if source.is_dir():
-        assert pth[0].read_text() == (source / "a0_layoutcheck.pth").read_text()
+    if source.is_dir():  # an editable install copies them: a stale copy needs `pip install -e .` again
+        for name in ("a0_layoutcheck.pth", "a0_layoutcheck.start", "_layoutcheck_startup.py"):
+            assert (folder / name).read_text() == (source / name).read_text(), f"{name} is stale: reinstall"
+
+
+def test_the_startup_module_agrees_on_what_off_means():
+    import _layoutcheck_startup
+
+    from layoutcheck.runtime import settings
+
+    assert _layoutcheck_startup.OFF == settings._OFF
 
 
 def test_without_the_variable_nothing_is_imported(project):
@@ -140,8 +149,8 @@ def test_one_means_the_configured_mode(project):
     (project / "layoutcheck.toml").write_text(CONFIG.format(extra='mode = "warn"'))
     proc = run(project, "train.py", "bug", env={"LAYOUTCHECK": "1"})
     assert proc.returncode == 0 and "LayoutWarning" in proc.stderr
-    off = run(project, "train.py", "bug", env={"LAYOUTCHECK": "0"})
-    assert off.returncode == 0 and off.stderr == ""
+    off = run(project, "-c", "import sys; print('layoutcheck' in sys.modules)", env={"LAYOUTCHECK": "0"})
+    assert off.returncode == 0 and off.stdout.strip() == "False" and off.stderr == ""
 
 
 def test_the_config_is_found_from_the_working_folder_or_named(project, tmp_path_factory):
@@ -245,3 +254,14 @@ def test_activation_without_hooks_is_a_config_error(tmp_path):
     (tmp_path / "layoutcheck.toml").write_text("[runtime]\nmode = 'warn'\n")
     with pytest.raises(ConfigError, match=r"no hooks are configured \(\[tool.layoutcheck.runtime\] in .*layoutcheck.toml\)"):
         activation.activate(config=tmp_path / "layoutcheck.toml")
+
+
+def test_ray_init_gets_the_variables_and_the_users_own_values_win():
+    from layoutcheck.runtime import ray_env
+
+    ours = {"LAYOUTCHECK": "raise", "LAYOUTCHECK_CONFIG": "/abs/pyproject.toml"}
+    assert ray_env._with_env(None, ours) == {"env_vars": ours}
+    mine = {"pip": ["x"], "env_vars": {"LAYOUTCHECK": "warn", "OTHER": "1"}}
+    merged = ray_env._with_env(mine, ours)
+    assert merged == {"pip": ["x"], "env_vars": {"LAYOUTCHECK": "warn", "LAYOUTCHECK_CONFIG": "/abs/pyproject.toml", "OTHER": "1"}}
+    assert mine["env_vars"] == {"LAYOUTCHECK": "warn", "OTHER": "1"}  # the caller's dict is left alone

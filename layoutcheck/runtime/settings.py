@@ -53,7 +53,7 @@ Role = Literal["producer", "batch-builder", "replay-filler", "offset-helper"]
 
 _MODES = ("raise", "warn", "record")
 _ON = ("1", "on", "true", "yes")
-_OFF = ("", "0", "off", "false", "no")
+_OFF = ("", "0", "off", "false", "no")  # also in startup/_layoutcheck_startup.py, which imports nothing
 TARGET_PATTERN = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*(\.[A-Za-z_]\w*)?\Z")
 
 
