@@ -100,8 +100,10 @@ def _pipeline(xr: Any, args: Any, ref: Any, *, ps: dict[str, int], before: Calla
             before(k)
         batch = real(data_iterator, keys, pad_multiplier, qkv_format, get_position_ids, allgather_cp)
         calls[0] += 1
+        # P as the builder took it; G1 (not this test) judges whether the micro-batch agrees on it
+        padded = batch["max_seq_lens"][0] if qkv_format == "bshd" else None  # layoutcheck: ignore[unguarded-rectangular-batch]
         xr.check_batch(
-            k, padded=batch["max_seq_lens"][0] if qkv_format == "bshd" else None, samples=samples,
+            k, padded=padded, samples=samples,
             lengths=list(batch["total_lengths"]), scheme="allgather" if allgather_cp else "zigzag",
             qkv_format=qkv_format,
         )
