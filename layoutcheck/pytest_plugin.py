@@ -37,7 +37,7 @@ from __future__ import annotations
 import dataclasses
 import os
 from collections import Counter
-from collections.abc import Callable, Generator, Iterator, Sequence
+from collections.abc import Generator, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -155,7 +155,8 @@ def _resolve(config: pytest.Config) -> _Settings:
         file, file_from = os.environ["LAYOUTCHECK_CONFIG"], "LAYOUTCHECK_CONFIG (environment)"
     elif config.getini("layoutcheck_config"):
         base = config.inipath.parent if config.inipath else config.rootpath
-        file, file_from = str(base / str(config.getini("layoutcheck_config"))), _ini_source(config, "layoutcheck_config")
+        file_from = _ini_source(config, "layoutcheck_config")
+        file = str(base / str(config.getini("layoutcheck_config")))
     else:
         file, file_from = None, f"the nearest pyproject.toml or layoutcheck.toml above {config.rootpath}"
     if file is not None and not Path(file).is_file():

@@ -227,9 +227,10 @@ class CrossRankChecker:
         qkv_format: str | None = None,
         where: str = "get_batch",
     ) -> list[Violation]:
-        """The batch builder's micro-batch ``micro_batch``: ``P`` (THD: the stream length), sample ids, lengths, scheme, layout.
+        """The batch builder's micro-batch ``micro_batch``: ``P``, sample ids, lengths, scheme and layout.
 
-        Values a rank does not know are ``None`` and are not compared.
+        ``padded`` is ``P`` under BSHD and the packed stream length under THD;
+        values a rank does not know are ``None`` and are not compared.
         """
         return self._check("batch", where, None, micro_batch, padded, scheme=scheme, layout=qkv_format,
                            samples=samples, lengths=lengths)
