@@ -7,7 +7,6 @@ nothing here imports more than the standard library.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import sys
 from collections.abc import Sequence
 
@@ -35,8 +34,18 @@ def positive_int(text: str) -> int:
 
 
 def missing_extra(command: str, modules: Sequence[str], extra: str) -> str | None:
-    """The message for a missing optional dependency, or ``None`` when all of ``modules`` are installed."""
-    missing = [m for m in modules if importlib.util.find_spec(m) is None]
+    """The message for a missing optional dependency, or ``None`` when all of ``modules`` import.
+
+    The command imports them next anyway, so trying costs nothing extra.
+    """
+    import importlib
+
+    missing = []
+    for name in modules:
+        try:
+            importlib.import_module(name)
+        except ImportError:
+            missing.append(name)
     if not missing:
         return None
     return f"layoutcheck {command} needs {' and '.join(missing)}: pip install 'layoutcheck[{extra}]'"
