@@ -18,7 +18,13 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from layoutcheck import geometry
-from layoutcheck.advisor.baselines import BASELINES, even_buckets, power_of_two_buckets, quantile_buckets
+from layoutcheck.advisor.baselines import (
+    BASELINES,
+    SampleQuantiles,
+    even_buckets,
+    power_of_two_buckets,
+    quantile_buckets,
+)
 from layoutcheck.advisor.dp import optimal_buckets
 from layoutcheck.advisor.options import SAMPLERS
 from layoutcheck.advisor.sampler import default_window, simulate
@@ -191,9 +197,10 @@ def advise(lengths: np.ndarray, settings: Settings) -> Advice:
     fitted = optimal_buckets(grid, fit.weights(grid), k_max)
     refitted = optimal_buckets(grid, held.weights(grid), k_max)
     rows = []
+    quantiles = SampleQuantiles(lengths, s.ks)
     for k in sorted(set(s.ks)):
         baselines = {
-            "quantiles": score("quantiles", quantile_buckets(k, lengths, s.max_length, s.step)),
+            "quantiles": score("quantiles", quantile_buckets(k, quantiles, s.max_length, s.step)),
             "powers_of_two": score("powers_of_two", power_of_two_buckets(k, s.max_length, s.step)),
             "even": score("even", even_buckets(k, s.max_length, s.step)),
         }

@@ -14,11 +14,14 @@ the last one ``max_length``), possibly with fewer than ``k`` buckets:
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from fractions import Fraction
+
 import numpy as np
 
 from layoutcheck import geometry
 
-__all__ = ["BASELINES", "even_buckets", "power_of_two_buckets", "quantile_buckets"]
+__all__ = ["BASELINES", "SampleQuantiles", "even_buckets", "power_of_two_buckets", "quantile_buckets"]
 
 BASELINES = ("quantiles", "powers_of_two", "even")
 
@@ -47,9 +50,21 @@ def power_of_two_buckets(k: int, max_length: int, step: int) -> tuple[int, ...]:
     return _on_grid(chosen, max_length, step)
 
 
-def quantile_buckets(k: int, lengths: np.ndarray, max_length: int, step: int) -> tuple[int, ...]:
+class SampleQuantiles:
+    """The sample-length quantiles ``i / k`` for every ``k`` asked, computed in one pass over the lengths."""
+
+    def __init__(self, lengths: np.ndarray, ks: Iterable[int]) -> None:
+        fractions = sorted({Fraction(i, k) for k in ks for i in range(1, k)})
+        values = np.quantile(lengths, [float(f) for f in fractions], method="inverted_cdf") if fractions else []
+        self._at = {f: int(v) for f, v in zip(fractions, values)}
+
+    def __call__(self, k: int) -> list[int]:
+        return [self._at[Fraction(i, k)] for i in range(1, k)]
+
+
+def quantile_buckets(
+    k: int, lengths: np.ndarray | SampleQuantiles, max_length: int, step: int
+) -> tuple[int, ...]:
     """Sample-length quantiles ``1/k .. (k-1)/k`` rounded up to the grid, then ``max_length``."""
-    if k == 1:
-        return (max_length,)
-    qs = np.quantile(lengths, [i / k for i in range(1, k)], method="inverted_cdf")
-    return _on_grid([int(q) for q in qs], max_length, step)
+    quantiles = lengths if isinstance(lengths, SampleQuantiles) else SampleQuantiles(lengths, [k])
+    return _on_grid(quantiles(k), max_length, step)

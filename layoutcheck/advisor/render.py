@@ -85,7 +85,8 @@ def to_text(advice: Advice, source: str) -> str:
     def add(name: str, score: Score, buckets: str, baselines: dict[str, Score] | None = None) -> None:
         rows.append([
             name, buckets, f"{score.positions:,}", f"{ratio(score.positions):.3f}x",
-            _pct(over(score.positions), signed=True), _pct(closed(score.positions)),
+            _pct(over(score.positions), signed=True),
+            _pct(closed(score.positions) if score.buckets is not None or score is advice.floor else None),
             f"{ratio(score.held_out):.3f}x",
             *((f"{ratio(b.positions):.3f}x" for b in baselines.values()) if baselines else ()),
         ])
@@ -133,7 +134,9 @@ def _score_json(advice: Advice, score: Score) -> dict[str, object]:
         "positions": score.positions,
         "pad_ratio": round(advice.pad_ratio(score.positions), 6),
         "over_floor": round(advice.over_floor(score.positions), 6),
-        "gap_closed": None if (g := advice.gap_closed(score.positions)) is None else round(g, 6),
+        # pad-to-longest is no bucket list: it has no place on the static-to-floor scale
+        "gap_closed": None if score is advice.longest or (g := advice.gap_closed(score.positions)) is None
+        else round(g, 6),
         "out_of_sample": {
             "positions": score.held_out,
             "pad_ratio": round(advice.pad_ratio(score.held_out), 6),

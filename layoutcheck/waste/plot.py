@@ -144,7 +144,7 @@ def plot_padding(picture: PaddingPicture, path: str) -> None:
     # 3. inflation per sample
     if p.inflation is not None:
         _inflation(axes[2], p.inflation)
-    fig.savefig(path, dpi=100)
+    fig.savefig(path, dpi=90, **({"pil_kwargs": {"optimize": True}} if str(path).lower().endswith(".png") else {}))
 
 
 def _bucket_lines(ax, buckets: Sequence[int], label: str | None) -> None:  # noqa: ANN001 - a matplotlib Axes
