@@ -67,13 +67,14 @@ def main() -> None:
         batches = simulate(lengths, batch_size, sampler)
         dist = MaximaDistribution.of(batches, MAX_LENGTH)
         weights = dist.weights(grid)
-        rows = [
-            (f"advise(): everything, batch {batch_size}, {sampler}", best_of(args.repeat, lambda: advise(lengths, settings))),
-            ("  simulate one shuffle's micro-batches", best_of(args.repeat, lambda: simulate(lengths, batch_size, sampler))),
-            ("  distribution of the micro-batch maxima", best_of(args.repeat, lambda: MaximaDistribution.of(batches, MAX_LENGTH))),
-            ("  dynamic programme, K = 1..8", best_of(args.repeat, lambda: optimal_buckets(grid, weights, 8))),
+        steps: list[tuple[str, Callable[[], object]]] = [
+            (f"advise(): everything, batch {batch_size}, {sampler}", lambda: advise(lengths, settings)),
+            ("  simulate one shuffle's micro-batches", lambda: simulate(lengths, batch_size, sampler)),
+            ("  distribution of the micro-batch maxima", lambda: MaximaDistribution.of(batches, MAX_LENGTH)),
+            ("  dynamic programme, K = 1..8", lambda: optimal_buckets(grid, weights, 8)),
         ]
-        for name, seconds in rows:
+        for name, fn in steps:
+            seconds = best_of(args.repeat, fn)
             print(f"{name:<58} {seconds:>9.4f} {seconds / TARGET_SECONDS:>8.2f}x")
     with tempfile.TemporaryDirectory() as folder:
         path = os.path.join(folder, "lengths.txt")

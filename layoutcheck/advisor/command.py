@@ -228,6 +228,7 @@ def _plot(path: str, lengths: object, advice: object) -> None:
         title=f"{values.size:,} samples, micro-batches of {s.batch_size} ({s.sampler} sampler), "
               f"max length {s.max_length}",
         lengths=values, maxima=batches.maxima, true_tokens=batches.totals,
-        laid_out=batches.sizes * padded_to(buckets, batches.maxima), laid_out_label=f"with the optimum K={k} buckets",
+        laid_out=batches.sizes * padded_to(buckets, batches.maxima),
+        laid_out_label=f"with the optimum K={k} buckets",
         buckets=buckets, bucket_label=f"optimum K={k}", quantum=s.quantum,
     ), path)

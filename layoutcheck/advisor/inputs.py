@@ -75,7 +75,9 @@ def read_lengths(
         raw = _read_bytes(path)
         values, lines = _from_lines(path, raw) if kind == "lines" else _from_jsonl(path, raw, field)
     if values.size == 0:
-        raise LengthsInputError(f"{path}: no lengths (the {'input' if path == '-' else 'file'} is empty)")
+        what = "the run report has no sample or micro-batch records" if kind == "report" else (
+            f"the {'input' if path == '-' else 'file'} is empty")
+        raise LengthsInputError(f"{path}: no lengths ({what})")
     if max_length is not None and int(values.max()) > max_length:
         index = int(np.flatnonzero(values > max_length)[0])
         if kind in ("lines", "jsonl"):
@@ -99,15 +101,17 @@ def _read_bytes(path: str) -> bytes:
 
 
 def _positive(path: str, where: str, value: object, what: str = "") -> int:
+    """``value`` as a length, or the error for it; ``what`` names a JSONL field (``field `x` is``)."""
     # bool is an int subclass; `true` in a JSON file is not a length.
     if isinstance(value, bool) or not isinstance(value, int):
-        shown = value if isinstance(value, (int, float)) else repr(value)
-        raise LengthsInputError(f"{path}:{where}: {what}{shown} is not an integer token length")
-    if value < 1:
-        raise LengthsInputError(
-            f"{path}:{where}: {what}{value} is not a positive token length (a sample has at least one token)"
-        )
-    return value
+        shown = json.dumps(value) if what else repr(value)
+        problem = "an integer token length"
+    elif value < 1:
+        shown, problem = str(value), "a positive token length (a sample has at least one token)"
+    else:
+        return value
+    text = f"{what}{shown[:40]}, not {problem}" if what else f"{shown[:40]} is not {problem}"
+    raise LengthsInputError(f"{path}:{where}: {text}")
 
 
 # --- one integer per line ---------------------------------------------------------

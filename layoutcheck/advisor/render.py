@@ -12,11 +12,12 @@ from collections.abc import Sequence
 
 from layoutcheck import geometry
 from layoutcheck.advisor.advise import Advice, Score
+from layoutcheck.advisor.baselines import BASELINES
 from layoutcheck.advisor.options import EMIT_FORMATS
 
 __all__ = ["emit", "emitted_k", "to_json", "to_text"]
 
-_BASELINE_TITLES = {"quantiles": "quantiles", "powers_of_two": "powers of 2", "even": "even"}
+_BASELINE_TITLES = dict(zip(BASELINES, ("quantiles", "powers of 2", "even")))
 
 
 def _buckets(buckets: Sequence[int] | None) -> str:
@@ -88,7 +89,7 @@ def to_text(advice: Advice, source: str) -> str:
             _pct(over(score.positions), signed=True),
             _pct(closed(score.positions) if score.buckets is not None or score is advice.floor else None),
             f"{ratio(score.held_out):.3f}x",
-            *((f"{ratio(b.positions):.3f}x" for b in baselines.values()) if baselines else ()),
+            *((f"{ratio(baselines[name].positions):.3f}x" for name in BASELINES) if baselines else ()),
         ])
 
     add("pad to longest", advice.longest, "(no fixed shapes)")

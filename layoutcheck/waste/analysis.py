@@ -255,7 +255,9 @@ def analyse(
         max_length = geometry.round_up(max(longest, 1), quantum)
     notes = list(report.notes)
     if max_length < longest:
-        raise LayoutSpecError(f"--max-length {max_length} is below the longest sample of a micro-batch, {longest} tokens")
+        raise LayoutSpecError(
+            f"--max-length {max_length} is below the longest sample of a micro-batch, {longest} tokens"
+        )
     buckets, advisor_positions = advisor_fit(batches, max_length, quantum, k)
     padded_lengths = sorted(Counter(b.padded for b in batches if b.padded is not None).items())
     return WasteReport(

@@ -81,7 +81,8 @@ def to_text(w: WasteReport, source: str, *, top: int = 5) -> str:
         lines.append(f"  worst {len(rows)} sample(s) by inflation P/T:")
         lines.extend(_table(["rollout", "sample", "T", "P", "A", "P/T"], rows))
     else:
-        lines.append("padding per sample: no sample records with a padded length (THD, or the producer was not checked)")
+        lines.append("padding per sample: no sample records with a padded length "
+                     "(THD, or the producer was not checked)")
     lines.append("")
 
     # --- per micro-batch
