@@ -329,8 +329,13 @@ def test_emit_forms(capsys, corpus):
 
     code, toml_text, err = command(capsys, str(corpus), "--max-length", "8192", "--k", "4", "--emit", "toml")
     assert code == 0
-    buckets = tomllib.loads(toml_text)["tool"]["layoutcheck"]["runtime"]["buckets"]
+    table = tomllib.loads(toml_text)["tool"]["layoutcheck"]
+    buckets = table["runtime"]["buckets"]
     assert len(buckets) == 4 and buckets[-1] == 8192 and "verdict: " in err
+    # the entry is what the runtime's configuration accepts
+    from layoutcheck.config import validate_table
+
+    assert validate_table(table, None).runtime.settings().buckets == tuple(buckets)
     _, yaml_text, _ = command(capsys, str(corpus), "--max-length", "8192", "--k", "4", "--emit", "yaml", "-q")
     assert yaml_text == f"training.static_shape_buckets: [{', '.join(map(str, buckets))}]\n"
     _, json_text, _ = command(capsys, str(corpus), "--max-length", "8192", "--k", "4", "--emit", "json", "-q")
