@@ -204,7 +204,9 @@ def test_recommended_k_and_the_verdict_arithmetic():
     assert short.worth_it is False and short.text.endswith("not worth it")
     assert long.worth_it is True and long.text.endswith(": worth it")
     flat = advise(np.full(100, 8000), Settings(max_length=8192)).verdict
-    assert flat.text.startswith("buckets do not pay here")
+    assert flat.text.startswith("buckets do not pay here: one static length (8192) is already within 5%")
+    only_one = advise(lengths, Settings(max_length=8192, ks=(1,))).verdict
+    assert only_one.text.startswith("one bucket is one static length") and only_one.break_even_steps is None
 
 
 def test_warnings():

@@ -322,11 +322,13 @@ def _verdict(advice: Advice) -> Verdict:
     extra = (len(opt.buckets or ()) - 1) * s.compile_seconds
     buckets = opt.buckets or (s.max_length,)
     if saved <= 0 or len(buckets) == 1:
-        text = (
-            f"buckets do not pay here: one static length ({s.max_length}) is already within "
-            f"{s.within:g}% of the floor, pad-to-quantum"
-            if k == 1 else "buckets do not pay here: they remove no padding"
-        )
+        if len(buckets) > 1:
+            text = "buckets do not pay here: they remove no padding"
+        elif advice.over_floor(static) <= s.within / 100:
+            text = (f"buckets do not pay here: one static length ({s.max_length}) is already within "
+                    f"{s.within:g}% of the floor, pad-to-quantum")
+        else:
+            text = "one bucket is one static length: fit more (--k 1..8) to see what buckets would save"
         return Verdict(k, buckets, 0.0, 0.0, 0.0, None, False if s.steps else None, text)
     break_even = math.ceil(extra / per_step) if extra else 0
     graphs = len(buckets) - 1
