@@ -14,10 +14,19 @@ OFF = ("", "0", "off", "false", "no")
 """Values of ``LAYOUTCHECK`` that mean off; the same as ``layoutcheck.runtime.settings`` (a test keeps them equal)."""
 
 
+_started = False
+
+
 def main() -> None:
-    """Activate the configured hooks if ``LAYOUTCHECK`` asks for it; never raise."""
-    if os.environ.get("LAYOUTCHECK", "").strip().lower() in OFF:
+    """Activate the configured hooks if ``LAYOUTCHECK`` asks for it; never raise; once per process.
+
+    Once: in a virtual environment on Linux, ``site`` can process the same
+    site-packages twice (``lib64`` is a link to ``lib``), running this twice.
+    """
+    global _started
+    if _started or os.environ.get("LAYOUTCHECK", "").strip().lower() in OFF:
         return
+    _started = True
     try:
         from layoutcheck.runtime.activation import activate_from_environment
     except Exception as err:  # a broken install must not break every Python process
