@@ -25,6 +25,7 @@ if TYPE_CHECKING:
         check_response_offsets,
         check_rollout,
     )
+    from layoutcheck.runtime.distributed import CrossRankChecker, CrossRankTimeout
     from layoutcheck.runtime.reporting import LayoutWarning, Recorder, format_violations, report
 
 __version__ = "0.1.0"
@@ -43,10 +44,14 @@ _LAZY = {
     "Recorder": "layoutcheck.runtime.reporting",
     "format_violations": "layoutcheck.runtime.reporting",
     "report": "layoutcheck.runtime.reporting",
+    "CrossRankChecker": "layoutcheck.runtime.distributed",
+    "CrossRankTimeout": "layoutcheck.runtime.distributed",
 }
 
 __all__ = [
     "ConfigError",
+    "CrossRankChecker",
+    "CrossRankTimeout",
     "LayoutChecker",
     "LayoutError",
     "LayoutSpecError",

@@ -11,7 +11,10 @@ Modules (small, one idea each):
 * `layoutcheck.runtime.reporting`: raise / warn / record (and the notes of
   checks that could not run: warn and record modes never crash training);
 * `layoutcheck.runtime.adapters`: how a Miles-shaped trainer is read;
-* `layoutcheck.runtime.api`: `LayoutChecker`, the manual wrappers.
+* `layoutcheck.runtime.api`: `LayoutChecker`, the manual wrappers;
+* `layoutcheck.runtime.distributed`: `CrossRankChecker`, cross-rank
+  agreement (X1) over a gloo side group, its values and messages in
+  `agreement` (torch is imported only when a checker is made).
 
 The tracer (tensor tags, DESIGN.md section 8) and the automatic hooks are to
 sit beside these and feed the same checks. Nothing here imports torch.
@@ -36,6 +39,7 @@ if TYPE_CHECKING:
         check_response_offsets,
         check_rollout,
     )
+    from layoutcheck.runtime.distributed import CrossRankChecker, CrossRankTimeout
     from layoutcheck.runtime.reporting import LayoutWarning, Recorder, format_violations, report
 
 _LAZY = {
@@ -51,6 +55,8 @@ _LAZY = {
     "Recorder": "layoutcheck.runtime.reporting",
     "format_violations": "layoutcheck.runtime.reporting",
     "report": "layoutcheck.runtime.reporting",
+    "CrossRankChecker": "layoutcheck.runtime.distributed",
+    "CrossRankTimeout": "layoutcheck.runtime.distributed",
 }
 
 __all__ = sorted(_LAZY)
