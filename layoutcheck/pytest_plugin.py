@@ -172,7 +172,7 @@ def _resolve(config: pytest.Config) -> _Settings:
 # ---------------------------------------------------------------- run state
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(eq=False)  # registered as a plugin: pytest keeps plugins in sets
 class _State:
     """What the plugin keeps for the run (in ``config.stash``)."""
 
