@@ -9,10 +9,12 @@
 `wrap` (in `layoutcheck.runtime.wrappers`) checks the function's signature
 against what its role needs and patches nothing: the caller, or the hooks
 that install wrappers by dotted path, put the wrapper where the program looks
-the function up. The wrappers share the checker's state per rollout, so the
-replay filler's micro-batch ``k`` is compared with the batch builder's ``k``
-whichever runs first (G5), and a response-offset call is judged against the
-layout of the sample it concerns (G4).
+the function up. The wrappers share the checker's state per rollout
+(`layoutcheck.runtime.rollouts`), so the replay filler's micro-batch ``k`` is
+compared with the batch builder's ``k`` whichever runs first (G5), and a
+response-offset call is judged against the layout of the sample it concerns
+(G4). What each consumer call checks is `layoutcheck.runtime.consumer_calls`;
+the producer's checks (O1-O5) are here, since they start a rollout.
 
 A check never stops a call it does not understand: an error raised while
 *checking* (a trainer shape the adapter cannot read, a tensor where a list of
@@ -28,51 +30,24 @@ import threading
 import warnings
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from layoutcheck import geometry
 from layoutcheck.errors import LayoutError, LayoutSpecError, Violation, describe_value
 from layoutcheck.runtime import checks
-from layoutcheck.runtime.adapters import BatchCall, MilesAdapter, Parallel, ReplayCall, TrainerLayout
+from layoutcheck.runtime.adapters import MilesAdapter, Parallel, TrainerLayout
 from layoutcheck.runtime.common import bucket_tuple, ints
-from layoutcheck.runtime.meta import count, metadata_only
+from layoutcheck.runtime.meta import metadata_only
 from layoutcheck.runtime.observations import (
-    MicroBatchObservation,
     ObservationLimits,
     ObservationLog,
     Observations,
     SampleObservation,
 )
 from layoutcheck.runtime.reporting import LayoutWarning, Recorder, check_mode, report, user_stacklevel
-from layoutcheck.runtime.rollouts import BatchRecord, MicroBatch, ReplayRecord, Rollout
+from layoutcheck.runtime.rollouts import MicroBatch, Rollout
 
 __all__ = ["LayoutChecker", "check_rollout_data"]
-
-
-@dataclass
-class _BatchCallState:
-    """What the batch-builder wrapper learnt before the call, for the checks after it."""
-
-    run: Rollout
-    view: BatchCall
-    layout: str
-    micro_batch: MicroBatch
-    par: Parallel
-    prechecked: bool
-
-
-@dataclass
-class _FillerCallState:
-    """One replay-filler call: its plan per micro-batch (samples, P) and how many tensors it registered."""
-
-    where: str
-    run: Rollout
-    view: ReplayCall
-    par: Parallel
-    sequence_parallel: bool
-    plan: dict[int, tuple[list[int] | None, int | None]]
-    registered: int = 0
 
 
 class LayoutChecker:
@@ -343,180 +318,6 @@ class LayoutChecker:
 
     def _producer_returned(self, where: str, call: Mapping[str, Any], result: Any) -> None:
         self.check_rollout_data(self.adapter.producer_rollout(result), self.adapter.producer_args(call), where=where)
-
-    # --- the batch builder -------------------------------------------
-
-    def _batch_before(self, where: str, call: Mapping[str, Any]) -> _BatchCallState:
-        """Before ``get_batch``: G1, G2, the all-gather part of G3, G6 from the rollout's ints (fail closed)."""
-        view = self.adapter.batch_call(call)
-        rollout = self.adapter.rollout_of(view.iterator)
-        run = self._rollout_for(rollout)
-        k = self.adapter.next_micro_batch(view.iterator)
-        if k is None:
-            k = run.calls
-        run.calls += 1
-        par = self._parallel()
-        layout = self.layout or run.layout or view.qkv_format
-        mb = self._micro_batch(rollout, view.iterator, k, layout)
-        prechecked = mb.totals is not None and not self._bucketed(layout)
-        if prechecked:
-            self._report(self._check_micro_batch(mb, where, par.cp_size, layout, view.scheme))
-        return _BatchCallState(run=run, view=view, layout=layout, micro_batch=mb, par=par, prechecked=prechecked)
-
-    def _batch_after(self, where: str, state: _BatchCallState, batch: Any) -> None:
-        """After ``get_batch``: G3 shapes, G4 counts, and G5 against replay tensors registered for ``k``."""
-        if not isinstance(batch, Mapping):
-            raise LayoutSpecError(f"the batch builder returned {type(batch).__name__}, not a dict of batch fields")
-        view, par, mb, layout = state.view, state.par, state.micro_batch, state.layout
-        bshd = layout == "bshd"
-        if mb.totals is None:  # no rollout view: take the batch's own lists
-            mb = MicroBatch(
-                k=mb.k, samples=mb.samples, lens=batch.get("max_seq_lens") if bshd else None,
-                totals=batch.get("total_lengths"), responses=batch.get("response_lengths"),
-            )
-            if mb.totals is None:
-                raise LayoutSpecError("neither the iterator's rollout data nor the batch has `total_lengths`")
-        found: list[Violation] = []
-        padded: int | None = None
-        if self._bucketed(layout):
-            local = self.adapter.batch_local_length(batch)
-            if local is not None:
-                padded = geometry.padded_for_local_length(local, par.cp_size, view.scheme, candidates=self.buckets or ())
-                found += self._check_micro_batch(mb, where, par.cp_size, layout, view.scheme, padded=padded)
-        else:
-            if not state.prechecked:
-                found += self._check_micro_batch(mb, where, par.cp_size, layout, view.scheme)
-            padded = self.adapter.batch_padded(batch, mb.lens) if bshd else None
-        current = list(mb.current or [])
-        if not bshd or padded is not None:
-            found += checks.check_batch_layout(
-                batch, micro_batch=mb.k, samples=mb.samples, total_lengths=current, response_lengths=mb.responses,
-                padded=padded, cp_size=par.cp_size, cp_rank=par.cp_rank, qkv_format=layout, scheme=view.scheme,
-                response_scheme=self.adapter.response_scheme, stream_multiple=par.tp_size * view.pad_multiplier,
-                where=where,
-            )
-        rows = self.adapter.batch_rows(batch)
-        record = BatchRecord(
-            k=mb.k, samples=mb.samples, qkv_format=layout, scheme=view.scheme, padded=padded, rows=rows,
-            totals=current, responses=list(mb.responses or []),
-        )
-        run = state.run
-        if mb.k not in run.batches:  # each micro-batch once per rollout, however many passes lay it out
-            self.checked["micro-batches"] += 1
-            self._log.micro_batch(MicroBatchObservation(
-                rollout=run.index, index=mb.k, samples=tuple(mb.samples or ()), layout=layout, totals=tuple(current),
-                padded=padded if bshd else None, stream=None if bshd or rows is None else rows * par.cp_size,
-                shape=self.adapter.batch_shape(batch),
-            ))
-        run.laid_out_by(record)
-        for replay in run.pending.pop(mb.k, []):  # G5: replay tensors registered before this batch
-            found += self._g5(replay, record)
-        self._report(found)
-
-    # --- the replay filler -------------------------------------------
-
-    def _filler_before(self, where: str, call: Mapping[str, Any]) -> _FillerCallState | None:
-        """Before the filler runs: G1, G2 (and G3, G6) on every micro-batch it will walk, as it will read them.
-
-        The filler resets its iterators and walks ``sum(num_microbatches)``
-        micro-batches of the first one, so micro-batch ``k`` is the ``k``-th
-        of the schedule; raise mode stops here, before the filler pads.
-        """
-        view = self.adapter.replay_call(call)
-        if not callable(call.get(view.register_name)):
-            raise LayoutSpecError(f"`{view.register_name}` is not callable")
-        par = self._parallel()
-        lay = self.adapter.layout(view.args, par, layout=self.layout)
-        run = self._rollout_for(view.rollout_data)
-        layout = lay.qkv_format or run.layout
-        found: list[Violation] = []
-        plan: dict[int, tuple[list[int] | None, int | None]] = {}
-        for k in range(view.micro_batches):
-            mb = self._micro_batch(view.rollout_data, view.iterator, k, layout)
-            if layout is not None and not self._bucketed(layout):
-                found += self._check_micro_batch(mb, where, par.cp_size, layout, lay.scheme)
-            # with buckets the filler's P is the batch's bucket: compared through the rows (G5)
-            plan[k] = (mb.samples, mb.lens[0] if mb.lens and not self._bucketed(layout) else None)
-        self._report(found)
-        return _FillerCallState(
-            where=where, run=run, view=view, par=par, sequence_parallel=lay.sequence_parallel and view.sp_region,
-            plan=plan,
-        )
-
-    def _replay_registered(self, state: _FillerCallState, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> None:
-        """One register call of the filler: micro-batch ``k`` is the count of calls so far (G5)."""
-        k, state.registered = state.registered, state.registered + 1
-        replay = self.adapter.registered_replay(args, kwargs)
-        with metadata_only():
-            rows = count(replay)
-        samples, padded = state.plan.get(k, (None, None))
-        record = ReplayRecord(
-            k=k, key=state.view.data_key, samples=samples, padded=padded, rows=rows, tp_size=state.par.tp_size,
-            sequence_parallel=state.sequence_parallel, where=state.where,
-        )
-        self.checked["replay tensors"] += 1
-        batch = state.run.batches.get(k)
-        if batch is not None:
-            self._report(self._g5(record, batch))
-        else:
-            state.run.pending.setdefault(k, []).append(record)
-
-    def _g5(self, replay: ReplayRecord, batch: BatchRecord) -> list[Violation]:
-        if batch.rows is None or replay.rows is None:
-            return []
-        return checks.check_replay(
-            replay.rows, micro_batch=batch.k, samples=replay.samples, batch_rows=batch.rows,
-            padded=replay.padded if batch.qkv_format == "bshd" else None, batch_padded=batch.padded,
-            batch_samples=batch.samples, tp_size=replay.tp_size, sequence_parallel=replay.sequence_parallel,
-            field=replay.key, where=replay.where,
-        )
-
-    # --- the response-offset helper ----------------------------------
-
-    def _offset_returned(self, where: str, call: Mapping[str, Any], result: Any) -> None:
-        """G4: the logit ranges the helper returned are the ones of the sample's layout.
-
-        Calls made inside the producer are left to O4 (which judges what the
-        producer made of them). ``cp_rank``/``cp_size`` come from the call when
-        passed, else from the parallel state, as the helper itself does.
-        """
-        if self._in_producer():
-            return
-        info = self.adapter.offset_call(call)
-        if info.cp_rank is None or info.cp_size is None:
-            if self.parallel_state is None:
-                raise LayoutSpecError(
-                    "the helper was called without `cp_rank`/`cp_size`, and the checker has no `parallel_state` "
-                    "to read them from: configure the parallel-state function"
-                )
-            par = self._parallel()
-            cp_size, cp_rank = par.cp_size, par.cp_rank
-        else:
-            cp_size, cp_rank = info.cp_size, info.cp_rank
-        if cp_size == 1:
-            return  # nothing is sliced
-        ranges = self.adapter.offset_logit_ranges(result)
-        targets = self._run.offset_targets(info.total_length, info.response_length)
-        if not targets:
-            self._note(where, "calls for lengths that match no sample of the current rollout are not checked "
-                       f"(first: total_length={info.total_length}, response_length={info.response_length})",
-                       key=f"unattributed offset call {self._run.index}")
-            return
-        called_with = {"qkv_format": info.qkv_format, "max_seq_len": info.max_seq_len}
-        first: list[Violation] | None = None
-        for target in targets:
-            found = checks.check_response_offsets(
-                ranges, total_length=info.total_length, response_length=info.response_length, cp_size=cp_size,
-                cp_rank=cp_rank, qkv_format=target.qkv_format, padded=target.padded,
-                scheme=self.adapter.response_scheme, micro_batch=target.micro_batch, sample=target.sample,
-                where=where, called_with=called_with,
-            )
-            if not found:
-                first = []
-                break
-            first = found if first is None else first
-        self.checked["offset calls"] += 1
-        self._report(first or [])
 
 
 def check_rollout_data(

@@ -33,9 +33,10 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from layoutcheck.errors import LayoutSpecError
+from layoutcheck.runtime import consumer_calls
 
 if TYPE_CHECKING:
-    from layoutcheck.runtime.checker import LayoutChecker, _FillerCallState
+    from layoutcheck.runtime.checker import LayoutChecker
 
 __all__ = ["check_signature", "role_name", "wrap"]
 
@@ -109,9 +110,8 @@ def _arguments(bound: inspect.BoundArguments) -> dict[str, Any]:
     return dict(full.arguments)
 
 
-def _unbound(checker: LayoutChecker, where: str) -> None:
-    checker._note(where, "a call's arguments did not bind to the signature read when it was wrapped",
-                  key=f"unbound {where}")
+Body = Callable[[tuple[Any, ...], dict[str, Any], inspect.BoundArguments, dict[str, Any]], Any]
+"""A role's call: ``body(args, kwargs, bound, call)`` calls the original with the checks around it."""
 
 
 def wrap(checker: LayoutChecker, role: str, fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -120,105 +120,84 @@ def wrap(checker: LayoutChecker, role: str, fn: Callable[..., Any]) -> Callable[
     if getattr(fn, "__layoutcheck_role__", None) == role and getattr(fn, "__layoutcheck_checker__", None) is checker:
         return fn
     signature = check_signature(checker, role, fn)
-    wrapper = _BUILDERS[role](checker, fn, signature, getattr(fn, "__name__", role))
-    wrapper.__layoutcheck_role__ = role  # type: ignore[attr-defined]
-    wrapper.__layoutcheck_checker__ = checker  # type: ignore[attr-defined]
-    return wrapper
+    where = getattr(fn, "__name__", role)
+    body = _BODIES[role](checker, fn, where)
 
-
-def _producer(checker: LayoutChecker, fn: Callable[..., Any], signature: inspect.Signature, where: str) -> Callable[..., Any]:
     @functools.wraps(fn)
-    def layoutcheck_producer(*args: Any, **kwargs: Any) -> Any:
+    def layoutcheck_wrapper(*args: Any, **kwargs: Any) -> Any:
         if _compiling():
             return fn(*args, **kwargs)
+        bound = _bound(signature, args, kwargs)
+        if bound is None:  # not the call the signature promised: through, with a note
+            result = fn(*args, **kwargs)
+            checker._note(where, "a call's arguments did not bind to the signature read when it was wrapped",
+                          key=f"unbound {where}")
+            return result
+        return body(args, kwargs, bound, _arguments(bound))
+
+    layoutcheck_wrapper.__layoutcheck_role__ = role  # type: ignore[attr-defined]
+    layoutcheck_wrapper.__layoutcheck_checker__ = checker  # type: ignore[attr-defined]
+    return layoutcheck_wrapper
+
+
+def _producer(checker: LayoutChecker, fn: Callable[..., Any], where: str) -> Body:
+    def body(args: tuple[Any, ...], kwargs: dict[str, Any], bound: inspect.BoundArguments, call: dict[str, Any]) -> Any:
         checker._enter_producer()  # offset-helper calls from inside are the producer's (O4 judges them)
         try:
             result = fn(*args, **kwargs)
         finally:
             checker._exit_producer()
-        bound = _bound(signature, args, kwargs)
-        if bound is None:
-            _unbound(checker, where)
-        else:
-            call = _arguments(bound)
-            checker._checking(where, lambda: checker._producer_returned(where, call, result))
+        checker._checking(where, lambda: checker._producer_returned(where, call, result))
         return result
 
-    return layoutcheck_producer
+    return body
 
 
-def _batch_builder(checker: LayoutChecker, fn: Callable[..., Any], signature: inspect.Signature, where: str) -> Callable[..., Any]:
-    @functools.wraps(fn)
-    def layoutcheck_batch_builder(*args: Any, **kwargs: Any) -> Any:
-        if _compiling():
-            return fn(*args, **kwargs)
-        bound = _bound(signature, args, kwargs)
-        if bound is None:
-            batch = fn(*args, **kwargs)
-            _unbound(checker, where)
-            return batch
-        call = _arguments(bound)
-        state = checker._checking(where, lambda: checker._batch_before(where, call))  # may fail closed (raise mode)
+def _batch_builder(checker: LayoutChecker, fn: Callable[..., Any], where: str) -> Body:
+    def body(args: tuple[Any, ...], kwargs: dict[str, Any], bound: inspect.BoundArguments, call: dict[str, Any]) -> Any:
+        state = checker._checking(where, lambda: consumer_calls.batch_before(checker, where, call))  # may fail closed (raise mode)
         batch = fn(*args, **kwargs)
         if state is not None:
-            checker._checking(where, lambda: checker._batch_after(where, state, batch))
+            checker._checking(where, lambda: consumer_calls.batch_after(checker, where, state, batch))
         return batch
 
-    return layoutcheck_batch_builder
+    return body
 
 
-def _replay_filler(checker: LayoutChecker, fn: Callable[..., Any], signature: inspect.Signature, where: str) -> Callable[..., Any]:
+def _replay_filler(checker: LayoutChecker, fn: Callable[..., Any], where: str) -> Body:
     name = checker.adapter.register_argument
 
-    @functools.wraps(fn)
-    def layoutcheck_replay_filler(*args: Any, **kwargs: Any) -> Any:
-        if _compiling():
-            return fn(*args, **kwargs)
-        bound = _bound(signature, args, kwargs)
-        if bound is None:
-            result = fn(*args, **kwargs)
-            _unbound(checker, where)
-            return result
-        call = _arguments(bound)
-        state = checker._checking(where, lambda: checker._filler_before(where, call))  # may fail closed
+    def body(args: tuple[Any, ...], kwargs: dict[str, Any], bound: inspect.BoundArguments, call: dict[str, Any]) -> Any:
+        state = checker._checking(where, lambda: consumer_calls.filler_before(checker, where, call))  # may fail closed
         if state is None or name not in bound.arguments:
             return fn(*args, **kwargs)
         bound.arguments[name] = _counted_register(checker, state, bound.arguments[name])
         return fn(*bound.args, **bound.kwargs)
 
-    return layoutcheck_replay_filler
+    return body
 
 
-def _counted_register(checker: LayoutChecker, state: _FillerCallState, register: Callable[..., Any]) -> Callable[..., Any]:
+def _counted_register(checker: LayoutChecker, state: consumer_calls.FillerCallState, register: Callable[..., Any]) -> Callable[..., Any]:
     # One per filler call: the state is that call's, never the checker's shared one.
     @functools.wraps(register)
     def layoutcheck_register(*args: Any, **kwargs: Any) -> Any:
-        checker._checking(state.where, lambda: checker._replay_registered(state, args, kwargs))
+        checker._checking(state.where, lambda: consumer_calls.replay_registered(checker, state, args, kwargs))
         return register(*args, **kwargs)
 
     return layoutcheck_register
 
 
-def _offset_helper(checker: LayoutChecker, fn: Callable[..., Any], signature: inspect.Signature, where: str) -> Callable[..., Any]:
-    @functools.wraps(fn)
-    def layoutcheck_offset_helper(*args: Any, **kwargs: Any) -> Any:
-        if _compiling():
-            return fn(*args, **kwargs)
+def _offset_helper(checker: LayoutChecker, fn: Callable[..., Any], where: str) -> Body:
+    def body(args: tuple[Any, ...], kwargs: dict[str, Any], bound: inspect.BoundArguments, call: dict[str, Any]) -> Any:
         result = fn(*args, **kwargs)
-        if checker._in_producer():
-            return result
-        bound = _bound(signature, args, kwargs)
-        if bound is None:
-            _unbound(checker, where)
-            return result
-        call = _arguments(bound)
-        checker._checking(where, lambda: checker._offset_returned(where, call, result))
+        if not checker._in_producer():
+            checker._checking(where, lambda: consumer_calls.offset_returned(checker, where, call, result))
         return result
 
-    return layoutcheck_offset_helper
+    return body
 
 
-_BUILDERS = {
+_BODIES: dict[str, Callable[[LayoutChecker, Callable[..., Any], str], Body]] = {
     "producer": _producer,
     "batch_builder": _batch_builder,
     "replay_filler": _replay_filler,
