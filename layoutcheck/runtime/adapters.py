@@ -101,6 +101,8 @@ class OffsetCall:
 
 def _int(what: str, value: object, minimum: int = 0) -> int:
     # A Python (or numpy) integer; a tensor would need a value read (a GPU sync), so it is refused.
+    if type(value) is int and value >= minimum:  # the common case, without the checks below
+        return value
     with metadata_only():
         array = hasattr(value, "shape")
     if isinstance(value, bool) or not isinstance(value, Integral) or array or value < minimum:  # type: ignore[operator]

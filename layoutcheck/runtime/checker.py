@@ -178,6 +178,8 @@ class LayoutChecker:
         return self.adapter.parallel(self.parallel_state)
 
     def _report(self, violations: list[Violation]) -> None:
+        if not violations:  # the common case: nothing to dedupe, record or raise
+            return
         run, fresh = self._run, []
         for v in violations:
             key = (

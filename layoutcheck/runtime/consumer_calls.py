@@ -17,7 +17,8 @@ from layoutcheck import geometry
 from layoutcheck.errors import LayoutSpecError, Violation
 from layoutcheck.runtime import checks
 from layoutcheck.runtime.adapters import BatchCall, Parallel, ReplayCall
-from layoutcheck.runtime.meta import count, metadata_only
+from layoutcheck.runtime.common import RESPONSE_FIELDS, SHAPE_FIELDS
+from layoutcheck.runtime.meta import count, metadata_only, shape_of
 from layoutcheck.runtime.observations import MicroBatchObservation
 from layoutcheck.runtime.rollouts import BatchRecord, MicroBatch, ReplayRecord, Rollout
 
@@ -45,6 +46,8 @@ class BatchCallState:
     micro_batch: MicroBatch
     par: Parallel
     prechecked: bool
+    inputs: tuple[object, ...]
+    """What the checks of this micro-batch depend on, before the call (ints only)."""
 
 
 @dataclass
@@ -75,18 +78,37 @@ def batch_before(checker: LayoutChecker, where: str, call: Mapping[str, Any]) ->
     par = checker._parallel()
     layout = checker.layout or run.layout or view.qkv_format
     mb = checker._micro_batch(rollout, view.iterator, k, layout)
+    inputs = (k, layout, view.scheme, view.pad_multiplier, par, *map(_frozen, (mb.samples, mb.lens, mb.totals,
+                                                                              mb.responses, mb.tokens)))
     prechecked = mb.totals is not None and not checker._bucketed(layout)
-    if prechecked:
+    if prechecked and inputs not in run.checked:  # each pass (log-probs, training) lays it out again: judged once
         checker._report(checker._check_micro_batch(mb, where, par.cp_size, layout, view.scheme))
-    return BatchCallState(run=run, view=view, layout=layout, micro_batch=mb, par=par, prechecked=prechecked)
+    return BatchCallState(run=run, view=view, layout=layout, micro_batch=mb, par=par, prechecked=prechecked,
+                          inputs=inputs)
+
+
+def _frozen(values: list[int] | None) -> tuple[int, ...] | None:
+    return None if values is None else tuple(values)
+
+
+def _layout_of(batch: Mapping[str, Any]) -> tuple[object, ...]:
+    # The shapes and response counts G3 and G4 judge: an identical batch needs no second look.
+    with metadata_only():
+        shapes = tuple(shape_of(batch.get(f)) for f in SHAPE_FIELDS)
+        counts = tuple(
+            None if batch.get(f) is None else tuple(count(v) for v in batch[f]) for f in RESPONSE_FIELDS
+        )
+    return shapes, counts
 
 
 def batch_after(checker: LayoutChecker, where: str, state: BatchCallState, batch: Any) -> None:
     """After ``get_batch``: G3 shapes, G4 counts, and G5 against replay tensors registered for ``k``."""
     if not isinstance(batch, Mapping):
         raise LayoutSpecError(f"the batch builder returned {type(batch).__name__}, not a dict of batch fields")
-    view, par, mb, layout = state.view, state.par, state.micro_batch, state.layout
+    view, par, mb, layout, run = state.view, state.par, state.micro_batch, state.layout, state.run
     bshd = layout == "bshd"
+    key = (state.inputs, _layout_of(batch))
+    judged = key in run.checked
     if mb.totals is None:  # no rollout view: take the batch's own lists
         mb = MicroBatch(
             k=mb.k, samples=mb.samples, lens=batch.get("max_seq_lens") if bshd else None,
@@ -100,13 +122,14 @@ def batch_after(checker: LayoutChecker, where: str, state: BatchCallState, batch
         local = checker.adapter.batch_local_length(batch)
         if local is not None:
             padded = geometry.padded_for_local_length(local, par.cp_size, view.scheme, candidates=checker.buckets or ())
-            found += checker._check_micro_batch(mb, where, par.cp_size, layout, view.scheme, padded=padded)
+            if not judged:
+                found += checker._check_micro_batch(mb, where, par.cp_size, layout, view.scheme, padded=padded)
     else:
-        if not state.prechecked:
+        if not state.prechecked and not judged:
             found += checker._check_micro_batch(mb, where, par.cp_size, layout, view.scheme)
         padded = checker.adapter.batch_padded(batch, mb.lens) if bshd else None
     current = list(mb.current or [])
-    if not bshd or padded is not None:
+    if not judged and (not bshd or padded is not None):
         found += checks.check_batch_layout(
             batch, micro_batch=mb.k, samples=mb.samples, total_lengths=current, response_lengths=mb.responses,
             padded=padded, cp_size=par.cp_size, cp_rank=par.cp_rank, qkv_format=layout, scheme=view.scheme,
@@ -118,7 +141,7 @@ def batch_after(checker: LayoutChecker, where: str, state: BatchCallState, batch
         k=mb.k, samples=mb.samples, qkv_format=layout, scheme=view.scheme, padded=padded, rows=rows,
         totals=current, responses=list(mb.responses or []),
     )
-    run = state.run
+    run.checked.update((state.inputs, key))
     if mb.k not in run.batches:  # each micro-batch once per rollout, however many passes lay it out
         checker.checked["micro-batches"] += 1
         checker._log.micro_batch(MicroBatchObservation(
@@ -130,6 +153,7 @@ def batch_after(checker: LayoutChecker, where: str, state: BatchCallState, batch
     for replay in run.pending.pop(mb.k, []):  # G5: replay tensors registered before this batch
         found += _g5(replay, record)
     checker._report(found)
+
 
 # --- the replay filler -----------------------------------------------------------
 

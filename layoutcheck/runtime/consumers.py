@@ -10,6 +10,7 @@ response-offset helper's ranges with the batch's layout.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -415,7 +416,7 @@ def check_response_offsets(
         raise LayoutSpecError(f"response_length={resp} exceeds total_length={t}")
     if not usable_padded(t, p, cp, qkv_format, scheme):
         return []  # no usable P: G2/G3 report it at the batch builder
-    expected = _merged(geometry.response_logit_ranges(t, resp, cp, r, layout=qkv_format, padded=p, scheme=scheme))
+    expected = _expected_ranges(t, resp, cp, r, qkv_format, p, scheme)
     actual = _merged((int(a), int(b)) for a, b in logit_ranges)
     if actual == expected:
         return []
@@ -429,6 +430,12 @@ def check_response_offsets(
         f"the layout gives {want_n})",
         actual=actual, expected=expected, hint=HINTS["G4"], sample=sample, micro_batch=micro_batch, sizes=sizes,
     )]
+
+
+@functools.lru_cache(maxsize=4096)
+def _expected_ranges(t: int, resp: int, cp: int, r: int, layout: str, p: int | None, scheme: str) -> tuple[tuple[int, int], ...]:
+    # Offset helpers are called once per sample per pass: the same few lengths over and over.
+    return _merged(geometry.response_logit_ranges(t, resp, cp, r, layout=layout, padded=p, scheme=scheme))
 
 
 def _merged(ranges: Iterable[tuple[int, int]]) -> tuple[tuple[int, int], ...]:

@@ -107,6 +107,9 @@ class Rollout:
     """Sample -> ``(qkv_format, P, k)`` as the batch builder last laid it out."""
     pending: dict[int, list[ReplayRecord]] = field(default_factory=dict)
     seen: set[tuple[object, ...]] = field(default_factory=set)
+    """Violations already reported in this rollout."""
+    checked: set[tuple[object, ...]] = field(default_factory=set)
+    """Micro-batch inputs (and batch layouts) already judged in this rollout: a second pass is not re-judged."""
     current: BatchRecord | None = None
     calls: int = 0
 

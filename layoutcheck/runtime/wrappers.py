@@ -96,22 +96,45 @@ def check_signature(checker: LayoutChecker, role: str, fn: Callable[..., Any]) -
     return signature
 
 
-def _bound(signature: inspect.Signature, args: tuple[Any, ...], kwargs: dict[str, Any]) -> inspect.BoundArguments | None:
-    try:
-        return signature.bind(*args, **kwargs)
-    except TypeError:
-        return None
+class _Binder:
+    """Maps a call's arguments to parameter names, defaults applied, without `inspect.Signature.bind`.
+
+    Binding is on every hooked call, and ``Signature.bind`` costs tens of
+    microseconds; for a plain signature (no positional-only or variadic
+    parameters) the mapping is a few dict operations. Anything else, and any
+    call the fast path cannot place, goes through ``Signature.bind``, whose
+    ``TypeError`` says the call does not fit (``None``).
+    """
+
+    def __init__(self, signature: inspect.Signature) -> None:
+        self.signature = signature
+        params = list(signature.parameters.values())
+        self.plain = all(p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) for p in params)
+        self.positional = [p.name for p in params if p.kind is p.POSITIONAL_OR_KEYWORD]
+        self.order = [p.name for p in params]  # a parameter's position when passed positionally
+        self.names = frozenset(p.name for p in params)
+        self.defaults = {p.name: p.default for p in params if p.default is not p.empty}
+
+    def arguments(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any] | None:
+        """The call's arguments by name with the defaults applied, or ``None`` when the call does not fit."""
+        if self.plain and len(args) <= len(self.positional) and self.names.issuperset(kwargs):
+            call = dict(zip(self.positional, args))
+            if not call.keys() & kwargs.keys():
+                call.update(kwargs)
+                for name, default in self.defaults.items():
+                    call.setdefault(name, default)
+                if len(call) == len(self.names):  # every parameter without a default was given
+                    return call
+        try:
+            bound = self.signature.bind(*args, **kwargs)
+        except TypeError:
+            return None
+        bound.apply_defaults()
+        return dict(bound.arguments)
 
 
-def _arguments(bound: inspect.BoundArguments) -> dict[str, Any]:
-    # The call's arguments with the defaults applied (what the function will see), leaving `bound` as called.
-    full = bound.signature.bind(*bound.args, **bound.kwargs)
-    full.apply_defaults()
-    return dict(full.arguments)
-
-
-Body = Callable[[tuple[Any, ...], dict[str, Any], inspect.BoundArguments, dict[str, Any]], Any]
-"""A role's call: ``body(args, kwargs, bound, call)`` calls the original with the checks around it."""
+Body = Callable[[tuple[Any, ...], dict[str, Any], dict[str, Any]], Any]
+"""A role's call: ``body(args, kwargs, call)`` calls the original with the checks around it (``call``: by name)."""
 
 
 def wrap(checker: LayoutChecker, role: str, fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -119,29 +142,29 @@ def wrap(checker: LayoutChecker, role: str, fn: Callable[..., Any]) -> Callable[
     role = role_name(role)
     if getattr(fn, "__layoutcheck_role__", None) == role and getattr(fn, "__layoutcheck_checker__", None) is checker:
         return fn
-    signature = check_signature(checker, role, fn)
+    binder = _Binder(check_signature(checker, role, fn))
     where = getattr(fn, "__name__", role)
-    body = _BODIES[role](checker, fn, where)
+    body = _BODIES[role](checker, fn, where, binder)
 
     @functools.wraps(fn)
     def layoutcheck_wrapper(*args: Any, **kwargs: Any) -> Any:
         if _compiling():
             return fn(*args, **kwargs)
-        bound = _bound(signature, args, kwargs)
-        if bound is None:  # not the call the signature promised: through, with a note
+        call = binder.arguments(args, kwargs)
+        if call is None:  # not the call the signature promised: through, with a note
             result = fn(*args, **kwargs)
             checker._note(where, "a call's arguments did not bind to the signature read when it was wrapped",
                           key=f"unbound {where}")
             return result
-        return body(args, kwargs, bound, _arguments(bound))
+        return body(args, kwargs, call)
 
     layoutcheck_wrapper.__layoutcheck_role__ = role  # type: ignore[attr-defined]
     layoutcheck_wrapper.__layoutcheck_checker__ = checker  # type: ignore[attr-defined]
     return layoutcheck_wrapper
 
 
-def _producer(checker: LayoutChecker, fn: Callable[..., Any], where: str) -> Body:
-    def body(args: tuple[Any, ...], kwargs: dict[str, Any], bound: inspect.BoundArguments, call: dict[str, Any]) -> Any:
+def _producer(checker: LayoutChecker, fn: Callable[..., Any], where: str, binder: _Binder) -> Body:
+    def body(args: tuple[Any, ...], kwargs: dict[str, Any], call: dict[str, Any]) -> Any:
         checker._enter_producer()  # offset-helper calls from inside are the producer's (O4 judges them)
         try:
             result = fn(*args, **kwargs)
@@ -153,8 +176,8 @@ def _producer(checker: LayoutChecker, fn: Callable[..., Any], where: str) -> Bod
     return body
 
 
-def _batch_builder(checker: LayoutChecker, fn: Callable[..., Any], where: str) -> Body:
-    def body(args: tuple[Any, ...], kwargs: dict[str, Any], bound: inspect.BoundArguments, call: dict[str, Any]) -> Any:
+def _batch_builder(checker: LayoutChecker, fn: Callable[..., Any], where: str, binder: _Binder) -> Body:
+    def body(args: tuple[Any, ...], kwargs: dict[str, Any], call: dict[str, Any]) -> Any:
         state = checker._checking(where, lambda: consumer_calls.batch_before(checker, where, call))  # may fail closed (raise mode)
         batch = fn(*args, **kwargs)
         if state is not None:
@@ -164,15 +187,19 @@ def _batch_builder(checker: LayoutChecker, fn: Callable[..., Any], where: str) -
     return body
 
 
-def _replay_filler(checker: LayoutChecker, fn: Callable[..., Any], where: str) -> Body:
+def _replay_filler(checker: LayoutChecker, fn: Callable[..., Any], where: str, binder: _Binder) -> Body:
     name = checker.adapter.register_argument
 
-    def body(args: tuple[Any, ...], kwargs: dict[str, Any], bound: inspect.BoundArguments, call: dict[str, Any]) -> Any:
+    def body(args: tuple[Any, ...], kwargs: dict[str, Any], call: dict[str, Any]) -> Any:
         state = checker._checking(where, lambda: consumer_calls.filler_before(checker, where, call))  # may fail closed
-        if state is None or name not in bound.arguments:
+        if state is None:
             return fn(*args, **kwargs)
-        bound.arguments[name] = _counted_register(checker, state, bound.arguments[name])
-        return fn(*bound.args, **bound.kwargs)
+        # the same call, with the register function counted (Miles passes everything by keyword)
+        register = _counted_register(checker, state, call[name])
+        if name in kwargs:
+            return fn(*args, **{**kwargs, name: register})
+        position = binder.order.index(name)
+        return fn(*args[:position], register, *args[position + 1 :], **kwargs)
 
     return body
 
@@ -187,8 +214,8 @@ def _counted_register(checker: LayoutChecker, state: consumer_calls.FillerCallSt
     return layoutcheck_register
 
 
-def _offset_helper(checker: LayoutChecker, fn: Callable[..., Any], where: str) -> Body:
-    def body(args: tuple[Any, ...], kwargs: dict[str, Any], bound: inspect.BoundArguments, call: dict[str, Any]) -> Any:
+def _offset_helper(checker: LayoutChecker, fn: Callable[..., Any], where: str, binder: _Binder) -> Body:
+    def body(args: tuple[Any, ...], kwargs: dict[str, Any], call: dict[str, Any]) -> Any:
         result = fn(*args, **kwargs)
         if not checker._in_producer():
             checker._checking(where, lambda: consumer_calls.offset_returned(checker, where, call, result))
@@ -197,7 +224,7 @@ def _offset_helper(checker: LayoutChecker, fn: Callable[..., Any], where: str) -
     return body
 
 
-_BODIES: dict[str, Callable[[LayoutChecker, Callable[..., Any], str], Body]] = {
+_BODIES: dict[str, Callable[[LayoutChecker, Callable[..., Any], str, _Binder], Body]] = {
     "producer": _producer,
     "batch_builder": _batch_builder,
     "replay_filler": _replay_filler,
