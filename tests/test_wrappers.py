@@ -363,3 +363,21 @@ def test_the_configured_layout_comes_before_args():
     assert {v.invariant for v in checker.violations} == {"O4"}  # judged as THD, as configured
     with pytest.raises(LayoutSpecError, match="unknown layout"):
         LayoutChecker(layout="sbhd")
+
+
+def test_a_filler_called_positionally_gets_its_register_function_counted():
+    registered = []
+
+    def fill(args, data_iterator, num_microbatches, rollout_data, data_key, register_replay_list_func, scale=1):
+        for rows in (384 * scale, 256 * scale):
+            register_replay_list_func([], torch.zeros(rows, 2))
+
+    rollout = {"tokens": [torch.ones(300, dtype=torch.long), torch.ones(130, dtype=torch.long)],
+               "total_lengths": [300, 130], "response_lengths": [200, 100], "max_seq_lens": [384, 256]}
+    args = Namespace(qkv_format="bshd", allgather_cp=False, data_pad_size_multiplier=128)
+    checker = LayoutChecker("record")
+    checker.check_rollout_data(rollout, args)
+    filler = checker.wrap("replay_filler", fill)
+    filler(args, [data.DataIterator(rollout, 1)], [2], rollout, "rollout_routed_experts",
+           lambda lst, rows: registered.append(rows.size(0)), 2)
+    assert registered == [768, 512] and checker.checked["replay tensors"] == 2 and checker.notes == []
