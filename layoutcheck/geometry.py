@@ -661,13 +661,18 @@ def packed_stream_length(
 ) -> int:
     """Positions one CP rank holds in a THD (packed) micro-batch.
 
-    Each sample is padded to its packed length (`packed_sample_length`) and
-    CP-sliced (`local_length`: ``packed / cp`` under both schemes, since the
-    packed length is a multiple of ``2 cp``); the local stream is concatenated
-    and its tail padded to a multiple of ``pad_to`` (the batch builder's
-    ``tp_size * pad_multiplier``).
+    Zigzag: each sample is padded to its packed length
+    (`packed_sample_length`) and CP-sliced (``packed / cp`` per rank); the
+    local stream is concatenated and its tail padded to a multiple of
+    ``pad_to`` (the batch builder's ``tp_size * pad_multiplier``).
+    All-gather (``cp > 1``): the samples are concatenated unpadded, the
+    *global* stream is padded to a multiple of ``cp * pad_to`` and split
+    into ``cp`` equal contiguous windows (as Miles's ``get_batch`` does).
     """
     _int("cp_size", cp_size, minimum=1)
-    check_scheme(scheme)
+    multiple = _int("pad_to", pad_to, minimum=1)
+    if check_scheme(scheme) == "allgather" and cp_size > 1:
+        stream = sum(_int("total_length", t, minimum=0) for t in total_lengths)
+        return round_up(stream, cp_size * multiple) // cp_size
     stream = sum(local_length(packed_sample_length(t, cp_size), cp_size, scheme) for t in total_lengths)
-    return round_up(stream, _int("pad_to", pad_to, minimum=1))
+    return round_up(stream, multiple)

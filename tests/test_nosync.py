@@ -30,15 +30,11 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 import minitrainer.actor as actor
-import minitrainer.cp_utils as cp_utils
-import minitrainer.data as data
-import minitrainer.model as model
-import minitrainer.replay_data as replay_data
 import pytest
 import torch
 from minitrainer.args import make_args
 from minitrainer.bugs import BUG_NAMES
-from minitrainer.parallel_state import get_parallel_state, parallel_state
+from minitrainer.parallel import get_parallel_state, parallel_state
 from minitrainer.rollout import make_rollout_ref
 from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
@@ -55,6 +51,7 @@ from layoutcheck import (
     check_rollout,
     geometry,
 )
+from layoutcheck.demo import pipeline_bindings
 from layoutcheck.runtime import meta, owner
 
 SYNC_OPS = frozenset({
@@ -192,7 +189,7 @@ LENGTHS = [300, 130, 700, 1000, 250, 900, 2000, 129]
 BUG_ARGS = {
     "mixed_padded_lengths": {"micro_batch_size": 2},
     "replay_thd_pad_multiplier": {"qkv_format": "thd"},
-    "alignment_max_not_lcm": {"compress_ratio": 3},
+    "alignment_max_not_lcm": {"compress_ratios": [3]},
     "wrong_bucket": {"buckets": (512, 1024, 2048), "micro_batch_size": 2},  # samples 4 and 1: P = 256, 1024
 }
 CASES = [
@@ -209,25 +206,28 @@ def guarded_checker(guard: SyncGuard, monkeypatch, buckets=None) -> LayoutChecke
     checker = LayoutChecker("record", parallel_state=get_parallel_state, buckets=buckets)
     on, off = guard.on, guard.off
 
-    @functools.wraps(replay_data.fill_replay_data)
-    def filler(**kwargs):
-        # the checker's register wrapper is checker code: enforce inside it
-        kwargs["register_replay_list_func"] = on(kwargs["register_replay_list_func"])
-        return replay_data.fill_replay_data(**kwargs)
+    def make(role, original):
+        inner = original
+        if role == "replay_filler":
+            @functools.wraps(original)
+            def filler(**kwargs):
+                # the checker's register wrapper is checker code: enforce inside it
+                kwargs["register_replay_list_func"] = on(kwargs["register_replay_list_func"])
+                return original(**kwargs)
 
-    monkeypatch.setattr(actor, "get_rollout_data", on(checker.wrap_producer(off(data.get_rollout_data))))
-    monkeypatch.setattr(actor, "fill_replay_data", on(checker.wrap_replay_filler(off(filler))))
+            inner = filler
+        return on(checker.wrap(role, off(inner)))
+
+    for module, name, wrapper in pipeline_bindings(make):
+        monkeypatch.setattr(module, name, wrapper)
     monkeypatch.setattr(actor, "record_replay", off(actor.record_replay))
-    monkeypatch.setattr(model, "get_batch", on(checker.wrap_batch_builder(off(data.get_batch))))
-    for name in ("get_logits_and_tokens_offset_with_cp", "get_logits_and_tokens_offset_with_allgather_cp"):
-        monkeypatch.setattr(model, name, on(checker.wrap_offset_helper(off(getattr(cp_utils, name)))))
     return checker
 
 
 @pytest.mark.parametrize(("name", "options"), CASES, ids=[f"{n}-{i}" for i, (n, _) in enumerate(CASES)])
 def test_checks_on_the_pipeline_issue_no_sync(guard, monkeypatch, name, options):
     checker = guarded_checker(guard, monkeypatch, buckets=options.get("buckets"))
-    ref = make_rollout_ref(LENGTHS, seed=1)
+    ref = make_rollout_ref(LENGTHS, seed=1, media={0: 193} if name == "stale_lengths_after_expansion" else None)
     options = dict(options)
     tp = 2 if options.get("sequence_parallel") else 1
     for r in range(2):
@@ -235,6 +235,7 @@ def test_checks_on_the_pipeline_issue_no_sync(guard, monkeypatch, name, options)
             result = actor.train_step(make_args(**options), ref)
     assert guard.entered > 0 and checker.checked["micro-batches"] > 0
     assert bool(checker.violations) == (name != "correct"), checker.summary()
+    assert checker.notes == [] and checker.checked["offset calls"] > 0
     # and every public check, called directly on the same (last rank's) data
     run_every_check(guard, result, make_args(**options), tp)
 
@@ -242,7 +243,8 @@ def test_checks_on_the_pipeline_issue_no_sync(guard, monkeypatch, name, options)
 def run_every_check(guard: SyncGuard, result, args, tp: int) -> None:
     """Call each public check under enforcement (the test's own set-up runs unguarded)."""
     fmt, scheme = args.qkv_format, "allgather" if args.allgather_cp else "zigzag"
-    unit = geometry.alignment_unit(tp, 128, cp_size=2, compression_ratio=args.compress_ratio, scheme=scheme)
+    ratio = max(args.compress_ratios) if args.compress_ratios else None
+    unit = geometry.alignment_unit(tp, 128, cp_size=2, compression_ratio=ratio, scheme=scheme)
     layout = {"cp_size": 2, "cp_rank": 1, "scheme": scheme}
     guard.on(check_rollout)(result.rollout_data, unit=unit, layout=fmt, **layout)
     for k, (forward, samples) in enumerate(zip(result.forwards, result.micro_batches)):
@@ -250,7 +252,7 @@ def run_every_check(guard: SyncGuard, result, args, tp: int) -> None:
         guard.on(check_batch)(batch, micro_batch=k, samples=samples, qkv_format=fmt, stream_multiple=tp * 128,
                               buckets=[1024, 2048, 4096], **layout)
         rows = batch["tokens"].numel()
-        for _, replay in result.replays["rollout_routed_experts"][k:k + 1]:
+        for replay in result.replays["rollout_routed_experts"][k:k + 1]:
             guard.on(check_replay)(replay, micro_batch=k, samples=samples, batch_rows=rows, tp_size=tp,
                                    sequence_parallel=args.sequence_parallel)
         padded = batch["max_seq_lens"][0] if fmt == "bshd" else None  # layoutcheck: ignore[unguarded-rectangular-batch]
