@@ -1,0 +1,417 @@
+"""The tracer: a scoped propagation context that carries tags through the data path.
+
+    tracer = Tracer(mode="warn")
+    with tracer:                       # around the data path only, never a model's forward
+        batch = get_batch(...)         # tags flow through pad, slice, cat, stack, view, ...
+    tracer.violations                  # also reported as the mode says (raise / warn / record)
+
+Inside ``with tracer`` a ``TorchFunctionMode`` sees each torch call. The ops
+that move a layout (indexing and slicing, ``narrow``, ``chunk``, ``split``,
+``unbind``, ``cat``, ``stack``, ``F.pad``, ``view``/``reshape``/``flatten``/
+``unsqueeze``/``squeeze``, ``to``/``contiguous``/``clone``/``detach`` and
+dtype casts) carry their input's tag to their output, transformed by the
+rules of `layoutcheck.runtime.propagation`, which also say what breaks a
+layout (G1, G2, G3, G4, G6). A violation is reported *before* the op runs
+(so ``raise`` mode stops at it), naming the op and the user's source line:
+the first frame outside torch and layoutcheck. Every other op passes
+through untouched; its result is not tagged.
+
+Cost and safety (DESIGN.md section 8): a function mode costs about 1-4 us
+per op while it is active and nothing once it exits, so it is entered only
+around the data path; the tracer's own reads run with torch-function
+handling off (`metadata_only`), read shapes and Python ints only (no GPU
+sync), and do nothing while ``torch.compile`` traces (the mode is not
+entered then, and an active mode passes every call straight through to the
+compiler, so no graph breaks).
+
+State is per thread: each thread has its own stack of active tracers (torch's
+mode stack is per thread too).
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import sys
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import replace
+from typing import Any, TypeVar
+
+import torch
+import torch.nn.functional as functional
+from torch.overrides import TorchFunctionMode
+
+from layoutcheck.errors import Violation
+from layoutcheck.runtime import propagation
+from layoutcheck.runtime.reporting import Recorder, check_mode, report
+from layoutcheck.runtime.tags import geometry_of
+from layoutcheck.runtime.tags import set_tag as tag
+from layoutcheck.runtime.trace_switch import tracer_enabled
+
+__all__ = ["Tracer", "active_tracer", "user_site"]
+
+_TORCH_DIR = os.path.dirname(os.path.abspath(torch.__file__)) + os.sep
+_OWN_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep  # .../layoutcheck/
+_DisableTorchFunction = torch._C.DisableTorchFunction
+_is_compiling = torch.compiler.is_compiling
+
+_LOCAL = threading.local()
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _stack() -> list[tuple[Tracer, _Mode | None]]:
+    stack = getattr(_LOCAL, "stack", None)
+    if stack is None:
+        stack = _LOCAL.stack = []
+    return stack
+
+
+def active_tracer() -> Tracer | None:
+    """The tracer whose mode is active in this thread (the innermost enabled one), or ``None``."""
+    mode = _active_mode()
+    return None if mode is None else mode.tracer
+
+
+def user_site(skip: int = 1) -> tuple[str, int, str, int]:
+    """``(path, line, function, level)`` of the first frame outside torch and layoutcheck.
+
+    ``level`` counts frames from the caller of `user_site` (1; ``skip``
+    frames up is level ``skip``), so that it is the ``stacklevel`` the caller
+    passes to `layoutcheck.runtime.reporting.report`. ``path`` is relative to the
+    working folder when inside it.
+    """
+    frame = sys._getframe(skip)
+    level = skip
+    while frame is not None:
+        name = frame.f_code.co_filename
+        if not (name.startswith(_TORCH_DIR) or name.startswith(_OWN_DIR)):
+            break
+        frame, level = frame.f_back, level + 1
+    if frame is None:
+        return ("<unknown>", 0, "<unknown>", level)
+    path = frame.f_code.co_filename
+    try:
+        rel = os.path.relpath(path)
+        if not rel.startswith(".."):
+            path = rel
+    except ValueError:  # another drive on Windows
+        pass
+    return (path, frame.f_lineno, frame.f_code.co_name, level)
+
+
+class Tracer:
+    """Carries tags through the ops of the data path and reports where a layout breaks.
+
+    ``mode``: ``"raise"``, ``"warn"`` or ``"record"``, as for `LayoutChecker`.
+    ``enabled``: ``None`` resolves it from ``LAYOUTCHECK_TRACE`` and the mode
+    (`layoutcheck.runtime.trace_switch.tracer_enabled`); a disabled tracer's
+    ``with`` block costs one attribute check. ``recorder`` collects every
+    violation in every mode (pass a checker's recorder to share one list).
+
+    ``with tracer:`` is re-entrant and per thread. Tags are attached with
+    `layoutcheck.runtime.tags.tag` or the producer / batch-builder helpers of
+    `layoutcheck.runtime.tagging`, whether or not a tracer is active.
+    """
+
+    def __init__(self, mode: str = "warn", *, enabled: bool | None = None, recorder: Recorder | None = None) -> None:
+        self.mode = check_mode(mode)
+        self.enabled = tracer_enabled(self.mode, enabled)
+        self.recorder = recorder if recorder is not None else Recorder()
+
+    @property
+    def violations(self) -> list[Violation]:
+        """Every violation reported so far (in every mode)."""
+        return self.recorder.violations
+
+    def __enter__(self) -> Tracer:
+        stack = _stack()
+        mode: _Mode | None = None
+        if self.enabled and not _is_compiling() and not any(t is self and m is not None for t, m in stack):
+            mode = _Mode(self)
+            mode.__enter__()
+        stack.append((self, mode))
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        stack = _stack()
+        entry = stack.pop()
+        if entry[1] is not None:
+            entry[1].__exit__(None, None, None)
+
+    def wrap(self, fn: F) -> F:
+        """``fn`` run inside this tracer: what a hook wraps a data-path function with.
+
+        While ``torch.compile`` traces, the wrapper calls ``fn`` and nothing
+        else, so a compiled region can call a wrapped function without a graph
+        break (a ``with tracer:`` block inside a compiled function would be
+        one: Dynamo does not enter user context managers).
+        """
+
+        @functools.wraps(fn)
+        def traced(*args: Any, **kwargs: Any) -> Any:
+            if not self.enabled or _is_compiling():
+                return fn(*args, **kwargs)
+            with self:
+                return fn(*args, **kwargs)
+
+        return traced  # type: ignore[return-value]
+
+    @contextmanager
+    def paused(self) -> Iterator[None]:
+        """Inside an active tracer, let torch calls pass untraced (a helper that tags its own result)."""
+        mode = _active_mode()
+        if mode is None:
+            yield
+            return
+        mode.paused += 1
+        try:
+            yield
+        finally:
+            mode.paused -= 1
+
+    def report(self, violations: Sequence[Violation], op: str) -> None:
+        """Report ``violations`` seen at ``op``, naming the user's source line, as the mode says."""
+        path, line, function, level = user_site(2)
+        where = f"{op} at {path}:{line} in {function}"
+        report([replace(v, where=where) for v in violations], self.mode, recorder=self.recorder, stacklevel=level)
+
+
+def _active_mode() -> _Mode | None:
+    for _, mode in reversed(getattr(_LOCAL, "stack", None) or ()):
+        if mode is not None:
+            return mode
+    return None
+
+
+# --- the mode -------------------------------------------------------------------------------
+
+Rule = Callable[["_Mode", Any, tuple[Any, ...], dict[str, Any]], Any]
+
+
+class _Mode(TorchFunctionMode):
+    """The torch-function mode of one entered `Tracer` (one thread)."""
+
+    def __init__(self, tracer: Tracer) -> None:
+        super().__init__()
+        self.tracer = tracer
+        self.paused = 0
+
+    def __torch_function__(self, func: Any, types: Any, args: tuple[Any, ...] = (), kwargs: Any = None) -> Any:
+        if kwargs is None:
+            kwargs = {}
+        if _is_compiling():  # first: the compiler traces only this branch
+            return func(*args, **kwargs)
+        rule = _RULES.get(func)
+        if rule is None or self.paused:
+            return func(*args, **kwargs)  # not a layout op: nothing of the tracer's runs
+        return rule(self, func, args, kwargs)
+
+    def call(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """Run the traced op itself (the only user code the mode runs)."""
+        return func(*args, **kwargs)
+
+    def flag(self, violations: list[Violation], func: Any) -> None:
+        if violations:
+            self.tracer.report(violations, _op_name(func))
+
+
+def _op_name(func: Any) -> str:
+    name = _NAMES.get(func)
+    if name is None:
+        name = getattr(func, "__qualname__", None) or getattr(func, "__name__", None) or str(func)
+    return name
+
+
+def _arg(args: tuple[Any, ...], kwargs: dict[str, Any], i: int, name: str, default: Any = None) -> Any:
+    if len(args) > i:
+        return args[i]
+    return kwargs.get(name, default)
+
+
+def _shape(x: Any) -> tuple[int, ...] | None:
+    shape = getattr(x, "shape", None)
+    return None if shape is None else tuple(shape)
+
+
+def _same_rule(mode: _Mode, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    x = _arg(args, kwargs, 0, "input")
+    g = geometry_of(x)
+    if g is None:
+        return mode.call(func, args, kwargs)
+    out = mode.call(func, args, kwargs)
+    if out is x:
+        return out
+    with _DisableTorchFunction():
+        in_shape, out_shape = _shape(x), _shape(out)
+        if in_shape is not None and out_shape is not None:
+            new = propagation.same(g, in_shape, out_shape)
+            if new is not None:
+                tag(out, new)
+    return out
+
+
+def _reshape_rule(mode: _Mode, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    x = _arg(args, kwargs, 0, "input")
+    g = geometry_of(x)
+    if g is None:
+        return mode.call(func, args, kwargs)
+    out = mode.call(func, args, kwargs)
+    with _DisableTorchFunction():
+        in_shape, out_shape = _shape(x), _shape(out)
+        if in_shape is not None and out_shape is not None:
+            new = propagation.reshape(g, in_shape, out_shape)
+            if new is not None:
+                tag(out, new)
+    return out
+
+
+def _getitem_rule(mode: _Mode, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    x = args[0]
+    g = geometry_of(x)
+    if g is None:
+        return mode.call(func, args, kwargs)
+    with _DisableTorchFunction():
+        shape = _shape(x)
+        new, problems = propagation.index(g, shape, args[1]) if shape is not None else (None, [])
+    mode.flag(problems, func)
+    out = mode.call(func, args, kwargs)
+    if new is not None:
+        tag(out, new)
+    return out
+
+
+def _narrow_rule(mode: _Mode, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    x = _arg(args, kwargs, 0, "input")
+    g = geometry_of(x)
+    if g is None:
+        return mode.call(func, args, kwargs)
+    dim, start, length = (_arg(args, kwargs, i, n) for i, n in ((1, "dim"), (2, "start"), (3, "length")))
+    new = None
+    with _DisableTorchFunction():
+        shape = _shape(x)
+        if shape and all(type(v) is int for v in (dim, start, length)) and -len(shape) <= dim < len(shape):
+            d = dim % len(shape)
+            if start < 0:
+                start += shape[d]
+            if d == g.seq_dim:
+                new = propagation.slice_sequence(g, shape[d], start, start + length)
+            else:
+                new, _ = propagation.index(g, shape, (slice(None),) * d + (slice(start, start + length),))
+    out = mode.call(func, args, kwargs)
+    if new is not None:
+        tag(out, new)
+    return out
+
+
+def _pieces_rule(mode: _Mode, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    # split / chunk / tensor_split / unbind: pieces along one dimension, read from the outputs.
+    x = _arg(args, kwargs, 0, "input")
+    g = geometry_of(x)
+    if g is None:
+        return mode.call(func, args, kwargs)
+    unbind = func in _UNBIND
+    dim = _arg(args, kwargs, 1 if unbind else 2, "dim", 0)
+    explicit = func in _SPLITS and isinstance(_arg(args, kwargs, 1, "split_size_or_sections",
+                                                   kwargs.get("split_size")), (list, tuple))
+    out = mode.call(func, args, kwargs)
+    if type(dim) is not int or not isinstance(out, (tuple, list)):
+        return out
+    with _DisableTorchFunction():
+        shape = _shape(x)
+        if not shape or not -len(shape) <= dim < len(shape):
+            return out
+        d = dim % len(shape)
+        if unbind:
+            tags = []
+            for i in range(len(out)):
+                t, _ = propagation.index(g, shape, (slice(None),) * d + (i,))
+                tags.append(t)
+            problems: list[Violation] = []
+        else:
+            sizes = [(_shape(piece) or (0,) * (d + 1))[d] for piece in out]
+            tags, problems = propagation.split(g, shape, d, sizes, explicit=explicit)
+    mode.flag(problems, func)
+    for piece, t in zip(out, tags):
+        if t is not None:
+            tag(piece, t)
+    return out
+
+
+def _join_rule(mode: _Mode, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    tensors = _arg(args, kwargs, 0, "tensors")
+    if not isinstance(tensors, (list, tuple)):
+        return mode.call(func, args, kwargs)
+    tags = [geometry_of(t) for t in tensors]
+    if not any(tags):
+        return mode.call(func, args, kwargs)
+    dim = _arg(args, kwargs, 1, "dim", kwargs.get("axis", 0))
+    new, problems = None, []
+    if type(dim) is int:
+        with _DisableTorchFunction():
+            shapes = [_shape(t) for t in tensors]
+            if all(s is not None for s in shapes):
+                new, problems = propagation.join(tags, shapes, dim, stack=func in _STACKS)  # type: ignore[arg-type]
+    mode.flag(problems, func)
+    out = mode.call(func, args, kwargs)
+    if new is not None:
+        tag(out, new)
+    return out
+
+
+def _pad_rule(mode: _Mode, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    x = _arg(args, kwargs, 0, "input")
+    g = geometry_of(x)
+    if g is None:
+        return mode.call(func, args, kwargs)
+    amounts = _arg(args, kwargs, 1, "pad")
+    new, problems = None, []
+    if isinstance(amounts, (list, tuple)):
+        with _DisableTorchFunction():
+            shape = _shape(x)
+            if shape is not None:
+                new, problems = propagation.pad(g, shape, amounts)
+    mode.flag(problems, func)
+    out = mode.call(func, args, kwargs)
+    if new is not None:
+        tag(out, new)
+    return out
+
+
+def _build_rules() -> tuple[dict[Any, Rule], dict[Any, str]]:
+    rules: dict[Any, Rule] = {}
+    names: dict[Any, str] = {}
+
+    def add(rule: Rule, owner: Any, prefix: str, *attrs: str) -> None:
+        for attr in attrs:
+            func = getattr(owner, attr, None)
+            if func is not None:
+                rules[func] = rule
+                names[func] = f"{prefix}.{attr}"
+
+    T = torch.Tensor
+    same = ("to", "contiguous", "clone", "detach", "float", "double", "half", "bfloat16", "long", "int",
+            "short", "bool", "cuda", "cpu", "type", "type_as", "pin_memory")
+    add(_same_rule, T, "Tensor", *same)
+    add(_same_rule, torch, "torch", "clone", "detach")
+    reshapes = ("view", "reshape", "flatten", "unsqueeze", "squeeze", "view_as", "reshape_as")
+    add(_reshape_rule, T, "Tensor", *reshapes)
+    add(_reshape_rule, torch, "torch", "reshape", "flatten", "unsqueeze", "squeeze")
+    add(_getitem_rule, T, "Tensor", "__getitem__")
+    add(_narrow_rule, T, "Tensor", "narrow")
+    add(_narrow_rule, torch, "torch", "narrow")
+    add(_pieces_rule, T, "Tensor", "split", "chunk", "unbind")
+    add(_pieces_rule, torch, "torch", "split", "chunk", "unbind")
+    add(_join_rule, torch, "torch", "cat", "concat", "concatenate", "stack")
+    rules[functional.pad] = _pad_rule
+    names[functional.pad] = "F.pad"
+    names[T.__getitem__] = "indexing (Tensor.__getitem__)"
+    return rules, names
+
+
+_RULES, _NAMES = _build_rules()
+_STACKS = frozenset({torch.stack})
+_UNBIND = frozenset({torch.Tensor.unbind, torch.unbind})
+_SPLITS = frozenset({torch.Tensor.split, torch.split})
