@@ -14,7 +14,8 @@ Each argument of `Padded` describes one dimension: a name (``"B"``, ``"P"``),
 a name with an offset (``"T-1"``: replay rows), an int (exact size), ``"*"``
 (any one dimension) or ``"..."`` (any number of them, once). A name is bound
 the first time it is seen in a call and must mean the same length in every
-other argument, annotated local and the return value of that call.
+other argument, annotated local and the return value of that call (a
+direct ``typeguard.check_type`` is a call of its own).
 
 Four names are geometry (DESIGN.md section 2) and, on a tensor the tracer
 tagged, read the tag at the tag's sequence dimension instead of the size:
@@ -102,7 +103,7 @@ class Padded:
     annotation at every call). Bad dimension specs raise `LayoutSpecError`.
     """
 
-    __slots__ = ("_checker", "_dims", "_rest", "dims")
+    __slots__ = ("_checker", "_dims", "_geometry", "_pairs", "_rest", "dims")
     _cache: dict[tuple[object, ...], Padded] = {}
 
     def __new__(cls, *dims: int | str) -> Padded:
@@ -116,6 +117,12 @@ class Padded:
         if len(rests) > 1:
             raise LayoutSpecError(f"Padded{dims!r}: '...' may appear once")
         self._rest = rests[0] if rests else None
+        # (dimension index, spec) of the dimensions that say something; negative indices count from the end
+        head = self._dims if self._rest is None else self._dims[: self._rest]
+        tail = () if self._rest is None else self._dims[self._rest + 1:]
+        pairs = [(i, d) for i, d in enumerate(head)] + [(i - len(tail), d) for i, d in enumerate(tail)]
+        self._pairs = tuple((i, d) for i, d in pairs if d.kind in ("int", "name"))
+        self._geometry = any(d.kind == "name" and d.name in GEOMETRY_NAMES for _, d in self._pairs)
         self._checker = _make_checker(self)
         cls._cache[dims] = self
         return self
@@ -166,10 +173,36 @@ def _error(message: str) -> Exception:
     return TypeCheckError(message)
 
 
-def _scope(memo: Any) -> dict[str, tuple[int, str]]:
-    # One dict of bound lengths per call, kept in the call's locals mapping.
+_PHASES = {
+    "check_argument_types_internal": "argument",
+    "check_argument_types": "argument",
+    "check_return_type_internal": "return",
+    "check_return_type": "return",
+    "check_variable_assignment": "assignment",
+    "check_type": "check_type",
+}
+
+
+def _phase() -> tuple[str, Any]:
+    # Which typeguard entry point is checking (an instrumented call's
+    # arguments, return value or annotated local; or a direct check_type),
+    # from typeguard's own frames: a few co_name comparisons.
+    frame = sys._getframe(2)
+    for _ in range(16):
+        if frame is None:
+            break
+        phase = _PHASES.get(frame.f_code.co_name)
+        if phase is not None:
+            return phase, frame
+        frame = frame.f_back
+    return "check_type", None
+
+
+def _scope(memo: Any, phase: str) -> dict[str, tuple[int, str, Any]]:
+    # One dict of bound lengths per instrumented call, kept in the call's own
+    # locals mapping (the memo's). A check_type call is a scope of its own.
     local = memo.locals
-    if local is memo.globals:  # module level (check_type outside a function): one check, one scope
+    if phase == "check_type" or local is memo.globals:
         return {}
     try:
         scope = local.get(_SCOPE_KEY)
@@ -181,24 +214,15 @@ def _scope(memo: Any) -> dict[str, tuple[int, str]]:
     return scope  # type: ignore[no-any-return]
 
 
-def _who() -> str:
-    # Which argument (or the return value, or an annotated local) is being
-    # checked: read from typeguard's own frames, only when a name is bound.
-    frame = sys._getframe(3)
-    for _ in range(12):
-        if frame is None:
-            break
-        name = frame.f_code.co_name
-        if name in ("check_argument_types_internal", "check_argument_types"):
-            return f'argument "{frame.f_locals.get("argname", "?")}"'
-        if name in ("check_return_type_internal", "check_return_type"):
-            return "the return value"
-        if name == "check_variable_assignment":
-            return f'the value assigned to {frame.f_locals.get("varname", "?")}'
-        if name == "check_type":
-            return "the value given to check_type"
-        frame = frame.f_back
-    return "another value"
+def _who(phase: str, frame: Any) -> str:
+    # What is being checked, for messages; read only when a name is first bound.
+    if phase == "argument":
+        return f'argument "{frame.f_locals.get("argname", "?")}"'
+    if phase == "return":
+        return "the return value"
+    if phase == "assignment":
+        return f'the value assigned to {frame.f_locals.get("varname", "?")}'
+    return "another dimension of this value"
 
 
 def _tag_value(name: str, tag: Any) -> int | None:
@@ -226,59 +250,52 @@ def _check(spec: Padded, value: Any, origin_type: Any, memo: Any) -> None:
     if not isinstance(value, origin_type):
         raise _error(f"is not an instance of {origin_type.__module__}.{origin_type.__qualname__}")
     with metadata_only():
-        raw = getattr(value, "shape", None)
-        shape = None if raw is None else tuple(int(d) for d in raw)
+        shape = getattr(value, "shape", None)
     if shape is None:
         raise _error("has no shape to check against " + repr(spec))
-    dims = spec._dims
-    if spec._rest is None:
-        if len(shape) != len(dims):
-            raise _error(f"has {len(shape)} dimensions {shape}, but {spec!r} describes {len(dims)}")
-        pairs = list(zip(range(len(shape)), dims))
-    else:
-        head, tail = dims[: spec._rest], dims[spec._rest + 1:]
-        if len(shape) < len(head) + len(tail):
-            raise _error(f"has {len(shape)} dimensions {shape}, but {spec!r} needs at least {len(head) + len(tail)}")
-        pairs = list(zip(range(len(head)), head))
-        pairs += list(zip(range(len(shape) - len(tail), len(shape)), tail))
+    ndim, wanted = len(shape), len(spec._dims)
+    if spec._rest is None and ndim != wanted:
+        raise _error(f"has {ndim} dimensions {tuple(shape)}, but {spec!r} describes {wanted}")
+    if spec._rest is not None and ndim < wanted - 1:
+        raise _error(f"has {ndim} dimensions {tuple(shape)}, but {spec!r} needs at least {wanted - 1}")
     tag = None
-    if any(d.kind == "name" and d.name in GEOMETRY_NAMES for _, d in pairs):
+    if spec._geometry:
         tags = sys.modules.get("layoutcheck.runtime.tags")
         if tags is not None:  # nothing can be tagged before the tags module is loaded
             tag = tags.geometry_of(value)
-    scope: dict[str, tuple[int, str]] | None = None
-    for i, dim in pairs:
+    scope: dict[str, tuple[int, str, Any]] | None = None
+    who = None
+    for i, dim in spec._pairs:
+        if i < 0:
+            i += ndim
         size = shape[i]
         if dim.kind == "int":
             if size != dim.size:
                 raise _error(f"has size {size} in dimension {i}, but {spec!r} says {dim.size}")
             continue
-        if dim.kind != "name":
-            continue
-        source = None
-        if tag is not None and dim.name in GEOMETRY_NAMES and i == tag.seq_dim:
-            known = _tag_value(dim.name, tag)
+        name, from_tag = dim.name, None
+        value_of_name = size - dim.offset
+        if tag is not None and i == tag.seq_dim and name in GEOMETRY_NAMES:
+            known = _tag_value(name, tag)
             if known is not None:
                 if size != known + dim.offset:
                     raise _error(
                         f"has {size} positions in dimension {i}, but {_label(dim)} is {known + dim.offset} "
-                        f"for {tag.describe()}{_sliced_hint(dim.name, tag)}"
+                        f"for {tag.describe()}{_sliced_hint(name, tag)}"
                     )
-                value_of_name = known
-                source = f"the tag of {tag.describe()}"
-            else:
-                value_of_name = size - dim.offset
-        else:
-            value_of_name = size - dim.offset
+                value_of_name, from_tag = known, tag
         if scope is None:
-            scope = _scope(memo)
-        bound = scope.get(dim.name)
+            phase, frame = _phase()
+            scope = _scope(memo, phase)
+        bound = scope.get(name)
         if bound is None:
-            scope[dim.name] = (value_of_name, f"{_who()}" + (f" ({source})" if source else ""))
+            if who is None:
+                who = _who(phase, frame)
+            scope[name] = (value_of_name, who, from_tag)
         elif bound[0] != value_of_name:
+            source = bound[1] + (f" (the tag of {bound[2].describe()})" if bound[2] is not None else "")
             raise _error(
-                f"has {dim.name}={value_of_name} (size {size} in dimension {i}), but {dim.name}={bound[0]} "
-                f"was bound by {bound[1]}"
+                f"has {name}={value_of_name} (size {size} in dimension {i}), but {name}={bound[0]} was bound by {source}"
             )
 
 

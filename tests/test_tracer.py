@@ -402,3 +402,24 @@ def test_no_graph_break_under_torch_compile_fullgraph():
     with tracer:  # a compiled region called while the tracer is active
         assert step(data["tokens"][0]).shape == (192,)
         assert tracer.violations == []
+
+
+def test_a_rule_that_fails_never_breaks_the_op_in_warn_or_record_mode(monkeypatch):
+    from layoutcheck import LayoutSpecError
+    from layoutcheck.runtime import propagation
+
+    def broken(*args):
+        raise ValueError("boom")
+
+    monkeypatch.setattr(propagation, "pad", broken)
+    data = rollout()
+    with Tracer("record", enabled=True) as tracer:
+        out = F.pad(data["tokens"][0], (0, 84))
+    assert out.shape == (384,) and tracer.recorder.notes == ["the tracer could not follow F.pad: ValueError: boom"]
+    with pytest.warns(LayoutWarning, match="could not follow F.pad"), Tracer("warn", enabled=True):
+        F.pad(data["tokens"][0], (0, 84))
+    with pytest.raises(LayoutSpecError, match="could not follow F.pad"), Tracer("raise", enabled=True):
+        F.pad(data["tokens"][0], (0, 84))
+    with Tracer("record", enabled=True):  # errors of the op itself are the user's, unchanged
+        with pytest.raises(RuntimeError, match="same size|Sizes of tensors"):
+            torch.stack([data["tokens"][0], data["tokens"][1]])

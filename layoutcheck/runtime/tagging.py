@@ -33,7 +33,6 @@ from layoutcheck.runtime.meta import metadata_only, shape_of
 from layoutcheck.runtime.tags import Tag, geometry_of, tag
 
 __all__ = [
-    "ROLLOUT_RESPONSE_FIELDS",
     "tag_batch",
     "tag_rollout",
     "wrap_slice_log_prob_with_cp",

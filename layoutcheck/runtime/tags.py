@@ -30,10 +30,7 @@ from typing import Any, NamedTuple
 
 from layoutcheck import geometry
 
-__all__ = ["SPACES", "Tag", "clear_tags", "geometry_of", "tag", "tagged_count", "untag"]
-
-SPACES: tuple[str, ...] = ("tokens", "response", "replay")
-"""What a tagged tensor's sequence dimension indexes: token positions, response entries, replay rows."""
+__all__ = ["Tag", "clear_tags", "geometry_of", "tag", "tagged_count", "untag"]
 
 
 class Tag(NamedTuple):

@@ -34,6 +34,7 @@ import functools
 import os
 import sys
 import threading
+import warnings
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
@@ -43,14 +44,14 @@ import torch
 import torch.nn.functional as functional
 from torch.overrides import TorchFunctionMode
 
-from layoutcheck.errors import Violation
+from layoutcheck.errors import LayoutError, LayoutSpecError, Violation
 from layoutcheck.runtime import propagation
-from layoutcheck.runtime.reporting import Recorder, check_mode, report
-from layoutcheck.runtime.tags import geometry_of
+from layoutcheck.runtime.reporting import LayoutWarning, Recorder, check_mode, report
+from layoutcheck.runtime.tags import Tag, geometry_of
 from layoutcheck.runtime.tags import set_tag as tag
 from layoutcheck.runtime.trace_switch import tracer_enabled
 
-__all__ = ["Tracer", "active_tracer", "user_site"]
+__all__ = ["Tracer", "active_tracer"]
 
 _TORCH_DIR = os.path.dirname(os.path.abspath(torch.__file__)) + os.sep
 _OWN_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep  # .../layoutcheck/
@@ -188,7 +189,10 @@ def _active_mode() -> _Mode | None:
 
 # --- the mode -------------------------------------------------------------------------------
 
-Rule = Callable[["_Mode", Any, tuple[Any, ...], dict[str, Any]], Any]
+After = Callable[[Any], None]
+"""What a rule does once the op has run: tag its output."""
+Rule = Callable[["_Mode", Any, tuple[Any, ...], dict[str, Any]], "After | None"]
+"""Runs before the op (torch-function handling off): reads tags and shapes, flags, returns an `After`."""
 
 
 class _Mode(TorchFunctionMode):
@@ -207,15 +211,36 @@ class _Mode(TorchFunctionMode):
         rule = _RULES.get(func)
         if rule is None or self.paused:
             return func(*args, **kwargs)  # not a layout op: nothing of the tracer's runs
-        return rule(self, func, args, kwargs)
-
-    def call(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        """Run the traced op itself (the only user code the mode runs)."""
-        return func(*args, **kwargs)
+        after: After | None
+        try:
+            with _DisableTorchFunction():
+                after = rule(self, func, args, kwargs)
+        except LayoutError:
+            raise  # raise mode: stop at the op, before it runs
+        except Exception as exc:  # noqa: BLE001 - the tracer must never break a training step
+            after = self.failed(exc, func)
+        out = func(*args, **kwargs)  # the user's op, with torch-function handling as it was
+        if after is not None:
+            try:
+                with _DisableTorchFunction():
+                    after(out)
+            except Exception as exc:  # noqa: BLE001
+                self.failed(exc, func)
+        return out
 
     def flag(self, violations: list[Violation], func: Any) -> None:
         if violations:
             self.tracer.report(violations, _op_name(func))
+
+    def failed(self, exc: Exception, func: Any) -> None:
+        """The tracer could not follow an op: raise in raise mode, else one note (and a warning in warn mode)."""
+        note = f"the tracer could not follow {_op_name(func)}: {type(exc).__name__}: {exc}"
+        if self.tracer.mode == "raise":
+            raise LayoutSpecError(note) from exc
+        self.tracer.recorder.add_note(note)
+        if self.tracer.mode == "warn":
+            warnings.warn(note, LayoutWarning, stacklevel=user_site(2)[3])
+        return None
 
 
 def _op_name(func: Any) -> str:
@@ -236,148 +261,131 @@ def _shape(x: Any) -> tuple[int, ...] | None:
     return None if shape is None else tuple(shape)
 
 
-def _same_rule(mode: _Mode, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+def _tag_output(new: Tag | None) -> After | None:
+    if new is None:
+        return None
+    return lambda out: tag(out, new)
+
+
+def _same_rule(mode: _Mode, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> After | None:
+    # to/contiguous/clone/detach and dtype casts (same shape); view/reshape/... (`reshape=True`)
     x = _arg(args, kwargs, 0, "input")
     g = geometry_of(x)
     if g is None:
-        return mode.call(func, args, kwargs)
-    out = mode.call(func, args, kwargs)
-    if out is x:
-        return out
-    with _DisableTorchFunction():
-        in_shape, out_shape = _shape(x), _shape(out)
+        return None
+    in_shape = _shape(x)
+    reshape = func in _RESHAPES
+
+    def after(out: Any) -> None:
+        if out is x:
+            return
+        out_shape = _shape(out)
         if in_shape is not None and out_shape is not None:
-            new = propagation.same(g, in_shape, out_shape)
+            new = propagation.reshape(g, in_shape, out_shape) if reshape else propagation.same(g, in_shape, out_shape)
             if new is not None:
                 tag(out, new)
-    return out
+
+    return after
 
 
-def _reshape_rule(mode: _Mode, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-    x = _arg(args, kwargs, 0, "input")
-    g = geometry_of(x)
-    if g is None:
-        return mode.call(func, args, kwargs)
-    out = mode.call(func, args, kwargs)
-    with _DisableTorchFunction():
-        in_shape, out_shape = _shape(x), _shape(out)
-        if in_shape is not None and out_shape is not None:
-            new = propagation.reshape(g, in_shape, out_shape)
-            if new is not None:
-                tag(out, new)
-    return out
-
-
-def _getitem_rule(mode: _Mode, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+def _getitem_rule(mode: _Mode, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> After | None:
     x = args[0]
     g = geometry_of(x)
     if g is None:
-        return mode.call(func, args, kwargs)
-    with _DisableTorchFunction():
-        shape = _shape(x)
-        new, problems = propagation.index(g, shape, args[1]) if shape is not None else (None, [])
+        return None
+    shape = _shape(x)
+    if shape is None:
+        return None
+    new, problems = propagation.index(g, shape, args[1])
     mode.flag(problems, func)
-    out = mode.call(func, args, kwargs)
-    if new is not None:
-        tag(out, new)
-    return out
+    return _tag_output(new)
 
 
-def _narrow_rule(mode: _Mode, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+def _narrow_rule(mode: _Mode, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> After | None:
     x = _arg(args, kwargs, 0, "input")
     g = geometry_of(x)
     if g is None:
-        return mode.call(func, args, kwargs)
+        return None
     dim, start, length = (_arg(args, kwargs, i, n) for i, n in ((1, "dim"), (2, "start"), (3, "length")))
-    new = None
-    with _DisableTorchFunction():
-        shape = _shape(x)
-        if shape and all(type(v) is int for v in (dim, start, length)) and -len(shape) <= dim < len(shape):
-            d = dim % len(shape)
-            if start < 0:
-                start += shape[d]
-            if d == g.seq_dim:
-                new = propagation.slice_sequence(g, shape[d], start, start + length)
-            else:
-                new, _ = propagation.index(g, shape, (slice(None),) * d + (slice(start, start + length),))
-    out = mode.call(func, args, kwargs)
-    if new is not None:
-        tag(out, new)
-    return out
+    shape = _shape(x)
+    if not shape or not all(type(v) is int for v in (dim, start, length)) or not -len(shape) <= dim < len(shape):
+        return None
+    d = dim % len(shape)
+    if start < 0:
+        start += shape[d]
+    new, _ = propagation.index(g, shape, (slice(None),) * d + (slice(start, start + length),))
+    return _tag_output(new)
 
 
-def _pieces_rule(mode: _Mode, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-    # split / chunk / tensor_split / unbind: pieces along one dimension, read from the outputs.
+def _pieces_rule(mode: _Mode, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> After | None:
+    # split / chunk / unbind: pieces along one dimension, read from the outputs.
     x = _arg(args, kwargs, 0, "input")
     g = geometry_of(x)
     if g is None:
-        return mode.call(func, args, kwargs)
+        return None
     unbind = func in _UNBIND
     dim = _arg(args, kwargs, 1 if unbind else 2, "dim", 0)
-    explicit = func in _SPLITS and isinstance(_arg(args, kwargs, 1, "split_size_or_sections",
-                                                   kwargs.get("split_size")), (list, tuple))
-    out = mode.call(func, args, kwargs)
-    if type(dim) is not int or not isinstance(out, (tuple, list)):
-        return out
-    with _DisableTorchFunction():
-        shape = _shape(x)
-        if not shape or not -len(shape) <= dim < len(shape):
-            return out
-        d = dim % len(shape)
+    shape = _shape(x)
+    if type(dim) is not int or not shape or not -len(shape) <= dim < len(shape):
+        return None
+    d = dim % len(shape)
+    sections = _arg(args, kwargs, 1, "split_size_or_sections", kwargs.get("split_size"))
+    if func in _SPLITS and isinstance(sections, (list, tuple)) and all(type(n) is int for n in sections):
+        # explicit sizes: judged before the op runs (raise mode stops at it)
+        tags, problems = propagation.split(g, shape, d, list(sections), explicit=True)
+        mode.flag(problems, func)
+        return lambda out: _tag_pieces(out, tags)
+
+    def after(out: Any) -> None:
+        if not isinstance(out, (tuple, list)):
+            return
         if unbind:
-            tags = []
-            for i in range(len(out)):
-                t, _ = propagation.index(g, shape, (slice(None),) * d + (i,))
-                tags.append(t)
-            problems: list[Violation] = []
+            tags = [propagation.index(g, shape, (slice(None),) * d + (i,))[0] for i in range(len(out))]
         else:
             sizes = [(_shape(piece) or (0,) * (d + 1))[d] for piece in out]
-            tags, problems = propagation.split(g, shape, d, sizes, explicit=explicit)
-    mode.flag(problems, func)
-    for piece, t in zip(out, tags):
-        if t is not None:
-            tag(piece, t)
-    return out
+            tags, _ = propagation.split(g, shape, d, sizes, explicit=False)
+        _tag_pieces(out, tags)
+
+    return after
 
 
-def _join_rule(mode: _Mode, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+def _tag_pieces(out: Any, tags: list[Tag | None]) -> None:
+    if isinstance(out, (tuple, list)):
+        for piece, t in zip(out, tags):
+            if t is not None:
+                tag(piece, t)
+
+
+def _join_rule(mode: _Mode, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> After | None:
     tensors = _arg(args, kwargs, 0, "tensors")
     if not isinstance(tensors, (list, tuple)):
-        return mode.call(func, args, kwargs)
+        return None
     tags = [geometry_of(t) for t in tensors]
     if not any(tags):
-        return mode.call(func, args, kwargs)
+        return None
     dim = _arg(args, kwargs, 1, "dim", kwargs.get("axis", 0))
-    new, problems = None, []
-    if type(dim) is int:
-        with _DisableTorchFunction():
-            shapes = [_shape(t) for t in tensors]
-            if all(s is not None for s in shapes):
-                new, problems = propagation.join(tags, shapes, dim, stack=func in _STACKS)  # type: ignore[arg-type]
+    if type(dim) is not int:
+        return None
+    shapes = [_shape(t) for t in tensors]
+    if any(s is None for s in shapes):
+        return None
+    new, problems = propagation.join(tags, shapes, dim, stack=func in _STACKS)  # type: ignore[arg-type]
     mode.flag(problems, func)
-    out = mode.call(func, args, kwargs)
-    if new is not None:
-        tag(out, new)
-    return out
+    return _tag_output(new)
 
 
-def _pad_rule(mode: _Mode, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+def _pad_rule(mode: _Mode, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> After | None:
     x = _arg(args, kwargs, 0, "input")
     g = geometry_of(x)
     if g is None:
-        return mode.call(func, args, kwargs)
+        return None
     amounts = _arg(args, kwargs, 1, "pad")
-    new, problems = None, []
-    if isinstance(amounts, (list, tuple)):
-        with _DisableTorchFunction():
-            shape = _shape(x)
-            if shape is not None:
-                new, problems = propagation.pad(g, shape, amounts)
+    shape = _shape(x)
+    if not isinstance(amounts, (list, tuple)) or shape is None:
+        return None
+    new, problems = propagation.pad(g, shape, amounts)
     mode.flag(problems, func)
-    out = mode.call(func, args, kwargs)
-    if new is not None:
-        tag(out, new)
-    return out
+    return _tag_output(new)
 
 
 def _build_rules() -> tuple[dict[Any, Rule], dict[Any, str]]:
@@ -397,8 +405,8 @@ def _build_rules() -> tuple[dict[Any, Rule], dict[Any, str]]:
     add(_same_rule, T, "Tensor", *same)
     add(_same_rule, torch, "torch", "clone", "detach")
     reshapes = ("view", "reshape", "flatten", "unsqueeze", "squeeze", "view_as", "reshape_as")
-    add(_reshape_rule, T, "Tensor", *reshapes)
-    add(_reshape_rule, torch, "torch", "reshape", "flatten", "unsqueeze", "squeeze")
+    add(_same_rule, T, "Tensor", *reshapes)
+    add(_same_rule, torch, "torch", "reshape", "flatten", "unsqueeze", "squeeze")
     add(_getitem_rule, T, "Tensor", "__getitem__")
     add(_narrow_rule, T, "Tensor", "narrow")
     add(_narrow_rule, torch, "torch", "narrow")
@@ -413,5 +421,10 @@ def _build_rules() -> tuple[dict[Any, Rule], dict[Any, str]]:
 
 _RULES, _NAMES = _build_rules()
 _STACKS = frozenset({torch.stack})
+_RESHAPES = frozenset(
+    f for f in (*(getattr(torch.Tensor, n) for n in ("view", "reshape", "flatten", "unsqueeze", "squeeze",
+                                                     "view_as", "reshape_as")),
+                torch.reshape, torch.flatten, torch.unsqueeze, torch.squeeze)
+)
 _UNBIND = frozenset({torch.Tensor.unbind, torch.unbind})
 _SPLITS = frozenset({torch.Tensor.split, torch.split})
