@@ -26,7 +26,13 @@ if TYPE_CHECKING:
         check_rollout,
     )
     from layoutcheck.runtime.reporting import LayoutWarning, Recorder, format_violations, report
-    from layoutcheck.runtime.tagging import tag_batch, tag_rollout, wrap_slice_log_prob_with_cp, wrap_slice_with_cp
+    from layoutcheck.runtime.tagging import (
+        tag_batch,
+        tag_rollout,
+        wrap_cp_offsets,
+        wrap_slice_log_prob_with_cp,
+        wrap_slice_with_cp,
+    )
     from layoutcheck.runtime.tags import Tag, clear_tags, geometry_of, tag, tagged_count, untag
     from layoutcheck.runtime.tracer import Tracer, active_tracer
     from layoutcheck.typing import Padded
@@ -58,6 +64,7 @@ _LAZY = {
     "active_tracer": "layoutcheck.runtime.tracer",
     "tag_batch": "layoutcheck.runtime.tagging",
     "tag_rollout": "layoutcheck.runtime.tagging",
+    "wrap_cp_offsets": "layoutcheck.runtime.tagging",
     "wrap_slice_log_prob_with_cp": "layoutcheck.runtime.tagging",
     "wrap_slice_with_cp": "layoutcheck.runtime.tagging",
     "Padded": "layoutcheck.typing",
@@ -96,6 +103,7 @@ __all__ = [
     "tag_rollout",
     "tagged_count",
     "untag",
+    "wrap_cp_offsets",
     "wrap_slice_log_prob_with_cp",
     "wrap_slice_with_cp",
 ]

@@ -17,7 +17,7 @@ import torch
 import torch.nn.functional as F
 import trainer_cp
 
-from layoutcheck import ConfigError, LayoutError, LayoutWarning, geometry
+from layoutcheck import ConfigError, LayoutError, LayoutSpecError, LayoutWarning, geometry
 from layoutcheck.runtime.tagging import tag_batch, tag_rollout, wrap_slice_log_prob_with_cp, wrap_slice_with_cp
 from layoutcheck.runtime.tags import Tag, clear_tags, geometry_of, tag, tagged_count
 from layoutcheck.runtime.trace_switch import tracer_enabled
@@ -405,7 +405,6 @@ def test_no_graph_break_under_torch_compile_fullgraph():
 
 
 def test_a_rule_that_fails_never_breaks_the_op_in_warn_or_record_mode(monkeypatch):
-    from layoutcheck import LayoutSpecError
     from layoutcheck.runtime import propagation
 
     def broken(*args):
@@ -423,3 +422,50 @@ def test_a_rule_that_fails_never_breaks_the_op_in_warn_or_record_mode(monkeypatc
     with Tracer("record", enabled=True):  # errors of the op itself are the user's, unchanged
         with pytest.raises(RuntimeError, match="stack expects each tensor to be equal size"):
             torch.stack([data["tokens"][0], data["tokens"][1]])
+
+
+def test_cp_helpers_called_with_another_layout_than_the_runs_are_flagged_on_untagged_values():
+    from layoutcheck.runtime.tagging import wrap_cp_offsets
+
+    trainer_cp.set_parallel_state(2, 1)
+    slice_log_prob = wrap_slice_log_prob_with_cp(trainer_cp.slice_log_prob_with_cp)
+    values = [0.0] * 200  # the real producer slices lists of floats
+    with Tracer("record", enabled=True, layout="bshd") as tracer:
+        slice_log_prob(values, 300, 200, "thd")  # the packed rule in a BSHD run
+        with pytest.raises(LayoutSpecError):  # no max_token_len: flagged, then the helper itself refuses
+            slice_log_prob(values, 300, 200, "bshd")
+        slice_log_prob(values, 300, 200, "bshd", 384)
+    assert [(v.invariant, v.actual) for v in tracer.violations] == [
+        ("G4", "qkv_format='thd'"), ("G4", "max_token_len=None")]
+    assert tracer.violations[0].where.startswith("slice_log_prob_with_cp at tests/test_tracer.py:")
+
+    def offsets_helper(total_length, response_length, qkv_format="thd", max_seq_len=None, cp_rank=None, cp_size=None):
+        return geometry.response_logit_ranges(total_length, response_length, cp_size or 1, cp_rank or 0,
+                                              layout=qkv_format, padded=max_seq_len)
+
+    wrapped = wrap_cp_offsets(offsets_helper)
+    with Tracer("record", enabled=True, layout="bshd") as tracer:
+        assert wrapped(300, 200) == offsets_helper(300, 200)  # passes through, flagged
+        wrapped(300, 200, "bshd", 384)
+    assert [v.problem for v in tracer.violations] == [
+        "offsets_helper is called with the thd rule in a bshd run"]
+    with Tracer("record", enabled=True) as tracer:  # the run's layout unknown: nothing to judge
+        wrapped(300, 200)
+    assert tracer.violations == []
+
+
+def test_a_sample_grown_past_its_p_is_g2_at_the_pad_and_prompt_pieces_are_free():
+    data = rollout()
+    tokens = data["tokens"][0]  # T=300, P=384
+    with Tracer("record", enabled=True) as tracer:
+        prompt = tokens[:100]
+        F.pad(prompt, (28, 0))  # left-padding a prompt for generation: not the training layout
+        # multimodal expansion after the producer: 120 patch tokens after the first one
+        expanded = torch.cat([tokens[:1], torch.ones(120, dtype=tokens.dtype), tokens[1:]])
+        line = next_line()
+        F.pad(expanded, (0, 384 - expanded.shape[0]))  # padded to the stale P: 36 tokens dropped
+    assert geometry_of(expanded).sample == 0
+    (v,) = tracer.violations
+    assert (v.invariant, v.actual, v.where) == ("G2", 384, f"F.pad at tests/test_tracer.py:{line} in "
+                                                "test_a_sample_grown_past_its_p_is_g2_at_the_pad_and_prompt_pieces_are_free")
+    assert "below the 420 positions it holds" in v.problem

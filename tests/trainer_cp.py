@@ -56,4 +56,6 @@ def slice_log_prob_with_cp(log_prob, total_length, response_length, qkv_format="
     ranges = geometry.response_logit_ranges(total_length, response_length, cp, r, **layout)
     start = total_length - response_length - 1  # logit position of response entry 0
     pieces = [log_prob[a - start: b - start] for a, b in ranges]
+    if isinstance(log_prob, list):  # the producer slices lists of floats
+        return [x for piece in pieces for x in piece]
     return torch.cat(pieces) if pieces else log_prob[:0]

@@ -129,9 +129,15 @@ def slice_sequence(tag: Tag, size: int, start: int, stop: int) -> Tag | None:
         return None
     if tag.window is not None:
         base = tag.window[0]
+        if tag.raw:
+            return tag.evolve(window=(base + start, base + stop))
         return _recognise_window(tag, (base + start, base + stop))
     if size in tag.full_lengths():
         return _recognise_window(tag, (start, stop))
+    if not tag.sliced and tag.sample is not None and size == tag.total:
+        # a piece of the unpadded tokens: kept so that a cat that puts the
+        # sample back together (multimodal expansion) is still that sample
+        return tag.evolve(window=(start, stop), raw=True)
     return None
 
 
@@ -336,18 +342,29 @@ def join(tags: Sequence[Tag | None], shapes: Sequence[Shape], dim: int, *, stack
         return _batch_join(tags, tagged, s + 1 if stack and d <= s else s)
     sizes = [shape[s] if s < len(shape) else 0 for shape in shapes]
     if len(tagged) != len(tags):
-        return _extension(tags, sizes)
+        if tags[0] is not None and tags[0].window is None and len(tagged) == 1:
+            return _extension(tags[0], sizes)
+        return _reassembly(tagged, tags, sizes), []
     return _sequence_join(tagged, sizes), []
 
 
-def _extension(tags: Sequence[Tag | None], sizes: list[int]) -> tuple[Tag | None, list[Violation]]:
+def _reassembly(tagged: list[Tag], tags: Sequence[Tag | None], sizes: list[int]) -> Tag | None:
+    # Pieces of one sample's unpadded tokens (and whole ones), with new
+    # tokens between them: the sample again, with another length (multimodal
+    # expansion). Its T is the owner's, now stale; a later pad shows it.
+    first = tagged[0]
+    if first.sample is None or any(t.sample != first.sample or t.field != first.field for t in tagged):
+        return None
+    for t, n in zip(tags, sizes):
+        if t is not None and not (t.raw or (t.window is None and not t.sliced and n == t.total)):
+            return None
+    return first.evolve(window=None, raw=False)
+
+
+def _extension(first: Tag, sizes: list[int]) -> tuple[Tag | None, list[Violation]]:
     # cat([sample, filler, ...]) along the sequence: a right pad written as a
-    # cat (how a replay filler pads its arrays). Any other mix of tagged and
-    # untagged pieces is unknown ground.
-    first = tags[0]
-    if first is None or any(t is not None for t in tags[1:]):
-        return None, []
-    if first.space == "response" or first.window is not None or first.members or first.padded is None:
+    # cat (how a replay filler pads its arrays).
+    if first.space == "response" or first.members or first.padded is None:
         return None, []
     problem = length_problem(first, sizes[0], sum(sizes), action="extends (by cat)")
     return first, [problem] if problem else []
@@ -386,6 +403,8 @@ def _sequence_join(tagged: list[Tag], sizes: list[int]) -> Tag | None:
     first = tagged[0]
     if first.sample is not None and all(t.sample == first.sample and t.field == first.field for t in tagged):
         windows = [t.window for t in tagged]
+        if any(t.raw for t in tagged):
+            return _reassembly(tagged, tagged, sizes)
         if all(w is not None for w in windows):
             return _recognise_pieces(first, windows)  # type: ignore[arg-type]
         return None
@@ -410,12 +429,12 @@ def length_problem(tag: Tag, size: int, new: int, *, action: str, allowed: Seque
     ``"to N positions"``). Shared by the pad rule and the CP helper wrappers.
     """
     labels = _allowed_lengths(tag) if allowed is None else {n: f"P={n}" for n in allowed}
-    if new in labels:
+    if new in labels and new >= size:
         return None
     who = tag.describe()
     given = given or f"to {new} positions"
     expected = " or ".join(labels.values())
-    if new < size:
+    if new < size:  # even to its P: the sample grew past it (its lengths went stale)
         return violation(
             "G2", tag, f"{action} {who} {given}, below the {size} positions it holds: tokens are dropped",
             actual=new, expected=f"{expected} (at least {size})", hint=TRUNCATE_HINT,
@@ -470,6 +489,8 @@ def pad(tag: Tag, shape: Shape, amounts: Sequence[object]) -> tuple[Tag | None, 
         if not tag.sliced and tag.total is not None and size == tag.response and new == tag.total:
             return tag.evolve(space="tokens", window=None), []
         return None, []
+    if tag.raw:
+        return None, []  # a piece of the unpadded tokens (a prompt, say) padded: not the layout
     if tag.members or (tag.padded is None and not tag.sliced):
         return tag, []
     problem = length_problem(tag, size, new, action="pads")

@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
 from layoutcheck import geometry
-from layoutcheck.errors import LayoutSpecError, Violation
+from layoutcheck.errors import LayoutError, LayoutSpecError, Violation
 from layoutcheck.runtime import propagation
 from layoutcheck.runtime.adapters import MilesAdapter
 from layoutcheck.runtime.common import REPLAY_FIELDS, RESPONSE_FIELDS, SHAPE_FIELDS, UNSLICED_RESPONSE_FIELDS
@@ -35,6 +35,7 @@ from layoutcheck.runtime.tags import Tag, geometry_of, tag
 __all__ = [
     "tag_batch",
     "tag_rollout",
+    "wrap_cp_offsets",
     "wrap_slice_log_prob_with_cp",
     "wrap_slice_with_cp",
 ]
@@ -200,6 +201,9 @@ def tag_batch(
 
 # --- the trainer's CP helpers -------------------------------------------------------------------
 
+Check = Callable[[Any, dict[str, Any], Any], "Callable[[Any], None] | None"]
+"""``(tracer, bound arguments, tensor) -> after(out)``: flags a call, then tags the helper's result."""
+
 
 def _bound(signature: inspect.Signature, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any] | None:
     try:
@@ -210,67 +214,118 @@ def _bound(signature: inspect.Signature, args: tuple[Any, ...], kwargs: dict[str
     return dict(bound.arguments)
 
 
-def _rank(state: Any, getter: Callable[[], Any] | None, g: Tag) -> tuple[int, int | None]:
+def _rank(state: Any, getter: Callable[[], Any] | None, g: Tag | None) -> tuple[int, int | None]:
     if state is None and getter is not None:
         state = getter()
     if state is None:
-        return g.cp_size, None
+        return (g.cp_size if g is not None else 1), None
     p = MilesAdapter().parallel(lambda: state)
     return p.cp_size, p.cp_rank
 
 
-def _first(fn: Callable[..., Any]) -> tuple[inspect.Signature, str]:
+def _helper(fn: F, op: str, check: Check) -> F:
+    # The shared shape of the CP-helper wrappers: outside an active tracer,
+    # only the call; inside, `check` (torch-function handling off) flags the
+    # call and says how to tag the result, the helper runs untraced (it
+    # tags its own result), and an error of the checking itself never breaks
+    # the call (a note, as in the tracer's mode).
     signature = inspect.signature(fn)
-    names = list(signature.parameters)
-    if not names:
+    if not signature.parameters:
         raise LayoutSpecError(f"{getattr(fn, '__qualname__', fn)} takes no tensor argument")
-    return signature, names[0]
+    first = next(iter(signature.parameters))
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        from layoutcheck.runtime.tracer import active_tracer
+
+        tracer = active_tracer()
+        if tracer is None or (tracer.layout is None and geometry_of(args[0] if args else kwargs.get(first)) is None):
+            return fn(*args, **kwargs)  # nothing to judge the call against
+        after = None
+        try:
+            call = _bound(signature, args, kwargs)
+            if call is not None:
+                with metadata_only():
+                    after = check(tracer, call, call.get(first))
+        except LayoutError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - never break the trainer's call
+            tracer.failed(exc, op)
+        with tracer.paused():
+            out = fn(*args, **kwargs)
+        if after is not None:
+            try:
+                with metadata_only():
+                    after(out)
+            except Exception as exc:  # noqa: BLE001
+                tracer.failed(exc, op)
+        return out
+
+    return wrapper  # type: ignore[return-value]
+
+
+def _run_layout_problem(tracer: Any, op: str, field: str, qkv_format: object, padded: object, padded_name: str,
+                        invariant: str) -> list[Violation]:
+    # A call on an untagged value: judged against the run's layout (`Tracer(layout=...)`), if known.
+    layout = tracer.layout
+    if layout is None:
+        return []
+    hint = f"pass the run's qkv_format={layout!r}" + (f" and {padded_name}=P (the sample's `max_seq_lens` entry)"
+                                                      if layout == "bshd" else "") + " to every CP helper call"
+    if qkv_format != layout:
+        problem = f"{op} is called with the {qkv_format} rule in a {layout} run"
+        return [Violation(invariant, "", field, problem, actual=f"qkv_format={qkv_format!r}",
+                          expected=f"qkv_format={layout!r}", hint=hint, sizes={"layout": layout})]
+    if layout == "bshd" and padded is None:
+        problem = f"{op} is called without {padded_name} in a bshd run: it falls back to the packed rule"
+        return [Violation(invariant, "", field, problem, actual=f"{padded_name}=None",
+                          expected=f"{padded_name}=P", hint=hint, sizes={"layout": layout})]
+    return []
 
 
 def wrap_slice_with_cp(fn: F, *, parallel_state: Callable[[], Any] | None = None) -> F:
     """Wrap the trainer's ``slice_with_cp(tokens, pad_value, qkv_format="thd", max_seq_len=None, parallel_state=None)``.
 
-    On a tagged token-space tensor, inside an active tracer: flags a layout
-    other than the sample's (``qkv_format``), a ``max_seq_len`` that is not
-    the sample's ``P`` (or bucket; G3, G6, G2 when it truncates), a tensor
+    Inside an active tracer, on a tagged tensor: flags a layout other than
+    the sample's (``qkv_format``), a ``max_seq_len`` that is not the
+    sample's ``P`` (or bucket; G3, G6, G2 when it truncates), a tensor
     already CP-sliced, or response entries given to the token rule (G4);
     then runs the helper untraced and tags its result with the rank and the
-    local length. The rank comes from the call's ``parallel_state``, else
-    from ``parallel_state()`` given here (the trainer's
-    ``get_parallel_state``). Arguments are read by name from the helper's own
-    signature; the call passes through unchanged.
+    local length. On an untagged tensor, a ``qkv_format`` other than the
+    tracer's ``layout`` is flagged (G3). The rank comes from the call's
+    ``parallel_state``, else from ``parallel_state()`` given here (the
+    trainer's ``get_parallel_state``). Arguments are read by name from the
+    helper's own signature; the call passes through unchanged.
     """
-    signature, first = _first(fn)
 
-    @functools.wraps(fn)
-    def slice_with_cp(*args: Any, **kwargs: Any) -> Any:
-        from layoutcheck.runtime.tracer import active_tracer
-
-        tracer = active_tracer()
-        tensor = args[0] if args else kwargs.get(first)
-        g = geometry_of(tensor) if tracer is not None else None
-        call = _bound(signature, args, kwargs) if g is not None else None
-        if g is None or call is None or tracer is None:
-            return fn(*args, **kwargs)
+    def check(tracer: Any, call: dict[str, Any], tensor: Any) -> Callable[[Any], None] | None:
         qkv_format = call.get("qkv_format", "thd")
-        scheme = "allgather" if call.get("allgather_cp") else "zigzag"
-        cp, r = _rank(call.get("parallel_state"), parallel_state, g)
-        with metadata_only():
-            size = shape_of(tensor)[g.seq_dim] if shape_of(tensor) else 0  # type: ignore[index]
+        g = geometry_of(tensor)
+        if g is None:
+            problems = _run_layout_problem(tracer, "slice_with_cp", "tokens", qkv_format, call.get("max_seq_len"),
+                                           "max_seq_len", "G3")
+            if problems:
+                tracer.report(problems, "slice_with_cp")
+            return None
+        shape = shape_of(tensor)
+        size = shape[g.seq_dim] if shape and g.seq_dim < len(shape) else 0
         problems = _slice_problems(g, size, qkv_format, call.get("max_seq_len"))
         if problems:
             tracer.report(problems, "slice_with_cp")
-        with tracer.paused():
-            out = fn(*args, **kwargs)
-        with metadata_only():
-            out_shape = shape_of(out)
-        if out_shape is not None and g.space != "response":
-            local = int(out_shape[g.seq_dim]) if g.seq_dim < len(out_shape) else None
-            tag(out, g.evolve(cp_size=cp, cp_rank=r if r is not None else g.cp_rank, local=local,
-                              scheme=scheme if cp > 1 else g.scheme, window=None))
-        return out
+        if g.space == "response":
+            return None
+        cp, r = _rank(call.get("parallel_state"), parallel_state, g)
+        scheme = "allgather" if call.get("allgather_cp") else "zigzag"
 
-    return slice_with_cp  # type: ignore[return-value]
+        def after(out: Any) -> None:
+            out_shape = shape_of(out)
+            if out_shape is not None and g.seq_dim < len(out_shape):
+                tag(out, g.evolve(cp_size=cp, cp_rank=r if r is not None else g.cp_rank, local=int(out_shape[g.seq_dim]),
+                                  scheme=scheme if cp > 1 else g.scheme, window=None))
+
+        return after
+
+    return _helper(fn, "slice_with_cp", check)
 
 
 def _slice_problems(g: Tag, size: int, qkv_format: object, max_seq_len: object) -> list[Violation]:
@@ -301,41 +356,60 @@ def _slice_problems(g: Tag, size: int, qkv_format: object, max_seq_len: object) 
 def wrap_slice_log_prob_with_cp(fn: F, *, parallel_state: Callable[[], Any] | None = None) -> F:
     """Wrap the trainer's ``slice_log_prob_with_cp(log_prob, total_length, response_length, qkv_format="thd", max_token_len=None)``.
 
-    On a tagged response field, inside an active tracer: flags lengths of
+    Inside an active tracer, on a tagged response field: flags lengths of
     another sample (``total_length``/``response_length`` not the tag's ``T``
     and ``R``), another layout, a ``max_token_len`` (or ``max_seq_len``) that
     is not the sample's ``P``, or a field already CP-sliced (all G4); then
     runs the helper untraced and tags its result with the rank and the count
-    it holds. Lists of floats (the real producer's input) pass untagged.
+    it holds. On an untagged value (the real producer slices lists of
+    floats), a ``qkv_format`` other than the tracer's ``layout``, or a BSHD
+    call without the padded length, is flagged (G4).
     """
-    signature, first = _first(fn)
 
-    @functools.wraps(fn)
-    def slice_log_prob_with_cp(*args: Any, **kwargs: Any) -> Any:
-        from layoutcheck.runtime.tracer import active_tracer
-
-        tracer = active_tracer()
-        tensor = args[0] if args else kwargs.get(first)
-        g = geometry_of(tensor) if tracer is not None else None
-        call = _bound(signature, args, kwargs) if g is not None else None
-        if g is None or call is None or tracer is None:
-            return fn(*args, **kwargs)
-        padded = call.get("max_token_len", call.get("max_seq_len"))
-        problems = _log_prob_problems(g, call.get("total_length"), call.get("response_length"),
-                                      call.get("qkv_format", "thd"), padded)
+    def check(tracer: Any, call: dict[str, Any], log_prob: Any) -> Callable[[Any], None] | None:
+        padded_name = "max_token_len" if "max_token_len" in call else "max_seq_len"
+        padded = call.get(padded_name)
+        qkv_format = call.get("qkv_format", "thd")
+        g = None if isinstance(log_prob, (list, tuple)) else geometry_of(log_prob)
+        if g is None:
+            problems = _run_layout_problem(tracer, "slice_log_prob_with_cp", "response field", qkv_format, padded,
+                                           padded_name, "G4")
+            if problems:
+                tracer.report(problems, "slice_log_prob_with_cp")
+            return None
+        problems = _log_prob_problems(g, call.get("total_length"), call.get("response_length"), qkv_format, padded)
         if problems:
             tracer.report(problems, "slice_log_prob_with_cp")
         cp, r = _rank(None, parallel_state, g)
-        with tracer.paused():
-            out = fn(*args, **kwargs)
-        with metadata_only():
-            out_shape = shape_of(out)
-        if out_shape and not isinstance(out, (list, tuple)):
-            tag(out, g.evolve(cp_size=cp, cp_rank=r if r is not None else g.cp_rank, local=int(out_shape[0]),
-                              scheme="zigzag", window=None))
-        return out
 
-    return slice_log_prob_with_cp  # type: ignore[return-value]
+        def after(out: Any) -> None:
+            out_shape = shape_of(out)
+            if out_shape and not isinstance(out, (list, tuple)):
+                tag(out, g.evolve(cp_size=cp, cp_rank=r if r is not None else g.cp_rank, local=int(out_shape[0]),
+                                  scheme="zigzag", window=None))
+
+        return after
+
+    return _helper(fn, "slice_log_prob_with_cp", check)
+
+
+def wrap_cp_offsets(fn: F) -> F:
+    """Wrap ``get_logits_and_tokens_offset_with_cp(total_length, response_length, qkv_format="thd", max_seq_len=None, ...)``.
+
+    Or any CP helper with ``qkv_format`` and ``max_seq_len`` parameters
+    (``all_gather_with_cp``). Inside an active tracer that knows the run's
+    layout, a call with another ``qkv_format``, or a BSHD call without
+    ``max_seq_len`` (the packed rule, silently), is flagged (G4) at the call.
+    """
+    op = getattr(fn, "__name__", "the CP offset helper")
+
+    def check(tracer: Any, call: dict[str, Any], first: Any) -> None:
+        problems = _run_layout_problem(tracer, op, "logit offsets", call.get("qkv_format", "thd"),
+                                       call.get("max_seq_len"), "max_seq_len", "G4")
+        if problems:
+            tracer.report(problems, op)
+
+    return _helper(fn, op, check)
 
 
 def _log_prob_problems(g: Tag, total: object, response: object, qkv_format: object, padded: object) -> list[Violation]:

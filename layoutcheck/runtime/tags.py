@@ -41,7 +41,8 @@ class Tag(NamedTuple):
     shape buckets are configured, is the length the sample is actually laid
     out with. ``local`` (and ``cp_rank``, when known) are set once the tensor is CP-sliced.
     ``window`` is the ``[start, stop)`` part of the laid-out sequence a slice
-    holds (before it is recognised as a CP layout). A micro-batch tag has
+    holds (before it is recognised as a CP layout), or of the unpadded
+    tokens when ``raw``. A micro-batch tag has
     ``samples`` (in batch order) and no ``sample``; a packed stream also
     keeps each member's tag in ``members`` with its length in ``segments``.
 
@@ -74,6 +75,8 @@ class Tag(NamedTuple):
     seq_dim: int = 0
     """The dimension that holds positions (tokens, replay) or entries (response fields)."""
     window: tuple[int, int] | None = None
+    raw: bool = False
+    """The window is a piece of the sample's unpadded tokens (``[0, T)``), not of a laid-out sequence."""
     segments: tuple[int, ...] = ()
     members: tuple[Tag, ...] = ()
 

@@ -44,6 +44,7 @@ import torch
 import torch.nn.functional as functional
 from torch.overrides import TorchFunctionMode
 
+from layoutcheck import geometry
 from layoutcheck.errors import LayoutError, LayoutSpecError, Violation
 from layoutcheck.runtime import propagation
 from layoutcheck.runtime.reporting import LayoutWarning, Recorder, check_mode, report
@@ -112,15 +113,21 @@ class Tracer:
     ``with`` block costs one attribute check. ``recorder`` collects every
     violation in every mode (pass a checker's recorder to share one list).
 
+    ``layout``: the run's ``qkv_format`` (``"bshd"`` or ``"thd"``), when
+    known: the CP-helper wrappers then also judge calls on untagged values
+    (a producer slicing lists of floats).
+
     ``with tracer:`` is re-entrant and per thread. Tags are attached with
     `layoutcheck.runtime.tags.tag` or the producer / batch-builder helpers of
     `layoutcheck.runtime.tagging`, whether or not a tracer is active.
     """
 
-    def __init__(self, mode: str = "warn", *, enabled: bool | None = None, recorder: Recorder | None = None) -> None:
+    def __init__(self, mode: str = "warn", *, enabled: bool | None = None, recorder: Recorder | None = None,
+                 layout: str | None = None) -> None:
         self.mode = check_mode(mode)
         self.enabled = tracer_enabled(self.mode, enabled)
         self.recorder = recorder if recorder is not None else Recorder()
+        self.layout = None if layout is None else geometry.check_layout(layout)
 
     @property
     def violations(self) -> list[Violation]:
@@ -172,6 +179,15 @@ class Tracer:
             yield
         finally:
             mode.paused -= 1
+
+    def failed(self, exc: Exception, op: str) -> None:
+        """The tracer could not follow ``op``: raise in raise mode, else one note (and a warning in warn mode)."""
+        note = f"the tracer could not follow {op}: {type(exc).__name__}: {exc}"
+        if self.mode == "raise":
+            raise LayoutSpecError(note) from exc
+        self.recorder.add_note(note)
+        if self.mode == "warn":
+            warnings.warn(note, LayoutWarning, stacklevel=user_site(2)[3])
 
     def report(self, violations: Sequence[Violation], op: str) -> None:
         """Report ``violations`` seen at ``op``, naming the user's source line, as the mode says."""
@@ -233,14 +249,7 @@ class _Mode(TorchFunctionMode):
             self.tracer.report(violations, _op_name(func))
 
     def failed(self, exc: Exception, func: Any) -> None:
-        """The tracer could not follow an op: raise in raise mode, else one note (and a warning in warn mode)."""
-        note = f"the tracer could not follow {_op_name(func)}: {type(exc).__name__}: {exc}"
-        if self.tracer.mode == "raise":
-            raise LayoutSpecError(note) from exc
-        self.tracer.recorder.add_note(note)
-        if self.tracer.mode == "warn":
-            warnings.warn(note, LayoutWarning, stacklevel=user_site(2)[3])
-        return None
+        return self.tracer.failed(exc, _op_name(func))
 
 
 def _op_name(func: Any) -> str:
