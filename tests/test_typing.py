@@ -164,3 +164,23 @@ def test_under_typeguards_import_hook(tmp_path, monkeypatch):
             module.lay_out(tagged, torch.zeros(300))
     finally:
         sys.modules.pop("lc_hooked_data_path", None)
+
+
+def test_the_readme_annotation_example_runs_and_fails_as_it_says(tmp_path, monkeypatch):
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    section = readme.split("### Annotating functions (typeguard)", 1)[1].split("\n## ", 1)[0]
+    code = section.split("```python\n", 1)[1].split("```", 1)[0]
+    (tmp_path / "lc_readme_example.py").write_text(code)  # typeguard instruments from the source file
+    monkeypatch.syspath_prepend(str(tmp_path))
+    sys.modules.pop("lc_readme_example", None)
+    try:
+        module = importlib.import_module("lc_readme_example")
+        failing = next(line for line in code.splitlines() if line.startswith("# align_mask("))
+        message = next(line for line in code.splitlines() if line.startswith("#   argument"))
+        with pytest.raises(TypeCheckError) as info:
+            eval(failing[2:].split(" raises")[0], vars(module))  # noqa: S307 - our own README
+        assert str(info.value) == message[4:]
+    finally:
+        sys.modules.pop("lc_readme_example", None)
