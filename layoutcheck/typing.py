@@ -77,7 +77,8 @@ class _Dim:
 
 def _parse(dim: object) -> _Dim:
     if isinstance(dim, bool) or not isinstance(dim, (int, str)):
-        raise LayoutSpecError(f"a Padded dimension is a name, an int, '*' or '...', got {describe_value(dim, quote=True)}")
+        got = describe_value(dim, quote=True)
+        raise LayoutSpecError(f"a Padded dimension is a name, an int, '*' or '...', got {got}")
     if isinstance(dim, int):
         if dim < 0:
             raise LayoutSpecError(f"a Padded dimension size must be >= 0, got {dim}")
@@ -295,7 +296,8 @@ def _check(spec: Padded, value: Any, origin_type: Any, memo: Any) -> None:
         elif bound[0] != value_of_name:
             source = bound[1] + (f" (the tag of {bound[2].describe()})" if bound[2] is not None else "")
             raise _error(
-                f"has {name}={value_of_name} (size {size} in dimension {i}), but {name}={bound[0]} was bound by {source}"
+                f"has {name}={value_of_name} (size {size} in dimension {i}), "
+                f"but {name}={bound[0]} was bound by {source}"
             )
 
 

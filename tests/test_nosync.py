@@ -369,7 +369,8 @@ def traced_data_path(slice_with_cp, slice_log_prob_with_cp) -> None:
     tokens = [slice_with_cp(t, 0, "bshd", padded) for t in rollout["tokens"]]
     masks = [slice_with_cp(F.pad(m, (t - r - 1, 1)), 0, "bshd", padded) for m, t, r in
              zip(rollout["loss_masks"], rollout["total_lengths"], rollout["response_lengths"])]
-    batch = {"tokens": torch.stack(tokens), "full_loss_masks": torch.stack(masks), "max_seq_lens": [padded] * 2}
+    batch = {"tokens": torch.stack(tokens), "full_loss_masks": torch.stack(masks),
+             "max_seq_lens": rollout["max_seq_lens"]}
     tag_batch(batch, micro_batch=0, samples=[0, 1], cp_size=2, cp_rank=1)
     log_probs = [slice_log_prob_with_cp(lp, t, r, "bshd", p) for lp, t, r, p in zip(
         rollout["rollout_log_probs"], rollout["total_lengths"], rollout["response_lengths"], rollout["max_seq_lens"])]

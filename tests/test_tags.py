@@ -48,7 +48,7 @@ def test_a_tag_holds_only_ints_and_strings():
             return all(plain(v) for v in value)
         if isinstance(value, Tag):
             return all(plain(getattr(value, f)) for f in value._fields)
-        return value is None or type(value) in (int, str)
+        return value is None or type(value) in (int, bool, str)
 
     assert plain(SAMPLE.evolve(samples=(1, 2), members=(SAMPLE,), window=(0, 96), segments=(300,)))
     with pytest.raises(Exception):  # noqa: B017 - frozen

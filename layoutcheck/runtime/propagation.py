@@ -412,7 +412,8 @@ def _sequence_join(tagged: list[Tag], sizes: list[int]) -> Tag | None:
         return None
     return Tag(
         field=first.field, padded=None, layout=first.layout, cp_size=first.cp_size, scheme=first.scheme,
-        cp_rank=first.cp_rank, micro_batch=first.micro_batch, samples=tuple(t.sample for t in tagged),  # type: ignore[misc]
+        cp_rank=first.cp_rank, micro_batch=first.micro_batch,
+        samples=tuple(t.sample for t in tagged),  # type: ignore[misc]
         space=first.space, seq_dim=first.seq_dim, segments=tuple(sizes), members=tuple(tagged),
     )
 

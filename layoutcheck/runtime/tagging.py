@@ -162,7 +162,9 @@ def tag_batch(
     buckets: Sequence[int] | None = None,
     fields: Iterable[str] = SHAPE_FIELDS,
 ) -> int:
-    """Tag a batch builder's laid-out tensors (``tokens``, ``full_loss_masks``, ``position_ids``) with the micro-batch; return how many.
+    """Tag a batch builder's laid-out tensors with the micro-batch geometry; return how many.
+
+    The tensors are ``fields`` (default ``tokens``, ``full_loss_masks``, ``position_ids``).
 
     BSHD tensors are ``[B, L]``: ``P`` is ``padded`` when given, else the
     padded length the local length ``L`` comes from (`geometry.padded_for_local_length`,
@@ -236,30 +238,16 @@ def _helper(fn: F, op: str, check: Check) -> F:
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        from layoutcheck.runtime.tracer import active_tracer
+        from layoutcheck.runtime.tracer import active_tracer, checked
 
         tracer = active_tracer()
         if tracer is None or (tracer.layout is None and geometry_of(args[0] if args else kwargs.get(first)) is None):
             return fn(*args, **kwargs)  # nothing to judge the call against
-        after = None
-        try:
-            call = _bound(signature, args, kwargs)
-            if call is not None:
-                with metadata_only():
-                    after = check(tracer, call, call.get(first))
-        except LayoutError:
-            raise
-        except Exception as exc:  # noqa: BLE001 - never break the trainer's call
-            tracer.failed(exc, op)
+        call = _bound(signature, args, kwargs)
+        if call is None:
+            return fn(*args, **kwargs)  # the helper raises its own error
         with tracer.paused():
-            out = fn(*args, **kwargs)
-        if after is not None:
-            try:
-                with metadata_only():
-                    after(out)
-            except Exception as exc:  # noqa: BLE001
-                tracer.failed(exc, op)
-        return out
+            return checked(tracer, op, check, (tracer, call, call.get(first)), fn, args, kwargs)
 
     return wrapper  # type: ignore[return-value]
 
@@ -320,7 +308,8 @@ def wrap_slice_with_cp(fn: F, *, parallel_state: Callable[[], Any] | None = None
         def after(out: Any) -> None:
             out_shape = shape_of(out)
             if out_shape is not None and g.seq_dim < len(out_shape):
-                tag(out, g.evolve(cp_size=cp, cp_rank=r if r is not None else g.cp_rank, local=int(out_shape[g.seq_dim]),
+                rank = r if r is not None else g.cp_rank
+                tag(out, g.evolve(cp_size=cp, cp_rank=rank, local=int(out_shape[g.seq_dim]),
                                   scheme=scheme if cp > 1 else g.scheme, window=None))
 
         return after
@@ -354,7 +343,10 @@ def _slice_problems(g: Tag, size: int, qkv_format: object, max_seq_len: object) 
 
 
 def wrap_slice_log_prob_with_cp(fn: F, *, parallel_state: Callable[[], Any] | None = None) -> F:
-    """Wrap the trainer's ``slice_log_prob_with_cp(log_prob, total_length, response_length, qkv_format="thd", max_token_len=None)``.
+    """Wrap the trainer's response-field CP slice.
+
+    Its signature: ``slice_log_prob_with_cp(log_prob, total_length, response_length,
+    qkv_format="thd", max_token_len=None)``.
 
     Inside an active tracer, on a tagged response field: flags lengths of
     another sample (``total_length``/``response_length`` not the tag's ``T``
@@ -394,9 +386,11 @@ def wrap_slice_log_prob_with_cp(fn: F, *, parallel_state: Callable[[], Any] | No
 
 
 def wrap_cp_offsets(fn: F) -> F:
-    """Wrap ``get_logits_and_tokens_offset_with_cp(total_length, response_length, qkv_format="thd", max_seq_len=None, ...)``.
+    """Wrap the trainer's CP offset helper.
 
-    Or any CP helper with ``qkv_format`` and ``max_seq_len`` parameters
+    ``get_logits_and_tokens_offset_with_cp(total_length, response_length,
+    qkv_format="thd", max_seq_len=None, cp_rank=None, cp_size=None)``, or
+    any CP helper with ``qkv_format`` and ``max_seq_len`` parameters
     (``all_gather_with_cp``). Inside an active tracer that knows the run's
     layout, a call with another ``qkv_format``, or a BSHD call without
     ``max_seq_len`` (the packed rule, silently), is flagged (G4) at the call.

@@ -227,32 +227,43 @@ class _Mode(TorchFunctionMode):
         rule = _RULES.get(func)
         if rule is None or self.paused:
             return func(*args, **kwargs)  # not a layout op: nothing of the tracer's runs
-        after: After | None
-        try:
-            with _DisableTorchFunction():
-                after = rule(self, func, args, kwargs)
-        except LayoutError:
-            raise  # raise mode: stop at the op, before it runs
-        except Exception as exc:  # noqa: BLE001 - the tracer must never break a training step
-            after = self.failed(exc, func)
-        out = func(*args, **kwargs)  # the user's op, with torch-function handling as it was
-        if after is not None:
-            try:
-                with _DisableTorchFunction():
-                    after(out)
-            except Exception as exc:  # noqa: BLE001
-                self.failed(exc, func)
-        return out
+        return checked(self.tracer, func, rule, (self, func, args, kwargs), func, args, kwargs)
 
     def flag(self, violations: list[Violation], func: Any) -> None:
         if violations:
             self.tracer.report(violations, _op_name(func))
 
-    def failed(self, exc: Exception, func: Any) -> None:
-        return self.tracer.failed(exc, _op_name(func))
+
+def checked(tracer: Tracer, op: Any, before: Callable[..., After | None], before_args: tuple[Any, ...],
+            run: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """``run(*args, **kwargs)`` with the tracer's ``before`` (flags, returns an `After`) and its `After`.
+
+    The tracer's parts run with torch-function handling off, and an error of
+    theirs never breaks the call (`Tracer.failed`); a `LayoutError` (raise
+    mode) stops it before it runs. ``run`` is the user's op or helper, as it
+    was called. Shared by the mode and the CP-helper wrappers.
+    """
+    after: After | None
+    try:
+        with _DisableTorchFunction():
+            after = before(*before_args)
+    except LayoutError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - the tracer must never break a training step
+        after = tracer.failed(exc, _op_name(op))
+    out = run(*args, **kwargs)
+    if after is not None:
+        try:
+            with _DisableTorchFunction():
+                after(out)
+        except Exception as exc:  # noqa: BLE001
+            tracer.failed(exc, _op_name(op))
+    return out
 
 
 def _op_name(func: Any) -> str:
+    if isinstance(func, str):
+        return func
     name = _NAMES.get(func)
     if name is None:
         name = getattr(func, "__qualname__", None) or getattr(func, "__name__", None) or str(func)
