@@ -42,6 +42,11 @@ one at a reused address without holding the memo, and with it the call's
 arguments (tensors), alive. The locals mapping lives exactly as long as the
 call.
 
+The module is ``layoutcheck.typing`` (as ``numpy.typing``, and DESIGN.md's
+layout): annotations are what users import from it, and nothing in it needs
+torch or typeguard until a check runs (package modules import the standard
+``typing`` absolutely, so the name shadows nothing).
+
 The checks plug in through typeguard's ``typeguard.checker_lookup`` entry
 point (declared by this package, loaded when typeguard is imported); call
 `install` where plugins are not auto-loaded. Importing this module imports
