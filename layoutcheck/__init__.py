@@ -25,6 +25,7 @@ if TYPE_CHECKING:
         check_response_offsets,
         check_rollout,
     )
+    from layoutcheck.runtime.distributed import CrossRankChecker, CrossRankTimeout
     from layoutcheck.runtime.reporting import LayoutWarning, Recorder, format_violations, report
     from layoutcheck.runtime.tagging import (
         tag_batch,
@@ -53,6 +54,8 @@ _LAZY = {
     "Recorder": "layoutcheck.runtime.reporting",
     "format_violations": "layoutcheck.runtime.reporting",
     "report": "layoutcheck.runtime.reporting",
+    "CrossRankChecker": "layoutcheck.runtime.distributed",
+    "CrossRankTimeout": "layoutcheck.runtime.distributed",
     # the tracer (tags, propagation, CP-helper wrappers) and the typeguard annotations
     "Tag": "layoutcheck.runtime.tags",
     "clear_tags": "layoutcheck.runtime.tags",
@@ -72,6 +75,8 @@ _LAZY = {
 
 __all__ = [
     "ConfigError",
+    "CrossRankChecker",
+    "CrossRankTimeout",
     "LayoutChecker",
     "LayoutError",
     "LayoutSpecError",

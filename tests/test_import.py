@@ -29,7 +29,8 @@ def test_import_layoutcheck_does_not_load_the_runtime():
 
 @pytest.mark.parametrize(
     "module",
-    ["layoutcheck.runtime", "layoutcheck.runtime.checks", "layoutcheck.runtime.api", "layoutcheck.runtime.adapters"],
+    ["layoutcheck.runtime", "layoutcheck.runtime.checks", "layoutcheck.runtime.api", "layoutcheck.runtime.adapters",
+     "layoutcheck.runtime.distributed"],
 )
 def test_runtime_modules_do_not_import_torch(module):
     run(f"import {module}, sys; assert 'torch' not in sys.modules")

@@ -11,7 +11,10 @@ runs): on the reference data path the tracer costs more than the 1.05x
 budget of an always-on check (``benchmarks/tracer_overhead.py``; figures in
 README "The tracer"), while the hooks' boundary checks stay on in every mode.
 
-No torch import: the activation path asks before anything is loaded.
+The environment is parsed by `layoutcheck.runtime.settings` (one reading of
+``LAYOUTCHECK_TRACE``); its ``tracer`` key defaults to false, so a caller
+that wants the per-mode default passes ``setting=None`` when the key is not
+in the file. No torch import: the activation path asks before anything is loaded.
 """
 
 from __future__ import annotations
@@ -20,37 +23,26 @@ import os
 from collections.abc import Mapping
 
 from layoutcheck.errors import ConfigError
+from layoutcheck.runtime.settings import ENV_TRACE, _env_flag
 
 __all__ = ["DEFAULT_TRACE", "TRACE_ENV", "tracer_enabled"]
 
-TRACE_ENV = "LAYOUTCHECK_TRACE"
+TRACE_ENV = ENV_TRACE
 
 DEFAULT_TRACE: dict[str, bool] = {"raise": True, "record": True, "warn": False}
 """The tracer's default per mode when neither the environment nor the config says."""
-
-_TRUE = frozenset({"1", "true", "yes", "on"})
-_FALSE = frozenset({"0", "false", "no", "off", ""})
 
 
 def tracer_enabled(mode: str, setting: bool | None = None, environ: Mapping[str, str] | None = None) -> bool:
     """Whether the tracer runs in ``mode``, given the config ``setting`` (``None``: not set) and the environment.
 
-    A value of ``LAYOUTCHECK_TRACE`` other than ``0``/``1`` (or
-    ``true``/``false``, ``yes``/``no``, ``on``/``off``) raises `ConfigError`
-    naming the variable; so does a setting that is not a bool.
+    ``LAYOUTCHECK_TRACE`` is read as `layoutcheck.runtime.settings` reads it
+    (``1``/``0``, ``on``/``off``, ...; anything else raises `ConfigError`
+    naming the variable); so is a setting that is not a bool.
     """
-    env = os.environ if environ is None else environ
-    raw = env.get(TRACE_ENV)
-    if raw is not None:
-        value = raw.strip().lower()
-        if value in _TRUE:
-            return True
-        if value in _FALSE:
-            return False
-        raise ConfigError(
-            f"environment variable {TRACE_ENV}={raw!r}: expected 0 or 1 (or true/false)",
-            key=TRACE_ENV, source="environment",
-        )
+    flag = _env_flag(os.environ if environ is None else environ, ENV_TRACE)
+    if flag is not None:
+        return flag
     if setting is not None:
         if not isinstance(setting, bool):
             raise ConfigError(
