@@ -367,15 +367,9 @@ def _fresh_rollout_state(checker: Any) -> None:
     """Forget the previous test's rollout (its micro-batches, pending replay tensors), keeping every violation.
 
     Tests are independent: the last micro-batch of one must not be compared
-    with the next one's (G4, G5). `LayoutChecker.reset` would also drop the
-    recorded violations; until the checker has a public call for this, the
-    per-rollout state is replaced here, and left alone if it has moved.
+    with the next one's (G4, G5).
     """
-    fresh = getattr(checker, "start_run", None)
-    if callable(fresh):
-        fresh()
-    elif hasattr(checker, "_run"):
-        checker._run = type(checker._run)()
+    checker.start_run()
 
 
 def _end_test(item: pytest.Item, run: _TestRun) -> None:

@@ -7,10 +7,10 @@ other, so a test file pays for one group start-up. Each scenario writes
 or carried by a `LayoutError`), or the error it raised. A scenario that
 kills a rank must come last.
 
-The batch-builder check is driven by the reference pipeline
-(``minitrainer.actor.train_step``), its ``get_batch`` rebound in the module
-that calls it, as a hook would: each micro-batch's ``P``, samples, lengths
-and scheme go to `CrossRankChecker.check_batch`.
+The pipeline scenarios run the reference pipeline (``minitrainer.actor.train_step``)
+with layoutcheck activated from a configuration in each rank, as a debug run
+is: the batch-builder and replay-filler hooks make the cross-rank exchange
+themselves. The other scenarios call `CrossRankChecker` directly.
 """
 
 from __future__ import annotations
@@ -80,44 +80,58 @@ def _result(found: Sequence[Any] = (), error: BaseException | None = None, **ext
     return out
 
 
-def _pipeline(xr: Any, args: Any, ref: Any, *, ps: dict[str, int], before: Callable[[int], None] | None = None) -> int:
-    """Run one train step of the reference pipeline with the cross-rank check on its batch builder."""
+CONFIG = """
+[runtime]
+mode = "record"
+parallel-state = "minitrainer.parallel:get_parallel_state"
+cross-rank-timeout = {timeout}
+[runtime.hooks]
+producer = ["minitrainer.data:get_rollout_data"]
+batch-builder = ["minitrainer.data:get_batch"]
+replay-filler = ["minitrainer.replay_data:fill_replay_data"]
+offset-helper = ["minitrainer.cp_utils:get_logits_and_tokens_offset_with_cp"]
+"""
+
+
+def _pipeline(mode: str, args: Any, ref: Any, *, ps: dict[str, int], before: Callable[[int], None] | None = None) -> Any:
+    """One train step of the reference pipeline with layoutcheck's hooks activated from a config, as a debug run has.
+
+    The cross-rank check (X1) is the one the batch-builder and replay-filler
+    hooks make themselves once torch.distributed is up. ``before(k)`` runs
+    before each ``get_batch`` call (in the caller's module, around the hook).
+    Returns the session (its checker holds what was found).
+    """
     from minitrainer import model
-    from minitrainer.parallel_state import parallel_state
-
-    from layoutcheck.runtime.adapters import MilesAdapter
-
-    adapter = MilesAdapter()
-    real = model.get_batch
-    calls = [0]
-
-    def checked(data_iterator: Any, keys: Any, pad_multiplier: int = 128, qkv_format: str = "thd",
-                get_position_ids: bool = False, allgather_cp: bool = False) -> Any:
-        k = adapter.next_micro_batch(data_iterator)
-        k = calls[0] if k is None else k
-        samples = adapter.micro_batch_samples(data_iterator, k)
-        if before is not None:
-            before(k)
-        batch = real(data_iterator, keys, pad_multiplier, qkv_format, get_position_ids, allgather_cp)
-        calls[0] += 1
-        # P as the builder took it; G1 (not this test) judges whether the micro-batch agrees on it
-        padded = batch["max_seq_lens"][0] if qkv_format == "bshd" else None  # layoutcheck: ignore[unguarded-rectangular-batch]
-        xr.check_batch(
-            k, padded=padded, samples=samples,
-            lengths=list(batch["total_lengths"]), scheme="allgather" if allgather_cp else "zigzag",
-            qkv_format=qkv_format,
-        )
-        return batch
-
     from minitrainer.actor import train_step
+    from minitrainer.parallel import parallel_state
 
-    model.get_batch = checked
+    from layoutcheck.runtime import activation
+
+    config = Path(os.environ["LAYOUTCHECK_TEST_OUT"], "layoutcheck.toml")
+    if not config.exists():
+        config.write_text(CONFIG.format(timeout=TIMEOUT))
+    activation.deactivate()
+    session = activation.activate(mode, config=config)
+    hooked, calls = model.get_batch, [0]
+
+    def counted(*a: Any, **kw: Any) -> Any:
+        if before is not None:
+            before(calls[0])
+        calls[0] += 1
+        return hooked(*a, **kw)
+
+    model.get_batch = counted
     try:
         with parallel_state(**ps):
             train_step(args, ref)
     finally:
-        model.get_batch = real
-    return calls[0]
+        model.get_batch = hooked
+    session.batches = calls[0]
+    return session
+
+
+def _x1(session: Any) -> list[Any]:
+    return [v for v in session.checker.violations if v.invariant == "X1"]
 
 
 def _run(name: str, rank: int, world: int) -> dict[str, Any]:
@@ -129,13 +143,14 @@ def _run(name: str, rank: int, world: int) -> dict[str, Any]:
 
     ref = make_rollout_ref(LENGTHS)
     if name == "agree":  # every rank of the world is one CP group; one pipeline step in record mode
-        xr = CrossRankChecker(cp_size=world, timeout=TIMEOUT, mode="record")
-        batches = _pipeline(xr, make_args(), ref, ps={"cp_size": world, "cp_rank": rank})
-        return _result(xr.recorder.violations, exchanges=xr.exchanges, batches=batches, notes=xr.recorder.notes)
+        session = _pipeline("record", make_args(), ref, ps={"cp_size": world, "cp_rank": rank})
+        xr = session.checker._agreement()
+        return _result(session.checker.violations, exchanges=xr.exchanges, batches=session.batches,
+                       notes=session.checker.notes)
     if name == "agree_dp":  # cp=2 x dp=2: the DP groups hold different samples, which is not a disagreement
-        xr = CrossRankChecker(cp_size=2, timeout=TIMEOUT, mode="raise")
         ps = {"cp_size": 2, "cp_rank": rank % 2, "dp_size": world // 2, "dp_rank": rank // 2}
-        batches = _pipeline(xr, make_args(), make_rollout_ref(LENGTHS + [410, 610]), ps=ps)
+        session = _pipeline("raise", make_args(), make_rollout_ref(LENGTHS + [410, 610]), ps=ps)
+        xr = session.checker._agreement()
         # A trainer's parallel state with process groups (Miles: `.cp.group`) names the CP group itself;
         # here the CP groups are [0, 2] and [1, 3], which sizes alone would not give.
         import torch.distributed as dist
@@ -144,8 +159,9 @@ def _run(name: str, rank: int, world: int) -> dict[str, Any]:
         state = SimpleNamespace(cp=SimpleNamespace(group=groups[rank % 2], rank=rank // 2, size=2))
         from_state = CrossRankChecker(parallel_state=lambda: state, timeout=TIMEOUT)
         from_state.check_batch(0, padded=256 * (1 + rank % 2), samples=[rank % 2])  # agree within [0, 2], [1, 3]
-        return _result(exchanges=xr.exchanges, batches=batches, ranks=list(xr.ranks),
-                       state_ranks=list(from_state.ranks), state_exchanges=from_state.exchanges)
+        return _result(session.checker.violations, exchanges=xr.exchanges, batches=session.batches,
+                       ranks=list(xr.ranks), state_ranks=list(from_state.ranks),
+                       state_exchanges=from_state.exchanges)
     if name == "spec":  # bad specifications fail locally, before any exchange
         import torch
 
@@ -167,14 +183,11 @@ def _run(name: str, rank: int, world: int) -> dict[str, Any]:
         alone = CrossRankChecker(cp_size=1)  # a CP group of one: nothing to exchange, no side group
         return _result(alone.check_batch(0, padded=512), errors=errors, alone=list(alone.ranks),
                        alone_exchanges=alone.exchanges)
-    if name == "bug":  # the last rank runs the pipeline with rollout-global padding, in raise mode
-        xr = CrossRankChecker(cp_size=world, timeout=TIMEOUT, mode="raise")
+    if name == "bug":  # the last rank's producer pads rollout-globally; record mode, so every rank goes on
         args = make_args(bugs={"rollout_global_padding"} if rank == world - 1 else set())
-        try:
-            _pipeline(xr, args, ref, ps={"cp_size": world, "cp_rank": rank})
-        except LayoutError as err:
-            return _result(error=err, exchanges=xr.exchanges)
-        return _result(exchanges=xr.exchanges)
+        session = _pipeline("record", args, ref, ps={"cp_size": world, "cp_rank": rank})
+        local = sorted({v.invariant for v in session.checker.violations if v.invariant != "X1"})
+        return _result(_x1(session), local=local)
     if name == "metadata":  # direct calls, every 2nd: rank 1 reorders micro-batch 2 and pads its replay differently
         xr = CrossRankChecker(list(range(world)), timeout=TIMEOUT, mode="record", every=2)
         for k in range(6):
@@ -195,18 +208,16 @@ def _run(name: str, rank: int, world: int) -> dict[str, Any]:
             return _result(error=err, exchanges=xr.exchanges, seconds=time.monotonic() - start)
         return _result(exchanges=xr.exchanges)
     if name == "kill":  # the last rank dies at micro-batch 2; the others must raise, not hang
-        xr = CrossRankChecker(cp_size=world, timeout=TIMEOUT, mode="raise")
-
         def die(k: int) -> None:
             if rank == world - 1 and k == 2:
                 os._exit(17)
 
         start = time.monotonic()
         try:
-            _pipeline(xr, make_args(), ref, ps={"cp_size": world, "cp_rank": rank}, before=die)
+            _pipeline("raise", make_args(), ref, ps={"cp_size": world, "cp_rank": rank}, before=die)
         except CrossRankTimeout as err:
-            return _result(error=err, exchanges=xr.exchanges, seconds=time.monotonic() - start)
-        return _result(exchanges=xr.exchanges)
+            return _result(error=err, seconds=time.monotonic() - start)
+        return _result()
     raise ValueError(f"unknown scenario {name!r}")
 
 
@@ -214,6 +225,7 @@ def main(rank: int, world: int, port: int, out: str, scenarios: list[str]) -> No
     """The body of one spawned rank."""
     import torch.distributed as dist
 
+    os.environ["LAYOUTCHECK_TEST_OUT"] = out
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world,
                             timeout=timedelta(seconds=30))
     for name in scenarios:

@@ -128,14 +128,13 @@ def test_one_help_text_serves_the_option_and_the_ini_key_and_the_readme_names_on
 
 MINITRAINER_TABLE = """
 [tool.layoutcheck.runtime]
-parallel-state = "minitrainer.parallel_state:get_parallel_state"
+parallel-state = "minitrainer.parallel:get_parallel_state"
 {extra}
 [tool.layoutcheck.runtime.hooks]
 producer = ["minitrainer.data:get_rollout_data"]
 batch-builder = ["minitrainer.data:get_batch"]
 replay-filler = ["minitrainer.replay_data:fill_replay_data"]
-offset-helper = ["minitrainer.cp_utils:get_logits_and_tokens_offset_with_cp",
-                 "minitrainer.cp_utils:get_logits_and_tokens_offset_with_allgather_cp"]
+offset-helper = ["minitrainer.cp_utils:get_logits_and_tokens_offset_with_cp"]
 """
 
 MINITRAINER_CONFTEST = f"""
@@ -145,10 +144,10 @@ from layoutcheck.runtime.activation import active_session
 ACTIVE_AT_CONFTEST = active_session() is not None
 from minitrainer.actor import train_step  # imported by a conftest: hooked all the same
 from minitrainer.args import make_args
-from minitrainer.parallel_state import parallel_state
+from minitrainer.parallel import parallel_state
 from minitrainer.rollout import make_rollout_ref
 
-REF = make_rollout_ref([300, 130, 700, 1000, 250, 900, 2000, 129], seed=3)
+REF = make_rollout_ref([300, 130, 700, 1000, 250, 900, 2000, 129], seed=3, media={{0: 193}})
 
 
 def step(rank=0, cp=2, **args):
@@ -165,7 +164,7 @@ FLAGS = {
     "replay_thd_pad_multiplier": ({"qkv_format": "thd", "micro_batch_size": 2}, 0, "G5"),
     "stale_lengths_after_expansion": ({}, 0, "G2"),
     "offsets_without_layout": ({}, 1, "G4"),
-    "alignment_max_not_lcm": ({"compress_ratio": 3}, 0, "O2"),
+    "alignment_max_not_lcm": ({"compress_ratios": [3]}, 0, "O2"),
 }
 
 PIPELINE_TESTS = f"""
@@ -220,7 +219,7 @@ def test_fixture(layout):
         step(cp=1, bugs={{"rollout_global_padding"}})
     assert {{v.field for v in found}} == {{"max_seq_lens"}} and len(found) == 7
     result = step(cp=1)
-    assert layout.violations == [] and layout.mode == "raise" and len(layout.session.hooks) == 5
+    assert layout.violations == [] and layout.mode == "raise" and len(layout.session.hooks) == 4
     batch = result.batches[0]
     layout.assert_batch(batch)
     layout.assert_local_length(batch["tokens"], batch["max_seq_lens"][0])
@@ -248,9 +247,9 @@ def test_the_reference_pipeline_passes_with_flags_off_and_fails_exactly_the_test
     assert "layout.expect('G1'): expected G1 did not occur; got no layout violations" in \
         outcomes["test_fixture_expect_fails_when_the_invariant_does_not_occur"]
     result.stdout.fnmatch_lines([
-        "*layoutcheck: runtime checks on (--layoutcheck), mode raise (the default), 5 hooks from *pyproject.toml",
+        "*layoutcheck: runtime checks on (--layoutcheck), mode raise (the default), 4 hooks from *pyproject.toml",
         "*- layoutcheck -*",
-        "runtime checks: 5 hooks from *pyproject.toml; checked * rollouts, * replay tensors, * micro-batches, * offset calls",
+        "runtime checks: 4 hooks from *pyproject.toml; checked * rollouts, * replay tensors, * micro-batches, * offset calls",
         "* layout violations in 10 tests:",
         "  FAILED   test_pipeline.py::test_on?alignment_max_not_lcm?: O2 x* in get_rollout_data",
     ])

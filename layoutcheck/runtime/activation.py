@@ -69,26 +69,24 @@ class _Target:
         return self._fn()
 
 
-def _role_name(role: str) -> str:
-    return role.replace("-", "_")
-
-
 class Session:
     """One process's debug mode: settings, checker, hooks and report."""
 
     def __init__(self, settings: RuntimeSettings, *, config_file: Path | None, root: Path) -> None:
-        from layoutcheck.runtime.api import LayoutChecker
+        from layoutcheck.runtime.checker import CrossRankOptions, LayoutChecker
 
         self.settings = settings
         self.config_file = config_file
         self.root = root
         parallel = settings.parallel_state_target
-        options: dict[str, Any] = {"buckets": settings.buckets}
-        if parallel is not None:
-            options["parallel_state"] = _Target(parallel, "tool.layoutcheck.runtime.parallel-state")
-        if settings.layout is not None:
-            options["layout"] = settings.layout
-        self.checker = LayoutChecker(settings.mode, **options)
+        self.checker = LayoutChecker(
+            settings.mode,
+            parallel_state=None if parallel is None else _Target(parallel, "tool.layoutcheck.runtime.parallel-state"),
+            layout=settings.layout,
+            buckets=settings.buckets,
+            cross_rank=CrossRankOptions(settings.cross_rank_every, settings.cross_rank_timeout)
+            if settings.cross_rank else None,
+        )
         self._hooks = HookSet(self._wrap, on_error=self._hook_error)
         self._hooks.add(settings.hook_specs())
 
@@ -140,11 +138,7 @@ class Session:
     # --- hooks ------------------------------------------------------------
 
     def _wrap(self, spec: HookSpec, original: Callable[..., Any]) -> Callable[..., Any]:
-        role = _role_name(spec.role)
-        wrap = getattr(self.checker, "wrap", None)
-        if wrap is not None:
-            return wrap(role, original)
-        return getattr(self.checker, f"wrap_{role}")(original)
+        return self.checker.wrap(spec.role, original)
 
     def _hook_error(self, spec: HookSpec, err: LayoutSpecError) -> None:
         # raise mode: the error surfaces where the hook was installed (the program's import);
@@ -185,10 +179,8 @@ class Session:
 
         rank, world = _rank_and_world()
         cp = self._cp_coordinates()
-        fields: dict[str, Any] = {}
-        observations = getattr(self.checker, "observations", None)
-        if observations is not None and hasattr(observations, "report_fields"):
-            fields = observations.report_fields()
+        fields = self.checker.observations.report_fields()
+        rollouts = self.checker.violation_rollouts
         return RunReport(
             layoutcheck_version=__version__,
             created=datetime.now(timezone.utc).isoformat(timespec="seconds"),
@@ -199,7 +191,7 @@ class Session:
                 rank=rank, world_size=world, local_rank=int(os.environ.get("LOCAL_RANK", 0) or 0),
                 cp_rank=cp[0], cp_size=cp[1], pid=os.getpid(), host=socket.gethostname(),
             ),
-            violations=[ViolationRecord(**v.to_dict()) for v in self.checker.violations],
+            violations=[ViolationRecord(**v.to_dict(), rollout=r) for v, r in zip(self.checker.violations, rollouts)],
             notes=self.checker.notes,
             **fields,
         )

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import threading
 import warnings
+from dataclasses import dataclass
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -37,6 +38,7 @@ from layoutcheck.errors import LayoutError, LayoutSpecError, Violation, describe
 from layoutcheck.runtime import checks
 from layoutcheck.runtime.adapters import MilesAdapter, Parallel, TrainerLayout
 from layoutcheck.runtime.common import bucket_tuple, ints
+from layoutcheck.runtime.distributed import CrossRankChecker, CrossRankTimeout, distributed_ready
 from layoutcheck.runtime.meta import metadata_only
 from layoutcheck.runtime.observations import (
     ObservationLimits,
@@ -47,7 +49,15 @@ from layoutcheck.runtime.observations import (
 from layoutcheck.runtime.reporting import LayoutWarning, Recorder, check_mode, report, user_stacklevel
 from layoutcheck.runtime.rollouts import MicroBatch, Rollout
 
-__all__ = ["LayoutChecker", "check_rollout_data"]
+__all__ = ["CrossRankOptions", "LayoutChecker", "check_rollout_data"]
+
+
+@dataclass(frozen=True)
+class CrossRankOptions:
+    """How `LayoutChecker` checks cross-rank agreement (X1): every n-th micro-batch, and the wait for a missing rank."""
+
+    every: int = 1
+    timeout: float = 30.0
 
 
 class LayoutChecker:
@@ -75,6 +85,11 @@ class LayoutChecker:
 
     ``adapter``: how the trainer is read (`MilesAdapter` by default).
     ``limits``: how much detail `observations` keep.
+
+    ``cross_rank``: under torch.distributed, also check that every CP rank
+    of a micro-batch agrees on its layout (X1, `layoutcheck.runtime.distributed`),
+    at the batch builder and the replay filler; the exchange starts with the
+    first call made after ``init_process_group``. Needs ``parallel_state``.
     """
 
     ROLES: tuple[str, ...] = ("producer", "batch_builder", "replay_filler", "offset_helper")
@@ -89,6 +104,7 @@ class LayoutChecker:
         per_sample: bool | None = None,
         adapter: MilesAdapter | None = None,
         limits: ObservationLimits | None = None,
+        cross_rank: CrossRankOptions | None = None,
     ) -> None:
         self.mode = check_mode(mode)
         self.parallel_state = parallel_state
@@ -99,6 +115,8 @@ class LayoutChecker:
         self.recorder = Recorder()
         self.checked: Counter[str] = Counter()
         """How many times each hook ran its checks (rollouts, micro-batches, replay tensors, offset calls)."""
+        self.cross_rank = cross_rank
+        self._agreement_checker: Any = None
         self._log = ObservationLog(limits)
         self._local = threading.local()  # per thread: how deep inside a producer call we are
         self._noted: set[str] = set()
@@ -163,6 +181,17 @@ class LayoutChecker:
         done = ", ".join(f"{n} {what}" for what, n in self.checked.items())
         return self.recorder.summary() + (f" (checked {done})" if done else " (nothing checked yet)")
 
+    def start_run(self) -> None:
+        """Forget the current rollout's state (its micro-batches, replay tensors not yet matched), keeping results.
+
+        The next calls start afresh, as after a new producer call: the
+        pytest plugin calls this before each test, so that one test's
+        micro-batches are never compared with another's. Violations, notes,
+        counts and observations stay.
+        """
+        self._run = Rollout(index=-1)
+        self._local.producer = 0
+
     def reset(self) -> None:
         """Forget recorded violations, notes, counts, observations and per-rollout state."""
         self.recorder.clear()
@@ -191,6 +220,23 @@ class LayoutChecker:
                 fresh.append(v)
         report(fresh, self.mode, recorder=self.recorder, rollout=run.index if run.index >= 0 else None)
 
+    def _agreement(self) -> Any:
+        """The cross-rank checker (X1), made on first use once torch.distributed is up; ``None`` when off."""
+        if self._agreement_checker is not None:
+            return self._agreement_checker or None
+        options = self.cross_rank
+        if options is None or self.parallel_state is None or not distributed_ready():
+            return None
+        try:
+            self._agreement_checker = CrossRankChecker(
+                parallel_state=self.parallel_state, every=options.every, timeout=options.timeout, mode=None,
+                recorder=self.recorder,
+            )
+        except LayoutSpecError as err:
+            self._agreement_checker = False  # said once; the local checks go on
+            self._note("cross-rank agreement", err, key="cross-rank agreement")
+        return self._agreement_checker or None
+
     def _checking(self, where: str, check: Callable[[], Any]) -> Any:
         """Run ``check`` (checker code only, never the wrapped function); ``None`` if it could not run.
 
@@ -200,7 +246,7 @@ class LayoutChecker:
         """
         try:
             return check()
-        except (LayoutError, Warning):
+        except (LayoutError, Warning, CrossRankTimeout):  # a missing rank is fatal in every mode
             raise
         except Exception as err:
             self._note(where, err)

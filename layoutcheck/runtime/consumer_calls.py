@@ -29,6 +29,7 @@ __all__ = [
     "BatchCallState",
     "FillerCallState",
     "batch_after",
+    "batch_agreement",
     "batch_before",
     "filler_before",
     "offset_returned",
@@ -48,6 +49,8 @@ class BatchCallState:
     prechecked: bool
     inputs: tuple[object, ...]
     """What the checks of this micro-batch depend on, before the call (ints only)."""
+    found: list[Violation]
+    """The violations found before the call, reported after the cross-rank exchange (X1)."""
 
 
 @dataclass
@@ -81,10 +84,33 @@ def batch_before(checker: LayoutChecker, where: str, call: Mapping[str, Any]) ->
     inputs = (k, layout, view.scheme, view.pad_multiplier, par, *map(_frozen, (mb.samples, mb.lens, mb.totals,
                                                                               mb.responses, mb.tokens)))
     prechecked = mb.totals is not None and not checker._bucketed(layout)
+    found: list[Violation] = []
     if prechecked and inputs not in run.checked:  # each pass (log-probs, training) lays it out again: judged once
-        checker._report(checker._check_micro_batch(mb, where, par.cp_size, layout, view.scheme))
+        found = checker._check_micro_batch(mb, where, par.cp_size, layout, view.scheme)
     return BatchCallState(run=run, view=view, layout=layout, micro_batch=mb, par=par, prechecked=prechecked,
-                          inputs=inputs)
+                          inputs=inputs, found=found)
+
+
+def batch_agreement(checker: LayoutChecker, where: str, state: BatchCallState | None) -> list[Violation]:
+    """X1 before ``get_batch``: every CP rank lays micro-batch ``k`` out with the same P, samples and scheme.
+
+    Called once per batch-builder call on every rank, whatever the local
+    checks found or failed on (``state`` is ``None`` then, and unknown
+    values are not compared): a rank that skipped the exchange would make
+    its peers wait for it until the timeout.
+    """
+    agreement = checker._agreement()
+    if agreement is None:
+        return []
+    if state is None:
+        return agreement.check_batch(max(checker._run.calls - 1, 0), padded=None, where=where)
+    mb = state.micro_batch
+    bshd = state.layout == "bshd"
+    padded = mb.lens[0] if bshd and mb.lens and not checker._bucketed(state.layout) else None
+    return agreement.check_batch(
+        mb.k, padded=padded, samples=mb.samples, lengths=mb.current, scheme=state.view.scheme,
+        qkv_format=state.layout, where=where,
+    )
 
 
 def _frozen(values: list[int] | None) -> tuple[int, ...] | None:
@@ -180,6 +206,10 @@ def filler_before(checker: LayoutChecker, where: str, call: Mapping[str, Any]) -
             found += checker._check_micro_batch(mb, where, par.cp_size, layout, lay.scheme)
         # with buckets the filler's P is the batch's bucket: compared through the rows (G5)
         plan[k] = (mb.samples, mb.lens[0] if mb.lens and not checker._bucketed(layout) else None)
+    agreement = checker._agreement()
+    if agreement is not None:  # X1: the filler's P and samples of every micro-batch, on every CP rank
+        for k, (samples, padded) in plan.items():
+            found += agreement.check_replay(k, padded=padded, samples=samples, data_key=view.data_key, where=where)
     checker._report(found)
     return FillerCallState(
         where=where, run=run, view=view, par=par, sequence_parallel=lay.sequence_parallel and view.sp_region,

@@ -122,8 +122,8 @@ class RuntimeSettings:
     )
     layout: Literal["bshd", "thd"] | None = _setting(
         None,
-        description="The layout (`qkv_format`) if the trainer's `args` do not say; unset: read from "
-        "`args.qkv_format`, then from the batch builder's `qkv_format` argument.",
+        description="The layout (`qkv_format`, `bshd` or `thd`), when known for the whole run; unset: read "
+        "from the trainer's `args.qkv_format`, else from the batch builder's `qkv_format` argument.",
     )
     buckets: tuple[PositiveInt, ...] | None = _setting(
         None,

@@ -178,7 +178,9 @@ def _producer(checker: LayoutChecker, fn: Callable[..., Any], where: str, binder
 
 def _batch_builder(checker: LayoutChecker, fn: Callable[..., Any], where: str, binder: _Binder) -> Body:
     def body(args: tuple[Any, ...], kwargs: dict[str, Any], call: dict[str, Any]) -> Any:
-        state = checker._checking(where, lambda: consumer_calls.batch_before(checker, where, call))  # may fail closed (raise mode)
+        state = checker._checking(where, lambda: consumer_calls.batch_before(checker, where, call))
+        agreed = checker._checking(where, lambda: consumer_calls.batch_agreement(checker, where, state))
+        checker._report([*(state.found if state is not None else ()), *(agreed or ())])  # may fail closed
         batch = fn(*args, **kwargs)
         if state is not None:
             checker._checking(where, lambda: consumer_calls.batch_after(checker, where, state, batch))
