@@ -33,7 +33,7 @@ from typing import Any
 
 from layoutcheck.errors import ConfigError, LayoutSpecError, Violation
 from layoutcheck.runtime.hooks import HookSet
-from layoutcheck.runtime.settings import ENV_CONFIG, HookSpec, RuntimeSettings, effective, env_mode
+from layoutcheck.runtime.settings import ENV_CONFIG, ENV_REPORT, HookSpec, RuntimeSettings, effective, env_mode
 
 __all__ = ["Mark", "Session", "activate", "active_session", "deactivate"]
 
@@ -292,6 +292,8 @@ def activate(
             return _SESSION
         settings, file, root = _load(config, search_from, env)
         settings = effective(settings, env)
+        if env.get(ENV_REPORT):  # a path in the environment is the shell's: relative to the working folder
+            settings = dataclasses.replace(settings, report=str(Path(env[ENV_REPORT]).expanduser().absolute()))
         if mode is not None:
             from layoutcheck.runtime.reporting import check_mode
 
