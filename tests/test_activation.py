@@ -265,3 +265,19 @@ def test_ray_init_gets_the_variables_and_the_users_own_values_win():
     merged = ray_env._with_env(mine, ours)
     assert merged == {"pip": ["x"], "env_vars": {"LAYOUTCHECK": "warn", "LAYOUTCHECK_CONFIG": "/abs/pyproject.toml", "OTHER": "1"}}
     assert mine["env_vars"] == {"LAYOUTCHECK": "warn", "OTHER": "1"}  # the caller's dict is left alone
+
+
+def test_the_report_is_rewritten_before_each_rollout_and_at_exit(project):
+    (project / "loop.py").write_text(textwrap.dedent('''
+        import json, os
+        from tinytrainer.data import get_rollout_data, make_args
+        for i, bug in enumerate([True, False, True]):
+            get_rollout_data(make_args(global_padding=bug), [300, 1000])
+            if i:  # written as this rollout began: every rollout before it
+                print(len(json.load(open("run.json"))["violations"]))
+        os._exit(0)  # no exit handlers: the report holds the rollouts before the last one
+        '''))
+    proc = run(project, "loop.py", env={"LAYOUTCHECK": "record", "LAYOUTCHECK_REPORT": "run.json"})
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["1", "1"]
+    assert len(json.loads((project / "run.json").read_text())["violations"]) == 1
