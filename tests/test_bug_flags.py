@@ -272,6 +272,28 @@ def case_wrong_bucket(install, ref):
         assert {v.invariant for v in checker.violations} <= {"G4", "G5", "G6"}
 
 
+# The two flags only the tracer can see: the bug is inside the loss function, which no boundary hook looks
+# into. Here the checks stay silent on them (on the run that shows the symptom); the tracer reports each at the
+# op, with its source line, in tests/test_traced_pipeline.py.
+
+
+def case_loss_repad_to_rollout_max(install, ref):
+    checker = install("raise")
+    results = run_ranks(make_args(bugs={"loss_repad_to_rollout_max"}, rollout_max_context_len=4096), ref, cp=2)
+    clean = run_ranks(make_args(rollout_max_context_len=4096), ref, cp=2)
+    assert any(int(b.loss[1]) != int(c.loss[1]) for r, s in zip(results, clean) for b, c in zip(r.forwards, s.forwards))
+    assert checker.violations == [] and checker.notes == []
+
+
+def case_loss_cat_mixed_padded_lengths(install, ref):
+    checker = install("raise")
+    args = {"qkv_format": "thd", "micro_batch_size": 2}
+    results = run_ranks(make_args(bugs={"loss_cat_mixed_padded_lengths"}, **args), ref, cp=2)
+    clean = run_ranks(make_args(**args), ref, cp=2)
+    assert any(int(b.loss[1]) < int(c.loss[1]) for r, s in zip(results, clean) for b, c in zip(r.forwards, s.forwards))
+    assert checker.violations == [] and checker.notes == []
+
+
 BUG_CASES: dict[str, Callable[..., None]] = {
     name.removeprefix("case_"): fn for name, fn in dict(globals()).items() if name.startswith("case_")
 }

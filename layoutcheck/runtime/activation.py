@@ -33,7 +33,15 @@ from typing import Any
 
 from layoutcheck.errors import ConfigError, LayoutSpecError, Violation
 from layoutcheck.runtime.hooks import HookSet
-from layoutcheck.runtime.settings import ENV_CONFIG, ENV_REPORT, HookSpec, RuntimeSettings, effective, env_mode
+from layoutcheck.runtime.settings import (
+    ENV_CONFIG,
+    ENV_REPORT,
+    TRACER_ROLES,
+    HookSpec,
+    RuntimeSettings,
+    effective,
+    env_mode,
+)
 
 __all__ = ["Mark", "Session", "activate", "active_session", "deactivate"]
 
@@ -72,10 +80,16 @@ class _Target:
 class Session:
     """One process's debug mode: settings, checker, hooks and report."""
 
-    def __init__(self, settings: RuntimeSettings, *, config_file: Path | None, root: Path) -> None:
+    def __init__(self, settings: RuntimeSettings, *, config_file: Path | None, root: Path,
+                 trace_default: bool = False) -> None:
         from layoutcheck.runtime.checker import CrossRankOptions, LayoutChecker
 
         self.settings = settings
+        # The tracer: `tracer` (with LAYOUTCHECK_TRACE applied), else `trace_default` (on under the
+        # pytest plugin, off in a debug run), fixed when the first hook is built (`tracing`).
+        self._trace_default = trace_default
+        self._tracing: bool | None = None
+        self._session_tracer: Any = None
         self.config_file = config_file
         self.root = root
         parallel = settings.parallel_state_target
@@ -137,8 +151,53 @@ class Session:
 
     # --- hooks ------------------------------------------------------------
 
+    # --- the tracer ---------------------------------------------------------
+
+    @property
+    def tracing(self) -> bool:
+        """Whether the hooks run the tracer (decided when the first hook is built, then fixed)."""
+        if self._tracing is None:
+            setting = self.settings.tracer
+            self._tracing = self._trace_default if setting is None else setting
+        return self._tracing
+
+    def default_tracer(self, on: bool) -> None:
+        """The tracer's default when the configuration and ``LAYOUTCHECK_TRACE`` say nothing, if not decided yet.
+
+        The pytest plugin asks for it on: a session the environment started at
+        interpreter start is reused, and its hooks are usually not built yet.
+        """
+        if self._tracing is None:
+            self._trace_default = on
+
+    @property
+    def tracer(self) -> Any:
+        """The session's `layoutcheck.Tracer` when the hooks run it, else ``None``."""
+        return self._tracer_side().tracer if self.tracing else None
+
+    def tracer_for_block(self, *, enabled: bool = True) -> Any:
+        """The session's tracer for a ``with`` block (`layoutcheck.runtime.tracer.trace`), made if the hooks run none."""
+        tracer = self._tracer_side().tracer
+        if not self.tracing:
+            from layoutcheck.runtime.trace_switch import tracer_enabled
+
+            tracer.enabled = tracer_enabled(self.mode, enabled)
+        return tracer
+
+    def _tracer_side(self) -> Any:
+        if self._session_tracer is None:
+            from layoutcheck.runtime.session_tracer import SessionTracer
+
+            self._session_tracer = SessionTracer(self.checker)
+        return self._session_tracer
+
     def _wrap(self, spec: HookSpec, original: Callable[..., Any]) -> Callable[..., Any]:
-        wrapper = self.checker.wrap(spec.role, original)
+        if not self.tracing:
+            if spec.role in TRACER_ROLES:
+                return original  # declined: these roles exist for the tracer
+            wrapper = self.checker.wrap(spec.role, original)
+        else:
+            wrapper = self._tracer_side().wrap(spec, original)
         if spec.role == "producer" and self.settings.report:
             return self._reporting(wrapper)
         return wrapper
@@ -293,13 +352,17 @@ def activate(
     config: str | os.PathLike[str] | None = None,
     search_from: str | os.PathLike[str] | None = None,
     environ: Mapping[str, str] | None = None,
+    trace_default: bool | None = None,
 ) -> Session:
     """Install the configured hooks in this process and return the session.
 
     ``mode`` overrides the configuration and ``LAYOUTCHECK``; ``config``
     overrides ``LAYOUTCHECK_CONFIG`` and the search from ``search_from``
-    (default: the working folder). Idempotent: when a session is active, it
-    is returned (with its mode switched when ``mode`` is given). Raises
+    (default: the working folder). ``trace_default``: whether the tracer runs
+    when neither the ``tracer`` key nor ``LAYOUTCHECK_TRACE`` says (default
+    off: a debug run; the pytest plugin passes ``True``). Idempotent: when a
+    session is active, it is returned (with its mode switched when ``mode``
+    is given, and its tracer default when it has built no hook yet). Raises
     `ConfigError` (naming the key and the file) for a bad configuration, and
     `LayoutSpecError` in raise mode for a hook that cannot be installed on an
     already imported module.
@@ -310,6 +373,8 @@ def activate(
         if _SESSION is not None:
             if mode is not None:
                 _SESSION.mode = mode
+            if trace_default is not None:
+                _SESSION.default_tracer(trace_default)
             return _SESSION
         settings, file, root = _load(config, search_from, env)
         settings = effective(settings, env)
@@ -326,7 +391,7 @@ def activate(
                 "or `hooks` in [tool.layoutcheck.runtime], or name the file with LAYOUTCHECK_CONFIG",
                 key="tool.layoutcheck.runtime.hooks", source=str(file) if file else None,
             )
-        session = Session(settings, config_file=file, root=root)
+        session = Session(settings, config_file=file, root=root, trace_default=bool(trace_default))
         _SESSION = session
         atexit.register(session._at_exit)
         from layoutcheck.runtime import ray_env
