@@ -95,7 +95,7 @@ def test_the_debug_session_runs_the_tracer_only_when_switched_on(tmp_path):
     try:
         assert not session.tracing and session.tracer is None
         assert sorted(s.role for s in session.hooks) == ["batch-builder", "offset-helper", "producer", "replay-filler"]
-        assert session.pending == ()  # the tracer's roles are declined, not waiting
+        assert session.pending == ()  # the tracer's roles are not hooked, nor waiting
     finally:
         activation.deactivate()
 

@@ -86,9 +86,8 @@ class Session:
 
         self.settings = settings
         # The tracer: `tracer` (with LAYOUTCHECK_TRACE applied), else `trace_default` (on under the
-        # pytest plugin, off in a debug run), fixed when the first hook is built (`tracing`).
-        self._trace_default = trace_default
-        self._tracing: bool | None = None
+        # pytest plugin, off in a debug run). Its roles are hooked only when it is on.
+        self._tracing = settings.tracer if settings.tracer is not None else trace_default
         self._session_tracer: Any = None
         self.config_file = config_file
         self.root = root
@@ -102,7 +101,7 @@ class Session:
             if settings.cross_rank else None,
         )
         self._hooks = HookSet(self._wrap, on_error=self._hook_error)
-        self._hooks.add(settings.hook_specs())
+        self._hooks.add(s for s in settings.hook_specs() if self._tracing or s.role not in TRACER_ROLES)
 
     # --- mode and results ----------------------------------------------
 
@@ -155,20 +154,20 @@ class Session:
 
     @property
     def tracing(self) -> bool:
-        """Whether the hooks run the tracer (decided when the first hook is built, then fixed)."""
-        if self._tracing is None:
-            setting = self.settings.tracer
-            self._tracing = self._trace_default if setting is None else setting
+        """Whether the hooks run the tracer."""
         return self._tracing
 
     def default_tracer(self, on: bool) -> None:
-        """The tracer's default when the configuration and ``LAYOUTCHECK_TRACE`` say nothing, if not decided yet.
+        """Switch the tracer on when the configuration and ``LAYOUTCHECK_TRACE`` say nothing and no hook is in yet.
 
-        The pytest plugin asks for it on: a session the environment started at
-        interpreter start is reused, and its hooks are usually not built yet.
+        The pytest plugin asks for it: a session the environment started at
+        interpreter start is reused, and its hooks are usually still waiting
+        for their modules. Once a hook is in, the session stays as it is.
         """
-        if self._tracing is None:
-            self._trace_default = on
+        if not on or self._tracing or self.settings.tracer is not None or self._hooks.installed:
+            return
+        self._tracing = True
+        self._hooks.add(s for s in self.settings.hook_specs() if s.role in TRACER_ROLES)
 
     @property
     def tracer(self) -> Any:
@@ -192,12 +191,10 @@ class Session:
         return self._session_tracer
 
     def _wrap(self, spec: HookSpec, original: Callable[..., Any]) -> Callable[..., Any]:
-        if not self.tracing:
-            if spec.role in TRACER_ROLES:
-                return original  # declined: these roles exist for the tracer
-            wrapper = self.checker.wrap(spec.role, original)
-        else:
+        if self.tracing:
             wrapper = self._tracer_side().wrap(spec, original)
+        else:
+            wrapper = self.checker.wrap(spec.role, original)
         if spec.role == "producer" and self.settings.report:
             return self._reporting(wrapper)
         return wrapper

@@ -42,9 +42,7 @@ from layoutcheck.runtime.settings import HookSpec
 __all__ = ["HookSet", "InstalledHook", "Wrap"]
 
 Wrap = Callable[[HookSpec, Callable[..., Any]], Callable[..., Any]]
-"""Builds the wrapper of one function: ``wrap(spec, original) -> wrapper``; may raise `LayoutSpecError`.
-
-Returning ``original`` itself declines: the target is left as it is (neither installed nor pending)."""
+"""Builds the wrapper of one function: ``wrap(spec, original) -> wrapper``; may raise `LayoutSpecError`."""
 
 _LOCK = threading.RLock()
 _WRAPPERS: dict[int, InstalledHook] = {}
@@ -197,8 +195,6 @@ class HookSet:
             if self._on_error is None:
                 raise
             self._on_error(spec, err)
-            return
-        if wrapper is original:  # the wrap function declined (a tracer role with the tracer off): nothing to do
             return
         hook = InstalledHook(spec, original, wrapper)
         _WRAPPERS[id(wrapper)] = hook
