@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -83,6 +84,20 @@ def test_a_subprocess_fails_each_buggy_step_with_the_right_message(tmp_path):
         c.invariant for c in CASES.values() if not (c.buckets or c.tracer)}
     assert report["totals"]["rollouts"] > 0 and report["micro_batches"]
     assert "layoutcheck: " in proc.stderr and "report: " in proc.stderr  # the exit summary
+
+
+def test_with_the_tracer_on_every_bug_flag_fails_its_step_and_the_clean_runs_stay_clean(tmp_path):
+    # LAYOUTCHECK_TRACE=1 beside LAYOUTCHECK=raise: the tracer's hooks too (the configuration names them), the
+    # cases only it sees run as well, and where it is the first to see a bug the step stops at the op.
+    proc = run([sys.executable, str(JOB), "out.json"], tmp_path, LAYOUTCHECK="raise", LAYOUTCHECK_CONFIG=str(CONFIG),
+               LAYOUTCHECK_TRACE="1")
+    assert proc.returncode == 0, proc.stderr
+    results = json.loads((tmp_path / "out.json").read_text())
+    assert_cases(results, traced=True)
+    assert len(results["session"]["hooks"]) == 7
+    for name in ("logprobs_sliced_with_other_p", "replay_thd_pad_multiplier", "offsets_without_layout",
+                 "loss_repad_to_rollout_max", "loss_cat_mixed_padded_lengths"):
+        assert re.search(r"\] \S+ at \S*minitrainer/\w+\.py:\d+ in \w+", results[name]["message"]), name
 
 
 def test_static_buckets_from_the_configuration(tmp_path):

@@ -26,6 +26,7 @@ from layoutcheck.runtime import activation
 from layoutcheck.runtime.tags import clear_tags, tagged_count
 
 ROOT = Path(__file__).resolve().parents[1]
+pytest_plugins = ["pytester"]
 CONFIG = ROOT / "fixtures" / "debug-run.toml"
 PIPELINE = Path(minitrainer.__file__).resolve().parent
 WHERE = re.compile(r"(?P<op>\S+) at (?P<path>\S+):(?P<line>\d+) in (?P<function>\S+)\Z")
@@ -213,3 +214,130 @@ def test_flags_off_a_thousand_steps_leave_no_tag_and_no_memory_behind(traced):
     assert session.checker.checked["rollouts"] == 1100 and session.checker.checked["micro-batches"] == 2200
     assert tagged_count() <= tags  # every tag went with its tensor
     assert grown < 2048, f"RSS grew by {grown} KiB over 1,000 steps"
+
+
+def test_no_graph_break_under_torch_compile_fullgraph(traced):
+    # The session's hooks inside a compiled region: the tracer's CP-helper wrapper and the traced loss
+    # function only call through while Dynamo traces, with the tracer's mode active around the call.
+    import torch
+
+    from minitrainer import cp_utils, loss
+    from minitrainer.parallel import get_parallel_state
+
+    session = traced()
+    args = make_args()
+
+    def step(tokens: torch.Tensor, logits: torch.Tensor) -> torch.Tensor:
+        local = cp_utils.slice_with_cp(tokens, 0, "bshd", 384, get_parallel_state())
+        batch = {"full_loss_masks": (local > 0).unsqueeze(0)}
+        value, _, _ = loss.loss_function(args, batch, 1, logits)
+        return value + local.sum()
+
+    assert getattr(cp_utils.slice_with_cp, "__wrapped__", None) is not None  # hooked
+    torch._dynamo.reset()
+    compiled = torch.compile(step, fullgraph=True, backend="eager")
+    tokens, logits = torch.arange(1, 301), torch.rand(1, 192)
+    with parallel_state(cp_size=2, cp_rank=1), session.tracer:
+        assert torch.allclose(compiled(tokens, logits), step(tokens, logits))
+    assert session.violations == [] and session.notes == []
+
+
+# --- the switch: LAYOUTCHECK_TRACE, then the `tracer` key, then the default (on under pytest) ---------
+
+UNIMPORTED = """
+[runtime]
+{key}
+[runtime.hooks]
+producer = ["lc_never_imported.data:get_rollout_data"]
+cp-slicer = ["lc_never_imported.cp_utils:slice_with_cp"]
+"""
+
+
+@pytest.mark.parametrize(("key", "env", "default", "on"), [
+    ("", None, False, False),  # a debug run: off
+    ("", None, True, True),  # the pytest plugin: on
+    ("tracer = false", None, True, False),  # the key beats the default
+    ("tracer = true", None, False, True),
+    ("tracer = true", "0", True, False),  # the variable beats the key
+    ("tracer = false", "1", False, True),
+])
+def test_the_tracer_switch_precedence(tmp_path, key, env, default, on):
+    (tmp_path / "layoutcheck.toml").write_text(UNIMPORTED.format(key=key))
+    environ = {} if env is None else {"LAYOUTCHECK_TRACE": env}
+    session = activation.activate(config=tmp_path / "layoutcheck.toml", environ=environ, trace_default=default)
+    try:
+        assert session.tracing is on
+        assert [s.role for s in session.pending] == (["producer", "cp-slicer"] if on else ["producer"])
+    finally:
+        activation.deactivate()
+
+
+def test_the_plugin_switches_the_tracer_on_in_a_session_the_environment_started(tmp_path):
+    # LAYOUTCHECK at interpreter start made a debug-run session (tracer off); the plugin reuses it and asks for
+    # the tracer while no hook is in yet; once one is, the session stays as it is.
+    (tmp_path / "layoutcheck.toml").write_text(UNIMPORTED.format(key=""))
+    session = activation.activate(config=tmp_path / "layoutcheck.toml", environ={})
+    try:
+        assert not session.tracing
+        assert activation.activate(trace_default=True) is session and session.tracing
+        assert [s.role for s in session.pending] == ["producer", "cp-slicer"]
+    finally:
+        activation.deactivate()
+    session = activation.activate(config=CONFIG, environ={})  # minitrainer is imported: its hooks are in
+    try:
+        assert session.hooks and not session.tracing
+        activation.activate(trace_default=True)
+        assert not session.tracing
+    finally:
+        activation.deactivate()
+
+
+PLUGIN_CONFTEST = f"""
+import sys
+sys.path[:0] = [{str(ROOT / "fixtures")!r}, {str(ROOT / "tests")!r}]
+from bugcases import LENGTHS
+from minitrainer.actor import train_step
+from minitrainer.args import make_args
+from minitrainer.parallel import parallel_state
+from minitrainer.rollout import make_rollout_ref
+
+
+def step(**args):
+    with parallel_state(cp_size=2, cp_rank=0):
+        return train_step(make_args(qkv_format="thd", micro_batch_size=2, **args), make_rollout_ref(LENGTHS, seed=3))
+"""
+
+PLUGIN_TESTS = """
+import torch
+import torch.nn.functional as F
+from conftest import step
+from layoutcheck import Tag, tag
+
+
+def test_clean():
+    step()
+
+
+def test_loss_cat():
+    step(bugs={"loss_cat_mixed_padded_lengths"})
+
+
+def test_trace_block(layout):
+    x = tag(torch.zeros(300), Tag(field="tokens", padded=384, sample=3, total=300))
+    with layout.expect("G3") as found, layout.trace() as tracer:
+        F.pad(x, (0, 700))  # re-padded to another length than its P
+    assert tracer is layout.session.tracer and found[0].where.startswith("F.pad at test_pipeline.py:")
+"""
+
+
+def test_under_the_pytest_plugin_the_tracer_is_on_by_default(pytester):
+    pytester.makepyprojecttoml(CONFIG.read_text().replace("[runtime", "[tool.layoutcheck.runtime"))
+    pytester.makeconftest(PLUGIN_CONFTEST)
+    pytester.makepyfile(test_pipeline=PLUGIN_TESTS)
+    result = pytester.runpytest_subprocess("--layoutcheck", "-p", "no:cacheprovider", "-p", "no:hypothesispytest")
+    result.assert_outcomes(passed=2, failed=1)
+    result.stdout.fnmatch_lines([
+        "*layoutcheck: runtime checks on (--layoutcheck), mode raise (the default), 7 hooks from *pyproject.toml",
+        "*[[]G1[]] torch.cat at */minitrainer/loss.py:* in _loss_inputs, samples *",
+        "  FAILED   test_pipeline.py::test_loss_cat: G1 x* in torch.cat at */minitrainer/loss.py:*",
+    ])

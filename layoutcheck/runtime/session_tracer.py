@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -61,6 +62,9 @@ class SessionTracer:
         self._stream_multiple: int | None = None
         self._builder_multiple = False
         """The stream multiple came from a batch-builder call (the owner of THD padding)."""
+        self._laid_out: tuple[object, set[tuple[object, ...]]] = (None, set())
+        """Micro-batches the batch builder laid out, traced, in the current rollout (and that rollout)."""
+        self._local = threading.local()
 
     @property
     def tracer(self) -> Tracer:
@@ -109,7 +113,16 @@ class SessionTracer:
             return self._producer(original, checker.wrap(role, original))
         tracer = self.tracer
         if role == "batch-builder":
-            return self._batch_builder(original, checker.wrap(role, tracer.wrap(original)))
+            traced = tracer.wrap(original)
+
+            @functools.wraps(original)
+            def layoutcheck_builder(*args: Any, **kwargs: Any) -> Any:
+                # a micro-batch laid out again (the next pass over the rollout) runs untraced: see _batch_builder
+                if getattr(self._local, "again", False):
+                    return tracer.quiet(original, args, kwargs)
+                return traced(*args, **kwargs)
+
+            return self._batch_builder(original, checker.wrap(role, layoutcheck_builder))
         if role == "replay-filler":
             return self._replay_filler(original, checker.wrap(role, tracer.wrap(original)))
         if role == "offset-helper":
@@ -181,12 +194,33 @@ class SessionTracer:
                 return checked(*args, **kwargs)
             call = binder.arguments(args, kwargs)
             state = None if call is None else self._glue(where, lambda: self._before_batch(call))
-            batch = checked(*args, **kwargs)
+            # Each pass over the rollout (log-probs, training, each virtual pipeline stage) lays micro-batch k
+            # out with the same ops: traced once per rollout, as the checker judges it once; every pass's
+            # output is tagged all the same (the loss function reads it).
+            self._local.again = state is not None and not self._first_layout(state, call)
+            try:
+                batch = checked(*args, **kwargs)
+            finally:
+                self._local.again = False
             if state is not None:
                 self._glue(where, lambda: self._tag_batch(batch, *state))
             return batch
 
         return layoutcheck_traced_batch
+
+    def _first_layout(self, state: tuple[Any, ...], call: dict[str, Any]) -> bool:
+        k, samples, layout, par, scheme = state
+        if k is None or samples is None:
+            return True
+        run = self.checker._run
+        if self._laid_out[0] is not run:
+            self._laid_out = (run, set())
+        key = (k, tuple(samples), layout, scheme, par, call.get("pad_multiplier"), call.get("get_position_ids"))
+        seen = self._laid_out[1]
+        if key in seen:
+            return False
+        seen.add(key)
+        return True
 
     def _before_batch(self, call: dict[str, Any]) -> tuple[Any, ...]:
         checker = self.checker

@@ -19,7 +19,9 @@ Every length comes from `layoutcheck.geometry`; tensors are read by shape only.
 from __future__ import annotations
 
 import functools
+import importlib
 import inspect
+import sys
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
@@ -239,6 +241,12 @@ Check = Callable[[Any, dict[str, Any], Any], "Callable[[Any], None] | None"]
 
 _INSIDE = threading.local()
 """Per thread: a wrapped CP helper is running (the helpers call each other: the outer call is judged)."""
+_TRACER = "layoutcheck.runtime.tracer"
+
+
+def _tracer_module() -> Any:
+    # it imports torch: loaded on the first wrapped call (the helper takes tensors, so torch is there)
+    return importlib.import_module(_TRACER)
 
 
 def _rank(state: Any, getter: Callable[[], Any] | None, g: Tag | None) -> tuple[int, int | None]:
@@ -275,10 +283,9 @@ def _helper(fn: F, op: str, check: Check, judge: Any = None) -> F:
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         if _compiling() or getattr(_INSIDE, "on", False):
             return fn(*args, **kwargs)
-        from layoutcheck.runtime.tracer import active_tracer, checked
-
-        tracer = active_tracer()
-        if tracer is None and judge is not None and judge.enabled:
+        module = sys.modules.get(_TRACER) or _tracer_module()  # torch is loaded: the helper takes tensors
+        tracer = module.active_tracer()
+        if tracer is None and judge is not None and judge.judging:
             tracer = judge
         if tracer is None or (tracer.layout is None and geometry_of(args[0] if args else kwargs.get(first)) is None):
             return fn(*args, **kwargs)  # nothing to judge the call against
@@ -287,8 +294,8 @@ def _helper(fn: F, op: str, check: Check, judge: Any = None) -> F:
             return fn(*args, **kwargs)  # the helper raises its own error
         _INSIDE.on = True
         try:
-            return checked(tracer, op, check, (tracer, call, call.get(first)), tracer.run_untraced,
-                           (fn, args, kwargs), {})
+            return module.checked(tracer, op, check, (tracer, call, call.get(first)), tracer.run_untraced,
+                                  (fn, args, kwargs), {})
         finally:
             _INSIDE.on = False
 

@@ -230,6 +230,19 @@ class Tracer:
         finally:
             mode.paused -= 1
 
+    @property
+    def judging(self) -> bool:
+        """Whether calls made outside the traced region are judged (CP helpers): enabled, and not `quiet` here."""
+        return self.enabled and not getattr(_LOCAL, "quiet", 0)
+
+    def quiet(self, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """``fn(*args, **kwargs)`` with nothing judged in this thread (code the tracer already followed once)."""
+        _LOCAL.quiet = getattr(_LOCAL, "quiet", 0) + 1
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            _LOCAL.quiet -= 1
+
     def run_untraced(self, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         """``fn(*args, **kwargs)`` with no op traced: what `paused` does, cheaper (a hot path of the CP helpers).
 
