@@ -4,7 +4,6 @@ from collections.abc import Iterator
 
 from layoutcheck.lint.rule import Invalid, ModelRule, Report, Valid
 from layoutcheck.lint.settings import LintSettings
-from layoutcheck.model.project import HelperSignature
 from layoutcheck.model.queries import FileQueries
 from layoutcheck.model.vocabulary import vocabulary
 
@@ -25,16 +24,6 @@ def get_logits_and_tokens_offset_with_cp(total_length, response_length):
     # reads the CP rank from global state and only ever serves packed batches
     return total_length, response_length
 '''
-
-
-def _signature(signature: HelperSignature) -> str:
-    if not signature.params:
-        return ""
-    parts = []
-    for param in signature.params:
-        prefix = {"star": "*", "dstar": "**"}.get(param.kind, "")
-        parts.append(f"{prefix}{param.name}" + (f"={param.default}" if param.default is not None else ""))
-    return f"{signature.name}({', '.join(parts)})"
 
 
 class CpHelperWithoutGeometry(ModelRule):
@@ -119,7 +108,7 @@ class CpHelperWithoutGeometry(ModelRule):
             signature = found.signature
             names = " and ".join(f"`{name}`" for name in missing)
             if signature.ref is not None:
-                where = f" (`{_signature(signature)}`, {project.where(signature.ref)})"
+                where = f" (`{signature.text()}`, {project.where(signature.ref)})"
             else:
                 where = " (from `cp-helpers`: its `def` is not in the checked tree)"
             if signature.layout is not None and signature.layout[0] not in missing:

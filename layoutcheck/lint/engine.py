@@ -63,6 +63,9 @@ class ProjectFile:
     local: tuple[list[Finding], list[FileError], bool] | None = None
     """The syntax rules' findings and errors and whether libcst parsed it (from the cache), unfiltered
     by suppressions; None to run them. Set by `analyse_project` when it runs them."""
+    light: bool = False
+    """A `test-paths` file: its facts are only its imports (and its syntax) unless the project finds
+    trainer code importing it, which makes it trainer code to be read in full."""
 
 
 @dataclass
@@ -132,27 +135,86 @@ def _syntax_error(facts: FileFacts, path: str, source: str) -> FileError | None:
     return FileError(path, line, message, column=column, kind=INVALID_INPUT)
 
 
-def file_facts(source: str, settings: LintSettings, rules: Sequence[type[LintRule]]) -> FileFacts:
-    """The facts of one file: extracted when a selected model rule's prefilter lets it through,
-    else only its syntax checked (the facts of a file with nothing to say are empty)."""
+def file_facts(
+    source: str, settings: LintSettings, rules: Sequence[type[LintRule]], *, checked: bool = True,
+    light: bool = False,
+) -> FileFacts:
+    """The facts of one file: extracted when a selected model rule's prefilter (or the model's own
+    needles) lets it through; else only its imports, by a text scan, and for a checked file its
+    syntax (a syntax error is a finding wherever it is). ``light`` (a test or benchmark) asks
+    for imports and syntax only (`ProjectFile.light`)."""
     from layoutcheck.model.extract import extract
     from layoutcheck.model.facts import FileFacts, Function
+    from layoutcheck.model.imports import scan_imports
     from layoutcheck.model.vocabulary import vocabulary
 
     model_rules = _model_rules(rules)
-    if model_rules and (
+    if not light and model_rules and (
         vocabulary(settings).matters(source) or any(rule.could_match(source, settings) for rule in model_rules)
     ):
         return extract(source, settings)
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            symtable.symtable(source, "<file>", "exec")
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return extract(source, settings)  # for the error's wording and place
-    from layoutcheck.model.imports import scan_imports
-
+    if checked:
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                symtable.symtable(source, "<file>", "exec")
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            return extract(source, settings)  # for the error's wording and place
     return FileFacts(functions=[Function("<module>", (1, 1, 1, 1))], imported=scan_imports(source))
+
+
+_DEMAND_ROUNDS = 4
+"""How many times the project phase may ask for more files' facts (callers of callers...)."""
+
+
+def _demanded(project: Project, files: Sequence[ProjectFile], settings: LintSettings) -> list[int]:
+    """Files the prefilter cleared whose facts the project needs after all: those that mention a
+    function whose rewrites of the owner's inputs have no caller the model sees yet (a chain of
+    calls through modules that name no length may still run them after the owner)."""
+    import re
+
+    from layoutcheck.model.queries import FileQueries
+
+    wanted: set[str] = set()
+    for i, model in enumerate(project.files):
+        if model.is_test or not model.facts.rewrites:
+            continue
+        decided = {found.function for found in FileQueries(project, i).stale_rewrites()}
+        for rewrite in model.facts.rewrites:
+            ref = (i, rewrite.function)
+            if rewrite.function == 0 or ref in decided:
+                continue  # reported already: no caller could take it back
+            stack, seen = [ref], {ref}
+            while stack:
+                target = stack.pop()
+                name = project.function(target).qualname.rsplit(".", 1)[-1]
+                if len(name) >= 4 and not name.startswith("__"):  # `__init__`, `run`: too common to search for
+                    wanted.add(name)
+                for caller, _ in project.callers.get(target, ()):
+                    if caller not in seen and caller[1]:
+                        seen.add(caller)
+                        stack.append(caller)
+    if not wanted:
+        return _promoted(project, files)
+    names = "|".join(sorted(map(re.escape, wanted)))
+    # A call of one of them, or an import of it (a call through an alias follows the import).
+    pattern = re.compile(rf"\b(?:{names})\s*\(|^[ \t]*(?:from|import)\b[^\n]*\b(?:{names})\b", re.MULTILINE)
+    out = []
+    for i, (file, model) in enumerate(zip(files, project.files)):
+        if model.facts.extracted or model.facts.syntax_error is not None or file.source is None:
+            continue
+        if pattern.search(file.source):
+            out.append(i)
+    return sorted({*out, *_promoted(project, files)})
+
+
+def _promoted(project: Project, files: Sequence[ProjectFile]) -> list[int]:
+    """Test-path files that trainer code imports: trainer code, so their facts are read in full."""
+    return [
+        i for i, (file, model) in enumerate(zip(files, project.files))
+        if file.light and not model.is_test and not model.facts.extracted and model.facts.syntax_error is None
+        and file.source is not None
+    ]
 
 
 def analyse_project(
@@ -178,7 +240,8 @@ def analyse_project(
         if facts is None:
             assert file.source is not None, "a project file needs its text or its facts"
             try:
-                facts = file_facts(file.source, settings, file.rules if file.checked else prefilter_rules)
+                facts = file_facts(file.source, settings, file.rules if file.checked else prefilter_rules,
+                                   checked=file.checked, light=file.light)
             except Exception as exc:  # a bug in the extractor: the file is unchecked, the run goes on
                 from layoutcheck.model.facts import FileFacts
 
@@ -190,6 +253,15 @@ def analyse_project(
         models.append(FileModel(file.display, file.relpath, file.module, facts, file.checked,
                                 is_package=file.is_package))
     project = Project(models, settings)
+    for _ in range(_DEMAND_ROUNDS):
+        more = _demanded(project, files, settings)
+        if not more:
+            break
+        from layoutcheck.model.extract import extract
+
+        for i in more:
+            files[i].facts = models[i].facts = extract(files[i].source or "", settings)
+        project = Project(models, settings)
     out: dict[str, Analysis] = {}
     for index, file in enumerate(files):
         if not file.checked:

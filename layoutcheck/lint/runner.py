@@ -160,6 +160,8 @@ class RunResult:
     rules: Sequence[type[LintRule]]
     """The selected rules (resolved on first use)."""
     warnings: list[str] = field(default_factory=list)
+    project: Any = None
+    """The project model (`layoutcheck.model.project.Project`), when the run was asked to keep it."""
 
     @property
     def fixed_files(self) -> list[FileResult]:
@@ -169,8 +171,8 @@ class RunResult:
 
 # ---------------------------------------------------------------- the workers
 
-_Task = tuple[str, "str | None", bytes, bool, tuple[int, ...]]
-"""(display path, module name, file bytes, checked, indexes of the rules to run on it)."""
+_Task = tuple[str, "str | None", bytes, bool, bool, tuple[int, ...]]
+"""(display path, module name, file bytes, checked, light (a test), indexes of the rules to run on it)."""
 
 
 @dataclass
@@ -184,14 +186,14 @@ class _Reader:
         from layoutcheck.lint.engine import ProjectFile, file_facts, run_local
         from layoutcheck.lint.sources import SourceDecodeError, decode_source
 
-        display, module, data, checked, indexes = task
+        display, module, data, checked, light, indexes = task
         try:
             try:
                 source, _ = decode_source(data)
             except SourceDecodeError as exc:
                 return FileError(display, exc.line, str(exc), column=exc.column)
             rules = [self.rules[i] for i in indexes]
-            facts = file_facts(source, self.settings, rules if checked else self.rules)
+            facts = file_facts(source, self.settings, rules if checked else self.rules, checked=checked, light=light)
             local = None
             if checked:
                 file = ProjectFile(display, display, module, source, facts, rules=tuple(rules))
@@ -400,6 +402,7 @@ def run(
     max_file_bytes: int = MAX_FILE_BYTES,
     cwd: str | os.PathLike[str] | None = None,
     force_exclude: bool = False,
+    keep_project: bool = False,
 ) -> RunResult:
     """Check ``paths`` and return every finding and error, sorted.
 
@@ -408,8 +411,10 @@ def run(
     registry (tests use it for rules of their own); ``jobs`` the worker
     processes (None or 0: automatic); ``fix`` applies safe fixes and, with
     ``write_fixes`` (off for ``--diff``), writes them back; ``force_exclude``
-    applies ``exclude`` to the named paths too (`discover`). Raises
-    `ConfigError` for a bad configuration or an unknown rule.
+    applies ``exclude`` to the named paths too (`discover`); ``keep_project``
+    builds the project model even when the cache holds every result, and keeps
+    it in `RunResult.project` (``layoutcheck model``). Raises `ConfigError`
+    for a bad configuration or an unknown rule.
     """
     from hashlib import sha256
 
@@ -454,7 +459,7 @@ def run(
             for e in entries
         ])
         displays = {e.source.relpath: e.source.display for e in entries if e.checked}
-        hit = cache.get_run(run_key, displays)
+        hit = None if keep_project else cache.get_run(run_key, displays)
         # --fix must redo a project whose cached findings it could fix.
         if hit is not None and not (fix and any(f.fixable for r in hit.values() for f in r.findings)):
             for result in hit.values():
@@ -466,29 +471,23 @@ def run(
         # Imports the rules and the engine (and pydantic for a table no run validated).
         chosen = selection.get()  # validates the selection even when there is nothing to lint
         from layoutcheck.lint.engine import ProjectFile, analyse_project
-        from layoutcheck.lint.rule import ModelRule
         from layoutcheck.lint.sources import SourceDecodeError, decode_source
         from layoutcheck.model.facts import from_data, to_data
-        from layoutcheck.model.vocabulary import vocabulary
 
         imported()
         settings = selection.settings
-        vocab = vocabulary(settings)
         index = {rule: i for i, rule in enumerate(chosen.rules)}
         tests = settings.test_paths if not settings.lint_tests else ()
         kept: list[_Entry] = []
         for entry in entries:
             if not entry.checked:
-                # Read for context only when its text mentions what the model needs.
+                # Context: tests are not the trainer; the others are read (their facts are only
+                # extracted when their text mentions what the model needs, or it asks for them).
                 if tests and any_match(tests, entry.source.relpath) is not None:
                     continue
                 try:
                     entry.text, _ = decode_source(entry.data)
                 except SourceDecodeError:
-                    continue
-                if not vocab.matters(entry.text) and not any(
-                    r.could_match(entry.text, settings) for r in chosen.rules if issubclass(r, ModelRule)
-                ):
                     continue
             kept.append(entry)
         entries = kept
@@ -514,7 +513,9 @@ def run(
                     except (KeyError, TypeError, ValueError):
                         entry.facts = None
             rule_indexes = tuple(index[r] for r in chosen.for_path(entry.source.relpath)) if entry.checked else ()
-            tasks.append((entry.source.display, entry.source.module_name, entry.data, entry.checked, rule_indexes))
+            light = bool(tests) and any_match(tests, entry.source.relpath) is not None
+            tasks.append((entry.source.display, entry.source.module_name, entry.data, entry.checked, light,
+                          rule_indexes))
             pending.append(entry)
         reader = _Reader(chosen.rules, settings)
         outcomes, stats.workers = _execute(tasks, reader, jobs, warnings)
@@ -545,9 +546,10 @@ def run(
                 rules=tuple(chosen.for_path(entry.source.relpath)) if entry.checked else (),
                 is_package=os.path.basename(entry.source.path).startswith("__init__."),
                 local=entry.local,
+                light=bool(tests) and any_match(tests, entry.source.relpath) is not None,
             ))
-        analyses, _project = analyse_project(project_files, settings, known_rules=chosen.known_names(),
-                                             all_rules=chosen.rules)
+        analyses, project = analyse_project(project_files, settings, known_rules=chosen.known_names(),
+                                            all_rules=chosen.rules)
         by_display = {e.source.display: e for e in entries}
         for file in project_files:
             if not file.checked:
@@ -583,7 +585,9 @@ def run(
                        if e.checked and e.source.display in results}
             if len(checked) == sum(e.checked for e in entries):
                 cache.put_run(run_key, checked)
-    return _result(results, found, stats, selection, warnings)
+    out = _result(results, found, stats, selection, warnings)
+    out.project = project if keep_project else None
+    return out
 
 
 def _apply_fixes(project_files: list[Any], analyses: dict[str, Any], results: dict[str, FileResult],

@@ -166,10 +166,11 @@ class LintSettings:
         ),
     )
     model_bases: tuple[str, ...] = setting(
-        ("*Module", "*Layer"),
+        ("*Module", "*Layer", "Function"),
         description=(
-            "Patterns for base classes of model code (`nn.Module`, `MegatronModule`): padding "
-            "inside their methods is a kernel's local geometry, not the data layout."
+            "Patterns for base classes of model code (`nn.Module`, `MegatronModule`, an autograd "
+            "`Function`): padding inside their methods is a kernel's local geometry, not the data layout, "
+            "and they are never owners."
         ),
     )
     owner_inputs: tuple[str, ...] = setting(

@@ -62,11 +62,7 @@ from layoutcheck.model.idioms import (
     broadcast_count,
     is_init_value,
     match_agreement,
-    match_broadcast,
     match_chunk_pad,
-    match_max_over,
-    match_pad_amount,
-    match_round_up,
 )
 from layoutcheck.model.sinks import Sinks
 from layoutcheck.model.syntax import (
@@ -512,9 +508,14 @@ class _Extractor(Flow):
         state = self.states.pop()
         facts = self.facts.functions[frame.index]
         if state.pads:
-            sinks = Sinks(body, self.imports, lambda n: self.classify(n).has(TOK))
+            vocab = self.vocab
+            helper = facts.qualname.rsplit(".", 1)[-1] in vocab.helpers or any(
+                vocab.is_padded_length_param(p.name) for p in facts.params
+            )
+            # A CP helper's or model code's pads are never judged: their fate is not worth a walk.
+            sinks = None if helper or frame.model else Sinks(body, self.imports, lambda n: self.classify(n).has(TOK))
             for pad, carrier in state.pads:
-                pad.fate = sinks.fate(carrier)
+                pad.fate = sinks.fate(carrier) if sinks is not None else "local"
                 self.facts.pads.append(pad)
         facts.writes_source = state.writes_source or facts.named_for_source
         facts.writes_packed = state.writes_packed
@@ -594,7 +595,14 @@ class _Extractor(Flow):
             if isinstance(target, ast.Name):
                 if found.tags & (SRCLIST | TOK):
                     self.state.aliases[target.id] = self.container(value)
+                unit = None
+                if found.tags & (UNIT | CP) or int_value(value) is not None:
+                    unit = canonical(value, self.unit_of, self.vocab.is_pad_multiplier)
                 self.bind(target.id, found, value)
+                if unit is not None:
+                    self.frame.units[target.id] = unit
+                else:
+                    self.frame.units.pop(target.id, None)
                 if self.is_fresh(value):
                     self.frame.fresh.add(target.id)
                 else:
@@ -693,7 +701,7 @@ class _Extractor(Flow):
         if not is_source and not found.tags & MAX:
             return  # other length lists may legitimately repeat a configured length
         self.seen_broadcasts.add(id(origin))
-        repeated = match_broadcast(origin, self.imports)
+        repeated = self.idiom("broadcast", origin)
         self.facts.broadcasts.append(Broadcast(
             self.frame.index, self.source.span(origin), self.source.snippet(origin), target, found.tags,
             self.per_sample(broadcast_count(origin, self.imports)), is_init_value(repeated),
@@ -769,11 +777,11 @@ class _Extractor(Flow):
             return
         if kind is ast.BinOp:
             if id(node) not in self.claimed:
-                idiom = match_round_up(node, self.imports)
+                idiom = self.idiom("round_up", node)
                 label = "round_up"
                 if idiom is None:
-                    idiom, label = match_pad_amount(node), "pad_amount"
-                if idiom is None:
+                    idiom, label = self.idiom("pad_amount", node), "pad_amount"
+                if idiom is None and isinstance(node.op, ast.Sub):  # type: ignore[attr-defined]
                     idiom, label = match_chunk_pad(node, self.chunk_of), "chunk_pad"
                 if idiom is not None:
                     self.pad(idiom, label)
@@ -895,7 +903,7 @@ class _Extractor(Flow):
 
     def add_pad(self, kind: str, node: ast.AST, value: Value, unit: Value, carrier: ast.AST, *,
                 unit_node: ast.expr | None = None, rounding: str = "ceil") -> None:
-        text = canonical(unit_node, self.bound_expr, self.vocab.is_pad_multiplier) if unit_node is not None else ""
+        text = canonical(unit_node, self.unit_of, self.vocab.is_pad_multiplier) if unit_node is not None else ""
         pad = Pad(
             self.frame.index, kind, self.source.span(node), self.source.snippet(node), value.tags, unit.tags,
             text, rounding, self.frame.layout, "local", self.next_tick(), tuple(sorted(value.params)),
@@ -916,7 +924,7 @@ class _Extractor(Flow):
         imports = self.imports
         claimed = id(node) in self.claimed
         if not claimed:
-            idiom = match_round_up(node, imports)
+            idiom = self.idiom("round_up", node)
             if idiom is not None:
                 self.pad(idiom, "round_up")
         if isinstance(func, ast.Attribute):
@@ -1017,7 +1025,9 @@ class _Extractor(Flow):
         text = ""
         span = None
         keys = None
-        if tags & (SEQ | MAX | TOK | SRC | PAD | PACKED) or isinstance(value, ast.Constant):
+        if tags & (SEQ | MAX | TOK | SRC | PAD | PACKED) or (
+            isinstance(value, ast.Constant) and isinstance(value.value, str) and value.value in LAYOUT_KINDS
+        ):
             text = self.source.snippet(value, 40)
             span = self.source.span(value)
         if keyword_name == "**":
@@ -1069,7 +1079,7 @@ class _Extractor(Flow):
     # -- alignment units combined with max() (LC106) --
 
     def max_of_units(self, node: ast.Call, args: list[ast.expr]) -> None:
-        collection = match_max_over(node, self.imports)
+        collection = self.idiom("max_over", node)
         if collection is not None:
             combined = self.classify(collection).has(UNIT)
         else:

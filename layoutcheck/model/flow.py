@@ -82,7 +82,7 @@ _SIZE_METHODS = frozenset({"size", "numel", "__len__", "dim"})
 class Frame:
     """One function (or the module) being walked."""
 
-    __slots__ = ("index", "parent", "env", "exprs", "fresh", "layout", "node", "data", "model", "cls")
+    __slots__ = ("index", "parent", "env", "exprs", "units", "fresh", "layout", "node", "data", "model", "cls")
 
     def __init__(self, index: int, parent: Frame | None, node: ast.AST, *, model: bool, cls: str | None) -> None:
         self.index = index
@@ -90,7 +90,9 @@ class Frame:
         self.env: dict[str, Value] = {}
         """Locals and parameters, as they stand at this point of the walk."""
         self.exprs: dict[str, ast.expr] = {}
-        """The expression each local was last bound to (units and ``**kw`` keys are read through it)."""
+        """The expression each local was last bound to (``**kw`` keys and chunk sizes are read through it)."""
+        self.units: dict[str, str] = {}
+        """The canonical alignment unit (`layoutcheck.model.units`) each unit-like local was bound to."""
         self.fresh: set[str] = set()
         """Locals bound to a container built here (``{}``, ``[]``): stores into them build, not mutate."""
         self.layout: str | None = None
@@ -111,6 +113,28 @@ class Flow:
         self.scopes: list[dict[str, Value]] = []
         """Comprehension and lambda scopes, innermost last."""
         self._cache: dict[int, Value] = {}
+        self._idioms: dict[tuple[int, str], Any] = {}
+        """Recogniser answers per node (they are syntactic: the same for the whole traversal)."""
+
+    def idiom(self, kind: str, node: ast.AST) -> Any:
+        """``match_<kind>`` of ``node``, asked once per node (`layoutcheck.model.idioms`)."""
+        key = (id(node), kind)
+        try:
+            return self._idioms[key]
+        except KeyError:
+            pass
+        if kind == "round_up":
+            found = match_round_up(node, self.imports)
+        elif kind == "pad_amount":
+            found = match_pad_amount(node)
+        elif kind == "broadcast":
+            found = match_broadcast(node, self.imports)
+        elif kind == "max_over":
+            found = match_max_over(node, self.imports)
+        else:
+            found = match_ceil_div(node, self.imports)
+        self._idioms[key] = found
+        return found
 
     @property
     def frame(self) -> Frame:
@@ -126,6 +150,13 @@ class Flow:
         else:
             frame.exprs.pop(name, None)
         self._cache.clear()
+
+    def unit_of(self, name: str) -> str | None:
+        """The canonical unit the innermost binding of ``name`` holds, when it was bound to one."""
+        for frame in reversed(self.frames):
+            if name in frame.env:
+                return frame.units.get(name)
+        return None
 
     def bound_expr(self, name: str) -> ast.expr | None:
         """The expression the innermost binding of ``name`` was assigned (None for parameters)."""
@@ -208,13 +239,13 @@ class Flow:
                 return Value(inner.tags & ~SRCLIST, inner.origin, inner.params) if inner.tags & SRCLIST else inner
             return inner
         if kind is ast.BinOp:
-            idiom = match_round_up(node, self.imports) or match_pad_amount(node)
-            if idiom is None:
+            idiom = self.idiom("round_up", node) or self.idiom("pad_amount", node)
+            if idiom is None and isinstance(node.op, ast.Sub):  # type: ignore[attr-defined]
                 idiom = match_chunk_pad(node, self.chunk_of)
             if idiom is not None:
                 found = self._union(idiom.values)
                 return Value(found.tags | PAD, found.origin, found.params)
-            value = match_broadcast(node, self.imports)
+            value = self.idiom("broadcast", node)
             if value is not None:
                 return Value(self.classify(value).tags | BCAST, node)
             return self.classify(node.left) | self.classify(node.right)  # type: ignore[attr-defined]
@@ -229,7 +260,7 @@ class Flow:
         if kind in (ast.Tuple, ast.List, ast.Set):
             return self._union(node.elts)  # type: ignore[attr-defined]
         if kind in (ast.ListComp, ast.GeneratorExp, ast.SetComp, ast.DictComp):
-            value = match_broadcast(node, self.imports)
+            value = self.idiom("broadcast", node)
             self.push_comprehension(node)  # type: ignore[arg-type]
             try:
                 element = self.classify(node.value if kind is ast.DictComp else node.elt)  # type: ignore[attr-defined]
@@ -247,18 +278,18 @@ class Flow:
         expr = self.bound_expr(name)
         if expr is None:
             return None
-        found = match_ceil_div(expr, self.imports)
+        found = self.idiom("ceil_div", expr)
         if found is None or len(found.values) != 1:
             return None
         return found.values[0], found.unit
 
     def _classify_call(self, node: ast.Call) -> Value:
         imports = self.imports
-        idiom = match_round_up(node, imports)
+        idiom = self.idiom("round_up", node)
         if idiom is not None:
             found = self._union(idiom.values)
             return Value(found.tags | PAD, found.origin, found.params)
-        collection = match_max_over(node, imports)
+        collection = self.idiom("max_over", node)
         if collection is not None:
             inner = self.classify(collection)
             if inner.tags & (SEQ | TOK):
@@ -266,10 +297,10 @@ class Flow:
             if inner.tags & SRC:
                 return Value(inner.tags & ~SRCLIST, inner.origin, inner.params)
             return NOTHING
-        broadcast = match_broadcast(node, imports)
+        broadcast = self.idiom("broadcast", node)
         if broadcast is not None:
             return Value(self.classify(broadcast).tags | BCAST, node)
-        ceil = match_ceil_div(node, imports)
+        ceil = self.idiom("ceil_div", node)
         if ceil is not None:  # a chunk size: still derived from what it divides
             return self._union(ceil.values) | Value(self.classify(ceil.unit).tags & CP)
         func = node.func

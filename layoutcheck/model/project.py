@@ -88,6 +88,23 @@ class HelperSignature:
     none_checked: tuple[str, ...] = ()
     """Parameters the helper checks are not None (omitting them fails loudly, not silently)."""
 
+    def text(self) -> str | None:
+        """``slice_with_cp(tokens, pad_value, qkv_format="thd", max_seq_len=None)``: the ``def``'s
+        signature as written (None for a helper known only from the configuration)."""
+        if self.ref is None:
+            return None
+        parts = []
+        starred = any(p.kind == "star" for p in self.params)
+        for param in self.params:
+            if param.kind == "kwonly" and not starred:
+                parts.append("*")
+                starred = True
+            prefix = {"star": "*", "dstar": "**"}.get(param.kind, "")
+            parts.append(f"{prefix}{param.name}" + (f"={param.default}" if param.default is not None else ""))
+            if param.kind == "posonly" and not any(p.kind == "posonly" for p in self.params[self.params.index(param) + 1:]):
+                parts.append("/")
+        return f"{self.name}({', '.join(parts)})"
+
 
 @dataclass
 class _Index:
@@ -267,8 +284,15 @@ class Project:
         """The one trainer ``def`` named ``name``, when the name is distinctive enough to trust."""
         if "_" not in name.strip("_") or len(name) < 8:
             return None
-        refs = [r for r in self._index.by_name.get(name, ()) if not self.files[r[0]].is_test]
+        refs = self._trainer_defs.get(name, ())
         return refs[0] if len(refs) == 1 else None
+
+    @cached_property
+    def _trainer_defs(self) -> dict[str, list[FunctionRef]]:
+        return {
+            name: [r for r in refs if not self.files[r[0]].is_test]
+            for name, refs in self._index.by_name.items()
+        }
 
     @cached_property
     def callers(self) -> dict[FunctionRef, list[tuple[FunctionRef, Call]]]:
@@ -283,7 +307,7 @@ class Project:
 
     def defs_named(self, name: str) -> list[FunctionRef]:
         """Every trainer ``def`` whose own name is ``name``."""
-        return [r for r in self._index.by_name.get(name, ()) if not self.files[r[0]].is_test]
+        return list(self._trainer_defs.get(name, ()))
 
     # ------------------------------------------------------------ arguments
 
@@ -391,6 +415,8 @@ class Project:
             if ref[1] == 0:
                 continue
             file = self.files[ref[0]]
+            if function.in_model or (file.facts.kernel and function.cls is None):
+                continue  # a model's or a kernel's own geometry is not the data layout's
             layouts: list[str] = []
             why: list[str] = []
             configured = configured_layouts(self.settings, function.qualname, file.relpath, file.module)
@@ -416,15 +442,46 @@ class Project:
                     break
         return out
 
+    @cached_property
+    def disagreements(self) -> list[tuple[Pad, FunctionRef, FunctionRef, Pad, str]]:
+        """Owner pads to the alignment unit that another owner of the same layout pads otherwise:
+        ``(pad, owner, other owner, the other's pad, layout)`` (LC107)."""
+        out = []
+        units = self.owner_units
+        for layout in ("thd", "bshd"):
+            owners = [ref for ref in self.owners_of_layout(layout) if units.get(ref)]
+            if len(owners) < 2:
+                continue
+            keys = {ref: {(p.unit, p.rounding) for p in units[ref]} for ref in owners}
+            holders: dict[tuple[str, str], set[FunctionRef]] = {}
+            for ref, owned in keys.items():
+                for key in owned:
+                    holders.setdefault(key, set()).add(ref)
+            for ref in owners:
+                for pad in units[ref]:
+                    having = holders[(pad.unit, pad.rounding)]
+                    if len(having) == len(owners):
+                        continue  # every owner pads this way too
+                    other = next(o for o in owners if o not in having)
+                    out.append((pad, ref, other, units[other][0], layout))
+        return out
+
     def owner_of(self, ref: FunctionRef) -> Owner | None:
         return self.owners.get(ref)
 
     def owners_of_layout(self, layout: str) -> list[FunctionRef]:
         """The owners of ``layout`` (``bshd``/``thd``), not counting nested ones, in path order."""
-        return [
-            ref for ref, owner in self.owners.items()
-            if layout in owner.layouts and not owner.why.startswith("inside ")
-        ]
+        return list(self._owners_by_layout.get(layout, ()))
+
+    @cached_property
+    def _owners_by_layout(self) -> dict[str, list[FunctionRef]]:
+        out: dict[str, list[FunctionRef]] = {}
+        for ref, owner in self.owners.items():
+            if owner.why.startswith("inside "):
+                continue
+            for layout in owner.layouts:
+                out.setdefault(layout, []).append(ref)
+        return out
 
     @cached_property
     def cp_helper_defs(self) -> list[FunctionRef]:
@@ -537,6 +594,17 @@ class Project:
 
     def packed_writers(self) -> list[FunctionRef]:
         return [ref for ref, f in self.functions() if f.writes_packed and ref[1] != 0]
+
+    def source_ticks(self, ref: FunctionRef) -> tuple[int, ...]:
+        """When ``ref`` writes the source: its own writes, its calls of owner-named functions, and
+        its calls of any project function that writes a source (the producer, by another name)."""
+        function = self.function(ref)
+        ticks = list(function.source_ticks)
+        for call in function.calls:
+            target = self.resolve(ref, call)
+            if target is not None and target != ref and self.function(target).writes_source:
+                ticks.append(call.tick)
+        return tuple(sorted(set(ticks)))
 
     def param_fed_from_source(self, ref: FunctionRef, param: str, depth: int = 0) -> bool | None:
         """Do the callers of ``ref`` pass the owner's value into ``param``?

@@ -276,9 +276,10 @@ class FileQueries:
             for target in frontier:
                 for caller, call in project.callers.get(target, ()):
                     function = project.function(caller)
-                    if any(t > call.tick for t in function.source_ticks):
+                    writes = project.source_ticks(caller)
+                    if any(t > call.tick for t in writes):
                         continue  # the caller recomputes the source afterwards
-                    if function.reads_source or any(t < call.tick for t in function.source_ticks):
+                    if function.reads_source or any(t < call.tick for t in writes):
                         return caller, call
                     if caller not in seen:
                         seen.add(caller)
@@ -308,34 +309,9 @@ class FileQueries:
 
     def disagreeing_owners(self) -> Iterator[OwnerDisagreement]:
         """This file's owner pads whose unit (or rounding) another owner of the layout does not use."""
-        project = self.project
-        for layout in ("thd", "bshd"):
-            owners = project.owners_of_layout(layout)
-            if len(owners) < 2:
-                continue
-            units = {ref: self._owner_units(ref) for ref in owners}
-            for ref in owners:
-                if ref[0] != self.index:
-                    continue
-                mine = units[ref]
-                for pad in mine:
-                    key = (pad.unit, pad.rounding)
-                    for other in owners:
-                        if other == ref or not units[other]:
-                            continue
-                        theirs = {(p.unit, p.rounding) for p in units[other]}
-                        if key not in theirs:
-                            yield OwnerDisagreement(pad, ref, other, units[other][0], layout)
-                            break
-
-    def _owner_units(self, ref: FunctionRef) -> list[Pad]:
-        project = self.project
-        out = []
-        for pad in project.files[ref[0]].facts.pads:
-            if pad.kind in ("round_up", "pad_amount", "chunk_pad") and pad.unit_tags & UNIT and pad.fate != "metric":
-                if any(outer == ref for outer in project.enclosing((ref[0], pad.function))):
-                    out.append(pad)
-        return out
+        for found in self.project.disagreements:
+            if found[1][0] == self.index:
+                yield OwnerDisagreement(*found)
 
 
 def _argument(call: Call, name: str, position: int | None) -> Arg | None:

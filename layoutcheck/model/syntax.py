@@ -214,12 +214,11 @@ def target_name(node: ast.AST) -> tuple[str | None, bool]:
 
 def positional(call: ast.Call) -> list[ast.expr]:
     """The plain positional arguments of ``call``, up to the first ``*args``."""
-    out = []
-    for arg in call.args:
-        if isinstance(arg, ast.Starred):
-            break
-        out.append(arg)
-    return out
+    args = call.args
+    for i, arg in enumerate(args):
+        if type(arg) is ast.Starred:
+            return args[:i]
+    return args
 
 
 def keyword(call: ast.Call, name: str) -> ast.expr | None:

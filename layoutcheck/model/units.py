@@ -53,11 +53,12 @@ def _factors(node: ast.expr, out: list[ast.expr]) -> None:
 
 def canonical(
     node: ast.expr,
-    bound: Callable[[str], ast.expr | None],
+    bound: Callable[[str], str | None],
     is_multiplier: Callable[[str], bool],
     depth: int = 0,
 ) -> str:
-    """``node`` as a canonical unit string; ``bound`` gives the expression a local was assigned."""
+    """``node`` as a canonical unit string; ``bound`` gives a local's unit as it stood when the
+    local was assigned (so ``pad_size = max(pad_size, k)`` reads the earlier ``pad_size``)."""
     if depth > _DEPTH:
         return "?"
 
@@ -71,9 +72,7 @@ def canonical(
         if role is not None:
             return role
         value = bound(node.id)
-        if value is not None:
-            return again(value)
-        return node.id
+        return value if value is not None else node.id
     if isinstance(node, ast.Attribute):
         # `parallel_state.tp.size`, `ps.cp.size`: the group's size.
         if node.attr in ("size", "world_size") and isinstance(node.value, (ast.Attribute, ast.Name)):

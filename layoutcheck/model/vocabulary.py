@@ -103,6 +103,8 @@ def text_mentions(source: str, patterns: Sequence[str]) -> bool:
     return pieces is None or any(p in lowered(source) for p in pieces)
 
 
+_SEQ, _TOK, _UNIT = int(Tag.SEQ), int(Tag.TOK), int(Tag.UNIT)
+
 _CP_SIZE = re.compile(
     r"_*(cp|cp_size|cp_world_size|cp_ws|context_parallel_(world_)?size|get_context_parallel_world_size"
     r"|ring_attn_size|cp_degree)",
@@ -135,7 +137,7 @@ class Vocabulary:
         self._foreign = _compile(settings.foreign_unit_names)
         self._bucket = _compile(settings.bucket_names)
         self._model = _compile(settings.model_bases)
-        self._tags: dict[str, Tag] = {}
+        self._tags: dict[str, int] = {}
         self._buckets: dict[str, bool] = {}
         merged = {**DEFAULT_CP_HELPERS, **settings.cp_helpers}
         self.helpers: dict[str, Mapping[str, int]] = {name: spec for name, spec in merged.items() if spec}
@@ -161,10 +163,10 @@ class Vocabulary:
         return pattern is not None and pattern.fullmatch(name) is not None
 
     def is_token(self, name: str) -> bool:
-        return bool(self.tags(name) & Tag.TOK)
+        return bool(self.tags(name) & _TOK)
 
     def is_pad_multiplier(self, name: str) -> bool:
-        return bool(self.tags(name) & Tag.UNIT)
+        return bool(self.tags(name) & _UNIT)
 
     def is_bucket(self, name: str) -> bool:
         found = self._buckets.get(name)
@@ -195,7 +197,7 @@ class Vocabulary:
         lowered_name = name.lower()
         if name in self.source_singulars or lowered_name.startswith("padded"):
             return True
-        return bool(self.tags(name) & Tag.SEQ) and lowered_name.lstrip("_").startswith("max_")
+        return bool(self.tags(name) & _SEQ) and lowered_name.lstrip("_").startswith("max_")
 
     def is_padded_list_param(self, name: str) -> bool:
         """``max_seq_lens``: a parameter that takes every sample's `P` (a source)."""
@@ -209,8 +211,9 @@ class Vocabulary:
         """The first source (in configured order) that ``name`` mentions, else None."""
         return next((s for s in self.source_order if s in name), None)
 
-    def tags(self, name: str) -> Tag:
-        """What a bare name says about its value, before any local assignment."""
+    def tags(self, name: str) -> int:
+        """What a bare name says about its value, before any local assignment (`Tag` flags, as an int:
+        the traversal combines them for every expression, and enum arithmetic is slow)."""
         found = self._tags.get(name)
         if found is None:
             found = Tag.NONE
@@ -231,7 +234,7 @@ class Vocabulary:
                     found |= Tag.FOREIGN
                 if _CP_SIZE.fullmatch(name):
                     found |= Tag.CP
-            self._tags[name] = found
+            found = self._tags[name] = int(found)
         return found
 
 
