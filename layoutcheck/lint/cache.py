@@ -213,11 +213,11 @@ class ResultCache:
         # Sharded by the first two hex digits: no folder grows past a few thousand files.
         return self.directory / kind / key[:2] / f"{key[2:]}.json"
 
-    def _read(self, kind: str, key: str) -> dict[str, Any] | None:
+    def _read(self, kind: str, key: str, hook: Any = None) -> dict[str, Any] | None:
         if not self.enabled:
             return None
         try:
-            data = json.loads(self._entry(kind, key).read_bytes())
+            data = json.loads(self._entry(kind, key).read_bytes(), object_hook=hook)
             if not isinstance(data, dict) or data.get("v") != CACHE_VERSION:
                 raise ValueError("other cache version")
         except (OSError, ValueError, TypeError, AttributeError):
@@ -238,8 +238,11 @@ class ResultCache:
             pass  # a full disk or a read-only folder costs speed, never the run
 
     def get_file(self, key: str) -> dict[str, Any] | None:
-        """A file entry: ``facts`` (JSON data), ``findings`` and ``errors`` rows, ``parsed``."""
-        data = self._read("files", key)
+        """A file entry: ``facts`` (a `FileFacts`, built while the JSON is parsed), ``findings`` and
+        ``errors`` rows, ``parsed``."""
+        from layoutcheck.model.facts import FileFacts, object_hook
+
+        data = self._read("files", key, object_hook)
         if data is None:
             return None
         try:
@@ -252,7 +255,8 @@ class ResultCache:
                 if len(row) != 4:
                     raise ValueError("bad error row")
             data["parsed"] = bool(data["parsed"])
-            data["facts"]  # noqa: B018 - present, even when null
+            if data["facts"] is not None and not isinstance(data["facts"], FileFacts):
+                raise TypeError("not facts")
         except (KeyError, TypeError, ValueError):
             self.misses += 1
             return None

@@ -175,6 +175,13 @@ def _demanded(project: Project, files: Sequence[ProjectFile], settings: LintSett
 
     from layoutcheck.model.queries import FileQueries
 
+    candidates = [
+        i for i, (file, model) in enumerate(zip(files, project.files))
+        if not model.facts.extracted and model.facts.syntax_error is None and file.source and "(" in file.source
+    ]
+    promoted = _promoted(project, files)
+    if not candidates:
+        return promoted
     wanted: set[str] = set()
     for i, model in enumerate(project.files):
         if model.is_test or not model.facts.rewrites:
@@ -190,22 +197,18 @@ def _demanded(project: Project, files: Sequence[ProjectFile], settings: LintSett
                 name = project.function(target).qualname.rsplit(".", 1)[-1]
                 if len(name) >= 4 and not name.startswith("__"):  # `__init__`, `run`: too common to search for
                     wanted.add(name)
-                for caller, _ in project.callers.get(target, ()):
+                for caller, _ in project.callers_of(target):
                     if caller not in seen and caller[1]:
                         seen.add(caller)
                         stack.append(caller)
-    if not wanted:
-        return _promoted(project, files)
+    candidates = [i for i in candidates if any(name in (files[i].source or "") for name in wanted)]
+    if not candidates:
+        return promoted
     names = "|".join(sorted(map(re.escape, wanted)))
     # A call of one of them, or an import of it (a call through an alias follows the import).
     pattern = re.compile(rf"\b(?:{names})\s*\(|^[ \t]*(?:from|import)\b[^\n]*\b(?:{names})\b", re.MULTILINE)
-    out = []
-    for i, (file, model) in enumerate(zip(files, project.files)):
-        if model.facts.extracted or model.facts.syntax_error is not None or file.source is None:
-            continue
-        if pattern.search(file.source):
-            out.append(i)
-    return sorted({*out, *_promoted(project, files)})
+    out = [i for i in candidates if pattern.search(files[i].source or "")]
+    return sorted({*out, *promoted})
 
 
 def _promoted(project: Project, files: Sequence[ProjectFile]) -> list[int]:

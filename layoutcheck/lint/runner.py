@@ -472,7 +472,7 @@ def run(
         chosen = selection.get()  # validates the selection even when there is nothing to lint
         from layoutcheck.lint.engine import ProjectFile, analyse_project
         from layoutcheck.lint.sources import SourceDecodeError, decode_source
-        from layoutcheck.model.facts import from_data, to_data
+        from layoutcheck.model.facts import to_data
 
         imported()
         settings = selection.settings
@@ -501,7 +501,7 @@ def run(
                     stored = None  # --fix must redo a file whose cached findings it could fix
                 if stored is not None and stored["facts"] is not None:
                     try:
-                        entry.facts = from_data(stored["facts"])
+                        entry.facts = stored["facts"]
                         if entry.checked:
                             from layoutcheck.lint.cache import errors_of, findings_of
 

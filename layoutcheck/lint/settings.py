@@ -65,8 +65,10 @@ DEFAULT_TEST_PATHS = (
 )
 """Where tests and benchmarks live: folders named so at any depth, and pytest's file names."""
 
-DEFAULT_KERNEL_MODULES = ("triton", "tilelang", "cutlass", "flash_attn", "flashinfer", "deep_gemm", "cuda")
-"""Imports that make a module kernel code: its free functions pad for the kernel, not the data layout."""
+DEFAULT_KERNEL_MODULES = ("triton", "tilelang", "cutlass", "cuda", "numba", "cupy", "pycuda")
+"""Imports of kernel-writing frameworks: a module that imports one is kernel code, whose free functions
+pad for the kernel, not the data layout. (Kernel *libraries* such as `flash_attn` are left out: data-path
+code imports their padding helpers.)"""
 
 DEFAULT_CACHE_DIR = ".layoutcheck_cache"
 """The result cache folder, beside the configuration file, unless ``cache-dir`` names one."""
@@ -212,8 +214,9 @@ class LintSettings:
     kernel_modules: tuple[str, ...] = setting(
         DEFAULT_KERNEL_MODULES,
         description=(
-            "Top-level modules whose import makes a file kernel code (`triton`, `flash_attn`...): padding in "
-            "its free functions is the kernel's own geometry (block and bucket sizes), not the token layout."
+            "Top-level modules whose import makes a file kernel code (`triton`, `tilelang`...): padding in "
+            "its free functions is the kernel's own geometry (block and bucket sizes), not the token layout, "
+            "and they are never owners."
         ),
     )
     bucket_names: tuple[str, ...] = setting(

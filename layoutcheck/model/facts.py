@@ -18,11 +18,11 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 __all__ = [
     "FACTS_VERSION", "Arg", "Broadcast", "BucketLiteral", "Call", "EntryRead", "FileFacts", "Function",
-    "MaxCall", "Pad", "Param", "Record", "Rewrite", "from_data", "to_data",
+    "MaxCall", "Pad", "Param", "Record", "Rewrite", "from_data", "object_hook", "to_data",
 ]
 
 FACTS_VERSION = 1
@@ -31,9 +31,8 @@ FACTS_VERSION = 1
 Span = tuple[int, int, int, int]
 
 
-@dataclass
-class Param:
-    """One parameter of a ``def``."""
+class Param(NamedTuple):
+    """One parameter of a ``def`` (a tuple: cached facts hold thousands, decoded fast)."""
 
     name: str
     kind: str
@@ -42,9 +41,8 @@ class Param:
     """The default's source text; None when the parameter has none."""
 
 
-@dataclass
-class Arg:
-    """One argument of a call, with what it derives from."""
+class Arg(NamedTuple):
+    """One argument of a call, with what it derives from (a tuple, like `Param`)."""
 
     keyword: str | None
     """The keyword; None for a positional argument, ``*`` for ``*args``, ``**`` for ``**kwargs``."""
@@ -73,6 +71,13 @@ class Call:
     expects_error: bool = False
     """Inside ``with pytest.raises(...)``: the call is meant to fail."""
     text: str = ""
+
+    def __post_init__(self) -> None:
+        # Cached facts arrive with each argument in its compact form (`to_data`).
+        if self.args and any(type(a) is not Arg for a in self.args):
+            self.args = tuple(
+                a if type(a) is Arg else Arg(None, a) if type(a) is int else Arg(*a) for a in self.args
+            )
 
 
 @dataclass
@@ -109,6 +114,10 @@ class Function:
     iterates: bool = False
     """Does it walk a per-sample list (a loop or a comprehension over samples)?"""
     end_tick: int = 0
+
+    def __post_init__(self) -> None:
+        if self.params and type(self.params[0]) is not Param:
+            self.params = tuple(Param(*p) for p in self.params)
 
 
 @dataclass
@@ -236,8 +245,7 @@ class FileFacts:
 
 _CLASSES: dict[str, type] = {
     cls.__name__: cls
-    for cls in (Param, Arg, Call, Function, Pad, Broadcast, EntryRead, Rewrite, Record, MaxCall,
-                BucketLiteral, FileFacts)
+    for cls in (Call, Function, Pad, Broadcast, EntryRead, Rewrite, Record, MaxCall, BucketLiteral, FileFacts)
 }
 _FIELDS: dict[type, tuple[str, ...]] = {
     cls: tuple(f.name for f in dataclasses.fields(cls)) for cls in _CLASSES.values()
@@ -250,9 +258,30 @@ def to_data(value: Any) -> Any:
     names = _FIELDS.get(kind)
     if names is not None:
         return {"t": kind.__name__, "v": [to_data(getattr(value, n)) for n in names]}
-    if kind is list or kind is tuple:
+    if kind is Arg:
+        # Most arguments carry nothing but their tags: a positional one is then just its
+        # tags, a keyword one `[keyword, tags]` (calls are most of a file's facts).
+        if not value.params and not value.text and value.span is None and value.keys is None:
+            return value.tags if value.keyword is None else [value.keyword, value.tags]
+        return [to_data(v) for v in value]
+    if kind is list or kind is tuple or kind is Param:
         return [to_data(v) for v in value]
     return value
+
+
+def object_hook(data: dict[str, Any]) -> Any:
+    """`json.loads`'s ``object_hook`` that builds the facts while the JSON is parsed (fast: the C
+    decoder does the lists and scalars; lists stay lists). Other objects pass through."""
+    kind = data.get("t")
+    if kind is None or "v" not in data or len(data) != 2:
+        return data
+    cls = _CLASSES.get(kind)
+    if cls is None:
+        raise ValueError(f"unknown facts type {kind!r}")
+    values = data["v"]
+    if not isinstance(values, list) or len(values) != len(_FIELDS[cls]):
+        raise ValueError(f"facts of {kind} have the wrong fields")
+    return cls(*values)
 
 
 def from_data(data: Any) -> Any:

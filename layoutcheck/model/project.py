@@ -132,6 +132,7 @@ class Project:
                 self._index.by_name.setdefault(function.qualname.rsplit(".", 1)[-1], []).append((i, j))
         self._mark_tests()
         self._resolved: dict[tuple[int, int, int], FunctionRef | None] = {}
+        self._callers_of: dict[FunctionRef, list[tuple[FunctionRef, Call]]] = {}
 
     # ------------------------------------------------------------ files
 
@@ -304,6 +305,33 @@ class Project:
                 if target is not None and target != ref:
                     out.setdefault(target, []).append((ref, call))
         return out
+
+    @cached_property
+    def _calls_by_name(self) -> dict[str, list[tuple[FunctionRef, Call]]]:
+        out: dict[str, list[tuple[FunctionRef, Call]]] = {}
+        for ref, function in self.functions():
+            for call in function.calls:
+                out.setdefault(call.callee.rsplit(".", 1)[-1], []).append((ref, call))
+        return out
+
+    def callers_of(self, ref: FunctionRef) -> list[tuple[FunctionRef, Call]]:
+        """The calls that reach ``ref``, resolving only the calls spelt with its name (a one-file
+        run asks this of a few functions; `callers` resolves every call of the project)."""
+        found = self._callers_of.get(ref)
+        if found is None:
+            if "callers" in self.__dict__:
+                found = self.callers.get(ref, [])
+            else:
+                qualname = self.function(ref).qualname
+                name = qualname.rsplit(".", 1)[-1]
+                if name == "__init__" and "." in qualname:
+                    name = qualname.rsplit(".", 2)[-2]  # `Replay(...)` reaches `Replay.__init__`
+                found = [
+                    (caller, call) for caller, call in self._calls_by_name.get(name, ())
+                    if caller != ref and self.resolve(caller, call) == ref
+                ]
+            self._callers_of[ref] = found
+        return found
 
     def defs_named(self, name: str) -> list[FunctionRef]:
         """Every trainer ``def`` whose own name is ``name``."""
@@ -590,10 +618,14 @@ class Project:
         return sorted(refs, key=rank)
 
     def source_writers(self) -> list[FunctionRef]:
-        return [ref for ref, f in self.functions() if f.writes_source and ref[1] != 0]
+        """The owners that write a source (model and kernel code left out), in path order."""
+        return [ref for ref, o in self.owners.items()
+                if self.function(ref).writes_source and not o.why.startswith("inside ")]
 
     def packed_writers(self) -> list[FunctionRef]:
-        return [ref for ref, f in self.functions() if f.writes_packed and ref[1] != 0]
+        """The owners that build a packed batch's description (model and kernel code left out)."""
+        return [ref for ref, o in self.owners.items()
+                if self.function(ref).writes_packed and not o.why.startswith("inside ")]
 
     def source_ticks(self, ref: FunctionRef) -> tuple[int, ...]:
         """When ``ref`` writes the source: its own writes, its calls of owner-named functions, and
@@ -614,7 +646,7 @@ class Project:
         call sites exist and none does; None when the project has no call
         of ``ref`` to judge by.
         """
-        sites = self.callers.get(ref)
+        sites = self.callers_of(ref)
         if not sites or depth > 3:
             return None
         function = self.function(ref)

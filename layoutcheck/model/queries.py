@@ -261,7 +261,7 @@ class FileQueries:
             via = self._after_owner(ref)
             if via is not None:
                 yield StaleRewrite(stale[0], ref, via)
-            elif not project.callers.get(ref) and self.facts.mentions_source:
+            elif not project.callers_of(ref) and self.facts.mentions_source:
                 # Called from nowhere the project can see: the module's own use of the
                 # source is the evidence that this runs after the owner.
                 yield StaleRewrite(stale[0], ref, None)
@@ -274,7 +274,7 @@ class FileQueries:
         for _ in range(6):
             following: list[FunctionRef] = []
             for target in frontier:
-                for caller, call in project.callers.get(target, ()):
+                for caller, call in project.callers_of(target):
                     function = project.function(caller)
                     writes = project.source_ticks(caller)
                     if any(t > call.tick for t in writes):
