@@ -25,7 +25,18 @@ if TYPE_CHECKING:
         check_response_offsets,
         check_rollout,
     )
+    from layoutcheck.runtime.distributed import CrossRankChecker, CrossRankTimeout
     from layoutcheck.runtime.reporting import LayoutWarning, Recorder, format_violations, report
+    from layoutcheck.runtime.tagging import (
+        tag_batch,
+        tag_rollout,
+        wrap_cp_offsets,
+        wrap_slice_log_prob_with_cp,
+        wrap_slice_with_cp,
+    )
+    from layoutcheck.runtime.tags import Tag, clear_tags, geometry_of, tag, tagged_count, untag
+    from layoutcheck.runtime.tracer import Tracer, active_tracer
+    from layoutcheck.typing import Padded
 
 __version__ = "0.1.0"
 
@@ -43,10 +54,29 @@ _LAZY = {
     "Recorder": "layoutcheck.runtime.reporting",
     "format_violations": "layoutcheck.runtime.reporting",
     "report": "layoutcheck.runtime.reporting",
+    "CrossRankChecker": "layoutcheck.runtime.distributed",
+    "CrossRankTimeout": "layoutcheck.runtime.distributed",
+    # the tracer (tags, propagation, CP-helper wrappers) and the typeguard annotations
+    "Tag": "layoutcheck.runtime.tags",
+    "clear_tags": "layoutcheck.runtime.tags",
+    "geometry_of": "layoutcheck.runtime.tags",
+    "tag": "layoutcheck.runtime.tags",
+    "tagged_count": "layoutcheck.runtime.tags",
+    "untag": "layoutcheck.runtime.tags",
+    "Tracer": "layoutcheck.runtime.tracer",
+    "active_tracer": "layoutcheck.runtime.tracer",
+    "tag_batch": "layoutcheck.runtime.tagging",
+    "tag_rollout": "layoutcheck.runtime.tagging",
+    "wrap_cp_offsets": "layoutcheck.runtime.tagging",
+    "wrap_slice_log_prob_with_cp": "layoutcheck.runtime.tagging",
+    "wrap_slice_with_cp": "layoutcheck.runtime.tagging",
+    "Padded": "layoutcheck.typing",
 }
 
 __all__ = [
     "ConfigError",
+    "CrossRankChecker",
+    "CrossRankTimeout",
     "LayoutChecker",
     "LayoutError",
     "LayoutSpecError",
@@ -66,6 +96,21 @@ __all__ = [
     "check_rollout_data",
     "format_violations",
     "report",
+    # the tracer and the typeguard annotations
+    "Padded",
+    "Tag",
+    "Tracer",
+    "active_tracer",
+    "clear_tags",
+    "geometry_of",
+    "tag",
+    "tag_batch",
+    "tag_rollout",
+    "tagged_count",
+    "untag",
+    "wrap_cp_offsets",
+    "wrap_slice_log_prob_with_cp",
+    "wrap_slice_with_cp",
 ]
 
 

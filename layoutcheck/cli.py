@@ -1,4 +1,5 @@
-"""The ``layoutcheck`` command: ``check``, ``config``, ``rules``, ``rule``, ``model``, ``demo``.
+"""The ``layoutcheck`` command: ``check``, ``config``, ``rules``, ``rule``, ``model``, ``demo``, ``buckets``,
+``report``.
 
 Exit status, as in ruff: 0 clean, 1 findings (a file that does not parse is
 a finding), 2 a usage, configuration or internal error (an unknown rule in
@@ -117,6 +118,13 @@ def build_parser() -> argparse.ArgumentParser:
     rule.add_argument("--output-format", choices=("text", "json", "markdown"), default="text")
 
     commands.add_parser("demo", add_help=False, help="run the end-to-end demo (see `layoutcheck demo --help`)")
+
+    # `buckets` and `report`: their options live in their own modules (numpy is imported when they run).
+    from layoutcheck.advisor.command import add_parser as add_buckets_parser
+    from layoutcheck.waste.command import add_parser as add_report_parser
+
+    add_buckets_parser(commands)
+    add_report_parser(commands)
 
     # `layoutcheck model` (issue 11): what the linter believes about the project.
     model = commands.add_parser(
@@ -405,6 +413,14 @@ def _main(args_list: list[str]) -> int:
             return _rules(args)
         if args.command == "rule":
             return _rule(args, parser)
+        if args.command == "buckets":
+            from layoutcheck.advisor.command import run as run_buckets
+
+            return run_buckets(args)
+        if args.command == "report":
+            from layoutcheck.waste.command import run as run_report
+
+            return run_report(args)
         if args.command == "model":
             return _model(args)
         return _fail(f"unknown command {args.command!r}")  # pragma: no cover - argparse rejects it

@@ -28,7 +28,17 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt, PositiveInt, ValidationError, create_model
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    NonNegativeInt,
+    PositiveFloat,
+    PositiveInt,
+    ValidationError,
+    create_model,
+    field_validator,
+)
 
 from layoutcheck.configfile import (
     CONFIG_FILENAMES,
@@ -39,8 +49,10 @@ from layoutcheck.configfile import (
     load_config,
     resolve_config,
 )
+from layoutcheck import geometry
 from layoutcheck.errors import ConfigError
 from layoutcheck.lint.settings import CheckSettings, kebab
+from layoutcheck.runtime.settings import TARGET_PATTERN, RuntimeSettings
 
 __all__ = [
     "CONFIG_FILENAMES",
@@ -56,20 +68,6 @@ __all__ = [
 ]
 
 
-class RuntimeConfig(BaseModel):
-    """``[tool.layoutcheck.runtime]``: the runtime half's settings (hooks by dotted path, mode).
-
-    The runtime issue defines these fields. Until it does, the table accepts
-    any keys and keeps them unvalidated (``extra="allow"``), so a project can
-    already write it and ``layoutcheck check`` never fails on it. The linter
-    reads nothing from it.
-    """
-
-    model_config = ConfigDict(
-        alias_generator=kebab, populate_by_name=True, extra="allow", frozen=True
-    )
-
-
 def _pydantic_fields(cls: type) -> dict[str, Any]:
     """A dataclass's fields as `create_model` arguments: (type, Field(default, description)).
 
@@ -77,7 +75,9 @@ def _pydantic_fields(cls: type) -> dict[str, Any]:
     never evaluates, so they are supplied here to resolve them.
     """
     hints = typing.get_type_hints(
-        cls, localns={"PositiveInt": PositiveInt, "NonNegativeInt": NonNegativeInt}, include_extras=True
+        cls,
+        localns={"PositiveInt": PositiveInt, "NonNegativeInt": NonNegativeInt, "PositiveFloat": PositiveFloat},
+        include_extras=True,
     )
     out: dict[str, Any] = {}
     for f in dataclasses.fields(cls):
@@ -88,6 +88,47 @@ def _pydantic_fields(cls: type) -> dict[str, Any]:
             spec = Field(default=f.default, description=description)
         out[f.name] = (hints[f.name], spec)
     return out
+
+
+_RuntimeFields = create_model(
+    "_RuntimeFields",
+    __config__=ConfigDict(alias_generator=kebab, populate_by_name=True, extra="forbid", frozen=True),
+    __module__=__name__,
+    **_pydantic_fields(RuntimeSettings),
+)
+
+
+class RuntimeConfig(_RuntimeFields):
+    """``[tool.layoutcheck.runtime]``, validated: `RuntimeSettings`' fields (the linter reads none of them).
+
+    Beyond the types: hook targets must be ``package.module:function``, and
+    buckets must follow the bucket rules of `layoutcheck.geometry`.
+    """
+
+    @field_validator("hooks")
+    @classmethod
+    def _targets(cls, hooks: dict[str, tuple[str, ...]]) -> dict[str, tuple[str, ...]]:
+        for role, targets in hooks.items():
+            for i, target in enumerate(targets):
+                if not TARGET_PATTERN.match(target):
+                    raise ValueError(
+                        f"`{role}[{i}]` = {target!r} is not a hook target; write `package.module:function` "
+                        "(or `package.module:Class.method`)"
+                    )
+        return hooks
+
+    @field_validator("buckets")
+    @classmethod
+    def _buckets(cls, buckets: tuple[int, ...] | None) -> tuple[int, ...] | None:
+        if buckets:
+            problems = geometry.bucket_problems(list(buckets), buckets[-1])
+            if problems:
+                raise ValueError("; ".join(problems))
+        return buckets
+
+    def settings(self) -> RuntimeSettings:
+        """The validated values as the plain dataclass the runtime reads."""
+        return RuntimeSettings(**{f.name: getattr(self, f.name) for f in dataclasses.fields(RuntimeSettings)})
 
 
 _ConfigFields = create_model(
@@ -141,6 +182,18 @@ def _valid_keys(model: type[BaseModel]) -> list[str]:
     return sorted(field.alias or name for name, field in model.model_fields.items())
 
 
+def _table_model(loc: tuple[int | str, ...]) -> type[BaseModel] | None:
+    """The model of the table at ``loc`` (``()`` is the whole table, ``("runtime",)`` its sub-table)."""
+    model: type[BaseModel] = Config
+    for part in loc:
+        field = next((f for name, f in model.model_fields.items() if part in (name, f.alias)), None)
+        sub = field.annotation if field is not None else None
+        if not (isinstance(sub, type) and issubclass(sub, BaseModel)):
+            return None
+        model = sub
+    return model
+
+
 def format_validation_error(exc: ValidationError, file: Path | None, prefix: str) -> ConfigError:
     """Turn pydantic's errors into one `ConfigError`: "N errors in FILE", then where / what / value."""
     errors = exc.errors(include_url=False)
@@ -157,10 +210,11 @@ def format_validation_error(exc: ValidationError, file: Path | None, prefix: str
             loc = loc[:-1]
             what = f"Invalid key: {what[:1].lower()}{what[1:]}"
         key = _dotted(prefix, loc)
-        if error["type"] == "extra_forbidden" and len(loc) == 1:
-            valid = _valid_keys(Config)
+        table = _table_model(loc[:-1]) if error["type"] == "extra_forbidden" else None
+        if table is not None:
+            valid = _valid_keys(table)
             what = "Unknown key"
-            close = difflib.get_close_matches(str(loc[0]), valid, n=1)
+            close = difflib.get_close_matches(str(loc[-1]), valid, n=1)
             if close:
                 what += f"; did you mean `{close[0]}`?"
             hint = f"valid keys: {', '.join(valid)}"

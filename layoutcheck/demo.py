@@ -15,13 +15,15 @@ runs from a source checkout) or the arguments are bad.
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import statistics
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import layoutcheck
@@ -38,10 +40,14 @@ BUG_SETTINGS: dict[str, dict[str, Any]] = {
     # What a bug needs to show up (see minitrainer.bugs); every other bug runs on the defaults.
     "mixed_padded_lengths": {"micro_batch_size": 2},
     "replay_thd_pad_multiplier": {"qkv_format": "thd"},
-    "alignment_max_not_lcm": {"compress_ratio": 3},
+    "alignment_max_not_lcm": {"compress_ratios": [3]},
     # static shape buckets (the last one holds the 14k outlier); the checker is told about them. The
     # bug shows only where a micro-batch's longest P is itself a bucket: the default 32 samples have some.
     "wrong_bucket": {"buckets": (512, 1024, 1536, 2048, 3072, 4096, 8192, 16384), "micro_batch_size": 2},
+}
+ROLLOUT_SETTINGS: dict[str, dict[str, Any]] = {
+    # a media placeholder in sample 0 that expands to 256 tokens: more than one alignment unit
+    "stale_lengths_after_expansion": {"media": {0: 256}},
 }
 
 
@@ -66,24 +72,39 @@ class RunResult:
     note: str = ""
 
 
+HOOKS: tuple[tuple[str, str, str], ...] = (
+    ("producer", "minitrainer.data", "get_rollout_data"),
+    ("batch_builder", "minitrainer.data", "get_batch"),
+    ("replay_filler", "minitrainer.replay_data", "fill_replay_data"),
+    ("offset_helper", "minitrainer.cp_utils", "get_logits_and_tokens_offset_with_cp"),
+)
+"""``(role, module, function)`` of each checked function of the reference pipeline."""
+PIPELINE_MODULES = ("minitrainer.actor", "minitrainer.cp_utils", "minitrainer.data", "minitrainer.model",
+                    "minitrainer.replay_data")
+
+
+def pipeline_bindings(
+    make_wrapper: Callable[[str, Callable[..., Any]], Callable[..., Any]],
+) -> list[tuple[ModuleType, str, Callable[..., Any]]]:
+    """``(module, name, wrapper)`` for every place minitrainer looks a checked function up.
+
+    Callers import the functions by name (and ``cp_utils`` calls the offset
+    helper itself), so each copy is found by identity in every module of the
+    pipeline; ``make_wrapper(role, original)`` builds the wrapper once.
+    """
+    modules = [importlib.import_module(name) for name in PIPELINE_MODULES]
+    out = []
+    for role, module, name in HOOKS:
+        original = getattr(importlib.import_module(module), name)
+        wrapper = make_wrapper(role, original)
+        out += [(m, name, wrapper) for m in modules if m.__dict__.get(name) is original]
+    return out
+
+
 @contextmanager
 def checked_pipeline(checker: Any) -> Iterator[None]:
-    """Bind the checker's wrappers where minitrainer's callers import the functions by name."""
-    import minitrainer.actor as actor
-    import minitrainer.cp_utils as cp_utils
-    import minitrainer.data as data
-    import minitrainer.model as model
-    import minitrainer.replay_data as replay_data
-
-    bindings = [
-        (actor, "get_rollout_data", checker.wrap_producer(data.get_rollout_data)),
-        (actor, "fill_replay_data", checker.wrap_replay_filler(replay_data.fill_replay_data)),
-        (model, "get_batch", checker.wrap_batch_builder(data.get_batch)),
-        *(
-            (model, name, checker.wrap_offset_helper(getattr(cp_utils, name)))
-            for name in ("get_logits_and_tokens_offset_with_cp", "get_logits_and_tokens_offset_with_allgather_cp")
-        ),
-    ]
+    """Bind the checker's wrappers wherever minitrainer looks the checked functions up; restore them after."""
+    bindings = pipeline_bindings(checker.wrap)
     saved = [(module, name, getattr(module, name)) for module, name, _ in bindings]
     try:
         for module, name, wrapper in bindings:
@@ -98,7 +119,7 @@ def run(title: str, ref: Any, settings: dict[str, Any]) -> RunResult:
     """One checked training step per CP rank (record mode: the step runs to the end)."""
     from minitrainer.actor import train_step
     from minitrainer.args import make_args
-    from minitrainer.parallel_state import get_parallel_state, parallel_state
+    from minitrainer.parallel import get_parallel_state, parallel_state
 
     checker = layoutcheck.LayoutChecker("record", parallel_state=get_parallel_state, buckets=settings.get("buckets"))
     args = make_args(**settings)
@@ -250,7 +271,7 @@ def main(argv: list[str] | None = None) -> int:
     layout = settings.get("qkv_format", "bshd").upper()
 
     lengths = long_tailed_lengths(options.samples, seed=options.seed)
-    ref = make_rollout_ref(lengths, seed=options.seed)
+    ref = make_rollout_ref(lengths, seed=options.seed, **ROLLOUT_SETTINGS.get(options.bug, {}))
     buggy = run(f"1. with the bug `{options.bug}`", ref, {**settings, "bugs": {options.bug}})
     correct = run("2. correct (every bug flag off)", ref, settings)
 

@@ -49,6 +49,13 @@ class ConfigError(LayoutSpecError):
         self.source = source
         super().__init__(message)
 
+    def __reduce__(self) -> tuple[object, ...]:
+        return (_rebuild_config_error, (type(self), str(self), self.key, self.source))
+
+
+def _rebuild_config_error(cls: type[ConfigError], message: str, key: str | None, source: str | None) -> ConfigError:
+    return cls(message, key=key, source=source)
+
 
 def metadata_only() -> AbstractContextManager[object]:
     """A context in which tensor metadata bypasses ``__torch_function__``.
@@ -211,3 +218,8 @@ class LayoutError(LayoutcheckError):
         if not self.violations:
             raise LayoutSpecError("LayoutError needs at least one violation")
         super().__init__(format_violations(self.violations, limit=MESSAGE_LIMIT))
+
+    def __reduce__(self) -> tuple[object, ...]:
+        # Picklable with its violations (ints and strings only): Ray and
+        # multiprocessing send a rank's error to the driver this way.
+        return (type(self), (self.violations,))

@@ -40,7 +40,10 @@ __all__ = [
     "Scheme",
     "alignment_unit",
     "allgather_window",
+    "bucket_grid",
     "bucket_problems",
+    "bucket_recompile_limit",
+    "bucket_step",
     "ceil_div",
     "cp_can_slice",
     "local_length",
@@ -507,21 +510,29 @@ def bucket_problems(
     max_length: int,
     *,
     quantum: int = DEFAULT_BUCKET_QUANTUM,
+    sp_degree: int = 1,
+    require_max_last: bool = False,
 ) -> list[str]:
     """Every way ``buckets`` breaks the bucket rules, as sentences (empty when valid).
 
     Rules: positive multiples of ``quantum`` (flex-attention works in
     128-token blocks), strictly increasing, none above ``max_length``, and
     ``max_length`` itself a multiple of ``quantum`` (it is always the last
-    bucket). The linter's ``bucket-spec`` rule reports these sentences as
-    they are.
+    bucket). With sequence parallelism over ``sp_degree`` ranks every bucket
+    (and ``max_length``) must also split evenly over them. With
+    ``require_max_last`` a list that does not end at ``max_length`` is a
+    problem too (`validate_buckets` appends it instead). The linter's
+    ``bucket-spec`` rule reports these sentences as they are.
     """
     _int("max_length", max_length, minimum=1)
     _int("quantum", quantum, minimum=1)
+    _int("sp_degree", sp_degree, minimum=1)
     values = list(buckets)
     problems: list[str] = []
     if max_length % quantum:
         problems.append(f"max_length {max_length} is not a multiple of the quantum {quantum}")
+    if max_length % sp_degree:
+        problems.append(f"max_length {max_length} does not split evenly over the SP degree {sp_degree}")
     for i, b in enumerate(values):
         if isinstance(b, bool) or not isinstance(b, int):
             problems.append(f"bucket #{i} is {describe_value(b, quote=True)}, not an integer")
@@ -530,11 +541,23 @@ def bucket_problems(
             problems.append(f"bucket #{i} is {b}, not positive")
         elif b % quantum:
             problems.append(f"bucket #{i} is {b}, not a multiple of {quantum}")
+        if b > 0 and b % sp_degree:
+            problems.append(f"bucket #{i} is {b}, which does not split evenly over the SP degree {sp_degree}")
         if b > max_length:
             problems.append(f"bucket #{i} is {b}, above max_length {max_length}")
         previous = values[i - 1] if i else None
         if isinstance(previous, int) and not isinstance(previous, bool) and b <= previous:
             problems.append(f"bucket #{i} is {b}, not above the previous bucket {previous}")
+    if require_max_last:
+        last = values[-1] if values else None
+        if last is None:
+            problems.append(f"no buckets given: the last bucket must be max_length {max_length}")
+        elif isinstance(last, int) and not isinstance(last, bool) and last < max_length:
+            # A last bucket that is not an int, or above max_length, is reported above already.
+            problems.append(
+                f"the last bucket is {last}, not max_length {max_length}: end the list with "
+                f"{max_length} (max_length is always the last bucket)"
+            )
     return problems
 
 
@@ -557,6 +580,45 @@ def validate_buckets(
     if not values or values[-1] != max_length:
         values.append(max_length)
     return tuple(values)
+
+
+def bucket_grid(
+    max_length: int,
+    quantum: int = DEFAULT_BUCKET_QUANTUM,
+    *,
+    sp_degree: int = 1,
+) -> tuple[int, ...]:
+    """Every length a bucket may have, ascending: the candidates an advisor chooses from.
+
+    The positive multiples of ``lcm(quantum, sp_degree)`` below
+    ``max_length``, then ``max_length`` itself (always the last bucket, even
+    when it is not on the grid: `bucket_problems` reports that). Padding each
+    micro-batch to the smallest grid length that holds it is the floor of
+    every bucket choice.
+    """
+    _int("max_length", max_length, minimum=1)
+    step = bucket_step(quantum, sp_degree)
+    return (*range(step, max_length, step), max_length)
+
+
+def bucket_step(quantum: int = DEFAULT_BUCKET_QUANTUM, sp_degree: int = 1) -> int:
+    """The spacing of the bucket grid: ``lcm(quantum, sp_degree)``.
+
+    A bucket must be a multiple of the quantum and split evenly over the
+    sequence-parallel ranks; with the default quantum 128 and an SP degree
+    that is a power of two, that is the quantum itself.
+    """
+    return math.lcm(_int("quantum", quantum, minimum=1), _int("sp_degree", sp_degree, minimum=1))
+
+
+def bucket_recompile_limit(buckets: int) -> int:
+    """The Dynamo recompile limit ``K`` static shape buckets need: ``2 K + 4``.
+
+    The figure measured for a compiled transformer block family (issue 8):
+    with ``torch._dynamo.config.recompile_limit`` below it, Dynamo stops
+    compiling new shapes and the later buckets run eagerly.
+    """
+    return 2 * _int("buckets", buckets, minimum=1) + 4
 
 
 def resolve_bucket(length: int, buckets: Sequence[int]) -> int:
@@ -599,13 +661,18 @@ def packed_stream_length(
 ) -> int:
     """Positions one CP rank holds in a THD (packed) micro-batch.
 
-    Each sample is padded to its packed length (`packed_sample_length`) and
-    CP-sliced (`local_length`: ``packed / cp`` under both schemes, since the
-    packed length is a multiple of ``2 cp``); the local stream is concatenated
-    and its tail padded to a multiple of ``pad_to`` (the batch builder's
-    ``tp_size * pad_multiplier``).
+    Zigzag: each sample is padded to its packed length
+    (`packed_sample_length`) and CP-sliced (``packed / cp`` per rank); the
+    local stream is concatenated and its tail padded to a multiple of
+    ``pad_to`` (the batch builder's ``tp_size * pad_multiplier``).
+    All-gather (``cp > 1``): the samples are concatenated unpadded, the
+    *global* stream is padded to a multiple of ``cp * pad_to`` and split
+    into ``cp`` equal contiguous windows (as Miles's ``get_batch`` does).
     """
     _int("cp_size", cp_size, minimum=1)
-    check_scheme(scheme)
+    multiple = _int("pad_to", pad_to, minimum=1)
+    if check_scheme(scheme) == "allgather" and cp_size > 1:
+        stream = sum(_int("total_length", t, minimum=0) for t in total_lengths)
+        return round_up(stream, cp_size * multiple) // cp_size
     stream = sum(local_length(packed_sample_length(t, cp_size), cp_size, scheme) for t in total_lengths)
-    return round_up(stream, _int("pad_to", pad_to, minimum=1))
+    return round_up(stream, multiple)

@@ -1,29 +1,28 @@
 """Every layout bug of the reference pipeline is caught, and a correct pipeline is silent.
 
 The pipeline (``fixtures/minitrainer``) runs in-process for every CP rank
-(``parallel_state`` context manager) with `LayoutChecker` wrappers bound where
-its callers imported the functions by name (``minitrainer.actor`` and
-``minitrainer.model``). Expected samples are computed from the data through
+(``parallel_state`` context manager) with `LayoutChecker` wrappers bound
+wherever the pipeline looks the functions up (its callers import them by
+name, and ``cp_utils`` calls the offset helper itself, from inside the
+producer too). Expected samples are computed from the data through
 `layoutcheck.geometry` (the oracle), never hard-coded.
 """
 
 from __future__ import annotations
 
+import traceback
 from collections.abc import Callable, Iterable
 
 import minitrainer.actor as actor
-import minitrainer.cp_utils as cp_utils
-import minitrainer.data as data
-import minitrainer.model as model
-import minitrainer.replay_data as replay_data
 import pytest
 import torch  # noqa: F401 - the [test] extra requires it; fail here, not skip, without it
 from minitrainer.args import make_args
 from minitrainer.bugs import BUG_NAMES
-from minitrainer.parallel_state import get_parallel_state, parallel_state
+from minitrainer.parallel import get_parallel_state, parallel_state
 from minitrainer.rollout import make_rollout_ref
 
 from layoutcheck import LayoutChecker, LayoutError, Violation, geometry
+from layoutcheck.demo import pipeline_bindings
 
 # Padded lengths (A = 128): 384, 256, 768, 1024, 256, 1024, 2048, 256. Samples
 # 1, 4, 7 and 3, 5 share a P, so BSHD micro-batches of 2 and 4 hold several
@@ -39,15 +38,12 @@ def ref():
 
 @pytest.fixture
 def install(monkeypatch) -> Callable[..., LayoutChecker]:
-    """Bind checked wrappers where minitrainer's callers look the functions up."""
+    """Bind checked wrappers wherever minitrainer looks the functions up (one wrapper per function)."""
 
     def install(mode: str = "record", **options: object) -> LayoutChecker:
         checker = LayoutChecker(mode, parallel_state=get_parallel_state, **options)
-        monkeypatch.setattr(actor, "get_rollout_data", checker.wrap_producer(data.get_rollout_data))
-        monkeypatch.setattr(actor, "fill_replay_data", checker.wrap_replay_filler(replay_data.fill_replay_data))
-        monkeypatch.setattr(model, "get_batch", checker.wrap_batch_builder(data.get_batch))
-        for name in ("get_logits_and_tokens_offset_with_cp", "get_logits_and_tokens_offset_with_allgather_cp"):
-            monkeypatch.setattr(model, name, checker.wrap_offset_helper(getattr(cp_utils, name)))
+        for module, name, wrapper in pipeline_bindings(checker.wrap):
+            monkeypatch.setattr(module, name, wrapper)
         return checker
 
     return install
@@ -90,11 +86,12 @@ def test_correct_pipeline_is_silent_on_every_configuration(install, ref):
     for fmt, scheme, cp, b in GRID:
         args = make_args(qkv_format=fmt, allgather_cp=scheme == "allgather", micro_batch_size=b)
         results = run_ranks(args, ref, cp=cp)
-        assert checker.violations == [], (fmt, scheme, cp, b, checker.summary())
-        # the hooks did run: one rollout per rank, every micro-batch, both replay keys
+        assert checker.violations == [] and checker.notes == [], (fmt, scheme, cp, b, checker.summary())
+        # the hooks did run: one rollout per rank, every micro-batch, both replay keys, the loss side's offsets
         micro_batches = sum(len(r.micro_batches) for r in results)
         assert checker.checked["rollouts"] == cp and checker.checked["micro-batches"] == micro_batches
         assert checker.checked["replay tensors"] == 2 * micro_batches
+        assert (checker.checked["offset calls"] > 0) == (cp > 1)
         checker.reset()
 
 
@@ -104,17 +101,20 @@ def test_correct_pipeline_is_silent_on_every_configuration(install, ref):
         {"tp": 2, "sequence_parallel": True, "qkv_format": "bshd"},
         {"tp": 2, "sequence_parallel": True, "qkv_format": "thd"},
         {"tp": 2, "sequence_parallel": False, "qkv_format": "thd", "data_pad_size_multiplier": 64},
-        {"compress_ratio": 3, "qkv_format": "bshd"},  # A = lcm(128, 12) = 384
-        {"compress_ratio": 3, "qkv_format": "bshd", "allgather_cp": True, "micro_batch_size": 2},
+        {"compress_ratios": [1, 3], "qkv_format": "bshd"},  # A = lcm(128, 12) = 384
+        {"compress_ratios": [3], "qkv_format": "bshd", "allgather_cp": True, "micro_batch_size": 2},
+        {"compress_ratios": [128], "qkv_format": "bshd"},  # A = 2 * 128 * cp = 512: a read of the largest ratio
+        {"compress_ratios": [], "qkv_format": "bshd"},
     ],
-    ids=["bshd-tp2-sp", "thd-tp2-sp", "thd-tp2-mult64", "bshd-compressed", "bshd-compressed-allgather"],
+    ids=["bshd-tp2-sp", "thd-tp2-sp", "thd-tp2-mult64", "bshd-compressed", "bshd-compressed-allgather",
+         "bshd-compressed-512", "bshd-compress-ratios-empty"],
 )
 def test_correct_pipeline_is_silent_with_tp_and_compression(install, ref, options):
     options = dict(options)
     tp = options.pop("tp", 1)
     checker = install("raise")
     run_ranks(make_args(**options), ref, cp=2, tp=tp)
-    assert checker.violations == [], checker.summary()
+    assert checker.violations == [] and checker.notes == [], checker.summary()
     assert checker.summary().startswith("no layout violations (checked 2 rollouts")
 
 
@@ -161,8 +161,9 @@ def case_logprobs_sliced_with_other_p(install, ref):
         expected = set()
         for i, t in enumerate(LENGTHS):
             r = t - max(1, t // 4)
-            own = geometry.response_count(t, r, 2, 0, layout="bshd", padded=geometry.padded_length(t, A), scheme=scheme)
-            packed = geometry.response_count(t, r, 2, 0, layout="thd", scheme=scheme)
+            # response fields follow the zigzag rule under both schemes (as Miles slices them)
+            own = geometry.response_count(t, r, 2, 0, layout="bshd", padded=geometry.padded_length(t, A), scheme="zigzag")
+            packed = geometry.response_count(t, r, 2, 0, layout="thd", scheme="zigzag")
             if own != packed:
                 expected.add(i)
         assert expected, "the data must make the bug visible"
@@ -188,39 +189,45 @@ def case_replay_thd_pad_multiplier(install, ref):
     assert (v.sample, v.actual, v.expected) == (samples, geometry.round_up(stream, 2 * A), geometry.round_up(stream, A))
 
 
+MEDIA = {0: 193}  # sample 0's media placeholder grows to 193 tokens: T_0 = 300 - 1 + 193 = 492
+
+
 def case_stale_lengths_after_expansion(install, ref):
     checker = install()
-    run_ranks(make_args(bugs={"stale_lengths_after_expansion"}), ref, cp=2)
+    run_ranks(make_args(bugs={"stale_lengths_after_expansion"}), make_rollout_ref(LENGTHS, seed=3, media=MEDIA), cp=2)
     found = named(checker.violations, "G2", "max_seq_lens")
     assert samples_of(found) == {0}
     p0 = geometry.padded_length(LENGTHS[0], A)
     v = found[0]
-    assert v.actual == p0 + actor.EXPANSION_OVERFLOW and f"P = {p0}" in str(v.expected)
+    assert v.actual == LENGTHS[0] - 1 + MEDIA[0] > p0 and f"P = {p0}" in str(v.expected)
     assert v.micro_batch == 0
+    assert {v.invariant for v in checker.violations} == {"G2"} and checker.notes == []
 
 
 def case_offsets_without_layout(install, ref):
-    for scheme, helper in (("zigzag", "get_logits_and_tokens_offset_with_cp"),
-                           ("allgather", "get_logits_and_tokens_offset_with_allgather_cp")):
+    # zigzag: the loss side calls the offset helper without the layout; all-gather: the redistribution
+    # into the zigzag layout calls slice_log_prob_with_cp without it, which calls the helper.
+    for scheme in ("zigzag", "allgather"):
         checker = install()
         run_ranks(make_args(bugs={"offsets_without_layout"}, allgather_cp=scheme == "allgather"), ref, cp=2, ranks=[1])
         expected = set()
         for i, t in enumerate(LENGTHS):
             r = t - max(1, t // 4)
             p = geometry.padded_length(t, A)
-            bshd = geometry.response_logit_ranges(t, r, 2, 1, layout="bshd", padded=p, scheme=scheme)
-            thd = geometry.response_logit_ranges(t, r, 2, 1, layout="thd", scheme=scheme)
+            bshd = geometry.response_logit_ranges(t, r, 2, 1, layout="bshd", padded=p, scheme="zigzag")
+            thd = geometry.response_logit_ranges(t, r, 2, 1, layout="thd", scheme="zigzag")
             if bshd != thd:
                 expected.add(i)
         found = named(checker.violations, "G4", "max_seq_len")
         assert expected and samples_of(found) == expected, scheme
-        assert {v.where for v in found} == {helper}
+        assert {v.where for v in found} == {"get_logits_and_tokens_offset_with_cp"}
         assert "qkv_format='thd', max_seq_len=None" in found[0].format()
+        assert {v.invariant for v in checker.violations} == {"G4"}  # the producer's own calls are fine (no O4)
 
 
 def case_alignment_max_not_lcm(install, ref):
     checker = install()
-    run_ranks(make_args(bugs={"alignment_max_not_lcm"}, compress_ratio=3), ref, cp=2)
+    run_ranks(make_args(bugs={"alignment_max_not_lcm"}, compress_ratios=[3]), ref, cp=2)
     unit = geometry.alignment_unit(1, 128, cp_size=2, compression_ratio=3)
     assert unit.max_is_wrong and unit.value == 384
     found = named(checker.violations, "O2", "max_seq_lens")
@@ -307,10 +314,14 @@ def test_a_checker_without_the_buckets_reports_the_bucketed_layout(install, ref)
 # --- raise mode fails at the first consumer, naming sample and field -----------
 
 
-def test_raise_mode_stops_before_the_batch_builder_truncates(install, ref):
+def test_raise_mode_stops_before_the_replay_filler_pads(install, ref):
+    # The filler is checked on the micro-batches as it will read them, before it pads or slices.
     install("raise")
+    ref = make_rollout_ref(LENGTHS, seed=3, media=MEDIA)
     with parallel_state(cp_size=2, cp_rank=0), pytest.raises(LayoutError) as info:
         actor.train_step(make_args(bugs={"stale_lengths_after_expansion"}), ref)
+    frames = traceback.extract_tb(info.tb)
+    assert not any(f.filename.endswith("replay_data.py") for f in frames)  # the filler's body never started
     text = str(info.value)
     assert "[G2] fill_replay_data, micro-batch 0, sample 0, field `max_seq_lens`" in text
     assert "recompute `max_seq_lens`" in text
@@ -335,5 +346,5 @@ def test_warn_mode_lets_the_step_finish(install, ref):
 def test_each_violation_is_reported_once_per_rollout(install, ref):
     # Both replay fillers and the batch builder see the stale P of micro-batch 0.
     checker = install()
-    run_ranks(make_args(bugs={"stale_lengths_after_expansion"}), ref, cp=1)
+    run_ranks(make_args(bugs={"stale_lengths_after_expansion"}), make_rollout_ref(LENGTHS, seed=3, media=MEDIA), cp=1)
     assert len(named(checker.violations, "G2")) == 1

@@ -517,13 +517,14 @@ def get_batch(data_iterator, keys, pad_multiplier=128, qkv_format="thd", get_pos
     return mb | {"tokens": torch.zeros(len(mb["tokens"]), p, dtype=torch.long)}
 
 
-def fill_replay_data(*, args, data_iterator, rollout_data, data_key, register_replay_list_func, replay_list,
-                     rows_per_batch, if_sp_region=True):
-    for k, rows in enumerate(rows_per_batch):
-        register_replay_list_func(replay_list, torch.zeros(rows, 2), k)
+def fill_replay_data(*, args, models=None, data_iterator, num_microbatches, rollout_data, data_key, replay_list,
+                     register_replay_list_func, rows_per_batch, if_sp_region=True):
+    # Miles's register protocol: (replay_list, replay_data, models=...), no micro-batch index
+    for rows in rows_per_batch[: sum(num_microbatches)]:
+        register_replay_list_func(replay_list, torch.zeros(rows, 2), models=models)
 
 
-ARGS = SimpleNamespace(qkv_format="bshd", allgather_cp=False, data_pad_size_multiplier=128, compress_ratio=None)
+ARGS = SimpleNamespace(qkv_format="bshd", allgather_cp=False, data_pad_size_multiplier=128, compress_ratios=None)
 
 
 @pytest.mark.parametrize("replay_first", [True, False])
@@ -533,8 +534,9 @@ def test_checker_pairs_replay_and_batch_in_either_order(replay_first):
     it = Iterator(data[0])
     builder, filler = checker.wrap_batch_builder(get_batch), checker.wrap_replay_filler(fill_replay_data)
     def replay():
-        filler(args=ARGS, data_iterator=it, rollout_data=data[0], data_key="rollout_routed_experts",
-               register_replay_list_func=lambda *a: None, replay_list=[], rows_per_batch=[384, 128])
+        filler(args=ARGS, data_iterator=[it], num_microbatches=[2], rollout_data=data[0],
+               data_key="rollout_routed_experts", register_replay_list_func=lambda *a, **kw: None, replay_list=[],
+               rows_per_batch=[384, 128])
 
     if replay_first:
         replay()
@@ -601,10 +603,14 @@ def test_record_mode_keeps_a_note():
     assert "could not check `tensor_lengths_producer`" in note and "tensor(" not in note
 
 
-def test_raise_mode_raises_the_spec_error():
+def test_raise_mode_notes_a_check_that_cannot_run_and_lets_the_call_through():
+    # Only violations raise: a shape the checker cannot read is a note (and a warning), in every mode.
     checker = LayoutChecker("raise")
-    with pytest.raises(LayoutSpecError, match="`total_lengths` must be a list"):
-        checker.wrap_producer(tensor_lengths_producer)(ARGS, [300, 130])
+    with pytest.warns(LayoutWarning, match="`total_lengths` must be a list"):
+        data, _ = checker.wrap_producer(tensor_lengths_producer)(ARGS, [300, 130])
+    assert len(data["tokens"]) == 2 and checker.violations == [] and len(checker.notes) == 1
+    with pytest.raises(LayoutSpecError, match="`total_lengths` must be a list"):  # called directly, it raises
+        checker.check_rollout_data(data, ARGS)
 
 
 def test_every_wrapper_survives_a_check_that_cannot_run():
@@ -618,9 +624,10 @@ def test_every_wrapper_survives_a_check_that_cannot_run():
     assert tuple(batch["tokens"].shape) == (1, 384)
     registered = []
     checker.wrap_replay_filler(fill_replay_data)(
-        args=None, data_iterator=it, rollout_data=data, data_key="rollout_routed_experts",
-        register_replay_list_func=lambda lst, rows, k: registered.append(k), replay_list=[], rows_per_batch=[384])
-    assert registered == [0]  # the filler ran, with the user's register function
+        args=None, data_iterator=[it], num_microbatches=[1], rollout_data=data, data_key="rollout_routed_experts",
+        register_replay_list_func=lambda lst, rows, **kw: registered.append(rows.size(0)), replay_list=[],
+        rows_per_batch=[384])
+    assert registered == [384]  # the filler ran, with the user's register function
     assert len(checker.notes) == 2
     assert any("could not check `get_batch`" in n and "total_lengths" in n for n in checker.notes)
     assert any("could not check `fill_replay_data`" in n and "`args`" in n for n in checker.notes)

@@ -62,16 +62,49 @@ def test_explicit_pyproject_without_table_is_an_error(tmp_path):
         load_config(tmp_path / "missing.toml")
 
 
-def test_runtime_table_is_accepted_and_kept(tmp_path):
+def test_runtime_table_is_validated_into_runtime_settings(tmp_path):
     write(tmp_path / "pyproject.toml", """
 [tool.layoutcheck]
 sources = ["max_seq_lens"]
 [tool.layoutcheck.runtime]
-hooks = ["trainer.data:get_batch"]
-mode = "raise"
+mode = "warn"
+preset = "miles"
+parallel-state = "trainer.parallel:get_parallel_state"
+hooks = { batch-builder = ["trainer.data:get_batch", "trainer.fsdp:Builder.get_batch"] }
+buckets = [1024, 2048]
 """)
-    loaded = resolve_config([str(tmp_path)])
-    assert loaded.config.runtime.model_extra == {"hooks": ["trainer.data:get_batch"], "mode": "raise"}
+    settings = resolve_config([str(tmp_path)]).config.runtime.settings()
+    assert settings.mode == "warn" and settings.buckets == (1024, 2048)
+    specs = [str(s) for s in settings.hook_specs()]
+    # the preset fills every role; an explicit role replaces the preset's
+    assert specs == [
+        "producer: miles.backends.training_utils.data:get_rollout_data",
+        "batch-builder: trainer.data:get_batch",
+        "batch-builder: trainer.fsdp:Builder.get_batch",
+        "replay-filler: miles.backends.training_utils.replay_data:fill_replay_data",
+        "offset-helper: miles.backends.training_utils.cp_utils:get_logits_and_tokens_offset_with_cp",
+    ]
+    assert settings.parallel_state_target == "trainer.parallel:get_parallel_state"
+
+
+@pytest.mark.parametrize(
+    ("table", "key", "fragment"),
+    [
+        ('mdoe = "warn"', "tool.layoutcheck.runtime.mdoe", "Unknown key; did you mean `mode`?"),
+        ('mode = "loud"', "tool.layoutcheck.runtime.mode", "Input should be 'raise', 'warn' or 'record'"),
+        ('hooks = { getbatch = ["a.b:c"] }', "tool.layoutcheck.runtime.hooks.getbatch", "Invalid key"),
+        ('hooks = { producer = ["a.b.c"] }', "tool.layoutcheck.runtime.hooks", "`producer[0]` = 'a.b.c' is not a hook"),
+        ("buckets = [1024, 1000]", "tool.layoutcheck.runtime.buckets", "bucket #1 is 1000, not a multiple of 128"),
+        ('preset = "slime2"', "tool.layoutcheck.runtime.preset", "Input should be 'miles'"),
+    ],
+)
+def test_runtime_errors_name_the_key_and_the_file(tmp_path, table, key, fragment):
+    file = write(tmp_path / "pyproject.toml", f"[tool.layoutcheck.runtime]\n{table}\n")
+    with pytest.raises(ConfigError) as info:
+        resolve_config([str(tmp_path)]).config
+    message = str(info.value)
+    assert message.startswith(f"1 error in {file}:"), message
+    assert f"  {key}\n" in message and fragment in message, message
 
 
 def test_errors_name_every_key_value_and_the_file(tmp_path):

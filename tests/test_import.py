@@ -29,10 +29,26 @@ def test_import_layoutcheck_does_not_load_the_runtime():
 
 @pytest.mark.parametrize(
     "module",
-    ["layoutcheck.runtime", "layoutcheck.runtime.checks", "layoutcheck.runtime.api", "layoutcheck.runtime.adapters"],
+    ["layoutcheck.runtime", "layoutcheck.runtime.checks", "layoutcheck.runtime.api", "layoutcheck.runtime.adapters",
+     "layoutcheck.runtime.distributed"],
 )
 def test_runtime_modules_do_not_import_torch(module):
     run(f"import {module}, sys; assert 'torch' not in sys.modules")
+
+
+@pytest.mark.parametrize(
+    "module",
+    ["layoutcheck.typing", "layoutcheck.runtime.tags", "layoutcheck.runtime.trace_switch",
+     "layoutcheck.runtime.propagation"],
+)
+def test_tracer_modules_that_must_load_without_torch_or_typeguard(module):
+    # layoutcheck.typing is typeguard's plug-in (loaded whenever typeguard is imported): it
+    # must cost nothing; the tracer's switch is read before anything else is loaded.
+    run(f"import {module}, sys; assert 'torch' not in sys.modules and 'typeguard' not in sys.modules, {module!r}")
+
+
+def test_import_layoutcheck_does_not_import_typeguard():
+    run("import layoutcheck, sys; layoutcheck.Padded; assert 'typeguard' not in sys.modules and 'torch' not in sys.modules")
 
 
 def test_checks_over_plain_ints_run_without_torch():
@@ -66,3 +82,20 @@ def test_top_level_reexports_every_runtime_name():
     assert set(runtime.__all__) <= set(layoutcheck.__all__)
     for name in runtime.__all__:
         assert getattr(layoutcheck, name) is getattr(runtime, name), name
+
+
+def test_top_level_reexports_every_tracer_name():
+    # The tracer's modules import torch, so the runtime package does not load them;
+    # layoutcheck/__init__.py lists their public names lazily, and this keeps the lists in sync.
+    import importlib
+
+    import layoutcheck.typing
+
+    modules = ["layoutcheck.runtime.tags", "layoutcheck.runtime.tracer", "layoutcheck.runtime.tagging"]
+    for module in map(importlib.import_module, modules):
+        assert set(module.__all__) <= set(layoutcheck.__all__), module.__name__
+        for name in module.__all__:
+            assert getattr(layoutcheck, name) is getattr(module, name), name
+    assert layoutcheck.Padded is layoutcheck.typing.Padded
+    lazy = {name for name, module in layoutcheck._LAZY.items() if module in modules}
+    assert lazy == {n for m in modules for n in importlib.import_module(m).__all__}

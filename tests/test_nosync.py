@@ -30,15 +30,11 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 import minitrainer.actor as actor
-import minitrainer.cp_utils as cp_utils
-import minitrainer.data as data
-import minitrainer.model as model
-import minitrainer.replay_data as replay_data
 import pytest
 import torch
 from minitrainer.args import make_args
 from minitrainer.bugs import BUG_NAMES
-from minitrainer.parallel_state import get_parallel_state, parallel_state
+from minitrainer.parallel import get_parallel_state, parallel_state
 from minitrainer.rollout import make_rollout_ref
 from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
@@ -55,6 +51,7 @@ from layoutcheck import (
     check_rollout,
     geometry,
 )
+from layoutcheck.demo import pipeline_bindings
 from layoutcheck.runtime import meta, owner
 
 SYNC_OPS = frozenset({
@@ -192,7 +189,7 @@ LENGTHS = [300, 130, 700, 1000, 250, 900, 2000, 129]
 BUG_ARGS = {
     "mixed_padded_lengths": {"micro_batch_size": 2},
     "replay_thd_pad_multiplier": {"qkv_format": "thd"},
-    "alignment_max_not_lcm": {"compress_ratio": 3},
+    "alignment_max_not_lcm": {"compress_ratios": [3]},
     "wrong_bucket": {"buckets": (512, 1024, 2048), "micro_batch_size": 2},  # samples 4 and 1: P = 256, 1024
 }
 CASES = [
@@ -209,25 +206,28 @@ def guarded_checker(guard: SyncGuard, monkeypatch, buckets=None) -> LayoutChecke
     checker = LayoutChecker("record", parallel_state=get_parallel_state, buckets=buckets)
     on, off = guard.on, guard.off
 
-    @functools.wraps(replay_data.fill_replay_data)
-    def filler(**kwargs):
-        # the checker's register wrapper is checker code: enforce inside it
-        kwargs["register_replay_list_func"] = on(kwargs["register_replay_list_func"])
-        return replay_data.fill_replay_data(**kwargs)
+    def make(role, original):
+        inner = original
+        if role == "replay_filler":
+            @functools.wraps(original)
+            def filler(**kwargs):
+                # the checker's register wrapper is checker code: enforce inside it
+                kwargs["register_replay_list_func"] = on(kwargs["register_replay_list_func"])
+                return original(**kwargs)
 
-    monkeypatch.setattr(actor, "get_rollout_data", on(checker.wrap_producer(off(data.get_rollout_data))))
-    monkeypatch.setattr(actor, "fill_replay_data", on(checker.wrap_replay_filler(off(filler))))
+            inner = filler
+        return on(checker.wrap(role, off(inner)))
+
+    for module, name, wrapper in pipeline_bindings(make):
+        monkeypatch.setattr(module, name, wrapper)
     monkeypatch.setattr(actor, "record_replay", off(actor.record_replay))
-    monkeypatch.setattr(model, "get_batch", on(checker.wrap_batch_builder(off(data.get_batch))))
-    for name in ("get_logits_and_tokens_offset_with_cp", "get_logits_and_tokens_offset_with_allgather_cp"):
-        monkeypatch.setattr(model, name, on(checker.wrap_offset_helper(off(getattr(cp_utils, name)))))
     return checker
 
 
 @pytest.mark.parametrize(("name", "options"), CASES, ids=[f"{n}-{i}" for i, (n, _) in enumerate(CASES)])
 def test_checks_on_the_pipeline_issue_no_sync(guard, monkeypatch, name, options):
     checker = guarded_checker(guard, monkeypatch, buckets=options.get("buckets"))
-    ref = make_rollout_ref(LENGTHS, seed=1)
+    ref = make_rollout_ref(LENGTHS, seed=1, media={0: 193} if name == "stale_lengths_after_expansion" else None)
     options = dict(options)
     tp = 2 if options.get("sequence_parallel") else 1
     for r in range(2):
@@ -235,6 +235,7 @@ def test_checks_on_the_pipeline_issue_no_sync(guard, monkeypatch, name, options)
             result = actor.train_step(make_args(**options), ref)
     assert guard.entered > 0 and checker.checked["micro-batches"] > 0
     assert bool(checker.violations) == (name != "correct"), checker.summary()
+    assert checker.notes == [] and checker.checked["offset calls"] > 0
     # and every public check, called directly on the same (last rank's) data
     run_every_check(guard, result, make_args(**options), tp)
 
@@ -242,7 +243,8 @@ def test_checks_on_the_pipeline_issue_no_sync(guard, monkeypatch, name, options)
 def run_every_check(guard: SyncGuard, result, args, tp: int) -> None:
     """Call each public check under enforcement (the test's own set-up runs unguarded)."""
     fmt, scheme = args.qkv_format, "allgather" if args.allgather_cp else "zigzag"
-    unit = geometry.alignment_unit(tp, 128, cp_size=2, compression_ratio=args.compress_ratio, scheme=scheme)
+    ratio = max(args.compress_ratios) if args.compress_ratios else None
+    unit = geometry.alignment_unit(tp, 128, cp_size=2, compression_ratio=ratio, scheme=scheme)
     layout = {"cp_size": 2, "cp_rank": 1, "scheme": scheme}
     guard.on(check_rollout)(result.rollout_data, unit=unit, layout=fmt, **layout)
     for k, (forward, samples) in enumerate(zip(result.forwards, result.micro_batches)):
@@ -250,7 +252,7 @@ def run_every_check(guard: SyncGuard, result, args, tp: int) -> None:
         guard.on(check_batch)(batch, micro_batch=k, samples=samples, qkv_format=fmt, stream_multiple=tp * 128,
                               buckets=[1024, 2048, 4096], **layout)
         rows = batch["tokens"].numel()
-        for _, replay in result.replays["rollout_routed_experts"][k:k + 1]:
+        for replay in result.replays["rollout_routed_experts"][k:k + 1]:
             guard.on(check_replay)(replay, micro_batch=k, samples=samples, batch_rows=rows, tp_size=tp,
                                    sequence_parallel=args.sequence_parallel)
         padded = batch["max_seq_lens"][0] if fmt == "bshd" else None  # layoutcheck: ignore[unguarded-rectangular-batch]
@@ -348,3 +350,113 @@ def test_checks_on_fake_cuda_tensors():
              "unconcat_tokens": tokens[:1], "rollout_log_probs": log_probs[:1]}
     assert check_batch(batch) == []
     assert [v.invariant for v in check_replay(replay, batch_rows=384)] == ["G5"]
+
+
+# --- the tracer and its annotations issue no sync either ------------------------------------------
+
+
+def traced_data_path(slice_with_cp, slice_log_prob_with_cp) -> None:
+    """A Miles-shaped batch builder over a tagged rollout, with one layout bug (sample 1 laid out with P=384)."""
+    import torch.nn.functional as F
+
+    from layoutcheck.runtime.tagging import tag_batch, tag_rollout
+
+    rollout = {"tokens": [torch.arange(300), torch.arange(350)], "total_lengths": [300, 350],
+               "response_lengths": [200, 250], "max_seq_lens": [384, 512],
+               "loss_masks": [torch.ones(200, dtype=torch.int), torch.ones(250, dtype=torch.int)],
+               "rollout_log_probs": [torch.zeros(200), torch.zeros(250)]}
+    tag_rollout(rollout, cp_size=2, cp_rank=1, unit=128, response_fields=(),
+                unsliced_response_fields=("loss_masks", "rollout_log_probs"))
+    padded = rollout["max_seq_lens"][0]  # layoutcheck: ignore[unguarded-rectangular-batch] -- the bug under test
+    tokens = [slice_with_cp(t, 0, "bshd", padded) for t in rollout["tokens"]]
+    masks = [slice_with_cp(F.pad(m, (t - r - 1, 1)), 0, "bshd", padded) for m, t, r in
+             zip(rollout["loss_masks"], rollout["total_lengths"], rollout["response_lengths"])]
+    batch = {"tokens": torch.stack(tokens), "full_loss_masks": torch.stack(masks),
+             "max_seq_lens": rollout["max_seq_lens"]}
+    tag_batch(batch, micro_batch=0, samples=[0, 1], cp_size=2, cp_rank=1)
+    log_probs = [slice_log_prob_with_cp(lp, t, r, "bshd", p) for lp, t, r, p in zip(
+        rollout["rollout_log_probs"], rollout["total_lengths"], rollout["response_lengths"], rollout["max_seq_lens"])]
+    torch.cat(log_probs).split([lp.shape[0] for lp in log_probs])
+    window = F.pad(rollout["tokens"][1], (0, 162))[256:512]  # an all-gather window, written inline
+    torch.cat([window, window.clone()]).view(1, -1).reshape(-1).narrow(0, 0, 256)
+    batch["tokens"].chunk(2, dim=1)
+    batch["tokens"][:, 1:].contiguous().to(torch.float32).unbind(0)
+    F.pad(batch["tokens"], (0, 64))  # a re-pad of the laid-out micro-batch
+
+
+def test_the_tracer_issues_no_sync(guard, monkeypatch):
+    import trainer_cp
+
+    from layoutcheck.runtime import tagging, tracer
+    from layoutcheck.runtime.tags import clear_tags
+
+    # Enforce inside the tracer's own work (its rules before and after each op, the wrappers,
+    # tagging), not in the ops it runs.
+    def enforced(rule):
+        def before(*args):
+            after = guard.on(rule)(*args)
+            return None if after is None else guard.on(after)
+        return before
+
+    for func, rule in list(tracer._RULES.items()):
+        monkeypatch.setitem(tracer._RULES, func, enforced(rule))
+    monkeypatch.setattr(tagging, "tag_rollout", guard.on(tagging.tag_rollout))
+    monkeypatch.setattr(tagging, "tag_batch", guard.on(tagging.tag_batch))
+    trainer_cp.set_parallel_state(2, 1)
+    ps = trainer_cp.get_parallel_state
+    slice_with_cp = guard.on(tagging.wrap_slice_with_cp(guard.off(trainer_cp.slice_with_cp), parallel_state=ps))
+    slice_log_prob = guard.on(tagging.wrap_slice_log_prob_with_cp(guard.off(trainer_cp.slice_log_prob_with_cp),
+                                                                  parallel_state=ps))
+    tracing = tracer.Tracer("record", enabled=True)
+    try:
+        with tracing:
+            traced_data_path(slice_with_cp, slice_log_prob)
+    finally:
+        trainer_cp.set_parallel_state(1, 0)
+        clear_tags()
+    assert guard.entered > 20
+    assert tracing.recorder.notes == []  # a SyncError inside a rule would be caught and noted
+    assert sorted({v.invariant for v in tracing.violations}) == ["G1", "G3"], tracing.recorder.summary()
+    with guard.enforce():
+        assert all(v.format() for v in tracing.violations)
+
+
+def test_padded_annotations_issue_no_sync(guard):
+    from typing import Annotated
+
+    from typeguard import TypeCheckError, check_type
+
+    from layoutcheck.runtime.tags import Tag, clear_tags, tag
+    from layoutcheck.typing import Padded
+
+    annotation = Annotated[torch.Tensor, Padded("B", "P")]
+    good, bad = torch.zeros(2, 384), tag(torch.zeros(2, 256), Tag(field="tokens", padded=384, seq_dim=1))
+    try:
+        with guard.enforce():
+            check_type(good, annotation)
+            with pytest.raises(TypeCheckError, match="P is 384"):
+                check_type(bad, annotation)
+    finally:
+        clear_tags()
+    assert guard.entered == 1
+
+
+def test_the_tracer_on_fake_cuda_tensors():
+    import torch.nn.functional as F
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    from layoutcheck.runtime.tagging import tag_rollout
+    from layoutcheck.runtime.tags import clear_tags
+    from layoutcheck.runtime.tracer import Tracer
+
+    tracing = Tracer("record", enabled=True)
+    try:
+        with FakeTensorMode():
+            tokens = [torch.empty(n, dtype=torch.long, device="cuda") for n in (300, 350)]
+            tag_rollout({"tokens": tokens, "total_lengths": [300, 350], "max_seq_lens": [384, 384]}, unit=128)
+            with tracing:  # reading a value would raise here
+                batch = torch.stack([F.pad(t, (0, 384 - t.shape[0])) for t in tokens])
+                F.pad(batch, (0, 14080 - 384))
+    finally:
+        clear_tags()
+    assert [(v.invariant, v.actual) for v in tracing.violations] == [("G3", 14080)]

@@ -29,7 +29,7 @@ __all__ = [
     "usable_padded",
 ]
 
-RESPONSE_FIELDS: tuple[str, ...] = ("rollout_log_probs", "teacher_log_probs")
+RESPONSE_FIELDS: tuple[str, ...] = ("rollout_log_probs", "teacher_log_probs", "opd_reverse_kl")
 """Per-sample response fields CP-sliced by the producer (``R_i`` entries before slicing)."""
 UNSLICED_RESPONSE_FIELDS: tuple[str, ...] = ("loss_masks",)
 """Per-sample response fields kept whole (``R_i`` entries on every rank)."""

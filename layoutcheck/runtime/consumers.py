@@ -10,6 +10,7 @@ response-offset helper's ranges with the batch's layout.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -170,6 +171,7 @@ def check_batch_layout(
     cp_rank: int = 0,
     qkv_format: str = "bshd",
     scheme: str = "zigzag",
+    response_scheme: str | None = None,
     stream_multiple: int = 1,
     shape_fields: Sequence[str] = SHAPE_FIELDS,
     response_fields: Sequence[str] = RESPONSE_FIELDS,
@@ -181,10 +183,13 @@ def check_batch_layout(
     local length of ``padded`` (``P``) on this rank; THD: ``(1, N)`` with ``N``
     the local packed stream, its tail padded to ``stream_multiple`` (the
     builder's ``tp_size * pad_multiplier``). Each per-sample response field
-    holds the count the CP offset rule gives for the batch's geometry.
-    ``total_lengths`` are the current lengths.
+    holds the count the CP offset rule gives for the batch's geometry,
+    sliced by ``response_scheme`` (default: ``scheme``; Miles slices response
+    fields with the zigzag rule under both schemes). ``total_lengths`` are
+    the current lengths.
     """
     cp, r = parallel(cp_size, cp_rank, qkv_format, scheme)
+    response_scheme = geometry.check_scheme(response_scheme or scheme)
     totals = ints("total_lengths", total_lengths)
     responses = None if response_lengths is None else ints("response_lengths", response_lengths)
     b = same_length({"total_lengths": totals, "response_lengths": responses, "samples": samples})
@@ -231,7 +236,10 @@ def check_batch_layout(
             for j in range(min(b, len(values))):
                 if values[j] is None:
                     continue
-                want = expected_count(totals[j], responses[j], p, cp, r, qkv_format, scheme) if cp > 1 else responses[j]
+                want = (
+                    expected_count(totals[j], responses[j], p, cp, r, qkv_format, response_scheme)
+                    if cp > 1 else responses[j]
+                )
                 if want is None:  # P unusable for this sample (G2/G3 reported)
                     continue
                 got = count(values[j])
@@ -239,7 +247,7 @@ def check_batch_layout(
                     out.append(Violation(
                         "G4", where, f, "response field does not hold the count of the batch's layout on this rank",
                         actual=got, expected=want, hint=HINTS["G4"], sample=ids[j], micro_batch=micro_batch,
-                        sizes=response_sizes(totals[j], responses[j], p, cp, r, qkv_format, scheme),
+                        sizes=response_sizes(totals[j], responses[j], p, cp, r, qkv_format, response_scheme),
                     ))
     return out
 
@@ -259,6 +267,7 @@ def check_batch(
     buckets: Sequence[int] | None = None,
     stream_multiple: int = 1,
     padded: int | None = None,
+    response_scheme: str | None = None,
     where: str = "get_batch",
 ) -> list[Violation]:
     """G1-G4 and G6 for one micro-batch as a batch builder returned it.
@@ -294,7 +303,7 @@ def check_batch(
     out += check_batch_layout(
         batch, micro_batch=micro_batch, samples=samples, total_lengths=current if current is not None else totals,
         response_lengths=responses, padded=padded, cp_size=cp_size, cp_rank=cp_rank, qkv_format=qkv_format,
-        scheme=scheme, stream_multiple=stream_multiple, where=where,
+        scheme=scheme, response_scheme=response_scheme, stream_multiple=stream_multiple, where=where,
     )
     return out
 
@@ -407,7 +416,7 @@ def check_response_offsets(
         raise LayoutSpecError(f"response_length={resp} exceeds total_length={t}")
     if not usable_padded(t, p, cp, qkv_format, scheme):
         return []  # no usable P: G2/G3 report it at the batch builder
-    expected = _merged(geometry.response_logit_ranges(t, resp, cp, r, layout=qkv_format, padded=p, scheme=scheme))
+    expected = _expected_ranges(t, resp, cp, r, qkv_format, p, scheme)
     actual = _merged((int(a), int(b)) for a, b in logit_ranges)
     if actual == expected:
         return []
@@ -421,6 +430,12 @@ def check_response_offsets(
         f"the layout gives {want_n})",
         actual=actual, expected=expected, hint=HINTS["G4"], sample=sample, micro_batch=micro_batch, sizes=sizes,
     )]
+
+
+@functools.lru_cache(maxsize=4096)
+def _expected_ranges(t: int, resp: int, cp: int, r: int, layout: str, p: int | None, scheme: str) -> tuple[tuple[int, int], ...]:
+    # Offset helpers are called once per sample per pass: the same few lengths over and over.
+    return _merged(geometry.response_logit_ranges(t, resp, cp, r, layout=layout, padded=p, scheme=scheme))
 
 
 def _merged(ranges: Iterable[tuple[int, int]]) -> tuple[tuple[int, int], ...]:

@@ -33,8 +33,9 @@ def check_rollout(
     unit: int | geometry.AlignmentUnit,
     cp_size: int = 1,
     cp_rank: int = 0,
-    layout: str = "bshd",
+    layout: str | None = "bshd",
     scheme: str = "zigzag",
+    response_scheme: str | None = None,
     per_sample: bool = True,
     buckets: Sequence[int] | None = None,
     response_fields: Sequence[str] = RESPONSE_FIELDS,
@@ -50,6 +51,14 @@ def check_rollout(
     ``"bshd"`` only. ``per_sample=False`` skips the tightness check O3 (for
     bucketed padding). Response fields are checked for the CP rank
     ``cp_rank``; fields absent from the dict, and ``None`` entries, are skipped.
+    ``layout=None`` (the layout is not known) runs only what does not depend
+    on it: O1 without ``max_seq_lens``, O4 for unsliced fields (and every
+    field when ``cp == 1``), O5.
+
+    ``scheme`` is the CP scheme of the tokens (O2: all-gather windows need
+    ``P % cp == 0``); ``response_scheme`` the one response fields are sliced
+    with (default: ``scheme``). Miles slices them with the zigzag rule under
+    both schemes.
 
     ``buckets`` (static shape buckets, BSHD): a sample is laid out with the
     bucket of its micro-batch, not with ``P_i``, so CP-sliced response fields
@@ -61,7 +70,8 @@ def check_rollout(
         raise LayoutSpecError(
             f"`rollout_data` must be a mapping of per-sample lists, got {type(rollout_data).__name__}"
         )
-    cp, r = parallel(cp_size, cp_rank, layout, scheme)
+    cp, r = parallel(cp_size, cp_rank, layout or "bshd", scheme)
+    response_scheme = geometry.check_scheme(response_scheme or scheme)
     explain = unit.explain() if isinstance(unit, geometry.AlignmentUnit) else None
     a = size("unit", unit.value if isinstance(unit, geometry.AlignmentUnit) else unit, minimum=1)
     bucket_list = bucket_tuple(buckets) if layout == "bshd" else None
@@ -120,7 +130,7 @@ def check_rollout(
             if responses is not None and i < len(responses):
                 laid_out = p if bucket_list is None else _own_bucket(t, bucket_list)
                 out.extend(_owner_responses(
-                    rollout_data, where, i, t, responses[i], laid_out, cp, r, layout, scheme, response_fields,
+                    rollout_data, where, i, t, responses[i], laid_out, cp, r, layout, response_scheme, response_fields,
                     unsliced_fields,
                 ))
             for f in replay_fields:  # O5: T_i - 1 rows before padding
@@ -192,7 +202,7 @@ def _ratio(p: int, t: int) -> str:
 
 def _owner_responses(
     rollout_data: Mapping[str, Any], where: str, i: int, t: int, resp: int, p: int | None,
-    cp: int, r: int, layout: str, scheme: str, sliced: Sequence[str], unsliced: Sequence[str],
+    cp: int, r: int, layout: str | None, scheme: str, sliced: Sequence[str], unsliced: Sequence[str],
 ) -> list[Violation]:
     # O4: R_i entries before CP slicing; after slicing, the count the CP offset
     # rule gives for (T_i, R_i, P_i, cp, r).
@@ -202,7 +212,8 @@ def _owner_responses(
             "O1", where, "response_lengths", "response length exceeds the sample's total length",
             actual=resp, expected=f"<= T_i = {t}", hint=HINTS["O1"], sample=i, sizes={"T": t, "R": resp},
         )]
-    expected_sliced = expected_count(t, resp, p, cp, r, layout, scheme)
+    # without a layout there is no slicing rule to compare with: sliced fields are judged at cp == 1 only
+    expected_sliced = None if layout is None else expected_count(t, resp, p, cp, r, layout, scheme)
     for f in (*unsliced, *sliced):
         entry = _entry(rollout_data.get(f), i)
         if entry is None:
@@ -216,6 +227,6 @@ def _owner_responses(
             out.append(Violation(
                 "O4", where, f, f"response field does not hold {rule} on this rank",
                 actual=got, expected=want, hint=HINTS["O4"], sample=i,
-                sizes=response_sizes(t, resp, p, cp, r, layout, scheme),
+                sizes=response_sizes(t, resp, p, cp, r, layout or "unknown", scheme),
             ))
     return out

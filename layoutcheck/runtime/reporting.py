@@ -22,7 +22,6 @@ from layoutcheck.errors import (
     Violation,
     describe_value,
     format_violations,
-    invariant_counts,
 )
 
 __all__ = [
@@ -67,15 +66,31 @@ def check_mode(mode: str) -> Mode:
 
 
 class Recorder:
-    """Keeps violations for later inspection (``mode="record"``; also fed in the other modes)."""
+    """Keeps violations for later inspection (``mode="record"``; also fed in the other modes).
 
-    def __init__(self) -> None:
+    At most ``limit`` violations are kept one by one (a long run with a
+    persistent bug must not grow without bound); past that they are only
+    counted per invariant (`dropped`), and `by_invariant` and `summary` count
+    them too.
+    """
+
+    def __init__(self, limit: int = 10_000) -> None:
+        self.limit = limit
         self.violations: list[Violation] = []
+        self.rollouts: list[int | None] = []
+        """The rollout each kept violation was seen in (same order as `violations`; ``None``: not known)."""
+        self.dropped: Counter[str] = Counter()
+        """Violations past `limit`, per invariant id."""
         self.notes: list[str] = []
-        """Checks that could not run, and why (warn and record modes; raise mode raises instead)."""
+        """Checks that could not run, and why (one sentence each)."""
 
-    def add(self, violations: Iterable[Violation]) -> None:
-        self.violations.extend(violations)
+    def add(self, violations: Iterable[Violation], *, rollout: int | None = None) -> None:
+        for v in violations:
+            if len(self.violations) < self.limit:
+                self.violations.append(v)
+                self.rollouts.append(rollout)
+            else:
+                self.dropped[v.invariant] += 1
 
     def add_note(self, note: str) -> None:
         """Keep one sentence about a check that could not run."""
@@ -83,6 +98,8 @@ class Recorder:
 
     def clear(self) -> None:
         self.violations.clear()
+        self.rollouts.clear()
+        self.dropped.clear()
         self.notes.clear()
 
     def __len__(self) -> int:
@@ -92,17 +109,19 @@ class Recorder:
         return iter(self.violations)
 
     def by_invariant(self) -> dict[str, int]:
-        """Violation counts per invariant id, sorted by id."""
-        return dict(sorted(Counter(v.invariant for v in self.violations).items()))
+        """Violation counts per invariant id (kept and dropped), sorted by id."""
+        counts = Counter(v.invariant for v in self.violations) + self.dropped
+        return dict(sorted(counts.items()))
 
     def summary(self) -> str:
         """One line: the count, per invariant, and where they were seen; then checks that could not run."""
-        if not self.violations:
+        n = len(self.violations) + sum(self.dropped.values())
+        if not n:
             text = "no layout violations"
         else:
             where = ", ".join(sorted({v.where for v in self.violations}))
-            n = len(self.violations)
-            text = f"{n} layout violation{'s' if n != 1 else ''} ({invariant_counts(self.violations)}) in {where}"
+            counts = ", ".join(f"{inv} x{k}" for inv, k in self.by_invariant().items())
+            text = f"{n} layout violation{'s' if n != 1 else ''} ({counts}) in {where}"
         if self.notes:
             k = len(self.notes)
             text += f"; {k} check{'s' if k != 1 else ''} could not run"
@@ -119,6 +138,7 @@ def report(
     *,
     recorder: Recorder | None = None,
     stacklevel: int | None = None,
+    rollout: int | None = None,
 ) -> list[Violation]:
     """Apply ``mode`` to ``violations`` and return them.
 
@@ -126,14 +146,15 @@ def report(
     raises one `LayoutError` holding all of them, ``"warn"`` issues one
     `LayoutWarning` whose message is the formatted list, ``"record"`` does
     nothing more. No violations: nothing happens. Messages show the first
-    `~layoutcheck.errors.MESSAGE_LIMIT` violations in full.
+    `~layoutcheck.errors.MESSAGE_LIMIT` violations in full. ``rollout`` is
+    recorded with them (the rollout of the run they were seen in).
     """
     check_mode(mode)
     found = list(violations)
     if not found:
         return found
     if recorder is not None:
-        recorder.add(found)
+        recorder.add(found, rollout=rollout)
     if mode == "raise":
         raise LayoutError(found)
     if mode == "warn":

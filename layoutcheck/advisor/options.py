@@ -1,0 +1,57 @@
+"""Option values and helpers of ``layoutcheck buckets`` and ``report``, without numpy.
+
+The parsers read these at start-up (``layoutcheck --help`` builds them), so
+nothing here imports more than the standard library.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+__all__ = ["EMIT_FORMATS", "INPUT_FORMATS", "SAMPLERS", "error", "missing_extra", "positive_int"]
+
+INPUT_FORMATS = ("auto", "lines", "jsonl", "npy", "report")
+"""How a lengths file is read; ``auto`` picks by suffix (`layoutcheck.advisor.inputs.format_for`)."""
+
+SAMPLERS = ("random", "grouped")
+"""Random pairing, or length-grouped like Hugging Face's ``group_by_length`` (`layoutcheck.advisor.sampler`)."""
+
+EMIT_FORMATS = ("toml", "yaml", "json")
+"""``--emit``: a ``[tool.layoutcheck.runtime]`` entry, a YAML line, a JSON list."""
+
+
+def positive_int(text: str) -> int:
+    """An argparse type: a whole number of at least 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def missing_extra(command: str, modules: Sequence[str], extra: str) -> str | None:
+    """The message for a missing optional dependency, or ``None`` when all of ``modules`` import.
+
+    The command imports them next anyway, so trying costs nothing extra.
+    """
+    import importlib
+
+    missing = []
+    for name in modules:
+        try:
+            importlib.import_module(name)
+        except ImportError:
+            missing.append(name)
+    if not missing:
+        return None
+    return f"layoutcheck {command} needs {' and '.join(missing)}: pip install 'layoutcheck[{extra}]'"
+
+
+def error(message: str) -> int:
+    """Print ``layoutcheck: error: MESSAGE`` to stderr (as `layoutcheck.cli` does) and return exit status 2."""
+    print(f"layoutcheck: error: {message}", file=sys.stderr)
+    return 2

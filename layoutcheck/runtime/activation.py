@@ -1,0 +1,351 @@
+"""Debug mode: the configured hooks, switched on in a process with no change to its code.
+
+``LAYOUTCHECK=raise|warn|record`` (or ``1``: the configured mode) in the
+environment of any Python process activates the hooks of
+``[tool.layoutcheck.runtime]`` at interpreter start, through the ``.pth``
+file layoutcheck installs (`layoutcheck._startup`); every process that
+inherits the variable is covered: subprocesses, multiprocessing children,
+every rank ``torchrun`` starts, and Ray workers (`layoutcheck.runtime.ray_env`
+carries the variables into ``ray.init``'s ``runtime_env``). The same can be
+done from code, or by the pytest plugin, with `activate`.
+
+The configuration is ``$LAYOUTCHECK_CONFIG`` (a ``pyproject.toml`` or
+``layoutcheck.toml``), else the nearest one above the working folder. One
+`Session` per process holds the checker, the installed hooks and the run
+report (``report`` / ``$LAYOUTCHECK_REPORT``, written at exit and by
+`Session.write_report`).
+"""
+
+from __future__ import annotations
+
+import atexit
+import dataclasses
+import importlib
+import os
+import socket
+import sys
+import threading
+import warnings
+from collections.abc import Callable, Mapping
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from layoutcheck.errors import ConfigError, LayoutSpecError, Violation
+from layoutcheck.runtime.hooks import HookSet
+from layoutcheck.runtime.settings import ENV_CONFIG, ENV_REPORT, HookSpec, RuntimeSettings, effective, env_mode
+
+__all__ = ["Mark", "Session", "activate", "active_session", "deactivate"]
+
+_LOCK = threading.RLock()
+_SESSION: Session | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class Mark:
+    """A position in a session's violations and notes (`Session.mark`)."""
+
+    violations: int
+    notes: int
+
+
+class _Target:
+    """A ``pkg.mod:function`` resolved on first call (the module may not be importable at activation)."""
+
+    def __init__(self, target: str, key: str) -> None:
+        self.target, self.key = target, key
+        self._fn: Callable[[], Any] | None = None
+
+    def __call__(self) -> Any:
+        if self._fn is None:
+            module, _, qualname = self.target.partition(":")
+            try:
+                value: Any = importlib.import_module(module)
+                for part in qualname.split("."):
+                    value = getattr(value, part)
+            except (ImportError, AttributeError) as err:
+                raise LayoutSpecError(f"{self.key} = {self.target!r} cannot be loaded: {err}") from None
+            self._fn = value
+        return self._fn()
+
+
+class Session:
+    """One process's debug mode: settings, checker, hooks and report."""
+
+    def __init__(self, settings: RuntimeSettings, *, config_file: Path | None, root: Path) -> None:
+        from layoutcheck.runtime.checker import CrossRankOptions, LayoutChecker
+
+        self.settings = settings
+        self.config_file = config_file
+        self.root = root
+        parallel = settings.parallel_state_target
+        self.checker = LayoutChecker(
+            settings.mode,
+            parallel_state=None if parallel is None else _Target(parallel, "tool.layoutcheck.runtime.parallel-state"),
+            layout=settings.layout,
+            buckets=settings.buckets,
+            cross_rank=CrossRankOptions(settings.cross_rank_every, settings.cross_rank_timeout)
+            if settings.cross_rank else None,
+        )
+        self._hooks = HookSet(self._wrap, on_error=self._hook_error)
+        self._hooks.add(settings.hook_specs())
+
+    # --- mode and results ----------------------------------------------
+
+    @property
+    def mode(self) -> str:
+        """``raise``, ``warn`` or ``record``; settable (the pytest marker switches it per test)."""
+        return self.checker.mode
+
+    @mode.setter
+    def mode(self, value: str) -> None:
+        from layoutcheck.runtime.reporting import check_mode
+
+        self.checker.mode = check_mode(value)
+
+    @property
+    def hooks(self) -> tuple[HookSpec, ...]:
+        """The hooks in place now (targets whose module is not imported yet are `pending`)."""
+        return tuple(h.spec for h in self._hooks.installed)
+
+    @property
+    def pending(self) -> tuple[HookSpec, ...]:
+        """Configured targets whose module the program has not imported (yet)."""
+        return self._hooks.pending
+
+    @property
+    def violations(self) -> list[Violation]:
+        return self.checker.violations
+
+    @property
+    def notes(self) -> list[str]:
+        return self.checker.notes
+
+    def mark(self) -> Mark:
+        """Where the violation and note logs stand now (for "what happened since")."""
+        return Mark(len(self.checker.recorder.violations), len(self.checker.recorder.notes))
+
+    def violations_since(self, mark: Mark) -> list[Violation]:
+        return list(self.checker.recorder.violations[mark.violations :])
+
+    def notes_since(self, mark: Mark) -> list[str]:
+        return list(self.checker.recorder.notes[mark.notes :])
+
+    def summary(self) -> str:
+        """One line: what was found and what was checked."""
+        return self.checker.summary()
+
+    # --- hooks ------------------------------------------------------------
+
+    def _wrap(self, spec: HookSpec, original: Callable[..., Any]) -> Callable[..., Any]:
+        return self.checker.wrap(spec.role, original)
+
+    def _hook_error(self, spec: HookSpec, err: LayoutSpecError) -> None:
+        # raise mode: the error surfaces where the hook was installed (the program's import);
+        # warn / record: the function runs unchecked, and the user is told once.
+        if self.mode == "raise":
+            raise err
+        text = f"layoutcheck could not hook `{spec.target}` ({spec.role}): {err}; its calls go through unchecked"
+        self.checker.recorder.add_note(text)
+        if self.mode == "warn":
+            from layoutcheck.runtime.reporting import LayoutWarning
+
+            warnings.warn(text, LayoutWarning, stacklevel=2)
+
+    def close(self) -> None:
+        """Uninstall every hook (restoring every name it patched)."""
+        self._hooks.remove()
+
+    # --- the run report ---------------------------------------------------
+
+    def report_path(self) -> Path | None:
+        """Where `write_report` writes by default: ``report`` with ``{rank}``/``{pid}`` filled in."""
+        if not self.settings.report:
+            return None
+        rank, world = _rank_and_world()
+        text = self.settings.report.replace("{pid}", str(os.getpid()))
+        if "{rank}" in text:
+            text = text.replace("{rank}", str(rank))
+        elif world > 1:
+            stem, dot, suffix = text.rpartition(".")
+            text = f"{stem}.rank{rank}.{suffix}" if dot and "/" not in suffix else f"{text}.rank{rank}"
+        path = Path(text).expanduser()
+        return path if path.is_absolute() else self.root / path
+
+    def run_report(self) -> Any:
+        """What this process saw, as a `layoutcheck.runtime.runreport.RunReport`."""
+        from layoutcheck import __version__
+        from layoutcheck.runtime.runreport import RankInfo, RunReport, ViolationRecord
+
+        rank, world = _rank_and_world()
+        cp = self._cp_coordinates()
+        fields = self.checker.observations.report_fields()
+        rollouts = self.checker.violation_rollouts
+        return RunReport(
+            layoutcheck_version=__version__,
+            created=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            mode=self.mode,
+            config_file=str(self.config_file) if self.config_file else None,
+            hooks=[str(s) for s in self.hooks],
+            rank=RankInfo(
+                rank=rank, world_size=world, local_rank=int(os.environ.get("LOCAL_RANK", 0) or 0),
+                cp_rank=cp[0], cp_size=cp[1], pid=os.getpid(), host=socket.gethostname(),
+            ),
+            violations=[ViolationRecord(**v.to_dict(), rollout=r) for v, r in zip(self.checker.violations, rollouts)],
+            notes=self.checker.notes,
+            **fields,
+        )
+
+    def write_report(self, path: str | os.PathLike[str] | None = None) -> Path:
+        """Write the run report (atomically) to ``path``, else to `report_path`; returns where."""
+        target = Path(path) if path is not None else self.report_path()
+        if target is None:
+            raise LayoutSpecError(
+                "no report path: set `report` in [tool.layoutcheck.runtime] or LAYOUTCHECK_REPORT, or pass a path"
+            )
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+        tmp.write_text(self.run_report().to_json(), encoding="utf-8")
+        os.replace(tmp, target)
+        return target
+
+    def _cp_coordinates(self) -> tuple[int | None, int | None]:
+        try:
+            state = self.checker.parallel_state() if self.checker.parallel_state is not None else None
+            cp = getattr(state, "cp", None)
+            return (getattr(cp, "rank", None), getattr(cp, "size", None)) if cp is not None else (None, None)
+        except Exception:  # the parallel state may be gone at exit: the report goes out without it
+            return (None, None)
+
+    def _at_exit(self) -> None:
+        # Only a process that hooked something reports: a launcher or a Ray driver stays quiet.
+        if not self._hooks.installed:
+            return
+        written = None
+        if self.settings.report:
+            try:
+                written = self.write_report()
+            except Exception as err:  # exit must not fail because a report could not be written
+                print(f"layoutcheck: could not write the run report: {err}", file=sys.stderr)
+        if self.settings.summary:
+            rank, world = _rank_and_world()
+            who = f" [rank {rank}]" if world > 1 else ""
+            tail = f"; report: {written}" if written else ""
+            print(f"layoutcheck{who}: {self.summary()}{tail}", file=sys.stderr)
+
+
+def _rank_and_world() -> tuple[int, int]:
+    # torch.distributed when it is up (never imported here), else the launcher's variables.
+    dist = sys.modules.get("torch.distributed")
+    try:
+        if dist is not None and dist.is_available() and dist.is_initialized():
+            return dist.get_rank(), dist.get_world_size()
+    except Exception:
+        pass
+    try:
+        return int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1))
+    except ValueError:
+        return 0, 1
+
+
+def _load(config: str | os.PathLike[str] | None, search_from: str | os.PathLike[str] | None,
+          environ: Mapping[str, str]) -> tuple[RuntimeSettings, Path | None, Path]:
+    from layoutcheck.configfile import find_config_file, load_config
+
+    named = config if config is not None else environ.get(ENV_CONFIG) or None
+    if named is not None:
+        loaded = load_config(named)
+    else:
+        start = Path(search_from) if search_from is not None else Path.cwd()
+        found = find_config_file(start.absolute())
+        if found is None:
+            return RuntimeSettings(), None, start.absolute()
+        loaded = load_config(found)
+    if "runtime" not in loaded.table:
+        return RuntimeSettings(), loaded.path, loaded.root
+    return loaded.config.runtime.settings(), loaded.path, loaded.root
+
+
+def activate(
+    mode: str | None = None,
+    *,
+    config: str | os.PathLike[str] | None = None,
+    search_from: str | os.PathLike[str] | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> Session:
+    """Install the configured hooks in this process and return the session.
+
+    ``mode`` overrides the configuration and ``LAYOUTCHECK``; ``config``
+    overrides ``LAYOUTCHECK_CONFIG`` and the search from ``search_from``
+    (default: the working folder). Idempotent: when a session is active, it
+    is returned (with its mode switched when ``mode`` is given). Raises
+    `ConfigError` (naming the key and the file) for a bad configuration, and
+    `LayoutSpecError` in raise mode for a hook that cannot be installed on an
+    already imported module.
+    """
+    global _SESSION
+    env = os.environ if environ is None else environ
+    with _LOCK:
+        if _SESSION is not None:
+            if mode is not None:
+                _SESSION.mode = mode
+            return _SESSION
+        settings, file, root = _load(config, search_from, env)
+        settings = effective(settings, env)
+        if env.get(ENV_REPORT):  # a path in the environment is the shell's: relative to the working folder
+            settings = dataclasses.replace(settings, report=str(Path(env[ENV_REPORT]).expanduser().absolute()))
+        if mode is not None:
+            from layoutcheck.runtime.reporting import check_mode
+
+            settings = dataclasses.replace(settings, mode=check_mode(mode))
+        if not settings.hook_specs():
+            where = f"[tool.layoutcheck.runtime] in {file}" if file else "no configuration file was found"
+            raise ConfigError(
+                f"layoutcheck is switched on, but no hooks are configured ({where}): set `preset = \"miles\"` "
+                "or `hooks` in [tool.layoutcheck.runtime], or name the file with LAYOUTCHECK_CONFIG",
+                key="tool.layoutcheck.runtime.hooks", source=str(file) if file else None,
+            )
+        session = Session(settings, config_file=file, root=root)
+        _SESSION = session
+        atexit.register(session._at_exit)
+        from layoutcheck.runtime import ray_env
+
+        ray_env.install(session, env)
+        return session
+
+
+def active_session() -> Session | None:
+    """The active session, if any."""
+    return _SESSION
+
+
+def deactivate() -> None:
+    """Uninstall every hook and end the session (its report is not written: call `write_report` first)."""
+    global _SESSION
+    with _LOCK:
+        session, _SESSION = _SESSION, None
+        if session is None:
+            return
+        atexit.unregister(session._at_exit)
+        session.close()
+        from layoutcheck.runtime import ray_env
+
+        ray_env.uninstall()
+
+
+def activate_from_environment(environ: Mapping[str, str] | None = None) -> Session | None:
+    """What the ``.pth`` file runs at interpreter start: activate when ``LAYOUTCHECK`` says so.
+
+    A configuration error must not break every Python process of the
+    environment (``pip`` included): it is printed to stderr, once, naming the
+    key and the file, and nothing is hooked.
+    """
+    env = os.environ if environ is None else environ
+    try:
+        if env_mode(env) is None:
+            return None
+        return activate(environ=env)
+    except (ConfigError, LayoutSpecError) as err:
+        print(f"layoutcheck: {err}\nlayoutcheck: nothing is checked in this process (pid {os.getpid()}).",
+              file=sys.stderr)
+        return None

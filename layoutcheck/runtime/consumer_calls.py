@@ -1,0 +1,295 @@
+"""What each consumer call checks, before and after it runs: the batch builder, the replay filler, the offset helper.
+
+The wrappers (`layoutcheck.runtime.wrappers`) call these functions with the
+`~layoutcheck.runtime.checker.LayoutChecker` whose state they read and
+update: the current rollout (`~layoutcheck.runtime.rollouts.Rollout`), the
+reporting of violations and notes, the observations. The invariants
+themselves are `layoutcheck.runtime.checks`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from layoutcheck import geometry
+from layoutcheck.errors import LayoutSpecError, Violation
+from layoutcheck.runtime import checks
+from layoutcheck.runtime.adapters import BatchCall, Parallel, ReplayCall
+from layoutcheck.runtime.common import RESPONSE_FIELDS, SHAPE_FIELDS
+from layoutcheck.runtime.meta import count, metadata_only, shape_of
+from layoutcheck.runtime.observations import MicroBatchObservation
+from layoutcheck.runtime.rollouts import BatchRecord, MicroBatch, ReplayRecord, Rollout
+
+if TYPE_CHECKING:
+    from layoutcheck.runtime.checker import LayoutChecker
+
+__all__ = [
+    "BatchCallState",
+    "FillerCallState",
+    "batch_after",
+    "batch_agreement",
+    "batch_before",
+    "filler_before",
+    "offset_returned",
+    "replay_registered",
+]
+
+
+@dataclass
+class BatchCallState:
+    """What the batch-builder wrapper learnt before the call, for the checks after it."""
+
+    run: Rollout
+    view: BatchCall
+    layout: str
+    micro_batch: MicroBatch
+    par: Parallel
+    prechecked: bool
+    inputs: tuple[object, ...]
+    """What the checks of this micro-batch depend on, before the call (ints only)."""
+    found: list[Violation]
+    """The violations found before the call, reported after the cross-rank exchange (X1)."""
+
+
+@dataclass
+class FillerCallState:
+    """One replay-filler call: its plan per micro-batch (samples, P) and how many tensors it registered."""
+
+    where: str
+    run: Rollout
+    view: ReplayCall
+    par: Parallel
+    sequence_parallel: bool
+    plan: dict[int, tuple[list[int] | None, int | None]]
+    registered: int = 0
+
+
+# --- the batch builder -----------------------------------------------------------
+
+
+def batch_before(checker: LayoutChecker, where: str, call: Mapping[str, Any]) -> BatchCallState:
+    """Before ``get_batch``: G1, G2, the all-gather part of G3, G6 from the rollout's ints (fail closed)."""
+    view = checker.adapter.batch_call(call)
+    rollout = checker.adapter.rollout_of(view.iterator)
+    run = checker._rollout_for(rollout)
+    k = checker.adapter.next_micro_batch(view.iterator)
+    if k is None:
+        k = run.calls
+    run.calls += 1
+    par = checker._parallel()
+    layout = checker.layout or run.layout or view.qkv_format
+    mb = checker._micro_batch(rollout, view.iterator, k, layout)
+    inputs = (k, layout, view.scheme, view.pad_multiplier, par, *map(_frozen, (mb.samples, mb.lens, mb.totals,
+                                                                              mb.responses, mb.tokens)))
+    prechecked = mb.totals is not None and not checker._bucketed(layout)
+    found: list[Violation] = []
+    if prechecked and inputs not in run.checked:  # each pass (log-probs, training) lays it out again: judged once
+        found = checker._check_micro_batch(mb, where, par.cp_size, layout, view.scheme)
+    return BatchCallState(run=run, view=view, layout=layout, micro_batch=mb, par=par, prechecked=prechecked,
+                          inputs=inputs, found=found)
+
+
+def batch_agreement(checker: LayoutChecker, where: str, state: BatchCallState | None) -> list[Violation]:
+    """X1 before ``get_batch``: every CP rank lays micro-batch ``k`` out with the same P, samples and scheme.
+
+    Called once per batch-builder call on every rank, whatever the local
+    checks found or failed on (``state`` is ``None`` then, and unknown
+    values are not compared): a rank that skipped the exchange would make
+    its peers wait for it until the timeout.
+    """
+    agreement = checker._agreement()
+    if agreement is None:
+        return []
+    if state is None:
+        return agreement.check_batch(max(checker._run.calls - 1, 0), padded=None, where=where)
+    mb = state.micro_batch
+    bshd = state.layout == "bshd"
+    padded = mb.lens[0] if bshd and mb.lens and not checker._bucketed(state.layout) else None
+    return agreement.check_batch(
+        mb.k, padded=padded, samples=mb.samples, lengths=mb.current, scheme=state.view.scheme,
+        qkv_format=state.layout, where=where,
+    )
+
+
+def _frozen(values: list[int] | None) -> tuple[int, ...] | None:
+    return None if values is None else tuple(values)
+
+
+def _layout_of(batch: Mapping[str, Any]) -> tuple[object, ...]:
+    # The shapes and response counts G3 and G4 judge: an identical batch needs no second look.
+    with metadata_only():
+        shapes = tuple(shape_of(batch.get(f)) for f in SHAPE_FIELDS)
+        counts = tuple(
+            None if batch.get(f) is None else tuple(count(v) for v in batch[f]) for f in RESPONSE_FIELDS
+        )
+    return shapes, counts
+
+
+def batch_after(checker: LayoutChecker, where: str, state: BatchCallState, batch: Any) -> None:
+    """After ``get_batch``: G3 shapes, G4 counts, and G5 against replay tensors registered for ``k``."""
+    if not isinstance(batch, Mapping):
+        raise LayoutSpecError(f"the batch builder returned {type(batch).__name__}, not a dict of batch fields")
+    view, par, mb, layout, run = state.view, state.par, state.micro_batch, state.layout, state.run
+    bshd = layout == "bshd"
+    key = (state.inputs, _layout_of(batch))
+    judged = key in run.checked
+    if mb.totals is None:  # no rollout view: take the batch's own lists
+        mb = MicroBatch(
+            k=mb.k, samples=mb.samples, lens=batch.get("max_seq_lens") if bshd else None,
+            totals=batch.get("total_lengths"), responses=batch.get("response_lengths"),
+        )
+        if mb.totals is None:
+            raise LayoutSpecError("neither the iterator's rollout data nor the batch has `total_lengths`")
+    found: list[Violation] = []
+    padded: int | None = None
+    if checker._bucketed(layout):
+        local = checker.adapter.batch_local_length(batch)
+        if local is not None:
+            padded = geometry.padded_for_local_length(local, par.cp_size, view.scheme, candidates=checker.buckets or ())
+            if not judged:
+                found += checker._check_micro_batch(mb, where, par.cp_size, layout, view.scheme, padded=padded)
+    else:
+        if not state.prechecked and not judged:
+            found += checker._check_micro_batch(mb, where, par.cp_size, layout, view.scheme)
+        padded = checker.adapter.batch_padded(batch, mb.lens) if bshd else None
+    current = list(mb.current or [])
+    if not judged and (not bshd or padded is not None):
+        found += checks.check_batch_layout(
+            batch, micro_batch=mb.k, samples=mb.samples, total_lengths=current, response_lengths=mb.responses,
+            padded=padded, cp_size=par.cp_size, cp_rank=par.cp_rank, qkv_format=layout, scheme=view.scheme,
+            response_scheme=checker.adapter.response_scheme, stream_multiple=par.tp_size * view.pad_multiplier,
+            where=where,
+        )
+    rows = checker.adapter.batch_rows(batch)
+    record = BatchRecord(
+        k=mb.k, samples=mb.samples, qkv_format=layout, scheme=view.scheme, padded=padded, rows=rows,
+        totals=current, responses=list(mb.responses or []),
+    )
+    run.checked.update((state.inputs, key))
+    if mb.k not in run.batches:  # each micro-batch once per rollout, however many passes lay it out
+        checker.checked["micro-batches"] += 1
+        checker._log.micro_batch(MicroBatchObservation(
+            rollout=run.index, index=mb.k, samples=tuple(mb.samples or ()), layout=layout, totals=tuple(current),
+            padded=padded if bshd else None, stream=None if bshd or rows is None else rows * par.cp_size,
+            shape=checker.adapter.batch_shape(batch),
+        ))
+    run.laid_out_by(record)
+    for replay in run.pending.pop(mb.k, []):  # G5: replay tensors registered before this batch
+        found += _g5(replay, record)
+    checker._report(found)
+
+
+# --- the replay filler -----------------------------------------------------------
+
+
+def filler_before(checker: LayoutChecker, where: str, call: Mapping[str, Any]) -> FillerCallState | None:
+    """Before the filler runs: G1, G2 (and G3, G6) on every micro-batch it will walk, as it will read them.
+
+    The filler resets its iterators and walks ``sum(num_microbatches)``
+    micro-batches of the first one, so micro-batch ``k`` is the ``k``-th
+    of the schedule; raise mode stops here, before the filler pads.
+    """
+    view = checker.adapter.replay_call(call)
+    if not callable(call.get(view.register_name)):
+        raise LayoutSpecError(f"`{view.register_name}` is not callable")
+    par = checker._parallel()
+    lay = checker.adapter.layout(view.args, par, layout=checker.layout)
+    run = checker._rollout_for(view.rollout_data)
+    layout = lay.qkv_format or run.layout
+    found: list[Violation] = []
+    plan: dict[int, tuple[list[int] | None, int | None]] = {}
+    for k in range(view.micro_batches):
+        mb = checker._micro_batch(view.rollout_data, view.iterator, k, layout)
+        if layout is not None and not checker._bucketed(layout):
+            found += checker._check_micro_batch(mb, where, par.cp_size, layout, lay.scheme)
+        # with buckets the filler's P is the batch's bucket: compared through the rows (G5)
+        plan[k] = (mb.samples, mb.lens[0] if mb.lens and not checker._bucketed(layout) else None)
+    agreement = checker._agreement()
+    if agreement is not None:  # X1: the filler's P and samples of every micro-batch, on every CP rank
+        for k, (samples, padded) in plan.items():
+            found += agreement.check_replay(k, padded=padded, samples=samples, data_key=view.data_key, where=where)
+    checker._report(found)
+    return FillerCallState(
+        where=where, run=run, view=view, par=par, sequence_parallel=lay.sequence_parallel and view.sp_region,
+        plan=plan,
+    )
+
+
+def replay_registered(checker: LayoutChecker, state: FillerCallState, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> None:
+    """One register call of the filler: micro-batch ``k`` is the count of calls so far (G5)."""
+    k, state.registered = state.registered, state.registered + 1
+    replay = checker.adapter.registered_replay(args, kwargs)
+    with metadata_only():
+        rows = count(replay)
+    samples, padded = state.plan.get(k, (None, None))
+    record = ReplayRecord(
+        k=k, key=state.view.data_key, samples=samples, padded=padded, rows=rows, tp_size=state.par.tp_size,
+        sequence_parallel=state.sequence_parallel, where=state.where,
+    )
+    checker.checked["replay tensors"] += 1
+    batch = state.run.batches.get(k)
+    if batch is not None:
+        checker._report(_g5(record, batch))
+    else:
+        state.run.pending.setdefault(k, []).append(record)
+
+
+def _g5(replay: ReplayRecord, batch: BatchRecord) -> list[Violation]:
+    if batch.rows is None or replay.rows is None:
+        return []
+    return checks.check_replay(
+        replay.rows, micro_batch=batch.k, samples=replay.samples, batch_rows=batch.rows,
+        padded=replay.padded if batch.qkv_format == "bshd" else None, batch_padded=batch.padded,
+        batch_samples=batch.samples, tp_size=replay.tp_size, sequence_parallel=replay.sequence_parallel,
+        field=replay.key, where=replay.where,
+    )
+
+# --- the response-offset helper --------------------------------------------------
+
+
+def offset_returned(checker: LayoutChecker, where: str, call: Mapping[str, Any], result: Any) -> None:
+    """G4: the logit ranges the helper returned are the ones of the sample's layout.
+
+    Calls made inside the producer are left to O4 (which judges what the
+    producer made of them). ``cp_rank``/``cp_size`` come from the call when
+    passed, else from the parallel state, as the helper itself does.
+    """
+    if checker._in_producer():
+        return
+    info = checker.adapter.offset_call(call)
+    if info.cp_rank is None or info.cp_size is None:
+        if checker.parallel_state is None:
+            raise LayoutSpecError(
+                "the helper was called without `cp_rank`/`cp_size`, and the checker has no `parallel_state` "
+                "to read them from: configure the parallel-state function"
+            )
+        par = checker._parallel()
+        cp_size, cp_rank = par.cp_size, par.cp_rank
+    else:
+        cp_size, cp_rank = info.cp_size, info.cp_rank
+    if cp_size == 1:
+        return  # nothing is sliced
+    ranges = checker.adapter.offset_logit_ranges(result)
+    targets = checker._run.offset_targets(info.total_length, info.response_length)
+    if not targets:
+        checker._note(where, "calls for lengths that match no sample of the current rollout are not checked "
+                   f"(first: total_length={info.total_length}, response_length={info.response_length})",
+                   key=f"unattributed offset call {checker._run.index}")
+        return
+    called_with = {"qkv_format": info.qkv_format, "max_seq_len": info.max_seq_len}
+    first: list[Violation] | None = None
+    for target in targets:
+        found = checks.check_response_offsets(
+            ranges, total_length=info.total_length, response_length=info.response_length, cp_size=cp_size,
+            cp_rank=cp_rank, qkv_format=target.qkv_format, padded=target.padded,
+            scheme=checker.adapter.response_scheme, micro_batch=target.micro_batch, sample=target.sample,
+            where=where, called_with=called_with,
+        )
+        if not found:
+            first = []
+            break
+        first = found if first is None else first
+    checker.checked["offset calls"] += 1
+    checker._report(first or [])

@@ -1,0 +1,391 @@
+"""Cross-rank agreement over torch.distributed (X1): every CP rank of a micro-batch lays it out alike.
+
+No single process can see this: CP rank 1 may slice micro-batch 3 with
+``P=2048`` while rank 0 uses 1536, and each rank's own checks pass. A
+`CrossRankChecker` exchanges a few int64 values per micro-batch among the
+ranks of one CP group and reports every disagreement as an ``X1``
+`Violation` on every rank, naming the rank that differs
+(`layoutcheck.runtime.agreement` builds and compares the values).
+
+How it stays cheap and never hangs (DESIGN.md section 8):
+
+* the values travel on a **gloo side group** created for the CP group
+  (`torch.distributed.new_group(backend="gloo")`), never on the trainer's
+  NCCL groups: nothing touches a GPU, and the exchange cannot interleave
+  with the trainer's own collectives; the tensors are CPU tensors over
+  Python-owned buffers, read back without a tensor op;
+* each exchange first writes one small key per rank into the job's
+  rendezvous store (``layoutcheck/x1/<group>/<cp rank>`` = the exchange
+  number, overwritten each time, so the store holds one key per rank); a
+  store ``set`` costs a few microseconds, since the client does not wait for
+  a reply;
+* the gloo group carries the timeout (``timeout`` seconds, default
+  `DEFAULT_TIMEOUT`). When a peer dies, gloo fails at once (connection
+  reset); when it stops calling, gloo times out. Either way every live rank
+  then reads the peers' keys, waits until the deadline for the slow ones,
+  and raises `CrossRankTimeout` naming the ranks that never reached this
+  exchange and the last one each did reach. The error is raised in every
+  mode: a missing rank breaks the exchange sequence for good, and the
+  trainer's next collective would hang on it.
+
+The CP group is a parameter: explicit global ``ranks``; or a parallel state
+(``get_parallel_state``-like: its ``.cp.group`` process group gives the
+ranks, else ``.cp.size`` and ``.tp.size`` with the world size in Megatron's
+rank order); or ``cp_size`` (and ``tp_size``). torch is imported only when a
+checker is made: `import layoutcheck.runtime.distributed` stays torch-free.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from array import array
+from collections import Counter
+from collections.abc import Callable, Sequence
+from datetime import timedelta
+from typing import Any
+
+from layoutcheck.errors import LayoutcheckError, LayoutSpecError, Violation, metadata_only
+from layoutcheck.runtime.agreement import (
+    HEADER,
+    INVARIANT,
+    Header,
+    RankLayout,
+    compare,
+    decode_lists,
+    name_ranks,
+    needs_lists,
+)
+from layoutcheck.runtime.common import size
+from layoutcheck.runtime.reporting import Recorder, check_mode, report
+
+__all__ = [
+    "DEFAULT_TIMEOUT",
+    "CrossRankChecker",
+    "CrossRankTimeout",
+    "cp_group_ranks",
+    "distributed_ready",
+]
+
+DEFAULT_TIMEOUT = 30.0
+"""Seconds a rank waits at one exchange for the rest of its CP group."""
+
+_POLL = 0.02  # seconds between reads of the peers' keys while waiting for the deadline
+_instances: Counter[tuple[int, ...]] = Counter()  # checkers made per CP group in this process
+
+
+class CrossRankTimeout(LayoutcheckError, TimeoutError):
+    """A cross-rank exchange did not complete: a CP rank died, raised, or stopped calling.
+
+    ``missing`` holds the CP ranks that never reached the exchange (empty
+    when this rank was the late one, or the store was unreachable).
+    """
+
+    def __init__(self, message: str, *, missing: Sequence[int] = (), gave_up: Sequence[int] = (),
+                 micro_batch: int | None = None):
+        self.missing = tuple(missing)
+        self.gave_up = tuple(gave_up)
+        """CP ranks that reached the exchange and gave up on it after their own timeout (this rank was late)."""
+        self.micro_batch = micro_batch
+        super().__init__(message)
+
+
+def distributed_ready() -> bool:
+    """Whether torch.distributed is initialised in this process (never imports torch to find out)."""
+    dist = sys.modules.get("torch.distributed")
+    return dist is not None and dist.is_available() and dist.is_initialized()
+
+
+def cp_group_ranks(rank: int, world_size: int, cp_size: int, tp_size: int = 1) -> tuple[int, ...]:
+    """The global ranks of ``rank``'s CP group in Megatron's default order (TP fastest, then CP).
+
+    Global rank ``g = tp_r + tp * (cp_r + cp * rest)``, so the group is
+    ``rank``'s TP coordinate and block with every CP coordinate. Raises
+    `LayoutSpecError` when ``tp * cp`` does not divide the world.
+    """
+    world = size("world_size", world_size, minimum=1)
+    cp = size("cp_size", cp_size, minimum=1)
+    tp = size("tp_size", tp_size, minimum=1)
+    g = size("rank", rank, minimum=0)
+    if g >= world:
+        raise LayoutSpecError(f"`rank` must be below `world_size`: got rank={g}, world_size={world}")
+    if world % (tp * cp):
+        raise LayoutSpecError(f"tp_size x cp_size = {tp} x {cp} does not divide the world size {world}")
+    tp_r, rest = g % tp, g // (tp * cp)
+    return tuple(tp_r + tp * (c + cp * rest) for c in range(cp))
+
+
+def _dist() -> Any:
+    if not distributed_ready():
+        raise LayoutSpecError(
+            "torch.distributed is not initialised in this process: cross-rank checks need "
+            "`torch.distributed.init_process_group(...)` first (or run one process without them)"
+        )
+    return sys.modules["torch.distributed"]
+
+
+def _group_ranks(dist: Any, state: Any, rank: int, world: int) -> tuple[int, ...]:
+    """The CP group from a parallel state: its process group's ranks, else derived from the sizes."""
+    cp = getattr(state, "cp", None)
+    if cp is None:
+        raise LayoutSpecError(f"the parallel state {type(state).__name__} has no `cp` group")
+    for name in ("gloo_group", "group"):
+        group = getattr(cp, name, None)
+        if group is not None:
+            return tuple(dist.get_process_group_ranks(group))
+    tp = getattr(getattr(state, "tp", None), "size", 1)
+    ranks = cp_group_ranks(rank, world, getattr(cp, "size", 1), tp)
+    cp_rank = getattr(cp, "rank", None)
+    if cp_rank is not None and ranks.index(rank) != cp_rank:
+        raise LayoutSpecError(
+            f"the parallel state says cp rank {cp_rank}, but global rank {rank} is cp rank "
+            f"{ranks.index(rank)} of {list(ranks)} in Megatron's order (tp={tp}, cp={len(ranks)}); "
+            "pass the CP group's global `ranks` explicitly"
+        )
+    return ranks
+
+
+class CrossRankChecker:
+    """Checks that every CP rank of a micro-batch agrees on its layout (X1), over a gloo side group.
+
+    Make one per process, after ``init_process_group``, with the same
+    arguments on every rank; then call `check_batch` from the batch builder
+    and `check_replay` from the replay filler for each micro-batch, in the
+    same order on every rank (every rank of the world calls them, each with
+    its own CP group). Each returns the X1 violations (the same on every rank
+    of the group) after applying ``mode`` (``"raise"``, ``"warn"``,
+    ``"record"``; ``None``: only return them, the caller reports).
+
+    ``every``: exchange on every n-th call of each check only (the others
+    return at once). ``timeout``: seconds to wait for the group at one
+    exchange before raising `CrossRankTimeout`. ``store``: where the
+    per-rank progress keys go (default: the default process group's store).
+    """
+
+    def __init__(
+        self,
+        ranks: Sequence[int] | None = None,
+        *,
+        parallel_state: Callable[[], Any] | Any | None = None,
+        cp_size: int | None = None,
+        tp_size: int = 1,
+        every: int = 1,
+        timeout: float = DEFAULT_TIMEOUT,
+        mode: str | None = "raise",
+        recorder: Recorder | None = None,
+        store: Any | None = None,
+    ) -> None:
+        dist = _dist()
+        self.rank: int = dist.get_rank()
+        world: int = dist.get_world_size()
+        if ranks is not None:
+            group_ranks = tuple(size(f"ranks[{i}]", r, minimum=0) for i, r in enumerate(ranks))
+        elif parallel_state is not None:
+            state = parallel_state() if callable(parallel_state) else parallel_state
+            group_ranks = _group_ranks(dist, state, self.rank, world)
+        elif cp_size is not None:
+            group_ranks = cp_group_ranks(self.rank, world, cp_size, tp_size)
+        else:
+            raise LayoutSpecError("a CrossRankChecker needs the CP group: `ranks`, `parallel_state` or `cp_size`")
+        if len(set(group_ranks)) != len(group_ranks) or self.rank not in group_ranks or max(group_ranks) >= world:
+            raise LayoutSpecError(
+                f"`ranks` {list(group_ranks)} must be distinct global ranks below the world size {world} "
+                f"and include this process's rank {self.rank}"
+            )
+        self.ranks: tuple[int, ...] = group_ranks
+        """The CP group's global ranks, in CP-rank order."""
+        self.cp_rank: int = group_ranks.index(self.rank)
+        self.cp_size: int = len(group_ranks)
+        self.every = size("every", every, minimum=1)
+        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0:
+            raise LayoutSpecError(f"`timeout` must be a positive number of seconds, got {timeout!r}")
+        self.timeout = float(timeout)
+        self.mode = None if mode is None else check_mode(mode)
+        self.recorder = recorder if recorder is not None else Recorder()
+        self.exchanges = 0
+        """Exchanges completed so far."""
+        self._calls: Counter[str] = Counter()
+        self._group: Any = None
+        self._failed: CrossRankTimeout | None = None
+        self._stopped = False
+        if self.cp_size > 1:
+            _instances[group_ranks] += 1
+            tag = "-".join(map(str, group_ranks))
+            base = store if store is not None else dist.distributed_c10d._get_default_store()
+            self._store = dist.PrefixStore(f"layoutcheck/x1/{tag}/{_instances[group_ranks]}/", base)
+
+    # --- the checks ---------------------------------------------------
+
+    def check_batch(
+        self,
+        micro_batch: int,
+        *,
+        padded: int | None,
+        samples: Sequence[int] | None = None,
+        lengths: Sequence[int] | None = None,
+        scheme: str | None = None,
+        qkv_format: str | None = None,
+        where: str = "get_batch",
+    ) -> list[Violation]:
+        """The batch builder's micro-batch ``micro_batch``: ``P``, sample ids, lengths, scheme and layout.
+
+        ``padded`` is ``P`` under BSHD and the packed stream length under THD;
+        values a rank does not know are ``None`` and are not compared.
+        """
+        return self._check("batch", where, None, micro_batch, padded, scheme=scheme, layout=qkv_format,
+                           samples=samples, lengths=lengths)
+
+    def check_replay(
+        self,
+        micro_batch: int,
+        *,
+        padded: int | None,
+        samples: Sequence[int] | None = None,
+        data_key: str = "rollout_routed_experts",
+        where: str = "fill_replay_data",
+    ) -> list[Violation]:
+        """The replay filler's micro-batch ``micro_batch``: the ``P`` it laid ``data_key`` out with, and its samples."""
+        return self._check("replay", where, data_key, micro_batch, padded, samples=samples)
+
+    def close(self) -> None:
+        """Destroy the side group (after a failed exchange it is left to the process's exit)."""
+        if self._group is not None and self._failed is None:
+            _dist().destroy_process_group(self._group)
+        self._group = None
+
+    # --- one exchange -------------------------------------------------
+
+    def _check(self, role: str, where: str, data_key: str | None, micro_batch: int, padded: int | None,
+               **values: Any) -> list[Violation]:
+        if self.cp_size == 1 or self._stopped:
+            return []
+        if self._failed is not None:
+            raise CrossRankTimeout(f"an earlier cross-rank exchange failed:\n{self._failed}",
+                                   missing=self._failed.missing, gave_up=self._failed.gave_up,
+                                   micro_batch=self._failed.micro_batch)
+        call = self._calls[role] + 1
+        mine = RankLayout.of(role, call, micro_batch, padded, **values)  # a bad value raises before counting
+        self._calls[role] = call
+        if (call - 1) % self.every:
+            return []
+        found, in_step = self._exchange(mine, where, data_key)
+        if not in_step:
+            # Later exchanges would pair unrelated checks; every rank saw the same values and stops too.
+            self._stopped = True
+            self.recorder.add_note(f"layoutcheck stopped cross-rank checks at `{where}` micro-batch {micro_batch}: "
+                                   "the CP ranks are out of step")
+        if self.mode is not None:
+            report(found, self.mode, recorder=self.recorder)
+        return found
+
+    def _exchange(self, mine: RankLayout, where: str, data_key: str | None) -> tuple[list[Violation], bool]:
+        seq = self.exchanges + 1
+        deadline = time.monotonic() + self.timeout
+        try:
+            self._store.set(str(self.cp_rank), f"{seq} at {mine.micro_batch} {where}")
+            headers = [Header.decode(row) for row in self._gather(mine.header(), HEADER)]
+            lists = None
+            longest = needs_lists(headers)
+            if longest is not None:
+                rows = self._gather(mine.lists(*longest), sum(longest))
+                lists = decode_lists(headers, rows, longest[0])
+        except Exception as err:  # noqa: BLE001 - any transport failure ends in one clear error
+            self._failed = self._timeout(seq, mine, where, err, deadline)
+            try:  # peers still waiting learn that this rank left, and name it at once
+                self._store.set(str(self.cp_rank), f"{seq} gave-up {mine.micro_batch} {where}")
+            except Exception:  # noqa: BLE001, S110 - the store may be gone too; the error says so
+                pass
+            raise self._failed from None
+        self.exchanges = seq
+        return compare(headers, lists, global_ranks=self.ranks, where=where, field=data_key)
+
+    def _side_group(self) -> Any:
+        if self._group is None:
+            # Only the CP group's members take part (use_local_synchronization): CP groups
+            # partition the world, so lazy creation on first use cannot deadlock across groups.
+            self._group = _dist().new_group(
+                list(self.ranks), timeout=timedelta(seconds=self.timeout), backend="gloo",
+                use_local_synchronization=True,
+            )
+        return self._group
+
+    def _gather(self, values: list[int], n: int) -> list[list[int]]:
+        """All-gather ``n`` int64 values per rank; rows in CP-rank order, as Python ints."""
+        import torch
+
+        group = self._side_group()
+        out = bytearray(8 * n * self.cp_size)
+        with metadata_only():  # a tracer's TorchFunctionMode must not see these CPU tensors
+            send = torch.frombuffer(bytearray(array("q", values).tobytes()), dtype=torch.int64)
+            rows = list(torch.frombuffer(out, dtype=torch.int64).view(self.cp_size, n).unbind(0))
+            _dist().all_gather(rows, send, group=group)
+        flat = memoryview(out).cast("q").tolist()  # the buffer's bytes, not a tensor read
+        by_group_rank = [flat[i * n : (i + 1) * n] for i in range(self.cp_size)]
+        order = sorted(self.ranks)  # new_group sorts its ranks: row i is the i-th lowest global rank
+        return [by_group_rank[order.index(g)] for g in self.ranks]
+
+    def _timeout(self, seq: int, mine: RankLayout, where: str, err: Exception, deadline: float) -> CrossRankTimeout:
+        """The error every live rank raises: who never reached exchange ``seq``, and what each last reached."""
+        cause = f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"[:300]
+        head = (f"layoutcheck: the cross-rank check ({INVARIANT}) of `{where}`, micro-batch {mine.micro_batch} "
+                f"(exchange {seq}), did not complete")
+        group = (f"    cp group: global ranks {list(self.ranks)}; this is cp rank {self.cp_rank} "
+                 f"(global rank {self.rank}); timeout {self.timeout:g} s")
+        try:
+            missing, gave_up = self._peers(seq, deadline)
+        except Exception as store_err:  # noqa: BLE001 - the store's host may be the rank that died
+            return CrossRankTimeout(
+                f"{head}: the rendezvous store is unreachable ({type(store_err).__name__}: "
+                f"{str(store_err).splitlines()[0] if str(store_err) else ''}), so the rank that hosts it "
+                f"(rank 0, or the torchrun agent) is probably gone.\n{group}\n    transport: {cause}\n"
+                "    fix: look at the logs of the rank that hosts the store",
+                micro_batch=mine.micro_batch,
+            )
+        also = f" {name_ranks(gave_up)} reached it too and gave up." if gave_up else ""
+        if missing:
+            detail = "; ".join(f"cp rank {c} (global rank {self.ranks[c]}): {last}" for c, last in missing.items())
+            what = (f"{name_ranks(list(missing))} {'is' if len(missing) == 1 else 'are'} missing ({detail}).{also}\n"
+                    "    fix: a missing rank died, raised an error or stopped calling the hooks: read its log "
+                    "first; if it is only slower, raise the cross-rank timeout")
+        elif gave_up:
+            what = (f"{name_ranks(gave_up)} gave up on it after {'its' if len(gave_up) == 1 else 'their'} "
+                    "timeout, before this rank arrived: this rank is late.\n"
+                    "    fix: this rank was busy, or skipped a check, for longer than the timeout: make every "
+                    "rank run the same checks, or raise the cross-rank timeout")
+        else:
+            what = ("every cp rank reached it, but the exchange failed.\n"
+                    "    fix: look at the other ranks' logs for the first error")
+        head_line, fix_line = what.split("\n", 1)
+        return CrossRankTimeout(
+            f"{head} within {self.timeout:g} s: {head_line}\n{group}\n    transport: {cause}\n{fix_line}",
+            missing=list(missing), gave_up=gave_up, micro_batch=mine.micro_batch,
+        )
+
+    def _peers(self, seq: int, deadline: float) -> tuple[dict[int, str], list[int]]:
+        """The CP ranks that never reached exchange ``seq`` (with what each last reached), and those that gave up on it.
+
+        A rank whose key is below ``seq`` may still be on its way: it is
+        waited for until the deadline. A rank that reached ``seq`` and gave
+        up (its own timeout ran out) is live, only no longer waiting.
+        """
+        while True:
+            missing: dict[int, str] = {}
+            gave_up: list[int] = []
+            for c in range(self.cp_size):
+                if c == self.cp_rank:
+                    continue
+                key = str(c)
+                if not self._store.check([key]):
+                    missing[c] = "it never reached an exchange"
+                    continue
+                reached, state, k, where = self._store.get(key).decode().split(" ", 3)
+                if int(reached) >= seq:
+                    if state == "gave-up":
+                        gave_up.append(c)
+                elif state == "gave-up":
+                    missing[c] = f"it gave up on exchange {reached} ({where}, micro-batch {k})"
+                else:
+                    missing[c] = f"its last was exchange {reached} ({where}, micro-batch {k})"
+            if not missing or time.monotonic() >= deadline:
+                return missing, gave_up
+            time.sleep(_POLL)

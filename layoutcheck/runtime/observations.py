@@ -1,0 +1,232 @@
+"""What the runtime checks saw, for the run report: ints only, bounded in memory.
+
+`LayoutChecker.observations` returns an `Observations` snapshot:
+
+* per sample of each rollout (`SampleObservation`): ``T``, ``R``, ``P``
+  (when known) and the unit ``A`` it was judged against;
+* per micro-batch (`MicroBatchObservation`): the rollout, ``k``, the samples,
+  their current ``T``, ``P`` (BSHD) or the global stream length (THD), and the
+  local ``tokens`` shape;
+* aggregates over the whole run (`Totals`, `ShapeCount`, the worst-inflation
+  samples), which are never cut.
+
+Full detail is kept for the first `ObservationLimits.rollouts` rollouts and
+the first `ObservationLimits.micro_batches` micro-batches; past that only the
+aggregates grow (``truncated`` says so). Each micro-batch is counted once per
+rollout, however many passes (log-probs, training) lay it out again. The
+field names are those of the run report's schema
+(`layoutcheck.runtime.runreport`), and `Observations.report_fields` gives
+them in its shape.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+
+__all__ = [
+    "MicroBatchObservation",
+    "ObservationLimits",
+    "ObservationLog",
+    "Observations",
+    "SampleObservation",
+    "ShapeCount",
+    "Totals",
+]
+
+
+@dataclass(frozen=True)
+class ObservationLimits:
+    """How much detail `ObservationLog` keeps (the aggregates are always complete)."""
+
+    rollouts: int = 4
+    """Rollouts whose samples are kept one by one."""
+    micro_batches: int = 512
+    """Micro-batches kept one by one (over the whole run)."""
+    shapes: int = 256
+    """Distinct ``tokens`` shapes counted; further shapes only count as truncated."""
+    worst: int = 8
+    """Worst-inflation samples kept (highest ``P / T``)."""
+
+
+@dataclass(frozen=True)
+class SampleObservation:
+    """One sample of one rollout as the producer left it."""
+
+    rollout: int
+    sample: int
+    total: int
+    """``T_i``: prompt + response tokens."""
+    response: int | None
+    """``R_i``."""
+    padded: int | None
+    """``P_i`` (the sample's ``max_seq_lens`` entry); ``None`` under THD or when the layout is not known."""
+    unit: int | None
+    """``A``, the alignment unit ``P_i`` was judged against (``None`` when no ``P_i`` was judged)."""
+
+    @property
+    def inflation(self) -> float | None:
+        """``P_i / T_i`` (``None`` without a ``P_i``)."""
+        return None if self.padded is None or not self.total else self.padded / self.total
+
+
+@dataclass(frozen=True)
+class MicroBatchObservation:
+    """One micro-batch as the batch builder laid it out on this rank."""
+
+    rollout: int
+    index: int
+    """``k``: the micro-batch's position in the rollout's schedule."""
+    samples: tuple[int, ...]
+    layout: str
+    totals: tuple[int, ...]
+    """The samples' current true lengths ``T``, in micro-batch order."""
+    padded: int | None
+    """BSHD: the ``P`` every sample was laid out with."""
+    stream: int | None
+    """THD: the global packed stream length, tail padding included."""
+    shape: tuple[int, ...] | None
+    """The local ``tokens`` shape on this rank (``(B, L)`` or ``(1, N)``)."""
+
+    @property
+    def positions(self) -> int | None:
+        """Positions laid out globally: ``B * P`` (BSHD) or the stream (THD)."""
+        if self.padded is not None:
+            return self.padded * len(self.samples)
+        return self.stream
+
+
+@dataclass(frozen=True)
+class ShapeCount:
+    """A distinct local ``tokens`` shape and how many micro-batches had it (a compile each, for static shapes)."""
+
+    shape: tuple[int, ...]
+    count: int
+
+
+@dataclass(frozen=True)
+class Totals:
+    """Whole-run aggregates (never truncated)."""
+
+    rollouts: int = 0
+    samples: int = 0
+    micro_batches: int = 0
+    true_tokens: int = 0
+    """Sum of ``T_i`` over every sample the producer returned."""
+    padded_tokens: int | None = None
+    """Sum of ``P_i`` over those samples (BSHD); ``None`` when no sample had a ``P``."""
+    batch_true_tokens: int = 0
+    """Sum of ``T`` over every sample of every micro-batch the batch builder laid out."""
+    batch_positions: int = 0
+    """Positions those micro-batches were laid out with, globally (``B * P`` under BSHD, the stream under THD)."""
+
+
+@dataclass(frozen=True)
+class Observations:
+    """A snapshot of what the checks saw (see the module docs)."""
+
+    samples: tuple[SampleObservation, ...]
+    micro_batches: tuple[MicroBatchObservation, ...]
+    shapes: tuple[ShapeCount, ...]
+    """Distinct local ``tokens`` shapes, most frequent first."""
+    totals: Totals
+    worst_samples: tuple[SampleObservation, ...]
+    """The samples with the highest ``P / T`` over the whole run, worst first."""
+    truncated: bool
+    """True when per-sample, per-micro-batch or shape detail was cut to bound memory."""
+
+    def report_fields(self) -> dict[str, object]:
+        """``samples``, ``micro_batches``, ``shapes``, ``totals`` and ``truncated`` as the run report's JSON types."""
+
+        def plain(obj: object) -> dict[str, object]:
+            return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(obj).items()}  # type: ignore[call-overload]
+
+        return {
+            "samples": [plain(s) for s in self.samples],
+            "micro_batches": [plain(m) for m in self.micro_batches],
+            "shapes": [plain(s) for s in self.shapes],
+            "totals": asdict(self.totals),
+            "truncated": self.truncated,
+        }
+
+
+class ObservationLog:
+    """Collects observations as the checks run; `snapshot` freezes them."""
+
+    def __init__(self, limits: ObservationLimits | None = None) -> None:
+        self.limits = limits or ObservationLimits()
+        self.clear()
+
+    def clear(self) -> None:
+        """Forget everything."""
+        self._samples: list[SampleObservation] = []
+        self._micro_batches: list[MicroBatchObservation] = []
+        self._shapes: Counter[tuple[int, ...]] = Counter()
+        self._worst: list[tuple[float, int, SampleObservation]] = []  # a min-heap of the worst `limits.worst`
+        self._order = 0
+        self._truncated = False
+        self._totals = {"rollouts": 0, "samples": 0, "micro_batches": 0, "true_tokens": 0, "padded_tokens": 0,
+                        "batch_true_tokens": 0, "batch_positions": 0}
+        self._padded_seen = False
+
+    def rollout(self) -> None:
+        """Count one more rollout."""
+        self._totals["rollouts"] += 1
+
+    def samples(self, rollout: int, samples: Sequence[SampleObservation]) -> None:
+        """One producer call's samples."""
+        totals = self._totals
+        for s in samples:
+            totals["samples"] += 1
+            totals["true_tokens"] += s.total
+            if s.padded is not None:
+                self._padded_seen = True
+                totals["padded_tokens"] += s.padded
+                self._rank_worst(s)
+        if rollout < self.limits.rollouts:
+            self._samples.extend(samples)
+        elif samples:
+            self._truncated = True
+
+    def micro_batch(self, mb: MicroBatchObservation) -> None:
+        """One micro-batch, the first time the batch builder lays it out in its rollout."""
+        totals = self._totals
+        totals["micro_batches"] += 1
+        totals["batch_true_tokens"] += sum(mb.totals)
+        totals["batch_positions"] += mb.positions or 0
+        if len(self._micro_batches) < self.limits.micro_batches:
+            self._micro_batches.append(mb)
+        else:
+            self._truncated = True
+        if mb.shape is not None:
+            if mb.shape in self._shapes or len(self._shapes) < self.limits.shapes:
+                self._shapes[mb.shape] += 1
+            else:
+                self._truncated = True
+
+    def _rank_worst(self, s: SampleObservation) -> None:
+        if self.limits.worst <= 0:
+            return
+        self._order += 1
+        entry = (s.inflation or 0.0, -self._order, s)  # ties: the earlier sample ranks higher
+        if len(self._worst) < self.limits.worst:
+            heapq.heappush(self._worst, entry)
+        elif entry[:2] > self._worst[0][:2]:
+            heapq.heapreplace(self._worst, entry)
+
+    def snapshot(self) -> Observations:
+        """The observations so far, frozen."""
+        totals = dict(self._totals)
+        if not self._padded_seen:
+            totals["padded_tokens"] = None
+        worst = [entry[2] for entry in sorted(self._worst, key=lambda e: e[:2], reverse=True)]
+        return Observations(
+            samples=tuple(self._samples),
+            micro_batches=tuple(self._micro_batches),
+            shapes=tuple(ShapeCount(shape, n) for shape, n in self._shapes.most_common()),
+            totals=Totals(**totals),  # type: ignore[arg-type]
+            worst_samples=tuple(worst),
+            truncated=self._truncated,
+        )

@@ -1,0 +1,182 @@
+"""The JSON run report: what one process's runtime checks saw, as a versioned pydantic model.
+
+One file per rank (``LAYOUTCHECK_REPORT=path``: ``{rank}`` in the path is
+replaced by the global rank, otherwise ``.rank<N>`` is added before the
+suffix when the job has more than one rank), written at exit and on demand.
+``layoutcheck report RUN.json`` reads it. Everything in it is ints and
+strings taken from shapes and Python values the trainer already had: writing
+it never touches a tensor's data.
+
+The schema is versioned (`SCHEMA_VERSION`); a reader refuses a newer major
+version with a message that says which layoutcheck can read it. Per-sample
+and per-micro-batch detail is bounded (the first rollouts in full, see
+`RunReport.truncated`), while `Totals` and `ShapeCount` cover the whole run.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from layoutcheck.errors import LayoutSpecError
+
+__all__ = [
+    "SCHEMA_VERSION",
+    "MicroBatchRecord",
+    "RankInfo",
+    "RunReport",
+    "SampleRecord",
+    "ShapeCount",
+    "Totals",
+    "ViolationRecord",
+    "load_run_report",
+]
+
+SCHEMA_VERSION = 1
+"""Bumped when a field changes meaning or disappears; adding optional fields keeps it."""
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ViolationRecord(_Model):
+    """One violation, as `layoutcheck.errors.Violation.to_dict` writes it (values described, never raw)."""
+
+    invariant: str
+    where: str
+    field: str
+    problem: str
+    actual: str
+    expected: str
+    hint: str
+    sample: int | list[int] | None = None
+    micro_batch: int | None = None
+    rollout: int | None = None
+    """Which rollout of the run (0-based, in producer-call order), when known."""
+    sizes: dict[str, str] = Field(default_factory=dict)
+
+
+class SampleRecord(_Model):
+    """One sample of one rollout as the producer left it: ``T``, ``R``, ``P`` and the unit ``A``."""
+
+    rollout: int
+    sample: int
+    total: int
+    """``T_i``: prompt + response tokens."""
+    response: int | None = None
+    """``R_i``."""
+    padded: int | None = None
+    """``P_i`` (the sample's ``max_seq_lens`` entry); ``None`` under THD, where the batch builder pads."""
+    unit: int | None = None
+    """``A``, the alignment unit the sample was judged against."""
+
+
+class MicroBatchRecord(_Model):
+    """One micro-batch as the batch builder laid it out on this rank."""
+
+    rollout: int
+    index: int
+    """``k``: the micro-batch's position in the rollout's schedule."""
+    samples: list[int]
+    layout: Literal["bshd", "thd"]
+    totals: list[int]
+    """The samples' current true lengths ``T``, in micro-batch order."""
+    padded: int | None = None
+    """BSHD: the ``P`` every sample was laid out with."""
+    stream: int | None = None
+    """THD: the global packed stream length, tail padding included."""
+    shape: list[int] | None = None
+    """The local ``tokens`` shape on this rank (``[B, L]`` or ``[1, N]``)."""
+
+
+class ShapeCount(_Model):
+    """A distinct local ``tokens`` shape and how many micro-batches had it (each one a compile for static shapes)."""
+
+    shape: list[int]
+    count: int
+
+
+class Totals(_Model):
+    """Whole-run aggregates (never truncated)."""
+
+    rollouts: int = 0
+    samples: int = 0
+    micro_batches: int = 0
+    true_tokens: int = 0
+    """Sum of ``T_i`` over every sample the producer returned."""
+    padded_tokens: int | None = None
+    """Sum of ``P_i`` over those samples (BSHD); ``None`` when no sample had a ``P``."""
+    batch_true_tokens: int = 0
+    """Sum of ``T`` over every sample of every micro-batch the batch builder laid out."""
+    batch_positions: int = 0
+    """Positions those micro-batches were laid out with, globally (``B * P`` under BSHD, the stream under THD)."""
+
+
+class RankInfo(_Model):
+    """Which process wrote the report."""
+
+    rank: int = 0
+    world_size: int = 1
+    local_rank: int = 0
+    cp_rank: int | None = None
+    cp_size: int | None = None
+    pid: int
+    host: str
+
+
+class RunReport(_Model):
+    """Everything one process's runtime checks saw."""
+
+    schema_version: int = SCHEMA_VERSION
+    layoutcheck_version: str
+    created: str
+    """ISO 8601 time the report was written."""
+    mode: Literal["raise", "warn", "record"]
+    config_file: str | None = None
+    hooks: list[str] = Field(default_factory=list)
+    """The installed hooks as ``role: pkg.mod:func``."""
+    rank: RankInfo
+    violations: list[ViolationRecord] = Field(default_factory=list)
+    notes: list[str] = Field(default_factory=list)
+    """Checks that could not run, one sentence each."""
+    samples: list[SampleRecord] = Field(default_factory=list)
+    micro_batches: list[MicroBatchRecord] = Field(default_factory=list)
+    shapes: list[ShapeCount] = Field(default_factory=list)
+    totals: Totals = Field(default_factory=Totals)
+    truncated: bool = False
+    """True when per-sample or per-micro-batch detail was cut to bound memory (the totals are complete)."""
+
+    def to_json(self) -> str:
+        """The report as indented JSON (the file format)."""
+        return self.model_dump_json(indent=1)
+
+
+def load_run_report(path: str | Path) -> RunReport:
+    """Read and validate a run report; errors name the file and what is wrong (`LayoutSpecError`)."""
+    path = Path(path)
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as err:
+        raise LayoutSpecError(f"cannot read run report {path}: {err.strerror or err}") from None
+    except json.JSONDecodeError as err:
+        raise LayoutSpecError(f"{path} is not a layoutcheck run report: invalid JSON at line {err.lineno}") from None
+    if not isinstance(data, dict) or "schema_version" not in data:
+        raise LayoutSpecError(f"{path} is not a layoutcheck run report: no `schema_version`")
+    version = data["schema_version"]
+    if not isinstance(version, int) or version > SCHEMA_VERSION:
+        raise LayoutSpecError(
+            f"{path} has run-report schema version {version!r}; this layoutcheck reads up to "
+            f"{SCHEMA_VERSION}: upgrade layoutcheck to read it"
+        )
+    try:
+        return RunReport.model_validate(data)
+    except ValidationError as err:
+        first = err.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        raise LayoutSpecError(
+            f"{path} is not a valid run report: {err.error_count()} error(s), first at `{where}`: {first['msg']}"
+        ) from None

@@ -1,0 +1,215 @@
+"""``[tool.layoutcheck.runtime]``: what the debug mode hooks and how, as one frozen dataclass.
+
+Each key is defined once, here (name, type, default, description), as the
+linter's keys are in `layoutcheck.lint.settings`; `layoutcheck.config`
+builds the pydantic model that validates a TOML table from these fields, and
+`effective` applies the environment (``LAYOUTCHECK``, ``LAYOUTCHECK_TRACE``,
+``LAYOUTCHECK_REPORT``) and a preset on top. No pydantic and no torch here.
+
+A hook target is a dotted path ``package.module:function`` (or
+``package.module:Class.method``); nothing is imported to validate it: a hook
+is installed when the program itself imports the module (`hooks`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, Literal
+
+from layoutcheck.errors import ConfigError
+from layoutcheck.runtime.presets import PRESETS
+
+if TYPE_CHECKING:
+    from pydantic import PositiveFloat, PositiveInt
+
+__all__ = [
+    "ENV_CONFIG",
+    "ENV_MODE",
+    "ENV_REPORT",
+    "ENV_TRACE",
+    "ROLES",
+    "TARGET_PATTERN",
+    "HookSpec",
+    "RuntimeSettings",
+    "effective",
+    "env_mode",
+    "parse_target",
+]
+
+ENV_MODE = "LAYOUTCHECK"
+"""``raise``, ``warn`` or ``record`` activate in that mode; ``1``/``on``/``true`` in the configured mode; ``0``/``off``/``false`` or empty: off."""
+ENV_CONFIG = "LAYOUTCHECK_CONFIG"
+"""A ``pyproject.toml`` or ``layoutcheck.toml`` to read instead of searching upwards from the working folder."""
+ENV_REPORT = "LAYOUTCHECK_REPORT"
+"""Where to write the JSON run report (overrides ``report``)."""
+ENV_TRACE = "LAYOUTCHECK_TRACE"
+"""``1`` or ``0``: the tracer on or off (overrides ``tracer``)."""
+
+ROLES: tuple[str, ...] = ("producer", "batch-builder", "replay-filler", "offset-helper")
+"""What a hooked function is, as the checks need to know (TOML spelling)."""
+Role = Literal["producer", "batch-builder", "replay-filler", "offset-helper"]
+
+_MODES = ("raise", "warn", "record")
+_ON = ("1", "on", "true", "yes")
+_OFF = ("", "0", "off", "false", "no")  # also in startup/_layoutcheck_startup.py, which imports nothing
+TARGET_PATTERN = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*(\.[A-Za-z_]\w*)?\Z")
+
+
+def _setting(default: Any = dataclasses.MISSING, *, factory: Any = None, description: str) -> Any:
+    if factory is not None:
+        return dataclasses.field(default_factory=factory, metadata={"description": description})
+    return dataclasses.field(default=default, metadata={"description": description})
+
+
+@dataclasses.dataclass(frozen=True)
+class HookSpec:
+    """One function to hook: its role and where it lives (``pkg.mod:func``)."""
+
+    role: str
+    target: str
+
+    @property
+    def module(self) -> str:
+        return self.target.partition(":")[0]
+
+    @property
+    def qualname(self) -> str:
+        return self.target.partition(":")[2]
+
+    def __str__(self) -> str:
+        return f"{self.role}: {self.target}"
+
+
+def parse_target(text: str, *, key: str, source: str | None) -> str:
+    """Check that ``text`` is ``pkg.mod:func`` or ``pkg.mod:Class.method``; `ConfigError` naming key and file if not."""
+    if not isinstance(text, str) or not TARGET_PATTERN.match(text):
+        where = f" in {source}" if source else ""
+        raise ConfigError(
+            f"{key}{where}: {text!r} is not a hook target; write `package.module:function` "
+            "(or `package.module:Class.method`)",
+            key=key, source=source,
+        )
+    return text
+
+
+@dataclasses.dataclass(frozen=True)
+class RuntimeSettings:
+    """The ``[tool.layoutcheck.runtime]`` table (kebab-case keys in TOML)."""
+
+    mode: Literal["raise", "warn", "record"] = _setting(
+        "raise",
+        description="What a violation does: `raise` a `LayoutError` (the training step fails), `warn` "
+        "(a `LayoutWarning`), or `record` (kept for the report only). `LAYOUTCHECK=<mode>` overrides it.",
+    )
+    preset: Literal["miles"] | None = _setting(
+        None,
+        description="Fill in the hooks and `parallel-state` of a known trainer (`miles`: the "
+        "`miles.backends.training_utils` data path). Roles given in `hooks` replace the preset's.",
+    )
+    hooks: dict[Role, tuple[str, ...]] = _setting(
+        factory=dict,
+        description="Functions to check, by role (`producer`, `batch-builder`, `replay-filler`, "
+        "`offset-helper`), each a list of `package.module:function` targets. A hook is installed when "
+        "the program imports the module, in that module and in every module that imported the "
+        "function by name.",
+    )
+    parallel_state: str | None = _setting(
+        None,
+        description="`package.module:function` returning the parallel state (`.tp.size`, `.cp.size`, "
+        "`.cp.rank`); unset means one rank (tp = cp = 1).",
+    )
+    layout: Literal["bshd", "thd"] | None = _setting(
+        None,
+        description="The layout (`qkv_format`, `bshd` or `thd`), when known for the whole run; unset: read "
+        "from the trainer's `args.qkv_format`, else from the batch builder's `qkv_format` argument.",
+    )
+    buckets: tuple[PositiveInt, ...] | None = _setting(
+        None,
+        description="Static shape buckets (multiples of 128, increasing, the max length last): each BSHD "
+        "micro-batch must be padded to the smallest bucket that holds it (G6).",
+    )
+    tracer: bool = _setting(
+        False, description="Tag tensors with their geometry along the data path. `LAYOUTCHECK_TRACE=1|0` overrides it."
+    )
+    report: str | None = _setting(
+        None,
+        description="Write the JSON run report here at exit (relative to this file's folder; `{rank}` "
+        "and `{pid}` are filled in). `LAYOUTCHECK_REPORT` overrides it.",
+    )
+    cross_rank: bool = _setting(
+        True,
+        description="When torch.distributed is initialised, check that all CP ranks of a micro-batch "
+        "agree on P, the sample order and the CP scheme (a few ints on a gloo side group).",
+    )
+    cross_rank_every: PositiveInt = _setting(1, description="Check cross-rank agreement every N-th micro-batch.")
+    cross_rank_timeout: PositiveFloat = _setting(
+        30.0,
+        description="Seconds to wait for the other CP ranks before raising an error that names the missing ranks.",
+    )
+    summary: bool = _setting(True, description="Print a one-line summary to stderr when the process exits.")
+
+    def hook_specs(self) -> tuple[HookSpec, ...]:
+        """Every hook, preset first then explicit roles (an explicit role replaces the preset's)."""
+        roles: dict[str, tuple[str, ...]] = {}
+        if self.preset is not None:
+            roles.update(PRESETS[self.preset].hooks)
+        roles.update({role: tuple(targets) for role, targets in self.hooks.items()})
+        return tuple(HookSpec(role, target) for role in ROLES for target in roles.get(role, ()))
+
+    @property
+    def parallel_state_target(self) -> str | None:
+        """The parallel-state function: explicit, else the preset's."""
+        if self.parallel_state is not None:
+            return self.parallel_state
+        return PRESETS[self.preset].parallel_state if self.preset is not None else None
+
+
+def env_mode(environ: Mapping[str, str]) -> str | None:
+    """The mode ``LAYOUTCHECK`` asks for: a mode, ``""`` for "the configured mode", or ``None`` for off.
+
+    Raises `ConfigError` for a value that is none of these, naming the variable.
+    """
+    raw = environ.get(ENV_MODE)
+    if raw is None:
+        return None
+    value = raw.strip().lower()
+    if value in _MODES:
+        return value
+    if value in _ON:
+        return ""
+    if value in _OFF:
+        return None
+    raise ConfigError(
+        f"{ENV_MODE}={raw!r} (environment variable): expected one of {', '.join(_MODES)}, "
+        f"1 (the configured mode) or 0 (off)",
+        key=ENV_MODE, source="environment",
+    )
+
+
+def _env_flag(environ: Mapping[str, str], name: str) -> bool | None:
+    raw = environ.get(name)
+    if raw is None:
+        return None
+    value = raw.strip().lower()
+    if value in _ON:
+        return True
+    if value in _OFF:
+        return False
+    raise ConfigError(f"{name}={raw!r} (environment variable): expected 1 or 0", key=name, source="environment")
+
+
+def effective(settings: RuntimeSettings, environ: Mapping[str, str]) -> RuntimeSettings:
+    """``settings`` with the environment applied: ``LAYOUTCHECK`` mode, ``LAYOUTCHECK_TRACE``, ``LAYOUTCHECK_REPORT``."""
+    changes: dict[str, Any] = {}
+    mode = env_mode(environ)
+    if mode:
+        changes["mode"] = mode
+    trace = _env_flag(environ, ENV_TRACE)
+    if trace is not None:
+        changes["tracer"] = trace
+    report = environ.get(ENV_REPORT)
+    if report:
+        changes["report"] = report
+    return dataclasses.replace(settings, **changes) if changes else settings

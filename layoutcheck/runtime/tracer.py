@@ -1,0 +1,450 @@
+"""The tracer: a scoped propagation context that carries tags through the data path.
+
+    tracer = Tracer(mode="warn")
+    with tracer:                       # around the data path only, never a model's forward
+        batch = get_batch(...)         # tags flow through pad, slice, cat, stack, view, ...
+    tracer.violations                  # also reported as the mode says (raise / warn / record)
+
+Inside ``with tracer`` a ``TorchFunctionMode`` sees each torch call. The ops
+that move a layout (indexing and slicing, ``narrow``, ``chunk``, ``split``,
+``unbind``, ``cat``, ``stack``, ``F.pad``, ``view``/``reshape``/``flatten``/
+``unsqueeze``/``squeeze``, ``to``/``contiguous``/``clone``/``detach`` and
+dtype casts) carry their input's tag to their output, transformed by the
+rules of `layoutcheck.runtime.propagation`, which also say what breaks a
+layout (G1, G2, G3, G4, G6). A violation is reported *before* the op runs
+(so ``raise`` mode stops at it), naming the op and the user's source line:
+the first frame outside torch and layoutcheck. Every other op passes
+through untouched; its result is not tagged.
+
+Cost and safety (DESIGN.md section 8): a function mode costs about 1-4 us
+per op while it is active and nothing once it exits, so it is entered only
+around the data path; the tracer's own reads run with torch-function
+handling off (`metadata_only`), read shapes and Python ints only (no GPU
+sync), and do nothing while ``torch.compile`` traces (the mode is not
+entered then, and an active mode passes every call straight through to the
+compiler, so no graph breaks).
+
+State is per thread: each thread has its own stack of active tracers (torch's
+mode stack is per thread too).
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import sys
+import threading
+import warnings
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import replace
+from typing import Any, TypeVar
+
+import torch
+import torch.nn.functional as functional
+from torch.overrides import TorchFunctionMode
+
+from layoutcheck import geometry
+from layoutcheck.errors import LayoutError, LayoutSpecError, Violation
+from layoutcheck.runtime import propagation
+from layoutcheck.runtime.reporting import LayoutWarning, Recorder, check_mode, report
+from layoutcheck.runtime.tags import Tag, geometry_of
+from layoutcheck.runtime.tags import set_tag as tag
+from layoutcheck.runtime.trace_switch import tracer_enabled
+
+__all__ = ["Tracer", "active_tracer"]
+
+_TORCH_DIR = os.path.dirname(os.path.abspath(torch.__file__)) + os.sep
+_OWN_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep  # .../layoutcheck/
+_DisableTorchFunction = torch._C.DisableTorchFunction
+_is_compiling = torch.compiler.is_compiling
+
+_LOCAL = threading.local()
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _stack() -> list[tuple[Tracer, _Mode | None]]:
+    stack = getattr(_LOCAL, "stack", None)
+    if stack is None:
+        stack = _LOCAL.stack = []
+    return stack
+
+
+def active_tracer() -> Tracer | None:
+    """The tracer whose mode is active in this thread (the innermost enabled one), or ``None``."""
+    mode = _active_mode()
+    return None if mode is None else mode.tracer
+
+
+def user_site(skip: int = 1) -> tuple[str, int, str, int]:
+    """``(path, line, function, level)`` of the first frame outside torch and layoutcheck.
+
+    ``level`` counts frames from the caller of `user_site` (1; ``skip``
+    frames up is level ``skip``), so that it is the ``stacklevel`` the caller
+    passes to `layoutcheck.runtime.reporting.report`. ``path`` is relative to the
+    working folder when inside it.
+    """
+    frame = sys._getframe(skip)
+    level = skip
+    while frame is not None:
+        name = frame.f_code.co_filename
+        if not (name.startswith(_TORCH_DIR) or name.startswith(_OWN_DIR)):
+            break
+        frame, level = frame.f_back, level + 1
+    if frame is None:
+        return ("<unknown>", 0, "<unknown>", level)
+    path = frame.f_code.co_filename
+    try:
+        rel = os.path.relpath(path)
+        if not rel.startswith(".."):
+            path = rel
+    except ValueError:  # another drive on Windows
+        pass
+    return (path, frame.f_lineno, frame.f_code.co_name, level)
+
+
+class Tracer:
+    """Carries tags through the ops of the data path and reports where a layout breaks.
+
+    ``mode``: ``"raise"``, ``"warn"`` or ``"record"``, as for `LayoutChecker`.
+    ``enabled``: ``None`` resolves it from ``LAYOUTCHECK_TRACE`` and the mode
+    (`layoutcheck.runtime.trace_switch.tracer_enabled`); a disabled tracer's
+    ``with`` block costs one attribute check. ``recorder`` collects every
+    violation in every mode (pass a checker's recorder to share one list).
+
+    ``layout``: the run's ``qkv_format`` (``"bshd"`` or ``"thd"``), when
+    known: the CP-helper wrappers then also judge calls on untagged values
+    (a producer slicing lists of floats).
+
+    ``with tracer:`` is re-entrant and per thread. Tags are attached with
+    `layoutcheck.runtime.tags.tag` or the producer / batch-builder helpers of
+    `layoutcheck.runtime.tagging`, whether or not a tracer is active.
+    """
+
+    def __init__(self, mode: str = "warn", *, enabled: bool | None = None, recorder: Recorder | None = None,
+                 layout: str | None = None) -> None:
+        self.mode = check_mode(mode)
+        self.enabled = tracer_enabled(self.mode, enabled)
+        self.recorder = recorder if recorder is not None else Recorder()
+        self.layout = None if layout is None else geometry.check_layout(layout)
+
+    @property
+    def violations(self) -> list[Violation]:
+        """Every violation reported so far (in every mode)."""
+        return self.recorder.violations
+
+    def __enter__(self) -> Tracer:
+        stack = _stack()
+        mode: _Mode | None = None
+        if self.enabled and not _is_compiling() and not any(t is self and m is not None for t, m in stack):
+            mode = _Mode(self)
+            mode.__enter__()
+        stack.append((self, mode))
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        stack = _stack()
+        entry = stack.pop()
+        if entry[1] is not None:
+            entry[1].__exit__(None, None, None)
+
+    def wrap(self, fn: F) -> F:
+        """``fn`` run inside this tracer: what a hook wraps a data-path function with.
+
+        While ``torch.compile`` traces, the wrapper calls ``fn`` and nothing
+        else, so a compiled region can call a wrapped function without a graph
+        break (a ``with tracer:`` block inside a compiled function would be
+        one: Dynamo does not enter user context managers).
+        """
+
+        @functools.wraps(fn)
+        def traced(*args: Any, **kwargs: Any) -> Any:
+            if not self.enabled or _is_compiling():
+                return fn(*args, **kwargs)
+            with self:
+                return fn(*args, **kwargs)
+
+        return traced  # type: ignore[return-value]
+
+    @contextmanager
+    def paused(self) -> Iterator[None]:
+        """Inside an active tracer, let torch calls pass untraced (a helper that tags its own result)."""
+        mode = _active_mode()
+        if mode is None:
+            yield
+            return
+        mode.paused += 1
+        try:
+            yield
+        finally:
+            mode.paused -= 1
+
+    def failed(self, exc: Exception, op: str) -> None:
+        """The tracer could not follow ``op``: raise in raise mode, else one note (and a warning in warn mode)."""
+        note = f"the tracer could not follow {op}: {type(exc).__name__}: {exc}"
+        if self.mode == "raise":
+            raise LayoutSpecError(note) from exc
+        self.recorder.add_note(note)
+        if self.mode == "warn":
+            warnings.warn(note, LayoutWarning, stacklevel=user_site(2)[3])
+
+    def report(self, violations: Sequence[Violation], op: str) -> None:
+        """Report ``violations`` seen at ``op``, naming the user's source line, as the mode says."""
+        path, line, function, level = user_site(2)
+        where = f"{op} at {path}:{line} in {function}"
+        report([replace(v, where=where) for v in violations], self.mode, recorder=self.recorder, stacklevel=level)
+
+
+def _active_mode() -> _Mode | None:
+    for _, mode in reversed(getattr(_LOCAL, "stack", None) or ()):
+        if mode is not None:
+            return mode
+    return None
+
+
+# --- the mode -------------------------------------------------------------------------------
+
+After = Callable[[Any], None]
+"""What a rule does once the op has run: tag its output."""
+Rule = Callable[["_Mode", Any, tuple[Any, ...], dict[str, Any]], "After | None"]
+"""Runs before the op (torch-function handling off): reads tags and shapes, flags, returns an `After`."""
+
+
+class _Mode(TorchFunctionMode):
+    """The torch-function mode of one entered `Tracer` (one thread)."""
+
+    def __init__(self, tracer: Tracer) -> None:
+        super().__init__()
+        self.tracer = tracer
+        self.paused = 0
+
+    def __torch_function__(self, func: Any, types: Any, args: tuple[Any, ...] = (), kwargs: Any = None) -> Any:
+        if kwargs is None:
+            kwargs = {}
+        if _is_compiling():  # first: the compiler traces only this branch
+            return func(*args, **kwargs)
+        rule = _RULES.get(func)
+        if rule is None or self.paused:
+            return func(*args, **kwargs)  # not a layout op: nothing of the tracer's runs
+        return checked(self.tracer, func, rule, (self, func, args, kwargs), func, args, kwargs)
+
+    def flag(self, violations: list[Violation], func: Any) -> None:
+        if violations:
+            self.tracer.report(violations, _op_name(func))
+
+
+def checked(tracer: Tracer, op: Any, before: Callable[..., After | None], before_args: tuple[Any, ...],
+            run: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """``run(*args, **kwargs)`` with the tracer's ``before`` (flags, returns an `After`) and its `After`.
+
+    The tracer's parts run with torch-function handling off, and an error of
+    theirs never breaks the call (`Tracer.failed`); a `LayoutError` (raise
+    mode) stops it before it runs. ``run`` is the user's op or helper, as it
+    was called. Shared by the mode and the CP-helper wrappers.
+    """
+    after: After | None
+    try:
+        with _DisableTorchFunction():
+            after = before(*before_args)
+    except LayoutError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - the tracer must never break a training step
+        after = tracer.failed(exc, _op_name(op))
+    out = run(*args, **kwargs)
+    if after is not None:
+        try:
+            with _DisableTorchFunction():
+                after(out)
+        except Exception as exc:  # noqa: BLE001
+            tracer.failed(exc, _op_name(op))
+    return out
+
+
+def _op_name(func: Any) -> str:
+    if isinstance(func, str):
+        return func
+    name = _NAMES.get(func)
+    if name is None:
+        name = getattr(func, "__qualname__", None) or getattr(func, "__name__", None) or str(func)
+    return name
+
+
+def _arg(args: tuple[Any, ...], kwargs: dict[str, Any], i: int, name: str, default: Any = None) -> Any:
+    if len(args) > i:
+        return args[i]
+    return kwargs.get(name, default)
+
+
+def _shape(x: Any) -> tuple[int, ...] | None:
+    shape = getattr(x, "shape", None)
+    return None if shape is None else tuple(shape)
+
+
+def _tag_output(new: Tag | None) -> After | None:
+    if new is None:
+        return None
+    return lambda out: tag(out, new)
+
+
+def _same_rule(mode: _Mode, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> After | None:
+    # to/contiguous/clone/detach and dtype casts (same shape); view/reshape/... (`reshape=True`)
+    x = _arg(args, kwargs, 0, "input")
+    g = geometry_of(x)
+    if g is None:
+        return None
+    in_shape = _shape(x)
+    reshape = func in _RESHAPES
+
+    def after(out: Any) -> None:
+        if out is x:
+            return
+        out_shape = _shape(out)
+        if in_shape is not None and out_shape is not None:
+            new = propagation.reshape(g, in_shape, out_shape) if reshape else propagation.same(g, in_shape, out_shape)
+            if new is not None:
+                tag(out, new)
+
+    return after
+
+
+def _getitem_rule(mode: _Mode, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> After | None:
+    x = args[0]
+    g = geometry_of(x)
+    if g is None:
+        return None
+    shape = _shape(x)
+    if shape is None:
+        return None
+    new, problems = propagation.index(g, shape, args[1])
+    mode.flag(problems, func)
+    return _tag_output(new)
+
+
+def _narrow_rule(mode: _Mode, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> After | None:
+    x = _arg(args, kwargs, 0, "input")
+    g = geometry_of(x)
+    if g is None:
+        return None
+    dim, start, length = (_arg(args, kwargs, i, n) for i, n in ((1, "dim"), (2, "start"), (3, "length")))
+    shape = _shape(x)
+    if not shape or not all(type(v) is int for v in (dim, start, length)) or not -len(shape) <= dim < len(shape):
+        return None
+    d = dim % len(shape)
+    if start < 0:
+        start += shape[d]
+    new, _ = propagation.index(g, shape, (slice(None),) * d + (slice(start, start + length),))
+    return _tag_output(new)
+
+
+def _pieces_rule(mode: _Mode, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> After | None:
+    # split / chunk / unbind: pieces along one dimension, read from the outputs.
+    x = _arg(args, kwargs, 0, "input")
+    g = geometry_of(x)
+    if g is None:
+        return None
+    unbind = func in _UNBIND
+    dim = _arg(args, kwargs, 1 if unbind else 2, "dim", 0)
+    shape = _shape(x)
+    if type(dim) is not int or not shape or not -len(shape) <= dim < len(shape):
+        return None
+    d = dim % len(shape)
+    sections = _arg(args, kwargs, 1, "split_size_or_sections", kwargs.get("split_size"))
+    if func in _SPLITS and isinstance(sections, (list, tuple)) and all(type(n) is int for n in sections):
+        # explicit sizes: judged before the op runs (raise mode stops at it)
+        tags, problems = propagation.split(g, shape, d, list(sections), explicit=True)
+        mode.flag(problems, func)
+        return lambda out: _tag_pieces(out, tags)
+
+    def after(out: Any) -> None:
+        if not isinstance(out, (tuple, list)):
+            return
+        if unbind:
+            tags = [propagation.index(g, shape, (slice(None),) * d + (i,))[0] for i in range(len(out))]
+        else:
+            sizes = [(_shape(piece) or (0,) * (d + 1))[d] for piece in out]
+            tags, _ = propagation.split(g, shape, d, sizes, explicit=False)
+        _tag_pieces(out, tags)
+
+    return after
+
+
+def _tag_pieces(out: Any, tags: list[Tag | None]) -> None:
+    if isinstance(out, (tuple, list)):
+        for piece, t in zip(out, tags):
+            if t is not None:
+                tag(piece, t)
+
+
+def _join_rule(mode: _Mode, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> After | None:
+    tensors = _arg(args, kwargs, 0, "tensors")
+    if not isinstance(tensors, (list, tuple)):
+        return None
+    tags = [geometry_of(t) for t in tensors]
+    if not any(tags):
+        return None
+    dim = _arg(args, kwargs, 1, "dim", kwargs.get("axis", 0))
+    if type(dim) is not int:
+        return None
+    shapes = [_shape(t) for t in tensors]
+    if any(s is None for s in shapes):
+        return None
+    new, problems = propagation.join(tags, shapes, dim, stack=func in _STACKS)  # type: ignore[arg-type]
+    mode.flag(problems, func)
+    return _tag_output(new)
+
+
+def _pad_rule(mode: _Mode, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> After | None:
+    x = _arg(args, kwargs, 0, "input")
+    g = geometry_of(x)
+    if g is None:
+        return None
+    amounts = _arg(args, kwargs, 1, "pad")
+    shape = _shape(x)
+    if not isinstance(amounts, (list, tuple)) or shape is None:
+        return None
+    new, problems = propagation.pad(g, shape, amounts)
+    mode.flag(problems, func)
+    return _tag_output(new)
+
+
+def _build_rules() -> tuple[dict[Any, Rule], dict[Any, str]]:
+    rules: dict[Any, Rule] = {}
+    names: dict[Any, str] = {}
+
+    def add(rule: Rule, owner: Any, prefix: str, *attrs: str) -> None:
+        for attr in attrs:
+            func = getattr(owner, attr, None)
+            if func is not None:
+                rules[func] = rule
+                names[func] = f"{prefix}.{attr}"
+
+    T = torch.Tensor
+    same = ("to", "contiguous", "clone", "detach", "float", "double", "half", "bfloat16", "long", "int",
+            "short", "bool", "cuda", "cpu", "type", "type_as", "pin_memory")
+    add(_same_rule, T, "Tensor", *same)
+    add(_same_rule, torch, "torch", "clone", "detach")
+    reshapes = ("view", "reshape", "flatten", "unsqueeze", "squeeze", "view_as", "reshape_as")
+    add(_same_rule, T, "Tensor", *reshapes)
+    add(_same_rule, torch, "torch", "reshape", "flatten", "unsqueeze", "squeeze")
+    add(_getitem_rule, T, "Tensor", "__getitem__")
+    add(_narrow_rule, T, "Tensor", "narrow")
+    add(_narrow_rule, torch, "torch", "narrow")
+    add(_pieces_rule, T, "Tensor", "split", "chunk", "unbind")
+    add(_pieces_rule, torch, "torch", "split", "chunk", "unbind")
+    add(_join_rule, torch, "torch", "cat", "concat", "concatenate", "stack")
+    rules[functional.pad] = _pad_rule
+    names[functional.pad] = "F.pad"
+    names[T.__getitem__] = "indexing (Tensor.__getitem__)"
+    return rules, names
+
+
+_RULES, _NAMES = _build_rules()
+_STACKS = frozenset({torch.stack})
+_RESHAPES = frozenset(
+    f for f in (*(getattr(torch.Tensor, n) for n in ("view", "reshape", "flatten", "unsqueeze", "squeeze",
+                                                     "view_as", "reshape_as")),
+                torch.reshape, torch.flatten, torch.unsqueeze, torch.squeeze)
+)
+_UNBIND = frozenset({torch.Tensor.unbind, torch.unbind})
+_SPLITS = frozenset({torch.Tensor.split, torch.split})

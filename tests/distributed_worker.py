@@ -1,0 +1,248 @@
+"""One rank of the cross-rank tests: a real gloo process group on loopback, running scenarios in order.
+
+`run_job` (called by tests/test_distributed.py) spawns ``world`` processes
+that each join one process group and run the named scenarios one after the
+other, so a test file pays for one group start-up. Each scenario writes
+``<out>/<scenario>.<rank>.json``: the X1 violations this rank saw (recorded,
+or carried by a `LayoutError`), or the error it raised. A scenario that
+kills a rank must come last.
+
+The pipeline scenarios run the reference pipeline (``minitrainer.actor.train_step``)
+with layoutcheck activated from a configuration in each rank, as a debug run
+is: the batch-builder and replay-filler hooks make the cross-rank exchange
+themselves. The other scenarios call `CrossRankChecker` directly.
+"""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import os
+import socket
+import sys
+import time
+import traceback
+from collections.abc import Callable, Sequence
+from datetime import timedelta
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+TIMEOUT = 2.0
+"""The cross-rank timeout the scenarios use (seconds)."""
+
+LENGTHS = [300, 130, 700, 520, 90, 260]
+"""True lengths of the shared rollout: short samples get a much larger P under rollout-global padding."""
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def run_job(world: int, scenarios: Sequence[str], out: Path, *, deadline: float = 120.0) -> dict[str, dict[int, Any]]:
+    """Spawn ``world`` ranks running ``scenarios``; ``{scenario: {rank: result}}``. Never waits past ``deadline``."""
+    ctx = multiprocessing.get_context("spawn")
+    port = free_port()
+    procs = [ctx.Process(target=main, args=(rank, world, port, str(out), list(scenarios))) for rank in range(world)]
+    for p in procs:
+        p.start()
+    end = time.monotonic() + deadline
+    for p in procs:
+        p.join(max(0.0, end - time.monotonic()))
+    hung = [rank for rank, p in enumerate(procs) if p.is_alive()]
+    for p in procs:
+        if p.is_alive():
+            p.kill()
+            p.join()
+    if hung:
+        raise AssertionError(f"ranks {hung} still running after {deadline} s: an exchange hung")
+    results: dict[str, dict[int, Any]] = {}
+    for scenario in scenarios:
+        results[scenario] = {}
+        for rank in range(world):
+            path = out / f"{scenario}.{rank}.json"
+            results[scenario][rank] = json.loads(path.read_text()) if path.exists() else None
+    return results
+
+
+# ---------------------------------------------------------------- in the rank
+
+
+def _result(found: Sequence[Any] = (), error: BaseException | None = None, **extra: Any) -> dict[str, Any]:
+    out: dict[str, Any] = {"violations": [v.to_dict() for v in found], **extra}
+    if error is not None:
+        out["error"] = {"type": type(error).__name__, "message": str(error),
+                        "missing": list(getattr(error, "missing", ()))}
+        if hasattr(error, "violations"):
+            out["violations"] = [v.to_dict() for v in error.violations]
+    return out
+
+
+CONFIG = """
+[runtime]
+mode = "record"
+parallel-state = "minitrainer.parallel:get_parallel_state"
+cross-rank-timeout = {timeout}
+[runtime.hooks]
+producer = ["minitrainer.data:get_rollout_data"]
+batch-builder = ["minitrainer.data:get_batch"]
+replay-filler = ["minitrainer.replay_data:fill_replay_data"]
+offset-helper = ["minitrainer.cp_utils:get_logits_and_tokens_offset_with_cp"]
+"""
+
+
+def _pipeline(mode: str, args: Any, ref: Any, *, ps: dict[str, int], before: Callable[[int], None] | None = None) -> Any:
+    """One train step of the reference pipeline with layoutcheck's hooks activated from a config, as a debug run has.
+
+    The cross-rank check (X1) is the one the batch-builder and replay-filler
+    hooks make themselves once torch.distributed is up. ``before(k)`` runs
+    before each ``get_batch`` call (in the caller's module, around the hook).
+    Returns the session (its checker holds what was found).
+    """
+    from minitrainer import model
+    from minitrainer.actor import train_step
+    from minitrainer.parallel import parallel_state
+
+    from layoutcheck.runtime import activation
+
+    config = Path(os.environ["LAYOUTCHECK_TEST_OUT"], "layoutcheck.toml")
+    if not config.exists():
+        config.write_text(CONFIG.format(timeout=TIMEOUT))
+    activation.deactivate()
+    session = activation.activate(mode, config=config)
+    hooked, calls = model.get_batch, [0]
+
+    def counted(*a: Any, **kw: Any) -> Any:
+        if before is not None:
+            before(calls[0])
+        calls[0] += 1
+        return hooked(*a, **kw)
+
+    model.get_batch = counted
+    try:
+        with parallel_state(**ps):
+            train_step(args, ref)
+    finally:
+        model.get_batch = hooked
+    session.batches = calls[0]
+    return session
+
+
+def _x1(session: Any) -> list[Any]:
+    return [v for v in session.checker.violations if v.invariant == "X1"]
+
+
+def _run(name: str, rank: int, world: int) -> dict[str, Any]:
+    from minitrainer.args import make_args
+    from minitrainer.rollout import make_rollout_ref
+
+    from layoutcheck import LayoutError
+    from layoutcheck.runtime.distributed import CrossRankChecker, CrossRankTimeout
+
+    ref = make_rollout_ref(LENGTHS)
+    if name == "agree":  # every rank of the world is one CP group; one pipeline step in record mode
+        session = _pipeline("record", make_args(), ref, ps={"cp_size": world, "cp_rank": rank})
+        xr = session.checker._agreement()
+        return _result(session.checker.violations, exchanges=xr.exchanges, batches=session.batches,
+                       notes=session.checker.notes)
+    if name == "agree_dp":  # cp=2 x dp=2: the DP groups hold different samples, which is not a disagreement
+        ps = {"cp_size": 2, "cp_rank": rank % 2, "dp_size": world // 2, "dp_rank": rank // 2}
+        session = _pipeline("raise", make_args(), make_rollout_ref(LENGTHS + [410, 610]), ps=ps)
+        xr = session.checker._agreement()
+        # A trainer's parallel state with process groups (Miles: `.cp.group`) names the CP group itself;
+        # here the CP groups are [0, 2] and [1, 3], which sizes alone would not give.
+        import torch.distributed as dist
+
+        groups = [dist.new_group([0, 2]), dist.new_group([1, 3])]
+        state = SimpleNamespace(cp=SimpleNamespace(group=groups[rank % 2], rank=rank // 2, size=2))
+        from_state = CrossRankChecker(parallel_state=lambda: state, timeout=TIMEOUT)
+        from_state.check_batch(0, padded=256 * (1 + rank % 2), samples=[rank % 2])  # agree within [0, 2], [1, 3]
+        return _result(session.checker.violations, exchanges=xr.exchanges, batches=session.batches,
+                       ranks=list(xr.ranks), state_ranks=list(from_state.ranks),
+                       state_exchanges=from_state.exchanges)
+    if name == "spec":  # bad specifications fail locally, before any exchange
+        import torch
+
+        from layoutcheck import LayoutSpecError
+
+        errors = []
+        for make in (
+            lambda: CrossRankChecker(),
+            lambda: CrossRankChecker([1 - rank]),
+            lambda: CrossRankChecker(cp_size=3),
+            lambda: CrossRankChecker(parallel_state=SimpleNamespace(cp=SimpleNamespace(size=2, rank=1 - rank))),
+            lambda: CrossRankChecker(cp_size=2, timeout=0),
+            lambda: CrossRankChecker(cp_size=2).check_batch(0, padded=torch.tensor(512)),
+        ):
+            try:
+                make()
+            except LayoutSpecError as err:
+                errors.append(str(err))
+        alone = CrossRankChecker(cp_size=1)  # a CP group of one: nothing to exchange, no side group
+        return _result(alone.check_batch(0, padded=512), errors=errors, alone=list(alone.ranks),
+                       alone_exchanges=alone.exchanges)
+    if name == "bug":  # the last rank's producer pads rollout-globally; record mode, so every rank goes on
+        args = make_args(bugs={"rollout_global_padding"} if rank == world - 1 else set())
+        session = _pipeline("record", args, ref, ps={"cp_size": world, "cp_rank": rank})
+        local = sorted({v.invariant for v in session.checker.violations if v.invariant != "X1"})
+        return _result(_x1(session), local=local)
+    if name == "metadata":  # direct calls, every 2nd: rank 1 reorders micro-batch 2 and pads its replay differently
+        xr = CrossRankChecker(list(range(world)), timeout=TIMEOUT, mode="record", every=2)
+        for k in range(6):
+            samples = [2 * k + 1, 2 * k] if (rank == 1 and k == 2) else [2 * k, 2 * k + 1]
+            xr.check_batch(k, padded=512, samples=samples, lengths=[400, 300], scheme="zigzag", qkv_format="bshd")
+            xr.check_replay(k, padded=640 if (rank == 1 and k == 4) else 512, samples=samples)
+        return _result(xr.recorder.violations, exchanges=xr.exchanges)
+    if name == "stop":  # rank 1 skips micro-batch 2's check (busy past the timeout), then checks micro-batch 3
+        xr = CrossRankChecker(cp_size=world, timeout=TIMEOUT, mode="raise")
+        start = time.monotonic()
+        try:
+            for k in range(4):
+                if rank == 1 and k == 2:
+                    time.sleep(TIMEOUT + 1.0)
+                    continue
+                xr.check_batch(k, padded=512, samples=[k], lengths=[400])
+        except CrossRankTimeout as err:
+            return _result(error=err, exchanges=xr.exchanges, seconds=time.monotonic() - start)
+        return _result(exchanges=xr.exchanges)
+    if name == "kill":  # the last rank dies at micro-batch 2; the others must raise, not hang
+        def die(k: int) -> None:
+            if rank == world - 1 and k == 2:
+                os._exit(17)
+
+        start = time.monotonic()
+        try:
+            _pipeline("raise", make_args(), ref, ps={"cp_size": world, "cp_rank": rank}, before=die)
+        except CrossRankTimeout as err:
+            return _result(error=err, seconds=time.monotonic() - start)
+        return _result()
+    raise ValueError(f"unknown scenario {name!r}")
+
+
+def main(rank: int, world: int, port: int, out: str, scenarios: list[str]) -> None:
+    """The body of one spawned rank."""
+    import torch.distributed as dist
+
+    os.environ["LAYOUTCHECK_TEST_OUT"] = out
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world,
+                            timeout=timedelta(seconds=30))
+    for name in scenarios:
+        try:
+            result = _run(name, rank, world)
+        except Exception as err:  # noqa: BLE001 - an unexpected error is a result the test shows
+            result = _result(error=err, traceback=traceback.format_exc())
+        Path(out, f"{name}.{rank}.json").write_text(json.dumps(result))
+    if rank == 0:
+        # Rank 0 hosts the store: stay until the other live ranks are done with it.
+        dead = {world - 1} if "kill" in scenarios else set()
+        end = time.monotonic() + 3 * TIMEOUT + 5
+        last = Path(out, f"{scenarios[-1]}")
+        while time.monotonic() < end and not all(
+            Path(f"{last}.{r}.json").exists() for r in range(1, world) if r not in dead
+        ):
+            time.sleep(0.05)
+    sys.stdout.flush()
+    # A dead peer (the kill scenario) can make a clean shutdown wait: leave without it.
+    os._exit(0)

@@ -1,0 +1,267 @@
+"""Debug mode by environment variable: the `.pth` start-up file, in real subprocesses.
+
+A tiny Miles-shaped trainer (plain lists, no torch, so each subprocess
+starts in a fraction of a second) is written to a temporary folder with a
+`layoutcheck.toml` naming its producer; the process under test never
+mentions layoutcheck. The reference pipeline's bugs under torchrun and Ray
+are in `test_debug_runs.py`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import site
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+import layoutcheck
+from layoutcheck.errors import ConfigError, LayoutError
+from layoutcheck.runtime import activation
+
+TRAINER = '''
+from argparse import Namespace
+
+
+def _round_up(n, m):
+    return -(-n // m) * m
+
+
+def get_rollout_data(args, rollout_data_ref, witness_info=None):
+    totals = list(rollout_data_ref)
+    if args.global_padding:  # the rollout-global padding bug
+        padded = [_round_up(max(totals), 128)] * len(totals)
+    else:
+        padded = [_round_up(t, 128) for t in totals]
+    data = {
+        "tokens": [[1] * t for t in totals],
+        "total_lengths": totals,
+        "response_lengths": [t // 2 for t in totals],
+        "max_seq_lens": padded,
+    }
+    return data, None
+
+
+def make_args(global_padding=False):
+    return Namespace(qkv_format="bshd", allgather_cp=False, data_pad_size_multiplier=128,
+                     compress_ratios=[], sequence_parallel=False, global_padding=global_padding)
+'''
+
+SCRIPT = '''
+import sys
+from tinytrainer.data import get_rollout_data, make_args
+
+def step(bug):
+    get_rollout_data(make_args(global_padding=bug), [300, 1000])
+
+if __name__ == "__main__":
+    step(sys.argv[1:] == ["bug"])
+    print("trained")
+'''
+
+CONFIG = '''
+[runtime]
+{extra}
+[runtime.hooks]
+producer = ["tinytrainer.data:get_rollout_data"]
+'''
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    (tmp_path / "tinytrainer").mkdir()
+    (tmp_path / "tinytrainer" / "__init__.py").write_text("")
+    (tmp_path / "tinytrainer" / "data.py").write_text(TRAINER)
+    (tmp_path / "train.py").write_text(SCRIPT)
+    (tmp_path / "layoutcheck.toml").write_text(CONFIG.format(extra=""))
+    return tmp_path
+
+
+def run(project: Path, *args: str, env: dict[str, str] | None = None, **kw: object) -> subprocess.CompletedProcess[str]:
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("LAYOUTCHECK")}
+    environ.update(env or {})
+    environ["PYTHONPATH"] = str(project)
+    return subprocess.run(
+        [sys.executable, *args], cwd=project, env=environ, capture_output=True, text=True, timeout=120, **kw
+    )
+
+
+def test_the_startup_files_are_installed_beside_the_package():
+    # What makes the env var work at all: the files sit in site-packages and
+    # sort after editable-install path files, so the package is importable.
+    roots = [Path(p) for p in site.getsitepackages()]
+    pth = [r / "a0_layoutcheck.pth" for r in roots if (r / "a0_layoutcheck.pth").is_file()]
+    assert pth, f"a0_layoutcheck.pth is in none of {roots}: reinstall layoutcheck (pip install -e .)"
+    folder = pth[0].parent
+    assert (folder / "a0_layoutcheck.start").read_text().strip() == "_layoutcheck_startup:main"
+    assert (folder / "_layoutcheck_startup.py").is_file()
+    editable = sorted(p.name for p in folder.glob("*.pth") if "layoutcheck" in p.name)
+    assert editable[-1] == "a0_layoutcheck.pth", editable
+    # the shipped copies are the repository's
+    source = Path(layoutcheck.__file__).parent.parent / "startup"
+    if source.is_dir():  # an editable install copies them: a stale copy needs `pip install -e .` again
+        for name in ("a0_layoutcheck.pth", "a0_layoutcheck.start", "_layoutcheck_startup.py"):
+            assert (folder / name).read_text() == (source / name).read_text(), f"{name} is stale: reinstall"
+
+
+def test_the_startup_module_agrees_on_what_off_means():
+    import _layoutcheck_startup
+
+    from layoutcheck.runtime import settings
+
+    assert _layoutcheck_startup.OFF == settings._OFF
+
+
+def test_without_the_variable_nothing_is_imported(project):
+    proc = run(project, "-c", "import sys; print(sorted(m for m in sys.modules if 'layoutcheck' in m and 'editable' not in m))")
+    assert proc.returncode == 0 and proc.stdout.strip() == "[]", proc.stderr
+
+
+def test_raise_mode_fails_the_step_with_the_violation(project):
+    ok = run(project, "train.py", env={"LAYOUTCHECK": "raise"})
+    assert ok.returncode == 0 and "trained" in ok.stdout, ok.stderr
+    assert "layoutcheck: no layout violations (checked 1 rollouts)" in ok.stderr
+    bad = run(project, "train.py", "bug", env={"LAYOUTCHECK": "raise"})
+    assert bad.returncode == 1 and "trained" not in bad.stdout
+    assert "layoutcheck.errors.LayoutError: 1 layout violation" in bad.stderr
+    assert "[O3] get_rollout_data, sample 0, field `max_seq_lens`" in bad.stderr
+    assert "expected: 384 (T_i <= P_i < T_i + A)" in bad.stderr
+
+
+def test_warn_and_record_modes_let_the_step_run(project):
+    warn = run(project, "train.py", "bug", env={"LAYOUTCHECK": "warn"})
+    assert warn.returncode == 0 and "trained" in warn.stdout
+    assert "LayoutWarning: 1 layout violation" in warn.stderr
+    assert "layoutcheck: 1 layout violation (O3 x1) in get_rollout_data" in warn.stderr
+    record = run(project, "train.py", "bug", env={"LAYOUTCHECK": "record", "LAYOUTCHECK_REPORT": "out/run.json"})
+    assert record.returncode == 0 and "LayoutWarning" not in record.stderr
+    report = json.loads((project / "out" / "run.json").read_text())
+    assert report["mode"] == "record" and report["hooks"] == ["producer: tinytrainer.data:get_rollout_data"]
+    assert [(v["invariant"], v["sample"]) for v in report["violations"]] == [("O3", 0)]
+
+
+def test_one_means_the_configured_mode(project):
+    (project / "layoutcheck.toml").write_text(CONFIG.format(extra='mode = "warn"'))
+    proc = run(project, "train.py", "bug", env={"LAYOUTCHECK": "1"})
+    assert proc.returncode == 0 and "LayoutWarning" in proc.stderr
+    off = run(project, "-c", "import sys; print('layoutcheck' in sys.modules)", env={"LAYOUTCHECK": "0"})
+    assert off.returncode == 0 and off.stdout.strip() == "False" and off.stderr == ""
+
+
+def test_the_config_is_found_from_the_working_folder_or_named(project, tmp_path_factory):
+    elsewhere = tmp_path_factory.mktemp("elsewhere")
+    moved = elsewhere / "pyproject.toml"
+    moved.write_text(CONFIG.replace("[runtime", "[tool.layoutcheck.runtime").format(extra=""))
+    (project / "layoutcheck.toml").unlink()
+    missing = run(project, "train.py", "bug", env={"LAYOUTCHECK": "raise"})
+    assert missing.returncode == 0, missing.stderr
+    assert "no hooks are configured (no configuration file was found)" in missing.stderr
+    named = run(project, "train.py", "bug", env={"LAYOUTCHECK": "raise", "LAYOUTCHECK_CONFIG": str(moved)})
+    assert named.returncode == 1 and "[O3]" in named.stderr
+
+
+def test_children_inherit_the_debug_mode(project):
+    (project / "parent.py").write_text(textwrap.dedent('''
+        import multiprocessing, subprocess, sys
+        import train
+
+        if __name__ == "__main__":
+            ctx = multiprocessing.get_context("spawn")
+            child = ctx.Process(target=train.step, args=(True,))
+            child.start(); child.join()
+            sub = subprocess.run([sys.executable, "train.py", "bug"], capture_output=True, text=True)
+            print("spawn", child.exitcode, "subprocess", sub.returncode, "[O3]" in sub.stderr)
+        '''))
+    proc = run(project, "parent.py", env={"LAYOUTCHECK": "raise"})
+    assert proc.stdout.split() == ["spawn", "1", "subprocess", "1", "True"], proc.stdout + proc.stderr
+    assert "LayoutError" in proc.stderr  # the spawned child's traceback
+
+
+@pytest.mark.parametrize(
+    ("env", "config", "fragment"),
+    [
+        ({"LAYOUTCHECK": "loud"}, None,
+         "LAYOUTCHECK='loud' (environment variable): expected one of raise, warn, record"),
+        ({"LAYOUTCHECK": "raise"}, 'mode = "lound"', "runtime.mode\n    Input should be 'raise', 'warn' or 'record'"),
+        ({"LAYOUTCHECK": "raise", "LAYOUTCHECK_TRACE": "maybe"}, None, "LAYOUTCHECK_TRACE='maybe'"),
+    ],
+)
+def test_a_bad_setting_is_printed_once_and_nothing_is_hooked(project, env, config, fragment):
+    if config is not None:
+        (project / "layoutcheck.toml").write_text(CONFIG.format(extra=config))
+    proc = run(project, "train.py", "bug", env=env)
+    assert proc.returncode == 0 and "trained" in proc.stdout  # the program runs, unchecked
+    assert fragment in proc.stderr and "nothing is checked in this process" in proc.stderr
+    assert proc.stderr.count("nothing is checked") == 1
+    if config is not None:
+        assert str(project / "layoutcheck.toml") in proc.stderr  # the file is named
+
+
+# --- the same, in process ------------------------------------------------
+
+
+@pytest.fixture
+def session(project, monkeypatch):
+    monkeypatch.syspath_prepend(str(project))
+    monkeypatch.delenv("LAYOUTCHECK", raising=False)
+    yield lambda **kw: activation.activate(config=project / "layoutcheck.toml", **kw)
+    activation.deactivate()
+    for name in [m for m in sys.modules if m.startswith("tinytrainer")]:
+        del sys.modules[name]
+
+
+def test_activate_is_idempotent_switches_modes_and_deactivate_restores(session):
+    s = session(mode="record")
+    assert activation.active_session() is s and session(mode="warn") is s and s.mode == "warn"
+    s.mode = "raise"
+    from tinytrainer import data
+
+    assert s.hooks and data.get_rollout_data.__name__ == "get_rollout_data"
+    mark = s.mark()
+    with pytest.raises(LayoutError, match=r"\[O3\] get_rollout_data, sample 0"):
+        data.get_rollout_data(data.make_args(global_padding=True), [300, 1000])
+    assert [v.invariant for v in s.violations_since(mark)] == ["O3"] and s.notes_since(mark) == []
+    s.mode = "record"
+    data.get_rollout_data(data.make_args(global_padding=True), [200, 1000])
+    assert len(s.violations_since(mark)) == 2
+    activation.deactivate()
+    assert activation.active_session() is None
+    data.get_rollout_data(data.make_args(global_padding=True), [300, 1000])  # unhooked again
+    with pytest.raises(layoutcheck.LayoutSpecError, match="unknown mode 'loud'"):
+        s.mode = "loud"
+
+
+def test_the_report_path_fills_in_rank_and_pid(session, monkeypatch, project):
+    s = session(mode="record")
+    s.settings = dataclasses.replace(s.settings, report="r-{rank}.json")
+    monkeypatch.setenv("RANK", "3")
+    monkeypatch.setenv("WORLD_SIZE", "4")
+    assert s.report_path() == project / "r-3.json"
+    s.settings = dataclasses.replace(s.settings, report="out/run.json")
+    assert s.report_path() == project / "out" / "run.rank3.json"
+    monkeypatch.setenv("WORLD_SIZE", "1")
+    assert s.report_path() == project / "out" / "run.json"
+    written = s.write_report(project / "x.json")
+    assert json.loads(written.read_text())["rank"]["rank"] == 3
+
+
+def test_activation_without_hooks_is_a_config_error(tmp_path):
+    (tmp_path / "layoutcheck.toml").write_text("[runtime]\nmode = 'warn'\n")
+    with pytest.raises(ConfigError, match=r"no hooks are configured \(\[tool.layoutcheck.runtime\] in .*layoutcheck.toml\)"):
+        activation.activate(config=tmp_path / "layoutcheck.toml")
+
+
+def test_ray_init_gets_the_variables_and_the_users_own_values_win():
+    from layoutcheck.runtime import ray_env
+
+    ours = {"LAYOUTCHECK": "raise", "LAYOUTCHECK_CONFIG": "/abs/pyproject.toml"}
+    assert ray_env._with_env(None, ours) == {"env_vars": ours}
+    mine = {"pip": ["x"], "env_vars": {"LAYOUTCHECK": "warn", "OTHER": "1"}}
+    merged = ray_env._with_env(mine, ours)
+    assert merged == {"pip": ["x"], "env_vars": {"LAYOUTCHECK": "warn", "LAYOUTCHECK_CONFIG": "/abs/pyproject.toml", "OTHER": "1"}}
+    assert mine["env_vars"] == {"LAYOUTCHECK": "warn", "OTHER": "1"}  # the caller's dict is left alone

@@ -1,0 +1,145 @@
+"""Cross-rank agreement (X1) between real processes: gloo on loopback, the reference pipeline per rank.
+
+Two jobs, each one process group for all its scenarios (tests/distributed_worker.py):
+2 ranks (agree, bad specifications, differing metadata, a bug flag on one
+rank, a rank that stops calling) and 4 ranks (cp=2 x dp=2 agreeing, cp=4
+with a bug flag on one rank, a rank killed midway). The pipeline scenarios
+activate layoutcheck from a configuration in every rank, as a debug run does:
+the exchanges are the ones the hooks make. Timeouts are 2 s, so a
+hang shows as a failure here, never as a stuck suite.
+"""
+
+from __future__ import annotations
+
+import pytest
+from distributed_worker import TIMEOUT, run_job
+
+from layoutcheck.runtime.distributed import CrossRankChecker, cp_group_ranks, distributed_ready
+from layoutcheck.errors import LayoutSpecError
+
+
+@pytest.fixture(scope="module")
+def two(tmp_path_factory):
+    return run_job(2, ["agree", "spec", "metadata", "bug", "stop"], tmp_path_factory.mktemp("two"))
+
+
+@pytest.fixture(scope="module")
+def four(tmp_path_factory):
+    return run_job(4, ["agree_dp", "bug", "kill"], tmp_path_factory.mktemp("four"))
+
+
+def problems(result):
+    return [(v["field"], v["problem"]) for v in result["violations"]]
+
+
+# ---------------------------------------------------------------- 2 ranks
+
+
+def test_two_ranks_running_the_same_pipeline_agree_on_every_micro_batch(two):
+    # the hooks exchange once per micro-batch in the replay fillers (2 keys) and once per get_batch call
+    # (the log-prob and the training pass): 6 micro-batches x 4 exchanges
+    for rank, result in two["agree"].items():
+        assert "error" not in result, result
+        assert result["violations"] == [] and result["notes"] == []
+        assert result["batches"] == 12 and result["exchanges"] == 24, rank
+
+
+def test_a_rank_with_the_bug_flag_on_is_named_on_both_ranks(two):
+    # rank 1's producer pads rollout-globally: micro-batch 0 (T=300) gets P=768, not 384
+    batch = "cp rank 1 has P=768 for micro-batch 0, cp rank 0 has P=384"
+    replay = "cp rank 1's replay filler has P=768 for micro-batch 0, cp rank 0 has P=384"
+    for rank, result in two["bug"].items():
+        assert "error" not in result, result
+        x1 = [(v["where"], v["field"], v["problem"]) for v in result["violations"] if v["micro_batch"] == 0]
+        assert ("get_batch", "max_seq_lens", batch) in x1, x1
+        assert ("fill_replay_data", "rollout_routed_experts", replay) in x1, x1
+        assert all(v["invariant"] == "X1" for v in result["violations"])
+        assert result["local"] == (["O3"] if rank == 1 else [])  # the buggy rank also sees its own O3
+
+
+def test_differing_order_and_replay_padding_are_recorded_alike_on_every_rank_checking_every_second_call(two):
+    a, b = two["metadata"][0], two["metadata"][1]
+    assert a["violations"] == b["violations"]
+    assert problems(a) == [
+        ("samples", "cp rank 1 has sample order [5, 4] for micro-batch 2, cp rank 0 has [4, 5]"),
+        ("samples", "cp rank 1 has sample order [5, 4] for micro-batch 2, cp rank 0 has [4, 5]"),
+        ("rollout_routed_experts", "cp rank 1's replay filler has P=640 for micro-batch 4, cp rank 0 has P=512"),
+    ]
+    assert [v["where"] for v in a["violations"]] == ["get_batch", "fill_replay_data", "fill_replay_data"]
+    assert a["exchanges"] == 6  # 6 batch + 6 replay calls, every 2nd exchanged
+
+
+def test_a_rank_that_stops_calling_times_out_on_both_ranks_with_the_missing_rank_named(two):
+    waiting, late = two["stop"][0], two["stop"][1]
+    assert waiting["error"]["type"] == late["error"]["type"] == "CrossRankTimeout"
+    assert waiting["error"]["missing"] == [1]
+    assert "cp rank 1 is missing (cp rank 1 (global rank 1): its last was exchange 2 (get_batch, micro-batch 1))" \
+        in waiting["error"]["message"]
+    assert TIMEOUT <= waiting["seconds"] < TIMEOUT + 3
+    # rank 1 comes back after rank 0 gave up: it is told that it is the late one
+    assert late["error"]["missing"] == []
+    assert "cp rank 0 gave up on it after its timeout, before this rank arrived: this rank is late" \
+        in late["error"]["message"]
+
+
+def test_bad_specifications_fail_locally_and_a_group_of_one_exchanges_nothing(two):
+    result = two["spec"][0]
+    assert result["errors"] == [
+        "a CrossRankChecker needs the CP group: `ranks`, `parallel_state` or `cp_size`",
+        "`ranks` [1] must be distinct global ranks below the world size 2 and include this process's rank 0",
+        "tp_size x cp_size = 1 x 3 does not divide the world size 2",
+        "the parallel state says cp rank 1, but global rank 0 is cp rank 0 of [0, 1] in Megatron's order "
+        "(tp=1, cp=2); pass the CP group's global `ranks` explicitly",
+        "`timeout` must be a positive number of seconds, got 0",
+        "`padded` must be an integer >= 0, got Tensor(dtype=torch.int64, shape=(), device=cpu) "
+        "(pass a Python int: reading a tensor's value would synchronise the GPU)",
+    ]
+    assert result["alone"] == [0] and result["alone_exchanges"] == 0 and result["violations"] == []
+
+
+# ---------------------------------------------------------------- 4 ranks
+
+
+def test_four_ranks_compare_within_their_cp_groups_only(four):
+    for rank, result in four["agree_dp"].items():
+        assert "error" not in result, result
+        assert result["violations"] == []
+        assert result["ranks"] == [[0, 1], [0, 1], [2, 3], [2, 3]][rank]
+        assert result["batches"] == 8 and result["exchanges"] == 16  # 4 micro-batches per DP rank, 4 exchanges each
+        # from a parallel state's process groups, CP groups [0, 2] and [1, 3]
+        assert result["state_ranks"] == [[0, 2], [1, 3], [0, 2], [1, 3]][rank]
+        assert result["state_exchanges"] == 1
+
+
+def test_one_rank_of_four_with_the_bug_flag_on_is_named_against_the_majority_on_all_four(four):
+    expected = "cp rank 3 has P=768 for micro-batch 0, cp ranks 0, 1, 2 have P=384"
+    for rank, result in four["bug"].items():
+        problems = [(v["field"], v["problem"]) for v in result["violations"] if v["where"] == "get_batch"]
+        assert ("max_seq_lens", expected) in problems, problems
+        assert result["local"] == (["O3"] if rank == 3 else [])
+
+
+def test_a_rank_killed_midway_gives_every_live_rank_the_timeout_error_naming_it(four):
+    assert four["kill"][3] is None  # it died before writing anything
+    for rank in (0, 1, 2):
+        error = four["kill"][rank]["error"]
+        assert error["type"] == "CrossRankTimeout" and error["missing"] == [3], error
+        assert "did not complete within 2 s: cp rank 3 is missing" in error["message"], error["message"]
+        assert four["kill"][rank]["seconds"] < TIMEOUT + 3
+
+
+# ---------------------------------------------------------------- without a process group
+
+
+def test_megatron_rank_order_gives_the_cp_groups():
+    assert cp_group_ranks(5, 8, cp_size=2) == (4, 5)
+    assert cp_group_ranks(5, 8, cp_size=2, tp_size=2) == (5, 7)  # tp fastest: g = tp_r + tp * (cp_r + cp * rest)
+    assert cp_group_ranks(6, 16, cp_size=4, tp_size=2) == (0, 2, 4, 6)
+    with pytest.raises(LayoutSpecError, match="does not divide the world size 6"):
+        cp_group_ranks(0, 6, cp_size=4)
+
+
+def test_without_an_initialised_process_group_a_checker_is_a_spec_error():
+    assert not distributed_ready()
+    with pytest.raises(LayoutSpecError, match="torch.distributed is not initialised"):
+        CrossRankChecker(cp_size=2)

@@ -1,0 +1,133 @@
+"""``layoutcheck report``: run reports built from the reference pipeline's rollouts (see
+``fixtures/runreports.py``), with and without the rollout-global padding bug."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from runreports import pipeline_report
+
+from layoutcheck import cli, geometry
+from layoutcheck.runtime.runreport import MicroBatchRecord, RankInfo, RunReport, SampleRecord, ViolationRecord
+from layoutcheck.waste.analysis import analyse
+
+
+def report_command(capsys, *argv: str) -> tuple[int, str, str]:
+    code = cli.main(["report", *argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.fixture(scope="module")
+def buggy() -> RunReport:
+    return pipeline_report(32, rollout_global=True, micro_batch_size=2)
+
+
+@pytest.fixture
+def buggy_file(tmp_path, buggy):
+    path = tmp_path / "run.json"
+    path.write_text(buggy.to_json())
+    return path
+
+
+def test_rollout_global_padding_shows_the_inflation_and_the_outlier(capsys, buggy, buggy_file):
+    totals = [s.total for s in buggy.samples]
+    longest = max(range(len(totals)), key=totals.__getitem__)
+    padded = geometry.round_up(totals[longest], 128)
+    worst = min(range(len(totals)), key=totals.__getitem__)  # the shortest sample is inflated most
+    true, positions = sum(totals), padded * len(totals)
+
+    code, out, err = report_command(capsys, str(buggy_file))
+    assert code == 0 and err == ""
+    assert f"violations: {len(totals) - 1} (O3/max_seq_lens x{len(totals) - 1})" in out
+    assert (f"{true:,} true tokens padded to {positions:,} ({positions / true:.2f}x)") in out
+    assert (f"all {len(totals)} samples are padded to P={padded:,} = round_up(max T, A), set by the longest, "
+            f"sample {longest} (T={totals[longest]:,}): rollout-global padding") in out
+    worst_row = out.split("worst 5 sample(s) by inflation P/T:", 1)[1].splitlines()[2].split()
+    assert worst_row == ["0", str(worst), f"{totals[worst]:,}", f"{padded:,}", "128",
+                         f"{padded / totals[worst]:.1f}x"]
+    own = sum(geometry.round_up(t, 128) for t in totals)
+    assert f"each sample padded to its own aligned length: {own:,}" in out
+    assert "distinct padded shapes: 1 local tokens shape(s): [2, 14080] x16" in out
+
+
+def test_json_figures_match_the_geometry_model(capsys, buggy, buggy_file):
+    code, out, _ = report_command(capsys, str(buggy_file), "--output-format", "json", "--k", "3")
+    assert code == 0
+    doc = json.loads(out)
+    totals = [s.total for s in buggy.samples]
+    assert doc["samples"]["true_tokens"] == sum(totals)
+    assert doc["samples"]["padded_tokens"] == buggy.totals.padded_tokens
+    assert doc["samples"]["rollout_global"][0]["T"] == max(totals)
+    assert doc["violations"][0]["invariant"] == "O3" and doc["violations"][0]["count"] == 31
+    batches = buggy.micro_batches
+    assert doc["micro_batches"]["positions"] == buggy.totals.batch_positions
+    per_sample = sum(len(b.totals) * geometry.padded_length(max(b.totals), 128) for b in batches)
+    assert doc["savings"]["per_sample_padding"]["positions"] == per_sample
+    advisor = doc["savings"]["advisor_buckets"]
+    buckets = tuple(advisor["buckets"])
+    assert len(buckets) == 3 and geometry.validate_buckets(buckets, advisor["max_length"]) == buckets
+    assert advisor["positions"] == sum(len(b.totals) * geometry.resolve_bucket(max(b.totals), buckets)
+                                       for b in batches)
+    assert doc["savings"]["advisor_buckets"]["saved"] > doc["micro_batches"]["positions"] * 0.7
+
+
+def test_plot_writes_an_image(capsys, buggy_file, tmp_path):
+    image = tmp_path / "report.png"
+    code, out, err = report_command(capsys, str(buggy_file), "--plot", str(image))
+    assert code == 0 and err == f"Wrote {image}.\n"
+    data = image.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 20_000
+
+
+def test_a_correct_run_shows_no_violations_and_tight_padding(capsys, tmp_path):
+    report = pipeline_report(32, rollout_global=False, micro_batch_size=2, rollouts=2)
+    path = tmp_path / "ok.json"
+    path.write_text(report.to_json())
+    code, out, _ = report_command(capsys, str(path))
+    assert code == 0
+    assert "violations: none" in out and "rollout-global" not in out
+    w = analyse(report)
+    assert all(s.padded == s.own_padded for s in w.samples)
+    assert w.positions == w.per_sample_positions  # grouped by P: nothing to save by per-sample padding
+    assert {s.rollout for s in w.samples} == {0, 1}
+
+
+def test_violations_are_grouped_by_invariant_and_field_and_thd_batches_count_as_laid_out():
+    def violation(invariant: str, name: str, sample: int | list[int]) -> ViolationRecord:
+        return ViolationRecord(invariant=invariant, where="get_batch", field=name, problem=f"{invariant} broke",
+                               actual="1", expected="2", hint="fix it", sample=sample)
+
+    report = RunReport(
+        layoutcheck_version="0.1.0", created="now", mode="warn", rank=RankInfo(pid=1, host="h"),
+        violations=[violation("G1", "max_seq_lens", [0, 1]), violation("G4", "rollout_log_probs", 2),
+                    violation("G1", "max_seq_lens", [3, 4]), violation("G1", "tokens", 5)],
+        samples=[SampleRecord(rollout=0, sample=i, total=100 + i, padded=256, unit=128) for i in range(4)],
+        micro_batches=[
+            MicroBatchRecord(rollout=0, index=0, samples=[0, 1], layout="bshd", totals=[100, 101], padded=256),
+            MicroBatchRecord(rollout=0, index=1, samples=[2, 3], layout="thd", totals=[102, 103], stream=256),
+        ],
+    )
+    w = analyse(report, k=2)
+    groups = [(g.invariant, g.field, g.count, g.samples) for g in w.violation_groups]
+    assert groups == [("G1", "max_seq_lens", 2, (0, 1, 3, 4)), ("G1", "tokens", 1, (5,)),
+                      ("G4", "rollout_log_probs", 1, (2,))]
+    bshd, thd = w.batches
+    assert (bshd.positions, bshd.per_sample_positions) == (512, 256)
+    assert (thd.positions, thd.per_sample_positions) == (256, 256)
+    assert w.rollout_global == []  # one P for all, but every P is within A of its T: not the bug
+    assert w.advisor_positions == 2 * 128 + 256
+
+
+@pytest.mark.parametrize(("content", "message"), [
+    ("not json", "is not a layoutcheck run report: invalid JSON at line 1"),
+    ('{"a": 1}', "is not a layoutcheck run report: no `schema_version`"),
+    ('{"schema_version": 99}', "has run-report schema version 99"),
+])
+def test_bad_reports_exit_2_with_one_line(capsys, tmp_path, content, message):
+    path = tmp_path / "run.json"
+    path.write_text(content)
+    code, out, err = report_command(capsys, str(path))
+    assert code == 2 and out == ""
+    assert err.startswith(f"layoutcheck: error: {path}") and message in err and err.count("\n") == 1
