@@ -238,9 +238,9 @@ class ResultCache:
             pass  # a full disk or a read-only folder costs speed, never the run
 
     def get_file(self, key: str) -> dict[str, Any] | None:
-        """A file entry: ``facts`` (a `FileFacts`, built while the JSON is parsed), ``findings`` and
-        ``errors`` rows, ``parsed``."""
-        from layoutcheck.model.facts import FileFacts, object_hook
+        """A file entry: ``facts`` (a `FileFacts`, built while the JSON is parsed; its calls
+        decoded when the project asks for them), ``findings`` and ``errors`` rows, ``parsed``."""
+        from layoutcheck.model.facts import from_cache_data, object_hook
 
         data = self._read("files", key, object_hook)
         if data is None:
@@ -255,8 +255,8 @@ class ResultCache:
                 if len(row) != 4:
                     raise ValueError("bad error row")
             data["parsed"] = bool(data["parsed"])
-            if data["facts"] is not None and not isinstance(data["facts"], FileFacts):
-                raise TypeError("not facts")
+            if data["facts"] is not None:
+                data["facts"] = from_cache_data(data["facts"])
         except (KeyError, TypeError, ValueError):
             self.misses += 1
             return None

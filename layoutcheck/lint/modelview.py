@@ -59,7 +59,7 @@ def describe(project: Project) -> dict[str, Any]:
         for ref, pads in sorted(project.inferred_owners.items(), key=lambda item: project.where(item[0]))
     ]
     helpers = []
-    callers = project.callers
+    callers = project.callers  # decodes every file's calls
     for name in project.helper_names():
         signature = project.helper(name)
         calls = 0

@@ -472,7 +472,7 @@ def run(
         chosen = selection.get()  # validates the selection even when there is nothing to lint
         from layoutcheck.lint.engine import ProjectFile, analyse_project
         from layoutcheck.lint.sources import SourceDecodeError, decode_source
-        from layoutcheck.model.facts import to_data
+        from layoutcheck.model.facts import cache_data
 
         imported()
         settings = selection.settings
@@ -484,10 +484,6 @@ def run(
                 # Context: tests are not the trainer; the others are read (their facts are only
                 # extracted when their text mentions what the model needs, or it asks for them).
                 if tests and any_match(tests, entry.source.relpath) is not None:
-                    continue
-                try:
-                    entry.text, _ = decode_source(entry.data)
-                except SourceDecodeError:
                     continue
             kept.append(entry)
         entries = kept
@@ -538,8 +534,15 @@ def run(
         for entry in entries:
             if entry.facts is None or entry.source.path in failed:
                 continue
-            if entry.checked and entry.text is None:
-                entry.text, _ = decode_source(entry.data)
+            if entry.text is None and (entry.checked or not entry.facts.extracted):
+                # A context file's text is needed only when its facts are not all there (the
+                # project may ask for them); a checked file's always (suppressions).
+                try:
+                    entry.text, _ = decode_source(entry.data)
+                except SourceDecodeError:
+                    if not entry.checked:
+                        continue
+                    raise
             project_files.append(ProjectFile(
                 entry.source.display, entry.source.relpath, entry.source.module_name, entry.text, entry.facts,
                 checked=entry.checked,
@@ -566,7 +569,7 @@ def run(
                     from layoutcheck.lint.cache import error_row, finding_row
 
                     cache.put_file(entry.key, {
-                        "facts": to_data(file.facts),
+                        "facts": cache_data(file.facts),
                         "findings": [finding_row(f) for f in file.local[0]],
                         "errors": [error_row(e) for e in local_errors],
                         "parsed": bool(file.local[2]),
@@ -576,7 +579,7 @@ def run(
                 continue
             entry = by_display[file.display]
             if cache is not None and entry.key is not None and not entry.from_cache:
-                cache.put_file(entry.key, {"facts": to_data(file.facts), "findings": [], "errors": [],
+                cache.put_file(entry.key, {"facts": cache_data(file.facts), "findings": [], "errors": [],
                                            "parsed": False})
         if fix:
             _apply_fixes(project_files, analyses, results, chosen, settings, stats, write_fixes, by_display, cache)
@@ -623,13 +626,13 @@ def _apply_fixes(project_files: list[Any], analyses: dict[str, Any], results: di
                 from hashlib import sha256
 
                 from layoutcheck.lint.cache import error_row, finding_row
-                from layoutcheck.model.facts import to_data
+                from layoutcheck.model.facts import cache_data
 
                 file = next(f for f in project_files if f.display == display)
                 key = cache.key(entry.source.relpath, entry.source.module_name, sha256(written).hexdigest())
                 if file.local is not None and file.facts is not None:
                     cache.put_file(key, {
-                        "facts": to_data(file.facts), "findings": [finding_row(f) for f in file.local[0]],
+                        "facts": cache_data(file.facts), "findings": [finding_row(f) for f in file.local[0]],
                         "errors": [error_row(e) for e in file.local[1]], "parsed": bool(file.local[2]),
                     })
         results[display] = result

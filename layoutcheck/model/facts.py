@@ -17,12 +17,14 @@ the module's own top-level code.
 from __future__ import annotations
 
 import dataclasses
+import json
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 __all__ = [
     "FACTS_VERSION", "Arg", "Broadcast", "BucketLiteral", "Call", "EntryRead", "FileFacts", "Function",
-    "MaxCall", "Pad", "Param", "Record", "Rewrite", "from_data", "object_hook", "to_data",
+    "MaxCall", "Pad", "Param", "Record", "Rewrite", "cache_data", "call_names", "ensure_calls", "from_cache_data",
+    "from_data", "object_hook", "to_data",
 ]
 
 FACTS_VERSION = 1
@@ -57,9 +59,12 @@ class Arg(NamedTuple):
     """For ``**kw``: the keys of the dict ``kw`` was built as (``dict(qkv_format="bshd")``), when known."""
 
 
-@dataclass
-class Call:
-    """A call of a function the project may define (builtins and library calls are left out)."""
+class Call(NamedTuple):
+    """A call of a function the project may define (builtins and library calls are left out).
+
+    A tuple, like `Arg`: calls are most of a file's facts, and a one-file run decodes every
+    other file's from the cache.
+    """
 
     callee: str
     """The called name qualified through the file's imports (``.mm_data.expand``, ``self.fill``)."""
@@ -72,17 +77,23 @@ class Call:
     """Inside ``with pytest.raises(...)``: the call is meant to fail."""
     text: str = ""
 
-    def __post_init__(self) -> None:
-        # Cached facts arrive with each argument in its compact form (`to_data`).
-        if self.args and any(type(a) is not Arg for a in self.args):
-            self.args = tuple(
-                a if type(a) is Arg else Arg(None, a) if type(a) is int else Arg(*a) for a in self.args
-            )
+
+def _call(data: Any) -> Call:
+    """A call back from its cached form, arguments included (`to_data`)."""
+    if type(data) is Call:
+        return data
+    callee, span, tick, layout, args, *rest = data
+    return Call(callee, span, tick, layout,
+                tuple(a if type(a) is Arg else Arg(None, a) if type(a) is int else Arg(*a) for a in args), *rest)
 
 
 @dataclass
 class Function:
-    """One ``def`` (or, at index 0, the module's top-level code)."""
+    """One ``def`` (or, at index 0, the module's top-level code).
+
+    The fields most functions leave at their defaults come last: the cache drops trailing
+    defaults (`to_data`), so a plain function costs a few bytes.
+    """
 
     qualname: str
     """``Class.method``, ``outer.inner``; ``<module>`` for index 0."""
@@ -95,29 +106,40 @@ class Function:
     """The enclosing class's name, for methods."""
     in_model: bool = False
     """A method of model code (a class deriving from `model-bases`), or nested in one."""
-    writes_source: bool = False
-    writes_packed: bool = False
-    reads_source: bool = False
-    reads_packed: bool = False
     named_for_source: bool = False
     """Named after a source and not a check (``build_max_seq_lens``): it produces it."""
+    end_tick: int = 0
+    calls: tuple[Call, ...] = ()
+    returns_tags: int = 0
+    iterates: bool = False
+    """Does it walk a per-sample list (a loop or a comprehension over samples)?"""
+    reads_source: bool = False
+    reads_packed: bool = False
+    writes_source: bool = False
+    writes_packed: bool = False
     source_ticks: tuple[int, ...] = ()
     """When it writes a source, or calls something that recomputes it (``recompute_max_seq_lens``)."""
     none_checked: tuple[str, ...] = ()
     """Parameters it asserts (or raises unless) are not None: omitting them fails loudly."""
-    returns_tags: int = 0
-    calls: tuple[Call, ...] = ()
     guarded: tuple[str, ...] = ()
     """Containers whose per-sample entries a check in this function shows to agree (LC103)."""
     sample_indices: tuple[int, ...] = ()
     """Constant indices also used on other per-sample lengths (``total_lengths[0]``)."""
-    iterates: bool = False
-    """Does it walk a per-sample list (a loop or a comprehension over samples)?"""
-    end_tick: int = 0
 
     def __post_init__(self) -> None:
+        # Cached facts arrive with parameters and calls in their compact forms (`to_data`).
         if self.params and type(self.params[0]) is not Param:
-            self.params = tuple(Param(*p) for p in self.params)
+            self.params = tuple(_param(p) for p in self.params)
+        if self.calls and type(self.calls[0]) is not Call:
+            self.calls = tuple(_call(c) for c in self.calls)
+
+
+def _param(data: Any) -> Param:
+    if type(data) is str:
+        return Param(data, "pos", None)
+    if len(data) == 2:
+        return Param(data[0], "pos", data[1])
+    return Param(*data)
 
 
 @dataclass
@@ -245,10 +267,26 @@ class FileFacts:
 
 _CLASSES: dict[str, type] = {
     cls.__name__: cls
-    for cls in (Call, Function, Pad, Broadcast, EntryRead, Rewrite, Record, MaxCall, BucketLiteral, FileFacts)
+    for cls in (Function, Pad, Broadcast, EntryRead, Rewrite, Record, MaxCall, BucketLiteral, FileFacts)
 }
 _FIELDS: dict[type, tuple[str, ...]] = {
     cls: tuple(f.name for f in dataclasses.fields(cls)) for cls in _CLASSES.values()
+}
+
+
+def _default(f: dataclasses.Field) -> Any:  # type: ignore[type-arg]
+    if f.default is not dataclasses.MISSING:
+        return f.default
+    if f.default_factory is not dataclasses.MISSING:
+        return f.default_factory()
+    return dataclasses.MISSING
+
+
+_DEFAULTS: dict[type, tuple[Any, ...]] = {
+    cls: tuple(_default(f) for f in dataclasses.fields(cls)) for cls in _CLASSES.values()
+}
+_REQUIRED: dict[type, int] = {
+    cls: sum(1 for d in defaults if d is dataclasses.MISSING) for cls, defaults in _DEFAULTS.items()
 }
 
 
@@ -257,16 +295,65 @@ def to_data(value: Any) -> Any:
     kind = type(value)
     names = _FIELDS.get(kind)
     if names is not None:
-        return {"t": kind.__name__, "v": [to_data(getattr(value, n)) for n in names]}
+        values = [getattr(value, n) for n in names]
+        defaults = _DEFAULTS[kind]
+        while values and len(values) > _REQUIRED[kind] and values[-1] == defaults[len(values) - 1]:
+            values.pop()  # trailing defaults: the dataclass fills them back in
+        return {"t": kind.__name__, "v": [to_data(v) for v in values]}
+    if kind is Param:
+        # `name` for a plain positional parameter, `[name, default]` for one with a default.
+        if value.kind == "pos":
+            return value.name if value.default is None else [value.name, value.default]
+        return list(value)
     if kind is Arg:
         # Most arguments carry nothing but their tags: a positional one is then just its
         # tags, a keyword one `[keyword, tags]` (calls are most of a file's facts).
         if not value.params and not value.text and value.span is None and value.keys is None:
             return value.tags if value.keyword is None else [value.keyword, value.tags]
         return [to_data(v) for v in value]
-    if kind is list or kind is tuple or kind is Param:
+    if kind is list or kind is tuple or kind is Call:
         return [to_data(v) for v in value]
     return value
+
+
+def cache_data(facts: FileFacts) -> dict[str, Any]:
+    """``facts`` as a cache entry's data: the calls apart, as a JSON string.
+
+    A one-file run reads every other file of its project from the cache, and calls are most
+    of their bytes; the project decodes a file's calls only when it asks about a name the
+    file calls (`call_names`, `ensure_calls`), so the rest stays an unparsed string.
+    """
+    calls = [to_data(f.calls) for f in facts.functions]
+    core = dataclasses.replace(facts, functions=[dataclasses.replace(f, calls=()) for f in facts.functions])
+    names = sorted({c.callee.rsplit(".", 1)[-1] for f in facts.functions for c in f.calls})
+    return {"core": to_data(core), "calls": json.dumps(calls, separators=(",", ":")), "names": names}
+
+
+def from_cache_data(data: Any) -> FileFacts:
+    """The inverse of `cache_data` (its ``core`` already built by `object_hook`); calls stay pending."""
+    if not isinstance(data, dict) or not isinstance(data.get("core"), FileFacts):
+        raise ValueError("not cached facts")
+    calls, names = data["calls"], data["names"]
+    if not isinstance(calls, str) or not isinstance(names, list):
+        raise ValueError("not cached calls")
+    facts: FileFacts = data["core"]
+    facts.pending_calls = calls  # type: ignore[attr-defined]
+    facts.call_names = frozenset(names)  # type: ignore[attr-defined]
+    return facts
+
+
+def ensure_calls(facts: FileFacts) -> None:
+    """Decode the calls a cached `FileFacts` still holds as a string (`cache_data`)."""
+    pending = facts.__dict__.pop("pending_calls", None)
+    if pending is None:
+        return
+    for function, calls in zip(facts.functions, json.loads(pending)):
+        function.calls = tuple(_call(c) for c in calls)
+
+
+def call_names(facts: FileFacts) -> frozenset[str] | None:
+    """The last names of every call in ``facts`` when its calls are still pending, else None."""
+    return facts.__dict__.get("call_names") if "pending_calls" in facts.__dict__ else None
 
 
 def object_hook(data: dict[str, Any]) -> Any:
@@ -279,7 +366,7 @@ def object_hook(data: dict[str, Any]) -> Any:
     if cls is None:
         raise ValueError(f"unknown facts type {kind!r}")
     values = data["v"]
-    if not isinstance(values, list) or len(values) != len(_FIELDS[cls]):
+    if not isinstance(values, list) or not _REQUIRED[cls] <= len(values) <= len(_FIELDS[cls]):
         raise ValueError(f"facts of {kind} have the wrong fields")
     return cls(*values)
 
@@ -290,7 +377,7 @@ def from_data(data: Any) -> Any:
         cls = _CLASSES[data["t"]]
         names = _FIELDS[cls]
         values = data["v"]
-        if len(values) != len(names):
+        if not _REQUIRED[cls] <= len(values) <= len(names):
             raise ValueError(f"facts of {cls.__name__} have {len(values)} fields, expected {len(names)}")
         return cls(*(from_data(v) for v in values))
     if isinstance(data, list):

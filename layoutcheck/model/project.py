@@ -30,7 +30,7 @@ from functools import cached_property
 
 from layoutcheck.lint.globs import any_match
 from layoutcheck.lint.settings import LintSettings
-from layoutcheck.model.facts import Arg, Call, FileFacts, Function, Pad, Param
+from layoutcheck.model.facts import Arg, Call, FileFacts, Function, Pad, Param, call_names, ensure_calls
 from layoutcheck.model.owners import configured_layouts
 from layoutcheck.model.vocabulary import Tag, Vocabulary, vocabulary
 
@@ -133,6 +133,7 @@ class Project:
         self._mark_tests()
         self._resolved: dict[tuple[int, int, int], FunctionRef | None] = {}
         self._callers_of: dict[FunctionRef, list[tuple[FunctionRef, Call]]] = {}
+        self._by_name_cache: dict[str, list[tuple[FunctionRef, Call]]] = {}
 
     # ------------------------------------------------------------ files
 
@@ -298,6 +299,8 @@ class Project:
     @cached_property
     def callers(self) -> dict[FunctionRef, list[tuple[FunctionRef, Call]]]:
         """Per ``def``, the calls that reach it (from trainer code), with the calling function."""
+        for file in self.files:
+            ensure_calls(file.facts)
         out: dict[FunctionRef, list[tuple[FunctionRef, Call]]] = {}
         for ref, function in self.functions():
             for call in function.calls:
@@ -306,13 +309,26 @@ class Project:
                     out.setdefault(target, []).append((ref, call))
         return out
 
-    @cached_property
-    def _calls_by_name(self) -> dict[str, list[tuple[FunctionRef, Call]]]:
-        out: dict[str, list[tuple[FunctionRef, Call]]] = {}
-        for ref, function in self.functions():
-            for call in function.calls:
-                out.setdefault(call.callee.rsplit(".", 1)[-1], []).append((ref, call))
-        return out
+    def _calls_named(self, name: str) -> list[tuple[FunctionRef, Call]]:
+        """Every trainer call whose last name is ``name``; only files that call the name have their
+        cached calls decoded (`layoutcheck.model.facts.call_names`)."""
+        found = self._by_name_cache.get(name)
+        if found is None:
+            found = []
+            for i, file in enumerate(self.files):
+                if file.is_test:
+                    continue
+                names = call_names(file.facts)
+                if names is not None:
+                    if name not in names:
+                        continue
+                    ensure_calls(file.facts)
+                for j, function in enumerate(file.facts.functions):
+                    for call in function.calls:
+                        if call.callee.rsplit(".", 1)[-1] == name:
+                            found.append(((i, j), call))
+            self._by_name_cache[name] = found
+        return found
 
     def callers_of(self, ref: FunctionRef) -> list[tuple[FunctionRef, Call]]:
         """The calls that reach ``ref``, resolving only the calls spelt with its name (a one-file
@@ -327,7 +343,7 @@ class Project:
                 if name == "__init__" and "." in qualname:
                     name = qualname.rsplit(".", 2)[-2]  # `Replay(...)` reaches `Replay.__init__`
                 found = [
-                    (caller, call) for caller, call in self._calls_by_name.get(name, ())
+                    (caller, call) for caller, call in self._calls_named(name)
                     if caller != ref and self.resolve(caller, call) == ref
                 ]
             self._callers_of[ref] = found
@@ -630,6 +646,7 @@ class Project:
     def source_ticks(self, ref: FunctionRef) -> tuple[int, ...]:
         """When ``ref`` writes the source: its own writes, its calls of owner-named functions, and
         its calls of any project function that writes a source (the producer, by another name)."""
+        ensure_calls(self.files[ref[0]].facts)
         function = self.function(ref)
         ticks = list(function.source_ticks)
         for call in function.calls:

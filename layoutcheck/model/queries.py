@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from layoutcheck.model.facts import Arg, Call, FileFacts, Function, Pad, Record, Rewrite
+from layoutcheck.model.facts import Arg, Call, FileFacts, Function, Pad, Record, Rewrite, ensure_calls
 from layoutcheck.model.project import FileModel, FunctionRef, HelperSignature, Project
 from layoutcheck.model.vocabulary import LAYOUT_KINDS, Tag
 
@@ -79,6 +79,7 @@ class FileQueries:
         self.index = index
         self.file: FileModel = project.files[index]
         self.facts: FileFacts = self.file.facts
+        ensure_calls(self.facts)  # a checked file's own calls are always read
         self.vocab = project.vocab
         self.settings = project.settings
 
