@@ -265,3 +265,38 @@ def test_ray_init_gets_the_variables_and_the_users_own_values_win():
     merged = ray_env._with_env(mine, ours)
     assert merged == {"pip": ["x"], "env_vars": {"LAYOUTCHECK": "warn", "LAYOUTCHECK_CONFIG": "/abs/pyproject.toml", "OTHER": "1"}}
     assert mine["env_vars"] == {"LAYOUTCHECK": "warn", "OTHER": "1"}  # the caller's dict is left alone
+
+
+def test_the_report_is_rewritten_before_each_rollout_and_at_exit(project):
+    (project / "loop.py").write_text(textwrap.dedent('''
+        import json, os
+        from tinytrainer.data import get_rollout_data, make_args
+        for i, bug in enumerate([True, False, True]):
+            get_rollout_data(make_args(global_padding=bug), [300, 1000])
+            if i:  # written as this rollout began: every rollout before it
+                print(len(json.load(open("run.json"))["violations"]))
+        os._exit(0)  # no exit handlers: the report holds the rollouts before the last one
+        '''))
+    proc = run(project, "loop.py", env={"LAYOUTCHECK": "record", "LAYOUTCHECK_REPORT": "run.json"})
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["1", "1"]
+    assert len(json.loads((project / "run.json").read_text())["violations"]) == 1
+
+
+def test_a_hook_whose_function_does_not_fit_its_role_fails_at_install_or_is_left_out(project):
+    # `make_args` is no producer: it has no `args` parameter. Raise mode: the import that installs the
+    # hook fails, naming the function and the parameter; record mode: the function runs unchecked, one note.
+    (project / "layoutcheck.toml").write_text(CONFIG.replace(
+        'producer = ["tinytrainer.data:get_rollout_data"]',
+        'producer = ["tinytrainer.data:get_rollout_data", "tinytrainer.data:make_args"]'
+    ).format(extra=""))
+    bad = run(project, "train.py", env={"LAYOUTCHECK": "raise"})
+    assert bad.returncode == 1 and "trained" not in bad.stdout
+    assert "layoutcheck.errors.LayoutSpecError: cannot wrap `tinytrainer.data:make_args` as the producer" in bad.stderr
+    assert "it has no parameter `args`" in bad.stderr
+    quiet = run(project, "train.py", "bug", env={"LAYOUTCHECK": "record", "LAYOUTCHECK_REPORT": "run.json"})
+    assert quiet.returncode == 0 and "trained" in quiet.stdout, quiet.stderr
+    report = json.loads((project / "run.json").read_text())
+    assert report["hooks"] == ["producer: tinytrainer.data:get_rollout_data"]  # the other one still checks
+    assert [v["invariant"] for v in report["violations"]] == ["O3"]
+    assert len(report["notes"]) == 1 and "could not hook `tinytrainer.data:make_args` (producer)" in report["notes"][0]

@@ -460,3 +460,46 @@ def test_the_tracer_on_fake_cuda_tensors():
     finally:
         clear_tags()
     assert [(v.invariant, v.actual) for v in tracing.violations] == [("G3", 14080)]
+
+
+# --- the same, with the hooks installed by the debug mode's activation --------------
+
+
+@pytest.mark.parametrize(("name", "options"), [CASES[0], *CASES[4:]], ids=lambda v: v if isinstance(v, str) else "")
+def test_hooks_installed_by_activation_issue_no_sync(guard, monkeypatch, tmp_path, name, options):
+    # The path LAYOUTCHECK takes (configuration -> session -> hooks in every module that holds the
+    # functions), with the checker's code enforced and the pipeline's not, as above.
+    from pathlib import Path
+
+    from layoutcheck.runtime import activation
+
+    def guarded_wrap(session, spec, original):
+        inner = original
+        if spec.role == "replay-filler":
+            @functools.wraps(original)
+            def filler(**kwargs):
+                kwargs["register_replay_list_func"] = guard.on(kwargs["register_replay_list_func"])
+                return original(**kwargs)
+
+            inner = filler
+        return guard.on(session.checker.wrap(spec.role, guard.off(inner)))
+
+    monkeypatch.setattr(activation.Session, "_wrap", guarded_wrap)
+    monkeypatch.setattr(actor, "record_replay", guard.off(actor.record_replay))
+    monkeypatch.delenv("LAYOUTCHECK", raising=False)
+    text = (Path(__file__).resolve().parent.parent / "fixtures" / "debug-run.toml").read_text()
+    if options.get("buckets"):
+        text = text.replace("[runtime]\n", f"[runtime]\nbuckets = {list(options['buckets'])}\n", 1)
+    (tmp_path / "layoutcheck.toml").write_text(text.replace('mode = "raise"', 'mode = "record"'))
+    session = activation.activate(config=tmp_path / "layoutcheck.toml")
+    try:
+        ref = make_rollout_ref(LENGTHS, seed=1, media={0: 193} if name == "stale_lengths_after_expansion" else None)
+        for r in range(2):
+            with parallel_state(cp_size=2, cp_rank=r):
+                actor.train_step(make_args(**options), ref)
+        checker = session.checker
+        assert len(session.hooks) == 4 and guard.entered > 0 and checker.checked["micro-batches"] > 0
+        assert bool(checker.violations) == (name != "correct"), checker.summary()
+        assert checker.notes == []
+    finally:
+        activation.deactivate()

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from runreports import pipeline_report
@@ -11,6 +12,8 @@ from runreports import pipeline_report
 from layoutcheck import cli, geometry
 from layoutcheck.runtime.runreport import MicroBatchRecord, RankInfo, RunReport, SampleRecord, ViolationRecord
 from layoutcheck.waste.analysis import analyse
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 
 
 def report_command(capsys, *argv: str) -> tuple[int, str, str]:
@@ -131,3 +134,34 @@ def test_bad_reports_exit_2_with_one_line(capsys, tmp_path, content, message):
     code, out, err = report_command(capsys, str(path))
     assert code == 2 and out == ""
     assert err.startswith(f"layoutcheck: error: {path}") and message in err and err.count("\n") == 1
+
+
+def test_a_report_the_debug_mode_wrote_shows_the_rollout_global_padding(capsys, tmp_path, monkeypatch):
+    # The whole path: the reference pipeline with the bug, the hooks activated from the configuration,
+    # the run report the session writes, and `layoutcheck report` (with a plot) reading it.
+    from minitrainer.actor import train_loop
+    from minitrainer.args import make_args
+    from minitrainer.parallel import parallel_state
+    from minitrainer.rollout import long_tailed_lengths, make_rollout_ref
+
+    from layoutcheck.runtime import activation
+
+    monkeypatch.delenv("LAYOUTCHECK", raising=False)
+    config = tmp_path / "layoutcheck.toml"
+    config.write_text((FIXTURES / "debug-run.toml").read_text().replace('mode = "raise"', 'mode = "record"'))
+    session = activation.activate(config=config)
+    try:
+        lengths = long_tailed_lengths(32, seed=1)
+        with parallel_state(cp_size=2, cp_rank=0):
+            train_loop(make_args(bugs={"rollout_global_padding"}, micro_batch_size=2),
+                       [make_rollout_ref(lengths, seed=1)])
+        written = session.write_report(tmp_path / "run.json")
+    finally:
+        activation.deactivate()
+    outlier = lengths.index(max(lengths))
+    code, out, err = report_command(capsys, str(written), "--plot", str(tmp_path / "run.png"))
+    assert code == 0, err
+    true = sum(lengths)
+    assert f"{true:,} true tokens padded to {14080 * len(lengths):,}" in out
+    assert f"set by the longest, sample {outlier} (T=14,010): rollout-global padding" in out
+    assert (tmp_path / "run.png").stat().st_size > 10_000

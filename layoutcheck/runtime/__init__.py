@@ -1,25 +1,25 @@
 """The runtime half of layoutcheck: layout invariants checked on live data.
 
-Modules (small, one idea each):
+Modules (small, one idea each), in the order data flows through them:
 
-* `layoutcheck.runtime.checks`: the invariants O1-O5, G1-G6 (DESIGN.md
-  section 3) over Python ints and tensor shapes, returning violations
-  (implemented in `owner` for O1-O5 and `consumers` for G1-G6, over
-  `common`: field names, hints, argument validation);
-* `layoutcheck.runtime.meta`: metadata access (shapes only, torch-function
-  handling off, no GPU sync, torch never imported);
-* `layoutcheck.runtime.reporting`: raise / warn / record (and the notes of
-  checks that could not run: warn and record modes never crash training);
-* `layoutcheck.runtime.adapters`: how a Miles-shaped trainer is read;
-* `layoutcheck.runtime.api`: `LayoutChecker`, the manual wrappers;
-* `layoutcheck.runtime.distributed`: `CrossRankChecker`, cross-rank
-  agreement (X1) over a gloo side group, its values and messages in
-  `agreement` (torch is imported only when a checker is made).
+* the invariants: `checks` (O1-O5 in `owner`, G1-G6 in `consumers`, over
+  `common`), pure functions of ints and shapes returning violations; `meta`
+  reads shapes with torch-function handling off (no GPU sync, torch never
+  imported);
+* the checker: `checker` (`LayoutChecker` and its per-rollout state,
+  `rollouts`), `wrappers` (the role wrappers and their signature check),
+  `consumer_calls` (what each consumer call checks), `adapters` (how a
+  Miles-shaped trainer is read), `observations` (what the checks saw, for
+  reports), `reporting` (raise / warn / record, and notes);
+* the debug mode: `settings` and `presets` (``[tool.layoutcheck.runtime]``),
+  `hooks` (wrappers installed by dotted path), `activation` (the
+  ``LAYOUTCHECK`` environment variable, sessions, the run report of
+  `runreport`), `ray_env` (carrying it into Ray workers);
+* across ranks: `distributed` (`CrossRankChecker`, X1 over a gloo side
+  group) with its values and messages in `agreement`;
+* the tracer: `tags`, `propagation`, `tracer`, `tagging`, `trace_switch`.
 
-The tracer (tensor tags, DESIGN.md section 8) and the automatic hooks are to
-sit beside these and feed the same checks. Nothing here imports torch.
-
-The names below load their module on first access, so that importing one
+Nothing here imports torch at import time. The names below load their module on first access, so that importing one
 small module of the package (``layoutcheck.runtime.settings`` while a
 configuration is validated, say) loads nothing else.
 """

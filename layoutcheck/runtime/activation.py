@@ -138,7 +138,33 @@ class Session:
     # --- hooks ------------------------------------------------------------
 
     def _wrap(self, spec: HookSpec, original: Callable[..., Any]) -> Callable[..., Any]:
-        return self.checker.wrap(spec.role, original)
+        wrapper = self.checker.wrap(spec.role, original)
+        if spec.role == "producer" and self.settings.report:
+            return self._reporting(wrapper)
+        return wrapper
+
+    def _reporting(self, producer: Callable[..., Any]) -> Callable[..., Any]:
+        """The producer's wrapper, writing the report of the rollouts so far before each new rollout.
+
+        A process that never exits normally (a Ray actor killed at the end
+        of a job) still leaves the report of every rollout but its last.
+        """
+        import functools
+
+        @functools.wraps(producer)
+        def layoutcheck_reporting(*args: Any, **kwargs: Any) -> Any:
+            if self.checker.checked["rollouts"]:
+                self._write_quietly()
+            return producer(*args, **kwargs)
+
+        return layoutcheck_reporting
+
+    def _write_quietly(self) -> Path | None:
+        try:
+            return self.write_report()
+        except Exception as err:  # a report must never fail the training step, nor the exit
+            print(f"layoutcheck: could not write the run report: {err}", file=sys.stderr)
+            return None
 
     def _hook_error(self, spec: HookSpec, err: LayoutSpecError) -> None:
         # raise mode: the error surfaces where the hook was installed (the program's import);
@@ -221,12 +247,7 @@ class Session:
         # Only a process that hooked something reports: a launcher or a Ray driver stays quiet.
         if not self._hooks.installed:
             return
-        written = None
-        if self.settings.report:
-            try:
-                written = self.write_report()
-            except Exception as err:  # exit must not fail because a report could not be written
-                print(f"layoutcheck: could not write the run report: {err}", file=sys.stderr)
+        written = self._write_quietly() if self.settings.report else None
         if self.settings.summary:
             rank, world = _rank_and_world()
             who = f" [rank {rank}]" if world > 1 else ""
