@@ -292,10 +292,12 @@ def _config(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
             from layoutcheck.lint.runner import select_rules
 
             select_rules(loaded, settings)
+        # the debug mode's table, validated like the rest (pydantic only when there is one)
+        runtime = loaded.config.runtime.settings() if loaded.table.get("runtime") else None
     except ConfigError as exc:
         return _fail(str(exc))
     print(render_resolved(
-        settings, loaded.table,
+        settings, runtime,
         source=str(loaded.path) if loaded.path is not None else None,
         table_name=loaded.key_prefix, root=str(loaded.root), path=path,
         output_format=args.output_format,
