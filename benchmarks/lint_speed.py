@@ -2,26 +2,32 @@
 
 Usage::
 
-    python benchmarks/lint_speed.py [TREE] [--repeat N] [--files N] [--seed S] [--keep] [--strict]
+    python benchmarks/lint_speed.py [TREE ...] [--repeat N] [--files N] [--seed S] [--no-generated]
+                                    [--keep] [--strict]
 
-Without TREE, a trainer-shaped tree (about 300 modules, 70k lines) is
-generated into a temporary folder with a fixed seed (see
-``benchmarks/synthetic_tree.py``). Every row is the best of ``--repeat``
-runs; rows that include interpreter start-up run in fresh subprocesses.
+Each TREE is a path (or ``NAME=PATH``): a trainer checkout, say. Unless
+``--no-generated``, two generated trees come first, written with a fixed seed
+(``benchmarks/synthetic_tree.py``): a trainer-shaped tree (about 300 modules,
+70k lines, 4% of them about padding) and a padding-dense one (every module a
+data-path module). Every row is the best of ``--repeat`` runs; rows that
+include interpreter start-up run in fresh subprocesses.
 
-Rows and targets (issue 3):
+Rows and targets (issues 3 and 11), per tree:
 
 * libcst parse-only: ``libcst.parse_module`` on every file in one process,
-  timed around the loop only (the baseline).
+  timed around the loop only (the floor).
 * ``ast.parse`` of every file, for reference.
-* cold: ``layoutcheck check TREE --no-cache``, whole process; target <= 0.3x
-  parse-only.
-* warm: ``layoutcheck check TREE`` after a run that filled the cache; target
-  <= 0.05x parse-only.
-* one file: ``layoutcheck check FILE --no-cache`` on the largest file that
-  mentions padding, against ``python -c "import libcst"``; target <= 1.5x.
-  The two commands alternate, run for run, so drift on a busy machine
-  affects both alike.
+* cold: ``layoutcheck check TREE --no-cache --jobs 2``, whole process; target
+  <= 0.3x the floor (<= 0.5x on the padding-dense tree).
+* warm: ``layoutcheck check TREE --jobs 2`` after a run that filled the cache;
+  target <= 0.05x the floor.
+* one staged file: ``layoutcheck check FILE`` on the largest file that
+  mentions padding, changed since the last run (as pre-commit sees it), with
+  the rest of its project in the cache from an earlier run: the other files'
+  facts are read from the cache, never parsed. Against ``python -c "import
+  libcst"``; target <= 1.5x. The same with ``--no-cache`` (the project around
+  the file is then read afresh: a reference row, no target). The commands
+  alternate, run for run, so drift on a busy machine affects them alike.
 
 Subprocesses run as a user's installation does: with bytecode caching on
 (``PYTHONDONTWRITEBYTECODE`` removed from their environment, should the
@@ -51,7 +57,7 @@ from importlib.metadata import version
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from synthetic_tree import generate_tree  # noqa: E402  (a sibling script, not a package)
+from synthetic_tree import generate_dense_tree, generate_tree  # noqa: E402  (a sibling script, not a package)
 
 SKIP_DIRS = {".git", ".hg", ".venv", "venv", "env", "build", "dist", "__pycache__", ".tox", ".nox",
              "node_modules", ".mypy_cache", ".ruff_cache", ".pytest_cache", ".layoutcheck_cache"}
@@ -213,8 +219,12 @@ def torch_imported(cmd: Sequence[str], tree: Path) -> bool:
         return mark.exists()
 
 
-def measure(tree: Path, files: Sequence[Path], repeat: int) -> tuple[list[Row], Path]:
-    """Every timed row of the table, and the file the one-file row used."""
+JOBS = "2"
+"""Worker processes for the cold and warm rows (issue 11 measures with 2)."""
+
+
+def measure(tree: Path, files: Sequence[Path], repeat: int, cold_target: float) -> tuple[list[Row], Path]:
+    """Every timed row of one tree's table, and the file the one-file row used."""
     cmd = layoutcheck_command()
     with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as handle:
         handle.write("\n".join(str(p) for p in files))
@@ -224,21 +234,33 @@ def measure(tree: Path, files: Sequence[Path], repeat: int) -> tuple[list[Row], 
         ast_time = best_parse("ast", file_list, repeat=repeat)
     finally:
         file_list.unlink()
-    cold = best_wall([*cmd, "check", str(tree), "--no-cache"], repeat=repeat, cwd=tree)
+    cold = best_wall([*cmd, "check", str(tree), "--no-cache", "--jobs", JOBS], repeat=repeat, cwd=tree)
     # The warm-up run fills the cache.
-    warm = best_wall([*cmd, "check", str(tree)], repeat=repeat, cwd=tree)
+    warm = best_wall([*cmd, "check", str(tree), "--jobs", JOBS], repeat=repeat, cwd=tree)
     one = pick_one_file(files)
-    import_libcst, one_file = best_walls(
-        [[sys.executable, "-c", "import libcst"], [*cmd, "check", str(one), "--no-cache"]],
-        repeat=repeat, cwd=tree,
-    )
+    # A pre-commit run: the project's facts are in the cache from an earlier run (the warm rows
+    # left it there); the staged file itself changed, so its own facts are a miss.
+    original = one.read_bytes()
+    import_libcst = one_file = no_cache = float("inf")
+    env = subprocess_env()
+    try:
+        for cmd_ in ([sys.executable, "-c", "import libcst"], [*cmd, "check", str(one)]):
+            _wall(cmd_, tree, env)  # warm-up (.pyc files)
+        for attempt in range(repeat):
+            import_libcst = min(import_libcst, _wall([sys.executable, "-c", "import libcst"], tree, env))
+            one.write_bytes(original + f"\n# staged change {attempt}\n".encode())
+            one_file = min(one_file, _wall([*cmd, "check", str(one)], tree, env))
+            no_cache = min(no_cache, _wall([*cmd, "check", str(one), "--no-cache"], tree, env))
+    finally:
+        one.write_bytes(original)
     rows = [
         Row("libcst parse-only, all files (baseline)", parse),
         Row("ast.parse, all files (reference)", ast_time, parse),
-        Row("layoutcheck check TREE --no-cache (cold)", cold, parse, 0.3),
-        Row("layoutcheck check TREE, cached (warm)", warm, parse, 0.05),
+        Row(f"layoutcheck check TREE --no-cache -j {JOBS} (cold)", cold, parse, cold_target),
+        Row(f"layoutcheck check TREE -j {JOBS}, cached (warm)", warm, parse, 0.05),
         Row('python -c "import libcst" (baseline)', import_libcst),
-        Row("layoutcheck check ONE_FILE --no-cache", one_file, import_libcst, 1.5),
+        Row("layoutcheck check STAGED_FILE (project cached)", one_file, import_libcst, 1.5),
+        Row("layoutcheck check STAGED_FILE --no-cache (reference)", no_cache, import_libcst),
     ]
     return rows, one
 
@@ -254,13 +276,18 @@ def render(rows: Sequence[Row]) -> str:
     return "\n".join(lines)
 
 
+def _clean_cache(tree: Path) -> None:
+    shutil.rmtree(tree / ".layoutcheck_cache", ignore_errors=True)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Measure layoutcheck's lint speed against libcst parse time.")
-    parser.add_argument("tree", nargs="?", type=Path, help="tree to lint (default: a generated one)")
+    parser.add_argument("trees", nargs="*", metavar="[NAME=]TREE", help="trees to lint, e.g. trainer checkouts")
     parser.add_argument("--repeat", type=int, default=3, help="runs per row; the best counts (default 3)")
-    parser.add_argument("--files", type=int, default=300, help="modules in the generated tree (default 300)")
-    parser.add_argument("--seed", type=int, default=0, help="seed of the generated tree (default 0)")
-    parser.add_argument("--keep", action="store_true", help="keep the generated tree and print its path")
+    parser.add_argument("--files", type=int, default=300, help="modules in the generated trees (default 300)")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the generated trees (default 0)")
+    parser.add_argument("--no-generated", action="store_true", help="only the trees given")
+    parser.add_argument("--keep", action="store_true", help="keep the generated trees and print their paths")
     parser.add_argument("--strict", action="store_true", help="exit 1 when a target is missed")
     args = parser.parse_args(argv)
 
@@ -268,44 +295,63 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("layoutcheck.cli is not importable: install the package (pip install -e .) first", file=sys.stderr)
         return 2
 
-    workdir = None
-    if args.tree is None:
-        workdir = Path(tempfile.mkdtemp(prefix="layoutcheck-bench-"))
-        tree = workdir / "tree"
-        stats = generate_tree(tree, files=args.files, seed=args.seed)
-        origin = (f"generated, seed {args.seed}: {stats.padding_files} of {stats.files} files "
-                  f"mention padding or lengths")
-    else:
-        tree = args.tree.resolve()
-        origin = "given"
+    workdir = Path(tempfile.mkdtemp(prefix="layoutcheck-bench-"))
+    trees: list[tuple[str, Path, str, float]] = []
+    if not args.no_generated:
+        stats = generate_tree(workdir / "trainer", files=args.files, seed=args.seed)
+        trees.append(("generated", workdir / "trainer",
+                      f"generated, seed {args.seed}: {stats.padding_files} of {stats.files} files mention "
+                      "padding or lengths", 0.3))
+        stats = generate_dense_tree(workdir / "dense", files=args.files, seed=args.seed)
+        trees.append(("dense", workdir / "dense",
+                      f"generated padding-dense, seed {args.seed}: every module a data-path module", 0.5))
+    for item in args.trees:
+        name, _, path = item.rpartition("=")
+        tree = Path(path).resolve()
+        trees.append((name or tree.name, tree, "given", 0.3))
+    print(f"python {platform.python_version()}, libcst {version('libcst')}, "
+          f"{os.cpu_count()} CPUs, best of {args.repeat}")
+    print(BYTECODE_NOTE)
+    summary: list[tuple[str, list[Row]]] = []
+    missed = False
     try:
-        files = python_files(tree)
-        if not files:
-            print(f"no .py files under {tree}", file=sys.stderr)
-            return 2
-        lines = sum(p.read_text(encoding="utf-8", errors="replace").count("\n") for p in files)
-        print(f"tree: {tree} ({origin})")
-        print(f"      {len(files)} files, {lines:,} lines")
-        print(f"python {platform.python_version()}, libcst {version('libcst')}, "
-              f"{os.cpu_count()} CPUs, best of {args.repeat}")
-        print(BYTECODE_NOTE)
-        rows, one = measure(tree, files, args.repeat)
-        print(f"one file: {one.relative_to(tree) if one.is_relative_to(tree) else one}")
+        for name, tree, origin, cold_target in trees:
+            files = python_files(tree)
+            if not files:
+                print(f"no .py files under {tree}", file=sys.stderr)
+                return 2
+            lines = sum(p.read_text(encoding="utf-8", errors="replace").count("\n") for p in files)
+            print()
+            print(f"== {name}: {tree} ({origin})")
+            print(f"   {len(files)} files, {lines:,} lines")
+            _clean_cache(tree)
+            rows, one = measure(tree, files, args.repeat, cold_target)
+            _clean_cache(tree)
+            print(f"   one file: {one.relative_to(tree) if one.is_relative_to(tree) else one}")
+            print(render(rows))
+            rc, findings, errors = count_results(layoutcheck_command(), tree)
+            print(f"layoutcheck check TREE: exit {rc}, {findings} findings, {errors} file errors")
+            summary.append((name, rows))
+            missed = missed or any(r.verdict == "MISS" for r in rows)
+        torch = torch_imported(layoutcheck_command(), trees[0][1])
         print()
-        print(render(rows))
-        rc, findings, errors = count_results(layoutcheck_command(), tree)
-        print()
-        print(f"layoutcheck check TREE: exit {rc}, {findings} findings, {errors} file errors")
-        torch = torch_imported(layoutcheck_command(), tree)
         print(f"torch imported by layoutcheck check: {'YES' if torch else 'no'}")
-        missed = any(r.verdict == "MISS" for r in rows) or torch
-        return 1 if args.strict and missed else 0
+        print()
+        print(f"{'tree':<12} {'floor s':>8} {'cold':>8} {'warm':>8} {'one file':>9} {'(no cache)':>11}")
+        for name, rows in summary:
+            cold, warm, one, bare = rows[2], rows[3], rows[5], rows[6]
+            print(f"{name:<12} {rows[0].seconds:8.2f} {cold.ratio:7.3f}x {warm.ratio:7.3f}x {one.ratio:8.2f}x"
+                  f" {bare.ratio:10.2f}x   {' '.join(r.verdict for r in (cold, warm, one))}")
+        return 1 if args.strict and (missed or torch) else 0
     finally:
-        if workdir is not None:
-            if args.keep:
-                print(f"kept {tree}")
-            else:
-                shutil.rmtree(workdir, ignore_errors=True)
+        for _, tree, origin, _ in trees:
+            if origin != "given":
+                continue
+            _clean_cache(tree)
+        if args.keep:
+            print(f"kept {workdir}")
+        else:
+            shutil.rmtree(workdir, ignore_errors=True)
 
 
 if __name__ == "__main__":

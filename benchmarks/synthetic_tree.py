@@ -9,8 +9,12 @@ that read it, a second owner that re-derives a global pad); kernels and
 metrics carry the look-alike idioms (ceil divisions, maxima) that the rules
 must not be fooled by. Output is deterministic for a given seed.
 
+`generate_dense_tree` writes the other extreme: every module a trainer
+data-path module (producers, batch builders, replay fillers, CP helpers,
+loss helpers), so the text prefilter skips nothing.
+
 Used by ``benchmarks/lint_speed.py``; also runnable alone:
-``python benchmarks/synthetic_tree.py OUT_DIR [--files N] [--seed S]``.
+``python benchmarks/synthetic_tree.py OUT_DIR [--files N] [--seed S] [--dense]``.
 """
 
 from __future__ import annotations
@@ -469,13 +473,265 @@ def generate_tree(root: Path, *, files: int = 300, seed: int = 0, mean_lines: in
     return TreeStats(files=len(py_files), lines=total_lines, padding_files=padding_files)
 
 
+# ---------------------------------------------------------------- the padding-dense tree
+#
+# Every module is a trainer data-path module: producers, batch builders, replay fillers, CP
+# helpers, loss helpers, multimodal expansion, schedulers and metrics over lengths. The text
+# prefilter cannot skip any of them, and every function exercises the flow analysis: the
+# worst case for the per-file phase (issue 11's "padding-dense tree").
+
+
+def _dense_producer(n: _Names) -> str:
+    name = n.ident()
+    return f'''
+def get_{name}_rollout_data(args, rollout_data_ref, witness_info=None):
+    """Producer: decides each sample's padded length and slices response fields for CP."""
+    parallel_state = get_parallel_state()
+    rollout_data = dict(rollout_data_ref)
+    rollout_data["tokens"] = [torch.as_tensor(t) for t in rollout_data["tokens"]]
+    unit = parallel_state.tp.size * args.data_pad_size_multiplier
+    if args.compress_ratios:
+        unit = math.lcm(unit, max(args.compress_ratios) * 2 * parallel_state.cp.size)
+    total_lengths = rollout_data["total_lengths"]
+    rollout_data["max_seq_lens"] = [(t + unit - 1) // unit * unit for t in total_lengths]
+    for key in ("rollout_log_probs", "teacher_log_probs"):
+        if key not in rollout_data:
+            continue
+        rollout_data[key] = [
+            slice_log_prob_with_cp(value, total_length, response_length, args.qkv_format,
+                                   rollout_data["max_seq_lens"][i] if args.qkv_format == "bshd" else None)
+            for i, (value, total_length, response_length) in enumerate(
+                zip(rollout_data[key], total_lengths, rollout_data["response_lengths"])
+            )
+        ]
+    return rollout_data, None
+'''
+
+
+def _dense_batch(n: _Names) -> str:
+    name = n.ident()
+    return f'''
+def get_{name}_batch(data_iterator, keys, pad_multiplier=128, qkv_format="thd", get_position_ids=False,
+                     allgather_cp=False):
+    """Batch builder: BSHD reads the producer's padded length; THD packs and pads the stream."""
+    parallel_state = get_parallel_state()
+    batch = data_iterator.get_next(keys)
+    tokens = batch["tokens"]
+    batch["unconcat_tokens"] = tokens
+    pad_size = parallel_state.tp.size * pad_multiplier
+    if qkv_format == "bshd":
+        max_seq_lens = batch["max_seq_lens"]
+        if len(set(max_seq_lens)) != 1:
+            raise ValueError(f"mixed padded lengths {{max_seq_lens}}")
+        max_seqlen = max_seq_lens[0]
+        assert max(t.size(0) for t in tokens) <= max_seqlen
+        tokens = [slice_with_cp(t, 0, qkv_format, max_seqlen) for t in tokens]
+        batch["tokens"] = torch.stack(tokens)
+    elif qkv_format == "thd":
+        tokens = [slice_with_cp(t, 0, qkv_format) for t in tokens]
+        cu_seqlens = [0]
+        for t in tokens:
+            cu_seqlens.append(cu_seqlens[-1] + t.size(0))
+        stream = torch.cat(tokens)
+        pad = (pad_size - stream.size(0) % pad_size) % pad_size
+        if pad:
+            stream = F.pad(stream, (0, pad), value=0)
+            cu_seqlens.append(cu_seqlens[-1] + pad)
+        batch["cu_seqlens"] = torch.tensor(cu_seqlens, dtype=torch.int) * parallel_state.cp.size
+        batch["tokens"] = stream.unsqueeze(0)
+    else:
+        raise ValueError(qkv_format)
+    loss_masks = []
+    for loss_mask, total_length, response_length in zip(batch["loss_masks"], batch["total_lengths"],
+                                                        batch["response_lengths"]):
+        prompt_length = total_length - response_length
+        loss_mask = F.pad(loss_mask, (prompt_length - 1, 1), value=0)
+        loss_masks.append(loss_mask)
+    batch["full_loss_masks"] = loss_masks
+    return batch
+'''
+
+
+def _dense_replay(n: _Names) -> str:
+    name = n.ident()
+    return f'''
+def fill_{name}_replay_data(*, args, models, data_iterator, num_microbatches, rollout_data, data_key,
+                           replay_list, register_replay_list_func, if_sp_region=True,
+                           indices_are_token_positions=False):
+    """Replay filler: lays replay rows out like the tokens of each micro-batch."""
+    for iterator in data_iterator:
+        iterator.reset()
+    for _ in range(sum(num_microbatches)):
+        batch = data_iterator[0].get_next([data_key, "tokens", "max_seq_lens", "cu_seqlens"])
+        rows = [F.pad(r, (0, 0, 0, 1)) for r in batch[data_key]]
+        if args.qkv_format == "bshd":
+            lens = batch["max_seq_lens"]
+            assert all(p == lens[0] for p in lens), lens
+            rows = [slice_with_cp(r, 0, args.qkv_format, lens[0]) for r in rows]
+            replay = torch.cat(rows)
+        else:
+            rows = [slice_with_cp(r, 0, args.qkv_format) for r in rows]
+            replay = torch.cat(rows)
+            stream_length = int(batch["cu_seqlens"][-1])
+            replay = F.pad(replay, (0, 0, 0, stream_length - replay.size(0)))
+        if if_sp_region and args.sequence_parallel:
+            replay = replay.chunk(get_parallel_state().tp.size)[get_parallel_state().tp.rank]
+        register_replay_list_func(replay_list, replay, models=models)
+    del rollout_data[data_key]
+'''
+
+
+def _dense_cp_helper(n: _Names) -> str:
+    name = n.ident()
+    return f'''
+def {name}_offsets_with_cp(total_length, response_length, qkv_format="thd", max_seq_len=None,
+                           cp_rank=None, cp_size=None):
+    """Zigzag offsets of one sample on one CP rank, from its padded length under BSHD."""
+    if cp_rank is None or cp_size is None:
+        parallel_state = get_parallel_state()
+        cp_rank, cp_size = parallel_state.cp.rank, parallel_state.cp.size
+    prompt_length = total_length - response_length
+    if qkv_format == "thd":
+        chunk_size = (total_length + 2 * cp_size - 1) // (2 * cp_size)
+    else:
+        assert max_seq_len is not None
+        chunk_size = (max_seq_len + 2 * cp_size - 1) // (2 * cp_size)
+    chunk_0 = (cp_rank * chunk_size, (cp_rank + 1) * chunk_size)
+    chunk_1 = ((2 * cp_size - cp_rank - 1) * chunk_size, (2 * cp_size - cp_rank) * chunk_size)
+    logits_0 = (max(chunk_0[0], prompt_length - 1), min(chunk_0[1], total_length - 1))
+    logits_1 = (max(chunk_1[0], prompt_length - 1), min(chunk_1[1], total_length - 1))
+    token_0 = (logits_0[0] + 1, logits_0[1] + 1) if logits_0[0] < logits_0[1] else (0, 0)
+    token_1 = (logits_1[0] + 1, logits_1[1] + 1) if logits_1[0] < logits_1[1] else (0, 0)
+    return chunk_size, (chunk_0, chunk_1), (logits_0, logits_1), (token_0, token_1)
+'''
+
+
+def _dense_loss(n: _Names) -> str:
+    name = n.ident()
+    return f'''
+def {name}_local_masks(total_lengths, response_lengths, loss_masks, qkv_format="thd", max_seq_lens=None):
+    """Per-sample loss masks of this CP rank's chunks."""
+    cp_size = get_parallel_state().cp.size
+    if cp_size == 1:
+        return loss_masks
+    local = []
+    for i, (total_length, response_length, loss_mask) in enumerate(
+        zip(total_lengths, response_lengths, loss_masks)
+    ):
+        max_seq_len = max_seq_lens[i] if max_seq_lens is not None else None
+        prompt_length = total_length - response_length
+        _, _, _, token_offsets = get_logits_and_tokens_offset_with_cp(
+            total_length, response_length, qkv_format, max_seq_len
+        )
+        first = loss_mask[token_offsets[0][0] - prompt_length: token_offsets[0][1] - prompt_length]
+        second = loss_mask[token_offsets[1][0] - prompt_length: token_offsets[1][1] - prompt_length]
+        local.append(torch.cat([first, second]))
+    return local
+'''
+
+
+def _dense_expand(n: _Names) -> str:
+    name = n.ident()
+    return f'''
+def expand_{name}_in_place(rollout_data, media_counts, unit):
+    """Multimodal expansion that recomputes the padded lengths afterwards."""
+    expanded_tokens, expanded_lengths = [], []
+    for tokens, count in zip(rollout_data["tokens"], media_counts):
+        if count:
+            tokens = tokens.repeat_interleave(1 + count % 3)
+        expanded_tokens.append(tokens)
+        expanded_lengths.append(tokens.numel())
+    rollout_data["tokens"] = expanded_tokens
+    rollout_data["total_lengths"] = expanded_lengths
+    rollout_data["max_seq_lens"] = [(t + unit - 1) // unit * unit for t in expanded_lengths]
+    return rollout_data
+'''
+
+
+def _dense_schedule(n: _Names) -> str:
+    name = n.ident()
+    return f'''
+def {name}_micro_batch_indices(total_lengths, max_tokens_per_gpu, dp_size):
+    """Balanced micro-batches under a token budget: counts, not padded lengths."""
+    order = sorted(range(len(total_lengths)), key=lambda i: -total_lengths[i])
+    num_micro_batches = max(1, -(-sum(total_lengths) // max_tokens_per_gpu))
+    num_micro_batches = (num_micro_batches + dp_size - 1) // dp_size * dp_size
+    bins = [[] for _ in range(num_micro_batches)]
+    loads = [0] * num_micro_batches
+    for index in order:
+        target = min(range(num_micro_batches), key=loads.__getitem__)
+        bins[target].append(index)
+        loads[target] += total_lengths[index]
+    return bins, loads
+'''
+
+
+def _dense_metrics(n: _Names) -> str:
+    name = n.ident()
+    return f'''
+def log_{name}_padding(rollout_data, step, pad_multiplier=128):
+    """Padding waste, as metrics: sums and maxima, logged."""
+    total_lengths = rollout_data["total_lengths"]
+    padded = sum((t + pad_multiplier - 1) // pad_multiplier * pad_multiplier for t in total_lengths)
+    metrics = {{
+        "rollout/max_total_length": max(total_lengths),
+        "rollout/padded_tokens": padded,
+        "rollout/waste": padded / max(1, sum(total_lengths)),
+        "rollout/max_seq_len": max(rollout_data.get("max_seq_lens") or [0]),
+    }}
+    logger.info("step %d: %s", step, metrics)
+    return metrics
+'''
+
+
+DENSE_BLOCKS = (_dense_producer, _dense_batch, _dense_replay, _dense_cp_helper, _dense_loss, _dense_expand,
+                _dense_schedule, _dense_metrics)
+DENSE_HEADER = '''import logging
+import math
+
+import torch
+import torch.nn.functional as F
+
+from rltrainer.parallel import get_parallel_state
+from rltrainer.cp_utils import get_logits_and_tokens_offset_with_cp, slice_log_prob_with_cp, slice_with_cp
+
+logger = logging.getLogger(__name__)
+'''
+
+
+def generate_dense_tree(root: Path, *, files: int = 300, seed: int = 0, mean_lines: int = 235) -> TreeStats:
+    """Writes ``files`` padding-dense modules under ``root`` (every one a data-path module)."""
+    rng = random.Random(seed)
+    total_lines = 0
+    for index in range(files):
+        names = _Names(rng)
+        sub = root / "rltrainer" / rng.choice(("data", "backends", "rollout", "replay", "loss"))
+        sub.mkdir(parents=True, exist_ok=True)
+        (sub.parent / "__init__.py").touch()
+        (sub / "__init__.py").touch()
+        target = max(60, int(rng.lognormvariate(0, 0.4) * mean_lines))
+        parts = [f'"""Data-path module {index}: {names.ident(3).replace("_", " ")}."""\n\n', DENSE_HEADER]
+        lines = sum(p.count("\n") for p in parts)
+        while lines < target:
+            block = textwrap.dedent(rng.choice(DENSE_BLOCKS)(names))
+            parts.append("\n" + block)
+            lines += block.count("\n") + 1
+        source = "".join(parts)
+        (sub / f"{names.ident()}_{index:03d}.py").write_text(source, encoding="utf-8")
+        total_lines += source.count("\n")
+    py_files = list(root.rglob("*.py"))
+    return TreeStats(files=len(py_files), lines=total_lines, padding_files=files)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("out", type=Path)
     parser.add_argument("--files", type=int, default=300)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--dense", action="store_true", help="every module a padding-dense data-path module")
     args = parser.parse_args()
-    stats = generate_tree(args.out, files=args.files, seed=args.seed)
+    make = generate_dense_tree if args.dense else generate_tree
+    stats = make(args.out, files=args.files, seed=args.seed)
     print(f"{stats.files} files ({stats.padding_files} mention padding), {stats.lines} lines in {args.out}")
 
 

@@ -1,4 +1,5 @@
-"""The ``layoutcheck`` command: ``check``, ``config``, ``rules``, ``rule``, ``demo``, ``buckets``, ``report``.
+"""The ``layoutcheck`` command: ``check``, ``config``, ``rules``, ``rule``, ``model``, ``demo``, ``buckets``,
+``report``.
 
 Exit status, as in ruff: 0 clean, 1 findings (a file that does not parse is
 a finding), 2 a usage, configuration or internal error (an unknown rule in
@@ -124,6 +125,21 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_buckets_parser(commands)
     add_report_parser(commands)
+
+    # `layoutcheck model` (issue 11): what the linter believes about the project.
+    model = commands.add_parser(
+        "model", help="show what the linter believes about the project: sources, owners, CP helpers",
+        description="Print the project model the rules query: the sources and who writes them, the "
+                    "owners of each layout and why, the functions inferred to own their padding, the CP "
+                    "helpers with their layout parameters and where each was found, and the rewrites of "
+                    "the owner's inputs that run after the owner. Exit 2 on a configuration error.",
+    )
+    model.add_argument("paths", nargs="*", metavar="PATH",
+                       help="files or folders of the project (default: the working folder)")
+    model.add_argument("--output-format", choices=("text", "json"), default="text",
+                       help="text or json (default: text)")
+    model.add_argument("--config", metavar="FILE", help=CONFIG_HELP)
+    model.add_argument("--no-cache", action="store_true", help="neither read nor write the cache")
     return parser
 
 
@@ -276,10 +292,12 @@ def _config(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
             from layoutcheck.lint.runner import select_rules
 
             select_rules(loaded, settings)
+        # the debug mode's table, validated like the rest (pydantic only when there is one)
+        runtime = loaded.config.runtime.settings() if loaded.table.get("runtime") else None
     except ConfigError as exc:
         return _fail(str(exc))
     print(render_resolved(
-        settings, loaded.table,
+        settings, runtime,
         source=str(loaded.path) if loaded.path is not None else None,
         table_name=loaded.key_prefix, root=str(loaded.root), path=path,
         output_format=args.output_format,
@@ -313,6 +331,26 @@ def _rule(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
             print(render_rule(rule, args.output_format).rstrip("\n"))
             return EXIT_CLEAN
     return _fail(f"unknown rule {args.name!r}; valid: {describe_rules(universe)}")
+
+
+def _model(args: argparse.Namespace) -> int:
+    """``layoutcheck model``: the project model as text or JSON (issue 11)."""
+    from layoutcheck.configfile import resolve_config
+    from layoutcheck.errors import ConfigError
+    from layoutcheck.lint.modelview import render_model
+    from layoutcheck.lint.runner import run
+
+    paths = args.paths or ["."]
+    try:
+        loaded = resolve_config(paths, args.config)
+        result = run(paths, loaded=loaded, use_cache=not args.no_cache, keep_project=True)
+    except ConfigError as exc:
+        return _fail(str(exc))
+    missing = [e for e in result.errors if e.kind == "missing-path"]
+    if missing:
+        return _fail(f"{missing[0].path}: no such file or directory")
+    print(render_model(result.project, args.output_format))
+    return EXIT_CLEAN
 
 
 def _demo(argv: list[str]) -> int:
@@ -385,6 +423,8 @@ def _main(args_list: list[str]) -> int:
             from layoutcheck.waste.command import run as run_report
 
             return run_report(args)
+        if args.command == "model":
+            return _model(args)
         return _fail(f"unknown command {args.command!r}")  # pragma: no cover - argparse rejects it
     except SystemExit as exc:  # argparse: --help (0) and usage errors (2)
         return exc.code if isinstance(exc.code, int) else (EXIT_CLEAN if exc.code is None else EXIT_ERROR)

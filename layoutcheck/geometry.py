@@ -231,7 +231,7 @@ def packed_sample_length(total_length: int, cp_size: int) -> int:
     if cp_size == 1:
         return _int("total_length", total_length, minimum=0)
     # The model defines the packed rule; it is not a second owner.
-    return round_up(total_length, 2 * cp_size)  # layoutcheck: ignore[padding-outside-owner]
+    return round_up(total_length, 2 * cp_size)
 
 
 # --- context-parallel slicing --------------------------------------------

@@ -1,17 +1,14 @@
 from __future__ import annotations
 
-import libcst as cst
+from collections.abc import Iterator
 
 from layoutcheck.geometry import bucket_problems, round_up
-from layoutcheck.lint.names import text_mentions, vocabulary
-from layoutcheck.lint.nodes import expects_error, int_value, keyword, last_name, positional, string_value
-from layoutcheck.lint.rule import Invalid, LintContext, LintRule, Valid
+from layoutcheck.lint.rule import Invalid, ModelRule, Report, Valid
 from layoutcheck.lint.settings import LintSettings
+from layoutcheck.model.queries import FileQueries
+from layoutcheck.model.vocabulary import text_mentions
 
-_MAX_LENGTH_KEYWORDS = ("max_length", "max_len", "max_seq_len", "max_seq_length", "max_tokens")
-
-
-class BucketSpec(LintRule):
+class BucketSpec(ModelRule):
     """Bucket lists and pad multipliers, written as literals, that break the layout's rules.
 
     ## What it does
@@ -75,107 +72,36 @@ class BucketSpec(LintRule):
         # argparse spells names with dashes: `--data-pad-size-multiplier`.
         return "--" in source and text_mentions(source.replace("-", "_"), names)
 
-    def __init__(self, context: LintContext) -> None:
-        super().__init__(context)
-        self.vocab = vocabulary(context.settings)
-        self._expecting_error = 0
-        """Inside ``with pytest.raises(...)``: a bad literal there is the test's point."""
-
-    def visit_With(self, node: cst.With) -> None:
-        self._expecting_error += expects_error(node)
-
-    def leave_With(self, original_node: cst.With) -> None:
-        self._expecting_error -= expects_error(original_node)
-
-    @staticmethod
-    def _literal(value: cst.BaseExpression | None) -> cst.BaseExpression | None:
-        """The literal a dataclass field defaults to: ``field(default_factory=lambda: [...])``."""
-        if isinstance(value, cst.Call) and last_name(value.func) == "field":
-            value = keyword(value, "default") or keyword(value, "default_factory")
-            if isinstance(value, cst.Lambda):
-                value = value.body
-        return value
-
-    def _judge(self, name: str | None, value: cst.BaseExpression | None, max_length: int | None = None) -> None:
-        value = self._literal(value)
-        if name is None or value is None or self._expecting_error:
-            return
-        if self.vocab.is_bucket(name):
-            self._buckets(name, value, max_length)
-        if self.vocab.is_pad_multiplier(name):
-            self._multiplier(name, value)
-
-    def _buckets(self, name: str, value: cst.BaseExpression, max_length: int | None) -> None:
-        if not isinstance(value, (cst.List, cst.Tuple)) or not value.elements:
-            return
-        elements = value.elements
-        numbers = [int_value(e.value) if isinstance(e, cst.Element) else None for e in elements]
-        if any(n is None for n in numbers):
-            return  # only literal lists are judged
-        values: list[int] = numbers  # type: ignore[assignment]
-        quantum = self.settings.bucket_quantum
-        if max(values) < quantum or values[0] == 0:
-            return  # batch-size buckets, or histogram edges: not padded sequence lengths
-        if max_length is None or max_length < 1:
-            # With no `max_length` at hand, the largest bucket rounded up to the
-            # quantum stands in for it: the per-bucket faults are then all there is.
-            max_length = round_up(max(values), quantum)
-        problems = bucket_problems(values, max_length, quantum=quantum)
-        if problems:
-            self.report(
-                value,
-                f"`{name}` breaks the bucket rules: {'; '.join(problems)}. Use positive multiples of {quantum} "
-                "in increasing order, none above `max_length`.",
-            )
-
-    def _multiplier(self, name: str, value: cst.BaseExpression) -> None:
-        number = int_value(value)
-        unit = self.settings.pad_multiple_quantum
-        if number is None or (number > 0 and number % unit == 0):
-            return
-        self.report(
-            value,
-            f"`{name}` is {number}, not a positive multiple of {unit}, so padded lengths miss the fp8 "
-            f"alignment. Use a multiple of {unit} (the default multiplier is 128).",
-        )
-
-    def visit_Assign(self, node: cst.Assign) -> None:
-        for target in node.targets:
-            self._judge(last_name(target.target) or self._key(target.target), node.value)
-
-    def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
-        self._judge(last_name(node.target) or self._key(node.target), node.value)
-
-    def visit_Param(self, node: cst.Param) -> None:
-        self._judge(node.name.value, node.default)
-
-    def visit_Dict(self, node: cst.Dict) -> None:
-        for element in node.elements:
-            if isinstance(element, cst.DictElement):
-                self._judge(string_value(element.key), element.value)
-
-    def visit_Call(self, node: cst.Call) -> None:
-        named = [a for a in node.args if a.keyword is not None]
-        if any(self.vocab.is_bucket(a.keyword.value) for a in named):  # type: ignore[union-attr]
-            max_length = next(
-                (v for k in _MAX_LENGTH_KEYWORDS if (v := int_value(keyword(node, k))) is not None), None
-            )
-        else:
-            max_length = None
-        for arg in named:
-            self._judge(arg.keyword.value, arg.value, max_length)  # type: ignore[union-attr]
-        if last_name(node.func) == "add_argument":
-            # `parser.add_argument("--seq-len-buckets", nargs="+", default=[...])`
-            flags = [string_value(a) for a in positional(node)]
-            names = [f.lstrip("-").replace("-", "_") for f in flags if f and f.startswith("-")]
-            for name in names[-1:]:
-                self._judge(name, keyword(node, "default"))
-
-    @staticmethod
-    def _key(node: cst.BaseExpression) -> str | None:
-        if isinstance(node, cst.Subscript) and len(node.slice) == 1 and isinstance(node.slice[0].slice, cst.Index):
-            return string_value(node.slice[0].slice.value)
-        return None
+    def check(self, file: FileQueries) -> Iterator[Report]:
+        settings = file.settings
+        for found in file.facts.buckets:
+            if found.kind == "buckets":
+                values = list(found.values)
+                quantum = settings.bucket_quantum
+                if max(values) < quantum or values[0] == 0:
+                    continue  # batch-size buckets, or histogram edges: not padded sequence lengths
+                max_length = found.max_length
+                if max_length is None or max_length < 1:
+                    # With no `max_length` at hand, the largest bucket rounded up to the
+                    # quantum stands in for it: the per-bucket faults are then all there is.
+                    max_length = round_up(max(values), quantum)
+                problems = bucket_problems(values, max_length, quantum=quantum)
+                if problems:
+                    yield self.report(
+                        found.span,
+                        f"`{found.name}` breaks the bucket rules: {'; '.join(problems)}. Use positive multiples "
+                        f"of {quantum} in increasing order, none above `max_length`.",
+                    )
+            else:
+                number = found.values[0]
+                unit = settings.pad_multiple_quantum
+                if number > 0 and number % unit == 0:
+                    continue
+                yield self.report(
+                    found.span,
+                    f"`{found.name}` is {number}, not a positive multiple of {unit}, so padded lengths miss the "
+                    f"fp8 alignment. Use a multiple of {unit} (the default multiplier is 128).",
+                )
 
     valid = [
         Valid("SEQ_LEN_BUCKETS = [512, 1024, 2048, 4096]\n"),
@@ -217,7 +143,7 @@ def test_unsorted_buckets_are_rejected():
         Invalid(
             "sampler = BucketSampler(dataset, buckets=(1024, 2048, 8192), max_length=4096)\n",
             line=1,
-            column=43,
+            column=42,
             message="bucket #2 is 8192, above max_length 4096",
         ),
         Invalid(
@@ -241,7 +167,7 @@ def test_unsorted_buckets_are_rejected():
         Invalid(
             "class TrainConfig:\n    shape_buckets: tuple[int, ...] = (4096, 1024, 2048)\n",
             line=2,
-            column=39,
+            column=38,
             message="bucket #1 is 1024, not above the previous bucket 4096",
         ),
     ]

@@ -1,16 +1,16 @@
 from __future__ import annotations
 
-import libcst as cst
+from collections.abc import Iterator
 
-from layoutcheck.lint.flowrule import FlowRule
-from layoutcheck.lint.idioms import is_init_value, match_broadcast
-from layoutcheck.lint.names import Tag, text_mentions
-from layoutcheck.lint.nodes import snippet, string_value, target_name
-from layoutcheck.lint.rule import Invalid, LintContext, Valid
+from layoutcheck.lint.rule import Invalid, ModelRule, Report, Valid
 from layoutcheck.lint.settings import LintSettings
+from layoutcheck.model.queries import FileQueries
+from layoutcheck.model.vocabulary import Tag, text_mentions
+
+_MAX = int(Tag.MAX)
 
 
-class GlobalMaxPadding(FlowRule):
+class GlobalMaxPadding(ModelRule):
     """One padded length given to every sample: the rollout-global padding bug.
 
     ## What it does
@@ -20,6 +20,11 @@ class GlobalMaxPadding(FlowRule):
     per-sample lengths. Spellings: `[m] * n`, `[m for _ in xs]`,
     `torch.full((n,), m)`, `x.new_full(...)`, `dict.fromkeys(ks, m)`,
     `itertools.repeat(m, n)`, `torch.ones(n) * m`, directly or through a local.
+
+    A maximum repeated over something that is not the samples (one
+    `max_seqlen` per attention layer or head: the kernel's per-micro-batch
+    scalar) is not per-sample padding and is left alone, and so is a
+    placeholder filled in later (`[0] * n`).
 
     ## Why it matters
     Each sample's padded length `P` must be its own total length `T` rounded
@@ -69,62 +74,19 @@ class GlobalMaxPadding(FlowRule):
             return True
         return "max" in source and text_mentions(source, settings.length_names)
 
-    def __init__(self, context: LintContext) -> None:
-        super().__init__(context)
-        self._seen: set[int] = set()
-
-    def _check(self, value: cst.BaseExpression, target: str | None) -> None:
-        if target is None:
-            return
-        is_source = target in self.vocab.sources
-        if not is_source and not self.vocab.tags(target) & Tag.SEQ:
-            return
-        found = self.flow.classify(value)
-        origin = found.origin
-        if not found.has(Tag.BCAST) or origin is None or id(origin) in self._seen:
-            return
-        if is_source:
-            if is_init_value(match_broadcast(origin, self.flow.imports)):
-                return  # `[0] * n`, filled per sample later
-        elif not found.has(Tag.MAX):
-            return  # other length lists may legitimately repeat a configured length
-        self._seen.add(id(origin))
-        self.report(
-            origin,
-            f"`{snippet(origin)}` gives every sample the same length in `{target}`, so one long "
-            "sample pads them all. Round each sample's own total length up to the alignment unit instead.",
-        )
-
-    def leave_Assign(self, node: cst.Assign) -> None:
-        super().leave_Assign(node)
-        for target in node.targets:
-            name, entry = target_name(target.target)
-            if not entry:
-                self._check(node.value, name)
-
-    def leave_AnnAssign(self, node: cst.AnnAssign) -> None:
-        super().leave_AnnAssign(node)
-        name, entry = target_name(node.target)
-        if node.value is not None and not entry:
-            self._check(node.value, name)
-
-    def visit_Dict(self, node: cst.Dict) -> None:
-        super().visit_Dict(node)
-        for element in node.elements:
-            if isinstance(element, cst.DictElement):
-                self._check(element.value, string_value(element.key))
-
-    def visit_Call(self, node: cst.Call) -> None:
-        super().visit_Call(node)
-        for arg in node.args:  # `.update(max_seq_lens=...)`, `Batch(max_seq_lens=...)`
-            if arg.keyword is not None:
-                self._check(arg.value, arg.keyword.value)
-
-    def visit_Return(self, node: cst.Return) -> None:
-        frame = self.flow.frame
-        if node.value is not None and frame.parent is not None and self.vocab.mentions_source(frame.name):
-            # `def uniform_max_seq_lens(...): return [P] * n` produces the source.
-            self._check(node.value, self.vocab.source_in(frame.name))
+    def check(self, file: FileQueries) -> Iterator[Report]:
+        sources = file.vocab.sources
+        for found in file.facts.broadcasts:
+            if found.target in sources:
+                if found.placeholder:
+                    continue  # `[0] * n`, filled per sample later
+            elif not (found.value_tags & _MAX and found.count_per_sample):
+                continue  # a configured length repeated, or one kernel scalar per layer
+            yield self.report(
+                found.span,
+                f"`{found.text}` gives every sample the same length in `{found.target}`, so one long "
+                "sample pads them all. Round each sample's own total length up to the alignment unit instead.",
+            )
 
     valid = [
         Valid(
@@ -188,6 +150,14 @@ def pad_tokens(tokens, pad_token_id, length):
 def micro_batch(batch):
     max_seq_lens = list(batch["max_seq_lens"])
     return {"max_seq_lens": max_seq_lens}
+"""
+        ),
+        Valid(
+            """
+def attention_metadata(cu_seqlens, seq_lens, num_layers):
+    # the kernel's per-micro-batch scalar, one per layer: not a per-sample length
+    max_seqlen = max(seq_lens)
+    return {"cu_seqlens": cu_seqlens, "max_seqlens": [max_seqlen] * num_layers}
 """
         ),
     ]

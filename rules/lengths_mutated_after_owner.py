@@ -1,62 +1,84 @@
 from __future__ import annotations
 
-import libcst as cst
+from collections.abc import Iterator
 
-from layoutcheck.lint.flow import Frame
-from layoutcheck.lint.flowrule import FlowRule
-from layoutcheck.lint.nodes import last_name, root_name, same, snippet, string_key, string_value, target_name
-from layoutcheck.lint.rule import Invalid, LintContext, Valid
+from layoutcheck.lint.rule import Invalid, ModelRule, Report, Valid
 from layoutcheck.lint.settings import LintSettings
+from layoutcheck.model.queries import FileQueries
 
-_CONVERSIONS = frozenset({
-    "list", "tuple", "torch.tensor", "torch.as_tensor", "torch.LongTensor", "torch.IntTensor",
-    "numpy.array", "numpy.asarray", "torch.from_numpy",
-})
-_CONVERSION_METHODS = frozenset({"tolist", "to", "cuda", "cpu", "long", "int", "clone", "detach", "numpy"})
+_PRODUCER = '''
+def get_rollout_data(args, rollout_data):
+    unit = args.data_pad_size_multiplier
+    rollout_data["max_seq_lens"] = [-(-t // unit) * unit for t in rollout_data["total_lengths"]]
+    return rollout_data
+'''
+_BUILDER = '''
+from mm_data import expand_multimodal_in_place
 
 
-class LengthsMutatedAfterOwner(FlowRule):
+def get_batch(data_iterator, keys):
+    batch = data_iterator.get_next(keys)
+    expand_multimodal_in_place(batch)
+    max_seqlen = batch["max_seq_lens"][0]
+    return batch, max_seqlen
+'''
+
+
+class LengthsMutatedAfterOwner(ModelRule):
     """Sample lengths rewritten after the owner derived padded lengths from them.
 
     ## What it does
     Flags code that rewrites the per-sample fields the owner derives padded
-    lengths from (`owner-inputs`: by default `total_lengths` and `tokens`),
-    in a function that does not write the source (`max_seq_lens`) again
-    afterwards. Rewrites that count: storing one entry
-    (`rollout_data["tokens"][i] = expanded`, `batch.tokens[i] = t`,
-    `total_lengths[i] += n`), replacing a whole length field
-    (`rollout_data["total_lengths"] = new`), and
-    `rollout_data.update(total_lengths=...)`. Calling the owner, or a
-    function named after the source (`recompute_max_seq_lens(...)`), counts
-    as writing the source.
+    lengths from (`owner-inputs`: by default `total_lengths` and `tokens`)
+    after the owner ran, when nothing writes the source (`max_seq_lens`)
+    again afterwards. Rewrites that count: storing one entry
+    (`rollout_data["tokens"][i] = expanded`, `total_lengths[i] += n`),
+    replacing a whole length field (`rollout_data["total_lengths"] = new`),
+    and `rollout_data.update(total_lengths=...)`.
+
+    "After the owner" follows the call graph across modules: the rewriting
+    function reads the source itself, or a function calls it (directly or
+    through others) after writing the source or calling the owner, or while
+    reading the source (a batch builder that reads `max_seq_lens`). So a
+    multimodal expansion in a module that never names the source is found
+    when the batch builder calls it. Calling the owner, or a function named
+    after the source (`recompute_max_seq_lens(...)`), counts as writing the
+    source. A function no code in the project calls is judged by its module:
+    it must read or write a source somewhere.
+
+    It also flags padding raised after a padded length was recorded: a
+    round-up or pad amount that follows a store of a padded length into a
+    field (`batch["padded_to_length"] = P`) in the same function, with no
+    later store to that field: the record is stale.
 
     Left alone: a bare `tokens[i] = ...` (lexers and tokenizers name their
     string lists so); the same field stored back converted
     (`torch.tensor(d["total_lengths"])`); writes into a container the
-    function built itself (`batch = {}`), which build rather than rewrite;
-    and every file that never uses padded lengths: the file must read or
-    write a source, or call an owner, somewhere. A data generator or a
-    tokenizer that never does rewrites lengths before any owner runs.
+    function built itself (`batch = {}`), which build rather than rewrite.
 
     ## Why it matters
     The owner computed each padded length `P` from the lengths it saw.
     Multimodal token expansion and similar rewrites change `T` afterwards,
     and nothing recomputes `P`: a sample can then be longer than its padded
-    length (invariant G2), or carry far more padding than it needs (O3).
+    length (invariant G2), or carry far more padding than it needs (O3). A
+    recorded padded length that a later step raises no longer describes the
+    batch.
 
     ## Example
     ```python
-    rollout_data["tokens"] = expanded_tokens
-    rollout_data["total_lengths"] = expanded_total_lengths
+    def expand_multimodal_rollout_data_in_place(rollout_data):  # called from get_batch
+        rollout_data["tokens"] = expanded_tokens
+        rollout_data["total_lengths"] = expanded_total_lengths
     ```
 
     ## How to fix
-    Rewrite the lengths before the owner runs, or write the source again in
-    the same function (`layoutcheck.geometry.per_sample_padded_lengths`):
+    Rewrite the lengths before the owner runs, or write the source again
+    (`layoutcheck.geometry.per_sample_padded_lengths`):
     ```python
     rollout_data["total_lengths"] = expanded_total_lengths
     rollout_data["max_seq_lens"] = [round_up(t, unit) for t in expanded_total_lengths]
     ```
+    For a stale record, store the final padded length after the last pad.
 
     ## Configuration
     `owner-inputs` lists the fields; `sources` the padded lengths; `owners`
@@ -74,118 +96,31 @@ class LengthsMutatedAfterOwner(FlowRule):
 
     @classmethod
     def could_match(cls, source: str, settings: LintSettings) -> bool:
-        # Entry stores `f[`, keyed stores `f"]`/`f']`, and `update(f=...)`...
-        if not any(field + mark in source for field in settings.owner_inputs for mark in ("[", '"]', "']", "=")):
-            return False
-        # ...in a file that touches the source or calls an owner.
-        owners = (e.rsplit(":", 1)[-1].rsplit(".", 1)[-1] for entries in settings.owners.values() for e in entries)
-        return any(s in source for s in settings.sources) or any(o in source for o in owners)
+        # Entry stores `f[`, keyed stores `f"]`/`f']`, `update(f=...)`, and recorded padded lengths.
+        marks = ("[", '"]', "']", "=")
+        return any(field + mark in source for field in settings.owner_inputs for mark in marks) or "pad" in source
 
-    def __init__(self, context: LintContext) -> None:
-        super().__init__(context)
-        self._stale: list[cst.CSTNode] = []
-        """Rewrites not followed by a write of the source, reported once the file is known to use it."""
-        self._touches_source = False
-        """Does the file read or write a source, or call an owner?"""
-
-    def visit_Name(self, node: cst.Name) -> None:
-        if node.value in self.vocab.sources:
-            self._touches_source = True
-
-    def visit_SimpleString(self, node: cst.SimpleString) -> None:
-        if not self._touches_source and string_value(node) in self.vocab.sources:
-            self._touches_source = True
-
-    def _fresh(self, container: cst.BaseExpression) -> bool:
-        root = root_name(container)
-        return root is not None and root in self.flow.frame.fresh
-
-    def _record(self, node: cst.CSTNode) -> None:
-        self.flow.frame.state(self).append((node, self.flow.tick()))
-
-    def _converted(self, value: cst.BaseExpression | None, target: cst.BaseExpression) -> bool:
-        """Is ``value`` the field ``target`` itself, converted (``torch.tensor(d["total_lengths"])``)?"""
-        while isinstance(value, cst.Call):
-            func = value.func
-            if isinstance(func, cst.Attribute) and func.attr.value in _CONVERSION_METHODS:
-                value = func.value
-            elif self.flow.imports.qualify(func) in _CONVERSIONS and len(value.args) >= 1:
-                value = value.args[0].value
+    def check(self, file: FileQueries) -> Iterator[Report]:
+        source = file.vocab.source
+        for found in file.stale_rewrites():
+            rewrite = found.rewrite
+            if found.via is not None:
+                caller, call = found.via
+                when = (f"{file.label(caller)} calls `{file.function(found.function[1]).qualname}` at line "
+                        f"{call.span[0]} of {file.project.files[caller[0]].display} after the owner ran")
             else:
-                return False
-        return value is not None and same(value, target)
-
-    def _store(self, target: cst.BaseExpression, value: cst.BaseExpression | None = None) -> None:
-        if not isinstance(target, cst.Subscript):
-            return
-        inputs = self.vocab.owner_inputs
-        key = string_key(target)
-        if key is not None:
-            # A whole token list is replaced by conversions too (`.cuda()` per
-            # sample); only a whole *length* field says the lengths changed, and
-            # not when it is the same field converted.
-            if (
-                key in inputs and not self.vocab.is_token(key) and not self._fresh(target.value)
-                and not self._converted(value, target)
-            ):
-                self._record(target)
-            return
-        base = target.value
-        if isinstance(base, cst.Attribute) and root_name(base) == "self":
-            return  # an object's own cache (`self.total_lengths[i] = n`), not the rollout's
-        name, _ = target_name(base)
-        if name not in inputs or self._fresh(base):
-            return
-        # A bare `tokens[i] = ...` is as often a lexer's or tokenizer's list of strings;
-        # a rollout's token list is reached through its container (`rollout_data["tokens"]`).
-        if isinstance(base, cst.Name) and self.vocab.is_token(name):
-            return
-        self._record(target)
-
-    def leave_Assign(self, node: cst.Assign) -> None:
-        for target in node.targets:
-            self._store(target.target, node.value)
-        super().leave_Assign(node)
-
-    def leave_AugAssign(self, node: cst.AugAssign) -> None:
-        self._store(node.target)
-        super().leave_AugAssign(node)
-
-    def visit_Call(self, node: cst.Call) -> None:
-        super().visit_Call(node)
-        func = node.func
-        if last_name(func) != "update" or not isinstance(func, cst.Attribute) or self._fresh(func.value):
-            return
-        inputs = self.vocab.owner_inputs
-        for arg in node.args:
-            name = arg.keyword.value if arg.keyword is not None else None
-            if isinstance(arg.value, cst.Dict):
-                keys = [string_value(e.key) for e in arg.value.elements if isinstance(e, cst.DictElement)]
-                name = next((k for k in keys if k in inputs), name)
-            if name in inputs and not self.vocab.is_token(name):  # as for `d["tokens"] = ...`
-                self._record(node)
-                return
-
-    def on_frame_exit(self, frame: Frame) -> None:
-        rewrites = frame.data.pop(self, None)
-        if frame.source_writes:
-            self._touches_source = True  # written here, or an owner called
-        if rewrites:
-            last_write = max(frame.source_writes, default=-1)
-            stale = [node for node, tick in rewrites if tick > last_write]
-            if stale:
-                self._stale.append(stale[0])
-        if frame.parent is not None or not self._touches_source:
-            return
-        # The module is done: a file that never touches padded lengths (a data
-        # generator, a tokenizer) rewrites lengths before any owner runs.
-        source = self.vocab.source
-        for node in self._stale:
-            self.report(
-                node,
-                f"`{snippet(node)}` rewrites sample lengths, but `{source}` is not written again "
-                f"afterwards. Recompute `{source}` from the new lengths here, or rewrite them before "
-                "the owner runs.",
+                when = "this runs after the owner"
+            yield self.report(
+                rewrite.span,
+                f"`{rewrite.text}` rewrites sample lengths, but `{source}` is not written again afterwards "
+                f"({when}). Recompute `{source}` from the new lengths, or rewrite them before the owner runs.",
+            )
+        for pad, record in file.stale_records():
+            yield self.report(
+                pad.span,
+                f"`{pad.text}` raises the padding after `{record.field}` recorded the padded length "
+                f"(line {record.span[0]}), and `{record.field}` is not updated. Store the final padded length "
+                "after the last pad.",
             )
 
     valid = [
@@ -256,13 +191,48 @@ def make_train_data(shard):
     train_data["total_lengths"] = [len(t) for t in train_data["tokens"]]
     return train_data
 """
-        ),        Valid(
+        ),
+        Valid(
             """
 import torch
 
 def to_tensors(rollout_data):
     rollout_data["total_lengths"] = torch.tensor(rollout_data["total_lengths"]).cuda()
     return rollout_data["max_seq_lens"]
+"""
+        ),
+        Valid(
+            """
+def expand_multimodal_in_place(rollout_data):
+    # train_step runs this before the owner: the owner sees the new lengths
+    rollout_data["total_lengths"] = [n + 1 for n in rollout_data["total_lengths"]]
+""",
+            path="mm_data.py",
+            settings={"owners": {"bshd": ("data:get_rollout_data",)}},
+            files={"data.py": _PRODUCER, "train.py": '''
+from mm_data import expand_multimodal_in_place
+from data import get_rollout_data
+
+
+def train_step(args, rollout_ref):
+    expand_multimodal_in_place(rollout_ref)
+    return get_rollout_data(args, rollout_ref)
+'''},
+        ),
+        Valid(
+            """
+import torch
+import torch.nn.functional as F
+
+def build_stream(tokens, tp_size, pad_multiplier, cp_size):
+    unit = tp_size * pad_multiplier
+    stream = torch.cat(tokens)
+    extra = (-stream.size(0)) % (2 * cp_size)
+    stream = F.pad(stream, (0, extra))
+    padded_to_length = (stream.numel() + unit - 1) // unit * unit
+    batch = {"tokens": F.pad(stream, (0, padded_to_length - stream.numel()))}
+    batch["padded_to_length"] = padded_to_length
+    return batch
 """
         ),
     ]
@@ -321,5 +291,36 @@ def get_rollout_data(rollout_data, unit):
             line=4,
             column=5,
             message="is not written again afterwards",
+        ),
+        Invalid(
+            """
+def expand_multimodal_in_place(rollout_data):
+    # never names the source: `get_batch` (data.py) calls it after the producer wrote it
+    rollout_data["total_lengths"] = [n + 1 for n in rollout_data["total_lengths"]]
+""",
+            path="mm_data.py",
+            line=4,
+            column=5,
+            message="`get_batch` (data.py:5) calls `expand_multimodal_in_place` at line 7 of data.py after the owner ran",
+            files={"data.py": _BUILDER},
+        ),
+        Invalid(
+            """
+import torch
+import torch.nn.functional as F
+
+def build_stream(tokens, tp_size, pad_multiplier, cp_size):
+    unit = tp_size * pad_multiplier
+    stream = torch.cat(tokens)
+    padded_to_length = (stream.numel() + unit - 1) // unit * unit
+    batch = {"tokens": F.pad(stream, (0, padded_to_length - stream.numel()))}
+    batch["padded_to_length"] = padded_to_length
+    extra = (-batch["tokens"].size(0)) % (2 * cp_size)
+    batch["tokens"] = F.pad(batch["tokens"], (0, extra))
+    return batch
+""",
+            line=11,
+            column=13,
+            message="raises the padding after `padded_to_length` recorded the padded length (line 10)",
         ),
     ]

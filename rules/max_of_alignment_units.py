@@ -1,16 +1,14 @@
 from __future__ import annotations
 
-import libcst as cst
+from collections.abc import Iterator
 
-from layoutcheck.lint.flowrule import FlowRule
-from layoutcheck.lint.idioms import match_max_over
-from layoutcheck.lint.names import Tag, text_mentions
-from layoutcheck.lint.nodes import int_value, positional, snippet
-from layoutcheck.lint.rule import Invalid, Valid
+from layoutcheck.lint.rule import Invalid, ModelRule, Report, Valid
 from layoutcheck.lint.settings import LintSettings
+from layoutcheck.model.queries import FileQueries
+from layoutcheck.model.vocabulary import text_mentions
 
 
-class MaxOfAlignmentUnits(FlowRule):
+class MaxOfAlignmentUnits(ModelRule):
     """Alignment units combined with `max()`, which is not a multiple of every unit.
 
     ## What it does
@@ -60,23 +58,11 @@ class MaxOfAlignmentUnits(FlowRule):
     def could_match(cls, source: str, settings: LintSettings) -> bool:
         return "max" in source and text_mentions(source, settings.pad_multiplier_names)
 
-    def visit_Call(self, node: cst.Call) -> None:
-        super().visit_Call(node)
-        flow = self.flow
-        if flow.imports.qualify(node.func) not in ("max", "numpy.max", "torch.max"):
-            return
-        args = positional(node)
-        collection = match_max_over(node, flow.imports)
-        if collection is not None:
-            combined = flow.classify(collection).has(Tag.UNIT)
-        else:
-            # `max(a, 1)` clamps; two or more units are being combined.
-            values = [a for a in args if (n := int_value(a)) is None or n > 1]
-            combined = len(values) >= 2 and any(flow.classify(a).has(Tag.UNIT) for a in values)
-        if combined:
-            self.report(
-                node,
-                f"`{snippet(node)}` combines alignment units with `max()`, which is a multiple of every "
+    def check(self, file: FileQueries) -> Iterator[Report]:
+        for found in file.facts.max_calls:
+            yield self.report(
+                found.span,
+                f"`{found.text}` combines alignment units with `max()`, which is a multiple of every "
                 "unit only when they divide each other. Combine them with `math.lcm(...)` instead.",
             )
 

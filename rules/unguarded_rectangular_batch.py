@@ -1,33 +1,13 @@
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Iterator
 
-import libcst as cst
-
-from layoutcheck.lint.flow import Frame
-from layoutcheck.lint.flowrule import FlowRule
-from layoutcheck.lint.idioms import match_agreement
-from layoutcheck.lint.names import Tag, is_check_name
-from layoutcheck.lint.nodes import index_of, int_value, last_name, root_name, snippet, walk
-from layoutcheck.lint.rule import Invalid, LintContext, Valid
+from layoutcheck.lint.rule import Invalid, ModelRule, Report, Valid
 from layoutcheck.lint.settings import LintSettings
+from layoutcheck.model.queries import FileQueries
 
 
-@dataclass
-class _State:
-    uses: list[tuple[cst.Subscript, str | None]] = field(default_factory=list)
-    """Entries read as a batch length, with the container each was read from."""
-    guarded: set[str | None] = field(default_factory=set)
-    """Containers whose entries a check showed to agree, or that a check function was given."""
-    aliases: dict[str, str | None] = field(default_factory=dict)
-    """Locals bound to a per-sample list: ``lens = batch["max_seq_lens"]`` maps ``lens`` to ``batch``."""
-    samples: set[int] = field(default_factory=set)
-    """Constant indices also used on other per-sample lengths (``total_lengths[0]``)."""
-    iterates: bool = False
-    """Does the function walk a per-sample list (a loop or comprehension over samples)?"""
-
-
-class UnguardedRectangularBatch(FlowRule):
+class UnguardedRectangularBatch(ModelRule):
     """A BSHD micro-batch length taken from one sample, unchecked against the others.
 
     ## What it does
@@ -94,95 +74,19 @@ class UnguardedRectangularBatch(FlowRule):
     def could_match(cls, source: str, settings: LintSettings) -> bool:
         return any(s in source for s in settings.sources)
 
-    def __init__(self, context: LintContext) -> None:
-        super().__init__(context)
-        self._in_test = 0
-        """Inside an ``assert`` or an ``if`` test: reading an entry there is a check, not a use."""
-
-    def _state(self) -> _State:
-        return self.flow.frame.state(self, _State)
-
-    def _container(self, node: cst.BaseExpression) -> str | None:
-        """The container a per-sample list was read from, through local aliases."""
-        root = root_name(node)
-        aliases = self._state().aliases
-        return aliases.get(root, root) if root is not None else None
-
-    def _guard(self, test: cst.BaseExpression, *, negated: bool) -> None:
-        state = self._state()
-        for kind, collection in match_agreement(test, self.flow.imports, negated=negated):
-            found = self.flow.classify(collection)
-            if found.has(Tag.SRCLIST) or (kind == "single" and found.has(Tag.TOK)):
-                state.guarded.add(self._container(collection))
-
-    def visit_Assert(self, node: cst.Assert) -> None:
-        self._in_test += 1
-        self._guard(node.test, negated=False)
-
-    def leave_Assert(self, node: cst.Assert) -> None:
-        self._in_test -= 1
-
-    def visit_If(self, node: cst.If) -> None:
-        if any(isinstance(n, cst.Raise) for n in node.body.body for n in walk(n)):
-            self._guard(node.test, negated=True)
-
-    def visit_If_test(self, node: cst.If) -> None:
-        self._in_test += 1
-
-    def leave_If_test(self, node: cst.If) -> None:
-        self._in_test -= 1
-
-    def leave_Assign(self, node: cst.Assign) -> None:
-        super().leave_Assign(node)
-        for target in node.targets:
-            if isinstance(target.target, cst.Name) and self.flow.classify(node.value).has(Tag.SRCLIST | Tag.TOK):
-                self._state().aliases[target.target.value] = self._container(node.value)
-
-    def _walks(self, iterable: cst.BaseExpression) -> None:
-        if not self._state().iterates:
-            classify = self.flow.classify
-            per_sample = Tag.SEQ | Tag.TOK | Tag.SRCLIST
-            self._state().iterates = any(classify(n).has(per_sample) for n in walk(iterable))
-
-    def visit_For(self, node: cst.For) -> None:
-        super().visit_For(node)
-        self._walks(node.iter)
-
-    def visit_CompFor(self, node: cst.CompFor) -> None:
-        self._walks(node.iter)
-
-    def visit_Call(self, node: cst.Call) -> None:
-        super().visit_Call(node)
-        if is_check_name(last_name(node.func) or ""):
-            state = self._state()
-            for arg in node.args:
-                if self.flow.classify(arg.value).has(Tag.SRCLIST) or root_name(arg.value) is not None:
-                    state.guarded.add(self._container(arg.value))
-
-    def visit_Subscript(self, node: cst.Subscript) -> None:
-        index = int_value(index_of(node))
-        if self._in_test or index is None:
-            return
-        found = self.flow.classify(node.value)
-        if not found.has(Tag.SRCLIST):
-            if found.has(Tag.SEQ):
-                self._state().samples.add(index)
-            return
-        self._state().uses.append((node, self._container(node.value)))
-
-    def on_frame_exit(self, frame: Frame) -> None:
-        state = frame.data.pop(self, None)
-        if state is None:
-            return
-        source = self.vocab.source
-        for use, container in state.uses:
-            if container in state.guarded:
+    def check(self, file: FileQueries) -> Iterator[Report]:
+        source = file.vocab.source
+        for read in file.facts.entry_reads:
+            function = file.function(read.function)
+            guarded = set(function.guarded)
+            container = read.container if read.container is not None else ""
+            if container in guarded:
                 continue
-            if not state.iterates and int_value(index_of(use)) in state.samples:
+            if not function.iterates and read.index in function.sample_indices:
                 continue  # one sample's own lengths, read together
-            self.report(
-                use,
-                f"`{snippet(use)}` takes one sample's padded length for the whole micro-batch, with no check "
+            yield self.report(
+                read.span,
+                f"`{read.text}` takes one sample's padded length for the whole micro-batch, with no check "
                 f"that all `{source}` entries agree. Assert `len(set(...)) == 1` first, or build "
                 "one-sample micro-batches.",
             )

@@ -1,7 +1,8 @@
 """Small rules that exist only for the engine, runner and CLI tests.
 
-The real rules are written in parallel and their findings will change; these
-stay put, so the engine's behaviour is tested on its own. They reach the
+The real rules are queries on the project model; these are libcst syntax
+rules (`layoutcheck.lint.syntaxrule`), the kind that can offer fixes, and
+they stay put, so the engine's plumbing is tested on its own. They reach the
 engine through ``lint_source(..., rules=...)``, ``run(..., rules=...)``, or
 by patching ``layoutcheck.lint.registry.all_rules`` (see `use_rules`).
 """
@@ -13,9 +14,10 @@ from collections.abc import Sequence
 import libcst as cst
 
 from layoutcheck.lint.rule import Invalid, LintRule, Valid
+from layoutcheck.lint.syntaxrule import SyntaxRule
 
 
-class PadCall(LintRule):
+class PadCall(SyntaxRule):
     """Flags a use of the name `pad_me` (a stand-in for a padding idiom).
 
     ## What it does
@@ -36,7 +38,7 @@ class PadCall(LintRule):
             self.report(node, replacement=node.with_changes(value="padded"))
 
 
-class GlobalMax(LintRule):
+class GlobalMax(SyntaxRule):
     """Flags a call of `max` (a stand-in for a max over lengths); no autofix."""
 
     code = "LC902"
@@ -49,7 +51,7 @@ class GlobalMax(LintRule):
             self.report(node)
 
 
-class NoisyThing(LintRule):
+class NoisyThing(SyntaxRule):
     """Flags the name `noisy`; off by default."""
 
     code = "LC951"
@@ -62,7 +64,7 @@ class NoisyThing(LintRule):
             self.report(node)
 
 
-class CrashyRule(LintRule):
+class CrashyRule(SyntaxRule):
     """Raises on any call of `explode`: the engine must contain it."""
 
     code = "LC990"
@@ -74,7 +76,7 @@ class CrashyRule(LintRule):
             raise RuntimeError("rule bug on purpose")
 
 
-class WhereAmI(LintRule):
+class WhereAmI(SyntaxRule):
     """Reports the module name the engine derived, on the name `where_am_i`."""
 
     code = "LC960"
@@ -86,7 +88,7 @@ class WhereAmI(LintRule):
             self.report(node, f"module is {self.context.module_name}")
 
 
-class BrokenFix(LintRule):
+class BrokenFix(SyntaxRule):
     """Offers a 'fix' whose output does not parse: the engine must refuse it."""
 
     code = "LC970"

@@ -281,3 +281,22 @@ def test_the_report_is_rewritten_before_each_rollout_and_at_exit(project):
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.split() == ["1", "1"]
     assert len(json.loads((project / "run.json").read_text())["violations"]) == 1
+
+
+def test_a_hook_whose_function_does_not_fit_its_role_fails_at_install_or_is_left_out(project):
+    # `make_args` is no producer: it has no `args` parameter. Raise mode: the import that installs the
+    # hook fails, naming the function and the parameter; record mode: the function runs unchecked, one note.
+    (project / "layoutcheck.toml").write_text(CONFIG.replace(
+        'producer = ["tinytrainer.data:get_rollout_data"]',
+        'producer = ["tinytrainer.data:get_rollout_data", "tinytrainer.data:make_args"]'
+    ).format(extra=""))
+    bad = run(project, "train.py", env={"LAYOUTCHECK": "raise"})
+    assert bad.returncode == 1 and "trained" not in bad.stdout
+    assert "layoutcheck.errors.LayoutSpecError: cannot wrap `tinytrainer.data:make_args` as the producer" in bad.stderr
+    assert "it has no parameter `args`" in bad.stderr
+    quiet = run(project, "train.py", "bug", env={"LAYOUTCHECK": "record", "LAYOUTCHECK_REPORT": "run.json"})
+    assert quiet.returncode == 0 and "trained" in quiet.stdout, quiet.stderr
+    report = json.loads((project / "run.json").read_text())
+    assert report["hooks"] == ["producer: tinytrainer.data:get_rollout_data"]  # the other one still checks
+    assert [v["invariant"] for v in report["violations"]] == ["O3"]
+    assert len(report["notes"]) == 1 and "could not hook `tinytrainer.data:make_args` (producer)" in report["notes"][0]

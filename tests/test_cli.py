@@ -343,7 +343,7 @@ def test_config_without_a_table_says_defaults_and_lists_every_key(project, capsy
     for f in dataclasses.fields(CheckSettings):
         assert kebab(f.name) in values or f"# {kebab(f.name)}: not set" in out, f.name
     assert values["sources"] == ["max_seq_lens"] and values["owners"] == {"bshd": [], "thd": []}
-    assert values["runtime"] == {}
+    assert values["runtime"]["mode"] == "raise" and values["runtime"]["hooks"] == {}  # the debug mode's defaults
 
 
 def test_config_names_its_file_and_shows_the_resolved_values(project, capsys):
@@ -369,6 +369,23 @@ def test_config_names_its_file_and_shows_the_resolved_values(project, capsys):
     assert '[owners]\nthd = ["pkg.mod:pack"]' in out and '[runtime]\nmode = "warn"' in out
 
 
+def test_config_shows_the_hooks_a_preset_installs(project, capsys):
+    write(project, "pyproject.toml", """\
+        [tool.layoutcheck.runtime]
+        preset = "miles"
+        hooks = { producer = ["mytrainer.data:get_rollout_data"] }
+        """)
+    code, out, err = config(capsys, "--output-format", "json")
+    assert (code, err) == (0, "")
+    runtime = json.loads(out)["settings"]["runtime"]
+    assert runtime["hooks"]["producer"] == ["mytrainer.data:get_rollout_data"]  # the explicit role wins
+    assert runtime["hooks"]["batch-builder"] == ["miles.backends.training_utils.data:get_batch"]
+    assert runtime["parallel-state"] == "miles.backends.training_utils.parallel:get_parallel_state"
+    write(project, "pyproject.toml", "[tool.layoutcheck.runtime]\nmode = 'loud'\n")
+    code, out, err = config(capsys)
+    assert code == 2 and "tool.layoutcheck.runtime.mode" in err
+
+
 def test_config_json_round_trips_to_the_settings(project, capsys):
     from layoutcheck.lint.settings import CheckSettings
 
@@ -380,7 +397,7 @@ def test_config_json_round_trips_to_the_settings(project, capsys):
         ".", str(project / "layoutcheck.toml"), "", str(project))
     settings = {key.replace("-", "_"): value for key, value in data["settings"].items() if key != "runtime"}
     assert CheckSettings.from_json(settings) == CheckSettings(ignore=("noisy-thing",), cache_dir="var/cache")
-    assert data["settings"]["runtime"] == {}
+    assert data["settings"]["runtime"]["hooks"] == {} and data["settings"]["runtime"]["mode"] == "raise"
     write(project, "layoutcheck.toml", "")
     code, out, _ = config(capsys, "--output-format", "json")
     assert code == 0 and json.loads(out)["file"] == str(project / "layoutcheck.toml")
@@ -423,13 +440,16 @@ def test_config_reference_lists_every_key(project, capsys):
     import dataclasses
 
     from layoutcheck.lint.settings import CheckSettings, kebab
+    from layoutcheck.runtime.settings import RuntimeSettings
 
     code, out, _ = config(capsys, "--reference")
     assert code == 0
     lines = out.splitlines()
     assert lines[0] == "| Key | Type | Default | Description |"
     named = [line.split("|")[1].strip().strip("`") for line in lines[2:]]
-    assert sorted(named) == sorted([kebab(f.name) for f in dataclasses.fields(CheckSettings)] + ["runtime"])
+    runtime = [f"runtime.{kebab(f.name)}" for f in dataclasses.fields(RuntimeSettings)]
+    assert sorted(named) == sorted([kebab(f.name) for f in dataclasses.fields(CheckSettings)] + runtime)
+    assert "one of `raise`, `warn`, `record`" in out and "| `runtime.cross-rank-timeout` | positive number |" in out
     code, out, _ = config(capsys, "--reference", "--output-format", "json")
     records = {r["key"]: r for r in json.loads(out)}
     assert records["bucket-quantum"] == {
@@ -523,11 +543,12 @@ def test_config_imports_pydantic_only_to_validate_a_table_and_never_libcst(tmp_p
 
 
 def test_a_warm_run_imports_neither_libcst_nor_pydantic(tmp_path):
+    # The padding rules query the model, which `ast` builds: not even a cold run needs libcst.
     write(tmp_path, "pyproject.toml", '[tool.layoutcheck]\nexclude = ["skipped"]\n')
     for i in range(3):
         write(tmp_path, f"pkg/m{i}.py", "max_seq_lens = [max(total_lengths)] * len(tokens)\n")
     cold = _probe(["check", "pkg", "--exit-zero"], tmp_path)
-    assert cold["code"] == 0 and "libcst" in cold["heavy"] and "pydantic" in cold["heavy"]
+    assert cold["code"] == 0 and "libcst" not in cold["heavy"] and "pydantic" in cold["heavy"]
     warm = _probe(["check", "pkg", "--exit-zero"], tmp_path)
     if warm["heavy"]:  # someone saved a rule between the two runs: its stat changed the fingerprint
         warm = _probe(["check", "pkg", "--exit-zero"], tmp_path)

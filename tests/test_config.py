@@ -196,17 +196,19 @@ def test_the_reference_describes_every_key_in_words_with_a_description():
 
     from layoutcheck.lint.configdocs import RUNTIME_KEY, keys
     from layoutcheck.lint.settings import CheckSettings, kebab
+    from layoutcheck.runtime.settings import RuntimeSettings
 
     entries = keys()
-    assert [k.name for k in entries][-1] == RUNTIME_KEY
-    assert {k.name for k in entries} == {kebab(f.name) for f in dataclasses.fields(CheckSettings)} | {RUNTIME_KEY}
+    runtime = {f"{RUNTIME_KEY}.{kebab(f.name)}" for f in dataclasses.fields(RuntimeSettings)}
+    assert {k.name for k in entries[-len(runtime):]} == runtime  # the runtime table's keys come last
+    assert {k.name for k in entries} == {kebab(f.name) for f in dataclasses.fields(CheckSettings)} | runtime
     for key in entries:
         assert key.description, key.name
         assert not key.type.startswith("`"), f"{key.name}: no words for the annotation {key.type}"
     by_name = {k.name: k for k in entries}
     assert by_name["sources"].type == "array of strings"
     assert by_name["select"].type == "array of strings" and by_name["select"].default is None
-    assert by_name["owners"].type == "table (`bshd` or `thd` → array of strings)"
+    assert by_name["owners"].type == "table (one of `bshd`, `thd` → array of strings)"
     assert by_name["cp-helpers"].type == "table (string → table (string → non-negative integer))"
     assert by_name["bucket-quantum"].type == "positive integer"
 

@@ -188,9 +188,12 @@ def test_changing_the_config_or_selection_relints_everything(tmp_path):
 def test_a_corrupt_cache_entry_is_a_miss_not_a_crash(tmp_path):
     tree(tmp_path, files=2)
     cold = go(tmp_path)
-    entries = sorted((tmp_path / ".layoutcheck_cache" / "files").glob("*/*.json"))
+    cache = tmp_path / ".layoutcheck_cache"
+    for run_entry in (cache / "runs").glob("*/*.json"):
+        run_entry.write_text('{"v": 2, "results": {"pkg/m00.py": 3}}')
+    entries = sorted((cache / "files").glob("*/*.json"))
     entries[0].write_text("{not json")
-    entries[1].write_text(json.dumps({"v": 1, "findings": [[1, 2]], "errors": [], "parsed": True}))
+    entries[1].write_text(json.dumps({"v": 2, "findings": [[1, 2]], "errors": [], "parsed": True, "facts": None}))
     entries[2].write_bytes(b"\x00\xff")
     result = go(tmp_path)
     assert result.stats.linted == 3 and result.findings == cold.findings

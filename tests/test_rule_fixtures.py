@@ -1,84 +1,109 @@
-"""Whole-file fixtures: trainer-shaped code with known findings, and look-alikes that stay silent.
+"""Whole-project fixtures: trainer-shaped trees with known findings, and look-alikes that stay silent.
 
-``fixtures/lint/flagged/*.py`` mark each expected finding with a trailing
-``# expect: rule-name`` comment on the line the finding starts; the test
-compares exact ``(line, rule)`` sets with every rule selected.
-``fixtures/lint/lookalikes/*.py`` must produce no finding at all. The files
-are read as text and never imported (the linter never executes code).
-Settings come from ``fixtures/lint/pyproject.toml``, as they would for
-``layoutcheck check fixtures/lint``.
+Each fixture folder is linted as one project (`layoutcheck check FOLDER`), since
+what a file's findings are depends on what the project around it has: its
+owners, its CP helpers' signatures, its callers.
+
+* ``fixtures/lint/flagged/`` and ``fixtures/lint/lookalikes/``: trainer code with
+  every rule's findings, and look-alikes beside the owners that must stay silent;
+* ``fixtures/lint/pairs/<case>/{flagged,lookalike}/``: one pair per false-positive
+  cause (``c1``-``c7``) and per miss (``m1``-``m5``) of issue 11, each run with
+  no configuration, as a new user would.
+
+A flagged file marks each expected finding with a trailing ``# expect: rule-name``
+on the line the finding starts; the test compares exact ``(file, line, rule)``
+sets with every rule selected. A look-alike project must produce no finding at
+all. The files are read as text and never imported (the linter never executes code).
 """
 
 from __future__ import annotations
 
 import re
 import sys
-import tomllib
 from pathlib import Path
 
 import pytest
 
-from layoutcheck.config import validate_table
-from layoutcheck.lint.engine import lint_source
+from layoutcheck.configfile import TABLE, LoadedConfig
 from layoutcheck.lint.registry import all_rules, rule_by_name
-from layoutcheck.lint.settings import LintSettings
+from layoutcheck.lint.runner import run
 
 ROOT = Path(__file__).resolve().parents[1] / "fixtures" / "lint"
-FLAGGED = sorted((ROOT / "flagged").glob("*.py"))
-LOOKALIKES = sorted((ROOT / "lookalikes").glob("*.py"))
+PAIRS = sorted(p for p in (ROOT / "pairs").iterdir() if p.is_dir())
+FLAGGED = [ROOT / "flagged", *(p / "flagged" for p in PAIRS)]
+LOOKALIKES = [ROOT / "lookalikes", *(p / "lookalike" for p in PAIRS)]
 EXPECT = re.compile(r"#\s*expect:\s*([a-z0-9\-]+(?:\s*,\s*[a-z0-9\-]+)*)")
+CASES = {
+    "c1": "CP helper positions fixed in the defaults",
+    "c2": "calls in a branch whose layout is known",
+    "c3": "a value read from the owner's field judged by its name",
+    "c4": "test and profiling helpers that fabricate padded batches",
+    "c5": "helpers that are the only padding decision on their path",
+    "c6": "kernel-local bucket padding in free functions",
+    "c7": "the attention kernel's per-micro-batch scalar",
+    "m1": "two owners of one layout that pad differently",
+    "m2": "lengths rewritten after the owner, across modules",
+    "m3": "layout arguments through a dict splat",
+    "m4": "a padded length recorded before a later step raises the padding",
+    "m5": "other spellings of the rounding (the zigzag chunk, a unit named *chunk*)",
+}
+"""Issue 11's seven false-positive causes and five misses: each has a pair under pairs/."""
 
 
-def _settings() -> LintSettings:
-    table = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["layoutcheck"]
-    return validate_table(table, ROOT / "pyproject.toml").settings()
-
-
-def _lint(path: Path, settings: LintSettings | None = None):
-    rel = path.relative_to(ROOT.parents[1]).as_posix()
-    result = lint_source(path.read_text(), rel, list(all_rules()), settings or _settings())
+def _run(project: Path, loaded: LoadedConfig | None = None) -> list:
+    result = run([project], cwd=ROOT, use_cache=False, jobs=1, loaded=loaded)
     assert not result.errors, result.errors
     return result.findings
 
 
-def _expected(path: Path) -> set[tuple[int, str]]:
+def _expected(project: Path) -> set[tuple[str, int, str]]:
     out = set()
-    for number, line in enumerate(path.read_text().splitlines(), start=1):
-        found = EXPECT.search(line)
-        if found:
-            out |= {(number, name.strip()) for name in found.group(1).split(",")}
+    for path in sorted(project.rglob("*.py")):
+        for number, line in enumerate(path.read_text().splitlines(), start=1):
+            found = EXPECT.search(line)
+            if found:
+                rel = path.relative_to(ROOT).as_posix()
+                out |= {(rel, number, name.strip()) for name in found.group(1).split(",")}
     return out
 
 
-@pytest.mark.parametrize("path", FLAGGED, ids=lambda p: p.stem)
-def test_flagged_fixture_has_exactly_the_marked_findings(path: Path) -> None:
-    found = _lint(path)
-    assert {(f.line, f.rule) for f in found} == _expected(path), [
-        f"{f.line}:{f.column} {f.rule}: {f.message}" for f in found
+def _name(project: Path) -> str:
+    return project.relative_to(ROOT).as_posix()
+
+
+@pytest.mark.parametrize("project", FLAGGED, ids=_name)
+def test_flagged_project_has_exactly_the_marked_findings(project: Path) -> None:
+    found = _run(project)
+    assert {(f.path, f.line, f.rule) for f in found} == _expected(project), [
+        f"{f.path}:{f.line}:{f.column} {f.rule}: {f.message}" for f in found
     ]
 
 
-@pytest.mark.parametrize("path", LOOKALIKES, ids=lambda p: p.stem)
-def test_lookalike_fixture_is_silent(path: Path) -> None:
-    found = _lint(path)
-    assert found == [], [f"{f.line}:{f.column} {f.rule}: {f.message}" for f in found]
+@pytest.mark.parametrize("project", LOOKALIKES, ids=_name)
+def test_lookalike_project_is_silent(project: Path) -> None:
+    found = _run(project)
+    assert found == [], [f"{f.path}:{f.line}:{f.column} {f.rule}: {f.message}" for f in found]
+    assert not _expected(project), "a look-alike marks no finding"
 
 
-def test_fixture_sets_are_balanced_and_cover_every_rule() -> None:
-    assert len(LOOKALIKES) >= len(FLAGGED) >= 8
-    marked = {rule for path in FLAGGED for _, rule in _expected(path)}
+def test_every_cause_and_miss_has_a_pair_and_every_rule_a_flagged_finding() -> None:
+    assert sorted(p.name.split("_")[0] for p in PAIRS) == sorted(CASES)
+    for pair in PAIRS:
+        assert _expected(pair / "flagged"), f"{pair.name}: the flagged half marks no finding"
+        assert list((pair / "lookalike").rglob("*.py")), f"{pair.name}: no look-alike"
+    marked = {rule for project in FLAGGED for _, _, rule in _expected(project)}
     for name in marked:
         rule_by_name(name)  # a misspelt marker fails here, not silently
     assert marked == {rule.name for rule in all_rules()}
-    assert any(not _expected(path) for path in FLAGGED), "keep clean owners and consumers among the flagged"
 
 
 def test_configured_owner_is_what_keeps_the_packer_clean() -> None:
-    path = ROOT / "flagged" / "packing.py"
-    clean = {(f.line, f.rule) for f in _lint(path)}
-    unconfigured = {(f.line, f.rule) for f in _lint(path, LintSettings())}
+    clean = {(f.path, f.line, f.rule) for f in _run(ROOT / "flagged")}
+    defaults = LoadedConfig(None, ROOT, {}, TABLE)
+    unconfigured = {(f.path, f.line, f.rule) for f in _run(ROOT / "flagged", defaults)}
     gained = unconfigured - clean
-    assert gained and {rule for _, rule in gained} == {"padding-outside-owner"}
+    assert gained and {rule for _, _, rule in gained} == {"padding-outside-owner"}
+    assert {path for path, _, _ in gained} == {"flagged/packing.py"}
 
 
 def test_fixtures_are_never_imported() -> None:

@@ -8,17 +8,34 @@ and fixing again must change nothing.
 
 from __future__ import annotations
 
-import libcst as cst
+import ast
+
 import pytest
 
 from layoutcheck.config import validate_table
 from layoutcheck.lint.engine import lint_source
 from layoutcheck.lint.fix import fix_source
-from layoutcheck.lint.idioms import match_agreement, match_pad_amount, match_round_up
-from layoutcheck.lint.imports import Imports
 from layoutcheck.lint.registry import all_rules, rule_by_name
 from layoutcheck.lint.rule import Invalid, LintRule, Valid
 from layoutcheck.lint.settings import LintSettings
+from layoutcheck.model.idioms import match_agreement, match_pad_amount, match_round_up
+from layoutcheck.model.imports import Imports
+
+PRODUCER = """
+def get_rollout_data(args, rollout_data):
+    unit = args.data_pad_size_multiplier
+    rollout_data["max_seq_lens"] = [-(-t // unit) * unit for t in rollout_data["total_lengths"]]
+    return rollout_data
+"""
+"""An owner of `max_seq_lens` elsewhere in the project: what makes a pad a second owner."""
+
+
+def expr(text: str) -> ast.expr:
+    return ast.parse(text, mode="eval").body
+
+
+def text_of(node: ast.AST) -> str:
+    return ast.unparse(node)
 
 CASES = [
     pytest.param(rule, case, id=f"{rule.name}-{kind}-{number}")
@@ -29,7 +46,7 @@ CASES = [
 
 
 def _findings(rule: type[LintRule], case: Valid | Invalid):
-    result = lint_source(case.code, case.path, [rule], LintSettings(**case.settings))
+    result = lint_source(case.code, case.path, [rule], LintSettings(**case.settings), files=case.files)
     assert not result.errors, result.errors
     return [f for f in result.findings if f.rule == rule.name]
 
@@ -68,23 +85,23 @@ def test_every_offered_fix_applies_exactly_and_is_stable() -> None:
 
 def test_every_rule_has_enough_examples() -> None:
     for rule in all_rules():
-        assert 5 <= len(rule.valid) <= 12, rule.name
-        assert 4 <= len(rule.invalid) <= 8, rule.name
+        assert 5 <= len(rule.valid) <= 14, rule.name
+        assert 4 <= len(rule.invalid) <= 10, rule.name
 
 
 def test_all_rules_together_agree_with_each_rule_alone() -> None:
-    """The rules share per-file state (`layoutcheck.lint.flow`): running them together
+    """The rules query one shared model (`layoutcheck.model`): running them together
     must give each one the findings it gives alone."""
     rules = list(all_rules())
     for rule in rules:
-        for case in rule.invalid:
+        for case in (*rule.invalid, *rule.valid):
             settings = LintSettings(**case.settings)
-            alone = lint_source(case.code, case.path, [rule], settings).findings
-            together = lint_source(case.code, case.path, rules, settings).findings
+            alone = lint_source(case.code, case.path, [rule], settings, files=case.files).findings
+            together = lint_source(case.code, case.path, rules, settings, files=case.files).findings
             assert [f for f in together if f.rule == rule.name] == alone, (rule.name, case.code)
 
 
-# --- the shared recognisers (layoutcheck.lint.patterns), spelling by spelling ---
+# --- the shared recognisers (layoutcheck.model.idioms), spelling by spelling ---
 
 ROUND_UPS = [
     "(n + m - 1) // m * m",
@@ -117,20 +134,20 @@ NEITHER = [
 
 @pytest.mark.parametrize("text", ROUND_UPS)
 def test_round_up_spellings(text: str) -> None:
-    found = match_round_up(cst.parse_expression(text), Imports())
+    found = match_round_up(expr(text), Imports())
     assert found is not None
-    assert [cst.Module([]).code_for_node(v) for v in found.values] == ["n"]
+    assert [text_of(v) for v in found.values] == ["n"]
 
 
 @pytest.mark.parametrize("text", PAD_AMOUNTS)
 def test_pad_amount_spellings(text: str) -> None:
-    found = match_pad_amount(cst.parse_expression(text))
-    assert found is not None and cst.Module([]).code_for_node(found.unit).strip("() ") == "m"
+    found = match_pad_amount(expr(text))
+    assert found is not None and text_of(found.unit) == "m"
 
 
 @pytest.mark.parametrize("text", NEITHER)
 def test_not_a_round_up(text: str) -> None:
-    node = cst.parse_expression(text)
+    node = expr(text)
     assert match_round_up(node, Imports()) is None and match_pad_amount(node) is None
 
 
@@ -153,7 +170,7 @@ def collate(tokens):
     return [{call}(t, (0, longest - t.size(0))) for t in tokens]
 """
     rule = rule_by_name("padding-outside-owner")
-    found = lint_source(code, "example.py", [rule], LintSettings()).findings
+    found = lint_source(code, "example.py", [rule], LintSettings(), files={"data.py": PRODUCER}).findings
     assert [(f.line, f.column) for f in found] == [(4, 15)]
 
 
@@ -163,7 +180,8 @@ def collate(tokenizer, tokens):
     longest = max(len(t) for t in tokens)
     return tokenizer.pad(tokens, (0, longest))
 """
-    assert lint_source(code, "example.py", [rule_by_name("padding-outside-owner")], LintSettings()).findings == []
+    rule = rule_by_name("padding-outside-owner")
+    assert lint_source(code, "example.py", [rule], LintSettings(), files={"data.py": PRODUCER}).findings == []
 
 
 # --- agreement checks (unguarded-rectangular-batch's guards), spelling by spelling ---
@@ -199,13 +217,13 @@ NOT_AGREEMENTS = [
 
 @pytest.mark.parametrize(("text", "negated", "kind"), AGREEMENTS)
 def test_agreement_spellings(text: str, negated: bool, kind: str) -> None:
-    found = match_agreement(cst.parse_expression(text), Imports(), negated=negated)
-    assert [(k, cst.Module([]).code_for_node(xs)) for k, xs in found] == [(kind, "xs")]
+    found = match_agreement(expr(text), Imports(), negated=negated)
+    assert [(k, text_of(xs)) for k, xs in found] == [(kind, "xs")]
 
 
 @pytest.mark.parametrize(("text", "negated"), NOT_AGREEMENTS)
 def test_not_an_agreement(text: str, negated: bool) -> None:
-    assert match_agreement(cst.parse_expression(text), Imports(), negated=negated) == []
+    assert match_agreement(expr(text), Imports(), negated=negated) == []
 
 
 def test_every_unguarded_use_is_reported_so_one_suppression_hides_no_other() -> None:
@@ -237,13 +255,16 @@ def get_batch(batch, other):
 @pytest.mark.parametrize("sources", [("zz_lens", "aa_lens"), ("aa_lens", "zz_lens")])
 def test_messages_name_the_first_configured_source(sources: tuple[str, str]) -> None:
     settings = LintSettings(sources=sources)
+    producer = "def produce(d, unit):\n    d['aa_lens'] = [-(-t // unit) * unit for t in d['total_lengths']]\n"
     cases = {
         "unguarded-rectangular-batch": "def f(batch):\n    return batch['zz_lens'][0] + batch['aa_lens'][0]\n",
-        "padding-outside-owner": "def f(total_lengths, unit):\n    return [-(-t // unit) * unit for t in total_lengths]\n",
+        "padding-outside-owner":
+            "def f(total_lengths, pad_multiplier):\n"
+            "    return [-(-t // pad_multiplier) * pad_multiplier for t in total_lengths]\n",
         "lengths-mutated-after-owner": "def f(d, new):\n    d['total_lengths'] = new\n    return d['aa_lens'], d['zz_lens']\n",
     }
     for name, code in cases.items():
-        found = lint_source(code, "example.py", [rule_by_name(name)], settings).findings
+        found = lint_source(code, "example.py", [rule_by_name(name)], settings, files={"p.py": producer}).findings
         assert found and all(f"`{sources[0]}`" in f.message for f in found), (name, found)
         assert not any(f"`{sources[1]}`" in f.message for f in found), name
     found = lint_source(
@@ -256,26 +277,28 @@ def test_messages_name_the_first_configured_source(sources: tuple[str, str]) -> 
 # --- where a value goes (layoutcheck.lint.sinks): metrics stay silent, layouts do not ---
 
 METRIC_ONLY = {
-    "a sum of round-ups, logged": "print(sum(-(-t // 128) * 128 for t in total_lengths))",
-    "a round-up in an f-string": "logger.info(f'{(total_lengths[0] + 127) // 128 * 128}')",
-    "into a metrics record": "metrics['padded'] = [-(-t // 128) * 128 for t in total_lengths]",
-    "under a tracker key": "out['perf/padded'] = -(-total_lengths[0] // 128) * 128",
-    "compared": "assert -(-total_lengths[0] // 128) * 128 <= limit",
-    "a returned token count": "return sum(-(-t // 128) * 128 for t in total_lengths)",
+    "a sum of round-ups, logged": "print(sum(-(-t // unit) * unit for t in total_lengths))",
+    "a round-up in an f-string": "logger.info(f'{(total_lengths[0] + unit - 1) // unit * unit}')",
+    "into a metrics record": "metrics['padded'] = [-(-t // unit) * unit for t in total_lengths]",
+    "under a tracker key": "out['perf/padded'] = -(-total_lengths[0] // unit) * unit",
+    "compared": "assert -(-total_lengths[0] // unit) * unit <= limit",
+    "a returned token count": "return sum(-(-t // unit) * unit for t in total_lengths)",
 }
 SHAPES_THE_LAYOUT = {
-    "returned per sample": "return [-(-t // 128) * 128 for t in total_lengths]",
-    "a reduction that sizes a buffer": "buf = torch.zeros(sum(-(-t // 128) * 128 for t in total_lengths))\nreturn buf",
-    "a slice bound": "return tokens[0][: -(-total_lengths[0] // 128) * 128]",
-    "passed on": "return build(-(-total_lengths[0] // 128) * 128)",
-    "stored in a field": "self.padded = -(-total_lengths[0] // 128) * 128",
+    "returned per sample": "return [-(-t // unit) * unit for t in total_lengths]",
+    "a reduction that sizes a buffer": "buf = torch.zeros(sum(-(-t // unit) * unit for t in total_lengths))\nreturn buf",
+    "a slice bound": "return tokens[0][: -(-total_lengths[0] // unit) * unit]",
+    "passed on": "return build(-(-total_lengths[0] // unit) * unit)",
+    "stored in a field": "self.padded = -(-total_lengths[0] // unit) * unit",
 }
 
 
 def _lint_body(body: str) -> list:
-    code = "import torch\n\ndef f(self, total_lengths, tokens, logger, metrics, out, limit):\n"
+    code = "import torch\n\ndef f(self, total_lengths, tokens, logger, metrics, out, limit, tp_size, pad_multiplier):\n"
+    code += "    unit = tp_size * pad_multiplier\n"
     code += "".join(f"    {line}\n" for line in body.splitlines())
-    return lint_source(code, "example.py", [rule_by_name("padding-outside-owner")], LintSettings()).findings
+    rule = rule_by_name("padding-outside-owner")
+    return lint_source(code, "example.py", [rule], LintSettings(), files={"data.py": PRODUCER}).findings
 
 
 @pytest.mark.parametrize("body", METRIC_ONLY.values(), ids=METRIC_ONLY.keys())
@@ -299,22 +322,67 @@ def collate(batch, log):
         out[i, : len(t)] = t
     log.info("collated %s", out.shape)
 """
-    found = lint_source(code, "example.py", [rule_by_name("padding-outside-owner")], LintSettings()).findings
+    rule = rule_by_name("padding-outside-owner")
+    found = lint_source(code, "example.py", [rule], LintSettings(), files={"data.py": PRODUCER}).findings
     assert [(f.line, f.column) for f in found] == [(6, 36)]
 
 
-# --- cp-helpers: one spec per helper, the padded length found by name ---
+def test_without_an_owner_in_the_project_the_padding_function_is_the_owner() -> None:
+    """Cause 5 of issue 11: with no owner anywhere, a pad helper whose result its callers
+    read is the only padding decision on its path; the same code beside an owner is a second one."""
+    code = """
+def stream_pad(tokens, tp_size, pad_multiplier):
+    unit = tp_size * pad_multiplier
+    return (unit - tokens.numel() % unit) % unit
+"""
+    rule = rule_by_name("padding-outside-owner")
+    assert lint_source(code, "example.py", [rule], LintSettings()).findings == []
+    found = lint_source(code, "example.py", [rule], LintSettings(), files={"data.py": PRODUCER}).findings
+    assert len(found) == 1 and "`get_rollout_data` (data.py:2) owns" in found[0].message
 
 
-def test_default_cp_helpers_catch_the_rank_only_call_with_no_configuration() -> None:
-    code = "def f(t, r, cp):\n    return get_logits_and_tokens_offset_with_cp(t, r, cp.rank, cp.size)\n"
+# --- cp-helpers: the helper's own def when the tree has it, the configuration otherwise ---
+
+CP_UTILS = """
+def get_logits_and_tokens_offset_with_cp(total_length, response_length, cp_rank, cp_size, qkv_format="thd",
+                                         max_seq_len=None):
+    return total_length
+
+
+def slice_with_cp(tokens, pad_value, qkv_format="thd", max_seq_len=None):
+    return tokens
+"""
+
+
+def test_default_cp_helpers_catch_the_call_without_layout_with_no_configuration() -> None:
+    code = "def f(t, r):\n    return get_logits_and_tokens_offset_with_cp(t, r)\n"
     found = lint_source(code, "example.py", [rule_by_name("cp-helper-without-geometry")], LintSettings()).findings
     assert len(found) == 1 and "without `qkv_format` and `max_seq_len`" in found[0].message
 
 
+def test_positions_come_from_the_helpers_def_not_the_configuration() -> None:
+    # This tree's helper takes the rank first: the appendix positions (2, 3) would misread the call.
+    code = """
+from cp_utils import get_logits_and_tokens_offset_with_cp
+
+def offsets(t, r, cp, qkv_format, max_seq_len):
+    return get_logits_and_tokens_offset_with_cp(t, r, cp.rank, cp.size, qkv_format, max_seq_len)
+
+
+def offsets_without_layout(t, r, cp):
+    return get_logits_and_tokens_offset_with_cp(t, r, cp.rank, cp.size)
+"""
+    rule = rule_by_name("cp-helper-without-geometry")
+    found = lint_source(code, "example.py", [rule], LintSettings(), files={"cp_utils.py": CP_UTILS}).findings
+    assert [f.line for f in found] == [9]
+    assert "cp_utils.py:2" in found[0].message
+    alone = lint_source(code, "example.py", [rule], LintSettings()).findings
+    assert [f.line for f in alone] == []  # by the configured positions, 4 positional arguments pass both
+
+
 def test_configuring_one_cp_helper_keeps_the_others() -> None:
-    """The README's form: `[tool.layoutcheck.cp-helpers.get_logits_and_tokens_offset_with_cp]`
-    with `qkv_format = 4`, `max_seq_len = 5`; the slicing helpers' `P` is still checked."""
+    """The README's form: `[tool.layoutcheck.cp-helpers.get_logits_and_tokens_offset_with_cp]`;
+    the slicing helpers' `P` is still checked."""
     table = {"cp-helpers": {"get_logits_and_tokens_offset_with_cp": {"qkv_format": 4, "max_seq_len": 5}}}
     settings = validate_table(table, None).settings()
     code = """
@@ -326,10 +394,18 @@ def debug(tokens, qkv_format, total_length, r, cp):
     found = lint_source(code, "example.py", rules, settings).findings
     assert [(f.line, f.rule) for f in found] == [(3, "padding-outside-owner"), (4, "padding-outside-owner")]
     off = LintSettings(cp_helpers={"slice_with_cp": {}})  # an empty spec switches a default helper off
-    assert [f.line for f in lint_source(code, "example.py", rules, off).findings] == [4]
+    assert [f.line for f in lint_source(code, "example.py", rules, off).findings] == []
 
 
-def test_a_padded_length_only_spec_leaves_packed_calls_alone() -> None:
-    code = "def f(t, qkv_format):\n    return slice_with_cp(t, 0, qkv_format)\n"
-    found = lint_source(code, "example.py", [rule_by_name("cp-helper-without-geometry")], LintSettings()).findings
-    assert found == []
+def test_a_call_in_a_packed_branch_may_omit_the_padded_length() -> None:
+    code = """
+def f(tokens, qkv_format):
+    if qkv_format == "thd":
+        return [slice_with_cp(t, 0, qkv_format) for t in tokens]
+    if qkv_format != "bshd":
+        return [slice_with_cp(t, 0) for t in tokens]
+    return [slice_with_cp(t, 0, qkv_format) for t in tokens]
+"""
+    rule = rule_by_name("cp-helper-without-geometry")
+    found = lint_source(code, "example.py", [rule], LintSettings(), files={"cp_utils.py": CP_UTILS}).findings
+    assert [(f.line, "without `max_seq_len`, where the layout is BSHD" in f.message) for f in found] == [(7, True)]

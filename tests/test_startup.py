@@ -28,7 +28,7 @@ from layoutcheck.errors import ConfigError
 from layoutcheck.lint.runner import run
 from layoutcheck.lint.settings import CheckSettings, LintSettings, kebab
 
-# A padding idiom every rule set parses: the file really goes through libcst.
+# A padding idiom every rule set parses: the file really goes through the per-file phase.
 PADDED = "max_seq_lens = [max(total_lengths)] * len(tokens)\n"
 
 
@@ -187,7 +187,7 @@ def test_one_file_without_a_table_never_imports_pydantic(tmp_path):
     write(tmp_path, "pyproject.toml", "[project]\nname = 'x'\n")  # a pyproject without the table
     write(tmp_path, "pkg/one.py", PADDED)
     seen, _ = _probe(["check", "pkg/one.py", "--no-cache", "--exit-zero"], tmp_path)
-    assert seen == {"code": 0, "pydantic": False, "libcst": True}
+    assert seen == {"code": 0, "pydantic": False, "libcst": False}
 
 
 def test_one_file_with_an_unchanged_table_imports_pydantic_only_the_first_time(tmp_path):
@@ -195,12 +195,12 @@ def test_one_file_with_an_unchanged_table_imports_pydantic_only_the_first_time(t
     one = write(tmp_path, "pkg/one.py", PADDED)
     args = ["check", "pkg/one.py", "--exit-zero", "--output-format", "concise"]
     first, _ = _probe(args, tmp_path)
-    assert first == {"code": 0, "pydantic": True, "libcst": True}
+    assert first == {"code": 0, "pydantic": True, "libcst": False}
     one.write_text(PADDED + "x = 1\n")  # as pre-commit sees it: the staged file changed
     second, _ = _probe(args, tmp_path)
-    assert second == {"code": 0, "pydantic": False, "libcst": True}
+    assert second == {"code": 0, "pydantic": False, "libcst": False}
     no_cache, _ = _probe([*args, "--no-cache"], tmp_path)  # --no-cache always validates
-    assert no_cache == {"code": 0, "pydantic": True, "libcst": True}
+    assert no_cache == {"code": 0, "pydantic": True, "libcst": False}
     config.write_text('[tool.layoutcheck]\nexclude = ["gen"]\nbucket-quantum = 0\n')
     changed, err = _probe(args, tmp_path)
     assert changed == {"code": 2, "pydantic": True, "libcst": False}

@@ -1,1 +1,2 @@
-"""The libcst linter: rule base class, engine, discovery, output."""
+"""The linter's plumbing: discovery, the cache, the runner and engine, suppressions, output, the
+rule base classes and the docs. The analysis the rules query is `layoutcheck.model`."""

@@ -1,23 +1,36 @@
-"""The result cache: one small JSON file per checked file, keyed by content and settings.
+"""The cache: per-file facts and local results, and whole-run results, keyed by content and settings.
 
-An entry's key hashes the file's bytes, its root-relative path and module
-name (per-file ignores and owner matching depend on them), and the *settings
-fingerprint*: the resolved configuration, the command-line selection, the
-rules in play, layoutcheck's and Python's versions and libcst's
-installation. Anything that could change a result changes the key, so entries are never
-invalidated, only superseded; delete the folder to reclaim the space.
+Two kinds of entries, one small JSON file each:
+
+* a *file entry* per checked or context file, keyed by the file's bytes,
+  its root-relative path and module name and the *settings fingerprint*:
+  the file's facts (`layoutcheck.model.facts`: what the project phase reads
+  of it, so an unchanged file is never parsed again, not even when another
+  file changed) and the findings of syntax rules, which depend on the file
+  alone;
+* a *run entry* per project state: keyed by the fingerprint and every
+  project file's path, module, display name and digest, it holds every
+  checked file's findings. A run of an unchanged project reads one entry.
+
+The fingerprint covers the configuration table, the command-line selection,
+the rules in play, layoutcheck's and Python's versions and libcst's
+installation (and the linter's own sources: an editable install changes
+without a version bump). Anything that could change a result changes a key,
+so entries are never invalidated, only superseded; delete the folder to
+reclaim the space.
 
 Entries hold findings without their path (the same file may be shown
 relative to another working folder) and only errors that the content itself
 explains (a syntax error, not an unreadable file). Writes go through a
 temporary file and `os.replace`, so a reader never sees half an entry; an
-entry that does not parse is a miss, never a crash.
+entry that does not parse is a miss, never a crash. Facts are plain JSON,
+never pickles: a cache folder someone else wrote can do no harm.
 
 The same folder keeps, under ``config/``, the validated values of each
 configuration table a run validated (`read_validated_config`), so a later
 run with the same table needs no pydantic (see `layoutcheck.configfile`).
 
-Importing this module costs no libcst: a run whose files all hit the cache
+Importing this module costs no libcst: a run whose project is unchanged
 never imports the engine or the rules.
 """
 
@@ -41,13 +54,17 @@ __all__ = [
     "CACHE_VERSION",
     "ResultCache",
     "digest",
+    "error_row",
+    "errors_of",
+    "finding_row",
+    "findings_of",
     "fingerprint",
     "read_validated_config",
     "tool_signature",
     "write_validated_config",
 ]
 
-CACHE_VERSION = 1
+CACHE_VERSION = 2
 
 _GITIGNORE = "# Created by layoutcheck: the whole folder is a cache.\n*\n"
 _CACHEDIR_TAG = (
@@ -96,7 +113,7 @@ def tool_signature() -> dict[str, Any]:
     except (ImportError, ValueError):
         pass
     sources = []
-    for folder in (package / "lint", rules):
+    for folder in (package / "lint", package / "model", rules):
         try:
             names = sorted(n for n in os.listdir(folder) if n.endswith(".py"))
         except OSError:
@@ -125,17 +142,45 @@ def fingerprint(parts: Mapping[str, Any]) -> str:
     return hashlib.sha256(blob.encode()).hexdigest()
 
 
-def _finding_row(f: Finding) -> list[Any]:
+def finding_row(f: Finding) -> list[Any]:
+    """A finding as a cache row, without its path."""
     return [f.line, f.column, f.rule, f.code, f.end_line, f.end_column, f.message, f.fixable]
 
 
-def _error_row(e: FileError) -> list[Any]:
+def error_row(e: FileError) -> list[Any]:
     return [e.line, e.column, e.message, e.kind]
+
+
+def findings_of(rows: Any, display: str) -> list[Finding]:
+    return [
+        Finding(display, line, col, rule, code, end_line, end_col, message, bool(fixable))
+        for line, col, rule, code, end_line, end_col, message, fixable in rows
+    ]
+
+
+def errors_of(rows: Any, display: str) -> list[FileError]:
+    return [FileError(display, line, message, column=col, kind=kind) for line, col, message, kind in rows]
+
+
+def result_data(result: FileResult) -> dict[str, Any] | None:
+    """A checked file's result as cache data; None when it holds an error its content does not explain."""
+    if any(e.kind != INVALID_INPUT for e in result.errors):
+        return None
+    return {
+        "findings": [finding_row(f) for f in result.findings],
+        "errors": [error_row(e) for e in result.errors],
+        "parsed": result.parsed,
+    }
+
+
+def result_of(data: Mapping[str, Any], display: str) -> FileResult:
+    return FileResult(display, findings_of(data["findings"], display), errors_of(data["errors"], display),
+                      parsed=bool(data["parsed"]), cached=True)
 
 
 @dataclass
 class ResultCache:
-    """Per-file results under ``directory``, for one settings ``fingerprint``."""
+    """File and run entries under ``directory``, for one settings ``fingerprint``."""
 
     directory: Path
     fingerprint: str
@@ -155,55 +200,96 @@ class ResultCache:
             self.warning = f"cache disabled: cannot write {self.directory}: {exc.strerror or exc}"
 
     def key(self, relpath: str, module_name: str | None, digest: str) -> str:
-        """The entry key for one file's content at one place."""
+        """The file entry key for one file's content at one place."""
         text = "\0".join((self.fingerprint, relpath, module_name or "", digest))
         return hashlib.sha256(text.encode()).hexdigest()
 
-    def _entry(self, key: str) -> Path:
-        # Sharded by the first two hex digits: no folder grows past a few thousand files.
-        return self.directory / "files" / key[:2] / f"{key[2:]}.json"
+    def run_key(self, files: list[tuple[str, ...]]) -> str:
+        """The run entry key for a project state: each file's (relpath, module, display, digest, role)."""
+        text = "\0".join((self.fingerprint, *("\1".join(f) for f in sorted(files))))
+        return hashlib.sha256(text.encode()).hexdigest()
 
-    def get(self, key: str, display: str) -> FileResult | None:
-        """The cached result (its paths set to ``display``), or None on a miss or a bad entry."""
+    def _entry(self, kind: str, key: str) -> Path:
+        # Sharded by the first two hex digits: no folder grows past a few thousand files.
+        return self.directory / kind / key[:2] / f"{key[2:]}.json"
+
+    def _read(self, kind: str, key: str, hook: Any = None) -> dict[str, Any] | None:
         if not self.enabled:
             return None
         try:
-            data = json.loads(self._entry(key).read_bytes())
-            if data.get("v") != CACHE_VERSION:
+            data = json.loads(self._entry(kind, key).read_bytes(), object_hook=hook)
+            if not isinstance(data, dict) or data.get("v") != CACHE_VERSION:
                 raise ValueError("other cache version")
-            findings = [
-                Finding(display, line, col, rule, code, end_line, end_col, message, bool(fixable))
-                for line, col, rule, code, end_line, end_col, message, fixable in data["findings"]
-            ]
-            errors = [
-                FileError(display, line, message, column=col, kind=kind)
-                for line, col, message, kind in data["errors"]
-            ]
-            result = FileResult(display, findings, errors, parsed=bool(data["parsed"]), cached=True)
-        except (OSError, ValueError, TypeError, KeyError, AttributeError):
+        except (OSError, ValueError, TypeError, AttributeError):
             # Missing, truncated, hand-edited or from another version: recompute.
             self.misses += 1
             return None
-        self.hits += 1
-        return result
+        return data
 
-    def put(self, key: str, result: FileResult) -> None:
-        """Store ``result`` unless it holds an error the content does not explain."""
-        if not self.enabled or any(e.kind != INVALID_INPUT for e in result.errors):
+    def _write(self, kind: str, key: str, data: dict[str, Any]) -> None:
+        if not self.enabled:
             return
-        entry = {
-            "v": CACHE_VERSION,
-            "findings": [_finding_row(f) for f in result.findings],
-            "errors": [_error_row(e) for e in result.errors],
-            "parsed": result.parsed,
-        }
-        target = self._entry(key)
+        target = self._entry(kind, key)
         try:
             target.parent.mkdir(parents=True, exist_ok=True)
-            _write_atomic(target, json.dumps(entry, separators=(",", ":")).encode())
+            _write_atomic(target, json.dumps({"v": CACHE_VERSION, **data}, separators=(",", ":")).encode())
             self.writes += 1
         except OSError:
             pass  # a full disk or a read-only folder costs speed, never the run
+
+    def get_file(self, key: str) -> dict[str, Any] | None:
+        """A file entry: ``facts`` (a `FileFacts`, built while the JSON is parsed; its calls
+        decoded when the project asks for them), ``findings`` and ``errors`` rows, ``parsed``."""
+        from layoutcheck.model.facts import from_cache_data, object_hook
+
+        data = self._read("files", key, object_hook)
+        if data is None:
+            return None
+        try:
+            if not isinstance(data["findings"], list) or not isinstance(data["errors"], list):
+                raise TypeError("bad rows")
+            for row in data["findings"]:
+                if len(row) != 8:
+                    raise ValueError("bad finding row")
+            for row in data["errors"]:
+                if len(row) != 4:
+                    raise ValueError("bad error row")
+            data["parsed"] = bool(data["parsed"])
+            if data["facts"] is not None:
+                data["facts"] = from_cache_data(data["facts"])
+        except (KeyError, TypeError, ValueError):
+            self.misses += 1
+            return None
+        self.hits += 1
+        return data
+
+    def put_file(self, key: str, data: dict[str, Any]) -> None:
+        self._write("files", key, data)
+
+    def get_run(self, key: str, displays: Mapping[str, str]) -> dict[str, FileResult] | None:
+        """Every checked file's result for a project state, by relpath (shown as ``displays[relpath]``)."""
+        data = self._read("runs", key)
+        if data is None:
+            return None
+        try:
+            results = {rel: result_of(entry, displays[rel]) for rel, entry in data["results"].items()}
+            if set(results) != set(displays):
+                raise KeyError("other files")
+        except (KeyError, TypeError, ValueError, AttributeError):
+            self.misses += 1
+            return None
+        self.hits += 1
+        return results
+
+    def put_run(self, key: str, results: Mapping[str, FileResult]) -> None:
+        """Store a run's results (by relpath), unless one holds an error its content does not explain."""
+        rows = {}
+        for rel, result in results.items():
+            data = result_data(result)
+            if data is None:
+                return
+            rows[rel] = data
+        self._write("runs", key, {"results": rows})
 
 
 def _prepare(directory: Path) -> None:

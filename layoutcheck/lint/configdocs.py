@@ -4,8 +4,9 @@ Both are generated from the settings dataclasses (`layoutcheck.lint.settings`),
 where every key's name, type, default and description is written once
 (STYLE.md: no lists kept by hand in several places); the README's key
 reference is ``layoutcheck config --reference``, pasted, and a test keeps it
-in sync. The one key not there is ``runtime``, the table reserved for the
-runtime hooks, which the linter never reads (`RUNTIME_KEY`).
+in sync; the ``runtime`` sub-table's keys come from the debug mode's
+`layoutcheck.runtime.settings.RuntimeSettings` (`RUNTIME_KEY`), which the
+linter never reads.
 
 Values are shown as TOML (what the user writes) or JSON. Importing this
 module costs neither pydantic nor libcst.
@@ -23,6 +24,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from layoutcheck.lint.settings import CheckSettings, LintSettings, kebab
+from layoutcheck.runtime.settings import RuntimeSettings
 
 __all__ = [
     "RUNTIME_KEY",
@@ -36,10 +38,7 @@ __all__ = [
 ]
 
 RUNTIME_KEY = "runtime"
-RUNTIME_DESCRIPTION = (
-    "Reserved for the runtime hooks (`[tool.layoutcheck.runtime]`): accepted and kept as written; "
-    "the linter reads nothing from it."
-)
+"""The sub-table of the debug mode (`layoutcheck.runtime.settings.RuntimeSettings`); the linter reads nothing from it."""
 
 _BARE_KEY = re.compile(r"[A-Za-z0-9_-]+\Z")
 
@@ -66,6 +65,7 @@ _SCALARS = {
     "float": "number",
     "PositiveInt": "positive integer",
     "NonNegativeInt": "non-negative integer",
+    "PositiveFloat": "positive number",
 }
 
 
@@ -77,37 +77,46 @@ def _plural(words: str) -> str:
     return words + "s" if words in _SCALARS.values() else f"({words})"
 
 
-def _words(node: ast.expr) -> str:
-    """An annotation's AST in the words of TOML: ``tuple[str, ...]`` -> ``array of strings``."""
+def _choices(values: typing.Iterable[object]) -> str:
+    return "one of " + ", ".join(f"`{v}`" for v in values)
+
+
+def _words(node: ast.expr, module: str) -> str:
+    """An annotation's AST in the words of TOML: ``tuple[str, ...]`` -> ``array of strings``.
+
+    Names that are not scalars are looked up in ``module`` (a ``Literal`` alias).
+    """
     if isinstance(node, ast.BinOp) and isinstance(node.op, ast.BitOr):
         parts = [p for p in (node.left, node.right) if not (isinstance(p, ast.Constant) and p.value is None)]
         # `X | None`: optional, which the default ("not set") says.
-        return " or ".join(_words(p) for p in parts)
+        return " or ".join(_words(p, module) for p in parts)
     if isinstance(node, ast.Name):
         if node.id in _SCALARS:
             return _SCALARS[node.id]
-        alias = getattr(sys.modules[LintSettings.__module__], node.id, None)
+        alias = getattr(sys.modules[module], node.id, None)
         if typing.get_origin(alias) is typing.Literal:
-            return " or ".join(f"`{choice}`" for choice in typing.get_args(alias))
+            return _choices(typing.get_args(alias))
         raise _UnknownType(node.id)
     if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name):
         args = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+        if node.value.id == "Literal" and all(isinstance(a, ast.Constant) for a in args):
+            return _choices([a.value for a in args])  # type: ignore[attr-defined]
         if node.value.id == "tuple" and len(args) == 2 and isinstance(args[1], ast.Constant) \
                 and args[1].value is Ellipsis:
-            return f"array of {_plural(_words(args[0]))}"
+            return f"array of {_plural(_words(args[0], module))}"
         if node.value.id == "dict" and len(args) == 2:
-            return f"table ({_words(args[0])} → {_words(args[1])})"
+            return f"table ({_words(args[0], module)} → {_words(args[1], module)})"
     raise _UnknownType(ast.unparse(node))
 
 
-def type_words(annotation: object) -> str:
+def type_words(annotation: object, module: str = LintSettings.__module__) -> str:
     """A settings field's annotation (a string: the module postpones them) in TOML's words.
 
     An annotation these words do not cover is shown as written, in backticks.
     """
     text = annotation if isinstance(annotation, str) else getattr(annotation, "__name__", repr(annotation))
     try:
-        return _words(ast.parse(text, mode="eval").body)
+        return _words(ast.parse(text, mode="eval").body, module)
     except (SyntaxError, _UnknownType):
         return f"`{text}`"
 
@@ -122,7 +131,7 @@ def _default(f: dataclasses.Field[Any]) -> Any:
 
 
 def keys() -> list[Key]:
-    """Every key, in reference order: the engine's options, the rules' settings, then ``runtime``."""
+    """Every key, in reference order: the engine's options, the rules' settings, then ``runtime.*``."""
     domain = {f.name for f in dataclasses.fields(LintSettings)}
     fields = dataclasses.fields(CheckSettings)
     ordered = [f for f in fields if f.name not in domain] + [f for f in fields if f.name in domain]
@@ -130,7 +139,22 @@ def keys() -> list[Key]:
         Key(kebab(f.name), f.name, type_words(f.type), _default(f), f.metadata.get("description", ""))
         for f in ordered
     ]
-    out.append(Key(RUNTIME_KEY, "", "table", {}, RUNTIME_DESCRIPTION))
+    out += [
+        Key(f"{RUNTIME_KEY}.{kebab(f.name)}", "", type_words(f.type, RuntimeSettings.__module__), _default(f),
+            f.metadata.get("description", ""))
+        for f in dataclasses.fields(RuntimeSettings)
+    ]
+    return out
+
+
+def runtime_values(runtime: RuntimeSettings) -> dict[str, Any]:
+    """The debug mode's settings with the preset applied: the hooks that will be installed, per role."""
+    out = {kebab(f.name): getattr(runtime, f.name) for f in dataclasses.fields(RuntimeSettings)}
+    hooks: dict[str, list[str]] = {}
+    for spec in runtime.hook_specs():
+        hooks.setdefault(spec.role, []).append(spec.target)
+    out["hooks"] = hooks
+    out["parallel-state"] = runtime.parallel_state_target
     return out
 
 
@@ -211,17 +235,16 @@ def render_reference(output_format: str = "text") -> str:
     return "\n".join(lines)
 
 
-def resolved_values(settings: CheckSettings, table: Mapping[str, Any]) -> dict[str, Any]:
-    """Every key with its value, in reference order; ``runtime`` as the table gave it."""
+def resolved_values(settings: CheckSettings, runtime: RuntimeSettings | None = None) -> dict[str, Any]:
+    """Every key with its value, in reference order; ``runtime`` with its preset applied (`runtime_values`)."""
     out = {k.name: getattr(settings, k.field) for k in keys() if k.field}
-    runtime = table.get(RUNTIME_KEY)
-    out[RUNTIME_KEY] = dict(runtime) if isinstance(runtime, Mapping) else {}
+    out[RUNTIME_KEY] = runtime_values(runtime or RuntimeSettings())
     return out
 
 
 def render_resolved(
     settings: CheckSettings,
-    table: Mapping[str, Any],
+    runtime: RuntimeSettings | None = None,
     *,
     source: str | None,
     table_name: str,
@@ -236,7 +259,7 @@ def render_resolved(
     ``layoutcheck.toml``); ``root`` the folder relative paths are resolved
     against. ``text`` is TOML, as written in a ``layoutcheck.toml``.
     """
-    values = resolved_values(settings, table)
+    values = resolved_values(settings, runtime)
     if output_format == "json":
         return json.dumps({
             "path": path,

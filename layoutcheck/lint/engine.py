@@ -1,178 +1,114 @@
-"""Lints one file: prefilter, parse, one traversal running every rule, findings.
+"""Lints a project: per-file facts, the project model, the rules' queries, suppressions.
 
-The order is chosen for speed (DESIGN.md section 9):
+The order is chosen for speed (DESIGN.md section 9, README's development section):
 
-1. each rule's text prefilter (`LintRule.could_match`) runs on the source; a
-   file no selected rule can match is never parsed;
-2. libcst parses the file once; a `MetadataWrapper` (without its deep copy)
-   resolves only the metadata providers the active rules declare;
-3. every active rule runs in one batched, read-only traversal
-   (`layoutcheck.lint.walk`: libcst's order and callbacks without rebuilding
-   the tree); a file no rule needs is only syntax-checked, with CPython's
-   much faster parser (a syntax error is a finding wherever it is);
-4. positions (a code-generation pass) are computed only for files with
-   findings;
-5. suppression comments are read with `tokenize` only when the text holds
-   one (`layoutcheck.lint.suppressions`).
+1. per file, the selected model rules' text prefilters run on the source; a
+   file none of them can match is only syntax-checked (CPython's symbol
+   table: no tree built), otherwise `layoutcheck.model.extract` parses it
+   with `ast` and walks it once into its facts (the runner caches them by
+   content, so an unchanged file is never parsed again);
+2. the project phase (`layoutcheck.model.project.Project`) joins every
+   file's facts: imports, calls bound to their ``def`` s, CP helpers' own
+   signatures, owners, the call graph;
+3. each model rule queries the model for each checked file
+   (`layoutcheck.model.queries.FileQueries`); a syntax rule (libcst, for
+   fixes) walks the files its prefilter lets through, in one batched
+   traversal per file;
+4. suppression comments are read with `tokenize`, only in files whose text
+   holds one (`layoutcheck.lint.suppressions`).
 
 An exception inside a rule becomes an error for that file naming the rule;
-the file is walked again without it, so the other rules' findings stand.
-Nothing here reads or writes files: `lint_source` works on text (the rules'
-example tests call it) and `lint_bytes` on a file's bytes.
+the other rules' findings stand. Nothing here reads or writes files:
+`lint_source` works on text (the rules' example tests call it).
 """
 
 from __future__ import annotations
 
-import ast
-import re
 import symtable
 import warnings
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
-from types import TracebackType
-
-import libcst as cst
-from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
+from typing import TYPE_CHECKING
 
 from layoutcheck.lint.findings import INTERNAL, INVALID_INPUT, FileError, FileResult, Finding
-from layoutcheck.lint.rule import LintContext, LintRule, Report
+from layoutcheck.lint.rule import LintRule, ModelRule, Report
 from layoutcheck.lint.settings import LintSettings
 from layoutcheck.lint.sources import SourceDecodeError, decode_source
 from layoutcheck.lint.suppressions import MARKER, UnusedSuppression, parse_suppressions, rule_names
-from layoutcheck.lint.walk import walk_batched
 
-__all__ = ["Analysis", "FileResult", "analyse", "check_syntax", "lint_bytes", "lint_source", "parse_module"]
+if TYPE_CHECKING:
+    from layoutcheck.model.facts import FileFacts
+    from layoutcheck.model.project import Project
+
+__all__ = [
+    "Analysis", "ProjectFile", "analyse_project", "analyse_source", "check_syntax", "file_facts", "lint_bytes",
+    "lint_source", "module_name_of", "run_local",
+]
+
+
+@dataclass
+class ProjectFile:
+    """One file of a run: checked (its findings are reported) or read for context only."""
+
+    display: str
+    relpath: str
+    module: str | None
+    source: str | None
+    """The text (None when only cached facts are at hand, for a context file)."""
+    facts: FileFacts | None = None
+    checked: bool = True
+    rules: tuple[type[LintRule], ...] = ()
+    """The rules to run on it (after `per-file-ignores`); `UnusedSuppression` switches that report on."""
+    is_package: bool = False
+    local: tuple[list[Finding], list[FileError], bool] | None = None
+    """The syntax rules' findings and errors and whether libcst parsed it (from the cache), unfiltered
+    by suppressions; None to run them. Set by `analyse_project` when it runs them."""
+    light: bool = False
+    """A `test-paths` file: its facts are only its imports (and its syntax) unless the project finds
+    trainer code importing it, which makes it trainer code to be read in full."""
 
 
 @dataclass
 class Analysis:
-    """One pass over one source text: findings, plus what a fix needs."""
+    """What the engine learnt about one checked file, plus what a fix needs."""
 
     path: str
     findings: list[Finding] = field(default_factory=list)
     errors: list[FileError] = field(default_factory=list)
     parsed: bool = False
-    module: cst.Module | None = None
-    fixes: list[tuple[Report, CodeRange]] = field(default_factory=list)
-    """Unsuppressed reports whose rule offers a safe fix, with their ranges."""
+    fixes: list[tuple[Report, object]] = field(default_factory=list)
+    """Unsuppressed reports whose rule offers a safe fix, with their libcst ranges."""
+    module: object = None
+    """The libcst module the fixes apply to (when a syntax rule ran)."""
 
     def result(self) -> FileResult:
         return FileResult(self.path, self.findings, self.errors, parsed=self.parsed)
 
 
-def _rule_label(rule: type[LintRule]) -> str:
-    return f"`{rule.name}` ({rule.code})"
+def module_name_of(path: str) -> str:
+    """``pkg.data`` for ``pkg/data.py`` (examples and tests name modules by their paths)."""
+    text = path.replace("\\", "/")
+    if text.endswith((".py", ".pyi")):
+        text = text.rsplit(".", 1)[0]
+    if text.endswith("/__init__"):
+        text = text[: -len("/__init__")]
+    return text.strip("/").replace("/", ".")
 
 
-def _raised_at(tb: TracebackType | None) -> str:
-    """``file:line`` of the innermost frame of a traceback: where a rule crashed."""
-    last = None
-    while tb is not None:
-        last, tb = tb, tb.tb_next
-    if last is None:
-        return "unknown location"
-    return f"{last.tb_frame.f_code.co_filename}:{last.tb_lineno}"
+def _model_rules(rules: Sequence[type[LintRule]]) -> list[type[ModelRule]]:
+    return [r for r in rules if isinstance(r, type) and issubclass(r, ModelRule)]
 
 
-def _crash(path: str, rule: type[LintRule], exc: BaseException, during: str) -> FileError:
-    return FileError(
-        path, None,
-        f"rule {_rule_label(rule)} crashed {during}: {type(exc).__name__}: {exc} "
-        f"({_raised_at(exc.__traceback__)}); its findings in this file are missing",
-        kind=INTERNAL,
-    )
-
-
-def _culprit(exc: BaseException, instances: Sequence[LintRule]) -> LintRule | None:
-    """The rule whose code raised ``exc``: the innermost traceback frame whose ``self`` is one."""
-    ids = {id(inst): inst for inst in instances}
-    found = None
-    tb = exc.__traceback__
-    while tb is not None:
-        candidate = tb.tb_frame.f_locals.get("self")
-        if candidate is not None and id(candidate) in ids and ids[id(candidate)] is candidate:
-            found = candidate
-        tb = tb.tb_next
-    return found
-
-
-def _traverse(
-    wrapper: MetadataWrapper, rules: list[type[LintRule]], context: LintContext, path: str
-) -> list[FileError]:
-    """Run ``rules`` in one batched walk; drop a rule that crashes and walk again without it."""
-    errors: list[FileError] = []
-    while rules:
-        context.reports.clear()
-        instances = []
-        for rule in list(rules):
-            try:
-                instances.append(rule(context))
-            except Exception as exc:
-                errors.append(_crash(path, rule, exc, "while starting"))
-                rules.remove(rule)
-        try:
-            walk_batched(wrapper, instances)
-            return errors
-        except RecursionError:
-            context.reports.clear()
-            errors.append(FileError(path, None, "code is nested too deeply to walk: not checked",
-                                    kind=INVALID_INPUT))
-            return errors
-        except Exception as exc:
-            culprit = _culprit(exc, instances)
-            if culprit is None:  # libcst or a metadata provider, not a rule
-                context.reports.clear()
-                errors.append(FileError(path, None, f"internal error while walking the file: "
-                                        f"{type(exc).__name__}: {exc} ({_raised_at(exc.__traceback__)})",
-                                        kind=INTERNAL))
-                return errors
-            errors.append(_crash(path, type(culprit), exc, "on this file"))
-            rules.remove(type(culprit))
-    return errors
-
-
-_LIBCST_AT = re.compile(r"error at (\d+):(\d+): (.*)", re.DOTALL)
-
-
-def syntax_error(source: str, path: str, exc: cst.ParserSyntaxError | cst.CSTValidationError) -> FileError:
-    """A syntax error as a `FileError`, with CPython's wording and position where it has one.
-
-    libcst's native parser often points past the real error ("error at 2:2:
-    expected one of ..."); `ast.parse`, run only on files that failed, names
-    the right place and says it the way Python users know. libcst's message is
-    kept when CPython accepts the code (syntax newer than libcst knows).
-    """
-    if isinstance(exc, cst.ParserSyntaxError):
-        line, column, message = exc.raw_line, exc.raw_column + 1, exc.message
-    else:  # parsed, but libcst's node validation refused it (`"a" b"b"`)
-        line, column, message = None, None, str(exc)
-    found = _LIBCST_AT.search(message)
-    if found:
-        line, column, message = int(found[1]), int(found[2]), found[3]
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            ast.parse(source, filename=path)
-    except SyntaxError as py:
-        message = py.msg
-        if py.lineno is not None:
-            line, column = py.lineno, py.offset or 1
-        elif "\0" in source:
-            before = source[: source.index("\0")]
-            line, column = before.count("\n") + 1, len(before) - (before.rfind("\n") + 1) + 1
-    except (ValueError, RecursionError, MemoryError):
-        pass
-    return FileError(path, line, f"syntax error: {message}", column=column, kind=INVALID_INPUT)
+def _syntax_rules(rules: Sequence[type[LintRule]]) -> list[type[LintRule]]:
+    return [r for r in rules if not issubclass(r, ModelRule) and r is not UnusedSuppression]
 
 
 def check_syntax(source: str, path: str) -> FileError | None:
-    """A syntax error in ``source`` without a libcst parse (for files no rule needs).
+    """A syntax error in ``source`` without building a tree (for files no rule needs).
 
-    CPython's parser and symbol table (`symtable`: no AST objects built, about
-    15x cheaper than a libcst parse and 2.5x cheaper than `ast.parse`) clear
-    nearly every file. Code they reject is confirmed with libcst, so the
-    verdict is libcst's, as for parsed files: syntax newer than the running
-    interpreter, or a symbol-table-only error, is not reported.
+    CPython's parser and symbol table (`symtable`: about 2.5x cheaper than
+    `ast.parse`) clear nearly every file; code they reject is parsed with
+    `ast` for the error's wording and place.
     """
     try:
         with warnings.catch_warnings():
@@ -181,70 +117,261 @@ def check_syntax(source: str, path: str) -> FileError | None:
         return None
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         pass
-    parsed = parse_module(source, path)
-    return parsed if isinstance(parsed, FileError) else None
+    from layoutcheck.model.extract import extract
+
+    facts = extract(source, LintSettings())
+    return _syntax_error(facts, path, source)
 
 
-def parse_module(source: str, path: str) -> cst.Module | FileError:
-    """``source`` parsed by libcst, or the `FileError` (kind `INVALID_INPUT`) saying why it does not parse.
-
-    The one place a libcst parse failure becomes an error: the engine's parse,
-    `check_syntax`'s confirmation and the fixer's reparse of its output all use it.
-    """
-    try:
-        return cst.parse_module(source)
-    except (cst.ParserSyntaxError, cst.CSTValidationError) as exc:
-        return syntax_error(source, path, exc)
-    except RecursionError:
-        return FileError(path, None, "code is nested too deeply to parse", kind=INVALID_INPUT)
+def _syntax_error(facts: FileFacts, path: str, source: str) -> FileError | None:
+    if facts.syntax_error is None:
+        return None
+    line, column, message = facts.syntax_error
+    if line is None and "\0" in source:
+        before = source[: source.index("\0")]
+        line, column = before.count("\n") + 1, len(before) - (before.rfind("\n") + 1) + 1
+    if not message.startswith("code is nested"):
+        message = f"syntax error: {message}"
+    return FileError(path, line, message, column=column, kind=INVALID_INPUT)
 
 
-def analyse(
-    source: str,
-    path: str,
-    rules: Sequence[type[LintRule]],
+def file_facts(
+    source: str, settings: LintSettings, rules: Sequence[type[LintRule]], *, checked: bool = True,
+    light: bool = False,
+) -> FileFacts:
+    """The facts of one file: extracted when a selected model rule's prefilter (or the model's own
+    needles) lets it through; else only its imports, by a text scan, and for a checked file its
+    syntax (a syntax error is a finding wherever it is). ``light`` (a test or benchmark) asks
+    for imports and syntax only (`ProjectFile.light`)."""
+    from layoutcheck.model.extract import extract
+    from layoutcheck.model.facts import FileFacts, Function
+    from layoutcheck.model.imports import scan_imports
+    from layoutcheck.model.vocabulary import vocabulary
+
+    model_rules = _model_rules(rules)
+    if not light and model_rules and (
+        vocabulary(settings).matters(source) or any(rule.could_match(source, settings) for rule in model_rules)
+    ):
+        return extract(source, settings)
+    if checked:
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                symtable.symtable(source, "<file>", "exec")
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            return extract(source, settings)  # for the error's wording and place
+    return FileFacts(functions=[Function("<module>", (1, 1, 1, 1))], imported=scan_imports(source))
+
+
+_DEMAND_ROUNDS = 4
+"""How many times the project phase may ask for more files' facts (callers of callers...)."""
+
+
+def _demanded(project: Project, files: Sequence[ProjectFile], settings: LintSettings) -> list[int]:
+    """Files the prefilter cleared whose facts the project needs after all: those that mention a
+    function whose rewrites of the owner's inputs have no caller the model sees yet (a chain of
+    calls through modules that name no length may still run them after the owner)."""
+    import re
+
+    from layoutcheck.model.queries import FileQueries
+
+    candidates = [
+        i for i, (file, model) in enumerate(zip(files, project.files))
+        if not model.facts.extracted and model.facts.syntax_error is None and file.source and "(" in file.source
+    ]
+    promoted = _promoted(project, files)
+    if not candidates:
+        return promoted
+    wanted: set[str] = set()
+    for i, model in enumerate(project.files):
+        if model.is_test or not model.facts.rewrites:
+            continue
+        decided = {found.function for found in FileQueries(project, i).stale_rewrites()}
+        for rewrite in model.facts.rewrites:
+            ref = (i, rewrite.function)
+            if rewrite.function == 0 or ref in decided:
+                continue  # reported already: no caller could take it back
+            stack, seen = [ref], {ref}
+            while stack:
+                target = stack.pop()
+                name = project.function(target).qualname.rsplit(".", 1)[-1]
+                if len(name) >= 4 and not name.startswith("__"):  # `__init__`, `run`: too common to search for
+                    wanted.add(name)
+                for caller, _ in project.callers_of(target):
+                    if caller not in seen and caller[1]:
+                        seen.add(caller)
+                        stack.append(caller)
+    candidates = [i for i in candidates if any(name in (files[i].source or "") for name in wanted)]
+    if not candidates:
+        return promoted
+    names = "|".join(sorted(map(re.escape, wanted)))
+    # A call of one of them, or an import of it (a call through an alias follows the import).
+    pattern = re.compile(rf"\b(?:{names})\s*\(|^[ \t]*(?:from|import)\b[^\n]*\b(?:{names})\b", re.MULTILINE)
+    out = [i for i in candidates if pattern.search(files[i].source or "")]
+    return sorted({*out, *promoted})
+
+
+def _promoted(project: Project, files: Sequence[ProjectFile]) -> list[int]:
+    """Test-path files that trainer code imports: trainer code, so their facts are read in full."""
+    return [
+        i for i, (file, model) in enumerate(zip(files, project.files))
+        if file.light and not model.is_test and not model.facts.extracted and model.facts.syntax_error is None
+        and file.source is not None
+    ]
+
+
+def analyse_project(
+    files: Sequence[ProjectFile],
     settings: LintSettings,
     *,
-    module_name: str | None = None,
     known_rules: Collection[str] | None = None,
-) -> Analysis:
-    """Lint ``source`` and keep what a fix needs (the tree and the fixable reports).
+    all_rules: Sequence[type[LintRule]] = (),
+) -> tuple[dict[str, Analysis], Project]:
+    """Lint every checked file of ``files`` against the project they make together.
 
-    ``rules`` are the rules to run on this file; `UnusedSuppression` among
-    them switches on the unused-suppression report. ``known_rules`` (names and
-    lower-case codes of every rule) lets that report flag misspelt names.
+    ``all_rules`` are the run's selected rules (for the text prefilter of
+    files read only for context); each checked file runs its own ``rules``.
     """
-    out = Analysis(path)
-    report_unused = UnusedSuppression in rules
-    visitors = [r for r in rules if r is not UnusedSuppression]
-    active: list[type[LintRule]] = []
-    crashed: set[type[LintRule]] = set()
-    for rule in visitors:
+    from layoutcheck.model.project import FileModel, Project
+    from layoutcheck.model.queries import FileQueries
+
+    prefilter_rules = list(all_rules) or sorted({r for f in files for r in f.rules}, key=lambda r: r.code)
+    models = []
+    errors: dict[str, list[FileError]] = {}
+    for file in files:
+        facts = file.facts
+        if facts is None:
+            assert file.source is not None, "a project file needs its text or its facts"
+            try:
+                facts = file_facts(file.source, settings, file.rules if file.checked else prefilter_rules,
+                                   checked=file.checked, light=file.light)
+            except Exception as exc:  # a bug in the extractor: the file is unchecked, the run goes on
+                from layoutcheck.model.facts import FileFacts
+
+                facts = FileFacts()
+                errors.setdefault(file.display, []).append(FileError(
+                    file.display, None, f"internal error while reading the file: {type(exc).__name__}: {exc}",
+                    kind=INTERNAL))
+            file.facts = facts
+        models.append(FileModel(file.display, file.relpath, file.module, facts, file.checked,
+                                is_package=file.is_package))
+    project = Project(models, settings)
+    for _ in range(_DEMAND_ROUNDS):
+        more = _demanded(project, files, settings)
+        if not more:
+            break
+        from layoutcheck.model.extract import extract
+
+        for i in more:
+            files[i].facts = models[i].facts = extract(files[i].source or "", settings)
+        project = Project(models, settings)
+    out: dict[str, Analysis] = {}
+    for index, file in enumerate(files):
+        if not file.checked:
+            continue
+        analysis = Analysis(file.display, errors=errors.get(file.display, []))
+        out[file.display] = analysis
+        facts = project.files[index].facts
+        syntax = _syntax_error(facts, file.display, file.source or "")
+        if syntax is not None:
+            analysis.errors.append(syntax)
+            continue
+        analysis.parsed = facts.extracted
+        reports: list[Report] = []
+        crashed: set[type[LintRule]] = set()
+        if project.files[index].is_test:
+            # Not the trainer (`test-paths`): the model rules do not run, so their
+            # suppressions here cannot be judged either.
+            crashed.update(_model_rules(file.rules))
+        else:
+            queries = FileQueries(project, index)
+            for rule in _model_rules(file.rules):
+                try:
+                    reports.extend(rule(settings).check(queries))
+                except Exception as exc:
+                    from layoutcheck.lint.syntaxrule import crash
+
+                    analysis.errors.append(crash(file.display, rule, exc, "on this file"))
+                    crashed.add(rule)
+        pairs = [(_finding(file.display, report), report) for report in reports if report.span is not None]
+        syntax_rules = _syntax_rules(file.rules)
+        if file.local is None and syntax_rules and file.source is not None:
+            local_errors: list[FileError] = []
+            syntax_reports, parsed = _run_syntax(file, syntax_rules, settings, analysis, local_errors, crashed)
+            file.local = ([_finding(file.display, r) for r in syntax_reports], local_errors, parsed)
+            pairs.extend(zip(file.local[0], syntax_reports))
+        elif file.local is not None:
+            pairs.extend((finding, None) for finding in file.local[0])
+        if file.local is not None:
+            analysis.errors.extend(file.local[1])
+            analysis.parsed = analysis.parsed or file.local[2]
+        _finish(analysis, file, pairs, crashed, known_rules)
+    return out, project
+
+
+def run_local(file: ProjectFile, settings: LintSettings) -> tuple[list[Finding], list[FileError], bool]:
+    """What ``file`` says on its own: its syntax rules' findings (unfiltered by suppressions), their
+    errors, and whether libcst parsed it. It depends on the file alone, so the cache keeps it."""
+    errors: list[FileError] = []
+    rules = _syntax_rules(file.rules)
+    if not rules or file.source is None:
+        return [], errors, False
+    reports, parsed = _run_syntax(file, rules, settings, Analysis(file.display), errors, set())
+    return [_finding(file.display, r) for r in reports], errors, parsed
+
+
+def _finding(display: str, report: Report) -> Finding:
+    assert report.span is not None
+    line, column, end_line, end_column = report.span
+    return Finding(
+        path=display, line=line, column=column, rule=report.rule.name, code=report.rule.code,
+        end_line=end_line, end_column=end_column, message=report.message,
+        # Only a rule whose examples prove a fix may offer one (rule.py).
+        fixable=report.replacement is not None and report.rule.has_autofix(),
+    )
+
+
+def _run_syntax(file: ProjectFile, rules: Sequence[type[LintRule]], settings: LintSettings, analysis: Analysis,
+                errors: list[FileError], crashed: set[type[LintRule]]) -> tuple[list[Report], bool]:
+    """Run the syntax rules whose prefilter matches (one libcst parse and walk); their reports."""
+    source = file.source or ""
+    active = []
+    for rule in rules:
         try:
             if rule.could_match(source, settings):
                 active.append(rule)
         except Exception as exc:
-            out.errors.append(_crash(path, rule, exc, "in its prefilter"))
+            from layoutcheck.lint.syntaxrule import crash
+
+            errors.append(crash(file.display, rule, exc, "in its prefilter"))
             crashed.add(rule)
+    if not active:
+        return [], False
+    from layoutcheck.lint.syntaxrule import LintContext, parse_module, run_syntax_rules
 
-    pairs: list[tuple[Finding, Report, CodeRange]] = []
-    # With no rule that can match, libcst never runs; a syntax error is still a finding (ruff).
-    parsed = parse_module(source, path) if active else check_syntax(source, path)
-    if isinstance(parsed, FileError):
-        out.errors.append(parsed)
-        return out
-    if parsed is not None:
-        out.parsed, out.module = True, parsed
-        context = LintContext(path=path, source=source, settings=settings, module_name=module_name)
-        # unsafe_skip_copy: the deep copy costs ~16% of a run, and rules never mutate.
-        wrapper = MetadataWrapper(parsed, unsafe_skip_copy=True)
-        walked = list(active)
-        out.errors.extend(_traverse(wrapper, walked, context, path))
-        crashed.update(set(active) - set(walked))
-        if context.reports:
-            pairs = _locate(wrapper, context.reports, path, out.errors)
+    module = parse_module(source, file.display)
+    if isinstance(module, FileError):
+        errors.append(module)
+        return [], False
+    analysis.module = module
+    context = LintContext(path=file.display, source=source, settings=settings, module_name=file.module)
+    located, positions, failed = run_syntax_rules(module, active, context, errors)  # type: ignore[arg-type]
+    crashed.update(failed)
+    for report in located:
+        report.where = positions.get(report.node)
+    return located, True
 
+
+def _finish(analysis: Analysis, file: ProjectFile, pairs: list[tuple[Finding, Report | None]],
+            crashed: set[type[LintRule]], known_rules: Collection[str] | None) -> None:
+    # One finding per place and message: two paths to the same conclusion are one finding.
+    unique: dict[tuple[object, ...], tuple[Finding, Report | None]] = {}
+    for finding, report in pairs:
+        unique.setdefault((finding.line, finding.column, finding.rule, finding.message), (finding, report))
+    pairs = list(unique.values())
     findings = [p[0] for p in pairs]
+    report_unused = UnusedSuppression in file.rules
+    source = file.source or ""
     if (findings or report_unused) and MARKER in source:
         suppressions = parse_suppressions(source)
         if suppressions is not None:
@@ -253,56 +380,10 @@ def analyse(
             findings = [p[0] for p in pairs]
             if report_unused:
                 # A crashed rule's findings are missing: its suppressions cannot be judged.
-                ran = rule_names([r for r in visitors if r not in crashed])
-                findings.extend(suppressions.unused(path, ran, known_rules))
-    out.findings = sorted(findings)
-    out.fixes = [(report, where) for finding, report, where in pairs if finding.fixable]
-    return out
-
-
-def _positions(wrapper: MetadataWrapper) -> Mapping[cst.CSTNode, CodeRange]:
-    """Every node's range: one code-generation pass.
-
-    ``wrapper.resolve(PositionProvider)`` would also walk the whole tree once
-    more for batchable providers, even when there are none (libcst 1.x), which
-    is about 40% of its cost; the provider's own pass (`_gen`, what `resolve`
-    calls) is all positions need.
-    """
-    gen = getattr(PositionProvider(), "_gen", None)
-    if gen is None:  # pragma: no cover - a libcst without the hook: the public way
-        return wrapper.resolve(PositionProvider)
-    return gen(wrapper)
-
-
-def _locate(
-    wrapper: MetadataWrapper, reports: Sequence[Report], path: str, errors: list[FileError]
-) -> list[tuple[Finding, Report, CodeRange]]:
-    """Findings for ``reports``; positions cost a code-generation pass, paid only here."""
-    positions = _positions(wrapper)
-    fixable: dict[type[LintRule], bool] = {}
-    located = []
-    for report in reports:
-        where = positions.get(report.node)
-        if where is None:
-            errors.append(FileError(path, None, f"rule {_rule_label(report.rule)} reported a node that "
-                                    "is not in this file's tree; that finding is dropped", kind=INTERNAL))
-            continue
-        if report.rule not in fixable:
-            fixable[report.rule] = report.rule.has_autofix()
-        finding = Finding(
-            path=path,
-            line=where.start.line,
-            column=where.start.column + 1,
-            rule=report.rule.name,
-            code=report.rule.code,
-            end_line=where.end.line,
-            end_column=where.end.column + 1,
-            message=report.message,
-            # Only a rule whose examples prove a fix may offer one (rule.py).
-            fixable=report.replacement is not None and fixable[report.rule],
-        )
-        located.append((finding, report, where))
-    return located
+                ran = rule_names([r for r in file.rules if r not in crashed and r is not UnusedSuppression])
+                findings.extend(suppressions.unused(file.display, ran, known_rules))
+    analysis.findings = sorted(findings)
+    analysis.fixes = [(report, report.where) for finding, report in pairs if finding.fixable and report is not None]
 
 
 def lint_source(
@@ -313,9 +394,36 @@ def lint_source(
     *,
     module_name: str | None = None,
     known_rules: Collection[str] | None = None,
+    files: Mapping[str, str] | None = None,
 ) -> FileResult:
-    """Lint ``source`` (the text of ``path``) with ``rules``; never executes it."""
-    return analyse(source, path, rules, settings, module_name=module_name, known_rules=known_rules).result()
+    """Lint ``source`` (the text of ``path``) with ``rules``; never executes it.
+
+    ``files`` are other files of the same project (path -> text), read for
+    context: their definitions, owners and calls count, their findings are
+    not reported.
+    """
+    return analyse_source(source, path, rules, settings, module_name=module_name, known_rules=known_rules,
+                          files=files).result()
+
+
+def analyse_source(
+    source: str,
+    path: str,
+    rules: Sequence[type[LintRule]],
+    settings: LintSettings,
+    *,
+    module_name: str | None = None,
+    known_rules: Collection[str] | None = None,
+    files: Mapping[str, str] | None = None,
+) -> Analysis:
+    """`lint_source`, keeping what a fix needs."""
+    entries = [ProjectFile(path, path, module_name or module_name_of(path), source, rules=tuple(rules),
+                           is_package=path.endswith("__init__.py"))]
+    for other, text in (files or {}).items():
+        entries.append(ProjectFile(other, other, module_name_of(other), text, checked=False,
+                                   is_package=other.endswith("__init__.py")))
+    out, _ = analyse_project(entries, settings, known_rules=known_rules, all_rules=rules)
+    return out[path]
 
 
 def lint_bytes(
@@ -328,7 +436,7 @@ def lint_bytes(
     known_rules: Collection[str] | None = None,
     fix: bool = False,
 ) -> FileResult:
-    """Decode a file's bytes as Python does, then lint (and with ``fix``, fix) it."""
+    """Decode a file's bytes as Python does, then lint (and with ``fix``, fix) it on its own."""
     try:
         source, encoding = decode_source(data)
     except SourceDecodeError as exc:

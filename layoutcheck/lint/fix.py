@@ -1,7 +1,8 @@
 """Autofix: apply the replacements that safe rules offer, until nothing changes.
 
 A rule offers a fix only when its examples prove it (`LintRule.has_autofix`),
-and only for findings no suppression covers. Each round replaces the
+and only for findings no suppression covers; only syntax rules
+(`layoutcheck.lint.syntaxrule`) can, since a fix rewrites concrete syntax. Each round replaces the
 reported nodes (by identity, in one transformer pass), regenerates the code
 and reparses it: a fix whose output does not parse is an internal error and
 the file is left as it was. Rounds repeat until no fixable finding remains
@@ -15,10 +16,11 @@ from collections.abc import Collection, Sequence
 import libcst as cst
 from libcst.metadata import CodeRange
 
-from layoutcheck.lint.engine import Analysis, analyse, parse_module
+from layoutcheck.lint.engine import Analysis, analyse_source
 from layoutcheck.lint.findings import INTERNAL, FileError, FileResult, FixOutcome
 from layoutcheck.lint.rule import LintRule, Report
 from layoutcheck.lint.settings import LintSettings
+from layoutcheck.lint.syntaxrule import parse_module
 
 __all__ = ["MAX_ROUNDS", "apply_fixes", "fix_source"]
 
@@ -96,7 +98,7 @@ def fix_source(
     """
 
     def lint(code: str) -> Analysis:
-        return analyse(code, path, rules, settings, module_name=module_name, known_rules=known_rules)
+        return analyse_source(code, path, rules, settings, module_name=module_name, known_rules=known_rules)
 
     current, applied = source, 0
     analysis = lint(current)
@@ -104,7 +106,7 @@ def fix_source(
         if not analysis.fixes or analysis.module is None:
             break
         try:
-            fixed, count = apply_fixes(analysis.module, analysis.fixes)
+            fixed, count = apply_fixes(analysis.module, analysis.fixes)  # type: ignore[arg-type]
         except Exception as exc:  # a replacement libcst cannot place or print
             failure: str | None = f"{type(exc).__name__}: {exc}"
         else:

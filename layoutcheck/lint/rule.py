@@ -1,24 +1,38 @@
-"""The rule base class and the inline examples that test every rule.
+"""The rule base classes and the inline examples that test every rule.
 
-A rule is one `LintRule` subclass in one module of ``rules/`` (shipped as
+A rule is one class in one module of ``rules/`` (shipped as
 ``layoutcheck.rules``); its docstring is the user documentation, with the
 sections ``What it does``, ``Why it matters``, ``Example`` and ``How to fix``.
-All selected rules of a file run in one libcst traversal, so a rule is a
-`libcst.BatchableCSTVisitor`: it cannot prune the walk, and it keeps any
-state it needs (an enclosing-function stack, say) itself.
+Two kinds share `LintRule`'s metadata:
+
+* `ModelRule`: a query on the project model (`layoutcheck.model`). Its
+  `ModelRule.check` reads one checked file's `FileQueries` and returns
+  `Report` s; it never walks a tree. Every padding rule is one.
+* `layoutcheck.lint.syntaxrule.SyntaxRule`: a libcst visitor, for a rule
+  that needs concrete syntax (an autofix that rewrites code). Its module
+  imports libcst; this one does not, so a run with model rules only never
+  pays for libcst.
+
+Examples (`Valid`, `Invalid`) are code the suite runs through the engine;
+``files`` adds other modules of the same project (a helper's ``def`` in
+``cp_utils.py``, an owner in ``data.py``) for the cases one file cannot show.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
-import libcst as cst
-
 if TYPE_CHECKING:
     from layoutcheck.lint.settings import LintSettings
+    from layoutcheck.model.queries import FileQueries
+
+__all__ = ["Invalid", "LintRule", "ModelRule", "Report", "Span", "Valid"]
+
+Span = tuple[int, int, int, int]
+"""(line, column, end line, end column): 1-based, columns in characters, the end exclusive."""
 
 
 @dataclass(frozen=True)
@@ -28,6 +42,8 @@ class Valid:
     code: str
     settings: dict[str, Any] = field(default_factory=dict)
     path: str = "example.py"
+    files: Mapping[str, str] = field(default_factory=dict)
+    """Other files of the same project, by path (their findings are not the example's)."""
 
 
 @dataclass(frozen=True)
@@ -46,44 +62,33 @@ class Invalid:
     replacement: str | None = None
     settings: dict[str, Any] = field(default_factory=dict)
     path: str = "example.py"
+    files: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass
 class Report:
-    """What a rule reported during the walk; positions are resolved later."""
+    """What a rule reported; a model rule gives a span, a syntax rule a libcst node."""
 
     rule: type[LintRule]
-    node: cst.CSTNode
+    span: Span | None
     message: str
-    replacement: cst.CSTNode | cst.RemovalSentinel | None = None
-
-
-@dataclass
-class LintContext:
-    """Per-file state shared by the rules of one traversal."""
-
-    path: str
-    source: str
-    settings: LintSettings
-    module_name: str | None = None
-    """Dotted module name of ``path`` when it can be derived (for owner matching)."""
-    reports: list[Report] = field(default_factory=list)
+    node: Any = None
+    """The libcst node (syntax rules), located after the walk."""
+    replacement: Any = None
+    """A libcst replacement for ``node``, offered only when the rewrite is provably safe."""
+    where: Any = None
+    """The libcst range of ``node`` (syntax rules), for fixes."""
 
 
 def _kebab(class_name: str) -> str:
     return re.sub(r"(?<!^)(?=[A-Z])", "-", class_name).lower()
 
 
-class LintRule(cst.BatchableCSTVisitor):
-    """Base class of every lint rule.
-
-    Class attributes: ``code`` (``LC1xx``), ``message`` (what is wrong, then
-    what to do), ``default_enabled``, ``prefilter`` (substrings, any of which
-    must occur in a file's text for the rule to possibly fire: files that
-    match no selected rule's prefilter are never parsed), and the ``valid``
-    and ``invalid`` examples. ``name`` derives from the class name
-    (``GlobalMaxPadding`` -> ``global-max-padding``).
-    """
+class LintRule:
+    """What every rule has: ``code`` (``LC1xx``), ``message`` (what is wrong, then what to do),
+    ``default_enabled``, ``prefilter`` (substrings, any of which must occur in a file's text
+    for the rule to possibly fire) and the ``valid`` / ``invalid`` examples. ``name`` derives
+    from the class name (``GlobalMaxPadding`` -> ``global-max-padding``)."""
 
     code: ClassVar[str]
     name: ClassVar[str]
@@ -98,11 +103,6 @@ class LintRule(cst.BatchableCSTVisitor):
         if "name" not in cls.__dict__:
             cls.name = _kebab(cls.__name__)
 
-    def __init__(self, context: LintContext) -> None:
-        super().__init__()
-        self.context = context
-        self.settings = context.settings
-
     @classmethod
     def could_match(cls, source: str, settings: LintSettings) -> bool:
         """Cheap text test: may this file hold a finding? Override for config-driven names."""
@@ -113,12 +113,22 @@ class LintRule(cst.BatchableCSTVisitor):
         """A rule offers a fix exactly when one of its examples expects one."""
         return any(case.replacement is not None for case in cls.invalid)
 
-    def report(
-        self,
-        node: cst.CSTNode,
-        message: str | None = None,
-        *,
-        replacement: cst.CSTNode | cst.RemovalSentinel | None = None,
-    ) -> None:
-        """Record a finding on ``node``; ``replacement`` only when the rewrite is provably safe."""
-        self.context.reports.append(Report(type(self), node, message or self.message, replacement))
+
+class ModelRule(LintRule):
+    """A rule that is a query on the project model: `check` reads one file's `FileQueries`.
+
+    A model rule's prefilter is the text test of the per-file phase: a file
+    that no selected model rule could match is never walked for facts (it is
+    still syntax-checked).
+    """
+
+    def __init__(self, settings: LintSettings) -> None:
+        self.settings = settings
+
+    def check(self, file: FileQueries) -> Iterable[Report]:
+        """The findings in ``file`` (a checked trainer file of the project)."""
+        raise NotImplementedError
+
+    def report(self, span: Span, message: str | None = None) -> Report:
+        """A finding at ``span``."""
+        return Report(type(self), span, message or self.message)

@@ -1,20 +1,26 @@
-"""Checks a tree: discovery, the result cache, and a process pool for what is left.
+"""Checks a project: discovery, the cache, a process pool for the facts, the project phase.
 
 `run` is the one entry point (the CLI and the benchmark call it). Its order
 keeps start-up and warm runs cheap:
 
-1. discover the files and read their bytes (no libcst yet);
-2. look each file up in the cache; a run whose files all hit never imports
-   libcst, pydantic or the rules (a hit implies that an earlier run with the
-   same settings fingerprint validated this configuration table and resolved
-   this selection without error);
-3. get the configuration's validated values (`LoadedConfig.settings`: pydantic
-   only for a table no earlier run validated), resolve the rule selection
-   (imports the rules) and lint the misses, in
-   this process or, past `PARALLEL_THRESHOLD` files, in a process pool whose
-   workers receive the rules and settings once, through the pool initializer
-   (Fixit re-reads its config and re-imports its rules for every file);
-4. store the new results, write fixes, and sort everything by path, line,
+1. discover the checked files, and the project's other files (the
+   top-level package each named path belongs to, so a one-file pre-commit
+   run still sees the owners and helpers around it), and read their bytes
+   (no parser yet);
+2. look the project state up in the cache (one run entry keyed by every
+   file's content): a hit gives every result, and never imports an AST
+   walker, libcst, pydantic or the rules (a hit implies that an earlier run
+   with the same settings fingerprint validated this configuration table and
+   resolved this selection without error);
+3. otherwise get the configuration's validated values (pydantic only for a
+   table no earlier run validated), resolve the rule selection, and take each
+   file's facts from its file entry, extracting the misses (`ast`, one
+   traversal each) in this process or, past `PARALLEL_THRESHOLD` files, in a
+   process pool whose workers receive the rules and settings once, through
+   the pool initializer; the other files of the project are read for context
+   only when their text mentions what the model needs;
+4. run the project phase and the rules' queries (`layoutcheck.lint.engine`),
+   write fixes, store the new entries, and sort everything by path, line,
    column and rule, so the output never depends on the parallelism.
 """
 
@@ -31,7 +37,8 @@ from typing import TYPE_CHECKING, Any, overload
 
 from layoutcheck.configfile import LoadedConfig, resolve_config
 from layoutcheck.lint.discovery import SourceFile, discover
-from layoutcheck.lint.findings import INTERNAL, FileError, FileResult, Finding
+from layoutcheck.lint.findings import INTERNAL, INVALID_INPUT, FileError, FileResult, Finding
+from layoutcheck.lint.globs import any_match
 from layoutcheck.lint.selection import SelectionOverrides
 from layoutcheck.lint.sources import MAX_FILE_BYTES, read_source
 
@@ -54,11 +61,11 @@ class RunStats:
     files: int = 0
     """Files found and read."""
     cached: int = 0
-    """Results taken from the cache."""
+    """Checked files whose results (or facts) came from the cache."""
     linted: int = 0
-    """Results computed in this run."""
+    """Checked files read and judged afresh in this run (their facts were not in the cache)."""
     parsed: int = 0
-    """Of those, files libcst parsed (the others the text prefilter cleared)."""
+    """Of those, files parsed (the others the text prefilter cleared)."""
     workers: int = 1
     """Processes that linted: 1 means this process."""
     fixed: int = 0
@@ -153,6 +160,8 @@ class RunResult:
     rules: Sequence[type[LintRule]]
     """The selected rules (resolved on first use)."""
     warnings: list[str] = field(default_factory=list)
+    project: Any = None
+    """The project model (`layoutcheck.model.project.Project`), when the run was asked to keep it."""
 
     @property
     def fixed_files(self) -> list[FileResult]:
@@ -162,42 +171,49 @@ class RunResult:
 
 # ---------------------------------------------------------------- the workers
 
-_Task = tuple[str, "str | None", bytes, tuple[int, ...]]
-"""(display path, module name, file bytes, indexes of the rules to run)."""
+_Task = tuple[str, "str | None", bytes, bool, bool, tuple[int, ...]]
+"""(display path, module name, file bytes, checked, light (a test), indexes of the rules to run on it)."""
 
 
 @dataclass
-class _Linter:
-    """What every worker needs, sent once through the pool initializer."""
+class _Reader:
+    """Turns a file's bytes into its facts (and its syntax rules' findings): sent once to each worker."""
 
     rules: tuple[type[LintRule], ...]
     settings: LintSettings
-    known: frozenset[str]
-    fix: bool
 
-    def __call__(self, task: _Task) -> FileResult:
-        from layoutcheck.lint.engine import lint_bytes
+    def __call__(self, task: _Task) -> Any:
+        from layoutcheck.lint.engine import ProjectFile, file_facts, run_local
+        from layoutcheck.lint.sources import SourceDecodeError, decode_source
 
-        display, module_name, data, indexes = task
+        display, module, data, checked, light, indexes = task
         try:
-            return lint_bytes(data, display, [self.rules[i] for i in indexes], self.settings,
-                              module_name=module_name, known_rules=self.known, fix=self.fix)
+            try:
+                source, _ = decode_source(data)
+            except SourceDecodeError as exc:
+                return FileError(display, exc.line, str(exc), column=exc.column)
+            rules = [self.rules[i] for i in indexes]
+            facts = file_facts(source, self.settings, rules if checked else self.rules, checked=checked, light=light)
+            local = None
+            if checked:
+                file = ProjectFile(display, display, module, source, facts, rules=tuple(rules))
+                local = run_local(file, self.settings)
+            return facts, local
         except Exception as exc:  # the engine contains rule crashes; this is a bug in it
-            return FileResult(display, errors=[FileError(
-                display, None, f"internal error: {type(exc).__name__}: {exc}", kind=INTERNAL)])
+            return FileError(display, None, f"internal error: {type(exc).__name__}: {exc}", kind=INTERNAL)
 
 
-_WORKER: _Linter | None = None
+_WORKER: _Reader | None = None
 
 
-def _init_worker(linter: _Linter) -> None:
+def _init_worker(reader: _Reader) -> None:
     global _WORKER
-    _WORKER = linter
-    # Import the engine once per worker, not once per file.
-    import layoutcheck.lint.engine  # noqa: F401
+    _WORKER = reader
+    # Import the extractor once per worker, not once per file.
+    import layoutcheck.model.extract  # noqa: F401
 
 
-def _work(task: _Task) -> FileResult:
+def _work(task: _Task) -> Any:
     assert _WORKER is not None, "pool initializer did not run"
     return _WORKER(task)
 
@@ -206,15 +222,15 @@ def _work(task: _Task) -> FileResult:
 def _gc_spares_imports() -> Iterator[Callable[[], None]]:
     """Keep the cyclic garbage collector off the modules a lint imports.
 
-    Importing libcst and the rules creates some 100k objects that live as long
+    Importing the rules and the model creates many objects that live as long
     as the process and hold next to no garbage. With the collector on, dozens
     of collections scan them while they load and the older-generation ones scan
-    them again while files are parsed: some 6 ms of a one-file run spent on
-    nothing. So the collector is off until the caller calls the yielded
-    ``imported()``, which freezes what exists (`gc.freeze`: out of the
-    collector's sight) and turns it back on. On exit they are unfrozen, so a
-    process that runs many checks (the tests, an editor) collects them as
-    usual. Does nothing when the collector is off or something else froze objects.
+    them again while files are read: time spent on nothing. So the collector
+    is off until the caller calls the yielded ``imported()``, which freezes
+    what exists (`gc.freeze`: out of the collector's sight) and turns it back
+    on. On exit they are unfrozen, so a process that runs many checks (the
+    tests, an editor) collects them as usual. Does nothing when the collector
+    is off or something else froze objects.
     """
     if not gc.isenabled() or gc.get_freeze_count():
         yield lambda: None
@@ -262,8 +278,7 @@ def _start_method() -> str:
     return "forkserver" if "forkserver" in methods else "spawn"
 
 
-def _execute(tasks: list[_Task], linter: _Linter, jobs: int | None,
-             warnings: list[str]) -> tuple[list[FileResult], int]:
+def _execute(tasks: list[_Task], reader: _Reader, jobs: int | None, warnings: list[str]) -> tuple[list[Any], int]:
     workers = worker_count(jobs, len(tasks))
     if workers > 1:
         import multiprocessing
@@ -276,11 +291,11 @@ def _execute(tasks: list[_Task], linter: _Linter, jobs: int | None,
         context = multiprocessing.get_context(_start_method())
         try:
             with ProcessPoolExecutor(workers, mp_context=context, initializer=_init_worker,
-                                     initargs=(linter,)) as pool:
+                                     initargs=(reader,)) as pool:
                 return list(pool.map(_work, tasks, chunksize=chunksize)), workers
         except (BrokenProcessPool, OSError) as exc:
             warnings.append(f"process pool failed ({type(exc).__name__}: {exc}); linting in one process")
-    return [linter(task) for task in tasks], 1
+    return [reader(task) for task in tasks], 1
 
 
 # ---------------------------------------------------------------- the run
@@ -288,7 +303,7 @@ def _execute(tasks: list[_Task], linter: _Linter, jobs: int | None,
 
 def _settings_fingerprint(loaded: LoadedConfig, overrides: SelectionOverrides,
                           rules: Sequence[type[LintRule]] | None) -> str:
-    """Everything besides a file's own bytes and place that can change its result.
+    """Everything besides the files' own bytes and places that can change a result.
 
     The configuration enters as the table the user wrote, not the validated
     model: a hit then also proves that an earlier run validated this table,
@@ -333,6 +348,47 @@ def _write_fix(path: str, result: FileResult) -> bytes | None:
         return None
 
 
+def _context_roots(paths: Sequence[str | os.PathLike[str]], base: Path) -> list[str]:
+    """Where the project around each named path is: its top-level package folder, or for a
+    file outside any package, its own folder.
+
+    A one-file pre-commit run of ``pkg/sub/mod.py`` lints it in the project
+    of ``pkg/``: the owners, helpers and callers around it count.
+    """
+    tops: list[str] = []
+    for raw in paths or (".",):
+        path = os.path.normpath(os.path.join(base, os.fspath(raw)))
+        is_dir = os.path.isdir(path)
+        folder = path if is_dir else os.path.dirname(path)
+        top = None
+        while os.path.isfile(os.path.join(folder, "__init__.py")):
+            top = folder
+            parent = os.path.dirname(folder)
+            if parent == folder:
+                break
+            folder = parent
+        if top is None and not is_dir:
+            top = folder
+        if top is not None and top not in tops:
+            tops.append(top)
+    return tops
+
+
+@dataclass
+class _Entry:
+    """One project file during a run."""
+
+    source: SourceFile
+    data: bytes
+    digest: str
+    checked: bool
+    text: str | None = None
+    facts: Any = None
+    local: Any = None
+    key: str | None = None
+    from_cache: bool = False
+
+
 def run(
     paths: Sequence[str | os.PathLike[str]] = (".",),
     *,
@@ -346,6 +402,7 @@ def run(
     max_file_bytes: int = MAX_FILE_BYTES,
     cwd: str | os.PathLike[str] | None = None,
     force_exclude: bool = False,
+    keep_project: bool = False,
 ) -> RunResult:
     """Check ``paths`` and return every finding and error, sorted.
 
@@ -354,9 +411,13 @@ def run(
     registry (tests use it for rules of their own); ``jobs`` the worker
     processes (None or 0: automatic); ``fix`` applies safe fixes and, with
     ``write_fixes`` (off for ``--diff``), writes them back; ``force_exclude``
-    applies ``exclude`` to the named paths too (`discover`). Raises
-    `ConfigError` for a bad configuration or an unknown rule.
+    applies ``exclude`` to the named paths too (`discover`); ``keep_project``
+    builds the project model even when the cache holds every result, and keeps
+    it in `RunResult.project` (``layoutcheck model``). Raises `ConfigError`
+    for a bad configuration or an unknown rule.
     """
+    from hashlib import sha256
+
     base = Path(cwd) if cwd is not None else Path.cwd()
     if loaded is None:
         loaded = resolve_config(paths, cwd=base)
@@ -367,62 +428,230 @@ def run(
     found = discover(paths, root=loaded.root, exclude=loaded.exclude,
                      skip_dirs=[loaded.cache_dir], cwd=base, force_exclude=force_exclude)
     results: dict[str, FileResult] = {}
-    pending: list[tuple[SourceFile, bytes, str | None]] = []  # with the cache key, when caching
-    cache: ResultCache | None = None
-    if use_cache:  # hashlib, json and the cache stay unimported under --no-cache
-        from layoutcheck.lint.cache import ResultCache, digest
-
-        cache = ResultCache(loaded.cache_dir, _settings_fingerprint(loaded, overrides, rules))
+    entries: list[_Entry] = []
     for source in found.files:
         data = read_source(source.path, source.display, max_file_bytes)
         if isinstance(data, FileError):
             results[source.display] = FileResult(source.display, errors=[data])
             continue
         stats.files += 1
-        key = None
-        if cache is not None:
-            key = cache.key(source.relpath, source.module_name, digest(data))
-            hit = cache.get(key, source.display)
-            # --fix must redo a file whose cached findings it could fix.
-            if hit is not None and not (fix and any(f.fixable for f in hit.findings)):
-                results[source.display] = hit
-                stats.cached += 1
+        entries.append(_Entry(source, data, sha256(data).hexdigest(), True))
+    checked_paths = {e.source.path for e in entries} | {s.path for s in found.files}
+    roots = _context_roots(paths, base)
+    if roots:
+        context = discover(roots, root=loaded.root, exclude=loaded.exclude, skip_dirs=[loaded.cache_dir],
+                           cwd=base, force_exclude=True)
+        for source in context.files:
+            if source.path in checked_paths:
                 continue
-        pending.append((source, data, key))
+            data = read_source(source.path, source.display, max_file_bytes)
+            if isinstance(data, bytes):
+                entries.append(_Entry(source, data, sha256(data).hexdigest(), False))
 
-    if pending or not found.files:
-        with _gc_spares_imports() as imported:
-            # Imports libcst, the rules, the engine (and pydantic for a table no run validated).
-            chosen = selection.get()  # validates the selection even when there is nothing to lint
-            import layoutcheck.lint.engine  # noqa: F401
+    cache: ResultCache | None = None
+    run_key = None
+    if use_cache:  # json and the cache stay unimported under --no-cache
+        from layoutcheck.lint.cache import ResultCache
 
-            imported()
-            index = {rule: i for i, rule in enumerate(chosen.rules)}
-            tasks: list[_Task] = [
-                (source.display, source.module_name, data,
-                 tuple(index[r] for r in chosen.for_path(source.relpath)))
-                for source, data, _ in pending
-            ]
-            linter = _Linter(chosen.rules, selection.settings, chosen.known_names(), fix)
-            outcomes, stats.workers = _execute(tasks, linter, jobs, warnings)
+        cache = ResultCache(loaded.cache_dir, _settings_fingerprint(loaded, overrides, rules))
+        run_key = cache.run_key([
+            (e.source.relpath, e.source.module_name or "", e.source.display, e.digest, "c" if e.checked else "x")
+            for e in entries
+        ])
+        displays = {e.source.relpath: e.source.display for e in entries if e.checked}
+        hit = None if keep_project else cache.get_run(run_key, displays)
+        # --fix must redo a project whose cached findings it could fix.
+        if hit is not None and not (fix and any(f.fixable for r in hit.values() for f in r.findings)):
+            for result in hit.values():
+                results[result.path] = result
+            stats.cached = len(hit)
+            return _result(results, found, stats, selection, warnings)
+
+    with _gc_spares_imports() as imported:
+        # Imports the rules and the engine (and pydantic for a table no run validated).
+        chosen = selection.get()  # validates the selection even when there is nothing to lint
+        from layoutcheck.lint.engine import ProjectFile, analyse_project
+        from layoutcheck.lint.sources import SourceDecodeError, decode_source
+        from layoutcheck.model.facts import cache_data
+
+        imported()
+        settings = selection.settings
+        index = {rule: i for i, rule in enumerate(chosen.rules)}
+        tests = settings.test_paths if not settings.lint_tests else ()
+        kept: list[_Entry] = []
+        for entry in entries:
+            if not entry.checked:
+                # Context: tests are not the trainer; the others are read (their facts are only
+                # extracted when their text mentions what the model needs, or it asks for them).
+                if tests and any_match(tests, entry.source.relpath) is not None:
+                    continue
+            kept.append(entry)
+        entries = kept
+        tasks: list[_Task] = []
+        pending: list[_Entry] = []
+        for entry in entries:
+            if cache is not None:
+                entry.key = cache.key(entry.source.relpath, entry.source.module_name, entry.digest)
+                stored = cache.get_file(entry.key)
+                if stored is not None and fix and any(row[7] for row in stored["findings"]):
+                    stored = None  # --fix must redo a file whose cached findings it could fix
+                if stored is not None and stored["facts"] is not None:
+                    try:
+                        entry.facts = stored["facts"]
+                        if entry.checked:
+                            from layoutcheck.lint.cache import errors_of, findings_of
+
+                            entry.local = (findings_of(stored["findings"], entry.source.display),
+                                           errors_of(stored["errors"], entry.source.display), stored["parsed"])
+                        entry.from_cache = True
+                        stats.cached += entry.checked
+                        continue
+                    except (KeyError, TypeError, ValueError):
+                        entry.facts = None
+            rule_indexes = tuple(index[r] for r in chosen.for_path(entry.source.relpath)) if entry.checked else ()
+            light = bool(tests) and any_match(tests, entry.source.relpath) is not None
+            tasks.append((entry.source.display, entry.source.module_name, entry.data, entry.checked, light,
+                          rule_indexes))
+            pending.append(entry)
+        reader = _Reader(chosen.rules, settings)
+        outcomes, stats.workers = _execute(tasks, reader, jobs, warnings)
+        failed: set[str] = set()
+        for entry, outcome in zip(pending, outcomes):
+            if isinstance(outcome, FileError):
+                if entry.checked:
+                    results[entry.source.display] = FileResult(entry.source.display, errors=[outcome])
+                    failed.add(entry.source.path)
+                continue
+            entry.facts, entry.local = outcome
+            if entry.checked:
+                stats.linted += 1
+                stats.parsed += bool(entry.facts.extracted or (entry.local and entry.local[2]))
         if cache is not None:
             cache.prepare()
             if cache.warning:
                 warnings.append(cache.warning)
-        for (source, _data, key), result in zip(pending, outcomes):
-            results[source.display] = result
-            stats.linted += 1
-            stats.parsed += result.parsed
-            if result.fix is not None:
-                stats.fixed += result.fix.applied
-                if write_fixes:
-                    written = _write_fix(source.path, result)
-                    if written is not None and cache is not None:
-                        # Cache what is now on disk: the next run starts warm.
-                        cache.put(cache.key(source.relpath, source.module_name, digest(written)), result)
-            elif cache is not None and key is not None:
-                cache.put(key, result)
+        project_files: list[ProjectFile] = []
+        for entry in entries:
+            if entry.facts is None or entry.source.path in failed:
+                continue
+            if entry.text is None and (entry.checked or not entry.facts.extracted):
+                # A context file's text is needed only when its facts are not all there (the
+                # project may ask for them); a checked file's always (suppressions).
+                try:
+                    entry.text, _ = decode_source(entry.data)
+                except SourceDecodeError:
+                    if not entry.checked:
+                        continue
+                    raise
+            project_files.append(ProjectFile(
+                entry.source.display, entry.source.relpath, entry.source.module_name, entry.text, entry.facts,
+                checked=entry.checked,
+                rules=tuple(chosen.for_path(entry.source.relpath)) if entry.checked else (),
+                is_package=os.path.basename(entry.source.path).startswith("__init__."),
+                local=entry.local,
+                light=bool(tests) and any_match(tests, entry.source.relpath) is not None,
+            ))
+        analyses, project = analyse_project(project_files, settings, known_rules=chosen.known_names(),
+                                            all_rules=chosen.rules)
+        by_display = {e.source.display: e for e in entries}
+        for file in project_files:
+            if not file.checked:
+                continue
+            entry = by_display[file.display]
+            result = analyses[file.display].result()
+            result.cached = entry.from_cache
+            results[file.display] = result
+            if cache is not None and entry.key is not None and not entry.from_cache and file.local is not None:
+                local_errors = file.local[1]
+                if all(e.kind == INVALID_INPUT for e in local_errors) and not any(
+                    e.kind == INTERNAL for e in result.errors
+                ):
+                    from layoutcheck.lint.cache import error_row, finding_row
 
+                    cache.put_file(entry.key, {
+                        "facts": cache_data(file.facts),
+                        "findings": [finding_row(f) for f in file.local[0]],
+                        "errors": [error_row(e) for e in local_errors],
+                        "parsed": bool(file.local[2]),
+                    })
+        for file in project_files:
+            if file.checked:
+                continue
+            entry = by_display[file.display]
+            if cache is not None and entry.key is not None and not entry.from_cache:
+                cache.put_file(entry.key, {"facts": cache_data(file.facts), "findings": [], "errors": [],
+                                           "parsed": False})
+        if fix:
+            _apply_fixes(project_files, analyses, results, chosen, settings, stats, write_fixes, by_display, cache)
+        elif cache is not None and run_key is not None and results:
+            checked = {e.source.relpath: results[e.source.display] for e in entries
+                       if e.checked and e.source.display in results}
+            if len(checked) == sum(e.checked for e in entries):
+                cache.put_run(run_key, checked)
+    out = _result(results, found, stats, selection, warnings)
+    out.project = project if keep_project else None
+    return out
+
+
+def _apply_fixes(project_files: list[Any], analyses: dict[str, Any], results: dict[str, FileResult],
+                 chosen: RuleSelection, settings: LintSettings, stats: RunStats, write_fixes: bool,
+                 by_display: dict[str, _Entry], cache: ResultCache | None) -> None:
+    """Fix each file whose findings a syntax rule can fix; the project is judged again on the fixed code."""
+    from layoutcheck.lint.engine import analyse_project
+    from layoutcheck.lint.fix import fix_source
+
+    outcomes = {}
+    for file in project_files:
+        if not file.checked or not any(f.fixable for f in analyses[file.display].findings):
+            continue
+        fixed = fix_source(file.source, file.display, list(file.rules), settings, module_name=file.module,
+                           known_rules=chosen.known_names(), encoding=_encoding(by_display[file.display].data))
+        if fixed.fix is None:
+            continue
+        outcomes[file.display] = fixed
+        file.source, file.facts, file.local = fixed.fix.fixed, None, None
+    if not outcomes:
+        return
+    analyses, _ = analyse_project(project_files, settings, known_rules=chosen.known_names(), all_rules=chosen.rules)
+    for display, fixed in outcomes.items():
+        result = analyses[display].result()
+        result.fix = fixed.fix
+        result.errors.extend(e for e in fixed.errors if e.kind == INTERNAL)
+        stats.fixed += fixed.fix.applied
+        entry = by_display[display]
+        if write_fixes:
+            written = _write_fix(entry.source.path, result)
+            if written is not None and cache is not None:
+                # Cache what is now on disk: the next run starts warm.
+                from hashlib import sha256
+
+                from layoutcheck.lint.cache import error_row, finding_row
+                from layoutcheck.model.facts import cache_data
+
+                file = next(f for f in project_files if f.display == display)
+                key = cache.key(entry.source.relpath, entry.source.module_name, sha256(written).hexdigest())
+                if file.local is not None and file.facts is not None:
+                    cache.put_file(key, {
+                        "facts": cache_data(file.facts), "findings": [finding_row(f) for f in file.local[0]],
+                        "errors": [error_row(e) for e in file.local[1]], "parsed": bool(file.local[2]),
+                    })
+        results[display] = result
+    for file in project_files:
+        if file.checked and file.display not in outcomes:
+            kept = results[file.display]
+            fresh = analyses[file.display].result()
+            fresh.cached = kept.cached
+            results[file.display] = fresh
+
+
+def _encoding(data: bytes) -> str:
+    from layoutcheck.lint.sources import decode_source
+
+    return decode_source(data)[1]
+
+
+def _result(results: dict[str, FileResult], found: Any, stats: RunStats, selection: _LazySelection,
+            warnings: list[str]) -> RunResult:
     files = [results[name] for name in sorted(results)]
     findings = sorted(f for r in files for f in r.findings)
     errors = sorted([*found.errors, *(e for r in files for e in r.errors)],

@@ -39,17 +39,36 @@ from layoutcheck.geometry import DEFAULT_BUCKET_QUANTUM, Layout
 if TYPE_CHECKING:
     from pydantic import NonNegativeInt, PositiveInt
 
-__all__ = ["DEFAULT_CACHE_DIR", "DEFAULT_CP_HELPERS", "CheckSettings", "LintSettings", "kebab", "setting"]
+__all__ = [
+    "DEFAULT_CACHE_DIR", "DEFAULT_CP_HELPERS", "DEFAULT_KERNEL_MODULES", "DEFAULT_TEST_PATHS", "CheckSettings",
+    "LintSettings", "kebab", "setting",
+]
 
 DEFAULT_CP_HELPERS: Mapping[str, Mapping[str, int]] = {
-    # get_logits_and_tokens_offset_with_cp(total_length, response_length, cp_rank, cp_size,
-    #                                      qkv_format="thd", max_seq_len=None)
-    "get_logits_and_tokens_offset_with_cp": {"qkv_format": 4, "max_seq_len": 5},
-    "slice_with_cp": {"max_seq_len": 3},
-    "slice_log_prob_with_cp": {"max_token_len": 4},
-    "all_gather_with_cp": {"max_seq_len": 4},
+    # DESIGN.md's appendix (Miles, commit 31f1ca961):
+    # get_logits_and_tokens_offset_with_cp(total_length, response_length, qkv_format="thd",
+    #                                      max_seq_len=None, cp_rank=None, cp_size=None)
+    "get_logits_and_tokens_offset_with_cp": {"qkv_format": 2, "max_seq_len": 3},
+    # slice_with_cp(tokens, pad_value, qkv_format="thd", max_seq_len=None, parallel_state=None)
+    "slice_with_cp": {"qkv_format": 2, "max_seq_len": 3},
+    # slice_log_prob_with_cp(log_prob, total_length, response_length, qkv_format="thd", max_token_len=None)
+    "slice_log_prob_with_cp": {"qkv_format": 3, "max_token_len": 4},
+    # all_gather_with_cp(tensor, total_length, response_length, qkv_format="thd", max_seq_len=None)
+    "all_gather_with_cp": {"qkv_format": 3, "max_seq_len": 4},
 }
-"""The default `cp-helpers`: the CP helpers of the Megatron-based trainers of DESIGN.md's appendix."""
+"""The default `cp-helpers`: the CP helpers of DESIGN.md's appendix, with the appendix's positions.
+They are the fallback for a helper whose `def` is not in the checked tree: a `def` in the tree
+always wins (its own parameters and positions are read)."""
+
+DEFAULT_TEST_PATHS = (
+    "tests/", "test/", "testing/", "benchmarks/", "benchmark/", "test_*.py", "*_test.py", "conftest.py",
+)
+"""Where tests and benchmarks live: folders named so at any depth, and pytest's file names."""
+
+DEFAULT_KERNEL_MODULES = ("triton", "tilelang", "cutlass", "cuda", "numba", "cupy", "pycuda")
+"""Imports of kernel-writing frameworks: a module that imports one is kernel code, whose free functions
+pad for the kernel, not the data layout. (Kernel *libraries* such as `flash_attn` are left out: data-path
+code imports their padding helpers.)"""
 
 DEFAULT_CACHE_DIR = ".layoutcheck_cache"
 """The result cache folder, beside the configuration file, unless ``cache-dir`` names one."""
@@ -149,10 +168,11 @@ class LintSettings:
         ),
     )
     model_bases: tuple[str, ...] = setting(
-        ("*Module", "*Layer"),
+        ("*Module", "*Layer", "Function"),
         description=(
-            "Patterns for base classes of model code (`nn.Module`, `MegatronModule`): padding "
-            "inside their methods is a kernel's local geometry, not the data layout."
+            "Patterns for base classes of model code (`nn.Module`, `MegatronModule`, an autograd "
+            "`Function`): padding inside their methods is a kernel's local geometry, not the data layout, "
+            "and they are never owners."
         ),
     )
     owner_inputs: tuple[str, ...] = setting(
@@ -165,15 +185,38 @@ class LintSettings:
     cp_helpers: dict[str, dict[str, NonNegativeInt]] = setting(
         factory=lambda: {name: dict(spec) for name, spec in DEFAULT_CP_HELPERS.items()},
         description=(
-            "CP slicing/offset helpers and their layout parameters, each with its 0-based "
-            "position among a call's arguments (so positional calls are judged too; for a "
-            "method, `self` is not counted). A parameter named like a padded length (a "
-            "source's singular such as `max_seq_len`, a `length-names` match such as "
-            "`max_token_len`, or `padded*`) takes `P`: passing a true length or a batch maximum "
-            "there decides `P` outside the owner. When a helper's spec also names its layout "
-            "kind (`qkv_format`), every call must pass every parameter listed; a spec naming "
-            "only the padded length leaves packed (THD) calls free to omit it. Entries are merged "
+            "CP slicing/offset helpers and their layout parameters: the layout kind "
+            "(`qkv_format`) and the padded length `P` (a source's singular such as `max_seq_len`, "
+            "or a `max_*`/`padded*` length name such as `max_token_len`). When a helper's `def` is in "
+            "the checked tree, its own parameters and positions are read and this entry only names "
+            "it as a helper; for a helper defined elsewhere (an installed package), the 0-based "
+            "positions given here (for a method, `self` not counted) say where positional calls pass "
+            "them. A call must pass the layout kind unless it sits where the layout is known to be "
+            "packed (`if qkv_format == \"thd\":`), and `P` where the layout is BSHD. Entries are merged "
             "over the defaults, helper by helper; `name = {}` switches a default helper off."
+        ),
+    )
+    test_paths: tuple[str, ...] = setting(
+        DEFAULT_TEST_PATHS,
+        description=(
+            "Files that are tests or benchmarks, as gitignore-like globs relative to the configuration's "
+            "folder (a pattern without `/` matches a name at any depth; one ending in `/` a folder). "
+            "They are not the trainer: they fabricate padded batches on purpose, so they are left out of "
+            "the project model (never owners, never callers) and their findings are not reported, unless "
+            "`lint-tests` is true. A matching module that trainer code imports is trainer code all the "
+            "same (a `testing` helper the package itself imports, say)."
+        ),
+    )
+    lint_tests: bool = setting(
+        False,
+        description="Lint the files `test-paths` matches like trainer code (they are syntax-checked either way).",
+    )
+    kernel_modules: tuple[str, ...] = setting(
+        DEFAULT_KERNEL_MODULES,
+        description=(
+            "Top-level modules whose import makes a file kernel code (`triton`, `tilelang`...): padding in "
+            "its free functions is the kernel's own geometry (block and bucket sizes), not the token layout, "
+            "and they are never owners."
         ),
     )
     bucket_names: tuple[str, ...] = setting(

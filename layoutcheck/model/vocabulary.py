@@ -5,8 +5,8 @@
 * `Vocabulary`: the settings' name patterns compiled once per settings
   object (`vocabulary`), answering with `Tag` s for a bare name; it also
   knows the source names in their configured order (`Vocabulary.source`
-  is the one messages name) and which arguments of a CP helper carry
-  the padded length.
+  is the one messages name), the CP helpers, and which parameter names
+  carry a layout kind or a padded length.
 * Text prefilters: `text_mentions` and `stems` decide cheaply whether a
   file can hold a name matching a pattern at all.
 
@@ -20,6 +20,7 @@ import re
 from collections.abc import Mapping, Sequence
 from enum import IntFlag
 from functools import lru_cache
+
 from layoutcheck.lint.settings import DEFAULT_CP_HELPERS, LintSettings
 
 
@@ -40,11 +41,15 @@ class Tag(IntFlag):
     PAD = 32
     """A padded length decided by a round-up (already judged where it was computed)."""
     UNIT = 64
-    """An alignment unit built from a pad multiplier."""
+    """An alignment unit built from a pad multiplier (the layout's ``A``)."""
     FOREIGN = 128
     """A kernel, quantisation, I/O or vision multiple: not the token layout."""
     BCAST = 256
     """A list giving every sample one value (the origin is the broadcast expression)."""
+    CP = 512
+    """Derived from the context-parallel size (``2 * cp``, a CP chunk)."""
+    PACKED = 1024
+    """Read from a packed batch's description (``cu_seqlens``): the builder's stream geometry."""
 
 
 CHECK_PREFIXES = ("check", "assert", "validate", "ensure", "verify")
@@ -98,10 +103,23 @@ def text_mentions(source: str, patterns: Sequence[str]) -> bool:
     return pieces is None or any(p in lowered(source) for p in pieces)
 
 
+_SEQ, _TOK, _UNIT = int(Tag.SEQ), int(Tag.TOK), int(Tag.UNIT)
+
+_CP_SIZE = re.compile(
+    r"_*(cp|cp_size|cp_world_size|cp_ws|context_parallel_(world_)?size|get_context_parallel_world_size"
+    r"|ring_attn_size|cp_degree)",
+    re.IGNORECASE,
+)
+_LAYOUT_PARAM = re.compile(r"_*(qkv_format|qkv_layout|attn_layout|layout|seq_layout)", re.IGNORECASE)
+LAYOUT_KINDS = {"thd": "thd", "bshd": "bshd", "sbhd": "bshd", "bsh": "bshd"}
+"""String literals that name a layout, and the layout each is (`sbhd` is rectangular too)."""
+
+
 class Vocabulary:
     """The settings' names, compiled; answers "what kind of name is this?"."""
 
     def __init__(self, settings: LintSettings) -> None:
+        self.settings = settings
         self.sources = frozenset(settings.sources)
         self.source_order = tuple(settings.sources)
         """The sources in configured order: messages pick from this, never from the set."""
@@ -109,45 +127,46 @@ class Vocabulary:
         """The source messages name (`source_name`)."""
         self.source_singulars = frozenset(s[:-1] for s in settings.sources if s.endswith("s"))
         self.packed = frozenset(settings.packed_sources)
+        self.packed_order = tuple(settings.packed_sources)
         self.config_roots = frozenset(settings.config_roots)
         self.owner_inputs = frozenset(settings.owner_inputs)
+        self.kernel_modules = frozenset(settings.kernel_modules)
         self._length = _compile(settings.length_names)
         self._token = _compile(settings.token_names)
         self._unit = _compile(settings.pad_multiplier_names)
         self._foreign = _compile(settings.foreign_unit_names)
         self._bucket = _compile(settings.bucket_names)
         self._model = _compile(settings.model_bases)
-        self._tags: dict[str, Tag] = {}
+        self._tags: dict[str, int] = {}
         self._buckets: dict[str, bool] = {}
-        # Before `tags` can answer for the helpers' parameter names.
         merged = {**DEFAULT_CP_HELPERS, **settings.cp_helpers}
         self.helpers: dict[str, Mapping[str, int]] = {name: spec for name, spec in merged.items() if spec}
         """CP helpers: `cp-helpers` merged over the defaults (an empty spec switches one off),
-        each with its layout parameters and their positions."""
-        self.padded_params = {
-            helper: {p: i for p, i in spec.items() if self.is_padded_length_param(p)}
-            for helper, spec in self.helpers.items()
-        }
-        """Per helper, the parameters that take the padded length `P` (named like one)."""
-        self.carriers = self.source_singulars.union(*(p.keys() for p in self.padded_params.values()))
-        """Parameter names that carry a padded length into a function (`max_seq_len`)."""
-        self.required_args = {
-            helper: spec for helper, spec in self.helpers.items()
-            if any(p not in self.padded_params[helper] for p in spec)
-        }
-        """Helpers every call of which must pass all of their spec: those whose spec names the
-        layout (`qkv_format`). A spec naming only the padded length (`slice_with_cp =
-        { max_seq_len = 3 }`) says where `P` goes; its packed (THD) calls omit it."""
+        each with its layout parameters and their positions (the fallback for a helper whose
+        `def` is not in the tree)."""
+        self.owner_names = frozenset(
+            entry.rsplit(":", 1)[-1].rsplit(".", 1)[-1] for entries in settings.owners.values() for entry in entries
+        )
+        """The function part of every configured owner (`get_rollout_data` for `pkg.data:get_rollout_data`)."""
+        self.needles = tuple(sorted({
+            *settings.sources, *settings.packed_sources, *self.helpers, *self.owner_names, *settings.owner_inputs,
+        }))
+        """Text whose presence makes a file matter to the project model whatever the rules ask:
+        sources, packed sources, CP helpers, owners and the owner's inputs (defs, owners, callers)."""
+
+    def matters(self, source: str) -> bool:
+        """May ``source`` hold facts the project model needs (see `needles`)? A cheap text test."""
+        return any(needle in source for needle in self.needles)
 
     @staticmethod
     def _match(pattern: re.Pattern[str] | None, name: str) -> bool:
         return pattern is not None and pattern.fullmatch(name) is not None
 
     def is_token(self, name: str) -> bool:
-        return bool(self.tags(name) & Tag.TOK)
+        return bool(self.tags(name) & _TOK)
 
     def is_pad_multiplier(self, name: str) -> bool:
-        return bool(self.tags(name) & Tag.UNIT)
+        return bool(self.tags(name) & _UNIT)
 
     def is_bucket(self, name: str) -> bool:
         found = self._buckets.get(name)
@@ -158,14 +177,31 @@ class Vocabulary:
     def is_model_base(self, name: str) -> bool:
         return self._match(self._model, name)
 
-    def is_padded_length_param(self, name: str) -> bool:
-        """Does a CP helper's parameter ``name`` take the padded length `P`?
+    @staticmethod
+    def is_cp_size(name: str) -> bool:
+        """``cp_size``, ``cp_world_size``, ``get_context_parallel_world_size``: the CP size."""
+        return _CP_SIZE.fullmatch(name) is not None
 
-        A source's singular (`max_seq_len`), a length name (`max_token_len`)
-        or `padded*`; the other parameters of a helper's spec say the layout
-        (`qkv_format`).
+    @staticmethod
+    def is_layout_param(name: str) -> bool:
+        """``qkv_format`` (or ``layout``): a parameter that names the layout kind."""
+        return _LAYOUT_PARAM.fullmatch(name) is not None
+
+    def is_padded_length_param(self, name: str) -> bool:
+        """Does a parameter ``name`` take one sample's padded length `P`?
+
+        A source's singular (`max_seq_len`), a length name spelt as a bound
+        (`max_token_len`, `max_seqlen`) or `padded*`. A true length
+        (`total_length`) is not one.
         """
-        return bool(self.tags(name) & (Tag.SRC | Tag.SEQ)) or name.lower().startswith("padded")
+        lowered_name = name.lower()
+        if name in self.source_singulars or lowered_name.startswith("padded"):
+            return True
+        return bool(self.tags(name) & _SEQ) and lowered_name.lstrip("_").startswith("max_")
+
+    def is_padded_list_param(self, name: str) -> bool:
+        """``max_seq_lens``: a parameter that takes every sample's `P` (a source)."""
+        return name in self.sources
 
     def mentions_source(self, name: str) -> bool:
         """``build_max_seq_lens`` mentions ``max_seq_lens``: such a function produces it."""
@@ -175,8 +211,9 @@ class Vocabulary:
         """The first source (in configured order) that ``name`` mentions, else None."""
         return next((s for s in self.source_order if s in name), None)
 
-    def tags(self, name: str) -> Tag:
-        """What a bare name says about its value, before any local assignment."""
+    def tags(self, name: str) -> int:
+        """What a bare name says about its value, before any local assignment (`Tag` flags, as an int:
+        the traversal combines them for every expression, and enum arithmetic is slow)."""
         found = self._tags.get(name)
         if found is None:
             found = Tag.NONE
@@ -184,6 +221,8 @@ class Vocabulary:
                 found = Tag.SRC | Tag.SRCLIST
             elif name in self.source_singulars:
                 found = Tag.SRC
+            elif name in self.packed:
+                found = Tag.PACKED | Tag.SEQ
             else:
                 if self._match(self._token, name):
                     found |= Tag.TOK
@@ -193,7 +232,9 @@ class Vocabulary:
                     found |= Tag.UNIT
                 if self._match(self._foreign, name):
                     found |= Tag.FOREIGN
-            self._tags[name] = found
+                if _CP_SIZE.fullmatch(name):
+                    found |= Tag.CP
+            found = self._tags[name] = int(found)
         return found
 
 

@@ -1,0 +1,385 @@
+"""The per-file facts: what one file says about padded layouts, as plain data.
+
+`layoutcheck.model.extract` builds a `FileFacts` from one file in one
+traversal; the project phase (`layoutcheck.model.project`) reads nothing
+else, so the facts are what the result cache keeps per file content
+(`to_data` / `from_data`: JSON-able lists, never pickles, so a cache folder
+someone else wrote can do no harm). Facts do not depend on the file's path
+or module name: those are the project's to assign.
+
+Spans are ``(line, column, end_line, end_column)``, 1-based, columns in
+characters, the end exclusive. Ticks number the events of a file (calls,
+writes, rewrites, pads) in source order, so "after" is a comparison of ticks.
+A function is referred to by its index in `FileFacts.functions`; index 0 is
+the module's own top-level code.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+__all__ = [
+    "FACTS_VERSION", "Arg", "Broadcast", "BucketLiteral", "Call", "EntryRead", "FileFacts", "Function",
+    "MaxCall", "Pad", "Param", "Record", "Rewrite", "cache_data", "call_names", "ensure_calls", "from_cache_data",
+    "from_data", "object_hook", "to_data",
+]
+
+FACTS_VERSION = 1
+"""Bumped whenever the shape or the meaning of the facts changes (cached facts are then misses)."""
+
+Span = tuple[int, int, int, int]
+
+
+class Param(NamedTuple):
+    """One parameter of a ``def`` (a tuple: cached facts hold thousands, decoded fast)."""
+
+    name: str
+    kind: str
+    """``posonly``, ``pos``, ``kwonly``, ``star`` (``*args``) or ``dstar`` (``**kwargs``)."""
+    default: str | None
+    """The default's source text; None when the parameter has none."""
+
+
+class Arg(NamedTuple):
+    """One argument of a call, with what it derives from (a tuple, like `Param`)."""
+
+    keyword: str | None
+    """The keyword; None for a positional argument, ``*`` for ``*args``, ``**`` for ``**kwargs``."""
+    tags: int
+    """`layoutcheck.model.vocabulary.Tag` flags of the value."""
+    params: tuple[str, ...] = ()
+    """Parameters of the calling function the value derives from (``max_seq_len`` passed on)."""
+    text: str = ""
+    """The source text, kept only for values a rule may name (lengths, maxima)."""
+    span: Span | None = None
+    keys: tuple[str, ...] | None = None
+    """For ``**kw``: the keys of the dict ``kw`` was built as (``dict(qkv_format="bshd")``), when known."""
+
+
+class Call(NamedTuple):
+    """A call of a function the project may define (builtins and library calls are left out).
+
+    A tuple, like `Arg`: calls are most of a file's facts, and a one-file run decodes every
+    other file's from the cache.
+    """
+
+    callee: str
+    """The called name qualified through the file's imports (``.mm_data.expand``, ``self.fill``)."""
+    span: Span
+    tick: int
+    layout: str | None
+    """``thd`` or ``bshd`` when the call sits where the layout is known (``if qkv_format == "thd":``)."""
+    args: tuple[Arg, ...]
+    expects_error: bool = False
+    """Inside ``with pytest.raises(...)``: the call is meant to fail."""
+    text: str = ""
+
+
+def _call(data: Any) -> Call:
+    """A call back from its cached form, arguments included (`to_data`)."""
+    if type(data) is Call:
+        return data
+    callee, span, tick, layout, args, *rest = data
+    return Call(callee, span, tick, layout,
+                tuple(a if type(a) is Arg else Arg(None, a) if type(a) is int else Arg(*a) for a in args), *rest)
+
+
+@dataclass
+class Function:
+    """One ``def`` (or, at index 0, the module's top-level code).
+
+    The fields most functions leave at their defaults come last: the cache drops trailing
+    defaults (`to_data`), so a plain function costs a few bytes.
+    """
+
+    qualname: str
+    """``Class.method``, ``outer.inner``; ``<module>`` for index 0."""
+    span: Span
+    """The ``def`` line's name."""
+    params: tuple[Param, ...] = ()
+    parent: int = -1
+    """The enclosing function's index (-1 for index 0; 0 for a top-level def or a method)."""
+    cls: str | None = None
+    """The enclosing class's name, for methods."""
+    in_model: bool = False
+    """A method of model code (a class deriving from `model-bases`), or nested in one."""
+    named_for_source: bool = False
+    """Named after a source and not a check (``build_max_seq_lens``): it produces it."""
+    end_tick: int = 0
+    calls: tuple[Call, ...] = ()
+    returns_tags: int = 0
+    iterates: bool = False
+    """Does it walk a per-sample list (a loop or a comprehension over samples)?"""
+    reads_source: bool = False
+    reads_packed: bool = False
+    writes_source: bool = False
+    writes_packed: bool = False
+    source_ticks: tuple[int, ...] = ()
+    """When it writes a source, or calls something that recomputes it (``recompute_max_seq_lens``)."""
+    none_checked: tuple[str, ...] = ()
+    """Parameters it asserts (or raises unless) are not None: omitting them fails loudly."""
+    guarded: tuple[str, ...] = ()
+    """Containers whose per-sample entries a check in this function shows to agree (LC103)."""
+    sample_indices: tuple[int, ...] = ()
+    """Constant indices also used on other per-sample lengths (``total_lengths[0]``)."""
+
+    def __post_init__(self) -> None:
+        # Cached facts arrive with parameters and calls in their compact forms (`to_data`).
+        if self.params and type(self.params[0]) is not Param:
+            self.params = tuple(_param(p) for p in self.params)
+        if self.calls and type(self.calls[0]) is not Call:
+            self.calls = tuple(_call(c) for c in self.calls)
+
+
+def _param(data: Any) -> Param:
+    if type(data) is str:
+        return Param(data, "pos", None)
+    if len(data) == 2:
+        return Param(data[0], "pos", data[1])
+    return Param(*data)
+
+
+@dataclass
+class Pad:
+    """A padded length or a pad decided here: a round-up, a pad amount, a pad target."""
+
+    function: int
+    kind: str
+    """``round_up``, ``pad_amount``, ``chunk_pad``, ``pad_target`` (a maximum sizing a pad or a
+    tensor), ``pad_sequence`` (pad-to-longest over token tensors)."""
+    span: Span
+    text: str
+    value_tags: int
+    unit_tags: int
+    unit: str
+    """The alignment unit, canonical (`layoutcheck.model.units`): ``pad_multiplier*tp``."""
+    rounding: str
+    """``ceil`` (to the next multiple when not one already) or ``next`` (``m - n % m``: a whole
+    extra unit when ``n`` is already a multiple)."""
+    layout: str | None
+    fate: str
+    """Where the value goes: ``metric`` (only metrics, logs, conditions), ``escapes`` (returned, stored
+    into a field, or sizing or padding something that is), ``local``."""
+    tick: int
+    params: tuple[str, ...] = ()
+
+
+@dataclass
+class Broadcast:
+    """One value given to every entry of a list stored as lengths (LC101)."""
+
+    function: int
+    span: Span
+    text: str
+    target: str
+    value_tags: int
+    count_per_sample: bool
+    """The entry count is the number of samples (``len(tokens)``, a batch size)."""
+    placeholder: bool
+    """The repeated value is a placeholder filled later (``[0] * n``, ``[None] * n``)."""
+
+
+@dataclass
+class EntryRead:
+    """One sample's padded length read as a micro-batch length (``max_seq_lens[0]``)."""
+
+    function: int
+    span: Span
+    text: str
+    container: str | None
+    index: int
+
+
+@dataclass
+class Rewrite:
+    """A rewrite of a per-sample field the owner derives padded lengths from (LC105)."""
+
+    function: int
+    span: Span
+    text: str
+    field: str
+    tick: int
+
+
+@dataclass
+class Record:
+    """A padded length stored into a field (``batch["padded_to_length"] = P``)."""
+
+    function: int
+    span: Span
+    field: str
+    tick: int
+
+
+@dataclass
+class MaxCall:
+    """``max(...)`` combining alignment units (LC106)."""
+
+    function: int
+    span: Span
+    text: str
+
+
+@dataclass
+class BucketLiteral:
+    """An int literal (or a list of them) bound to a bucket or pad-multiplier name (LC201)."""
+
+    span: Span
+    name: str
+    kind: str
+    """``buckets`` or ``multiplier``."""
+    values: tuple[int, ...]
+    max_length: int | None = None
+
+
+@dataclass
+class FileFacts:
+    """Everything the project phase needs from one file."""
+
+    functions: list[Function] = field(default_factory=list)
+    imports: tuple[tuple[str, str], ...] = ()
+    """Local name -> qualified name (leading dots kept for relative imports)."""
+    imported: tuple[str, ...] = ()
+    """Every module the file imports from."""
+    classes: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    """Class name and the last names of its bases."""
+    kernel: bool = False
+    """The file imports a kernel module (`kernel-modules`)."""
+    mentions_source: bool = False
+    """The file reads or writes a source somewhere, or calls an owner."""
+    pads: list[Pad] = field(default_factory=list)
+    broadcasts: list[Broadcast] = field(default_factory=list)
+    entry_reads: list[EntryRead] = field(default_factory=list)
+    rewrites: list[Rewrite] = field(default_factory=list)
+    records: list[Record] = field(default_factory=list)
+    max_calls: list[MaxCall] = field(default_factory=list)
+    buckets: list[BucketLiteral] = field(default_factory=list)
+    extracted: bool = False
+    """The file was parsed and walked (False: the text prefilter cleared it, or it does not parse)."""
+    syntax_error: tuple[int | None, int | None, str] | None = None
+    """``(line, column, message)`` when the file does not parse; everything else is then empty."""
+
+
+# ---------------------------------------------------------------- JSON-able data
+
+_CLASSES: dict[str, type] = {
+    cls.__name__: cls
+    for cls in (Function, Pad, Broadcast, EntryRead, Rewrite, Record, MaxCall, BucketLiteral, FileFacts)
+}
+_FIELDS: dict[type, tuple[str, ...]] = {
+    cls: tuple(f.name for f in dataclasses.fields(cls)) for cls in _CLASSES.values()
+}
+
+
+def _default(f: dataclasses.Field) -> Any:  # type: ignore[type-arg]
+    if f.default is not dataclasses.MISSING:
+        return f.default
+    if f.default_factory is not dataclasses.MISSING:
+        return f.default_factory()
+    return dataclasses.MISSING
+
+
+_DEFAULTS: dict[type, tuple[Any, ...]] = {
+    cls: tuple(_default(f) for f in dataclasses.fields(cls)) for cls in _CLASSES.values()
+}
+_REQUIRED: dict[type, int] = {
+    cls: sum(1 for d in defaults if d is dataclasses.MISSING) for cls, defaults in _DEFAULTS.items()
+}
+
+
+def to_data(value: Any) -> Any:
+    """Facts as JSON-able data: a dataclass becomes ``{"t": name, "v": [fields]}``, tuples lists."""
+    kind = type(value)
+    names = _FIELDS.get(kind)
+    if names is not None:
+        values = [getattr(value, n) for n in names]
+        defaults = _DEFAULTS[kind]
+        while values and len(values) > _REQUIRED[kind] and values[-1] == defaults[len(values) - 1]:
+            values.pop()  # trailing defaults: the dataclass fills them back in
+        return {"t": kind.__name__, "v": [to_data(v) for v in values]}
+    if kind is Param:
+        # `name` for a plain positional parameter, `[name, default]` for one with a default.
+        if value.kind == "pos":
+            return value.name if value.default is None else [value.name, value.default]
+        return list(value)
+    if kind is Arg:
+        # Most arguments carry nothing but their tags: a positional one is then just its
+        # tags, a keyword one `[keyword, tags]` (calls are most of a file's facts).
+        if not value.params and not value.text and value.span is None and value.keys is None:
+            return value.tags if value.keyword is None else [value.keyword, value.tags]
+        return [to_data(v) for v in value]
+    if kind is list or kind is tuple or kind is Call:
+        return [to_data(v) for v in value]
+    return value
+
+
+def cache_data(facts: FileFacts) -> dict[str, Any]:
+    """``facts`` as a cache entry's data: the calls apart, as a JSON string.
+
+    A one-file run reads every other file of its project from the cache, and calls are most
+    of their bytes; the project decodes a file's calls only when it asks about a name the
+    file calls (`call_names`, `ensure_calls`), so the rest stays an unparsed string.
+    """
+    calls = [to_data(f.calls) for f in facts.functions]
+    core = dataclasses.replace(facts, functions=[dataclasses.replace(f, calls=()) for f in facts.functions])
+    names = sorted({c.callee.rsplit(".", 1)[-1] for f in facts.functions for c in f.calls})
+    return {"core": to_data(core), "calls": json.dumps(calls, separators=(",", ":")), "names": names}
+
+
+def from_cache_data(data: Any) -> FileFacts:
+    """The inverse of `cache_data` (its ``core`` already built by `object_hook`); calls stay pending."""
+    if not isinstance(data, dict) or not isinstance(data.get("core"), FileFacts):
+        raise ValueError("not cached facts")
+    calls, names = data["calls"], data["names"]
+    if not isinstance(calls, str) or not isinstance(names, list):
+        raise ValueError("not cached calls")
+    facts: FileFacts = data["core"]
+    facts.pending_calls = calls  # type: ignore[attr-defined]
+    facts.call_names = frozenset(names)  # type: ignore[attr-defined]
+    return facts
+
+
+def ensure_calls(facts: FileFacts) -> None:
+    """Decode the calls a cached `FileFacts` still holds as a string (`cache_data`)."""
+    pending = facts.__dict__.pop("pending_calls", None)
+    if pending is None:
+        return
+    for function, calls in zip(facts.functions, json.loads(pending)):
+        function.calls = tuple(_call(c) for c in calls)
+
+
+def call_names(facts: FileFacts) -> frozenset[str] | None:
+    """The last names of every call in ``facts`` when its calls are still pending, else None."""
+    return facts.__dict__.get("call_names") if "pending_calls" in facts.__dict__ else None
+
+
+def object_hook(data: dict[str, Any]) -> Any:
+    """`json.loads`'s ``object_hook`` that builds the facts while the JSON is parsed (fast: the C
+    decoder does the lists and scalars; lists stay lists). Other objects pass through."""
+    kind = data.get("t")
+    if kind is None or "v" not in data or len(data) != 2:
+        return data
+    cls = _CLASSES.get(kind)
+    if cls is None:
+        raise ValueError(f"unknown facts type {kind!r}")
+    values = data["v"]
+    if not isinstance(values, list) or not _REQUIRED[cls] <= len(values) <= len(_FIELDS[cls]):
+        raise ValueError(f"facts of {kind} have the wrong fields")
+    return cls(*values)
+
+
+def from_data(data: Any) -> Any:
+    """The inverse of `to_data`; lists come back as tuples except where a field holds a list."""
+    if isinstance(data, dict):
+        cls = _CLASSES[data["t"]]
+        names = _FIELDS[cls]
+        values = data["v"]
+        if not _REQUIRED[cls] <= len(values) <= len(names):
+            raise ValueError(f"facts of {cls.__name__} have {len(values)} fields, expected {len(names)}")
+        return cls(*(from_data(v) for v in values))
+    if isinstance(data, list):
+        return tuple(from_data(v) for v in data)
+    return data

@@ -1,0 +1,76 @@
+"""Which local names stand for what an import bound: ``F`` for ``torch.nn.functional``.
+
+Purely syntactic: a file's ``import`` statements are read as the traversal
+meets them, so ``F.pad``, ``Fn.pad`` and a bare ``pad`` imported from
+``torch.nn.functional`` all qualify to ``torch.nn.functional.pad``, and
+``from .cp_utils import slice_with_cp`` makes ``slice_with_cp`` qualify to
+``.cp_utils.slice_with_cp`` (the project phase resolves the leading dots
+against the module's own name).
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+
+__all__ = ["Imports", "scan_imports"]
+
+_IMPORT_LINE = re.compile(r"^[ \t]*(?:from[ \t]+(\.*[\w.]*)[ \t]+import[ \t]|import[ \t]+([\w., \t]+))", re.MULTILINE)
+
+
+def scan_imports(source: str) -> tuple[str, ...]:
+    """The modules a file imports from, by a text scan (no parse): for files the prefilter clears,
+    whose imports still say which modules trainer code uses."""
+    found: set[str] = set()
+    for match in _IMPORT_LINE.finditer(source):
+        if match.group(1) is not None:
+            found.add(match.group(1))
+        else:
+            for part in match.group(2).split(","):
+                name = part.strip().split()[0] if part.strip() else ""
+                if name:
+                    found.add(name)
+    return tuple(sorted(found))
+
+# Conventional aliases, used when the file never binds the name (a star import,
+# a notebook export): `F.pad` is torch's pad in every trainer we have read.
+_CONVENTIONAL = {"F": "torch.nn.functional", "np": "numpy", "nn": "torch.nn"}
+
+
+class Imports:
+    """Local names bound by imports, in the order the file binds them."""
+
+    def __init__(self) -> None:
+        self.aliases: dict[str, str] = {}
+        self.modules: set[str] = set()
+        """Every module the file imports from (dotted, leading dots kept for relative ones)."""
+
+    def add(self, node: ast.Import | ast.ImportFrom) -> None:
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                self.modules.add(alias.name)
+                if alias.asname:
+                    self.aliases[alias.asname] = alias.name
+                else:
+                    top = alias.name.split(".")[0]
+                    self.aliases[top] = top
+            return
+        module = "." * node.level + (node.module or "")
+        self.modules.add(module)
+        for alias in node.names:
+            if alias.name == "*":
+                continue
+            local = alias.asname or alias.name
+            if module.endswith("."):
+                self.aliases[local] = module + alias.name
+            else:
+                self.aliases[local] = f"{module}.{alias.name}" if module else alias.name
+
+    def qualify(self, node: ast.AST) -> str | None:
+        """``torch.nn.functional.pad`` for ``F.pad`` after ``import torch.nn.functional as F``."""
+        if isinstance(node, ast.Name):
+            return self.aliases.get(node.id) or _CONVENTIONAL.get(node.id, node.id)
+        if isinstance(node, ast.Attribute):
+            base = self.qualify(node.value)
+            return None if base is None else f"{base}.{node.attr}"
+        return None

@@ -1,0 +1,281 @@
+"""Small, purely syntactic helpers over the standard library's `ast` nodes.
+
+Reading literals, names and call arguments, comparing two expressions up to
+parentheses and whitespace, and `Source`: a file's lines, so a node's span
+(1-based line and *character* column, as findings show them) and its text
+can be read without another parse. `ast` counts columns in UTF-8 bytes;
+`Source` converts them.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator, Sequence
+
+__all__ = [
+    "Source", "argument", "dotted", "expects_error", "index_of", "int_value", "keyword", "last_name",
+    "names_in", "parts", "positional", "root_name", "same", "string_key", "string_value", "target_name",
+    "walk",
+]
+
+Span = tuple[int, int, int, int]
+"""(line, column, end line, end column): 1-based lines and columns, columns in characters."""
+
+_RAISES = frozenset({"raises", "assertRaises", "assertRaisesRegex", "raises_regex"})
+
+
+class Source:
+    """The text of one file, for spans and snippets of its nodes."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.lines = text.splitlines(keepends=True)
+        self._ascii = [line.isascii() for line in self.lines]
+
+    def _column(self, line: int, offset: int) -> int:
+        """The 0-based character column of UTF-8 byte ``offset`` on 1-based ``line``."""
+        if line < 1 or line > len(self.lines) or self._ascii[line - 1]:
+            return offset
+        return len(self.lines[line - 1].encode("utf-8")[:offset].decode("utf-8", errors="replace"))
+
+    def span(self, node: ast.AST) -> Span:
+        """Where ``node`` is: 1-based lines and columns, the end exclusive (as in ruff's output)."""
+        line, col = node.lineno, node.col_offset  # type: ignore[attr-defined]
+        end_line = getattr(node, "end_lineno", None) or line
+        end_col = getattr(node, "end_col_offset", None)
+        if end_col is None:
+            end_col = col
+        return (line, self._column(line, col) + 1, end_line, self._column(end_line, end_col) + 1)
+
+    def segment(self, node: ast.AST) -> str:
+        """The source text of ``node`` (without its enclosing parentheses)."""
+        line, col = node.lineno, node.col_offset  # type: ignore[attr-defined]
+        end_line, end_col = node.end_lineno, node.end_col_offset  # type: ignore[attr-defined]
+        if end_line is None or end_col is None:
+            return ""
+        if line == end_line:
+            raw = self.lines[line - 1].encode("utf-8") if not self._ascii[line - 1] else None
+            if raw is None:
+                return self.lines[line - 1][col:end_col]
+            return raw[col:end_col].decode("utf-8", errors="replace")
+        first = self.lines[line - 1].encode("utf-8")[col:].decode("utf-8", errors="replace")
+        middle = self.lines[line:end_line - 1]
+        last = self.lines[end_line - 1].encode("utf-8")[:end_col].decode("utf-8", errors="replace")
+        return first + "".join(middle) + last
+
+    def snippet(self, node: ast.AST, limit: int = 48) -> str:
+        """``node``'s text on one line, shortened for a message."""
+        text = " ".join(self.segment(node).split())
+        return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def parts(node: ast.AST) -> Sequence[ast.AST]:
+    """The sub-expressions of an expression ``node`` (the fields that hold expressions)."""
+    if isinstance(node, (ast.Name, ast.Constant)):
+        return ()
+    if isinstance(node, ast.Attribute):
+        return (node.value,)
+    if isinstance(node, ast.Call):
+        return (node.func, *node.args, *(k.value for k in node.keywords))
+    if isinstance(node, ast.BinOp):
+        return (node.left, node.right)
+    if isinstance(node, ast.BoolOp):
+        return node.values
+    if isinstance(node, ast.UnaryOp):
+        return (node.operand,)
+    if isinstance(node, ast.Compare):
+        return (node.left, *node.comparators)
+    if isinstance(node, ast.Subscript):
+        return (node.value, node.slice)
+    if isinstance(node, ast.Slice):
+        return [p for p in (node.lower, node.upper, node.step) if p is not None]
+    if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+        return node.elts
+    if isinstance(node, ast.IfExp):
+        return (node.test, node.body, node.orelse)
+    if isinstance(node, ast.Starred):
+        return (node.value,)
+    if isinstance(node, (ast.ListComp, ast.SetComp, ast.GeneratorExp)):
+        out: list[ast.AST] = [node.elt]
+        for gen in node.generators:
+            out += [gen.target, gen.iter, *gen.ifs]
+        return out
+    if isinstance(node, ast.DictComp):
+        out = [node.key, node.value]
+        for gen in node.generators:
+            out += [gen.target, gen.iter, *gen.ifs]
+        return out
+    if isinstance(node, ast.Dict):
+        return [k for k in node.keys if k is not None] + node.values
+    if isinstance(node, ast.NamedExpr):
+        return (node.target, node.value)
+    if isinstance(node, ast.JoinedStr):
+        return node.values
+    if isinstance(node, ast.FormattedValue):
+        return (node.value,)
+    if isinstance(node, (ast.Await, ast.Yield, ast.YieldFrom)):
+        return (node.value,) if node.value is not None else ()
+    if isinstance(node, ast.Lambda):
+        return (node.body,)
+    return [c for c in ast.iter_child_nodes(node) if isinstance(c, ast.expr)]
+
+
+def walk(node: ast.AST) -> Iterator[ast.AST]:
+    """Every expression node under ``node`` (itself included), depth first, in source order."""
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        yield current
+        stack.extend(reversed(parts(current)))
+
+
+def names_in(node: ast.AST) -> set[str]:
+    """Every bare name used under ``node``."""
+    return {n.id for n in walk(node) if isinstance(n, ast.Name)}
+
+
+def int_value(node: ast.AST | None) -> int | None:
+    """The value of an int literal (``128``, ``-1``, ``1_024``), else None (``True`` is not an int here)."""
+    if isinstance(node, ast.Constant):
+        value = node.value
+        return value if type(value) is int else None
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        inner = int_value(node.operand)
+        return None if inner is None else -inner
+    return None
+
+
+def string_value(node: ast.AST | None) -> str | None:
+    """The text of a string literal (``"tokens"``); None for anything else."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return node.value
+    return None
+
+
+def string_key(node: ast.Subscript) -> str | None:
+    """``"tokens"`` for ``batch["tokens"]``; None for any other subscript."""
+    return string_value(node.slice)
+
+
+def index_of(node: ast.Subscript) -> ast.expr | None:
+    """The index expression of ``x[i]`` (one index, not a slice, a tuple or a key)."""
+    part = node.slice
+    if isinstance(part, (ast.Slice, ast.Tuple)) or string_value(part) is not None:
+        return None
+    return part
+
+
+def last_name(node: ast.AST) -> str | None:
+    """``get_batch`` for ``get_batch``, ``data.get_batch`` and ``self.data.get_batch``."""
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        return node.attr
+    return None
+
+
+def root_name(node: ast.AST) -> str | None:
+    """``batch`` for ``batch``, ``batch.x`` and ``batch["x"][0]``."""
+    while isinstance(node, (ast.Attribute, ast.Subscript, ast.Call)):
+        node = node.func if isinstance(node, ast.Call) else node.value
+    return node.id if isinstance(node, ast.Name) else None
+
+
+def dotted(node: ast.AST) -> str | None:
+    """``a.b.c`` for a chain of names and attributes; None for anything else."""
+    names = []
+    while isinstance(node, ast.Attribute):
+        names.append(node.attr)
+        node = node.value
+    if not isinstance(node, ast.Name):
+        return None
+    names.append(node.id)
+    return ".".join(reversed(names))
+
+
+def target_name(node: ast.AST) -> tuple[str | None, bool]:
+    """The field a store writes and whether it writes one entry of it.
+
+    ``x = ...`` -> ``("x", False)``; ``d["x"] = ...`` and ``o.x = ...`` ->
+    ``("x", False)``; ``x[i] = ...`` and ``d["x"][i] = ...`` -> ``("x", True)``.
+    """
+    if isinstance(node, ast.Name):
+        return node.id, False
+    if isinstance(node, ast.Attribute):
+        return node.attr, False
+    if isinstance(node, ast.Subscript):
+        key = string_key(node)
+        if key is not None:
+            return key, False
+        inner, _ = target_name(node.value)
+        return inner, True
+    return None, False
+
+
+def positional(call: ast.Call) -> list[ast.expr]:
+    """The plain positional arguments of ``call``, up to the first ``*args``."""
+    args = call.args
+    for i, arg in enumerate(args):
+        if type(arg) is ast.Starred:
+            return args[:i]
+    return args
+
+
+def keyword(call: ast.Call, name: str) -> ast.expr | None:
+    """The value ``call`` passes as ``name=...``, else None."""
+    for kw in call.keywords:
+        if kw.arg == name:
+            return kw.value
+    return None
+
+
+def argument(call: ast.Call, name: str, index: int) -> ast.expr | None:
+    """The argument ``call`` passes for parameter ``name`` at position ``index``."""
+    found = keyword(call, name)
+    if found is not None:
+        return found
+    args = positional(call)
+    return args[index] if index < len(args) else None
+
+
+_OPS = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.FloorDiv: "//", ast.Mod: "%",
+        ast.Pow: "**", ast.USub: "-u", ast.UAdd: "+u", ast.Not: "not", ast.Invert: "~", ast.MatMult: "@",
+        ast.LShift: "<<", ast.RShift: ">>", ast.BitOr: "|", ast.BitAnd: "&", ast.BitXor: "^"}
+
+
+def _shape(node: ast.AST) -> object:
+    """A structural key that ignores parentheses and whitespace: ``(2 * cp)`` == ``2*cp``."""
+    if isinstance(node, ast.Name):
+        return ("n", node.id)
+    if isinstance(node, ast.Constant):
+        return ("c", type(node.value).__name__, node.value)
+    if isinstance(node, ast.Attribute):
+        return ("a", _shape(node.value), node.attr)
+    if isinstance(node, ast.BinOp):
+        return ("b", _OPS.get(type(node.op)), _shape(node.left), _shape(node.right))
+    if isinstance(node, ast.UnaryOp):
+        return ("u", _OPS.get(type(node.op)), _shape(node.operand))
+    if isinstance(node, ast.Call):
+        args = tuple(_shape(a) for a in node.args)
+        kws = tuple((k.arg, _shape(k.value)) for k in node.keywords)
+        return ("call", _shape(node.func), args, kws)
+    if isinstance(node, ast.Subscript):
+        return ("s", _shape(node.value), _shape(node.slice))
+    if isinstance(node, ast.Tuple):
+        return ("t", tuple(_shape(e) for e in node.elts))
+    return ("id", id(node))
+
+
+def same(a: ast.AST, b: ast.AST) -> bool:
+    """Are ``a`` and ``b`` the same expression, up to parentheses and whitespace?"""
+    if type(a) is not type(b):
+        return False
+    return _shape(a) == _shape(b)
+
+
+def expects_error(node: ast.With | ast.AsyncWith) -> bool:
+    """``with pytest.raises(...)`` (or ``self.assertRaises``): its body is meant to fail."""
+    return any(
+        isinstance(item.context_expr, ast.Call) and last_name(item.context_expr.func) in _RAISES
+        for item in node.items
+    )

@@ -1,0 +1,248 @@
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from layoutcheck.lint.rule import Invalid, ModelRule, Report, Valid
+from layoutcheck.lint.settings import LintSettings
+from layoutcheck.model.queries import FileQueries
+from layoutcheck.model.vocabulary import text_mentions
+
+_ACTOR = '''
+import torch
+
+
+def get_batch(data_iterator, keys, tp_size, pad_multiplier=128):
+    batch = data_iterator.get_next(keys)
+    tokens = torch.cat(batch["tokens"])
+    pad_size = tp_size * pad_multiplier
+    pad = (pad_size - tokens.size(0) % pad_size) % pad_size
+    batch["cu_seqlens"] = torch.tensor([0, tokens.size(0) + pad])
+    return batch
+'''
+
+
+def _unit(text: str) -> str:
+    return text.replace("*", " * ").replace(",", ", ")
+
+
+class DisagreeingOwners(ModelRule):
+    """Two owners of one layout that pad differently.
+
+    ## What it does
+    Compares the owners of each layout with each other: the functions that
+    build a packed batch's description (`cu_seqlens`, THD) or write the
+    per-sample padded lengths (`max_seq_lens`, BSHD), and those listed in
+    `owners`. It flags an owner's padding when another owner of the same
+    layout rounds to another alignment unit or rounds differently: one packed
+    builder pads the stream to `lcm(16, tp_size * pad_multiplier)` (the fp8
+    rule) and another to `tp_size * pad_multiplier`, or one rounds
+    `(m - n % m) % m` and another `m - n % m` (a whole extra unit when `n` is
+    already a multiple). Units are compared in one spelling
+    (`layoutcheck.model.units`): `mpu.get_tensor_model_parallel_world_size()
+    * args.data_pad_size_multiplier` and `tp_size * pad_multiplier` are the
+    same unit.
+
+    Only the alignment unit `A` (built from a pad multiplier) is compared;
+    per-sample CP padding inside a helper is the helper's rule.
+
+    ## Why it matters
+    Every tensor of one micro-batch must be laid out with the same padded
+    length. Two builders of the same layout that disagree on the unit make
+    batches whose shapes depend on which path built them: a model compiled
+    for one unit recompiles or fails for the other, fp8 GEMMs get lengths
+    that are not multiples of 16, and replay or log-prob tensors laid out by
+    one builder no longer match the tokens laid out by the other.
+
+    ## Example
+    ```python
+    def get_batch(...):        # actor
+        pad_size = tp_size * pad_multiplier
+    def get_critic_batch(...): # critic
+        pad_size = math.lcm(16, tp_size * pad_multiplier)
+    ```
+
+    ## How to fix
+    Decide the unit once (one helper, `layoutcheck.geometry.alignment_unit`)
+    and call it from every owner; or build every batch of the layout in one
+    function.
+
+    ## Configuration
+    `owners`, `sources`, `packed-sources`, `pad-multiplier-names`.
+
+    ## Fix safety
+    No autofix: which unit is right is the trainer's decision.
+    """
+
+    code = "LC107"
+    message = (
+        "`get_critic_batch` pads the packed layout to a multiple of `lcm(16, pad_multiplier * tp)`, but "
+        "`get_batch`, another owner of it, pads to `pad_multiplier * tp`. Decide the unit once and use it in both."
+    )
+
+    @classmethod
+    def could_match(cls, source: str, settings: LintSettings) -> bool:
+        return text_mentions(source, settings.pad_multiplier_names)
+
+    def check(self, file: FileQueries) -> Iterator[Report]:
+        layouts = {"thd": "packed (THD) layout", "bshd": "rectangular (BSHD) layout"}
+        for found in file.disagreeing_owners():
+            mine, theirs = found.pad, found.other_pad
+            if mine.unit != theirs.unit:
+                how = f"to a multiple of `{_unit(mine.unit)}`"
+                other = f"to `{_unit(theirs.unit)}`"
+            elif mine.rounding == "next":
+                how = "with `m - n % m` (a whole extra unit when the length is already a multiple)"
+                other = "only up to the next multiple"
+            else:
+                how = "only up to the next multiple"
+                other = "with `m - n % m` (a whole extra unit when the length is already a multiple)"
+            yield self.report(
+                mine.span,
+                f"{file.label(found.owner)} pads the {layouts[found.layout]} {how}, but "
+                f"{file.label(found.other)}, another owner of it, pads {other}. "
+                "Decide the unit once and use it in both.",
+            )
+
+    valid = [
+        Valid(
+            """
+import torch
+
+def get_critic_batch(data_iterator, keys, parallel_state, args):
+    batch = data_iterator.get_next(keys)
+    tokens = torch.cat(batch["tokens"])
+    # the same unit, spelt another way
+    unit = parallel_state.tp.size * args.pad_multiplier
+    pad = (unit - tokens.size(0) % unit) % unit
+    batch["cu_seqlens"] = torch.tensor([0, tokens.size(0) + pad])
+    return batch
+""",
+            files={"actor.py": _ACTOR},
+        ),
+        Valid(
+            """
+import math
+import torch
+
+def get_rollout_data(rollout_data, tp_size, pad_multiplier):
+    # a BSHD owner: another layout, another decision
+    unit = math.lcm(16, tp_size * pad_multiplier)
+    rollout_data["max_seq_lens"] = [(t + unit - 1) // unit * unit for t in rollout_data["total_lengths"]]
+    return rollout_data
+""",
+            files={"actor.py": _ACTOR},
+        ),
+        Valid(
+            """
+import math
+import torch
+
+def get_critic_batch(data_iterator, keys, tp_size, pad_multiplier=128):
+    # the only packed builder of this project: nothing to disagree with
+    batch = data_iterator.get_next(keys)
+    tokens = torch.cat(batch["tokens"])
+    unit = math.lcm(16, tp_size * pad_multiplier)
+    pad = (unit - tokens.size(0) % unit) % unit
+    batch["cu_seqlens"] = torch.tensor([0, tokens.size(0) + pad])
+    return batch
+"""
+        ),
+        Valid(
+            """
+import torch
+
+def get_critic_batch(data_iterator, keys, tp_size, pad_multiplier=128):
+    # no pad to the alignment unit here: the critic packs per sample with the CP helper's rule
+    batch = data_iterator.get_next(keys)
+    batch["cu_seqlens"] = torch.tensor([0] + [t.numel() for t in batch["tokens"]]).cumsum(0)
+    return batch
+""",
+            files={"actor.py": _ACTOR},
+        ),
+        Valid(
+            """
+import math
+import torch
+
+def log_padding(tokens, tp_size, pad_multiplier, metrics):
+    # not an owner: it only measures what another unit would cost
+    unit = math.lcm(16, tp_size * pad_multiplier)
+    metrics["pad/fp8_unit_waste"] = (unit - tokens.numel() % unit) % unit
+""",
+            files={"actor.py": _ACTOR},
+        ),
+    ]
+    invalid = [
+        Invalid(
+            """
+import math
+import torch
+
+def get_critic_batch(data_iterator, keys, tp_size, pad_multiplier=128):
+    batch = data_iterator.get_next(keys)
+    tokens = torch.cat(batch["tokens"])
+    unit = math.lcm(16, tp_size * pad_multiplier)
+    pad = (unit - tokens.size(0) % unit) % unit
+    batch["cu_seqlens"] = torch.tensor([0, tokens.size(0) + pad])
+    return batch
+""",
+            line=9,
+            column=11,
+            message="pads the packed (THD) layout to a multiple of `lcm(16, pad_multiplier * tp)`, but "
+                    "`get_batch` (actor.py:5), another owner of it, pads to `pad_multiplier * tp`",
+            files={"actor.py": _ACTOR},
+        ),
+        Invalid(
+            """
+import torch
+
+def get_critic_batch(data_iterator, keys, tp_size, pad_multiplier=128):
+    batch = data_iterator.get_next(keys)
+    tokens = torch.cat(batch["tokens"])
+    pad_size = tp_size * pad_multiplier
+    pad = pad_size - tokens.size(0) % pad_size
+    batch["cu_seqlens"] = torch.tensor([0, tokens.size(0) + pad])
+    return batch
+""",
+            line=8,
+            column=11,
+            message="with `m - n % m`",
+            files={"actor.py": _ACTOR},
+        ),
+        Invalid(
+            """
+def get_rollout_data(args, rollout_data, tp_size):
+    unit = tp_size * args.data_pad_size_multiplier
+    rollout_data["max_seq_lens"] = [-(-t // unit) * unit for t in rollout_data["total_lengths"]]
+    return rollout_data
+""",
+            line=4,
+            column=37,
+            message="pads the rectangular (BSHD) layout to a multiple of `pad_multiplier * tp`, but "
+                    "`recompute_max_seq_lens` (producer.py:3), another owner of it, pads to `cp * pad_multiplier * tp`",
+            files={"producer.py": """
+# after multimodal expansion: the lengths changed, so the padded lengths are written again
+def recompute_max_seq_lens(rollout_data, tp_size, cp_size, pad_multiplier):
+    unit = cp_size * tp_size * pad_multiplier
+    rollout_data["max_seq_lens"] = [-(-t // unit) * unit for t in rollout_data["total_lengths"]]
+"""},
+        ),
+        Invalid(
+            """
+import math
+import torch
+
+class CriticBatcher:
+    def pack(self, batch, tp_size, pad_multiplier):
+        tokens = torch.cat(batch["tokens"])
+        unit = math.lcm(16, tp_size * pad_multiplier)
+        pad = (unit - tokens.size(0) % unit) % unit
+        batch["cu_seqlens"] = torch.tensor([0, tokens.size(0) + pad])
+        return batch
+""",
+            line=9,
+            column=15,
+            message="`CriticBatcher.pack` (example.py:6) pads the packed (THD) layout",
+            files={"actor.py": _ACTOR},
+        ),
+    ]
