@@ -45,3 +45,14 @@ CASES: dict[str, BugCase] = {
     "loss_repad_to_rollout_max": BugCase("G3", args={"rollout_max_context_len": 4096}, tracer=True),
     "loss_cat_mixed_padded_lengths": BugCase("G1", args={"qkv_format": "thd", "micro_batch_size": 2}, tracer=True),
 }
+
+
+GRID = [
+    (fmt, scheme, cp, b)
+    for fmt in ("bshd", "thd")
+    for scheme in ("zigzag", "allgather")
+    for cp in (1, 2, 4)
+    for b in (1, 2, 4)
+    if not (scheme == "allgather" and cp == 1)  # one scheme only: nothing is sliced
+]
+"""Every layout, CP scheme, CP size and micro-batch size a correct run must pass silently: ``(qkv_format, scheme, cp, B)``."""

@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterable
 import minitrainer.actor as actor
 import pytest
 import torch  # noqa: F401 - the [test] extra requires it; fail here, not skip, without it
+from bugcases import GRID
 from minitrainer.args import make_args
 from minitrainer.bugs import BUG_NAMES
 from minitrainer.parallel import get_parallel_state, parallel_state
@@ -69,16 +70,7 @@ def samples_of(violations: list[Violation]) -> set[int]:
     return out
 
 
-# --- no false positive on a correct pipeline -------------------------------
-
-GRID = [
-    (fmt, scheme, cp, b)
-    for fmt in ("bshd", "thd")
-    for scheme in ("zigzag", "allgather")
-    for cp in (1, 2, 4)
-    for b in (1, 2, 4)
-    if not (scheme == "allgather" and cp == 1)  # one scheme only: nothing is sliced
-]
+# --- no false positive on a correct pipeline (every configuration of bugcases.GRID) ----------
 
 
 def test_correct_pipeline_is_silent_on_every_configuration(install, ref):

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import minitrainer
 import pytest
-from bugcases import CASES, CP, LENGTHS, MEDIA
+from bugcases import CASES, CP, GRID, LENGTHS, MEDIA
 from minitrainer.actor import TrainActor, train_step
 from minitrainer.args import make_args
 from minitrainer.parallel import parallel_state
@@ -136,14 +136,6 @@ def test_the_reports_name_samples_and_lengths(traced):
     assert {v.sample for v in session.violations if v.where == "get_rollout_data"} == set(at_op)
 
 
-GRID = [
-    (fmt, scheme, cp, b)
-    for fmt in ("bshd", "thd")
-    for scheme in ("zigzag", "allgather")
-    for cp in (1, 2, 4)
-    for b in (1, 2, 4)
-    if not (scheme == "allgather" and cp == 1)
-]
 
 
 def test_flags_off_the_tracer_finds_nothing_on_every_configuration(traced):
