@@ -148,6 +148,7 @@ def test_flags_off_the_tracer_finds_nothing_on_every_configuration(traced):
             with parallel_state(cp_size=cp, cp_rank=r):
                 train_step(args, ref)
     for options in ({"tp": 2, "sequence_parallel": True}, {"tp": 2, "qkv_format": "thd", "sequence_parallel": True},
+                    {"tp": 2, "qkv_format": "thd", "data_pad_size_multiplier": 64, "micro_batch_size": 2},
                     {"compress_ratios": [3], "allgather_cp": True, "micro_batch_size": 2}):
         options = dict(options)
         tp = options.pop("tp", 1)

@@ -148,8 +148,6 @@ class Session:
         """One line: what was found and what was checked."""
         return self.checker.summary()
 
-    # --- hooks ------------------------------------------------------------
-
     # --- the tracer ---------------------------------------------------------
 
     @property
@@ -174,13 +172,16 @@ class Session:
         """The session's `layoutcheck.Tracer` when the hooks run it, else ``None``."""
         return self._tracer_side().tracer if self.tracing else None
 
-    def tracer_for_block(self, *, enabled: bool = True) -> Any:
-        """The session's tracer for a ``with`` block (`layoutcheck.runtime.tracer.trace`), made if the hooks run none."""
+    def tracer_for_block(self) -> Any:
+        """The session's tracer for a ``with`` block (`layoutcheck.runtime.tracer.trace`), made if the hooks run none.
+
+        ``LAYOUTCHECK_TRACE=0`` leaves it disabled (the block runs untraced).
+        """
         tracer = self._tracer_side().tracer
         if not self.tracing:
             from layoutcheck.runtime.trace_switch import tracer_enabled
 
-            tracer.enabled = tracer_enabled(self.mode, enabled)
+            tracer.enabled = tracer_enabled(self.mode, True)
         return tracer
 
     def _tracer_side(self) -> Any:
@@ -189,6 +190,8 @@ class Session:
 
             self._session_tracer = SessionTracer(self.checker)
         return self._session_tracer
+
+    # --- hooks ------------------------------------------------------------
 
     def _wrap(self, spec: HookSpec, original: Callable[..., Any]) -> Callable[..., Any]:
         if self.tracing:

@@ -5,15 +5,19 @@ When the tracer is on (``tracer`` in ``[tool.layoutcheck.runtime]``,
 every hook with `SessionTracer.wrap`. The tracer shares the checker's
 recorder and mode (a violation is one of the session's), and each role adds:
 
-* ``producer``: the run's layout and THD stream multiple are read from
-  ``args`` before the call; after the checker's checks, `tag_rollout` tags
-  what it returned with the geometry those checks used (layout, ``A``, cp
-  size and rank, scheme, buckets);
+* ``producer``: the run's layout is read from ``args`` before the call (its
+  own CP-helper calls are judged against it); after the checker's checks,
+  `tag_rollout` tags what it returned with the geometry those checks used
+  (layout, ``A``, cp size and rank, scheme, buckets), and the rollout's THD
+  stream multiple is ``tp_size * args.data_pad_size_multiplier`` until the
+  batch builder is called in it;
 * ``batch-builder``: before the call, the micro-batch's samples get a tag
   again where a step between the hooks replaced their tensors (the
-  multimodal expansion), and the micro-batch's bucket; the builder itself
-  (not the checks around it) runs inside the tracer; `tag_batch` tags what
-  it returned;
+  multimodal expansion), and the micro-batch's bucket; the stream multiple
+  is the call's ``tp_size * pad_multiplier``; the builder itself (not the
+  checks around it) runs inside the tracer, once per micro-batch and
+  rollout (later passes lay it out with the same ops: they run untraced);
+  `tag_batch` tags what every call returned;
 * ``replay-filler``: the same re-tagging for every micro-batch it walks;
   the filler runs inside the tracer;
 * ``offset-helper``: the checker's wrapper around `wrap_cp_offsets`;
@@ -60,8 +64,8 @@ class SessionTracer:
         """``A`` of the current rollout (from the producer's ``args``)."""
         self._layout: str | None = checker.layout
         self._stream_multiple: int | None = None
-        self._builder_multiple = False
-        """The stream multiple came from a batch-builder call (the owner of THD padding)."""
+        self._stream: tuple[object, int | None] = (None, None)
+        """The rollout (the checker's) the THD stream multiple was learnt in, and the multiple."""
         self._laid_out: tuple[object, set[tuple[object, ...]]] = (None, set())
         """Micro-batches the batch builder laid out, traced, in the current rollout (and that rollout)."""
         self._local = threading.local()
@@ -89,14 +93,18 @@ class SessionTracer:
 
     @property
     def enabled(self) -> bool:
+        """Whether the hooks trace (the tracer is made on demand: until then, on)."""
         return self._tracer is None or self._tracer.enabled
 
-    def _learn(self, *, layout: str | None = None, stream_multiple: int | None = None) -> None:
-        # What the hooks learn about the run, kept here until the tracer exists.
+    def _learn(self, *, layout: str | None = None, stream: tuple[object, int | None] | None = None) -> None:
+        # What the hooks learn about the run, kept here until the tracer exists. The stream multiple is
+        # a rollout's: a replay filler is judged only against one learnt in its own rollout.
         if layout is not None:
             self._layout = layout
-        if stream_multiple is not None:
-            self._stream_multiple = stream_multiple
+        if stream is not None:
+            self._stream = stream
+        run, multiple = self._stream
+        self._stream_multiple = multiple if run is self.checker._run else None
         if self._tracer is not None:
             self._tracer.layout, self._tracer.stream_multiple = self._layout, self._stream_multiple
 
@@ -169,15 +177,15 @@ class SessionTracer:
         args = checker.adapter.producer_args(call)
         par = checker._parallel()
         lay = checker.adapter.layout(args, par, layout=checker.layout)
-        multiplier = getattr(args, "data_pad_size_multiplier", None)
-        # what the batch builder is called with (Miles passes args.data_pad_size_multiplier): the THD stream
-        # multiple a replay filler that runs before the first batch is judged against
-        multiple = par.tp_size * multiplier if not self._builder_multiple and type(multiplier) is int else None
-        self._learn(layout=lay.qkv_format, stream_multiple=multiple)
+        self._learn(layout=lay.qkv_format)
         self._unit = lay.unit.value
-        return par, lay
+        return par, lay, getattr(args, "data_pad_size_multiplier", None)
 
-    def _tag_rollout(self, result: Any, par: Any, lay: Any) -> None:
+    def _tag_rollout(self, result: Any, par: Any, lay: Any, multiplier: object) -> None:
+        # The checks made the new rollout: what the batch builder is called with (Miles passes
+        # args.data_pad_size_multiplier) is the THD stream multiple until it is called in this rollout
+        # (the replay fillers run first)
+        self._learn(stream=(self.checker._run, par.tp_size * multiplier if type(multiplier) is int else None))
         if lay.qkv_format is None:
             return  # the checker has said so in a note
         rollout = self.checker.adapter.producer_rollout(result)
@@ -228,8 +236,7 @@ class SessionTracer:
         par = checker._parallel()
         layout = checker.layout or checker._run.layout or view.qkv_format
         self._learn(layout=None if self._layout is not None else layout,
-                    stream_multiple=par.tp_size * view.pad_multiplier)
-        self._builder_multiple = True
+                    stream=(checker._run, par.tp_size * view.pad_multiplier))
         k = checker.adapter.next_micro_batch(view.iterator)
         samples = checker.adapter.micro_batch_samples(view.iterator, k)
         rollout = checker.adapter.rollout_of(view.iterator)
@@ -258,6 +265,7 @@ class SessionTracer:
 
     def _before_filler(self, call: dict[str, Any]) -> None:
         checker = self.checker
+        self._learn()  # the stream multiple of this rollout, if one was learnt in it
         view = checker.adapter.replay_call(call)
         par = checker._parallel()
         lay = checker.adapter.layout(view.args, par, layout=checker.layout)

@@ -314,9 +314,9 @@ def trace(session: Any = None, *, enabled: bool = True, layout: str | None = Non
         from layoutcheck.runtime.activation import active_session
 
         session = active_session()
-    if session is None:
+    if session is None or not enabled:
         return Tracer("raise", enabled=enabled, layout=layout)
-    tracer = session.tracer_for_block(enabled=enabled)
+    tracer = session.tracer_for_block()
     if layout is not None:
         tracer.layout = geometry.check_layout(layout)
     return tracer
