@@ -15,13 +15,23 @@ Each variant runs in its own fresh process, as a user's run does:
 * ``off``: ``LAYOUTCHECK`` unset (the start-up file imports nothing);
 * ``on``: ``LAYOUTCHECK=record`` with a configuration naming the pipeline's
   producer, batch builder, replay filler and offset helper: hooks installed
-  by the ``.pth`` start-up file, no code change.
+  by the ``.pth`` start-up file, no code change;
+* ``tracer``: the same hooks plus ``LAYOUTCHECK_TRACE=1`` (the tracer's
+  roles too: ``cp-slicer``, ``response-slicer``, ``loss-function``);
+* ``typeguard``: the hooks, with the pipeline imported under
+  ``typeguard.install_import_hook(["minitrainer"])`` (its ``Padded``
+  annotations checked on every call; tracer off).
 
-The two variants alternate ``--repeat`` times, so a busy machine slows both
+The variants alternate ``--repeat`` times, so a busy machine slows them
 alike; each process times ``--rollouts`` rollouts after one warm-up rollout
 and reports its median time per rollout. The table shows the medians, the
 ratio on/off (target <= 1.03), and the cost per hook call and per checked
-tensor (the difference divided by what the checks counted).
+tensor (the difference divided by what the checks counted). A second table
+compares the tracer and typeguard with the hooks alone (the tracer's target:
+<= 1.05), with the tracer's work per rollout counted in an untimed rollout:
+torch calls its mode saw, how many went through a rule (a tagged tensor),
+and the CP-helper calls it judged; the cost per traced op is the difference
+divided by the rule ops and judged calls together.
 
 CPU caveat: on this machine a step is only CPU work on small tensors, so the
 checks' Python cost weighs far more than on a GPU, where the same host time
@@ -53,12 +63,18 @@ producer = ["minitrainer.data:get_rollout_data"]
 batch-builder = ["minitrainer.data:get_batch"]
 replay-filler = ["minitrainer.replay_data:fill_replay_data"]
 offset-helper = ["minitrainer.cp_utils:get_logits_and_tokens_offset_with_cp"]
+cp-slicer = ["minitrainer.cp_utils:slice_with_cp"]
+response-slicer = ["minitrainer.cp_utils:slice_log_prob_with_cp"]
+loss-function = ["minitrainer.loss:loss_function"]
 """
 
 WORKER = textwrap.dedent("""
-    import json, statistics, sys, time
+    import json, os, statistics, sys, time
     import torch
     torch.set_num_threads(1)
+    if os.environ.get("LC_BENCH_TYPEGUARD"):
+        from typeguard import install_import_hook
+        hook = install_import_hook(["minitrainer"])
     from minitrainer.actor import TrainActor
     from minitrainer.args import make_args
     from minitrainer.parallel import parallel_state
@@ -82,15 +98,36 @@ WORKER = textwrap.dedent("""
         out["checked"] = dict(checker.checked)
         out["violations"] = len(checker.violations)
         out["notes"] = len(checker.notes)
+        if session.tracing:  # the tracer's work in one more (untimed) rollout
+            from layoutcheck.runtime import tracer as module
+            counts = {"calls": 0, "rule": 0, "judged": 0}
+            seen, checked = module._Mode.__torch_function__, module.checked
+            def counting(self, func, types, args=(), kwargs=None):
+                counts["calls"] += 1
+                return seen(self, func, types, args, kwargs)
+            def counted(tracer, op, *rest):
+                counts["rule" if op in module._RULES else "judged"] += 1
+                return checked(tracer, op, *rest)
+            module._Mode.__torch_function__, module.checked = counting, counted
+            with parallel_state(cp_size=2, cp_rank=1):
+                actor.train(len(refs), refs[0])
+            out["traced"] = counts
     print(json.dumps(out))
 """)
+
+
+VARIANTS = ("off", "on", "tracer", "typeguard")
 
 
 def _run(variant: str, config: Path, rollouts: int, samples: int, batch: int) -> dict[str, object]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("LAYOUTCHECK")}
     env["PYTHONPATH"] = os.pathsep.join([str(FIXTURES), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
-    if variant == "on":
+    if variant != "off":
         env.update({"LAYOUTCHECK": "record", "LAYOUTCHECK_CONFIG": str(config)})
+    if variant == "tracer":
+        env["LAYOUTCHECK_TRACE"] = "1"
+    if variant == "typeguard":
+        env["LC_BENCH_TYPEGUARD"] = "1"
     proc = subprocess.run(
         [sys.executable, "-c", WORKER, str(rollouts), str(samples), str(batch)],
         env=env, capture_output=True, text=True, check=False,
@@ -114,15 +151,18 @@ def main(argv: list[str] | None = None) -> int:
               f"BSHD, cp=2, best of {args.repeat} processes x median of {args.rollouts} rollouts")
         print(f"{'B':>2}  {'off s/rollout':>13}  {'on s/rollout':>12}  {'on/off':>7}  {'per hook call':>13}  "
               f"{'per checked tensor':>18}  target <= 1.03")
+        tables = []
         for batch in (1, 4):
-            off, on, info = [], [], {}
+            times: dict[str, list[float]] = {v: [] for v in VARIANTS}
+            info: dict[str, dict] = {}
             for _ in range(args.repeat):
-                off.append(float(_run("off", config, args.rollouts, args.samples, batch)["median"]))
-                result = _run("on", config, args.rollouts, args.samples, batch)
-                on.append(float(result["median"]))
-                info = result
-            a, b = min(off), min(on)
-            checked = info.get("checked", {})
+                for variant in VARIANTS:
+                    result = _run(variant, config, args.rollouts, args.samples, batch)
+                    times[variant].append(float(result["median"]))
+                    info[variant] = result
+            best = {v: min(t) for v, t in times.items()}
+            a, b = best["off"], best["on"]
+            checked = info["on"].get("checked", {})
             per_rollout = args.rollouts + 1  # the counts include the warm-up rollout
             calls = sum(checked.values()) / per_rollout
             tensors = (checked.get("micro-batches", 0) * 2 + checked.get("replay tensors", 0)) / per_rollout
@@ -130,7 +170,22 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{batch:>2}  {a:13.4f}  {b:12.4f}  {b / a:7.3f}  {(b - a) / max(calls, 1) * 1e6:10.1f} us"
                   f"  {(b - a) / max(tensors, 1) * 1e6:15.1f} us  {verdict}")
             print(f"    checked per rollout: {', '.join(f'{v / per_rollout:.0f} {k}' for k, v in checked.items())}; "
-                  f"violations {info.get('violations')}, notes {info.get('notes')}")
+                  f"violations {info['on'].get('violations')}, notes {info['on'].get('notes')}")
+            tables.append((batch, best, info))
+        print("\nthe tracer and typeguard on top of the hooks (the hooks alone = 1.00; tracer target <= 1.05)")
+        print(f"{'B':>2}  {'hooks s':>8}  {'+tracer s':>9}  {'ratio':>6}  {'+typeguard s':>12}  {'ratio':>6}  "
+              f"{'torch calls':>11}  {'rule ops':>8}  {'judged':>6}  {'per traced op':>13}  tracer")
+        for batch, best, info in tables:
+            hooks, tracer, typeguard = best["on"], best["tracer"], best["typeguard"]
+            work = info["tracer"].get("traced", {})
+            traced_ops = work.get("rule", 0) + work.get("judged", 0)
+            per_op = (tracer - hooks) / max(traced_ops, 1) * 1e6
+            verdict = "PASS" if tracer / hooks <= 1.05 else "MISS"
+            print(f"{batch:>2}  {hooks:8.4f}  {tracer:9.4f}  {tracer / hooks:6.2f}  {typeguard:12.4f}  "
+                  f"{typeguard / hooks:6.2f}  {work.get('calls', 0):11d}  {work.get('rule', 0):8d}  "
+                  f"{work.get('judged', 0):6d}  {per_op:10.1f} us  {verdict}")
+            print(f"    with the tracer: violations {info['tracer'].get('violations')}, "
+                  f"notes {info['tracer'].get('notes')}")
     return 0
 
 

@@ -35,7 +35,7 @@ if TYPE_CHECKING:
         wrap_slice_with_cp,
     )
     from layoutcheck.runtime.tags import Tag, clear_tags, geometry_of, tag, tagged_count, untag
-    from layoutcheck.runtime.tracer import Tracer, active_tracer
+    from layoutcheck.runtime.tracer import Tracer, active_tracer, trace
     from layoutcheck.typing import Padded
 
 __version__ = "0.1.0"
@@ -65,6 +65,7 @@ _LAZY = {
     "untag": "layoutcheck.runtime.tags",
     "Tracer": "layoutcheck.runtime.tracer",
     "active_tracer": "layoutcheck.runtime.tracer",
+    "trace": "layoutcheck.runtime.tracer",
     "tag_batch": "layoutcheck.runtime.tagging",
     "tag_rollout": "layoutcheck.runtime.tagging",
     "wrap_cp_offsets": "layoutcheck.runtime.tagging",
@@ -107,6 +108,7 @@ __all__ = [
     "tag_batch",
     "tag_rollout",
     "tagged_count",
+    "trace",
     "untag",
     "wrap_cp_offsets",
     "wrap_slice_log_prob_with_cp",

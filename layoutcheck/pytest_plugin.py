@@ -215,7 +215,8 @@ def _activate(config: pytest.Config, state: _State, mode: str) -> Any:
 
     existing = active_session()
     try:
-        session = activate(mode, config=state.settings.config, search_from=config.rootpath)
+        # CI runs small inputs: the tracer is on unless the `tracer` key or LAYOUTCHECK_TRACE says otherwise
+        session = activate(mode, config=state.settings.config, search_from=config.rootpath, trace_default=True)
     except LayoutSpecError as err:  # ConfigError among them
         raise pytest.UsageError(f"layoutcheck: {err}") from None
     state.session, state.owned = session, state.owned or existing is None
@@ -558,7 +559,12 @@ class LayoutFixture:
                         f"({scheme})", pytrace=False)
 
     def trace(self, **kwargs: Any) -> Any:
-        """The tracer's context for a block of this test (tensor tags along the data path)."""
+        """The session's tracer for a ``with`` block of this test (`layoutcheck.runtime.tracer.trace`).
+
+        Ops in the block carry tags and a layout broken there is one of this
+        test's violations (in raise mode the test fails). ``layout="bshd"``
+        gives the run's layout; ``enabled=False`` leaves the block untraced.
+        """
         return _tracer_context(self.session, **kwargs)
 
     def _assert(self, found: Sequence[Any]) -> None:
@@ -569,13 +575,9 @@ class LayoutFixture:
 
 
 def _tracer_context(session: Any, **kwargs: Any) -> Any:
-    # The seam for the tracer (layoutcheck/runtime/tracer.py, being built): the one place that enters it.
-    try:
-        from layoutcheck.runtime import tracer  # type: ignore[attr-defined]
-    except ImportError:
-        raise pytest.UsageError(
-            "layout.trace(): this layoutcheck has no tracer yet (layoutcheck.runtime.tracer)"
-        ) from None
+    # The one place the fixture enters the tracer: the session's (its log and mode), imported on use (torch).
+    from layoutcheck.runtime import tracer
+
     return tracer.trace(session=session, **kwargs)
 
 

@@ -83,6 +83,10 @@ buckets = [1024, 2048]
         "batch-builder: trainer.fsdp:Builder.get_batch",
         "replay-filler: miles.backends.training_utils.replay_data:fill_replay_data",
         "offset-helper: miles.backends.training_utils.cp_utils:get_logits_and_tokens_offset_with_cp",
+        # the tracer's roles (hooked only while it is on)
+        "cp-slicer: miles.backends.training_utils.cp_utils:slice_with_cp",
+        "response-slicer: miles.backends.training_utils.cp_utils:slice_log_prob_with_cp",
+        "loss-function: miles.backends.training_utils.loss:loss_function",
     ]
     assert settings.parallel_state_target == "trainer.parallel:get_parallel_state"
 

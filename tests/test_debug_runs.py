@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -43,21 +44,27 @@ def run(args: list[str], cwd: Path, **env: str) -> subprocess.CompletedProcess[s
     return subprocess.run(args, cwd=cwd, env=environment(**env), capture_output=True, text=True, timeout=300)
 
 
-def assert_cases(results: dict[str, dict], *, buckets: bool = False, only: str | None = None) -> None:
-    """Correct runs clean (no violation, no note); each bug flag fails its step naming its invariant."""
+def assert_cases(results: dict[str, dict], *, buckets: bool = False, only: str | None = None,
+                 traced: bool = False) -> None:
+    """Correct runs clean (no violation, no note); each bug flag fails its step naming its invariant.
+
+    ``traced``: the job ran with the tracer on: the cases only it sees run too, and each case fails at the
+    op the tracer names first, in the pipeline's source.
+    """
     for r in range(CP):
         assert results[f"clean@{r}"] == {"type": None, "invariants": []}, results[f"clean@{r}"]
     session = results["session"]
     assert session is not None, "the debug mode was not active in the job"
     assert session["violations"] == 0 and session["notes"] == [], session
     for name, case in CASES.items():
-        if case.buckets != buckets or only not in (None, name):
+        if case.buckets != buckets or only not in (None, name) or (case.tracer and not traced):
             assert name not in results
             continue
         got = results[name]
+        invariant = (case.traced or case.invariant) if traced else case.invariant
         assert got["type"] == "LayoutError", (name, got)
-        assert case.invariant in got["invariants"], (name, got["invariants"])
-        assert f"[{case.invariant}] " in got["message"] and "fix:" in got["message"], name
+        assert invariant in got["invariants"], (name, got["invariants"])
+        assert f"[{invariant}] " in got["message"] and "fix:" in got["message"], name
 
 
 def test_every_bug_flag_has_a_case():
@@ -73,9 +80,24 @@ def test_a_subprocess_fails_each_buggy_step_with_the_right_message(tmp_path):
     assert_cases(json.loads((tmp_path / "out.json").read_text()))
     # the report (written at exit) has what the job's steps raised
     report = json.loads((tmp_path / "report.json").read_text())
-    assert {v["invariant"] for v in report["violations"]} >= {c.invariant for c in CASES.values() if not c.buckets}
+    assert {v["invariant"] for v in report["violations"]} >= {
+        c.invariant for c in CASES.values() if not (c.buckets or c.tracer)}
     assert report["totals"]["rollouts"] > 0 and report["micro_batches"]
     assert "layoutcheck: " in proc.stderr and "report: " in proc.stderr  # the exit summary
+
+
+def test_with_the_tracer_on_every_bug_flag_fails_its_step_and_the_clean_runs_stay_clean(tmp_path):
+    # LAYOUTCHECK_TRACE=1 beside LAYOUTCHECK=raise: the tracer's hooks too (the configuration names them), the
+    # cases only it sees run as well, and where it is the first to see a bug the step stops at the op.
+    proc = run([sys.executable, str(JOB), "out.json"], tmp_path, LAYOUTCHECK="raise", LAYOUTCHECK_CONFIG=str(CONFIG),
+               LAYOUTCHECK_TRACE="1")
+    assert proc.returncode == 0, proc.stderr
+    results = json.loads((tmp_path / "out.json").read_text())
+    assert_cases(results, traced=True)
+    assert len(results["session"]["hooks"]) == 7
+    for name in ("logprobs_sliced_with_other_p", "replay_thd_pad_multiplier", "offsets_without_layout",
+                 "loss_repad_to_rollout_max", "loss_cat_mixed_padded_lengths"):
+        assert re.search(r"\] \S+ at \S*minitrainer/\w+\.py:\d+ in \w+", results[name]["message"]), name
 
 
 def test_static_buckets_from_the_configuration(tmp_path):
@@ -140,7 +162,7 @@ def test_every_torchrun_rank_checks_and_reports(tmp_path):
         assert results[f"clean@{rank}"] == {"type": None, "invariants": []}
         assert results["session"]["violations"] == 0 and results["session"]["notes"] == []
         for name, case in CASES.items():
-            if case.buckets:
+            if case.buckets or case.tracer:
                 continue
             if case.rank == rank:  # the rank whose layout shows the bug fails its step
                 assert results[name]["type"] == "LayoutError" and case.invariant in results[name]["invariants"], name

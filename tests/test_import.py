@@ -39,7 +39,7 @@ def test_runtime_modules_do_not_import_torch(module):
 @pytest.mark.parametrize(
     "module",
     ["layoutcheck.typing", "layoutcheck.runtime.tags", "layoutcheck.runtime.trace_switch",
-     "layoutcheck.runtime.propagation"],
+     "layoutcheck.runtime.propagation", "layoutcheck.runtime.tagging", "layoutcheck.runtime.session_tracer"],
 )
 def test_tracer_modules_that_must_load_without_torch_or_typeguard(module):
     # layoutcheck.typing is typeguard's plug-in (loaded whenever typeguard is imported): it

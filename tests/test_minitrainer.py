@@ -421,8 +421,69 @@ def test_bug_alignment_max_not_lcm() -> None:
         assert plain.rollout_data["max_seq_lens"][4] == 128
 
 
+# --- the loss function, and the bugs inside it ------------------------------------------
+
+
+def loss_by_micro_batch(results: list[StepResult]) -> list[tuple[int, float]]:
+    """Per micro-batch of the training pass, over every CP rank: (tokens the loss counted, sum of their log-probs)."""
+    out = []
+    for k in range(len(results[0].forwards)):
+        losses = [r.forwards[k].loss for r in results]
+        out.append((sum(int(n) for _, n, _ in losses), sum(float(loss * n) for loss, n, _ in losses)))
+    return out
+
+
+def response_totals(micro_batches: list[list[int]]) -> list[tuple[int, float]]:
+    """The same, from the raw rollout: every response token once, with the oracle's log-prob of its predictor."""
+    from minitrainer.rollout import position_log_prob
+
+    out = []
+    for samples in micro_batches:
+        count, total = 0, 0.0
+        for i in samples:
+            tokens, r = torch.tensor(RAW.tokens[i]), RAW.response_lengths[i]
+            count += r
+            total -= float(position_log_prob(tokens[len(tokens) - r - 1 : len(tokens) - 1]).sum())
+        out.append((count, total))
+    return out
+
+
+@pytest.mark.parametrize(("fmt", "cp", "b", "allgather"), [("bshd", 2, 1, False), ("bshd", 4, 2, True),
+                                                           ("thd", 2, 2, False), ("thd", 1, 4, False)])
+def test_the_loss_counts_every_response_token_once(fmt: str, cp: int, b: int, allgather: bool) -> None:
+    results = run_ranks(make_args(qkv_format=fmt, micro_batch_size=b, allgather_cp=allgather), cp=cp)
+    got, want = loss_by_micro_batch(results), response_totals(results[0].micro_batches)
+    assert [n for n, _ in got] == [n for n, _ in want]
+    assert [round(x, 3) for _, x in got] == [round(x, 3) for _, x in want]
+
+
+def test_bug_loss_repad_to_rollout_max() -> None:
+    args = {"rollout_max_context_len": 4096}
+    for cp in (1, 2):
+        clean = loss_by_micro_batch(run_ranks(make_args(**args), cp=cp))
+        buggy = loss_by_micro_batch(run_ranks(make_args(bugs={"loss_repad_to_rollout_max"}, **args), cp=cp))
+        if cp == 1:  # padded past the output and cut back: the same positions
+            assert buggy == clean
+        else:  # zigzag chunks of the rollout's max: the mask covers other positions
+            assert sum(b != c for b, c in zip(buggy, clean)) > len(clean) // 2
+    # it needs the setting, and BSHD
+    assert loss_by_micro_batch(run_ranks(make_args(bugs={"loss_repad_to_rollout_max"}), cp=2)) == \
+        loss_by_micro_batch(run_ranks(make_args(), cp=2))
+
+
+def test_bug_loss_cat_mixed_padded_lengths() -> None:
+    args = {"qkv_format": "thd", "micro_batch_size": 2}
+    results = run_ranks(make_args(bugs={"loss_cat_mixed_padded_lengths"}, **args), cp=2)
+    buggy, want = loss_by_micro_batch(results), response_totals(results[0].micro_batches)
+    for (n, _), (m, _), samples in zip(buggy, want, results[0].micro_batches):
+        lengths = {LENGTHS[i] for i in samples}
+        assert (n < m) if len(lengths) > 1 else (n == m)  # positions past the shortest sample are lost
+    assert loss_by_micro_batch(run_ranks(make_args(bugs={"loss_cat_mixed_padded_lengths"}, micro_batch_size=2), cp=2)) \
+        == loss_by_micro_batch(run_ranks(make_args(micro_batch_size=2), cp=2))  # BSHD: nothing changes
+
+
 def test_bug_names_are_validated() -> None:
-    assert len(set(bugs.BUG_NAMES)) == len(bugs.BUG_NAMES) == 8
+    assert len(set(bugs.BUG_NAMES)) == len(bugs.BUG_NAMES) == 10
     with pytest.raises(ValueError, match="rollout_global_padding"):
         make_args(bugs={"rollout_global_pading"})
     args = make_args()
@@ -630,15 +691,17 @@ def test_long_tailed_lengths() -> None:
     assert long_tailed_lengths(64, seed=3) == lengths
 
 
-def test_minitrainer_does_not_import_layoutcheck() -> None:
+def test_minitrainer_imports_nothing_of_layoutcheck_but_its_annotations() -> None:
+    # user code: it pads on its own; `shapes` takes the `Padded` annotations (optionally) and nothing else
     for path in (FIXTURES / "minitrainer").glob("*.py"):
+        allowed = {"layoutcheck.typing"} if path.name == "shapes.py" else set()
         for node in ast.walk(ast.parse(path.read_text())):
             names = []
             if isinstance(node, ast.Import):
                 names = [a.name for a in node.names]
             elif isinstance(node, ast.ImportFrom):
                 names = [node.module or ""]
-            assert not any(n.split(".")[0] == "layoutcheck" for n in names), path
+            assert not any(n.split(".")[0] == "layoutcheck" and n not in allowed for n in names), path
 
 
 def test_agrees_with_layoutcheck_geometry() -> None:

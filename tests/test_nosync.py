@@ -33,6 +33,7 @@ import minitrainer.actor as actor
 import pytest
 import torch
 from minitrainer.args import make_args
+from bugcases import CASES as BUG_CASES
 from minitrainer.bugs import BUG_NAMES
 from minitrainer.parallel import get_parallel_state, parallel_state
 from minitrainer.rollout import make_rollout_ref
@@ -197,7 +198,7 @@ CASES = [
     ("correct", {"qkv_format": "thd", "micro_batch_size": 2, "allgather_cp": True}),
     ("correct", {"qkv_format": "bshd", "sequence_parallel": True}),
     ("correct", {"qkv_format": "bshd", "micro_batch_size": 2, "buckets": (512, 1024, 2048)}),
-    *((bug, {"bugs": {bug}, **BUG_ARGS.get(bug, {})}) for bug in BUG_NAMES),
+    *((bug, {"bugs": {bug}, **BUG_ARGS.get(bug, {})}) for bug in BUG_NAMES if not BUG_CASES[bug].tracer),
 ]
 
 
@@ -503,3 +504,56 @@ def test_hooks_installed_by_activation_issue_no_sync(guard, monkeypatch, tmp_pat
         assert checker.notes == []
     finally:
         activation.deactivate()
+
+
+# --- the tracer the debug mode runs, switched on by the environment ----------------------
+
+
+@pytest.mark.parametrize(("name", "options"), [
+    ("correct", {"qkv_format": "bshd", "micro_batch_size": 2, "rollout_max_context_len": 4096}),
+    ("correct", {"qkv_format": "thd", "micro_batch_size": 2, "allgather_cp": True}),
+    ("mixed_padded_lengths", {"bugs": {"mixed_padded_lengths"}, "micro_batch_size": 2}),
+    ("replay_thd_pad_multiplier", {"bugs": {"replay_thd_pad_multiplier"}, "qkv_format": "thd", "micro_batch_size": 2}),
+    ("stale_lengths_after_expansion", {"bugs": {"stale_lengths_after_expansion"}}),
+    ("loss_repad_to_rollout_max", {"bugs": {"loss_repad_to_rollout_max"}, "rollout_max_context_len": 4096}),
+    ("loss_cat_mixed_padded_lengths", {"bugs": {"loss_cat_mixed_padded_lengths"}, "qkv_format": "thd",
+                                       "micro_batch_size": 2}),
+], ids=lambda v: v if isinstance(v, str) else "")
+def test_the_tracer_activated_by_the_environment_issues_no_sync(guard, monkeypatch, name, options):
+    # LAYOUTCHECK / LAYOUTCHECK_TRACE / LAYOUTCHECK_CONFIG -> session -> the tracer's hooks, with the tracer's
+    # own work enforced (its rules before and after each op, the CP-helper checks, the tags the hooks attach)
+    # and the pipeline's ops not.
+    from pathlib import Path
+
+    from layoutcheck.runtime import activation, session_tracer, tagging, tracer
+    from layoutcheck.runtime.tags import clear_tags
+
+    real_checked = tracer.checked
+
+    def guarded_checked(tracing, op, before, before_args, run, args, kwargs):
+        def enforced_before(*a):
+            after = guard.on(before)(*a)
+            return None if after is None else guard.on(after)
+        return real_checked(tracing, op, enforced_before, before_args, guard.off(run), args, kwargs)
+
+    monkeypatch.setattr(tracer, "checked", guarded_checked)
+    for fn in ("tag_rollout", "tag_batch"):
+        monkeypatch.setattr(tagging, fn, guard.on(getattr(tagging, fn)))
+    glue = session_tracer.SessionTracer._glue
+    monkeypatch.setattr(session_tracer.SessionTracer, "_glue", lambda self, where, work: glue(self, where, guard.on(work)))
+    config = Path(__file__).resolve().parent.parent / "fixtures" / "debug-run.toml"
+    session = activation.activate_from_environment(
+        {"LAYOUTCHECK": "record", "LAYOUTCHECK_TRACE": "1", "LAYOUTCHECK_CONFIG": str(config)})
+    try:
+        assert session is not None and session.tracing and len(session.hooks) == 7
+        ref = make_rollout_ref(LENGTHS, seed=1, media={0: 193} if name == "stale_lengths_after_expansion" else None)
+        for r in range(2):
+            with parallel_state(cp_size=2, cp_rank=r):
+                actor.train_step(make_args(**options), ref)
+        found = [v for v in session.violations if " at " in v.where]  # the tracer's: at an op, with its line
+        assert guard.entered > 50
+        assert bool(found) == (name != "correct"), session.summary()
+        assert session.notes == []  # a SyncError in the tracer's work would be a note
+    finally:
+        activation.deactivate()
+        clear_tags()

@@ -17,8 +17,13 @@ from pathlib import Path
 
 import pytest
 
+import layoutcheck.runtime.session_tracer  # noqa: F401 - before any in-process run (see below)
 from layoutcheck.lint.output import OUTPUT_FORMATS
 from layoutcheck.pytest_plugin import HELP, merge_figures, summary_lines
+
+# An in-process run drops the modules it imported from sys.modules when it ends, while its package keeps them as
+# attributes: the tracer's modules (which the plugin's default brings in) are imported here first, so that later
+# tests see one copy of the tag table.
 
 pytest_plugins = ["pytester"]
 
@@ -129,6 +134,8 @@ def test_one_help_text_serves_the_option_and_the_ini_key_and_the_readme_names_on
 MINITRAINER_TABLE = """
 [tool.layoutcheck.runtime]
 parallel-state = "minitrainer.parallel:get_parallel_state"
+# the boundary checks alone (the plugin's default adds the tracer: tests/test_traced_pipeline.py)
+tracer = false
 {extra}
 [tool.layoutcheck.runtime.hooks]
 producer = ["minitrainer.data:get_rollout_data"]

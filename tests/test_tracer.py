@@ -407,7 +407,7 @@ def test_no_graph_break_under_torch_compile_fullgraph():
 def test_a_rule_that_fails_never_breaks_the_op_in_warn_or_record_mode(monkeypatch):
     from layoutcheck.runtime import propagation
 
-    def broken(*args):
+    def broken(*args, **kwargs):
         raise ValueError("boom")
 
     monkeypatch.setattr(propagation, "pad", broken)

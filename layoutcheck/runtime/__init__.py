@@ -17,7 +17,8 @@ Modules (small, one idea each), in the order data flows through them:
   `runreport`), `ray_env` (carrying it into Ray workers);
 * across ranks: `distributed` (`CrossRankChecker`, X1 over a gloo side
   group) with its values and messages in `agreement`;
-* the tracer: `tags`, `propagation`, `tracer`, `tagging`, `trace_switch`.
+* the tracer: `tags`, `propagation`, `tracer`, `tagging`, `trace_switch`, and
+  `session_tracer` (the tracer in a debug session, fed by the hooks).
 
 Nothing here imports torch at import time. The names below load their module on first access, so that importing one
 small module of the package (``layoutcheck.runtime.settings`` while a

@@ -33,7 +33,15 @@ from typing import Any
 
 from layoutcheck.errors import ConfigError, LayoutSpecError, Violation
 from layoutcheck.runtime.hooks import HookSet
-from layoutcheck.runtime.settings import ENV_CONFIG, ENV_REPORT, HookSpec, RuntimeSettings, effective, env_mode
+from layoutcheck.runtime.settings import (
+    ENV_CONFIG,
+    ENV_REPORT,
+    TRACER_ROLES,
+    HookSpec,
+    RuntimeSettings,
+    effective,
+    env_mode,
+)
 
 __all__ = ["Mark", "Session", "activate", "active_session", "deactivate"]
 
@@ -72,10 +80,15 @@ class _Target:
 class Session:
     """One process's debug mode: settings, checker, hooks and report."""
 
-    def __init__(self, settings: RuntimeSettings, *, config_file: Path | None, root: Path) -> None:
+    def __init__(self, settings: RuntimeSettings, *, config_file: Path | None, root: Path,
+                 trace_default: bool = False) -> None:
         from layoutcheck.runtime.checker import CrossRankOptions, LayoutChecker
 
         self.settings = settings
+        # The tracer: `tracer` (with LAYOUTCHECK_TRACE applied), else `trace_default` (on under the
+        # pytest plugin, off in a debug run). Its roles are hooked only when it is on.
+        self._tracing = settings.tracer if settings.tracer is not None else trace_default
+        self._session_tracer: Any = None
         self.config_file = config_file
         self.root = root
         parallel = settings.parallel_state_target
@@ -88,7 +101,7 @@ class Session:
             if settings.cross_rank else None,
         )
         self._hooks = HookSet(self._wrap, on_error=self._hook_error)
-        self._hooks.add(settings.hook_specs())
+        self._hooks.add(s for s in settings.hook_specs() if self._tracing or s.role not in TRACER_ROLES)
 
     # --- mode and results ----------------------------------------------
 
@@ -135,10 +148,56 @@ class Session:
         """One line: what was found and what was checked."""
         return self.checker.summary()
 
+    # --- the tracer ---------------------------------------------------------
+
+    @property
+    def tracing(self) -> bool:
+        """Whether the hooks run the tracer."""
+        return self._tracing
+
+    def default_tracer(self, on: bool) -> None:
+        """Switch the tracer on when the configuration and ``LAYOUTCHECK_TRACE`` say nothing and no hook is in yet.
+
+        The pytest plugin asks for it: a session the environment started at
+        interpreter start is reused, and its hooks are usually still waiting
+        for their modules. Once a hook is in, the session stays as it is.
+        """
+        if not on or self._tracing or self.settings.tracer is not None or self._hooks.installed:
+            return
+        self._tracing = True
+        self._hooks.add(s for s in self.settings.hook_specs() if s.role in TRACER_ROLES)
+
+    @property
+    def tracer(self) -> Any:
+        """The session's `layoutcheck.Tracer` when the hooks run it, else ``None``."""
+        return self._tracer_side().tracer if self.tracing else None
+
+    def tracer_for_block(self) -> Any:
+        """The session's tracer for a ``with`` block (`layoutcheck.runtime.tracer.trace`), made if the hooks run none.
+
+        ``LAYOUTCHECK_TRACE=0`` leaves it disabled (the block runs untraced).
+        """
+        tracer = self._tracer_side().tracer
+        if not self.tracing:
+            from layoutcheck.runtime.trace_switch import tracer_enabled
+
+            tracer.enabled = tracer_enabled(self.mode, True)
+        return tracer
+
+    def _tracer_side(self) -> Any:
+        if self._session_tracer is None:
+            from layoutcheck.runtime.session_tracer import SessionTracer
+
+            self._session_tracer = SessionTracer(self.checker)
+        return self._session_tracer
+
     # --- hooks ------------------------------------------------------------
 
     def _wrap(self, spec: HookSpec, original: Callable[..., Any]) -> Callable[..., Any]:
-        wrapper = self.checker.wrap(spec.role, original)
+        if self.tracing:
+            wrapper = self._tracer_side().wrap(spec, original)
+        else:
+            wrapper = self.checker.wrap(spec.role, original)
         if spec.role == "producer" and self.settings.report:
             return self._reporting(wrapper)
         return wrapper
@@ -293,13 +352,17 @@ def activate(
     config: str | os.PathLike[str] | None = None,
     search_from: str | os.PathLike[str] | None = None,
     environ: Mapping[str, str] | None = None,
+    trace_default: bool | None = None,
 ) -> Session:
     """Install the configured hooks in this process and return the session.
 
     ``mode`` overrides the configuration and ``LAYOUTCHECK``; ``config``
     overrides ``LAYOUTCHECK_CONFIG`` and the search from ``search_from``
-    (default: the working folder). Idempotent: when a session is active, it
-    is returned (with its mode switched when ``mode`` is given). Raises
+    (default: the working folder). ``trace_default``: whether the tracer runs
+    when neither the ``tracer`` key nor ``LAYOUTCHECK_TRACE`` says (default
+    off: a debug run; the pytest plugin passes ``True``). Idempotent: when a
+    session is active, it is returned (with its mode switched when ``mode``
+    is given, and its tracer default when it has built no hook yet). Raises
     `ConfigError` (naming the key and the file) for a bad configuration, and
     `LayoutSpecError` in raise mode for a hook that cannot be installed on an
     already imported module.
@@ -310,6 +373,8 @@ def activate(
         if _SESSION is not None:
             if mode is not None:
                 _SESSION.mode = mode
+            if trace_default is not None:
+                _SESSION.default_tracer(trace_default)
             return _SESSION
         settings, file, root = _load(config, search_from, env)
         settings = effective(settings, env)
@@ -326,7 +391,7 @@ def activate(
                 "or `hooks` in [tool.layoutcheck.runtime], or name the file with LAYOUTCHECK_CONFIG",
                 key="tool.layoutcheck.runtime.hooks", source=str(file) if file else None,
             )
-        session = Session(settings, config_file=file, root=root)
+        session = Session(settings, config_file=file, root=root, trace_default=bool(trace_default))
         _SESSION = session
         atexit.register(session._at_exit)
         from layoutcheck.runtime import ray_env

@@ -31,6 +31,10 @@ PRESETS: Mapping[str, Preset] = {
             "batch-builder": (f"{_MILES}.data:get_batch",),
             "replay-filler": (f"{_MILES}.replay_data:fill_replay_data",),
             "offset-helper": (f"{_MILES}.cp_utils:get_logits_and_tokens_offset_with_cp",),
+            # hooked only while the tracer is on
+            "cp-slicer": (f"{_MILES}.cp_utils:slice_with_cp",),
+            "response-slicer": (f"{_MILES}.cp_utils:slice_log_prob_with_cp",),
+            "loss-function": (f"{_MILES}.loss:loss_function",),
         },
         parallel_state=f"{_MILES}.parallel:get_parallel_state",
     ),

@@ -18,7 +18,17 @@ What is flagged, and under which invariant (DESIGN.md section 3):
   tensors whose samples have different padded lengths: **G1**;
 * a ``split`` of a packed stream of samples with sizes that are not its
   samples' lengths, and a slice of a response field that runs past its end
-  (bounds computed for a longer sample): **G4** (response space) or **G3**.
+  (bounds computed for a longer sample): **G4** (response space) or **G3**;
+* a tail pad of a packed (THD) stream to another length than the batch
+  builder's (``round_up(N, stream multiple)``, the tracer's
+  ``stream_multiple``): **G5** for replay rows, **G3** otherwise.
+
+Two invariants of the owner are also seen where a wrong ``P`` is first laid
+out (``per_sample`` given, BSHD, a sample with its ``T`` and ``A``): a pad
+to a ``P`` that is not a multiple of ``A`` (**O2**), and, in per-sample mode,
+to a ``P`` at least ``A`` above ``round_up(T, A)`` (**O3**, rollout-global
+padding: this pad is where it costs memory). The ``P`` is the owner's; the
+op is where it is materialised.
 
 CP layouts are recognised from slices: the all-gather window of rank ``r``
 of a tensor padded to ``P``, and the ``cat`` of the two zigzag chunks of
@@ -41,16 +51,22 @@ __all__ = [
     "index",
     "join",
     "length_problem",
+    "owner_problem",
     "pad",
     "reshape",
     "same",
     "slice_sequence",
     "split",
+    "stream_problem",
     "violation",
 ]
 
 Shape = tuple[int, ...]
 
+STREAM_HINT = (
+    "pad a packed stream with the batch builder's multiple (tp_size * the pad_multiplier get_batch is called "
+    "with); do not re-derive it from another setting"
+)
 PAD_HINT = (
     "pad to the sample's own P (its `max_seq_lens` entry, or the micro-batch's bucket) as the batch builder "
     "does; do not re-derive a pad target (such as a rollout or batch maximum) after the owner"
@@ -318,15 +334,16 @@ def split(tag: Tag, shape: Shape, dim: int, sizes: Sequence[int], *, explicit: b
 # --- joins -----------------------------------------------------------------------------
 
 
-def join(tags: Sequence[Tag | None], shapes: Sequence[Shape], dim: int, *, stack: bool) -> tuple[
-        Tag | None, list[Violation]]:
+def join(tags: Sequence[Tag | None], shapes: Sequence[Shape], dim: int, *, stack: bool,
+         stream_multiple: int | None = None, per_sample: bool | None = None) -> tuple[Tag | None, list[Violation]]:
     """``torch.cat`` (``stack=False``) and ``torch.stack`` of tensors with these tags and shapes.
 
     A stack, or a cat along another dimension than the sequence one, makes a
     batch: every tagged input must be laid out with the same ``P`` (or
     bucket), else G1. A cat along the sequence dimension either reassembles
     pieces of one sample (a zigzag CP layout when they are the two chunks of a
-    rank) or packs samples into a stream that remembers each one.
+    rank) or packs samples into a stream that remembers each one; a cat of a
+    tagged tensor and untagged filler is a pad (checked as `pad` checks it).
     """
     tagged = [t for t in tags if t is not None]
     if not tagged or not shapes:
@@ -343,7 +360,7 @@ def join(tags: Sequence[Tag | None], shapes: Sequence[Shape], dim: int, *, stack
     sizes = [shape[s] if s < len(shape) else 0 for shape in shapes]
     if len(tagged) != len(tags):
         if tags[0] is not None and tags[0].window is None and len(tagged) == 1:
-            return _extension(tags[0], sizes)
+            return _extension(tags[0], sizes, stream_multiple, per_sample)
         return _reassembly(tagged, tags, sizes), []
     return _sequence_join(tagged, sizes), []
 
@@ -361,12 +378,16 @@ def _reassembly(tagged: list[Tag], tags: Sequence[Tag | None], sizes: list[int])
     return first.evolve(window=None, raw=False)
 
 
-def _extension(first: Tag, sizes: list[int]) -> tuple[Tag | None, list[Violation]]:
+def _extension(first: Tag, sizes: list[int], stream_multiple: int | None,
+               per_sample: bool | None) -> tuple[Tag | None, list[Violation]]:
     # cat([sample, filler, ...]) along the sequence: a right pad written as a
     # cat (how a replay filler pads its arrays).
-    if first.space == "response" or first.members or first.padded is None:
+    if first.members:
+        problem = stream_problem(first, sizes[0], sum(sizes), stream_multiple, action="extends (by cat)")
+        return first, [problem] if problem else []
+    if first.space == "response" or first.padded is None:
         return None, []
-    problem = length_problem(first, sizes[0], sum(sizes), action="extends (by cat)")
+    problem = length_problem(first, sizes[0], sum(sizes), action="extends (by cat)", per_sample=per_sample)
     return first, [problem] if problem else []
 
 
@@ -422,18 +443,21 @@ def _sequence_join(tagged: list[Tag], sizes: list[int]) -> Tag | None:
 
 
 def length_problem(tag: Tag, size: int, new: int, *, action: str, allowed: Sequence[int] | None = None,
-                   given: str | None = None) -> Violation | None:
+                   given: str | None = None, per_sample: bool | None = None) -> Violation | None:
     """Whether laying ``tag``'s sequence out to ``new`` positions (from ``size``) breaks its layout.
 
     ``allowed`` defaults to the tag's whole-layout lengths (and ``T`` for an
     unsliced sample). ``given`` says how the op chose ``new`` (default
-    ``"to N positions"``). Shared by the pad rule and the CP helper wrappers.
+    ``"to N positions"``). ``per_sample`` (``None``: not judged) also judges
+    the owner's ``P`` when ``new`` is it: O2, and O3 when ``True``
+    (`owner_problem`). Shared by the pad rule and the CP helper wrappers.
     """
     labels = _allowed_lengths(tag) if allowed is None else {n: f"P={n}" for n in allowed}
-    if new in labels and new >= size:
-        return None
-    who = tag.describe()
     given = given or f"to {new} positions"
+    if new in labels and new >= size:
+        return None if per_sample is None else owner_problem(tag, new, action=action, given=given,
+                                                              per_sample=per_sample)
+    who = tag.describe()
     expected = " or ".join(labels.values())
     if new < size:  # even to its P: the sample grew past it (its lengths went stale)
         return violation(
@@ -451,6 +475,65 @@ def length_problem(tag: Tag, size: int, new: int, *, action: str, allowed: Seque
     return violation("G3", tag, problem, actual=new, expected=expected, hint=PAD_HINT)
 
 
+def owner_problem(tag: Tag, new: int, *, action: str, given: str, per_sample: bool) -> Violation | None:
+    """O2 / O3 where a sample is laid out with its owner's ``P`` (``new``), if that ``P`` is wrong.
+
+    Judged only for an unsliced BSHD sample with its ``T`` and ``A`` and no
+    bucket (a bucketed micro-batch is padded past ``T + A`` on purpose):
+    ``P % A != 0`` is O2; in per-sample mode ``P >= round_up(T, A) + A`` is
+    O3 (rollout-global padding, here where the positions are spent).
+    """
+    total, unit = tag.total, tag.unit
+    if (tag.sample is None or tag.sliced or tag.bucket is not None or tag.layout != "bshd" or total is None
+            or not unit or new != tag.padded):
+        return None
+    if new % unit == 0 and not (per_sample and new >= total + unit):  # the usual answer, without the model's call
+        return None
+    if new % unit:
+        return violation(
+            "O2", tag, f"{action} {tag.describe()} {given}: P={new} is not a multiple of the alignment unit A={unit}",
+            actual=new, expected=f"a multiple of A={unit}", hint=HINTS["O2"], extra={"A": unit},
+        )
+    own = geometry.padded_length(total, unit)
+    if per_sample and new >= own + unit:
+        return violation(
+            "O3", tag,
+            f"{action} {tag.describe()} {given}: {new / max(total, 1):.1f}x its true length, {new - own} positions "
+            f"past its own aligned length round_up(T, A) = {own} (rollout-global padding)",
+            actual=new, expected=f"{own} (T <= P < T + A)", hint=HINTS["O3"],
+            extra={"A": unit, "P/T": f"{new / max(total, 1):.1f}x"},
+        )
+    return None
+
+
+def stream_problem(tag: Tag, size: int, new: int, stream_multiple: int | None, *, action: str) -> Violation | None:
+    """Whether padding a packed (THD) stream of samples from ``size`` to ``new`` positions is the batch builder's pad.
+
+    The batch builder pads a micro-batch's stream to ``round_up(N, m)``, ``m``
+    its ``tp_size * pad_multiplier`` (``cp`` times that for the global stream
+    of all-gather CP): ``stream_multiple`` is that ``m``. Streams of
+    unsliced samples under zigzag CP are not judged.
+    """
+    if not stream_multiple or tag.layout != "thd" or not tag.members:
+        return None
+    sliced = all(m.sliced for m in tag.members)
+    if sliced or tag.cp_size == 1:
+        multiple = stream_multiple
+    elif tag.scheme == "allgather" and not any(m.sliced for m in tag.members):
+        multiple = stream_multiple * tag.cp_size
+    else:
+        return None
+    want = geometry.round_up(size, multiple)
+    if new == want:
+        return None
+    replay = tag.space == "replay"
+    who = f"the packed stream of samples {', '.join(str(s) for s in tag.samples)} `{tag.field}`"
+    problem = (f"{action} {who} from {size} to {new} {'rows' if replay else 'positions'}, but the batch builder "
+               f"pads a micro-batch's stream to a multiple of {multiple}: round_up({size}, {multiple}) = {want}")
+    return violation("G5" if replay else "G3", tag, problem, actual=new, expected=want, hint=STREAM_HINT,
+                     extra={"stream multiple": multiple})
+
+
 def _allowed_lengths(tag: Tag) -> dict[int, str]:
     # length -> how messages name it
     if tag.sliced:
@@ -466,14 +549,16 @@ def _allowed_lengths(tag: Tag) -> dict[int, str]:
     return labels
 
 
-def pad(tag: Tag, shape: Shape, amounts: Sequence[object]) -> tuple[Tag | None, list[Violation]]:
+def pad(tag: Tag, shape: Shape, amounts: Sequence[object], *, stream_multiple: int | None = None,
+        per_sample: bool | None = None) -> tuple[Tag | None, list[Violation]]:
     """``F.pad(x, amounts)``: check the new length of the sequence dimension and tag the result.
 
     ``amounts`` pairs from the last dimension backwards, as ``F.pad`` reads
     them. A response field padded to ``T`` positions (the loss-mask alignment
     ``(p - 1, 1)``) becomes token-space; other response-space pads (batching
     log-probs) are not the token layout and drop the tag; a packed stream's
-    tail pad keeps it.
+    tail pad keeps it, and is judged against ``stream_multiple``
+    (`stream_problem`). ``per_sample``: see `length_problem`.
     """
     s = tag.seq_dim
     if s >= len(shape) or not all(_is_int(a) for a in amounts):
@@ -492,7 +577,10 @@ def pad(tag: Tag, shape: Shape, amounts: Sequence[object]) -> tuple[Tag | None, 
         return None, []
     if tag.raw:
         return None, []  # a piece of the unpadded tokens (a prompt, say) padded: not the layout
-    if tag.members or (tag.padded is None and not tag.sliced):
+    if tag.members:
+        problem = stream_problem(tag, size, new, stream_multiple, action="pads")
+        return tag, [problem] if problem else []
+    if tag.padded is None and not tag.sliced:
         return tag, []
-    problem = length_problem(tag, size, new, action="pads")
+    problem = length_problem(tag, size, new, action="pads", per_sample=per_sample)
     return tag.evolve(window=None), [problem] if problem else []

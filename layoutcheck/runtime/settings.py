@@ -31,6 +31,7 @@ __all__ = [
     "ENV_TRACE",
     "ROLES",
     "TARGET_PATTERN",
+    "TRACER_ROLES",
     "HookSpec",
     "RuntimeSettings",
     "effective",
@@ -47,9 +48,15 @@ ENV_REPORT = "LAYOUTCHECK_REPORT"
 ENV_TRACE = "LAYOUTCHECK_TRACE"
 """``1`` or ``0``: the tracer on or off (overrides ``tracer``)."""
 
-ROLES: tuple[str, ...] = ("producer", "batch-builder", "replay-filler", "offset-helper")
+ROLES: tuple[str, ...] = (
+    "producer", "batch-builder", "replay-filler", "offset-helper", "cp-slicer", "response-slicer", "loss-function",
+)
 """What a hooked function is, as the checks need to know (TOML spelling)."""
-Role = Literal["producer", "batch-builder", "replay-filler", "offset-helper"]
+Role = Literal[
+    "producer", "batch-builder", "replay-filler", "offset-helper", "cp-slicer", "response-slicer", "loss-function",
+]
+TRACER_ROLES: tuple[str, ...] = ("cp-slicer", "response-slicer", "loss-function")
+"""Roles hooked only while the tracer is on: the CP helpers it judges, and consumers it runs inside."""
 
 _MODES = ("raise", "warn", "record")
 _ON = ("1", "on", "true", "yes")
@@ -111,9 +118,10 @@ class RuntimeSettings:
     hooks: dict[Role, tuple[str, ...]] = _setting(
         factory=dict,
         description="Functions to check, by role (`producer`, `batch-builder`, `replay-filler`, "
-        "`offset-helper`), each a list of `package.module:function` targets. A hook is installed when "
-        "the program imports the module, in that module and in every module that imported the "
-        "function by name.",
+        "`offset-helper`; with the tracer on, also `cp-slicer` (`slice_with_cp`), `response-slicer` "
+        "(`slice_log_prob_with_cp`) and `loss-function` (a consumer of the batch, run inside the tracer)), "
+        "each a list of `package.module:function` targets. A hook is installed when the program imports "
+        "the module, in that module and in every module that imported the function by name.",
     )
     parallel_state: str | None = _setting(
         None,
@@ -130,8 +138,11 @@ class RuntimeSettings:
         description="Static shape buckets (multiples of 128, increasing, the max length last): each BSHD "
         "micro-batch must be padded to the smallest bucket that holds it (G6).",
     )
-    tracer: bool = _setting(
-        False, description="Tag tensors with their geometry along the data path. `LAYOUTCHECK_TRACE=1|0` overrides it."
+    tracer: bool | None = _setting(
+        None,
+        description="Tag tensors with their geometry along the data path and report a layout at the op that "
+        "breaks it (the tracer). Unset: on under the pytest plugin (CI, small inputs), off in a debug run "
+        "(it costs more than the hooks; see README \"The tracer\"). `LAYOUTCHECK_TRACE=1|0` overrides it.",
     )
     report: str | None = _setting(
         None,

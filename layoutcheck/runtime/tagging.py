@@ -19,7 +19,10 @@ Every length comes from `layoutcheck.geometry`; tensors are read by shape only.
 from __future__ import annotations
 
 import functools
+import importlib
 import inspect
+import sys
+import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
@@ -30,7 +33,7 @@ from layoutcheck.runtime.adapters import MilesAdapter
 from layoutcheck.runtime.common import REPLAY_FIELDS, RESPONSE_FIELDS, SHAPE_FIELDS, UNSLICED_RESPONSE_FIELDS
 from layoutcheck.runtime.common import bucket_tuple, parallel
 from layoutcheck.runtime.meta import metadata_only, shape_of
-from layoutcheck.runtime.tags import Tag, geometry_of, tag
+from layoutcheck.runtime.tags import Tag, _compiling, geometry_of, set_tag, tag
 
 __all__ = [
     "tag_batch",
@@ -75,6 +78,9 @@ def tag_rollout(
     response_fields: Iterable[str] = ROLLOUT_RESPONSE_FIELDS,
     unsliced_response_fields: Iterable[str] = UNSLICED_RESPONSE_FIELDS,
     replay_fields: Iterable[str] = REPLAY_FIELDS,
+    indices: Iterable[int] | None = None,
+    missing_only: bool = False,
+    bucket: int | None = None,
 ) -> int:
     """Tag every per-sample tensor of a producer's ``rollout_data`` with its sample's geometry; return how many.
 
@@ -89,6 +95,14 @@ def tag_rollout(
     are the ids the tags carry (default ``0..n-1``). Entries that are not
     tensors, or whose lengths are not Python ints, are skipped: the checks
     report those.
+
+    Between the hooks a step may replace a sample's tensors (the multimodal
+    expansion rewrites ``tokens``, ``total_lengths`` and replay rows after the
+    producer): a consumer hook calls this again with ``indices`` (the
+    samples of its micro-batch) and ``missing_only``, so that only tensors
+    without a tag get one, from the rollout's *current* lengths and the
+    owner's ``P``. ``bucket`` is the micro-batch's bucket (the smallest one
+    that holds its longest ``P``): every tag of those samples gets it.
     """
     cp, r = parallel(cp_size, cp_rank, qkv_format, scheme)
     bucket_list = bucket_tuple(buckets)
@@ -103,25 +117,43 @@ def tag_rollout(
     fields += [(k, "response", False) for k in unsliced_response_fields]
     fields += [(k, "replay", False) for k in replay_fields]
     count = 0
-    for i, token_tensor in enumerate(tokens):
+    for i in range(len(tokens)) if indices is None else indices:
+        if not 0 <= i < len(tokens):
+            continue
+        token_tensor = tokens[i]
+        values = [(token_tensor, "tokens", "tokens", False)]
+        values += [(_entry(rollout_data.get(k), i), k, space, sliced) for k, space, sliced in fields]
+        if missing_only:
+            values = [v for v in values if v[0] is not None and not _retagged(v[0], bucket)]
+            if not values:
+                continue
         base = _sample_tag(rollout_data, i, token_tensor, ids[i], qkv_format, cp, scheme, a, bucket_list)
         if base is None:
             continue
-        if _is_tensor(token_tensor):
-            tag(token_tensor, base)
-            count += 1
-        for key, space, sliced in fields:
-            value = _entry(rollout_data.get(key), i)
+        if bucket is not None:
+            base = base.evolve(bucket=bucket)
+        for value, key, space, sliced in values:
             if value is None or not _is_tensor(value):
                 continue
-            with metadata_only():
-                entries = shape_of(value)[0] if shape_of(value) else 0  # type: ignore[index]
-            t = base.evolve(field=key, space=space)
+            t = base if key == "tokens" else base.evolve(field=key, space=space)
             if sliced:
+                with metadata_only():
+                    entries = shape_of(value)[0] if shape_of(value) else 0  # type: ignore[index]
                 t = t.evolve(cp_rank=r, local=entries, scheme="zigzag")
             tag(value, t)
             count += 1
     return count
+
+
+def _retagged(value: object, bucket: int | None) -> bool:
+    # True when the tensor keeps its tag (it has one with this bucket, or no bucket is asked for).
+    g = geometry_of(value)
+    if g is None:
+        return False
+    if bucket is None or g.bucket == bucket:
+        return True
+    tag(value, g.evolve(bucket=bucket))
+    return True
 
 
 def _sample_tag(rollout_data: Mapping[str, Any], i: int, tokens: object, sample: int, qkv_format: str, cp: int,
@@ -207,13 +239,14 @@ Check = Callable[[Any, dict[str, Any], Any], "Callable[[Any], None] | None"]
 """``(tracer, bound arguments, tensor) -> after(out)``: flags a call, then tags the helper's result."""
 
 
-def _bound(signature: inspect.Signature, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any] | None:
-    try:
-        bound = signature.bind(*args, **kwargs)
-    except TypeError:
-        return None  # the helper raises its own error
-    bound.apply_defaults()
-    return dict(bound.arguments)
+_INSIDE = threading.local()
+"""Per thread: a wrapped CP helper is running (the helpers call each other: the outer call is judged)."""
+_TRACER = "layoutcheck.runtime.tracer"
+
+
+def _tracer_module() -> Any:
+    # it imports torch: loaded on the first wrapped call (the helper takes tensors, so torch is there)
+    return importlib.import_module(_TRACER)
 
 
 def _rank(state: Any, getter: Callable[[], Any] | None, g: Tag | None) -> tuple[int, int | None]:
@@ -221,43 +254,81 @@ def _rank(state: Any, getter: Callable[[], Any] | None, g: Tag | None) -> tuple[
         state = getter()
     if state is None:
         return (g.cp_size if g is not None else 1), None
+    cp = getattr(state, "cp", None)
+    size, rank = getattr(cp, "size", None), getattr(cp, "rank", None)
+    if type(size) is int and type(rank) is int and 0 <= rank < size:  # the common case, read as the adapter reads it
+        return size, rank
     p = MilesAdapter().parallel(lambda: state)
     return p.cp_size, p.cp_rank
 
 
-def _helper(fn: F, op: str, check: Check) -> F:
-    # The shared shape of the CP-helper wrappers: outside an active tracer,
-    # only the call; inside, `check` (torch-function handling off) flags the
-    # call and says how to tag the result, the helper runs untraced (it
-    # tags its own result), and an error of the checking itself never breaks
-    # the call (a note, as in the tracer's mode).
+def _helper(fn: F, op: str, check: Check, judge: Any = None) -> F:
+    # The shared shape of the CP-helper wrappers: outside an active tracer
+    # (and without a `judge`, the tracer of a debug session that judges
+    # helper calls wherever they are made), only the call; inside, `check`
+    # (torch-function handling off) flags the call and says how to tag the
+    # result, the helper runs untraced (it tags its own result), and an error
+    # of the checking itself never breaks the call (a note, as in the
+    # tracer's mode). A helper called by another wrapped helper is the
+    # outer call's business; while torch.compile traces, only the call.
+    from layoutcheck.runtime.wrappers import _Binder
+
     signature = inspect.signature(fn)
     if not signature.parameters:
         raise LayoutSpecError(f"{getattr(fn, '__qualname__', fn)} takes no tensor argument")
     first = next(iter(signature.parameters))
+    binder = _Binder(signature)
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        from layoutcheck.runtime.tracer import active_tracer, checked
-
-        tracer = active_tracer()
+        if _compiling() or getattr(_INSIDE, "on", False):
+            return fn(*args, **kwargs)
+        module = sys.modules.get(_TRACER) or _tracer_module()  # torch is loaded: the helper takes tensors
+        tracer = module.active_tracer()
+        if tracer is None and judge is not None and judge.judging:
+            tracer = judge
         if tracer is None or (tracer.layout is None and geometry_of(args[0] if args else kwargs.get(first)) is None):
             return fn(*args, **kwargs)  # nothing to judge the call against
-        call = _bound(signature, args, kwargs)
+        call = binder.arguments(args, kwargs)
         if call is None:
             return fn(*args, **kwargs)  # the helper raises its own error
-        with tracer.paused():
-            return checked(tracer, op, check, (tracer, call, call.get(first)), fn, args, kwargs)
+        _INSIDE.on = True
+        try:
+            return module.checked(tracer, op, check, (tracer, call, call.get(first)), tracer.run_untraced,
+                                  (fn, args, kwargs), {})
+        finally:
+            _INSIDE.on = False
 
     return wrapper  # type: ignore[return-value]
 
 
 def _run_layout_problem(tracer: Any, op: str, field: str, qkv_format: object, padded: object, padded_name: str,
-                        invariant: str) -> list[Violation]:
-    # A call on an untagged value: judged against the run's layout (`Tracer(layout=...)`), if known.
+                        invariant: str, call: dict[str, Any]) -> list[Violation]:
+    # A call on an untagged value: judged against the run's layout (`Tracer(layout=...)`), if known. The
+    # sample is the one the call's (T, R) belong to, when the tracer can tell (`Tracer.attribute`).
     layout = tracer.layout
     if layout is None:
         return []
+    hint = f"pass the run's qkv_format={layout!r}" + (f" and {padded_name}=P (the sample's `max_seq_lens` entry)"
+                                                      if layout == "bshd" else "") + " to every CP helper call"
+    if qkv_format != layout:
+        problem = f"{op} is called with the {qkv_format} rule in a {layout} run"
+        actual, expected = f"qkv_format={qkv_format!r}", f"qkv_format={layout!r}"
+    elif layout == "bshd" and padded is None:
+        problem = f"{op} is called without {padded_name} in a bshd run: it falls back to the packed rule"
+        actual, expected = f"{padded_name}=None", f"{padded_name}=P"
+    else:
+        return []
+    total, response = _int(call.get("total_length")), _int(call.get("response_length"))
+    sizes: dict[str, object] = {"T": total, "R": response} if total is not None and response is not None else {}
+    sizes["layout"] = layout
+    sample, micro_batch = None, None
+    if tracer.attribute is not None and "T" in sizes:
+        sample, micro_batch = tracer.attribute(total, response)
+        if sample is None:  # the sample is not known yet (the producer is slicing): its lengths say which
+            problem += f" (for the sample with T={total}, R={response})"
+    return [Violation(invariant, "", field, problem, actual=actual, expected=expected, hint=hint, sample=sample,
+                      micro_batch=micro_batch, sizes=sizes)]
     hint = f"pass the run's qkv_format={layout!r}" + (f" and {padded_name}=P (the sample's `max_seq_lens` entry)"
                                                       if layout == "bshd" else "") + " to every CP helper call"
     if qkv_format != layout:
@@ -271,7 +342,7 @@ def _run_layout_problem(tracer: Any, op: str, field: str, qkv_format: object, pa
     return []
 
 
-def wrap_slice_with_cp(fn: F, *, parallel_state: Callable[[], Any] | None = None) -> F:
+def wrap_slice_with_cp(fn: F, *, parallel_state: Callable[[], Any] | None = None, tracer: Any = None) -> F:
     """Wrap the trainer's ``slice_with_cp(tokens, pad_value, qkv_format="thd", max_seq_len=None, parallel_state=None)``.
 
     Inside an active tracer, on a tagged tensor: flags a layout other than
@@ -283,7 +354,8 @@ def wrap_slice_with_cp(fn: F, *, parallel_state: Callable[[], Any] | None = None
     tracer's ``layout`` is flagged (G3). The rank comes from the call's
     ``parallel_state``, else from ``parallel_state()`` given here (the
     trainer's ``get_parallel_state``). Arguments are read by name from the
-    helper's own signature; the call passes through unchanged.
+    helper's own signature; the call passes through unchanged. ``tracer``
+    (a session's): judges calls made outside any active tracer too.
     """
 
     def check(tracer: Any, call: dict[str, Any], tensor: Any) -> Callable[[Any], None] | None:
@@ -291,13 +363,13 @@ def wrap_slice_with_cp(fn: F, *, parallel_state: Callable[[], Any] | None = None
         g = geometry_of(tensor)
         if g is None:
             problems = _run_layout_problem(tracer, "slice_with_cp", "tokens", qkv_format, call.get("max_seq_len"),
-                                           "max_seq_len", "G3")
+                                           "max_seq_len", "G3", call)
             if problems:
                 tracer.report(problems, "slice_with_cp")
             return None
         shape = shape_of(tensor)
         size = shape[g.seq_dim] if shape and g.seq_dim < len(shape) else 0
-        problems = _slice_problems(g, size, qkv_format, call.get("max_seq_len"))
+        problems = _slice_problems(g, size, qkv_format, call.get("max_seq_len"), tracer.per_sample)
         if problems:
             tracer.report(problems, "slice_with_cp")
         if g.space == "response":
@@ -306,18 +378,21 @@ def wrap_slice_with_cp(fn: F, *, parallel_state: Callable[[], Any] | None = None
         scheme = "allgather" if call.get("allgather_cp") else "zigzag"
 
         def after(out: Any) -> None:
+            if out is tensor:  # nothing sliced (cp == 1): the input keeps its own tag
+                return
             out_shape = shape_of(out)
             if out_shape is not None and g.seq_dim < len(out_shape):
                 rank = r if r is not None else g.cp_rank
-                tag(out, g.evolve(cp_size=cp, cp_rank=rank, local=int(out_shape[g.seq_dim]),
+                set_tag(out, g.evolve(cp_size=cp, cp_rank=rank, local=int(out_shape[g.seq_dim]),
                                   scheme=scheme if cp > 1 else g.scheme, window=None))
 
         return after
 
-    return _helper(fn, "slice_with_cp", check)
+    return _helper(fn, "slice_with_cp", check, tracer)
 
 
-def _slice_problems(g: Tag, size: int, qkv_format: object, max_seq_len: object) -> list[Violation]:
+def _slice_problems(g: Tag, size: int, qkv_format: object, max_seq_len: object,
+                    per_sample: bool | None = None) -> list[Violation]:
     if g.space == "response":
         return [propagation.violation(
             "G4", g, f"lays out response entries of {g.describe()} with the token rule",
@@ -338,11 +413,11 @@ def _slice_problems(g: Tag, size: int, qkv_format: object, max_seq_len: object) 
     if qkv_format != "bshd" or type(max_seq_len) is not int:
         return []
     problem = propagation.length_problem(g, size, max_seq_len, action="CP-slices", allowed=[g.length or 0],
-                                         given=f"with max_seq_len={max_seq_len}")
+                                         given=f"with max_seq_len={max_seq_len}", per_sample=per_sample)
     return [problem] if problem else []
 
 
-def wrap_slice_log_prob_with_cp(fn: F, *, parallel_state: Callable[[], Any] | None = None) -> F:
+def wrap_slice_log_prob_with_cp(fn: F, *, parallel_state: Callable[[], Any] | None = None, tracer: Any = None) -> F:
     """Wrap the trainer's response-field CP slice.
 
     Its signature: ``slice_log_prob_with_cp(log_prob, total_length, response_length,
@@ -355,7 +430,8 @@ def wrap_slice_log_prob_with_cp(fn: F, *, parallel_state: Callable[[], Any] | No
     runs the helper untraced and tags its result with the rank and the count
     it holds. On an untagged value (the real producer slices lists of
     floats), a ``qkv_format`` other than the tracer's ``layout``, or a BSHD
-    call without the padded length, is flagged (G4).
+    call without the padded length, is flagged (G4). ``tracer``: as for
+    `wrap_slice_with_cp`.
     """
 
     def check(tracer: Any, call: dict[str, Any], log_prob: Any) -> Callable[[Any], None] | None:
@@ -365,7 +441,7 @@ def wrap_slice_log_prob_with_cp(fn: F, *, parallel_state: Callable[[], Any] | No
         g = None if isinstance(log_prob, (list, tuple)) else geometry_of(log_prob)
         if g is None:
             problems = _run_layout_problem(tracer, "slice_log_prob_with_cp", "response field", qkv_format, padded,
-                                           padded_name, "G4")
+                                           padded_name, "G4", call)
             if problems:
                 tracer.report(problems, "slice_log_prob_with_cp")
             return None
@@ -376,16 +452,16 @@ def wrap_slice_log_prob_with_cp(fn: F, *, parallel_state: Callable[[], Any] | No
 
         def after(out: Any) -> None:
             out_shape = shape_of(out)
-            if out_shape and not isinstance(out, (list, tuple)):
-                tag(out, g.evolve(cp_size=cp, cp_rank=r if r is not None else g.cp_rank, local=int(out_shape[0]),
+            if out is not log_prob and out_shape and not isinstance(out, (list, tuple)):
+                set_tag(out, g.evolve(cp_size=cp, cp_rank=r if r is not None else g.cp_rank, local=int(out_shape[0]),
                                   scheme="zigzag", window=None))
 
         return after
 
-    return _helper(fn, "slice_log_prob_with_cp", check)
+    return _helper(fn, "slice_log_prob_with_cp", check, tracer)
 
 
-def wrap_cp_offsets(fn: F) -> F:
+def wrap_cp_offsets(fn: F, *, tracer: Any = None) -> F:
     """Wrap the trainer's CP offset helper.
 
     ``get_logits_and_tokens_offset_with_cp(total_length, response_length,
@@ -394,16 +470,17 @@ def wrap_cp_offsets(fn: F) -> F:
     (``all_gather_with_cp``). Inside an active tracer that knows the run's
     layout, a call with another ``qkv_format``, or a BSHD call without
     ``max_seq_len`` (the packed rule, silently), is flagged (G4) at the call.
+    ``tracer``: as for `wrap_slice_with_cp`.
     """
     op = getattr(fn, "__name__", "the CP offset helper")
 
     def check(tracer: Any, call: dict[str, Any], first: Any) -> None:
         problems = _run_layout_problem(tracer, op, "logit offsets", call.get("qkv_format", "thd"),
-                                       call.get("max_seq_len"), "max_seq_len", "G4")
+                                       call.get("max_seq_len"), "max_seq_len", "G4", call)
         if problems:
             tracer.report(problems, op)
 
-    return _helper(fn, op, check)
+    return _helper(fn, op, check, tracer)
 
 
 def _log_prob_problems(g: Tag, total: object, response: object, qkv_format: object, padded: object) -> list[Violation]:

@@ -5,16 +5,17 @@ without touching the config), then the setting (``tracer = true|false`` in
 ``[tool.layoutcheck.runtime]``, passed in by the caller that read the
 config), then the default for the mode.
 
-The default is on in ``raise`` and ``record`` mode (tests, CI, debugging
-runs: the point is to find the bug) and off in ``warn`` mode (production
-runs): on the reference data path the tracer costs more than the 1.05x
-budget of an always-on check (``benchmarks/tracer_overhead.py``; figures in
-README "The tracer"), while the hooks' boundary checks stay on in every mode.
+This module's default, for a `Tracer` built by hand, is on in ``raise`` and
+``record`` mode and off in ``warn`` mode. The debug mode decides its own
+default (`layoutcheck.runtime.activation.Session`): on under the pytest
+plugin (CI, small inputs), off in a debug run, since on the reference data
+path the tracer costs more than the 1.05x budget of an always-on check
+(``benchmarks/runtime_overhead.py``; figures in README "The tracer"), while
+the hooks' boundary checks stay on in every mode.
 
 The environment is parsed by `layoutcheck.runtime.settings` (one reading of
-``LAYOUTCHECK_TRACE``); its ``tracer`` key defaults to false, so a caller
-that wants the per-mode default passes ``setting=None`` when the key is not
-in the file. No torch import: the activation path asks before anything is loaded.
+``LAYOUTCHECK_TRACE``); its ``tracer`` key is ``None`` when not set. No
+torch import: the activation path asks before anything is loaded.
 """
 
 from __future__ import annotations

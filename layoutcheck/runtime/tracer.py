@@ -45,21 +45,26 @@ import torch.nn.functional as functional
 from torch.overrides import TorchFunctionMode
 
 from layoutcheck import geometry
-from layoutcheck.errors import LayoutError, LayoutSpecError, Violation
+from layoutcheck.errors import LayoutError, LayoutSpecError, Violation, describe_value
 from layoutcheck.runtime import propagation
 from layoutcheck.runtime.reporting import LayoutWarning, Recorder, check_mode, report
-from layoutcheck.runtime.tags import Tag, geometry_of
+from layoutcheck.runtime.tags import _TABLE, Tag, geometry_of
 from layoutcheck.runtime.tags import set_tag as tag
 from layoutcheck.runtime.trace_switch import tracer_enabled
 
-__all__ = ["Tracer", "active_tracer"]
+__all__ = ["Tracer", "active_tracer", "trace"]
 
 _TORCH_DIR = os.path.dirname(os.path.abspath(torch.__file__)) + os.sep
 _OWN_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep  # .../layoutcheck/
 _DisableTorchFunction = torch._C.DisableTorchFunction
 _is_compiling = torch.compiler.is_compiling
+_stack_len = torch._C._len_torch_function_stack
+_stack_at = torch._C._get_function_stack_at
+_pop_stack = torch._C._pop_torch_function_stack
+_push_stack = torch._C._push_on_torch_function_stack
 
 _LOCAL = threading.local()
+_INLINE = frozenset({"<listcomp>", "<dictcomp>", "<setcomp>", "<genexpr>"})
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -94,14 +99,19 @@ def user_site(skip: int = 1) -> tuple[str, int, str, int]:
         frame, level = frame.f_back, level + 1
     if frame is None:
         return ("<unknown>", 0, "<unknown>", level)
-    path = frame.f_code.co_filename
+    path, line = frame.f_code.co_filename, frame.f_lineno
+    function = frame.f_code.co_name
+    outer = frame
+    while function in _INLINE and outer.f_back is not None:  # a comprehension: name the function it is in
+        outer = outer.f_back
+        function = outer.f_code.co_name
     try:
         rel = os.path.relpath(path)
         if not rel.startswith(".."):
             path = rel
     except ValueError:  # another drive on Windows
         pass
-    return (path, frame.f_lineno, frame.f_code.co_name, level)
+    return (path, line, function, level)
 
 
 class Tracer:
@@ -115,7 +125,24 @@ class Tracer:
 
     ``layout``: the run's ``qkv_format`` (``"bshd"`` or ``"thd"``), when
     known: the CP-helper wrappers then also judge calls on untagged values
-    (a producer slicing lists of floats).
+    (a producer slicing lists of floats). Settable (a session learns it from
+    the producer's ``args``).
+
+    ``per_sample``: also judge the owner's ``P`` where a sample is laid out
+    with it (O2; O3 too when ``True``, the checker's per-sample mode; ``None``
+    leaves both to the producer's checks). ``stream_multiple``: the batch
+    builder's THD stream multiple (``tp_size * pad_multiplier``), when known:
+    a packed stream padded to another length is flagged (G5 for replay rows).
+
+    ``checker``: a `LayoutChecker` whose mode the tracer follows (the
+    pytest marker switches it per test) and whose recorder it shares.
+
+    ``scope``: returns ``(rollout, index)`` for the current rollout (a
+    session passes its checker's): each distinct violation is then reported
+    once per rollout, recorded with its index. Without it every one is reported.
+    ``attribute``: ``(T, R) -> (sample, micro_batch)`` (``None`` each when
+    not known), so that a CP-helper call on untagged values (lists of floats,
+    plain ints) names its sample.
 
     ``with tracer:`` is re-entrant and per thread. Tags are attached with
     `layoutcheck.runtime.tags.tag` or the producer / batch-builder helpers of
@@ -123,11 +150,34 @@ class Tracer:
     """
 
     def __init__(self, mode: str = "warn", *, enabled: bool | None = None, recorder: Recorder | None = None,
-                 layout: str | None = None) -> None:
-        self.mode = check_mode(mode)
+                 layout: str | None = None, per_sample: bool | None = None, stream_multiple: int | None = None,
+                 scope: Callable[[], tuple[object, int | None]] | None = None, checker: Any = None,
+                 attribute: Callable[[int, int], tuple[int | None, int | None]] | None = None) -> None:
+        self._checker = checker
+        self._mode = check_mode(mode)
         self.enabled = tracer_enabled(self.mode, enabled)
-        self.recorder = recorder if recorder is not None else Recorder()
+        if recorder is None:
+            recorder = checker.recorder if checker is not None else Recorder()
+        self.recorder = recorder
         self.layout = None if layout is None else geometry.check_layout(layout)
+        self.per_sample = per_sample
+        self.stream_multiple = stream_multiple
+        self.scope = scope
+        self.attribute = attribute
+        self._seen: set[tuple[object, ...]] = set()
+        self._seen_in: object = None
+
+    @property
+    def mode(self) -> str:
+        """``raise``, ``warn`` or ``record``: the checker's when the tracer was given one (it follows it)."""
+        return self._checker.mode if self._checker is not None else self._mode  # type: ignore[no-any-return]
+
+    @mode.setter
+    def mode(self, value: str) -> None:
+        if self._checker is not None:
+            self._checker.mode = check_mode(value)
+        else:
+            self._mode = check_mode(value)
 
     @property
     def violations(self) -> list[Violation]:
@@ -180,6 +230,41 @@ class Tracer:
         finally:
             mode.paused -= 1
 
+    @property
+    def judging(self) -> bool:
+        """Whether calls made outside the traced region are judged (CP helpers): enabled, and not `quiet` here."""
+        return self.enabled and not getattr(_LOCAL, "quiet", 0)
+
+    def quiet(self, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """``fn(*args, **kwargs)`` with nothing judged in this thread (code the tracer already followed once)."""
+        _LOCAL.quiet = getattr(_LOCAL, "quiet", 0) + 1
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            _LOCAL.quiet -= 1
+
+    def run_untraced(self, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """``fn(*args, **kwargs)`` with no op traced: what `paused` does, cheaper (a hot path of the CP helpers).
+
+        When the active mode is on top of torch's mode stack it is taken off
+        for the call, so the helper's own ops do not reach Python at all;
+        otherwise (another mode above it) the mode lets them through.
+        """
+        mode = _active_mode()
+        if mode is None:
+            return fn(*args, **kwargs)
+        if _stack_len() and _stack_at(_stack_len() - 1) is mode:
+            _pop_stack()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                _push_stack(mode)
+        mode.paused += 1
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            mode.paused -= 1
+
     def failed(self, exc: Exception, op: str) -> None:
         """The tracer could not follow ``op``: raise in raise mode, else one note (and a warning in warn mode)."""
         note = f"the tracer could not follow {op}: {type(exc).__name__}: {exc}"
@@ -193,7 +278,48 @@ class Tracer:
         """Report ``violations`` seen at ``op``, naming the user's source line, as the mode says."""
         path, line, function, level = user_site(2)
         where = f"{op} at {path}:{line} in {function}"
-        report([replace(v, where=where) for v in violations], self.mode, recorder=self.recorder, stacklevel=level)
+        found = [replace(v, where=where) for v in violations]
+        rollout = None
+        if self.scope is not None:
+            run, rollout = self.scope()
+            if run is not self._seen_in:  # a new rollout: report everything again
+                self._seen_in, self._seen = run, set()
+            found = [v for v in found if _fresh(self._seen, v)]
+        report(found, self.mode, recorder=self.recorder, stacklevel=level, rollout=rollout)
+
+
+def _fresh(seen: set[tuple[object, ...]], v: Violation) -> bool:
+    # Once per rollout: an owner's wrong P (O2, O3) once per sample, wherever it is laid out; the
+    # rest once per op site and value.
+    if v.invariant.startswith("O"):
+        key: tuple[object, ...] = (v.invariant, v.sample, describe_value(v.actual, 200))
+    else:
+        key = (v.invariant, v.where, v.field, v.sample, v.micro_batch, describe_value(v.actual, 200),
+               describe_value(v.expected, 200))
+    if key in seen:
+        return False
+    seen.add(key)
+    return True
+
+
+def trace(session: Any = None, *, enabled: bool = True, layout: str | None = None) -> Tracer:
+    """The tracer for a block of code: ``with trace(): ...`` (what the pytest fixture's ``layout.trace()`` returns).
+
+    With a debug-mode ``session`` (default: the active one, if any), its
+    tracer (violations in its checker's log, in its mode), made for the block
+    if the session runs without one; otherwise a new ``Tracer("raise")``.
+    ``enabled=False`` (or ``LAYOUTCHECK_TRACE=0``) makes the block untraced.
+    """
+    if session is None:
+        from layoutcheck.runtime.activation import active_session
+
+        session = active_session()
+    if session is None or not enabled:
+        return Tracer("raise", enabled=enabled, layout=layout)
+    tracer = session.tracer_for_block()
+    if layout is not None:
+        tracer.layout = geometry.check_layout(layout)
+    return tracer
 
 
 def _active_mode() -> _Mode | None:
@@ -227,6 +353,13 @@ class _Mode(TorchFunctionMode):
         rule = _RULES.get(func)
         if rule is None or self.paused:
             return func(*args, **kwargs)  # not a layout op: nothing of the tracer's runs
+        # A layout op on tensors nobody tagged: one table lookup, and the op runs (the fast path)
+        first = args[0] if args else kwargs.get("tensors" if func in _JOINS else "input")
+        if func in _JOINS:
+            if not isinstance(first, (list, tuple)) or not any(_TABLE_GET(id(t)) is not None for t in first):
+                return func(*args, **kwargs)
+        elif _TABLE_GET(id(first)) is None:
+            return func(*args, **kwargs)
         return checked(self.tracer, func, rule, (self, func, args, kwargs), func, args, kwargs)
 
     def flag(self, violations: list[Violation], func: Any) -> None:
@@ -389,7 +522,9 @@ def _join_rule(mode: _Mode, func: Any, args: tuple[Any, ...], kwargs: dict[str, 
     shapes = [_shape(t) for t in tensors]
     if any(s is None for s in shapes):
         return None
-    new, problems = propagation.join(tags, shapes, dim, stack=func in _STACKS)  # type: ignore[arg-type]
+    tracer = mode.tracer
+    new, problems = propagation.join(tags, shapes, dim, stack=func in _STACKS,  # type: ignore[arg-type]
+                                     stream_multiple=tracer.stream_multiple, per_sample=tracer.per_sample)
     mode.flag(problems, func)
     return _tag_output(new)
 
@@ -403,7 +538,9 @@ def _pad_rule(mode: _Mode, func: Any, args: tuple[Any, ...], kwargs: dict[str, A
     shape = _shape(x)
     if not isinstance(amounts, (list, tuple)) or shape is None:
         return None
-    new, problems = propagation.pad(g, shape, amounts)
+    tracer = mode.tracer
+    new, problems = propagation.pad(g, shape, amounts, stream_multiple=tracer.stream_multiple,
+                                    per_sample=tracer.per_sample)
     mode.flag(problems, func)
     return _tag_output(new)
 
@@ -447,4 +584,6 @@ _RESHAPES = frozenset(
                 torch.reshape, torch.flatten, torch.unsqueeze, torch.squeeze)
 )
 _UNBIND = frozenset({torch.Tensor.unbind, torch.unbind})
+_JOINS = frozenset(f for f, rule in _RULES.items() if rule is _join_rule)
+_TABLE_GET = _TABLE.get  # the side table's raw lookup: a tag may be there (its rule then checks it is this tensor's)
 _SPLITS = frozenset({torch.Tensor.split, torch.split})
