@@ -15,6 +15,8 @@ checker turns that into a note and lets the call through.
 
 from __future__ import annotations
 
+import weakref
+
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from numbers import Integral
@@ -48,6 +50,11 @@ class Parallel:
     cp_size: int = 1
     cp_rank: int = 0
     known: bool = False
+
+
+_ONE_RANK = Parallel()
+_LAST_PARALLEL: weakref.WeakKeyDictionary[Any, tuple[tuple[object, ...], Parallel]] = weakref.WeakKeyDictionary()
+"""Per parallel-state function, the last coordinates read and their `Parallel` (ints only: nothing kept alive)."""
 
 
 @dataclass(frozen=True)
@@ -188,8 +195,15 @@ class MilesAdapter:
     def parallel(self, parallel_state: Callable[[], Any] | None) -> Parallel:
         """This rank's coordinates from a ``get_parallel_state``-like callable (one rank if ``None``)."""
         if parallel_state is None:
-            return Parallel()
+            return _ONE_RANK
         state = parallel_state()
+        tp, cp = getattr(state, "tp", None), getattr(state, "cp", None)
+        raw = (getattr(tp, "size", None), getattr(tp, "rank", None), getattr(cp, "size", None), getattr(cp, "rank", None))
+        last = _LAST_PARALLEL.get(parallel_state)
+        # Every hooked call asks; the answer changes only when the trainer sets a new state. Plain ints
+        # only on this path: comparing a tensor would read its value.
+        if last is not None and all(type(v) is int for v in raw) and raw == last[0]:
+            return last[1]
         values = {}
         for group in ("tp", "cp"):
             info = getattr(state, group, None)
@@ -198,7 +212,9 @@ class MilesAdapter:
                 values[f"{group}_{part}"] = _int(f"`parallel_state().{group}.{part}`", value, 1 if part == "size" else 0)
         if values["cp_rank"] >= values["cp_size"] or values["tp_rank"] >= values["tp_size"]:
             raise LayoutSpecError(f"the parallel state has a rank outside its group: {values}")
-        return Parallel(**values, known=True)
+        par = Parallel(**values, known=True)
+        _LAST_PARALLEL[parallel_state] = (raw, par)
+        return par
 
     def qkv_format(self, args: Any) -> str | None:
         """``args.qkv_format``, or ``None`` when ``args`` do not say (never a default: the layout is not guessed)."""
