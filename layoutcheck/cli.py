@@ -15,7 +15,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, NoReturn, TextIO
 
 if TYPE_CHECKING:
@@ -35,14 +35,22 @@ def _rule_list(text: str) -> list[str]:
     return [part.strip() for part in text.split(",") if part.strip()]
 
 
-def _jobs(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be 0 (automatic) or more, got {value}")
-    return value
+def whole_number(minimum: int, meaning: str = "") -> Callable[[str], int]:
+    """An argparse type: a whole number of at least ``minimum`` (``meaning`` explains the minimum in errors)."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"must be {minimum}{meaning} or more, got {value}")
+        return value
+
+    return parse
+
+
+_jobs = whole_number(0, " (automatic)")
 
 
 def build_parser() -> argparse.ArgumentParser:

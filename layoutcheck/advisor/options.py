@@ -6,9 +6,10 @@ nothing here imports more than the standard library.
 
 from __future__ import annotations
 
-import argparse
 import sys
 from collections.abc import Sequence
+
+from layoutcheck.cli import whole_number
 
 __all__ = ["EMIT_FORMATS", "INPUT_FORMATS", "SAMPLERS", "error", "missing_extra", "positive_int"]
 
@@ -22,15 +23,8 @@ EMIT_FORMATS = ("toml", "yaml", "json")
 """``--emit``: a ``[tool.layoutcheck.runtime]`` entry, a YAML line, a JSON list."""
 
 
-def positive_int(text: str) -> int:
-    """An argparse type: a whole number of at least 1."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
+positive_int = whole_number(1)
+"""An argparse type: a whole number of at least 1."""
 
 
 def missing_extra(command: str, modules: Sequence[str], extra: str) -> str | None:
