@@ -16,8 +16,14 @@ Each variant runs in its own fresh process, as a user's run does:
 * ``on``: ``LAYOUTCHECK=record`` with a configuration naming the pipeline's
   producer, batch builder, replay filler and offset helper: hooks installed
   by the ``.pth`` start-up file, no code change;
+* ``bare``: the same hooks with every check taken out (each hooked call
+  binds its arguments and calls through): the fixed cost of hooking, which
+  no faster check can go under;
 * ``tracer``: the same hooks plus ``LAYOUTCHECK_TRACE=1`` (the tracer's
   roles too: ``cp-slicer``, ``response-slicer``, ``loss-function``);
+* ``mode``: the tracer with its function mode passing every op straight
+  through (tags at the hooks and the CP helpers' judgement kept): what the
+  mechanism costs before any op is traced;
 * ``typeguard``: the hooks, with the pipeline imported under
   ``typeguard.install_import_hook(["minitrainer"])`` (its ``Padded``
   annotations checked on every call; tracer off).
@@ -25,10 +31,11 @@ Each variant runs in its own fresh process, as a user's run does:
 The variants alternate ``--repeat`` times, so a busy machine slows them
 alike; each process times ``--rollouts`` rollouts after one warm-up rollout
 and reports its median time per rollout. The table shows the medians, the
-ratio on/off (target <= 1.03), and the cost per hook call and per checked
+ratio on/off (target <= 1.03), the bare hooks' ratio, and the cost per hook
+call (all of it, and the checks' share: on minus bare) and per checked
 tensor (the difference divided by what the checks counted). A second table
-compares the tracer and typeguard with the hooks alone (the tracer's target:
-<= 1.05), with the tracer's work per rollout counted in an untimed rollout:
+compares the tracer, its mode alone (``mode only``, a ratio) and typeguard
+with the hooks alone (the tracer's target: <= 1.05), with the tracer's work per rollout counted in an untimed rollout:
 torch calls its mode saw, how many went through a rule (a tagged tensor),
 and the CP-helper calls it judged; the cost per traced op is the difference
 divided by the rule ops and judged calls together.
@@ -75,6 +82,16 @@ WORKER = textwrap.dedent("""
     if os.environ.get("LC_BENCH_TYPEGUARD"):
         from typeguard import install_import_hook
         hook = install_import_hook(["minitrainer"])
+    if os.environ.get("LC_BENCH_BARE"):  # before the pipeline's modules are imported, so hooked
+        from layoutcheck.runtime import wrappers
+        def through(checker, fn, where, binder):
+            return lambda args, kwargs, call: fn(*args, **kwargs)
+        wrappers._BODIES = {role: through for role in wrappers._BODIES}
+    if os.environ.get("LC_BENCH_MODE_ONLY"):  # the tracer's mode, every op straight through
+        from layoutcheck.runtime import tracer as traced
+        def passthrough(self, func, types, args=(), kwargs=None):
+            return func(*args, **(kwargs or {}))
+        traced._Mode.__torch_function__ = passthrough
     from minitrainer.actor import TrainActor
     from minitrainer.args import make_args
     from minitrainer.parallel import parallel_state
@@ -116,7 +133,7 @@ WORKER = textwrap.dedent("""
 """)
 
 
-VARIANTS = ("off", "on", "tracer", "typeguard")
+VARIANTS = ("off", "bare", "on", "mode", "tracer", "typeguard")
 
 
 def _run(variant: str, config: Path, rollouts: int, samples: int, batch: int) -> dict[str, object]:
@@ -124,10 +141,14 @@ def _run(variant: str, config: Path, rollouts: int, samples: int, batch: int) ->
     env["PYTHONPATH"] = os.pathsep.join([str(FIXTURES), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
     if variant != "off":
         env.update({"LAYOUTCHECK": "record", "LAYOUTCHECK_CONFIG": str(config)})
-    if variant == "tracer":
+    if variant in ("tracer", "mode"):
         env["LAYOUTCHECK_TRACE"] = "1"
+    if variant == "mode":
+        env["LC_BENCH_MODE_ONLY"] = "1"
     if variant == "typeguard":
         env["LC_BENCH_TYPEGUARD"] = "1"
+    if variant == "bare":
+        env["LC_BENCH_BARE"] = "1"
     proc = subprocess.run(
         [sys.executable, "-c", WORKER, str(rollouts), str(samples), str(batch)],
         env=env, capture_output=True, text=True, check=False,
@@ -149,8 +170,8 @@ def main(argv: list[str] | None = None) -> int:
         config.write_text(CONFIG)
         print(f"reference data path: {args.samples} samples per rollout (median ~1.3k tokens, one 14,010), "
               f"BSHD, cp=2, best of {args.repeat} processes x median of {args.rollouts} rollouts")
-        print(f"{'B':>2}  {'off s/rollout':>13}  {'on s/rollout':>12}  {'on/off':>7}  {'per hook call':>13}  "
-              f"{'per checked tensor':>18}  target <= 1.03")
+        print(f"{'B':>2}  {'off s/rollout':>13}  {'bare/off':>8}  {'on s/rollout':>12}  {'on/off':>7}  "
+              f"{'per hook call':>13}  {'checks only':>11}  {'per checked tensor':>18}  target <= 1.03")
         tables = []
         for batch in (1, 4):
             times: dict[str, list[float]] = {v: [] for v in VARIANTS}
@@ -167,21 +188,24 @@ def main(argv: list[str] | None = None) -> int:
             calls = sum(checked.values()) / per_rollout
             tensors = (checked.get("micro-batches", 0) * 2 + checked.get("replay tensors", 0)) / per_rollout
             verdict = "PASS" if b / a <= 1.03 else "MISS"
-            print(f"{batch:>2}  {a:13.4f}  {b:12.4f}  {b / a:7.3f}  {(b - a) / max(calls, 1) * 1e6:10.1f} us"
+            bare = best["bare"]
+            print(f"{batch:>2}  {a:13.4f}  {bare / a:8.3f}  {b:12.4f}  {b / a:7.3f}  "
+                  f"{(b - a) / max(calls, 1) * 1e6:10.1f} us  {(b - bare) / max(calls, 1) * 1e6:8.1f} us"
                   f"  {(b - a) / max(tensors, 1) * 1e6:15.1f} us  {verdict}")
             print(f"    checked per rollout: {', '.join(f'{v / per_rollout:.0f} {k}' for k, v in checked.items())}; "
                   f"violations {info['on'].get('violations')}, notes {info['on'].get('notes')}")
             tables.append((batch, best, info))
         print("\nthe tracer and typeguard on top of the hooks (the hooks alone = 1.00; tracer target <= 1.05)")
-        print(f"{'B':>2}  {'hooks s':>8}  {'+tracer s':>9}  {'ratio':>6}  {'+typeguard s':>12}  {'ratio':>6}  "
-              f"{'torch calls':>11}  {'rule ops':>8}  {'judged':>6}  {'per traced op':>13}  tracer")
+        print(f"{'B':>2}  {'hooks s':>8}  {'mode only':>9}  {'+tracer s':>9}  {'ratio':>6}  {'+typeguard s':>12}  "
+              f"{'ratio':>6}  {'torch calls':>11}  {'rule ops':>8}  {'judged':>6}  {'per traced op':>13}  tracer")
         for batch, best, info in tables:
             hooks, tracer, typeguard = best["on"], best["tracer"], best["typeguard"]
+            mode = best["mode"] / hooks
             work = info["tracer"].get("traced", {})
             traced_ops = work.get("rule", 0) + work.get("judged", 0)
             per_op = (tracer - hooks) / max(traced_ops, 1) * 1e6
             verdict = "PASS" if tracer / hooks <= 1.05 else "MISS"
-            print(f"{batch:>2}  {hooks:8.4f}  {tracer:9.4f}  {tracer / hooks:6.2f}  {typeguard:12.4f}  "
+            print(f"{batch:>2}  {hooks:8.4f}  {mode:9.2f}  {tracer:9.4f}  {tracer / hooks:6.2f}  {typeguard:12.4f}  "
                   f"{typeguard / hooks:6.2f}  {work.get('calls', 0):11d}  {work.get('rule', 0):8d}  "
                   f"{work.get('judged', 0):6d}  {per_op:10.1f} us  {verdict}")
             print(f"    with the tracer: violations {info['tracer'].get('violations')}, "

@@ -9,13 +9,10 @@ lint path does not pay for loading the runtime either.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING
-
-from layoutcheck.errors import ConfigError, LayoutcheckError, LayoutError, LayoutSpecError, Violation
-from layoutcheck.geometry import PaddedGeometry, alignment_unit
-
+TYPE_CHECKING = False  # not typing's: `import layoutcheck` stays as cheap as a replayed `check` needs
 if TYPE_CHECKING:
+    from layoutcheck.errors import ConfigError, LayoutcheckError, LayoutError, LayoutSpecError, Violation
+    from layoutcheck.geometry import PaddedGeometry, alignment_unit
     from layoutcheck.runtime.api import LayoutChecker, check_rollout_data
     from layoutcheck.runtime.checks import (
         check_batch,
@@ -40,8 +37,15 @@ if TYPE_CHECKING:
 
 __version__ = "0.1.0"
 
-# Runtime names, loaded on first access (explicit: one name, one module).
+# Every name is loaded on first access (explicit: one name, one module).
 _LAZY = {
+    "ConfigError": "layoutcheck.errors",
+    "LayoutcheckError": "layoutcheck.errors",
+    "LayoutError": "layoutcheck.errors",
+    "LayoutSpecError": "layoutcheck.errors",
+    "Violation": "layoutcheck.errors",
+    "PaddedGeometry": "layoutcheck.geometry",
+    "alignment_unit": "layoutcheck.geometry",
     "LayoutChecker": "layoutcheck.runtime.api",
     "check_rollout_data": "layoutcheck.runtime.api",
     "check_batch": "layoutcheck.runtime.checks",
@@ -120,6 +124,8 @@ def __getattr__(name: str) -> object:
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'layoutcheck' has no attribute {name!r}")
+    import importlib
+
     value = getattr(importlib.import_module(module), name)
     globals()[name] = value  # later lookups skip __getattr__
     return value

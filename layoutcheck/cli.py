@@ -6,19 +6,24 @@ a finding), 2 a usage, configuration or internal error (an unknown rule in
 ``--select`` included). Findings go to stdout, the summary to stderr.
 
 Start-up is part of the product (pre-commit runs this on every commit), so
-this module imports only argparse at the top; each command imports what it
-needs when it runs. ``check`` never imports torch or typeguard.
+this module imports nothing at the top beyond ``os`` and ``sys``: a ``check``
+that only repeats the last run replays its output before argparse is even
+imported (`layoutcheck.lint.replay`), and each command imports what it needs
+when it runs. ``check`` never imports torch or typeguard.
 """
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
-from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, NoReturn, TextIO
 
+TYPE_CHECKING = False  # typing costs a replay a few milliseconds; type checkers read this name too
 if TYPE_CHECKING:
+    import argparse
+    from collections.abc import Callable, Sequence
+    from typing import NoReturn, TextIO
+
+    from layoutcheck.lint.replay import InputLog
     from layoutcheck.lint.rule import LintRule
     from layoutcheck.lint.runner import RunResult
 
@@ -39,6 +44,8 @@ def whole_number(minimum: int, meaning: str = "") -> Callable[[str], int]:
     """An argparse type: a whole number of at least ``minimum`` (``meaning`` explains the minimum in errors)."""
 
     def parse(text: str) -> int:
+        import argparse
+
         try:
             value = int(text)
         except ValueError:
@@ -55,6 +62,8 @@ _jobs = whole_number(0, " (automatic)")
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser (help texts are defined once, here)."""
+    import argparse
+
     from layoutcheck import __version__
     from layoutcheck.lint.output import OUTPUT_FORMATS
 
@@ -96,7 +105,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--force-exclude", action="store_true",
                      help="apply `exclude` to files and folders named on the command line too "
                           "(the pre-commit hook passes it)")
-    run.add_argument("--no-cache", action="store_true", help="neither read nor write the result cache")
+    run.add_argument("--no-cache", action="store_true",
+                     help="neither read nor write the result cache, nor replay an identical earlier run")
     run.add_argument("--jobs", "-j", type=_jobs, default=0, metavar="N",
                      help="worker processes (default 0: automatic, one process for a handful of files)")
 
@@ -221,11 +231,10 @@ def _diff(result: RunResult) -> str:
     return "".join(line if line.endswith("\n") else line + "\n" for line in chunks)
 
 
-def _check(args: argparse.Namespace) -> int:
+def _check(args: argparse.Namespace, argv: Sequence[str]) -> int:
     from layoutcheck.configfile import resolve_config
     from layoutcheck.errors import ConfigError
-    from layoutcheck.lint.findings import INVALID_INPUT
-    from layoutcheck.lint.output import format_findings, format_statistics
+    from layoutcheck.lint.replay import InputLog, store
     from layoutcheck.lint.runner import run
     from layoutcheck.lint.selection import SelectionOverrides
 
@@ -236,33 +245,57 @@ def _check(args: argparse.Namespace) -> int:
         report_unused_suppressions=args.report_unused_suppressions,
     )
     paths = args.paths or ["."]
+    # A run that writes nothing and reads the cache can be replayed by the next identical one.
+    log: InputLog | None = None if args.no_cache or args.fix or args.diff else InputLog()
     try:
-        loaded = resolve_config(paths, args.config)
+        loaded = resolve_config(paths, args.config, log=log)
         result = run(paths, loaded=loaded, overrides=overrides, jobs=args.jobs or None,
                      use_cache=not args.no_cache, fix=args.fix or args.diff, write_fixes=not args.diff,
-                     force_exclude=args.force_exclude)
+                     force_exclude=args.force_exclude, log=log)
     except ConfigError as exc:
         return _fail(str(exc))
 
+    writes = _check_output(result, args)
+    streams = (sys.stdout, sys.stderr)
+    for which, text in writes:
+        streams[which].write(text)
+    code = _check_status(result, args)
+    if log is not None and code != EXIT_ERROR:
+        store(argv, log, writes, code, str(loaded.cache_dir))
+    return code
+
+
+def _check_output(result: RunResult, args: argparse.Namespace) -> list[tuple[int, str]]:
+    """What ``check`` prints, in order: ``(0, text)`` for stdout, ``(1, text)`` for stderr."""
+    from layoutcheck.lint.output import format_findings, format_statistics
+
+    writes: list[tuple[int, str]] = []
+
+    def line(which: int, text: str) -> None:
+        writes.append((which, text + "\n"))
+
     if not args.quiet:
         for warning in result.warnings:
-            print(f"layoutcheck: warning: {warning}", file=sys.stderr)
-    color = _use_color(sys.stdout)
+            line(1, f"layoutcheck: warning: {warning}")
     if args.diff or args.statistics:
         # stdout holds the diff or the counts; the files that could not be checked go to stderr.
         text = _diff(result) if args.diff else format_statistics(result.findings)
-        sys.stdout.write(text if not text or text.endswith("\n") else text + "\n")
+        writes.append((0, text if not text or text.endswith("\n") else text + "\n"))
         if result.errors:
-            print(format_findings([], result.errors, output_format="concise", rules=(), color=False),
-                  file=sys.stderr)
+            line(1, format_findings([], result.errors, output_format="concise", rules=(), color=False))
     else:
         text = format_findings(result.findings, result.errors, output_format=args.output_format,
-                               rules=result.rules, color=color)
+                               rules=result.rules, color=_use_color(sys.stdout))
         if text:
-            print(text)
+            line(0, text)
     if not args.quiet:
-        for line in _summary(result, args):
-            print(line, file=sys.stderr)
+        for summary in _summary(result, args):
+            line(1, summary)
+    return writes
+
+
+def _check_status(result: RunResult, args: argparse.Namespace) -> int:
+    from layoutcheck.lint.findings import INVALID_INPUT
 
     if any(e.kind != INVALID_INPUT for e in result.errors):
         return EXIT_ERROR  # a missing path or a crashed rule: the run is not trustworthy
@@ -410,13 +443,20 @@ def _exit_now(code: int) -> NoReturn:
 
 def _main(args_list: list[str]) -> int:
     try:
+        if args_list[:1] == ["check"]:
+            # A repeat of the last identical run, with every input unchanged: print its output again.
+            from layoutcheck.lint.replay import replay
+
+            replayed = replay(args_list)
+            if replayed is not None:
+                return replayed
         if args_list and args_list[0] == "demo":
             # Everything after `demo` belongs to the demo's own parser.
             return _demo(args_list[1:])
         parser = build_parser()
         args = parser.parse_args(args_list)
         if args.command == "check":
-            return _check(args)
+            return _check(args, args_list)
         if args.command == "config":
             return _config(args, parser)
         if args.command == "rules":

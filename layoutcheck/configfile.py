@@ -37,6 +37,7 @@ from layoutcheck.lint.settings import DEFAULT_CACHE_DIR, CheckSettings
 
 if TYPE_CHECKING:
     from layoutcheck.config import Config
+    from layoutcheck.lint.replay import InputLog
 
 __all__ = [
     "CONFIG_FILENAMES",
@@ -208,13 +209,17 @@ def _table_of(path: Path, data: Mapping[str, Any]) -> tuple[Any, str] | None:
     return tool["layoutcheck"], TABLE
 
 
-def find_config_file(start: Path) -> Path | None:
-    """The nearest ``layoutcheck.toml``, or ``pyproject.toml`` with a ``[tool.layoutcheck]`` table, at or above ``start``."""
+def find_config_file(start: Path, log: InputLog | None = None) -> Path | None:
+    """The nearest ``layoutcheck.toml``, or ``pyproject.toml`` with a ``[tool.layoutcheck]`` table, at or above ``start``.
+
+    ``log`` records every name tested, found or not (a `replay` depends on them).
+    """
     folder = start if start.is_dir() else start.parent
+    is_file = log.is_file if log is not None else os.path.isfile
     for candidate_dir in (folder, *folder.parents):
         for name in CONFIG_FILENAMES:
             candidate = candidate_dir / name
-            if not candidate.is_file():
+            if not is_file(str(candidate)):
                 continue
             if name != "pyproject.toml":
                 return candidate
@@ -228,9 +233,11 @@ def find_config_file(start: Path) -> Path | None:
     return None
 
 
-def load_config(path: str | os.PathLike[str]) -> LoadedConfig:
-    """Read the configuration in ``path`` (a pyproject.toml or a layoutcheck.toml)."""
+def load_config(path: str | os.PathLike[str], log: InputLog | None = None) -> LoadedConfig:
+    """Read the configuration in ``path`` (a pyproject.toml or a layoutcheck.toml); ``log`` records it."""
     file = Path(path).expanduser().absolute()
+    if log is not None:
+        log.probe(str(file))
     if not file.is_file():
         raise ConfigError(f"configuration file {file} does not exist", source=str(file))
     found = _table_of(file, _read_toml(file))
@@ -253,17 +260,21 @@ def resolve_config(
     config_file: str | os.PathLike[str] | None = None,
     *,
     cwd: Path | None = None,
+    log: InputLog | None = None,
 ) -> LoadedConfig:
-    """The configuration for checking ``paths``: ``config_file`` if named, else the nearest one, else defaults."""
+    """The configuration for checking ``paths``: ``config_file`` if named, else the nearest one, else defaults.
+
+    ``log`` records the files read and the names tested on the way (see `layoutcheck.lint.replay`).
+    """
     if config_file is not None:
-        return load_config(config_file)
+        return load_config(config_file, log)
     base = cwd or Path.cwd()
     absolute = [os.path.abspath(base / Path(p)) for p in paths] or [str(base)]
     try:
         start = Path(os.path.commonpath(absolute))
     except ValueError:  # different drives (Windows): fall back to the working folder
         start = base
-    found = find_config_file(start)
+    found = find_config_file(start, log)
     if found is None:
         return LoadedConfig(None, base, {}, TABLE)
-    return load_config(found)
+    return load_config(found, log)

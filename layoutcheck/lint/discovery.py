@@ -21,9 +21,13 @@ import stat
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from layoutcheck.lint.findings import INVALID_INPUT, MISSING_PATH, FileError
 from layoutcheck.lint.globs import any_match
+
+if TYPE_CHECKING:
+    from layoutcheck.lint.replay import InputLog
 
 __all__ = ["DEFAULT_EXCLUDED_DIRS", "PYTHON_SUFFIXES", "Discovered", "SourceFile", "discover"]
 
@@ -64,7 +68,9 @@ def _under(path: str, folder: str) -> bool:
 
 
 class _Walker:
-    def __init__(self, root: Path, exclude: Sequence[str], skip: Iterable[Path], cwd: Path):
+    def __init__(self, root: Path, exclude: Sequence[str], skip: Iterable[Path], cwd: Path,
+                 log: InputLog | None = None):
+        self.log = log
         self.root = os.path.abspath(root)
         self.cwd = os.path.abspath(cwd)
         self.exclude = tuple(exclude)
@@ -72,6 +78,13 @@ class _Walker:
         self.has_init: dict[str, bool] = {}
         self.found: dict[str, SourceFile] = {}
         self.errors: list[FileError] = []
+
+    # Tests of the file system outside a listing, recorded in the run's log when there is one.
+    def is_file(self, path: str) -> bool:
+        return self.log.is_file(path) if self.log is not None else os.path.isfile(path)
+
+    def exists(self, path: str) -> bool:
+        return self.log.probe(path) is not None if self.log is not None else os.path.exists(path)
 
     def display(self, path: str) -> str:
         return os.path.relpath(path, self.cwd) if _under(path, self.cwd) and path != self.cwd else path
@@ -93,7 +106,7 @@ class _Walker:
         while True:
             has = self.has_init.get(folder)
             if has is None:
-                has = any(os.path.isfile(os.path.join(folder, n)) for n in ("__init__.py", "__init__.pyi"))
+                has = any(self.is_file(os.path.join(folder, n)) for n in ("__init__.py", "__init__.pyi"))
                 self.has_init[folder] = has
             if not has:
                 break
@@ -125,6 +138,8 @@ class _Walker:
         stack = [top]
         while stack:
             folder = stack.pop()
+            if self.log is not None:
+                self.log.probe(folder)  # before listing: an entry added meanwhile changes its mtime
             try:
                 with os.scandir(folder) as it:
                     entries = sorted(it, key=lambda e: e.name)
@@ -149,7 +164,7 @@ class _Walker:
                     elif name.endswith(PYTHON_SUFFIXES) and not self.excluded(entry.path, False, patterns):
                         if entry.is_file():
                             self.add(entry.path)
-                        elif entry.is_symlink() and not os.path.exists(entry.path):
+                        elif entry.is_symlink() and not self.exists(entry.path):
                             self.errors.append(FileError(self.display(entry.path), None,
                                                          "broken symbolic link: not checked",
                                                          kind=INVALID_INPUT))
@@ -168,18 +183,22 @@ def discover(
     skip_dirs: Iterable[Path] = (),
     cwd: Path | None = None,
     force_exclude: bool = False,
+    log: InputLog | None = None,
 ) -> Discovered:
     """The Python files under ``paths`` (default: the working folder).
 
     ``root`` is the folder ``exclude`` globs are relative to (the config's);
     ``skip_dirs`` are folders never walked into (the cache folder);
     ``force_exclude`` applies ``exclude`` to the named paths themselves (a
-    named path it matches is skipped silently, as in ruff).
+    named path it matches is skipped silently, as in ruff); ``log`` records
+    every folder listed and every name tested (see `layoutcheck.lint.replay`).
     """
     base = Path(cwd) if cwd is not None else Path.cwd()
-    walker = _Walker(root, exclude, skip_dirs, base)
+    walker = _Walker(root, exclude, skip_dirs, base, log)
     for raw in paths or (".",):
         path = os.path.normpath(os.path.join(base, os.fspath(raw)))
+        if log is not None:
+            log.probe(path)
         try:
             mode = os.stat(path).st_mode
         except FileNotFoundError:

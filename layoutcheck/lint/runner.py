@@ -44,6 +44,7 @@ from layoutcheck.lint.sources import MAX_FILE_BYTES, read_source
 
 if TYPE_CHECKING:
     from layoutcheck.lint.cache import ResultCache
+    from layoutcheck.lint.replay import InputLog
     from layoutcheck.lint.rule import LintRule
     from layoutcheck.lint.selection import RuleSelection
     from layoutcheck.lint.settings import CheckSettings, LintSettings
@@ -348,7 +349,7 @@ def _write_fix(path: str, result: FileResult) -> bytes | None:
         return None
 
 
-def _context_roots(paths: Sequence[str | os.PathLike[str]], base: Path) -> list[str]:
+def _context_roots(paths: Sequence[str | os.PathLike[str]], base: Path, log: InputLog | None = None) -> list[str]:
     """Where the project around each named path is: its top-level package folder, or for a
     file outside any package, its own folder.
 
@@ -356,12 +357,13 @@ def _context_roots(paths: Sequence[str | os.PathLike[str]], base: Path) -> list[
     of ``pkg/``: the owners, helpers and callers around it count.
     """
     tops: list[str] = []
+    is_file = log.is_file if log is not None else os.path.isfile
     for raw in paths or (".",):
         path = os.path.normpath(os.path.join(base, os.fspath(raw)))
-        is_dir = os.path.isdir(path)
+        is_dir = os.path.isdir(path)  # the named path itself: discovery records it
         folder = path if is_dir else os.path.dirname(path)
         top = None
-        while os.path.isfile(os.path.join(folder, "__init__.py")):
+        while is_file(os.path.join(folder, "__init__.py")):
             top = folder
             parent = os.path.dirname(folder)
             if parent == folder:
@@ -403,6 +405,7 @@ def run(
     cwd: str | os.PathLike[str] | None = None,
     force_exclude: bool = False,
     keep_project: bool = False,
+    log: InputLog | None = None,
 ) -> RunResult:
     """Check ``paths`` and return every finding and error, sorted.
 
@@ -413,8 +416,10 @@ def run(
     ``write_fixes`` (off for ``--diff``), writes them back; ``force_exclude``
     applies ``exclude`` to the named paths too (`discover`); ``keep_project``
     builds the project model even when the cache holds every result, and keeps
-    it in `RunResult.project` (``layoutcheck model``). Raises `ConfigError`
-    for a bad configuration or an unknown rule.
+    it in `RunResult.project` (``layoutcheck model``); ``log`` records
+    every file read, folder listed and name tested, for a later
+    `layoutcheck.lint.replay`. Raises `ConfigError` for a bad configuration
+    or an unknown rule.
     """
     from hashlib import sha256
 
@@ -426,10 +431,12 @@ def run(
     warnings: list[str] = []
 
     found = discover(paths, root=loaded.root, exclude=loaded.exclude,
-                     skip_dirs=[loaded.cache_dir], cwd=base, force_exclude=force_exclude)
+                     skip_dirs=[loaded.cache_dir], cwd=base, force_exclude=force_exclude, log=log)
     results: dict[str, FileResult] = {}
     entries: list[_Entry] = []
     for source in found.files:
+        if log is not None:
+            log.probe(source.path)
         data = read_source(source.path, source.display, max_file_bytes)
         if isinstance(data, FileError):
             results[source.display] = FileResult(source.display, errors=[data])
@@ -437,13 +444,15 @@ def run(
         stats.files += 1
         entries.append(_Entry(source, data, sha256(data).hexdigest(), True))
     checked_paths = {e.source.path for e in entries} | {s.path for s in found.files}
-    roots = _context_roots(paths, base)
+    roots = _context_roots(paths, base, log)
     if roots:
         context = discover(roots, root=loaded.root, exclude=loaded.exclude, skip_dirs=[loaded.cache_dir],
-                           cwd=base, force_exclude=True)
+                           cwd=base, force_exclude=True, log=log)
         for source in context.files:
             if source.path in checked_paths:
                 continue
+            if log is not None:
+                log.probe(source.path)
             data = read_source(source.path, source.display, max_file_bytes)
             if isinstance(data, bytes):
                 entries.append(_Entry(source, data, sha256(data).hexdigest(), False))
