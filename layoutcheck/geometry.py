@@ -20,6 +20,7 @@ never look like a layout violation.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -88,6 +89,8 @@ Range = tuple[int, int]
 
 
 def _int(name: str, value: object, *, minimum: int) -> int:
+    if type(value) is int and value >= minimum:  # the common case, on every hooked call
+        return value
     # bool is an int subclass; True as a CP size is a bug, not a 1.
     if isinstance(value, bool) or not isinstance(value, int):
         raise LayoutSpecError(
@@ -251,6 +254,7 @@ def zigzag_chunks(padded: int, cp_size: int, cp_rank: int) -> tuple[Range, Range
     return first, second
 
 
+@functools.lru_cache(maxsize=4096)  # asked per sample and per micro-batch: the same few P over and over
 def cp_can_slice(padded: int, cp_size: int, scheme: str = "zigzag") -> bool:
     """Whether CP ``scheme`` can lay a sample of padded length ``P`` out over ``cp`` ranks.
 

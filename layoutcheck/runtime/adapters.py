@@ -15,15 +15,14 @@ checker turns that into a note and lets the call through.
 
 from __future__ import annotations
 
-import weakref
-
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from numbers import Integral
-from typing import Any
+from typing import Any, NamedTuple
 
 from layoutcheck import geometry
 from layoutcheck.errors import LayoutSpecError, describe_value
+from layoutcheck.runtime.common import is_mapping
 from layoutcheck.runtime.meta import metadata_only, numel, shape_of
 
 __all__ = ["BatchCall", "MilesAdapter", "OffsetCall", "Parallel", "ReplayCall", "RoleSpec", "TrainerLayout"]
@@ -41,9 +40,12 @@ class RoleSpec:
     """Parameters read when present (never positional-only)."""
 
 
-@dataclass(frozen=True)
-class Parallel:
-    """This rank's TP and CP coordinates; ``known`` is False when no parallel state was configured."""
+class Parallel(NamedTuple):
+    """This rank's TP and CP coordinates; ``known`` is False when no parallel state was configured.
+
+    A named tuple: it is part of the key of every judged micro-batch, and a
+    tuple hashes in C.
+    """
 
     tp_size: int = 1
     tp_rank: int = 0
@@ -53,8 +55,6 @@ class Parallel:
 
 
 _ONE_RANK = Parallel()
-_LAST_PARALLEL: weakref.WeakKeyDictionary[Any, tuple[tuple[object, ...], Parallel]] = weakref.WeakKeyDictionary()
-"""Per parallel-state function, the last coordinates read and their `Parallel` (ints only: nothing kept alive)."""
 
 
 @dataclass(frozen=True)
@@ -68,8 +68,7 @@ class TrainerLayout:
     """Sequence parallelism: replay rows are split over TP ranks in the SP region (G5)."""
 
 
-@dataclass(frozen=True)
-class BatchCall:
+class BatchCall(NamedTuple):
     """The arguments of one batch-builder call that the checks need."""
 
     iterator: Any
@@ -94,8 +93,7 @@ class ReplayCall:
     """In the sequence-parallel region: rows are split over TP when `TrainerLayout.sequence_parallel`."""
 
 
-@dataclass(frozen=True)
-class OffsetCall:
+class OffsetCall(NamedTuple):
     """One response-offset-helper call: lengths, the layout arguments, and CP coordinates if passed."""
 
     total_length: int
@@ -186,6 +184,8 @@ class MilesAdapter:
     """
 
     roles: Mapping[str, RoleSpec] = _MILES_ROLES
+    _last_parallel: tuple[Any, tuple[object, ...], Parallel] | None = None
+    """The last parallel-state function asked, its raw coordinates and their `Parallel` (ints only)."""
     register_argument = "register_replay_list_func"
     response_scheme = "zigzag"
     """The CP rule response fields and offsets follow, whatever the tokens' scheme."""
@@ -199,11 +199,12 @@ class MilesAdapter:
         state = parallel_state()
         tp, cp = getattr(state, "tp", None), getattr(state, "cp", None)
         raw = (getattr(tp, "size", None), getattr(tp, "rank", None), getattr(cp, "size", None), getattr(cp, "rank", None))
-        last = _LAST_PARALLEL.get(parallel_state)
+        last = self._last_parallel
         # Every hooked call asks; the answer changes only when the trainer sets a new state. Plain ints
         # only on this path: comparing a tensor would read its value.
-        if last is not None and all(type(v) is int for v in raw) and raw == last[0]:
-            return last[1]
+        if (last is not None and last[0] is parallel_state and type(raw[0]) is type(raw[1]) is type(raw[2])
+                is type(raw[3]) is int and raw == last[1]):
+            return last[2]
         values = {}
         for group in ("tp", "cp"):
             info = getattr(state, group, None)
@@ -213,7 +214,7 @@ class MilesAdapter:
         if values["cp_rank"] >= values["cp_size"] or values["tp_rank"] >= values["tp_size"]:
             raise LayoutSpecError(f"the parallel state has a rank outside its group: {values}")
         par = Parallel(**values, known=True)
-        _LAST_PARALLEL[parallel_state] = (raw, par)
+        self._last_parallel = (parallel_state, raw, par)
         return par
 
     def qkv_format(self, args: Any) -> str | None:
@@ -304,7 +305,7 @@ class MilesAdapter:
     def rollout_of(self, iterator: Any) -> Mapping[str, Any]:
         """The rollout dict an iterator walks (empty when it has none)."""
         data = getattr(iterator, "rollout_data", None)
-        return data if isinstance(data, Mapping) else {}
+        return data if is_mapping(data) else {}
 
     def per_sample(self, rollout_data: Mapping[str, Any], key: str, samples: Sequence[int]) -> list[Any] | None:
         """``rollout_data[key]`` restricted to ``samples`` (``None`` if the key is absent)."""
@@ -324,6 +325,32 @@ class MilesAdapter:
             counts = [numel(t) for t in tokens]
         return None if any(c is None for c in counts) else counts  # type: ignore[return-value]
 
+    def sample_lists(
+        self, rollout_data: Mapping[str, Any], samples: Sequence[int], bshd: bool
+    ) -> tuple[list[Any] | None, list[Any] | None, list[Any] | None, list[int] | None]:
+        """``max_seq_lens`` (BSHD only), ``total_lengths``, ``response_lengths`` and token counts of ``samples``.
+
+        `per_sample` and `token_lengths` in one pass: every batch-builder and
+        replay-filler call reads them (call inside `metadata_only()`).
+        """
+        top = max(samples, default=-1)
+
+        def pick(key: str) -> list[Any] | None:
+            values = rollout_data.get(key)
+            if values is None:
+                return None
+            if top >= len(values):
+                raise LayoutSpecError(f"micro-batch samples {list(samples)} run past the {len(values)} entries of `{key}`")
+            return [values[i] for i in samples]
+
+        lens = pick("max_seq_lens") if bshd else None
+        totals, responses, tokens = pick("total_lengths"), pick("response_lengths"), pick("tokens")
+        if tokens is not None:
+            tokens = [numel(t) for t in tokens]
+            if None in tokens:
+                tokens = None
+        return lens, totals, responses, tokens
+
     # --- batch builder ------------------------------------------------
 
     def batch_call(self, call: Mapping[str, Any]) -> BatchCall:
@@ -341,7 +368,7 @@ class MilesAdapter:
         Without static buckets; with them, the checker reads ``P`` from the
         batch's shape (`batch_local_length`).
         """
-        lens = batch.get("max_seq_lens") if isinstance(batch, Mapping) else None
+        lens = batch.get("max_seq_lens") if is_mapping(batch) else None
         lens = lens if lens else rollout_lens
         return lens[0] if lens else None
 
@@ -352,7 +379,7 @@ class MilesAdapter:
 
     def batch_shape(self, batch: Mapping[str, Any]) -> tuple[int, ...] | None:
         """The local shape of the batch's ``tokens`` tensor (``None`` when it has none)."""
-        if not isinstance(batch, Mapping):
+        if not is_mapping(batch):
             return None
         with metadata_only():
             shape = shape_of(batch.get("tokens"))
@@ -361,7 +388,7 @@ class MilesAdapter:
     def batch_rows(self, batch: Mapping[str, Any]) -> int | None:
         """Token positions the builder laid out on this rank (``B * L``, or ``N`` under THD)."""
         with metadata_only():
-            return numel(batch.get("tokens")) if isinstance(batch, Mapping) else None
+            return numel(batch.get("tokens")) if is_mapping(batch) else None
 
     # --- replay filler --------------------------------------------------
 

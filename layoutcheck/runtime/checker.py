@@ -37,14 +37,13 @@ from layoutcheck import geometry
 from layoutcheck.errors import LayoutError, LayoutSpecError, Violation, describe_value
 from layoutcheck.runtime import checks
 from layoutcheck.runtime.adapters import MilesAdapter, Parallel, TrainerLayout
-from layoutcheck.runtime.common import bucket_tuple, ints
+from layoutcheck.runtime.common import bucket_tuple, frozen, ints
 from layoutcheck.runtime.distributed import CrossRankChecker, CrossRankTimeout, distributed_ready
 from layoutcheck.runtime.meta import metadata_only
 from layoutcheck.runtime.observations import (
     ObservationLimits,
     ObservationLog,
     Observations,
-    SampleObservation,
 )
 from layoutcheck.runtime.reporting import LayoutWarning, Recorder, check_mode, report, user_stacklevel
 from layoutcheck.runtime.rollouts import MicroBatch, Rollout
@@ -287,21 +286,26 @@ class LayoutChecker:
         samples = self.adapter.micro_batch_samples(iterator, k)
         if samples is None or not rollout:
             return MicroBatch(k=k, samples=samples)
-        return MicroBatch(
-            k=k,
-            samples=samples,
-            lens=self.adapter.per_sample(rollout, "max_seq_lens", samples) if qkv_format == "bshd" else None,
-            totals=self.adapter.per_sample(rollout, "total_lengths", samples),
-            responses=self.adapter.per_sample(rollout, "response_lengths", samples),
-            tokens=self.adapter.token_lengths(rollout, samples),
-        )
+        with metadata_only():
+            lens, totals, responses, tokens = self.adapter.sample_lists(rollout, samples, qkv_format == "bshd")
+        return MicroBatch(k=k, samples=samples, lens=lens, totals=totals, responses=responses, tokens=tokens)
 
     def _check_micro_batch(
         self, mb: MicroBatch, where: str, cp_size: int, qkv_format: str, scheme: str, *, padded: int | None = None
     ) -> list[Violation]:
-        """G1, G2, the all-gather part of G3 and G6 on micro-batch ``mb`` (nothing without its lengths)."""
+        """G1, G2, the all-gather part of G3 and G6 on micro-batch ``mb`` (nothing without its lengths).
+
+        Judged once per rollout for the same ints: the replay filler and each
+        pass of the batch builder read micro-batch ``k`` again, and what the
+        first judgement found was reported then (a violation is reported
+        once per rollout whichever hook sees it).
+        """
         if mb.totals is None:
             return []
+        key = (mb.k, qkv_format, scheme, cp_size, padded, *map(frozen, (mb.samples, mb.lens, mb.totals, mb.tokens)))
+        if key in self._run.judged:
+            return []
+        self._run.judged.add(key)
         return checks.check_micro_batch(
             micro_batch=mb.k, samples=mb.samples, max_seq_lens=mb.lens, total_lengths=mb.totals,
             token_lengths=mb.tokens, padded=padded, cp_size=cp_size, qkv_format=qkv_format, scheme=scheme,
@@ -355,14 +359,7 @@ class LayoutChecker:
             padded = rollout_data.get("max_seq_lens") if lay.qkv_format == "bshd" else None
             run.padded = None if padded is None else ints("max_seq_lens", padded)
         unit = lay.unit.value if run.padded is not None else None
-        self._log.samples(run.index, [
-            SampleObservation(
-                rollout=run.index, sample=i, total=t,
-                response=run.responses[i] if run.responses is not None and i < len(run.responses) else None,
-                padded=run.padded[i] if run.padded is not None and i < len(run.padded) else None, unit=unit,
-            )
-            for i, t in enumerate(run.totals)
-        ])
+        self._log.samples(run.index, run.totals, run.responses, run.padded, unit)
 
     def _producer_returned(self, where: str, call: Mapping[str, Any], result: Any) -> None:
         self.check_rollout_data(self.adapter.producer_rollout(result), self.adapter.producer_args(call), where=where)

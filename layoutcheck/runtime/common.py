@@ -21,10 +21,13 @@ __all__ = [
     "UNSLICED_RESPONSE_FIELDS",
     "bucket_tuple",
     "expected_count",
+    "frozen",
     "ints",
+    "is_mapping",
     "parallel",
     "response_sizes",
     "same_length",
+    "sample_ids",
     "size",
     "usable_padded",
 ]
@@ -68,6 +71,10 @@ HINTS = {
 
 # --- argument validation (LayoutSpecError, never a violation) --------------
 
+_INT_ONLY = frozenset({int})
+_LAYOUTS = frozenset(geometry.LAYOUTS)
+_SCHEMES = frozenset(geometry.SCHEMES)
+
 
 def size(name: str, value: object, *, minimum: int) -> int:
     if type(value) is int and value >= minimum:  # the common case, without the ABC check below
@@ -88,6 +95,9 @@ def size(name: str, value: object, *, minimum: int) -> int:
 
 
 def ints(name: str, values: Sequence[object] | None, *, minimum: int = 0) -> list[int]:
+    # The common case in one pass of C loops (every hooked call validates a few lists); else entry by entry.
+    if type(values) is list and set(map(type, values)) <= _INT_ONLY and (not values or min(values) >= minimum):
+        return list(values)  # a copy, as below: a record never aliases the trainer's list
     if values is None:
         raise LayoutSpecError(f"`{name}` is required")
     if not isinstance(values, (list, tuple)):
@@ -95,7 +105,26 @@ def ints(name: str, values: Sequence[object] | None, *, minimum: int = 0) -> lis
     return [size(f"{name}[{i}]", v, minimum=minimum) for i, v in enumerate(values)]
 
 
+def frozen(values: Sequence[object] | None) -> tuple[object, ...] | None:
+    """``values`` as a tuple (``None`` stays ``None``): per-sample ints as part of a memo key."""
+    return None if values is None else tuple(values)
+
+
+def is_mapping(value: object) -> bool:
+    """``isinstance(value, Mapping)``, answering for a plain dict without the ABC check (hooked calls ask often)."""
+    return type(value) is dict or isinstance(value, Mapping)
+
+
+def sample_ids(samples: Sequence[object]) -> list[int]:
+    """Sample indices as a list of ints >= 0 (`LayoutSpecError` naming ``samples[j]`` otherwise)."""
+    if type(samples) is list and set(map(type, samples)) <= _INT_ONLY and (not samples or min(samples) >= 0):
+        return list(samples)
+    return [size(f"samples[{j}]", s, minimum=0) for j, s in enumerate(samples)]
+
+
 def parallel(cp_size: object, cp_rank: object, layout: str, scheme: str) -> tuple[int, int]:
+    if type(cp_size) is int and type(cp_rank) is int and 0 <= cp_rank < cp_size and layout in _LAYOUTS and scheme in _SCHEMES:
+        return cp_size, cp_rank
     cp = size("cp_size", cp_size, minimum=1)
     r = size("cp_rank", cp_rank, minimum=0)
     if r >= cp:
@@ -106,6 +135,9 @@ def parallel(cp_size: object, cp_rank: object, layout: str, scheme: str) -> tupl
 
 
 def same_length(lists: Mapping[str, Sequence[object] | None]) -> int:
+    lengths = {len(v) for v in lists.values() if v is not None}
+    if len(lengths) <= 1:
+        return lengths.pop() if lengths else 0
     given = {k: len(v) for k, v in lists.items() if v is not None}
     if len(set(given.values())) > 1:
         detail = ", ".join(f"{k}: {n}" for k, n in given.items())

@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from layoutcheck import geometry
 from layoutcheck.errors import LayoutError, LayoutSpecError, Violation, describe_value
@@ -26,17 +26,23 @@ from layoutcheck.runtime.common import (
     parallel,
     response_sizes,
     same_length,
+    sample_ids,
     size,
     usable_padded,
 )
 from layoutcheck.runtime.meta import count, metadata_only, numel, shape_of
 
 __all__ = [
+    "NO_ENTRY",
+    "BatchLayout",
     "check_batch",
     "check_batch_layout",
     "check_micro_batch",
     "check_replay",
     "check_response_offsets",
+    "expected_logit_ranges",
+    "merged_int_ranges",
+    "read_batch_layout",
 ]
 
 
@@ -77,7 +83,7 @@ def check_micro_batch(
     current = totals if token_lengths is None else ints("token_lengths", token_lengths)
     lens = None if max_seq_lens is None else ints("max_seq_lens", max_seq_lens)
     b = same_length({"total_lengths": totals, "token_lengths": current, "max_seq_lens": lens, "samples": samples})
-    ids = list(range(b)) if samples is None else [size(f"samples[{j}]", s, minimum=0) for j, s in enumerate(samples)]
+    ids = list(range(b)) if samples is None else sample_ids(samples)
     bucket_list = bucket_tuple(buckets)
     out: list[Violation] = []
 
@@ -159,6 +165,32 @@ def _g6(
     )]
 
 
+NO_ENTRY = -1
+"""In `BatchLayout.counts`: the batch's entry for that sample is ``None`` (nothing to judge)."""
+
+
+class BatchLayout(NamedTuple):
+    """What G3 and G4 read of a batch, metadata only: read once, judged, and compared between passes."""
+
+    shapes: tuple[tuple[int, ...] | None, ...]
+    """Per shape field: the tensor's shape (``None``: the batch has no such field)."""
+    counts: tuple[tuple[int | None, ...] | None, ...]
+    """Per response field: each sample's entry count (`NO_ENTRY` for a ``None`` entry; ``None``: no such field)."""
+
+
+def read_batch_layout(
+    batch: Mapping[str, Any], shape_fields: Sequence[str] = SHAPE_FIELDS, response_fields: Sequence[str] = RESPONSE_FIELDS
+) -> BatchLayout:
+    """The shapes and response counts of ``batch`` that G3 and G4 judge (call inside `metadata_only()`)."""
+    get = batch.get
+    shapes = tuple(shape_of(v) if (v := get(f)) is not None else None for f in shape_fields)
+    counts = tuple(
+        None if (values := get(f)) is None else tuple(NO_ENTRY if v is None else count(v) for v in values)
+        for f in response_fields
+    )
+    return BatchLayout(shapes, counts)
+
+
 def check_batch_layout(
     batch: Mapping[str, Any],
     *,
@@ -176,6 +208,7 @@ def check_batch_layout(
     shape_fields: Sequence[str] = SHAPE_FIELDS,
     response_fields: Sequence[str] = RESPONSE_FIELDS,
     where: str = "get_batch",
+    read: BatchLayout | None = None,
 ) -> list[Violation]:
     """G3 (tensor shapes) and G4 (response counts) on a batch builder's output.
 
@@ -186,7 +219,8 @@ def check_batch_layout(
     holds the count the CP offset rule gives for the batch's geometry,
     sliced by ``response_scheme`` (default: ``scheme``; Miles slices response
     fields with the zigzag rule under both schemes). ``total_lengths`` are
-    the current lengths.
+    the current lengths. ``read``: the batch's `read_batch_layout` for these
+    fields, when the caller has it already.
     """
     cp, r = parallel(cp_size, cp_rank, qkv_format, scheme)
     response_scheme = geometry.check_scheme(response_scheme or scheme)
@@ -199,26 +233,25 @@ def check_batch_layout(
     if bshd and padded is None:
         raise LayoutSpecError("BSHD batch checks need the micro-batch's padded length `padded`")
     p = size("padded", padded, minimum=0) if bshd else None
+    if read is None:
+        with metadata_only():
+            read = read_batch_layout(batch, shape_fields, response_fields)
     out: list[Violation] = []
 
-    with metadata_only():
-        # G3: tokens, loss masks, position ids share one layout
-        expected: tuple[int, ...] | None
-        if p is not None:
-            if not geometry.cp_can_slice(p, cp, scheme):
-                expected = None  # reported by check_micro_batch (G3, all-gather)
-            else:
-                expected = (b, geometry.local_length(p, cp, scheme))
-            sizes: dict[str, object] = {"P": p, "B": b, "cp": cp, "r": r, "scheme": scheme}
+    # G3: tokens, loss masks, position ids share one layout
+    expected: tuple[int, ...] | None
+    if p is not None:
+        if not geometry.cp_can_slice(p, cp, scheme):
+            expected = None  # reported by check_micro_batch (G3, all-gather)
         else:
-            expected = (1, geometry.packed_stream_length(totals, cp, scheme=scheme, pad_to=multiple))
-            sizes = {"sum T": sum(totals), "B": b, "cp": cp, "r": r, "scheme": scheme, "pad_to": multiple}
-        for f in shape_fields:
-            value = batch.get(f)
-            shape = None if value is None else shape_of(value)
-            if shape is None or expected is None:
-                continue
-            if shape[:2] != expected:
+            expected = (b, geometry.local_length(p, cp, scheme))
+        sizes: dict[str, object] = {"P": p, "B": b, "cp": cp, "r": r, "scheme": scheme}
+    else:
+        expected = (1, geometry.packed_stream_length(totals, cp, scheme=scheme, pad_to=multiple))
+        sizes = {"sum T": sum(totals), "B": b, "cp": cp, "r": r, "scheme": scheme, "pad_to": multiple}
+    if expected is not None:
+        for f, shape in zip(shape_fields, read.shapes):
+            if shape is not None and shape[:2] != expected:
                 layout = "(B, L)" if bshd else "(1, N)"
                 out.append(Violation(
                     "G3", where, f, f"batch tensor is not laid out {layout} for this micro-batch",
@@ -226,29 +259,27 @@ def check_batch_layout(
                     micro_batch=micro_batch, sizes=sizes,
                 ))
 
-        # G4: each per-sample response field has the count for the batch's P
-        if responses is None:
-            return out
-        for f in response_fields:
-            values = batch.get(f)
-            if values is None:
+    # G4: each per-sample response field has the count for the batch's P
+    if responses is None:
+        return out
+    for f, counts in zip(response_fields, read.counts):
+        if counts is None:
+            continue
+        for j in range(min(b, len(counts))):
+            got = counts[j]
+            if got == NO_ENTRY:
                 continue
-            for j in range(min(b, len(values))):
-                if values[j] is None:
-                    continue
-                want = (
-                    expected_count(totals[j], responses[j], p, cp, r, qkv_format, response_scheme)
-                    if cp > 1 else responses[j]
-                )
-                if want is None:  # P unusable for this sample (G2/G3 reported)
-                    continue
-                got = count(values[j])
-                if got != want:
-                    out.append(Violation(
-                        "G4", where, f, "response field does not hold the count of the batch's layout on this rank",
-                        actual=got, expected=want, hint=HINTS["G4"], sample=ids[j], micro_batch=micro_batch,
-                        sizes=response_sizes(totals[j], responses[j], p, cp, r, qkv_format, response_scheme),
-                    ))
+            want = (
+                expected_count(totals[j], responses[j], p, cp, r, qkv_format, response_scheme)
+                if cp > 1 else responses[j]
+            )
+            if want is None or got == want:  # None: P unusable for this sample (G2/G3 reported)
+                continue
+            out.append(Violation(
+                "G4", where, f, "response field does not hold the count of the batch's layout on this rank",
+                actual=got, expected=want, hint=HINTS["G4"], sample=ids[j], micro_batch=micro_batch,
+                sizes=response_sizes(totals[j], responses[j], p, cp, r, qkv_format, response_scheme),
+            ))
     return out
 
 
@@ -414,9 +445,9 @@ def check_response_offsets(
     p = None if padded is None else size("padded", padded, minimum=0)
     if resp > t:
         raise LayoutSpecError(f"response_length={resp} exceeds total_length={t}")
-    if not usable_padded(t, p, cp, qkv_format, scheme):
+    expected = expected_logit_ranges(t, resp, cp, r, qkv_format, p, scheme)
+    if expected is None:
         return []  # no usable P: G2/G3 report it at the batch builder
-    expected = _expected_ranges(t, resp, cp, r, qkv_format, p, scheme)
     actual = _merged((int(a), int(b)) for a, b in logit_ranges)
     if actual == expected:
         return []
@@ -433,9 +464,29 @@ def check_response_offsets(
 
 
 @functools.lru_cache(maxsize=4096)
-def _expected_ranges(t: int, resp: int, cp: int, r: int, layout: str, p: int | None, scheme: str) -> tuple[tuple[int, int], ...]:
-    # Offset helpers are called once per sample per pass: the same few lengths over and over.
+def expected_logit_ranges(
+    t: int, resp: int, cp: int, r: int, layout: str, p: int | None, scheme: str
+) -> tuple[tuple[int, int], ...] | None:
+    """The merged response-logit ranges G4 expects on rank ``r``; ``None`` when ``P`` is unusable (no expectation).
+
+    Cached: offset helpers are called once per sample per pass, the same
+    lengths over and over. Arguments are validated by the caller.
+    """
+    if not usable_padded(t, p, cp, layout, scheme):
+        return None
     return _merged(geometry.response_logit_ranges(t, resp, cp, r, layout=layout, padded=p, scheme=scheme))
+
+
+@functools.lru_cache(maxsize=4096)
+def merged_int_ranges(ranges: tuple[tuple[int, int], ...]) -> tuple[tuple[int, int], ...] | None:
+    """``ranges`` as `check_response_offsets` compares them (empties dropped, adjacent merged); ``None`` if a bound is negative.
+
+    Only for a tuple of ``(int, int)`` tuples, which the caller has checked:
+    hashing anything else could compare tensors.
+    """
+    if any(a < 0 or b < 0 for a, b in ranges):
+        return None
+    return _merged(ranges)
 
 
 def _merged(ranges: Iterable[tuple[int, int]]) -> tuple[tuple[int, int], ...]:

@@ -20,6 +20,8 @@ same arguments without any check changing.
 
 from __future__ import annotations
 
+import math
+
 from layoutcheck.errors import metadata_only
 
 __all__ = ["count", "metadata_only", "numel", "shape_of"]
@@ -43,19 +45,14 @@ def shape_of(value: object) -> Shape | None:
 
 def count(value: object) -> int | None:
     """Entries along the first dimension (``len`` semantics); ``None`` for scalars and 0-d arrays."""
-    shape = shape_of(value)
-    if not shape:
-        return None
-    return int(shape[0])
+    shape = getattr(value, "shape", None)  # shape_of without the copy: every per-sample field is counted
+    if shape is not None:
+        return int(shape[0]) if len(shape) else None
+    return len(value) if isinstance(value, (list, tuple)) else None
 
 
 def numel(value: object) -> int | None:
     """Total number of elements (product of the shape); ``None`` when unknown."""
     shape = shape_of(value)
-    if shape is None:
-        return None
-    n = 1
-    for d in shape:
-        n *= int(d)
-    return n
+    return None if shape is None else int(math.prod(shape))
 

@@ -175,19 +175,37 @@ class ObservationLog:
         """Count one more rollout."""
         self._totals["rollouts"] += 1
 
-    def samples(self, rollout: int, samples: Sequence[SampleObservation]) -> None:
-        """One producer call's samples."""
-        totals = self._totals
-        for s in samples:
-            totals["samples"] += 1
-            totals["true_tokens"] += s.total
-            if s.padded is not None:
-                self._padded_seen = True
-                totals["padded_tokens"] += s.padded
-                self._rank_worst(s)
+    def samples(
+        self, rollout: int, totals: Sequence[int], responses: Sequence[int] | None, padded: Sequence[int] | None,
+        unit: int | None,
+    ) -> None:
+        """One producer call's samples: their ``T``, ``R`` and ``P`` lists (``None``: not known), ``P`` judged against ``A = unit``.
+
+        Takes the lists, not `SampleObservation` objects: a rollout has
+        thousands of samples, and objects are made only for the ones kept.
+        """
+        def entry(values: Sequence[int] | None, i: int) -> int | None:
+            return values[i] if values is not None and i < len(values) else None
+
+        def observation(i: int) -> SampleObservation:
+            return SampleObservation(rollout, i, totals[i], entry(responses, i), entry(padded, i), unit)
+
+        self._totals["samples"] += len(totals)
+        self._totals["true_tokens"] += sum(totals)
+        judged = 0 if padded is None else min(len(totals), len(padded))  # samples with a P
+        if judged:
+            self._padded_seen = True
+            self._totals["padded_tokens"] += sum(padded[:judged])  # type: ignore[index]
+            if self.limits.worst > 0:
+                for i in range(judged):
+                    t = totals[i]
+                    self._order += 1
+                    key = (padded[i] / t if t else 0.0, -self._order)  # type: ignore[index]
+                    if len(self._worst) < self.limits.worst or key > self._worst[0][:2]:
+                        self._rank_worst(key, observation(i))
         if rollout < self.limits.rollouts:
-            self._samples.extend(samples)
-        elif samples:
+            self._samples.extend(observation(i) for i in range(len(totals)))
+        elif totals:
             self._truncated = True
 
     def micro_batch(self, mb: MicroBatchObservation) -> None:
@@ -206,15 +224,12 @@ class ObservationLog:
             else:
                 self._truncated = True
 
-    def _rank_worst(self, s: SampleObservation) -> None:
-        if self.limits.worst <= 0:
-            return
-        self._order += 1
-        entry = (s.inflation or 0.0, -self._order, s)  # ties: the earlier sample ranks higher
+    def _rank_worst(self, key: tuple[float, int], s: SampleObservation) -> None:
+        # A min-heap of the worst `limits.worst` by (inflation, -order): ties keep the earlier sample.
         if len(self._worst) < self.limits.worst:
-            heapq.heappush(self._worst, entry)
-        elif entry[:2] > self._worst[0][:2]:
-            heapq.heapreplace(self._worst, entry)
+            heapq.heappush(self._worst, (*key, s))
+        else:
+            heapq.heapreplace(self._worst, (*key, s))
 
     def snapshot(self) -> Observations:
         """The observations so far, frozen."""

@@ -120,6 +120,10 @@ def check_rollout(
         rollout_global = geometry.rollout_global_padded_lengths(true_totals, a)
         is_global = padded is not None and len(padded) > 1 and padded == rollout_global
         rollout_max = rollout_global[0] if rollout_global else 0
+        # each field looked up once, not once per sample: (name, entries, kept whole on every rank)
+        judged = [(f, values, True) for f in unsliced_fields if (values := rollout_data.get(f)) is not None]
+        judged += [(f, values, False) for f in response_fields if (values := rollout_data.get(f)) is not None]
+        replays = [(f, values) for f in replay_fields if (values := rollout_data.get(f)) is not None]
         for i in range(min(n, len(totals))):
             t = true_totals[i]
             p = padded[i] if padded is not None and i < len(padded) else None
@@ -130,11 +134,10 @@ def check_rollout(
             if responses is not None and i < len(responses):
                 laid_out = p if bucket_list is None else _own_bucket(t, bucket_list)
                 out.extend(_owner_responses(
-                    rollout_data, where, i, t, responses[i], laid_out, cp, r, layout, response_scheme, response_fields,
-                    unsliced_fields,
+                    judged, where, i, t, responses[i], laid_out, cp, r, layout, response_scheme,
                 ))
-            for f in replay_fields:  # O5: T_i - 1 rows before padding
-                entry = _entry(rollout_data.get(f), i)
+            for f, values in replays:  # O5: T_i - 1 rows before padding
+                entry = values[i] if i < len(values) else None
                 if entry is not None and count(entry) != t - 1:
                     out.append(Violation(
                         "O5", where, f, "replay array does not have one row per predicted token",
@@ -152,17 +155,14 @@ def _own_bucket(t: int, buckets: tuple[int, ...]) -> int | None:
         return None
 
 
-def _entry(values: Sequence[Any] | None, i: int) -> Any:
-    if values is None or i >= len(values):
-        return None
-    return values[i]
-
-
 def _owner_padding(
     where: str, i: int, t: int, p: int, a: int, cp: int, scheme: str,
     explain: str | None, per_sample: bool, rollout_global: int | None,
 ) -> list[Violation]:
     # rollout_global: the one P every entry carries, when the rollout is padded to its maximum
+    sliceable = geometry.cp_can_slice(p, cp, scheme)
+    if not p % a and t <= p and sliceable and not (per_sample and p >= t + a):
+        return []  # the common case: no message to build
     out: list[Violation] = []
     sizes = {"T": t, "P": p, "A": a}
     # O2: P_i % A == 0 and T_i <= P_i
@@ -177,7 +177,7 @@ def _owner_padding(
         out.append(Violation("O2", where, "max_seq_lens", "padded length is below the true length",
                              actual=p, expected=f">= T_i = {t}: {geometry.round_up(t, a)}",
                              hint=HINTS["O2"], sample=i, sizes=sizes))
-    if not geometry.cp_can_slice(p, cp, scheme):  # the all-gather window needs P % cp == 0
+    if not sliceable:  # the all-gather window needs P % cp == 0
         out.append(Violation("O2", where, "max_seq_lens",
                              "all-gather CP needs the padded length to be a multiple of cp",
                              actual=p, expected=f"a multiple of cp={cp}", hint=HINTS["G3-allgather"],
@@ -201,11 +201,11 @@ def _ratio(p: int, t: int) -> str:
 
 
 def _owner_responses(
-    rollout_data: Mapping[str, Any], where: str, i: int, t: int, resp: int, p: int | None,
-    cp: int, r: int, layout: str | None, scheme: str, sliced: Sequence[str], unsliced: Sequence[str],
+    fields: Sequence[tuple[str, Sequence[Any], bool]], where: str, i: int, t: int, resp: int, p: int | None,
+    cp: int, r: int, layout: str | None, scheme: str,
 ) -> list[Violation]:
     # O4: R_i entries before CP slicing; after slicing, the count the CP offset
-    # rule gives for (T_i, R_i, P_i, cp, r).
+    # rule gives for (T_i, R_i, P_i, cp, r). fields: (name, entries, kept whole), present fields only.
     out: list[Violation] = []
     if resp > t:  # O1: no response is longer than its sample
         return [Violation(
@@ -214,16 +214,16 @@ def _owner_responses(
         )]
     # without a layout there is no slicing rule to compare with: sliced fields are judged at cp == 1 only
     expected_sliced = None if layout is None else expected_count(t, resp, p, cp, r, layout, scheme)
-    for f in (*unsliced, *sliced):
-        entry = _entry(rollout_data.get(f), i)
+    for f, values, whole in fields:
+        entry = values[i] if i < len(values) else None
         if entry is None:
             continue
-        want = resp if (f in unsliced or cp == 1) else expected_sliced
+        want = resp if (whole or cp == 1) else expected_sliced
         if want is None:  # P_i unusable (O2 reported): no expectation to compare with
             continue
         got = count(entry)
         if got != want:
-            rule = "R_i entries" if want == resp and (f in unsliced or cp == 1) else "the CP offset rule's count"
+            rule = "R_i entries" if want == resp and (whole or cp == 1) else "the CP offset rule's count"
             out.append(Violation(
                 "O4", where, f, f"response field does not hold {rule} on this rank",
                 actual=got, expected=want, hint=HINTS["O4"], sample=i,

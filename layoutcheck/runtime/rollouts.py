@@ -47,6 +47,9 @@ class BatchRecord:
     totals: list[int] = field(default_factory=list)
     responses: list[int] = field(default_factory=list)
     offset_calls: int = 0
+    cp_size: int | None = None
+    cp_rank: int | None = None
+    """The CP coordinates the builder ran with (``None``: not recorded)."""
 
     def candidates(self, total: int, response: int) -> list[int]:
         """Positions in the micro-batch of the samples an offset call for ``(T, R)`` may concern.
@@ -110,6 +113,8 @@ class Rollout:
     """Violations already reported in this rollout."""
     checked: set[tuple[object, ...]] = field(default_factory=set)
     """Micro-batch inputs (and batch layouts) already judged in this rollout: a second pass is not re-judged."""
+    judged: set[tuple[object, ...]] = field(default_factory=set)
+    """Micro-batch ints already judged by G1, G2, G3 (all-gather) and G6, by the batch builder or the replay filler."""
     current: BatchRecord | None = None
     calls: int = 0
 

@@ -110,24 +110,26 @@ def tag_rollout(
     tokens = rollout_data.get("tokens")
     if not isinstance(tokens, (list, tuple)):
         return 0
-    ids = list(range(len(tokens))) if samples is None else list(samples)
-    if len(ids) != len(tokens):
+    ids = None if samples is None else list(samples)  # None: sample i is id i
+    if ids is not None and len(ids) != len(tokens):
         raise LayoutSpecError(f"`samples` has {len(ids)} ids for {len(tokens)} samples")
-    fields = [(k, "response", cp > 1) for k in response_fields]
-    fields += [(k, "response", False) for k in unsliced_response_fields]
-    fields += [(k, "replay", False) for k in replay_fields]
+    # each field looked up once: a consumer hook calls this for one micro-batch of a long rollout
+    fields = [(rollout_data.get(k), k, "response", cp > 1) for k in response_fields]
+    fields += [(rollout_data.get(k), k, "response", False) for k in unsliced_response_fields]
+    fields += [(rollout_data.get(k), k, "replay", False) for k in replay_fields]
     count = 0
     for i in range(len(tokens)) if indices is None else indices:
         if not 0 <= i < len(tokens):
             continue
         token_tensor = tokens[i]
         values = [(token_tensor, "tokens", "tokens", False)]
-        values += [(_entry(rollout_data.get(k), i), k, space, sliced) for k, space, sliced in fields]
+        values += [(_entry(column, i), k, space, sliced) for column, k, space, sliced in fields]
         if missing_only:
             values = [v for v in values if v[0] is not None and not _retagged(v[0], bucket)]
             if not values:
                 continue
-        base = _sample_tag(rollout_data, i, token_tensor, ids[i], qkv_format, cp, scheme, a, bucket_list)
+        base = _sample_tag(rollout_data, i, token_tensor, i if ids is None else ids[i], qkv_format, cp, scheme, a,
+                           bucket_list)
         if base is None:
             continue
         if bucket is not None:

@@ -44,10 +44,18 @@ _POSITIONAL_ONLY = inspect.Parameter.POSITIONAL_ONLY
 _VARIADIC = (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)
 
 
+_IS_COMPILING: list[Callable[[], bool]] = []
+"""``torch.compiler.is_compiling``, once torch is imported (asked on every hooked call)."""
+
+
 def _compiling() -> bool:
     # Hooks belong at eager boundaries; never run inside a torch.compile trace.
-    torch = sys.modules.get("torch")
-    return torch is not None and torch.compiler.is_compiling()
+    if not _IS_COMPILING:
+        torch = sys.modules.get("torch")
+        if torch is None:
+            return False
+        _IS_COMPILING.append(torch.compiler.is_compiling)
+    return _IS_COMPILING[0]()
 
 
 def role_name(role: str) -> str:
@@ -114,17 +122,18 @@ class _Binder:
         self.order = [p.name for p in params]  # a parameter's position when passed positionally
         self.names = frozenset(p.name for p in params)
         self.defaults = {p.name: p.default for p in params if p.default is not p.empty}
+        # the names filled by n positional arguments, for each n: a keyword may not repeat one
+        self.taken = [frozenset(self.positional[:n]) for n in range(len(self.positional) + 1)]
 
     def arguments(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any] | None:
         """The call's arguments by name with the defaults applied, or ``None`` when the call does not fit."""
-        if self.plain and len(args) <= len(self.positional) and self.names.issuperset(kwargs):
-            call = dict(zip(self.positional, args))
-            if not call.keys() & kwargs.keys():
-                call.update(kwargs)
-                for name, default in self.defaults.items():
-                    call.setdefault(name, default)
-                if len(call) == len(self.names):  # every parameter without a default was given
-                    return call
+        if (self.plain and len(args) <= len(self.positional) and self.names.issuperset(kwargs)
+                and self.taken[len(args)].isdisjoint(kwargs)):
+            call = self.defaults.copy()  # C-level dict operations only: this runs on every hooked call
+            call.update(zip(self.positional, args))
+            call.update(kwargs)
+            if len(call) == len(self.names):  # every parameter without a default was given
+                return call
         try:
             bound = self.signature.bind(*args, **kwargs)
         except TypeError:
