@@ -307,30 +307,12 @@ class MilesAdapter:
         data = getattr(iterator, "rollout_data", None)
         return data if is_mapping(data) else {}
 
-    def per_sample(self, rollout_data: Mapping[str, Any], key: str, samples: Sequence[int]) -> list[Any] | None:
-        """``rollout_data[key]`` restricted to ``samples`` (``None`` if the key is absent)."""
-        values = rollout_data.get(key)
-        if values is None:
-            return None
-        if max(samples, default=-1) >= len(values):
-            raise LayoutSpecError(f"micro-batch samples {list(samples)} run past the {len(values)} entries of `{key}`")
-        return [values[i] for i in samples]
-
-    def token_lengths(self, rollout_data: Mapping[str, Any], samples: Sequence[int]) -> list[int] | None:
-        """The current token counts of ``samples`` (``tokens[i].numel()``), metadata only."""
-        tokens = self.per_sample(rollout_data, "tokens", samples)
-        if tokens is None:
-            return None
-        with metadata_only():
-            counts = [numel(t) for t in tokens]
-        return None if any(c is None for c in counts) else counts  # type: ignore[return-value]
-
     def sample_lists(
         self, rollout_data: Mapping[str, Any], samples: Sequence[int], bshd: bool
     ) -> tuple[list[Any] | None, list[Any] | None, list[Any] | None, list[int] | None]:
         """``max_seq_lens`` (BSHD only), ``total_lengths``, ``response_lengths`` and token counts of ``samples``.
 
-        `per_sample` and `token_lengths` in one pass: every batch-builder and
+        One pass, no copies of the whole lists: every batch-builder and
         replay-filler call reads them (call inside `metadata_only()`).
         """
         top = max(samples, default=-1)
