@@ -5,6 +5,13 @@ The wrappers (`layoutcheck.runtime.wrappers`) call these functions with the
 update: the current rollout (`~layoutcheck.runtime.rollouts.Rollout`), the
 reporting of violations and notes, the observations. The invariants
 themselves are `layoutcheck.runtime.checks`.
+
+A clean call is the common case, and every hooked call pays for it: each
+batch is read once (`read_batch_layout`) and judged once per rollout for the
+same inputs, and the offset helper (`_offset_clean`) and G5 (`_g5`) accept a
+clean call without building the full check's arguments. Anything a short
+path does not accept goes through the full check, which explains it;
+``tests/test_fast_paths.py`` holds each short path to its full check.
 """
 
 from __future__ import annotations

@@ -112,7 +112,7 @@ class Rollout:
     seen: set[tuple[object, ...]] = field(default_factory=set)
     """Violations already reported in this rollout."""
     checked: set[tuple[object, ...]] = field(default_factory=set)
-    """Micro-batch inputs (and batch layouts) already judged in this rollout: a second pass is not re-judged."""
+    """Batches already judged in this rollout (the builder's inputs and what the batch read): a second pass is not re-judged."""
     judged: set[tuple[object, ...]] = field(default_factory=set)
     """Micro-batch ints already judged by G1, G2, G3 (all-gather) and G6, by the batch builder or the replay filler."""
     current: BatchRecord | None = None
