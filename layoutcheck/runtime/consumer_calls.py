@@ -328,11 +328,8 @@ def _offset_clean(checker: LayoutChecker, call: Mapping[str, Any], result: Any) 
             and len(logits[0]) == len(logits[1]) == 2
             and type(logits[0][0]) is type(logits[0][1]) is type(logits[1][0]) is type(logits[1][1]) is int):
         return False
-    pairs = min(len(batch.totals), len(batch.responses))
-    if not pairs:
-        return False
-    j = batch.offset_calls % pairs
-    if batch.totals[j] != t or batch.responses[j] != resp:
+    j = batch.next_sample()
+    if j is None or batch.totals[j] != t or batch.responses[j] != resp:
         return False
     expected = expected_logit_ranges(t, resp, cp_size, cp_rank, batch.qkv_format, batch.padded,
                                      checker.adapter.response_scheme)

@@ -51,18 +51,26 @@ class BatchRecord:
     cp_rank: int | None = None
     """The CP coordinates the builder ran with (``None``: not recorded)."""
 
+    def next_sample(self) -> int | None:
+        """The position of the sample the next offset call most likely concerns (``None``: no lengths).
+
+        The loss side walks the samples in order, once per pass (log-probs,
+        masks, redistribution...): the calls so far, modulo the samples.
+        """
+        n = min(len(self.totals), len(self.responses))
+        return self.offset_calls % n if n else None
+
     def candidates(self, total: int, response: int) -> list[int]:
         """Positions in the micro-batch of the samples an offset call for ``(T, R)`` may concern.
 
-        The loss side walks the samples in order, once per pass (log-probs,
-        masks, redistribution...), so the sample next in that order comes
-        first; then any other sample with the same lengths.
+        The sample `next_sample` names first, then any other sample with
+        the same lengths; the call is counted.
         """
-        pairs = list(zip(self.totals, self.responses))
-        if not pairs:
+        j = self.next_sample()
+        if j is None:
             return []
-        j = self.offset_calls % len(pairs)
         self.offset_calls += 1
+        pairs = list(zip(self.totals, self.responses))
         matches = [i for i, pair in enumerate(pairs) if pair == (total, response)]
         return sorted(matches, key=lambda i: i != j)
 
