@@ -18,7 +18,6 @@ from __future__ import annotations
 import json
 import multiprocessing
 import os
-import socket
 import sys
 import time
 import traceback
@@ -28,6 +27,8 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+from isolation import loopback_env
+
 TIMEOUT = 2.0
 """The cross-rank timeout the scenarios use (seconds)."""
 
@@ -35,17 +36,12 @@ LENGTHS = [300, 130, 700, 520, 90, 260]
 """True lengths of the shared rollout: short samples get a much larger P under rollout-global padding."""
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def run_job(world: int, scenarios: Sequence[str], out: Path, *, deadline: float = 120.0) -> dict[str, dict[int, Any]]:
     """Spawn ``world`` ranks running ``scenarios``; ``{scenario: {rank: result}}``. Never waits past ``deadline``."""
     ctx = multiprocessing.get_context("spawn")
-    port = free_port()
-    procs = [ctx.Process(target=main, args=(rank, world, port, str(out), list(scenarios))) for rank in range(world)]
+    # A file store in the job's own folder: no port to pick, nothing shared with another run on the machine.
+    store = out / "store"
+    procs = [ctx.Process(target=main, args=(rank, world, str(store), str(out), list(scenarios))) for rank in range(world)]
     for p in procs:
         p.start()
     end = time.monotonic() + deadline
@@ -221,12 +217,13 @@ def _run(name: str, rank: int, world: int) -> dict[str, Any]:
     raise ValueError(f"unknown scenario {name!r}")
 
 
-def main(rank: int, world: int, port: int, out: str, scenarios: list[str]) -> None:
+def main(rank: int, world: int, store: str, out: str, scenarios: list[str]) -> None:
     """The body of one spawned rank."""
     import torch.distributed as dist
 
     os.environ["LAYOUTCHECK_TEST_OUT"] = out
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world,
+    os.environ.update(loopback_env())  # gloo's connections on loopback
+    dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=world,
                             timeout=timedelta(seconds=30))
     for name in scenarios:
         try:
@@ -235,7 +232,7 @@ def main(rank: int, world: int, port: int, out: str, scenarios: list[str]) -> No
             result = _result(error=err, traceback=traceback.format_exc())
         Path(out, f"{name}.{rank}.json").write_text(json.dumps(result))
     if rank == 0:
-        # Rank 0 hosts the store: stay until the other live ranks are done with it.
+        # Rank 0 stays until the other live ranks are done: its exit would close their gloo connections.
         dead = {world - 1} if "kill" in scenarios else set()
         end = time.monotonic() + 3 * TIMEOUT + 5
         last = Path(out, f"{scenarios[-1]}")

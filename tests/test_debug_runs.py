@@ -7,8 +7,8 @@ functions (``fixtures/debug-run.toml``, or ``preset = "miles"`` over modules
 at the Miles paths), read by the ``.pth`` start-up file in every process:
 
 * a plain subprocess;
-* every rank of ``torchrun --standalone --nproc-per-node 2`` (each reports);
-* a Ray actor on a local cluster started *before* the driver, without the
+* every rank of ``torchrun --nproc-per-node 2`` (each reports), on loopback;
+* a Ray actor on a local cluster of the test's own, started *before* the driver, without the
   variable: only the driver has it, and `layoutcheck.runtime.ray_env`
   carries it into the job's ``runtime_env``.
 """
@@ -18,8 +18,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
-import socket
 import subprocess
 import sys
 import textwrap
@@ -27,6 +25,7 @@ from pathlib import Path
 
 import pytest
 from bugcases import BUCKETS, CASES, CP
+from isolation import LocalRayCluster, loopback_env
 
 ROOT = Path(__file__).resolve().parent.parent
 CONFIG = ROOT / "fixtures" / "debug-run.toml"
@@ -151,9 +150,11 @@ def test_the_miles_preset_is_one_line_of_configuration(tmp_path):
 
 
 def test_every_torchrun_rank_checks_and_reports(tmp_path):
-    proc = run([sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={CP}", str(JOB),
-                "out.json"], tmp_path, LAYOUTCHECK="raise", LAYOUTCHECK_CONFIG=str(CONFIG),
-               LAYOUTCHECK_REPORT="report-{rank}.json")
+    # the rendezvous store and gloo on loopback, on ports the OS picks
+    proc = run([sys.executable, "-m", "torch.distributed.run", "--nnodes=1", "--rdzv-backend=c10d",
+                "--rdzv-endpoint=127.0.0.1:0", f"--nproc-per-node={CP}", str(JOB), "out.json"], tmp_path,
+               LAYOUTCHECK="raise", LAYOUTCHECK_CONFIG=str(CONFIG), LAYOUTCHECK_REPORT="report-{rank}.json",
+               **loopback_env())
     assert proc.returncode == 0, proc.stderr[-3000:]
     ranks = [json.loads((tmp_path / f"out.{r}.json").read_text()) for r in range(CP)]
     assert len({r["pid"] for r in ranks}) == CP
@@ -173,17 +174,11 @@ def test_every_torchrun_rank_checks_and_reports(tmp_path):
         assert f"layoutcheck [rank {rank}]: " in proc.stderr
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 DRIVER = """
-import json, sys
+import json, os, sys
 import ray
 
-ray.init(address="auto", runtime_env={"env_vars": {"PYTHONPATH": sys.argv[2]}})
+ray.init(address=os.environ["RAY_ADDRESS"], runtime_env={"env_vars": {"PYTHONPATH": sys.argv[2]}})
 
 
 @ray.remote
@@ -213,21 +208,14 @@ json.dump(out, open(sys.argv[1], "w"))
 
 def test_a_ray_actor_on_a_cluster_started_before_the_driver(tmp_path):
     pytest.importorskip("ray")
-    ray = shutil.which("ray", path=os.path.dirname(sys.executable)) or shutil.which("ray")
-    assert ray is not None, "the ray command is missing: install the ray extra"
-    port = _free_port()
-    # The cluster starts without the variable: its workers would never inherit it from a shell.
-    start = run([ray, "start", "--head", f"--port={port}", "--num-cpus=1", "--include-dashboard=false",
-                 "--disable-usage-stats"], tmp_path)
-    assert start.returncode == 0, start.stderr
-    try:
+    # The cluster starts without the variable: its workers would never inherit it from a shell. It is the
+    # test's own (loopback, own folder, token and HOME), and stopping it stops only its processes.
+    with LocalRayCluster(environment()) as cluster:
         (tmp_path / "driver.py").write_text(DRIVER)
         paths = os.pathsep.join([str(ROOT / "fixtures"), str(ROOT / "tests")])
         proc = run([sys.executable, "driver.py", "out.json", paths], tmp_path, LAYOUTCHECK="raise",
-                   LAYOUTCHECK_CONFIG=str(CONFIG), RAY_ADDRESS=f"127.0.0.1:{port}")
+                   LAYOUTCHECK_CONFIG=str(CONFIG), **cluster.env)
         assert proc.returncode == 0, proc.stderr[-3000:]
-    finally:
-        run([ray, "stop", "--force"], tmp_path)
     out = json.loads((tmp_path / "out.json").read_text())
     assert out["cases"]["env"] == "raise"  # the actor got the variable through the job's runtime_env
     assert_cases(out["cases"])
