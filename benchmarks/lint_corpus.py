@@ -1,0 +1,265 @@
+"""Does `layoutcheck check` catch the real layout-bug fixes of the corpus, in the real code?
+
+Usage::
+
+    python benchmarks/lint_corpus.py /work/.mirror
+    python benchmarks/lint_corpus.py /work/.mirror --only verl_2d6c6dbb3 slime_ --json out.json
+    python benchmarks/lint_corpus.py /work/.mirror --scope files     # the touched files alone
+
+``fixtures/lint/corpus/corpus.toml`` lists real fixes from trainers' histories (the
+fixture pairs beside it rewrite each one in this project's names; the test suite lints
+those). This script lints the originals. For every entry it finds the fix commit in one
+of the entry's mirrors (``MIRROR_ROOT/<mirror>/repo``, bare git repositories), extracts
+the tree at the commit's first parent (the bug) and at the commit (the fix) with
+``git archive`` into a temporary folder outside the repository, and runs
+``layoutcheck check --no-cache`` there, with an empty ``layoutcheck.toml`` (no
+configuration, as a new user), on the files the fix touches. With ``--scope package``
+(the default) the extract holds each touched file's whole top-level package, so the
+linter sees the project around the files as it would in the trainer's checkout; with
+``--scope files`` only the touched files.
+
+Per entry it prints the findings in the touched files on each side: those on the lines
+the fix changed (``hunk``: the diff's ``-U0`` hunks, a pure insertion counting the line
+on each side of it) and those anywhere in the touched functions (``func``: the
+manifest's ``functions``). A fix is **caught** when the buggy tree has a finding on a
+changed hunk and the fixed tree has none on its changed hunks. A summary table follows
+(per trainer, per bug class, and in all). Exit 0 unless an entry could not be checked
+(commit not in any mirror, or an error from git or the linter).
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import json
+import re
+import subprocess
+import sys
+import tempfile
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10
+    import tomli as tomllib  # type: ignore[no-redef]
+
+MANIFEST = Path(__file__).resolve().parents[1] / "fixtures" / "lint" / "corpus" / "corpus.toml"
+_HUNK = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@", re.M)
+
+Span = tuple[int, int]
+Finding = tuple[str, int, int, str]  # path, first line, last line, rule
+
+
+def git(gitdir: Path, *args: str, binary: bool = False) -> str | bytes:
+    """Run git on a bare repository; its stdout, or a `RuntimeError` naming the command."""
+    done = subprocess.run(["git", f"--git-dir={gitdir}", *args], capture_output=True, text=not binary)
+    if done.returncode != 0:
+        err = done.stderr if isinstance(done.stderr, str) else done.stderr.decode(errors="replace")
+        raise RuntimeError(f"git {' '.join(args)} in {gitdir}: {err.strip()}")
+    return done.stdout
+
+
+def find_repository(root: Path, mirrors: Sequence[str], commit: str) -> Path | None:
+    """The first mirror under ``root`` that holds ``commit``."""
+    for name in mirrors:
+        gitdir = root / name / "repo"
+        if not gitdir.is_dir():
+            continue
+        probe = subprocess.run(["git", f"--git-dir={gitdir}", "cat-file", "-e", f"{commit}^{{commit}}"],
+                               capture_output=True)
+        if probe.returncode == 0:
+            return gitdir
+    return None
+
+
+def changed_spans(gitdir: Path, parent: str, commit: str, path: str) -> tuple[list[Span], list[Span]]:
+    """The lines of ``path`` the fix changes: (spans in the parent, spans in the commit).
+
+    A side with no lines in a hunk (a pure insertion or deletion) gets the two lines
+    around the gap, so a finding just before or after the change still counts.
+    """
+    diff = git(gitdir, "diff", "-U0", "--no-color", parent, commit, "--", path)
+    old: list[Span] = []
+    new: list[Span] = []
+    for match in _HUNK.finditer(diff):
+        a, b, c, d = int(match[1]), int(match[2] or 1), int(match[3]), int(match[4] or 1)
+        old.append((a, a + b - 1) if b else (a, a + 1))
+        new.append((c, c + d - 1) if d else (c, c + 1))
+    return old, new
+
+
+def function_spans(source: str, names: Sequence[str]) -> list[Span]:
+    """Line spans of the functions of ``source`` whose qualified names (``Class.method``) are in ``names``."""
+    spans: list[Span] = []
+
+    def visit(node: ast.AST, prefix: str) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                name = prefix + child.name
+                if not isinstance(child, ast.ClassDef) and name in names:
+                    spans.append((child.lineno, child.end_lineno or child.lineno))
+                visit(child, name + ".")
+
+    visit(ast.parse(source), "")
+    return spans
+
+
+def extract(gitdir: Path, rev: str, paths: Sequence[str], into: Path) -> None:
+    """Write ``paths`` (files or folders) of ``rev`` under ``into``."""
+    into.mkdir(parents=True)
+    data = git(gitdir, "archive", "--format=tar", rev, "--", *paths, binary=True)
+    subprocess.run(["tar", "-x", "-C", str(into)], input=data, check=True)
+
+
+def lint(tree: Path, files: Sequence[str]) -> list[Finding]:
+    """Findings of ``layoutcheck check`` on ``files`` (relative to ``tree``), with no configuration."""
+    (tree / "layoutcheck.toml").write_text("")
+    done = subprocess.run(
+        [sys.executable, "-m", "layoutcheck", "check", "--no-cache", "--output-format", "json", "--exit-zero",
+         *files],
+        cwd=tree, capture_output=True, text=True,
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"layoutcheck check in {tree} exited {done.returncode}: {done.stderr.strip()[-2000:]}")
+    return [(f["path"], f["line"], f.get("end_line") or f["line"], f["rule"]) for f in json.loads(done.stdout)]
+
+
+def _within(finding: Finding, spans: Sequence[Span]) -> bool:
+    _, first, last, _ = finding
+    return any(first <= hi and lo <= last for lo, hi in spans)
+
+
+@dataclass
+class Side:
+    """The findings of one tree (the bug's or the fix's) in the touched files."""
+
+    files: int = 0
+    anywhere: list[Finding] = field(default_factory=list)
+    at_hunks: list[Finding] = field(default_factory=list)
+    in_functions: list[Finding] = field(default_factory=list)
+
+
+@dataclass
+class Outcome:
+    folder: str
+    trainer: str
+    bug_class: int
+    commit: str
+    before: Side = field(default_factory=Side)
+    after: Side = field(default_factory=Side)
+    problem: str = ""
+
+    @property
+    def caught(self) -> bool:
+        return not self.problem and bool(self.before.at_hunks) and not self.after.at_hunks
+
+
+def check_side(gitdir: Path, rev: str, entry: dict, spans: dict[str, list[Span]], tree: Path, scope: str) -> Side:
+    present = [p for p in entry["paths"] if p in spans]
+    listed = set(str(git(gitdir, "ls-tree", "-r", "--name-only", rev, "--", *present)).split("\n"))
+    present = [p for p in present if p in listed]
+    side = Side(files=len(present))
+    if not present:
+        return side
+    roots = sorted({p.split("/", 1)[0] for p in present}) if scope == "package" else present
+    extract(gitdir, rev, roots, tree)
+    side.anywhere = lint(tree, present)
+    for path in present:
+        source = (tree / path).read_text(encoding="utf-8", errors="replace")
+        try:
+            funcs = function_spans(source, entry["functions"])
+        except SyntaxError:
+            funcs = []
+        mine = [f for f in side.anywhere if f[0] == path]
+        side.at_hunks += [f for f in mine if _within(f, spans[path])]
+        side.in_functions += [f for f in mine if _within(f, funcs)]
+    return side
+
+
+def check_entry(root: Path, entry: dict, scope: str, workdir: Path) -> Outcome:
+    outcome = Outcome(entry["folder"], entry["trainer"], entry["bug_class"], entry["commit"])
+    gitdir = find_repository(root, entry["mirrors"], entry["commit"])
+    if gitdir is None:
+        outcome.problem = f"commit not in any of {', '.join(entry['mirrors'])} under {root}"
+        return outcome
+    try:
+        parent = str(git(gitdir, "rev-parse", f"{entry['commit']}^")).strip()
+        old_spans: dict[str, list[Span]] = {}
+        new_spans: dict[str, list[Span]] = {}
+        for path in entry["paths"]:
+            old_spans[path], new_spans[path] = changed_spans(gitdir, parent, entry["commit"], path)
+        here = workdir / entry["folder"]
+        outcome.before = check_side(gitdir, parent, entry, old_spans, here / "before", scope)
+        outcome.after = check_side(gitdir, entry["commit"], entry, new_spans, here / "after", scope)
+    except (RuntimeError, OSError, subprocess.CalledProcessError) as exc:
+        outcome.problem = str(exc)
+    return outcome
+
+
+def _rules(found: Sequence[Finding]) -> str:
+    return ", ".join(f"{path.rsplit('/', 1)[-1]}:{line} {rule}" for path, line, _, rule in found) or "-"
+
+
+def report_entry(outcome: Outcome) -> None:
+    if outcome.problem:
+        print(f"{outcome.folder}: NOT CHECKED: {outcome.problem}")
+        return
+    b, a = outcome.before, outcome.after
+    print(f"{outcome.folder} (class {outcome.bug_class}, {outcome.commit[:10]}): "
+          f"{'CAUGHT' if outcome.caught else 'missed'}")
+    print(f"    before: {len(b.at_hunks)} at changed lines, {len(b.in_functions)} in touched functions, "
+          f"{len(b.anywhere)} in {b.files} touched files  [{_rules(b.at_hunks or b.in_functions)}]")
+    print(f"    after:  {len(a.at_hunks)} at changed lines, {len(a.in_functions)} in touched functions, "
+          f"{len(a.anywhere)} in {a.files} touched files  [{_rules(a.at_hunks or a.in_functions)}]")
+
+
+def summary(outcomes: Sequence[Outcome]) -> None:
+    def row(label: str, group: Sequence[Outcome]) -> str:
+        checked = [o for o in group if not o.problem]
+        return (f"| {label:<14} | {len(group):>5} | {len(checked):>7} | {sum(o.caught for o in checked):>6} "
+                f"| {sum(bool(o.before.at_hunks) for o in checked):>12} "
+                f"| {sum(bool(o.before.in_functions) for o in checked):>12} "
+                f"| {sum(bool(o.after.at_hunks) for o in checked):>11} |")
+
+    print()
+    print("| group          | pairs | checked | caught | before@hunks | before@funcs | after@hunks |")
+    print("| -------------- | ----- | ------- | ------ | ------------ | ------------ | ----------- |")
+    for trainer in sorted({o.trainer for o in outcomes}):
+        print(row(trainer, [o for o in outcomes if o.trainer == trainer]))
+    for bug_class in sorted({o.bug_class for o in outcomes}):
+        print(row(f"class {bug_class}", [o for o in outcomes if o.bug_class == bug_class]))
+    print(row("all", outcomes))
+    print("(columns count pairs: checked = commit found and linted; before@hunks = flagged on the lines "
+          "the fix changes; after@hunks = still flagged there after the fix; caught = the first and not the last)")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("mirror_root", type=Path, help="folder of the mirrors: MIRROR_ROOT/<owner>+<name>/repo")
+    parser.add_argument("--scope", choices=("package", "files"), default="package",
+                        help="extract each touched file's top-level package (default) or the touched files alone")
+    parser.add_argument("--only", nargs="+", metavar="PREFIX", help="check the entries whose folder starts so")
+    parser.add_argument("--json", type=Path, metavar="FILE", help="also write every outcome to FILE")
+    parser.add_argument("--manifest", type=Path, default=MANIFEST, help=f"the corpus manifest (default {MANIFEST})")
+    args = parser.parse_args(argv)
+
+    entries = tomllib.loads(args.manifest.read_text())["pair"]
+    if args.only:
+        entries = [e for e in entries if e["folder"].startswith(tuple(args.only))]
+    outcomes = []
+    with tempfile.TemporaryDirectory(prefix="lc-corpus-") as tmp:
+        for entry in entries:
+            outcome = check_entry(args.mirror_root, entry, args.scope, Path(tmp))
+            report_entry(outcome)
+            outcomes.append(outcome)
+            sys.stdout.flush()
+    summary(outcomes)
+    if args.json:
+        args.json.write_text(json.dumps([{**asdict(o), "caught": o.caught} for o in outcomes], indent=1))
+    return 1 if any(o.problem for o in outcomes) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
