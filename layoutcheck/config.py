@@ -52,7 +52,7 @@ from layoutcheck.configfile import (
 from layoutcheck import geometry
 from layoutcheck.errors import ConfigError
 from layoutcheck.lint.settings import CheckSettings, kebab
-from layoutcheck.runtime.settings import TARGET_PATTERN, RuntimeSettings
+from layoutcheck.runtime.hooks.settings import TARGET_PATTERN, RuntimeSettings
 
 __all__ = [
     "CONFIG_FILENAMES",

@@ -196,7 +196,7 @@ def test_the_reference_describes_every_key_in_words_with_a_description():
 
     from layoutcheck.lint.configdocs import RUNTIME_KEY, keys
     from layoutcheck.lint.settings import CheckSettings, kebab
-    from layoutcheck.runtime.settings import RuntimeSettings
+    from layoutcheck.runtime.hooks.settings import RuntimeSettings
 
     entries = keys()
     runtime = {f"{RUNTIME_KEY}.{kebab(f.name)}" for f in dataclasses.fields(RuntimeSettings)}

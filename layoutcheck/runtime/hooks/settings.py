@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Literal
 
 from layoutcheck.errors import ConfigError
-from layoutcheck.runtime.presets import PRESETS
+from layoutcheck.runtime.hooks.presets import PRESETS
 
 if TYPE_CHECKING:
     from pydantic import PositiveFloat, PositiveInt

@@ -1,10 +1,10 @@
 """What each consumer call checks, before and after it runs: the batch builder, the replay filler, the offset helper.
 
-The wrappers (`layoutcheck.runtime.wrappers`) call these functions with the
-`~layoutcheck.runtime.checker.LayoutChecker` whose state they read and
-update: the current rollout (`~layoutcheck.runtime.rollouts.Rollout`), the
+The wrappers (`layoutcheck.runtime.checker.wrappers`) call these functions with the
+`~layoutcheck.runtime.checker.layout_checker.LayoutChecker` whose state they read and
+update: the current rollout (`~layoutcheck.runtime.checker.rollouts.Rollout`), the
 reporting of violations and notes, the observations. The invariants
-themselves are `layoutcheck.runtime.checks`.
+themselves are `layoutcheck.runtime.contract.checks`.
 
 A clean call is the common case, and every hooked call pays for it: each
 batch is read once (`read_batch_layout`) and judged once per rollout for the
@@ -22,16 +22,16 @@ from typing import TYPE_CHECKING, Any
 
 from layoutcheck import geometry
 from layoutcheck.errors import LayoutSpecError, Violation
-from layoutcheck.runtime import checks
-from layoutcheck.runtime.adapters import BatchCall, Parallel, ReplayCall
-from layoutcheck.runtime.common import SHAPE_FIELDS, frozen, is_mapping
-from layoutcheck.runtime.consumers import expected_logit_ranges, merged_int_ranges, read_batch_layout
-from layoutcheck.runtime.meta import count, metadata_only
-from layoutcheck.runtime.observations import MicroBatchObservation
-from layoutcheck.runtime.rollouts import BatchRecord, MicroBatch, ReplayRecord, Rollout
+from layoutcheck.runtime.contract import checks
+from layoutcheck.runtime.contract.adapters import BatchCall, Parallel, ReplayCall
+from layoutcheck.runtime.contract.common import SHAPE_FIELDS, frozen, is_mapping
+from layoutcheck.runtime.contract.consumers import expected_logit_ranges, merged_int_ranges, read_batch_layout
+from layoutcheck.runtime.contract.meta import count, metadata_only
+from layoutcheck.runtime.reporting.observations import MicroBatchObservation
+from layoutcheck.runtime.checker.rollouts import BatchRecord, MicroBatch, ReplayRecord, Rollout
 
 if TYPE_CHECKING:
-    from layoutcheck.runtime.checker import LayoutChecker
+    from layoutcheck.runtime.checker.layout_checker import LayoutChecker
 
 __all__ = [
     "BatchCallState",

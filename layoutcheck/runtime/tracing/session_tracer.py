@@ -43,13 +43,13 @@ from typing import TYPE_CHECKING, Any
 
 from layoutcheck import geometry
 from layoutcheck.errors import LayoutError, LayoutSpecError
-from layoutcheck.runtime import tagging
-from layoutcheck.runtime.settings import HookSpec
-from layoutcheck.runtime.tags import _compiling
+from layoutcheck.runtime.tracing import tagging
+from layoutcheck.runtime.hooks.settings import HookSpec
+from layoutcheck.runtime.tracing.tags import _compiling
 
 if TYPE_CHECKING:
-    from layoutcheck.runtime.checker import LayoutChecker
-    from layoutcheck.runtime.tracer import Tracer
+    from layoutcheck.runtime.checker.layout_checker import LayoutChecker
+    from layoutcheck.runtime.tracing.tracer import Tracer
 
 __all__ = ["SessionTracer"]
 
@@ -74,7 +74,7 @@ class SessionTracer:
     def tracer(self) -> Tracer:
         """The session's tracer (made on first use: this imports torch, so a torch-free producer never does)."""
         if self._tracer is None:
-            from layoutcheck.runtime.tracer import Tracer
+            from layoutcheck.runtime.tracing.tracer import Tracer
 
             checker = self.checker
             self._tracer = Tracer(
@@ -301,7 +301,7 @@ class SessionTracer:
 
 
 def _binder(fn: Callable[..., Any]) -> Any:
-    from layoutcheck.runtime.wrappers import _Binder
+    from layoutcheck.runtime.checker.wrappers import _Binder
 
     return _Binder(inspect.signature(fn))
 

@@ -23,11 +23,11 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from layoutcheck.runtime.hooks import HookSet
-from layoutcheck.runtime.settings import ENV_CONFIG, ENV_MODE, ENV_REPORT, ENV_TRACE, HookSpec
+from layoutcheck.runtime.hooks.install import HookSet
+from layoutcheck.runtime.hooks.settings import ENV_CONFIG, ENV_MODE, ENV_REPORT, ENV_TRACE, HookSpec
 
 if TYPE_CHECKING:
-    from layoutcheck.runtime.activation import Session
+    from layoutcheck.runtime.activation.session import Session
 
 __all__ = ["install", "uninstall", "worker_env"]
 

@@ -3,7 +3,7 @@
 ``wrap(checker, role, fn)`` reads ``fn``'s signature once and refuses, with
 a `LayoutSpecError` naming the function, the parameter, what was expected
 and what was found, a function that does not name the parameters its role
-reads (the adapter's `~layoutcheck.runtime.adapters.RoleSpec`). The
+reads (the adapter's `~layoutcheck.runtime.contract.adapters.RoleSpec`). The
 wrapper it returns:
 
 * returns exactly what ``fn`` returned (the same object) and raises what
@@ -33,10 +33,10 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from layoutcheck.errors import LayoutSpecError
-from layoutcheck.runtime import consumer_calls
+from layoutcheck.runtime.checker import consumer_calls
 
 if TYPE_CHECKING:
-    from layoutcheck.runtime.checker import LayoutChecker
+    from layoutcheck.runtime.checker.layout_checker import LayoutChecker
 
 __all__ = ["check_signature", "role_name", "wrap"]
 
@@ -60,7 +60,7 @@ def _compiling() -> bool:
 
 def role_name(role: str) -> str:
     """``role`` with hyphens as underscores, if it is one of `LayoutChecker.ROLES`; else `LayoutSpecError`."""
-    from layoutcheck.runtime.checker import LayoutChecker
+    from layoutcheck.runtime.checker.layout_checker import LayoutChecker
 
     name = role.replace("-", "_") if isinstance(role, str) else role
     if name not in LayoutChecker.ROLES:

@@ -6,14 +6,14 @@
     fill_replay_data = checker.wrap("replay_filler", fill_replay_data)       # G1, G2, G5
     offsets = checker.wrap("offset_helper", get_logits_and_tokens_offset_with_cp)  # G4
 
-`wrap` (in `layoutcheck.runtime.wrappers`) checks the function's signature
+`wrap` (in `layoutcheck.runtime.checker.wrappers`) checks the function's signature
 against what its role needs and patches nothing: the caller, or the hooks
 that install wrappers by dotted path, put the wrapper where the program looks
 the function up. The wrappers share the checker's state per rollout
-(`layoutcheck.runtime.rollouts`), so the replay filler's micro-batch ``k`` is
+(`layoutcheck.runtime.checker.rollouts`), so the replay filler's micro-batch ``k`` is
 compared with the batch builder's ``k`` whichever runs first (G5), and a
 response-offset call is judged against the layout of the sample it concerns
-(G4). What each consumer call checks is `layoutcheck.runtime.consumer_calls`;
+(G4). What each consumer call checks is `layoutcheck.runtime.checker.consumer_calls`;
 the producer's checks (O1-O5) are here, since they start a rollout.
 
 A check never stops a call it does not understand: an error raised while
@@ -35,18 +35,18 @@ from typing import Any
 
 from layoutcheck import geometry
 from layoutcheck.errors import LayoutError, LayoutSpecError, Violation, describe_value
-from layoutcheck.runtime import checks
-from layoutcheck.runtime.adapters import MilesAdapter, Parallel, TrainerLayout
-from layoutcheck.runtime.common import bucket_tuple, frozen, ints
-from layoutcheck.runtime.distributed import CrossRankChecker, CrossRankTimeout, distributed_ready
-from layoutcheck.runtime.meta import metadata_only
-from layoutcheck.runtime.observations import (
+from layoutcheck.runtime.contract import checks
+from layoutcheck.runtime.contract.adapters import MilesAdapter, Parallel, TrainerLayout
+from layoutcheck.runtime.contract.common import bucket_tuple, frozen, ints
+from layoutcheck.runtime.crossrank.distributed import CrossRankChecker, CrossRankTimeout, distributed_ready
+from layoutcheck.runtime.contract.meta import metadata_only
+from layoutcheck.runtime.reporting.observations import (
     ObservationLimits,
     ObservationLog,
     Observations,
 )
-from layoutcheck.runtime.reporting import LayoutWarning, Recorder, check_mode, report, user_stacklevel
-from layoutcheck.runtime.rollouts import MicroBatch, Rollout
+from layoutcheck.runtime.reporting.modes import LayoutWarning, Recorder, check_mode, report, user_stacklevel
+from layoutcheck.runtime.checker.rollouts import MicroBatch, Rollout
 
 __all__ = ["CrossRankOptions", "LayoutChecker", "check_rollout_data"]
 
@@ -86,7 +86,7 @@ class LayoutChecker:
     ``limits``: how much detail `observations` keep.
 
     ``cross_rank``: under torch.distributed, also check that every CP rank
-    of a micro-batch agrees on its layout (X1, `layoutcheck.runtime.distributed`),
+    of a micro-batch agrees on its layout (X1, `layoutcheck.runtime.crossrank.distributed`),
     at the batch builder and the replay filler; the exchange starts with the
     first call made after ``init_process_group``. Needs ``parallel_state``.
     """
@@ -131,9 +131,9 @@ class LayoutChecker:
         `LayoutSpecError` when ``fn``'s signature does not fit the role,
         naming the function, the parameter, what was expected and what was
         found. Wrapping a wrapper of this checker in the same role returns
-        it unchanged. See `layoutcheck.runtime.wrappers`.
+        it unchanged. See `layoutcheck.runtime.checker.wrappers`.
         """
-        from layoutcheck.runtime.wrappers import wrap
+        from layoutcheck.runtime.checker.wrappers import wrap
 
         return wrap(self, role, fn)
 
@@ -172,7 +172,7 @@ class LayoutChecker:
 
     @property
     def observations(self) -> Observations:
-        """What the checks saw: per sample, per micro-batch and whole-run aggregates (`layoutcheck.runtime.observations`)."""
+        """What the checks saw: per sample, per micro-batch and whole-run aggregates (`Observations`)."""
         return self._log.snapshot()
 
     def summary(self) -> str:
