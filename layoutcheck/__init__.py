@@ -10,11 +10,13 @@ lint path does not pay for loading the runtime either.
 from __future__ import annotations
 
 from layoutcheck.lazy import lazy_exports
+from layoutcheck.version import __version__
 
 TYPE_CHECKING = False  # not typing's: `import layoutcheck` stays as cheap as a replayed `check` needs
 if TYPE_CHECKING:
     from layoutcheck.errors import ConfigError, LayoutcheckError, LayoutError, LayoutSpecError, Violation
     from layoutcheck.geometry import PaddedGeometry, alignment_unit
+    from layoutcheck.runtime.activation.session import trace
     from layoutcheck.runtime.checker.layout_checker import LayoutChecker, check_rollout_data
     from layoutcheck.runtime.contract.checks import (
         check_batch,
@@ -34,10 +36,8 @@ if TYPE_CHECKING:
         wrap_slice_with_cp,
     )
     from layoutcheck.runtime.tracing.tags import Tag, clear_tags, geometry_of, tag, tagged_count, untag
-    from layoutcheck.runtime.tracing.tracer import Tracer, active_tracer, trace
+    from layoutcheck.runtime.tracing.tracer import Tracer, active_tracer
     from layoutcheck.typing import Padded
-
-__version__ = "0.1.0"
 
 # Every name is loaded on first access (explicit: one name, one module).
 _LAZY = {
@@ -71,7 +71,7 @@ _LAZY = {
     "untag": "layoutcheck.runtime.tracing.tags",
     "Tracer": "layoutcheck.runtime.tracing.tracer",
     "active_tracer": "layoutcheck.runtime.tracing.tracer",
-    "trace": "layoutcheck.runtime.tracing.tracer",
+    "trace": "layoutcheck.runtime.activation.session",
     "tag_batch": "layoutcheck.runtime.tracing.tagging",
     "tag_rollout": "layoutcheck.runtime.tracing.tagging",
     "wrap_cp_offsets": "layoutcheck.runtime.tracing.tagging",

@@ -559,7 +559,7 @@ class LayoutFixture:
                         f"({scheme})", pytrace=False)
 
     def trace(self, **kwargs: Any) -> Any:
-        """The session's tracer for a ``with`` block of this test (`layoutcheck.runtime.tracing.tracer.trace`).
+        """The session's tracer for a ``with`` block of this test (`layoutcheck.trace`).
 
         Ops in the block carry tags and a layout broken there is one of this
         test's violations (in raise mode the test fails). ``layout="bshd"``
@@ -576,9 +576,9 @@ class LayoutFixture:
 
 def _tracer_context(session: Any, **kwargs: Any) -> Any:
     # The one place the fixture enters the tracer: the session's (its log and mode), imported on use (torch).
-    from layoutcheck.runtime.tracing import tracer
+    from layoutcheck.runtime.activation.session import trace
 
-    return tracer.trace(session=session, **kwargs)
+    return trace(session=session, **kwargs)
 
 
 @pytest.fixture

@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 from lint_test_rules import DEFAULT_TEST_RULES
 
-from layoutcheck.config import Config, find_config_file, load_config, resolve_config
+from layoutcheck.config import Config
+from layoutcheck.configfile import find_config_file, load_config, resolve_config
 from layoutcheck.errors import ConfigError
 from layoutcheck.lint.selection import resolve_selection
 

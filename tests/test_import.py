@@ -123,7 +123,7 @@ def test_runtime_subpackage_exports_each_public_name_from_its_module(name):
     import importlib
 
     package = importlib.import_module(f"layoutcheck.runtime.{name}")
-    assert package.__all__, name
+    assert package.__all__ and sorted(package.__all__) == sorted(package._LAZY), name
     assert package.__doc__ and package.__doc__.strip(), name
     for public in package.__all__:
         module = importlib.import_module(package._LAZY[public])

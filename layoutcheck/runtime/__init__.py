@@ -51,6 +51,21 @@ _LAZY = {
     "CrossRankTimeout": "layoutcheck.runtime.crossrank.distributed",
 }
 
-__all__ = sorted(_LAZY)
+__all__ = [
+    "CrossRankChecker",
+    "CrossRankTimeout",
+    "LayoutChecker",
+    "LayoutWarning",
+    "Recorder",
+    "check_batch",
+    "check_batch_layout",
+    "check_micro_batch",
+    "check_replay",
+    "check_response_offsets",
+    "check_rollout",
+    "check_rollout_data",
+    "format_violations",
+    "report",
+]
 
 __getattr__, __dir__ = lazy_exports(__name__, globals(), _LAZY)

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
         activate_from_environment,
         active_session,
         deactivate,
+        trace,
     )
 
 _LAZY = {
@@ -30,8 +31,9 @@ _LAZY = {
     "activate_from_environment": "layoutcheck.runtime.activation.session",
     "active_session": "layoutcheck.runtime.activation.session",
     "deactivate": "layoutcheck.runtime.activation.session",
+    "trace": "layoutcheck.runtime.activation.session",
 }
 
-__all__ = sorted(_LAZY)
+__all__ = ["Mark", "Session", "activate", "activate_from_environment", "active_session", "deactivate", "trace"]
 
 __getattr__, __dir__ = lazy_exports(__name__, globals(), _LAZY)

@@ -29,9 +29,11 @@ import warnings
 from collections.abc import Callable, Mapping
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from layoutcheck import geometry
 from layoutcheck.errors import ConfigError, LayoutSpecError, Violation
+from layoutcheck.runtime.activation import ray_env
 from layoutcheck.runtime.hooks.install import HookSet
 from layoutcheck.runtime.hooks.settings import (
     ENV_CONFIG,
@@ -43,7 +45,10 @@ from layoutcheck.runtime.hooks.settings import (
     env_mode,
 )
 
-__all__ = ["Mark", "Session", "activate", "active_session", "deactivate"]
+if TYPE_CHECKING:
+    from layoutcheck.runtime.tracing.tracer import Tracer
+
+__all__ = ["Mark", "Session", "activate", "active_session", "deactivate", "trace"]
 
 _LOCK = threading.RLock()
 _SESSION: Session | None = None
@@ -173,7 +178,7 @@ class Session:
         return self._tracer_side().tracer if self.tracing else None
 
     def tracer_for_block(self) -> Any:
-        """The session's tracer for a ``with`` block (`layoutcheck.trace`), made if the hooks run none.
+        """The session's tracer for a ``with`` block (`trace`), made if the hooks run none.
 
         ``LAYOUTCHECK_TRACE=0`` leaves it disabled (the block runs untraced).
         """
@@ -259,7 +264,7 @@ class Session:
 
     def run_report(self) -> Any:
         """What this process saw, as a `layoutcheck.runtime.reporting.runreport.RunReport`."""
-        from layoutcheck import __version__
+        from layoutcheck.version import __version__
         from layoutcheck.runtime.reporting.runreport import RankInfo, RunReport, ViolationRecord
 
         rank, world = _rank_and_world()
@@ -394,15 +399,33 @@ def activate(
         session = Session(settings, config_file=file, root=root, trace_default=bool(trace_default))
         _SESSION = session
         atexit.register(session._at_exit)
-        from layoutcheck.runtime.activation import ray_env
-
-        ray_env.install(session, env)
+        ray_env.install(session.mode, session.config_file, env)
         return session
 
 
 def active_session() -> Session | None:
     """The active session, if any."""
     return _SESSION
+
+
+def trace(session: Session | None = None, *, enabled: bool = True, layout: str | None = None) -> Tracer:
+    """The tracer for a block of code: ``with trace(): ...`` (what the pytest fixture's ``layout.trace()`` returns).
+
+    With a debug-mode ``session`` (default: the active one, if any), its
+    tracer (violations in its checker's log, in its mode), made for the block
+    if the session runs without one; otherwise a new ``Tracer("raise")``.
+    ``enabled=False`` (or ``LAYOUTCHECK_TRACE=0``) makes the block untraced.
+    """
+    if session is None:
+        session = active_session()
+    if session is None or not enabled:
+        from layoutcheck.runtime.tracing.tracer import Tracer  # imports torch: only when a block is traced
+
+        return Tracer("raise", enabled=enabled, layout=layout)
+    tracer = session.tracer_for_block()
+    if layout is not None:
+        tracer.layout = geometry.check_layout(layout)
+    return tracer
 
 
 def deactivate() -> None:
@@ -414,8 +437,6 @@ def deactivate() -> None:
             return
         atexit.unregister(session._at_exit)
         session.close()
-        from layoutcheck.runtime.activation import ray_env
-
         ray_env.uninstall()
 
 

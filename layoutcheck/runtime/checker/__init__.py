@@ -26,6 +26,6 @@ _LAZY = {
     "check_rollout_data": "layoutcheck.runtime.checker.layout_checker",
 }
 
-__all__ = sorted(_LAZY)
+__all__ = ["CrossRankOptions", "LayoutChecker", "check_rollout_data"]
 
 __getattr__, __dir__ = lazy_exports(__name__, globals(), _LAZY)

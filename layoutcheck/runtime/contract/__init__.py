@@ -39,6 +39,14 @@ _LAZY = {
     "MilesAdapter": "layoutcheck.runtime.contract.adapters",
 }
 
-__all__ = sorted(_LAZY)
+__all__ = [
+    "MilesAdapter",
+    "check_batch",
+    "check_batch_layout",
+    "check_micro_batch",
+    "check_replay",
+    "check_response_offsets",
+    "check_rollout",
+]
 
 __getattr__, __dir__ = lazy_exports(__name__, globals(), _LAZY)

@@ -21,6 +21,6 @@ _LAZY = {
     "CrossRankTimeout": "layoutcheck.runtime.crossrank.distributed",
 }
 
-__all__ = sorted(_LAZY)
+__all__ = ["CrossRankChecker", "CrossRankTimeout"]
 
 __getattr__, __dir__ = lazy_exports(__name__, globals(), _LAZY)

@@ -27,6 +27,6 @@ _LAZY = {
     "RuntimeSettings": "layoutcheck.runtime.hooks.settings",
 }
 
-__all__ = sorted(_LAZY)
+__all__ = ["HookSet", "HookSpec", "PRESETS", "RuntimeSettings"]
 
 __getattr__, __dir__ = lazy_exports(__name__, globals(), _LAZY)

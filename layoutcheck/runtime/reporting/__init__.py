@@ -30,6 +30,16 @@ _LAZY = {
     "load_run_report": "layoutcheck.runtime.reporting.runreport",
 }
 
-__all__ = sorted(_LAZY)
+__all__ = [
+    "LayoutWarning",
+    "ObservationLimits",
+    "Observations",
+    "Recorder",
+    "RunReport",
+    "check_mode",
+    "format_violations",
+    "load_run_report",
+    "report",
+]
 
 __getattr__, __dir__ = lazy_exports(__name__, globals(), _LAZY)

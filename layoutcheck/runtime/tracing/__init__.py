@@ -49,6 +49,21 @@ _LAZY = {
     "active_tracer": "layoutcheck.runtime.tracing.tracer",
 }
 
-__all__ = sorted(_LAZY)
+__all__ = [
+    "Tag",
+    "Tracer",
+    "active_tracer",
+    "clear_tags",
+    "geometry_of",
+    "tag",
+    "tag_batch",
+    "tag_rollout",
+    "tagged_count",
+    "tracer_enabled",
+    "untag",
+    "wrap_cp_offsets",
+    "wrap_slice_log_prob_with_cp",
+    "wrap_slice_with_cp",
+]
 
 __getattr__, __dir__ = lazy_exports(__name__, globals(), _LAZY)

@@ -32,8 +32,8 @@ from layoutcheck.runtime.tracing import propagation
 from layoutcheck.runtime.contract.adapters import MilesAdapter
 from layoutcheck.runtime.contract.common import REPLAY_FIELDS, RESPONSE_FIELDS, SHAPE_FIELDS, UNSLICED_RESPONSE_FIELDS
 from layoutcheck.runtime.contract.common import bucket_tuple, parallel
-from layoutcheck.runtime.contract.meta import metadata_only, shape_of
-from layoutcheck.runtime.tracing.tags import Tag, _compiling, geometry_of, set_tag, tag
+from layoutcheck.runtime.contract.meta import compiling, metadata_only, shape_of
+from layoutcheck.runtime.tracing.tags import Tag, geometry_of, set_tag, tag
 
 __all__ = [
     "tag_batch",
@@ -273,17 +273,17 @@ def _helper(fn: F, op: str, check: Check, judge: Any = None) -> F:
     # of the checking itself never breaks the call (a note, as in the
     # tracer's mode). A helper called by another wrapped helper is the
     # outer call's business; while torch.compile traces, only the call.
-    from layoutcheck.runtime.checker.wrappers import _Binder
+    from layoutcheck.runtime.checker.wrappers import Binder
 
     signature = inspect.signature(fn)
     if not signature.parameters:
         raise LayoutSpecError(f"{getattr(fn, '__qualname__', fn)} takes no tensor argument")
     first = next(iter(signature.parameters))
-    binder = _Binder(signature)
+    binder = Binder(signature)
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        if _compiling() or getattr(_INSIDE, "on", False):
+        if compiling() or getattr(_INSIDE, "on", False):
             return fn(*args, **kwargs)
         module = sys.modules.get(_TRACER) or _tracer_module()  # torch is loaded: the helper takes tensors
         tracer = module.active_tracer()

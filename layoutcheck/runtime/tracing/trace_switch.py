@@ -24,7 +24,7 @@ import os
 from collections.abc import Mapping
 
 from layoutcheck.errors import ConfigError
-from layoutcheck.runtime.hooks.settings import ENV_TRACE, _env_flag
+from layoutcheck.runtime.hooks.settings import ENV_TRACE, env_flag
 
 __all__ = ["DEFAULT_TRACE", "TRACE_ENV", "tracer_enabled"]
 
@@ -41,7 +41,7 @@ def tracer_enabled(mode: str, setting: bool | None = None, environ: Mapping[str,
     (``1``/``0``, ``on``/``off``, ...; anything else raises `ConfigError`
     naming the variable); so is a setting that is not a bool.
     """
-    flag = _env_flag(os.environ if environ is None else environ, ENV_TRACE)
+    flag = env_flag(os.environ if environ is None else environ, ENV_TRACE)
     if flag is not None:
         return flag
     if setting is not None:

@@ -48,11 +48,11 @@ from layoutcheck import geometry
 from layoutcheck.errors import LayoutError, LayoutSpecError, Violation, describe_value
 from layoutcheck.runtime.tracing import propagation
 from layoutcheck.runtime.reporting.modes import LayoutWarning, Recorder, check_mode, report
-from layoutcheck.runtime.tracing.tags import _TABLE, Tag, geometry_of
+from layoutcheck.runtime.tracing.tags import Tag, entry_at, geometry_of
 from layoutcheck.runtime.tracing.tags import set_tag as tag
 from layoutcheck.runtime.tracing.trace_switch import tracer_enabled
 
-__all__ = ["Tracer", "active_tracer", "trace"]
+__all__ = ["Tracer", "active_tracer"]
 
 _TORCH_DIR = os.path.dirname(os.path.abspath(torch.__file__)) + os.sep
 _OWN_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep  # .../layoutcheck/
@@ -302,26 +302,6 @@ def _fresh(seen: set[tuple[object, ...]], v: Violation) -> bool:
     return True
 
 
-def trace(session: Any = None, *, enabled: bool = True, layout: str | None = None) -> Tracer:
-    """The tracer for a block of code: ``with trace(): ...`` (what the pytest fixture's ``layout.trace()`` returns).
-
-    With a debug-mode ``session`` (default: the active one, if any), its
-    tracer (violations in its checker's log, in its mode), made for the block
-    if the session runs without one; otherwise a new ``Tracer("raise")``.
-    ``enabled=False`` (or ``LAYOUTCHECK_TRACE=0``) makes the block untraced.
-    """
-    if session is None:
-        from layoutcheck.runtime.activation.session import active_session
-
-        session = active_session()
-    if session is None or not enabled:
-        return Tracer("raise", enabled=enabled, layout=layout)
-    tracer = session.tracer_for_block()
-    if layout is not None:
-        tracer.layout = geometry.check_layout(layout)
-    return tracer
-
-
 def _active_mode() -> _Mode | None:
     for _, mode in reversed(getattr(_LOCAL, "stack", None) or ()):
         if mode is not None:
@@ -356,9 +336,9 @@ class _Mode(TorchFunctionMode):
         # A layout op on tensors nobody tagged: one table lookup, and the op runs (the fast path)
         first = args[0] if args else kwargs.get("tensors" if func in _JOINS else "input")
         if func in _JOINS:
-            if not isinstance(first, (list, tuple)) or not any(_TABLE_GET(id(t)) is not None for t in first):
+            if not isinstance(first, (list, tuple)) or not any(entry_at(id(t)) is not None for t in first):
                 return func(*args, **kwargs)
-        elif _TABLE_GET(id(first)) is None:
+        elif entry_at(id(first)) is None:
             return func(*args, **kwargs)
         return checked(self.tracer, func, rule, (self, func, args, kwargs), func, args, kwargs)
 
@@ -585,5 +565,4 @@ _RESHAPES = frozenset(
 )
 _UNBIND = frozenset({torch.Tensor.unbind, torch.unbind})
 _JOINS = frozenset(f for f, rule in _RULES.items() if rule is _join_rule)
-_TABLE_GET = _TABLE.get  # the side table's raw lookup: a tag may be there (its rule then checks it is this tensor's)
 _SPLITS = frozenset({torch.Tensor.split, torch.split})

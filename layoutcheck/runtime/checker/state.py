@@ -1,0 +1,297 @@
+"""The state of a `LayoutChecker` that its role wrappers read and update, and the producer's checks.
+
+`LayoutChecker` (`layoutcheck.runtime.checker.layout_checker`) is a
+`CheckerState` that can ``wrap``. The wrappers (`wrappers`) and what each
+consumer call checks (`consumer_calls`) take a `CheckerState`: they depend
+on it, and it on neither of them. The state is per rollout
+(`layoutcheck.runtime.checker.rollouts`), so the replay filler's micro-batch
+``k`` is compared with the batch builder's ``k`` whichever runs first (G5),
+and a response-offset call is judged against the layout of the sample it
+concerns (G4). The producer's checks (O1-O5) are here, since they start a
+rollout.
+
+A check never stops a call it does not understand: an error raised while
+*checking* (a trainer shape the adapter cannot read, a tensor where a list of
+ints belongs) becomes one note in every mode (`LayoutChecker.notes`, and a
+`LayoutWarning` in raise and warn mode), and the wrapped call goes ahead.
+Only violations of the invariants raise (`LayoutError`, raise mode). Errors
+of the wrapped function itself always propagate.
+"""
+
+from __future__ import annotations
+
+import threading
+import warnings
+from dataclasses import dataclass
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from layoutcheck import geometry
+from layoutcheck.errors import LayoutError, LayoutSpecError, Violation, describe_value
+from layoutcheck.runtime.checker.rollouts import MicroBatch, Rollout
+from layoutcheck.runtime.contract import checks
+from layoutcheck.runtime.contract.adapters import MilesAdapter, Parallel, TrainerLayout
+from layoutcheck.runtime.contract.common import bucket_tuple, frozen, ints
+from layoutcheck.runtime.contract.meta import metadata_only
+from layoutcheck.runtime.crossrank.distributed import CrossRankChecker, CrossRankTimeout, distributed_ready
+from layoutcheck.runtime.reporting.modes import LayoutWarning, Recorder, check_mode, report, user_stacklevel
+from layoutcheck.runtime.reporting.observations import (
+    ObservationLimits,
+    ObservationLog,
+    Observations,
+)
+
+__all__ = ["CheckerState", "CrossRankOptions"]
+
+
+@dataclass(frozen=True)
+class CrossRankOptions:
+    """How `LayoutChecker` checks cross-rank agreement (X1): every n-th micro-batch, and the wait for a missing rank."""
+
+    every: int = 1
+    timeout: float = 30.0
+
+
+class CheckerState:
+    """What a `LayoutChecker` knows and does besides wrapping (its parameters are documented there)."""
+
+    def __init__(
+        self,
+        mode: str = "raise",
+        *,
+        parallel_state: Callable[[], Any] | None = None,
+        layout: str | None = None,
+        buckets: Sequence[int] | None = None,
+        per_sample: bool | None = None,
+        adapter: MilesAdapter | None = None,
+        limits: ObservationLimits | None = None,
+        cross_rank: CrossRankOptions | None = None,
+    ) -> None:
+        self.mode = check_mode(mode)
+        self.parallel_state = parallel_state
+        self.layout = None if layout is None else geometry.check_layout(layout)
+        self.buckets = bucket_tuple(buckets)
+        self.per_sample = self.buckets is None if per_sample is None else per_sample
+        self.adapter = adapter or MilesAdapter()
+        self.recorder = Recorder()
+        self.checked: Counter[str] = Counter()
+        """How many times each hook ran its checks (rollouts, micro-batches, replay tensors, offset calls)."""
+        self.cross_rank = cross_rank
+        self._agreement_checker: Any = None
+        self._log = ObservationLog(limits)
+        self._local = threading.local()  # per thread: how deep inside a producer call we are
+        self._noted: set[str] = set()
+        self._rollouts = 0
+        self._run = Rollout(index=-1)
+
+    # --- results -----------------------------------------------------
+
+    @property
+    def violations(self) -> list[Violation]:
+        """Every violation found so far, in order (the first `Recorder.limit`; the rest are counted)."""
+        return list(self.recorder.violations)
+
+    @property
+    def violation_rollouts(self) -> list[int | None]:
+        """The rollout (0-based, in order of first sight) each of `violations` was seen in."""
+        return list(self.recorder.rollouts)
+
+    @property
+    def notes(self) -> list[str]:
+        """Checks that could not run, one sentence each, in order."""
+        return list(self.recorder.notes)
+
+    @property
+    def observations(self) -> Observations:
+        """What the checks saw: per sample, per micro-batch and whole-run aggregates (`Observations`)."""
+        return self._log.snapshot()
+
+    def summary(self) -> str:
+        """One line: how many violations, per invariant, and where; then what was checked."""
+        done = ", ".join(f"{n} {what}" for what, n in self.checked.items())
+        return self.recorder.summary() + (f" (checked {done})" if done else " (nothing checked yet)")
+
+    def start_run(self) -> None:
+        """Forget the current rollout's state (its micro-batches, replay tensors not yet matched), keeping results.
+
+        The next calls start afresh, as after a new producer call: the
+        pytest plugin calls this before each test, so that one test's
+        micro-batches are never compared with another's. Violations, notes,
+        counts and observations stay.
+        """
+        self._run = Rollout(index=-1)
+        self._local.producer = 0
+
+    def reset(self) -> None:
+        """Forget recorded violations, notes, counts, observations and per-rollout state."""
+        self.recorder.clear()
+        self.checked.clear()
+        self._log.clear()
+        self._noted.clear()
+        self._rollouts = 0
+        self._run = Rollout(index=-1)
+
+    # --- shared plumbing ----------------------------------------------
+
+    def _parallel(self) -> Parallel:
+        return self.adapter.parallel(self.parallel_state)
+
+    def _report(self, violations: list[Violation]) -> None:
+        if not violations:  # the common case: nothing to dedupe, record or raise
+            return
+        run, fresh = self._run, []
+        for v in violations:
+            key = (
+                v.invariant, v.field, v.sample, v.micro_batch, describe_value(v.actual, 400),
+                describe_value(v.expected, 400),
+            )
+            if key not in run.seen:
+                run.seen.add(key)
+                fresh.append(v)
+        report(fresh, self.mode, recorder=self.recorder, rollout=run.index if run.index >= 0 else None)
+
+    def _agreement(self) -> Any:
+        """The cross-rank checker (X1), made on first use once torch.distributed is up; ``None`` when off."""
+        if self._agreement_checker is not None:
+            return self._agreement_checker or None
+        options = self.cross_rank
+        if options is None or self.parallel_state is None or not distributed_ready():
+            return None
+        try:
+            self._agreement_checker = CrossRankChecker(
+                parallel_state=self.parallel_state, every=options.every, timeout=options.timeout, mode=None,
+                recorder=self.recorder,
+            )
+        except LayoutSpecError as err:
+            self._agreement_checker = False  # said once; the local checks go on
+            self._note("cross-rank agreement", err, key="cross-rank agreement")
+        return self._agreement_checker or None
+
+    def _checking(self, where: str, check: Callable[[], Any]) -> Any:
+        """Run ``check`` (checker code only, never the wrapped function); ``None`` if it could not run.
+
+        A `LayoutError` (violations, raise mode) propagates; any other error
+        of the check becomes a note, in every mode; a warning the user turned
+        into an error still propagates.
+        """
+        try:
+            return check()
+        except (LayoutError, Warning, CrossRankTimeout):  # a missing rank is fatal in every mode
+            raise
+        except Exception as err:
+            self._note(where, err)
+            return None
+
+    def _note(self, where: str, err: Exception | str, *, key: str | None = None) -> None:
+        """One note per distinct sentence (or ``key``) over the run; a warning too, except in record mode."""
+        if isinstance(err, str):
+            reason = err
+        else:
+            reason = str(err) if isinstance(err, LayoutSpecError) else f"{type(err).__name__}: {err}"
+        text = f"layoutcheck could not check `{where}`: {reason}"
+        if (key or text) in self._noted:
+            return
+        self._noted.add(key or text)
+        self.recorder.add_note(text)
+        if self.mode != "record":
+            warnings.warn(text + " (the call went ahead unchecked)", LayoutWarning, stacklevel=user_stacklevel())
+
+    def _new_rollout(self, key: int | None, layout: str | None) -> Rollout:
+        self._run = Rollout(index=self._rollouts, key=key, layout=layout, buckets=self.buckets)
+        self._rollouts += 1
+        self._log.rollout()
+        return self._run
+
+    def _rollout_for(self, rollout_data: Mapping[str, Any]) -> Rollout:
+        # A rollout dict the producer did not announce starts a new rollout; without one, keep the current.
+        if rollout_data and id(rollout_data) != self._run.key:
+            self._new_rollout(id(rollout_data), self.layout)
+        return self._run
+
+    def _bucketed(self, qkv_format: str | None) -> bool:
+        # With buckets, a BSHD builder pads each micro-batch to one: its P is known from the batch only.
+        return self.buckets is not None and qkv_format == "bshd"
+
+    def _micro_batch(self, rollout: Mapping[str, Any], iterator: Any, k: int, qkv_format: str | None) -> MicroBatch:
+        """Micro-batch ``k``'s samples and per-sample ints, from the rollout dict the iterator walks."""
+        samples = self.adapter.micro_batch_samples(iterator, k)
+        if samples is None or not rollout:
+            return MicroBatch(k=k, samples=samples)
+        with metadata_only():
+            lens, totals, responses, tokens = self.adapter.sample_lists(rollout, samples, qkv_format == "bshd")
+        return MicroBatch(k=k, samples=samples, lens=lens, totals=totals, responses=responses, tokens=tokens)
+
+    def _check_micro_batch(
+        self, mb: MicroBatch, where: str, cp_size: int, qkv_format: str, scheme: str, *, padded: int | None = None
+    ) -> list[Violation]:
+        """G1, G2, the all-gather part of G3 and G6 on micro-batch ``mb`` (nothing without its lengths).
+
+        Judged once per rollout for the same ints: the replay filler and each
+        pass of the batch builder read micro-batch ``k`` again, and what the
+        first judgement found was reported then (a violation is reported
+        once per rollout whichever hook sees it).
+        """
+        if mb.totals is None:
+            return []
+        key = (mb.k, qkv_format, scheme, cp_size, padded, *map(frozen, (mb.samples, mb.lens, mb.totals, mb.tokens)))
+        if key in self._run.judged:
+            return []
+        self._run.judged.add(key)
+        return checks.check_micro_batch(
+            micro_batch=mb.k, samples=mb.samples, max_seq_lens=mb.lens, total_lengths=mb.totals,
+            token_lengths=mb.tokens, padded=padded, cp_size=cp_size, qkv_format=qkv_format, scheme=scheme,
+            buckets=self.buckets, where=where,
+        )
+
+    # --- the producer ------------------------------------------------
+
+    def _enter_producer(self) -> None:
+        self._local.producer = getattr(self._local, "producer", 0) + 1
+
+    def _exit_producer(self) -> None:
+        self._local.producer -= 1
+
+    def _in_producer(self) -> bool:
+        return getattr(self._local, "producer", 0) > 0
+
+    def check_rollout_data(self, rollout_data: Mapping[str, Any], args: Any, *, where: str = "get_rollout_data") -> list[Violation]:
+        """O1-O5 on a producer's output, the layout and ``A`` read from ``args``; starts a new rollout.
+
+        Called directly, a bad specification raises `LayoutSpecError` in
+        every mode; only the wrappers turn it into a note. When the layout is
+        not known (no ``layout=`` and no ``args.qkv_format``), the
+        layout-dependent checks are left out and one note says so.
+        """
+        par = self._parallel()
+        lay = self.adapter.layout(args, par, layout=self.layout)
+        if not isinstance(rollout_data, Mapping):
+            raise LayoutSpecError(f"`rollout_data` must be a dict of per-sample lists, got {type(rollout_data).__name__}")
+        run = self._new_rollout(id(rollout_data), lay.qkv_format)
+        self.checked["rollouts"] += 1
+        found = checks.check_rollout(
+            rollout_data, unit=lay.unit, cp_size=par.cp_size, cp_rank=par.cp_rank, layout=lay.qkv_format,
+            scheme=lay.scheme, response_scheme=self.adapter.response_scheme, per_sample=self.per_sample,
+            buckets=self.buckets, where=where,
+        )
+        if lay.qkv_format is None:
+            self._note(where, "the layout is not known (no `args.qkv_format`, no configured layout), so O2, O3 and "
+                       "the CP-sliced counts of O4 were not checked: set `layout` in the configuration",
+                       key="layout unknown at the producer")
+        self._remember_samples(run, rollout_data, lay)
+        self._report(found)
+        return found
+
+    def _remember_samples(self, run: Rollout, rollout_data: Mapping[str, Any], lay: TrainerLayout) -> None:
+        # The rollout's per-sample ints, for offset attribution and the observations (validated by check_rollout).
+        with metadata_only():
+            run.totals = ints("total_lengths", rollout_data["total_lengths"])
+            responses = rollout_data.get("response_lengths")
+            run.responses = None if responses is None else ints("response_lengths", responses)
+            padded = rollout_data.get("max_seq_lens") if lay.qkv_format == "bshd" else None
+            run.padded = None if padded is None else ints("max_seq_lens", padded)
+        unit = lay.unit.value if run.padded is not None else None
+        self._log.samples(run.index, run.totals, run.responses, run.padded, unit)
+
+    def _producer_returned(self, where: str, call: Mapping[str, Any], result: Any) -> None:
+        self.check_rollout_data(self.adapter.producer_rollout(result), self.adapter.producer_args(call), where=where)
