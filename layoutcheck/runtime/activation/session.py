@@ -3,11 +3,12 @@
 ``LAYOUTCHECK=raise|warn|record`` (or ``1``: the configured mode) in the
 environment of any Python process activates the hooks of
 ``[tool.layoutcheck.runtime]`` at interpreter start, through the ``.pth``
-file layoutcheck installs (`layoutcheck._startup`); every process that
-inherits the variable is covered: subprocesses, multiprocessing children,
-every rank ``torchrun`` starts, and Ray workers (`layoutcheck.runtime.activation.ray_env`
-carries the variables into ``ray.init``'s ``runtime_env``). The same can be
-done from code, or by the pytest plugin, with `activate`.
+file layoutcheck installs (``startup/_layoutcheck_startup.py``); every
+process that inherits the variable is covered: subprocesses, multiprocessing
+children, every rank ``torchrun`` starts, and Ray workers (`ray_env` carries
+the variables into ``ray.init``'s ``runtime_env``). The same can be done from
+code, or by the pytest plugin, with `activate`; `trace` gives a block of code
+the session's tracer.
 
 The configuration is ``$LAYOUTCHECK_CONFIG`` (a ``pyproject.toml`` or
 ``layoutcheck.toml``), else the nearest one above the working folder. One

@@ -8,7 +8,7 @@ builds the pydantic model that validates a TOML table from these fields, and
 
 A hook target is a dotted path ``package.module:function`` (or
 ``package.module:Class.method``); nothing is imported to validate it: a hook
-is installed when the program itself imports the module (`hooks`).
+is installed when the program itself imports the module (`install`).
 """
 
 from __future__ import annotations
