@@ -4,7 +4,7 @@
 and ``startup/_layoutcheck_startup.py`` go to the top of site-packages, in
 wheels and in editable installs alike: that is what makes ``LAYOUTCHECK=raise``
 activate the hooks in any Python process with no code change
-(`layoutcheck.runtime.activation`). A wheel gets them from ``build_py``; an
+(`layoutcheck.runtime.activation.session`). A wheel gets them from ``build_py``; an
 editable install (PEP 660) builds its wheel through another path, which
 copies nothing but the package mapping, so ``editable_wheel`` adds them too.
 """

@@ -45,7 +45,7 @@ def _rank(rank: int, world: int, port: int, iterations: int, queue: multiprocess
     import torch
     import torch.distributed as dist
 
-    from layoutcheck.runtime.distributed import CrossRankChecker
+    from layoutcheck.runtime.crossrank.distributed import CrossRankChecker
 
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world,
                             timeout=timedelta(seconds=60))

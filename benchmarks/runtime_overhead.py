@@ -99,14 +99,15 @@ WORKER = textwrap.dedent("""
         from typeguard import install_import_hook
         hook = install_import_hook(["minitrainer"])
     if os.environ.get("LC_BENCH_BARE"):  # before the pipeline's modules are imported, so hooked
-        from layoutcheck.runtime import wrappers
+        from layoutcheck.runtime.checker import wrappers
         def through(checker, fn, where, binder):
             return lambda args, kwargs, call: fn(*args, **kwargs)
         wrappers._BODIES = {role: through for role in wrappers._BODIES}
     if os.environ.get("LC_BENCH_READS"):  # the checks' reads of the trainer's data, nothing judged
         from layoutcheck.errors import metadata_only
-        from layoutcheck.runtime import common, consumers, wrappers
-        from layoutcheck.runtime.meta import count, shape_of
+        from layoutcheck.runtime.checker import wrappers
+        from layoutcheck.runtime.contract import common, consumers
+        from layoutcheck.runtime.contract.meta import count, shape_of
         FIELDS = ("tokens", *common.RESPONSE_FIELDS, *common.UNSLICED_RESPONSE_FIELDS, *common.REPLAY_FIELDS)
         def reads(role):
             def factory(checker, fn, where, binder):
@@ -150,7 +151,7 @@ WORKER = textwrap.dedent("""
             return factory
         wrappers._BODIES = {role: reads(role) for role in wrappers._BODIES}
     if os.environ.get("LC_BENCH_MODE_ONLY"):  # the tracer's mode, every op straight through
-        from layoutcheck.runtime import tracer as traced
+        from layoutcheck.runtime.tracing import tracer as traced
         def passthrough(self, func, types, args=(), kwargs=None):
             return func(*args, **(kwargs or {}))
         traced._Mode.__torch_function__ = passthrough
@@ -162,8 +163,8 @@ WORKER = textwrap.dedent("""
     rollouts, samples, batch = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
     refs = [make_rollout_ref(long_tailed_lengths(samples, seed=s), seed=s) for s in range(rollouts + 1)]
     times = []
-    from layoutcheck.runtime.activation import TRACER_ROLES, active_session
-    session = active_session() if "layoutcheck.runtime.activation" in sys.modules else None
+    from layoutcheck.runtime.activation.session import TRACER_ROLES, active_session
+    session = active_session() if "layoutcheck.runtime.activation.session" in sys.modules else None
     with parallel_state(cp_size=2, cp_rank=1):
         actor = TrainActor(make_args(micro_batch_size=batch))
         for i, ref in enumerate(refs):
@@ -199,7 +200,7 @@ WORKER = textwrap.dedent("""
             ratios = sorted(a / b for a, b in zip(paired["on"], paired["off"]))
             out["paired"] = {"on": min(paired["on"]), "off": min(paired["off"]), "ratio": ratios[len(ratios) // 2]}
         if session.tracing:  # the tracer's work in one more (untimed) rollout
-            from layoutcheck.runtime import tracer as module
+            from layoutcheck.runtime.tracing import tracer as module
             counts = {"calls": 0, "rule": 0, "judged": 0}
             seen, checked = module._Mode.__torch_function__, module.checked
             def counting(self, func, types, args=(), kwargs=None):

@@ -40,9 +40,9 @@ import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
 from layoutcheck import geometry  # noqa: E402
-from layoutcheck.runtime.tagging import tag_rollout  # noqa: E402
-from layoutcheck.runtime.tags import Tag, clear_tags, tag  # noqa: E402
-from layoutcheck.runtime.tracer import Tracer  # noqa: E402
+from layoutcheck.runtime.tracing.tagging import tag_rollout  # noqa: E402
+from layoutcheck.runtime.tracing.tags import Tag, clear_tags, tag  # noqa: E402
+from layoutcheck.runtime.tracing.tracer import Tracer  # noqa: E402
 
 UNIT = 128
 

@@ -9,12 +9,16 @@ lint path does not pay for loading the runtime either.
 
 from __future__ import annotations
 
+from layoutcheck.lazy import lazy_exports
+from layoutcheck.version import __version__
+
 TYPE_CHECKING = False  # not typing's: `import layoutcheck` stays as cheap as a replayed `check` needs
 if TYPE_CHECKING:
     from layoutcheck.errors import ConfigError, LayoutcheckError, LayoutError, LayoutSpecError, Violation
     from layoutcheck.geometry import PaddedGeometry, alignment_unit
-    from layoutcheck.runtime.api import LayoutChecker, check_rollout_data
-    from layoutcheck.runtime.checks import (
+    from layoutcheck.runtime.activation.session import trace
+    from layoutcheck.runtime.checker.layout_checker import LayoutChecker, check_rollout_data
+    from layoutcheck.runtime.contract.checks import (
         check_batch,
         check_batch_layout,
         check_micro_batch,
@@ -22,20 +26,18 @@ if TYPE_CHECKING:
         check_response_offsets,
         check_rollout,
     )
-    from layoutcheck.runtime.distributed import CrossRankChecker, CrossRankTimeout
-    from layoutcheck.runtime.reporting import LayoutWarning, Recorder, format_violations, report
-    from layoutcheck.runtime.tagging import (
+    from layoutcheck.runtime.crossrank.distributed import CrossRankChecker, CrossRankTimeout
+    from layoutcheck.runtime.reporting.modes import LayoutWarning, Recorder, format_violations, report
+    from layoutcheck.runtime.tracing.tagging import (
         tag_batch,
         tag_rollout,
         wrap_cp_offsets,
         wrap_slice_log_prob_with_cp,
         wrap_slice_with_cp,
     )
-    from layoutcheck.runtime.tags import Tag, clear_tags, geometry_of, tag, tagged_count, untag
-    from layoutcheck.runtime.tracer import Tracer, active_tracer, trace
+    from layoutcheck.runtime.tracing.tags import Tag, clear_tags, geometry_of, tag, tagged_count, untag
+    from layoutcheck.runtime.tracing.tracer import Tracer, active_tracer
     from layoutcheck.typing import Padded
-
-__version__ = "0.1.0"
 
 # Every name is loaded on first access (explicit: one name, one module).
 _LAZY = {
@@ -46,35 +48,35 @@ _LAZY = {
     "Violation": "layoutcheck.errors",
     "PaddedGeometry": "layoutcheck.geometry",
     "alignment_unit": "layoutcheck.geometry",
-    "LayoutChecker": "layoutcheck.runtime.api",
-    "check_rollout_data": "layoutcheck.runtime.api",
-    "check_batch": "layoutcheck.runtime.checks",
-    "check_batch_layout": "layoutcheck.runtime.checks",
-    "check_micro_batch": "layoutcheck.runtime.checks",
-    "check_replay": "layoutcheck.runtime.checks",
-    "check_response_offsets": "layoutcheck.runtime.checks",
-    "check_rollout": "layoutcheck.runtime.checks",
-    "LayoutWarning": "layoutcheck.runtime.reporting",
-    "Recorder": "layoutcheck.runtime.reporting",
-    "format_violations": "layoutcheck.runtime.reporting",
-    "report": "layoutcheck.runtime.reporting",
-    "CrossRankChecker": "layoutcheck.runtime.distributed",
-    "CrossRankTimeout": "layoutcheck.runtime.distributed",
+    "LayoutChecker": "layoutcheck.runtime.checker.layout_checker",
+    "check_rollout_data": "layoutcheck.runtime.checker.layout_checker",
+    "check_batch": "layoutcheck.runtime.contract.checks",
+    "check_batch_layout": "layoutcheck.runtime.contract.checks",
+    "check_micro_batch": "layoutcheck.runtime.contract.checks",
+    "check_replay": "layoutcheck.runtime.contract.checks",
+    "check_response_offsets": "layoutcheck.runtime.contract.checks",
+    "check_rollout": "layoutcheck.runtime.contract.checks",
+    "LayoutWarning": "layoutcheck.runtime.reporting.modes",
+    "Recorder": "layoutcheck.runtime.reporting.modes",
+    "format_violations": "layoutcheck.runtime.reporting.modes",
+    "report": "layoutcheck.runtime.reporting.modes",
+    "CrossRankChecker": "layoutcheck.runtime.crossrank.distributed",
+    "CrossRankTimeout": "layoutcheck.runtime.crossrank.distributed",
     # the tracer (tags, propagation, CP-helper wrappers) and the typeguard annotations
-    "Tag": "layoutcheck.runtime.tags",
-    "clear_tags": "layoutcheck.runtime.tags",
-    "geometry_of": "layoutcheck.runtime.tags",
-    "tag": "layoutcheck.runtime.tags",
-    "tagged_count": "layoutcheck.runtime.tags",
-    "untag": "layoutcheck.runtime.tags",
-    "Tracer": "layoutcheck.runtime.tracer",
-    "active_tracer": "layoutcheck.runtime.tracer",
-    "trace": "layoutcheck.runtime.tracer",
-    "tag_batch": "layoutcheck.runtime.tagging",
-    "tag_rollout": "layoutcheck.runtime.tagging",
-    "wrap_cp_offsets": "layoutcheck.runtime.tagging",
-    "wrap_slice_log_prob_with_cp": "layoutcheck.runtime.tagging",
-    "wrap_slice_with_cp": "layoutcheck.runtime.tagging",
+    "Tag": "layoutcheck.runtime.tracing.tags",
+    "clear_tags": "layoutcheck.runtime.tracing.tags",
+    "geometry_of": "layoutcheck.runtime.tracing.tags",
+    "tag": "layoutcheck.runtime.tracing.tags",
+    "tagged_count": "layoutcheck.runtime.tracing.tags",
+    "untag": "layoutcheck.runtime.tracing.tags",
+    "Tracer": "layoutcheck.runtime.tracing.tracer",
+    "active_tracer": "layoutcheck.runtime.tracing.tracer",
+    "trace": "layoutcheck.runtime.activation.session",
+    "tag_batch": "layoutcheck.runtime.tracing.tagging",
+    "tag_rollout": "layoutcheck.runtime.tracing.tagging",
+    "wrap_cp_offsets": "layoutcheck.runtime.tracing.tagging",
+    "wrap_slice_log_prob_with_cp": "layoutcheck.runtime.tracing.tagging",
+    "wrap_slice_with_cp": "layoutcheck.runtime.tracing.tagging",
     "Padded": "layoutcheck.typing",
 }
 
@@ -120,16 +122,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> object:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'layoutcheck' has no attribute {name!r}")
-    import importlib
-
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value  # later lookups skip __getattr__
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_LAZY))
+__getattr__, __dir__ = lazy_exports(__name__, globals(), _LAZY)

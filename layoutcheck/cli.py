@@ -64,7 +64,7 @@ def build_parser() -> argparse.ArgumentParser:
     """The argument parser (help texts are defined once, here)."""
     import argparse
 
-    from layoutcheck import __version__
+    from layoutcheck.version import __version__
     from layoutcheck.lint.output import OUTPUT_FORMATS
 
     parser = argparse.ArgumentParser(

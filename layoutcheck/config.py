@@ -12,7 +12,8 @@ Importing it costs pydantic (about as much as the rest of a one-file run
 besides libcst), so ``layoutcheck check`` imports it only when a table has
 to be validated: not for an absent or empty table, nor for one an earlier
 run validated (see `layoutcheck.configfile.LoadedConfig.settings`). Finding
-and reading the file is `layoutcheck.configfile` (re-exported here).
+and reading the file is `layoutcheck.configfile`, which imports this module
+to validate (this module never imports it back).
 
 Relative paths in the table (``exclude``, ``per-file-ignores``, ``cache-dir``)
 are relative to the folder of the file they are written in: the *root*.
@@ -40,32 +41,12 @@ from pydantic import (
     field_validator,
 )
 
-from layoutcheck.configfile import (
-    CONFIG_FILENAMES,
-    DEFAULT_CACHE_DIR,
-    TABLE,
-    LoadedConfig,
-    find_config_file,
-    load_config,
-    resolve_config,
-)
 from layoutcheck import geometry
 from layoutcheck.errors import ConfigError
-from layoutcheck.lint.settings import CheckSettings, kebab
-from layoutcheck.runtime.settings import TARGET_PATTERN, RuntimeSettings
+from layoutcheck.lint.settings import TABLE, CheckSettings, kebab
+from layoutcheck.runtime.hooks.settings import TARGET_PATTERN, RuntimeSettings
 
-__all__ = [
-    "CONFIG_FILENAMES",
-    "TABLE",
-    "DEFAULT_CACHE_DIR",
-    "Config",
-    "LoadedConfig",
-    "RuntimeConfig",
-    "find_config_file",
-    "load_config",
-    "resolve_config",
-    "validate_table",
-]
+__all__ = ["Config", "RuntimeConfig", "validate_table"]
 
 
 def _pydantic_fields(cls: type) -> dict[str, Any]:

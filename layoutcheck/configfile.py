@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from layoutcheck.errors import ConfigError
-from layoutcheck.lint.settings import DEFAULT_CACHE_DIR, CheckSettings
+from layoutcheck.lint.settings import DEFAULT_CACHE_DIR, TABLE, CheckSettings
 
 if TYPE_CHECKING:
     from layoutcheck.config import Config
@@ -51,8 +51,6 @@ __all__ = [
 
 CONFIG_FILENAMES: tuple[str, ...] = ("layoutcheck.toml", "pyproject.toml")
 """Looked for in each folder while walking up, in this order (as ruff prefers ``ruff.toml``)."""
-
-TABLE = "tool.layoutcheck"
 
 
 def _short(value: object, limit: int = 60) -> str:
@@ -160,9 +158,9 @@ def _validation_key(table: Mapping[str, Any]) -> str:
     """
     import hashlib
 
-    import layoutcheck
+    from layoutcheck.version import __version__
 
-    package = Path(layoutcheck.__file__).parent
+    package = Path(__file__).parent
     stamps: list[tuple[int, int] | None] = []
     for source in (package / "config.py", package / "lint" / "settings.py"):
         try:
@@ -170,7 +168,7 @@ def _validation_key(table: Mapping[str, Any]) -> str:
             stamps.append((st.st_size, st.st_mtime_ns))
         except OSError:
             stamps.append(None)
-    text = repr((layoutcheck.__version__, stamps, table))
+    text = repr((__version__, stamps, table))
     return hashlib.sha256(text.encode()).hexdigest()
 
 

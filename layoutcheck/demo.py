@@ -29,7 +29,7 @@ from typing import Any
 import layoutcheck
 from layoutcheck import geometry
 from layoutcheck.errors import Violation
-from layoutcheck.runtime.reporting import format_violations
+from layoutcheck.runtime.reporting.modes import format_violations
 
 __all__ = ["main"]
 

@@ -65,7 +65,7 @@ def metadata_only() -> AbstractContextManager[object]:
     active ``TorchFunctionMode`` (a tracer's, a profiler's) or a tensor
     subclass would otherwise see ``.shape`` and ``.size()`` (DESIGN.md
     section 8). When torch was never imported there are no tensors and
-    nothing to disable. It lives here, not in `layoutcheck.runtime.meta`
+    nothing to disable. It lives here, not in `layoutcheck.runtime.contract.meta`
     (which re-exports it), so that formatting a value never loads the runtime.
     """
     torch = sys.modules.get("torch")

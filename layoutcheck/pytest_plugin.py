@@ -19,7 +19,7 @@ orders its sources):
 
 When on, the hooks of ``[tool.layoutcheck.runtime]`` are installed in
 ``pytest_load_initial_conftests`` (before any conftest is imported) through
-`layoutcheck.runtime.activation.activate`; a session that the environment
+`layoutcheck.runtime.activation.session.activate`; a session that the environment
 already activated at interpreter start is reused. Each test phase records
 the violations it produced; in ``raise`` mode a test with any fails with
 their messages, even when the code under test swallowed the `LayoutError`.
@@ -105,7 +105,7 @@ def _env_mode(environ: os._Environ[str] | dict[str, str]) -> tuple[bool | None, 
     if raw is None:
         return None, None
     from layoutcheck.errors import ConfigError
-    from layoutcheck.runtime.settings import env_mode  # no torch, no pydantic: the one parser of the variable
+    from layoutcheck.runtime.hooks.settings import env_mode  # no torch, no pydantic: the one parser of the variable
 
     try:
         mode = env_mode(environ)
@@ -178,7 +178,7 @@ class _State:
 
     settings: _Settings
     session: Any = None
-    """The `layoutcheck.runtime.activation.Session`, once the checks are on."""
+    """The `layoutcheck.runtime.activation.session.Session`, once the checks are on."""
     owned: bool = False
     """This plugin activated the session (so it deactivates it at the end)."""
     per_test: dict[str, list[dict[str, Any]]] = dataclasses.field(default_factory=dict)
@@ -211,7 +211,7 @@ class _State:
 def _activate(config: pytest.Config, state: _State, mode: str) -> Any:
     """Install the configured hooks (or reuse the active session); configuration errors name the key and file."""
     from layoutcheck.errors import LayoutSpecError
-    from layoutcheck.runtime.activation import activate, active_session
+    from layoutcheck.runtime.activation.session import activate, active_session
 
     existing = active_session()
     try:
@@ -235,7 +235,7 @@ def pytest_load_initial_conftests(early_config: pytest.Config) -> None:
         _activate(early_config, state, state.settings.mode)
     elif "LAYOUTCHECK" in os.environ:
         # The environment activated hooks at interpreter start; the command line (or ini) says off.
-        from layoutcheck.runtime.activation import active_session, deactivate
+        from layoutcheck.runtime.activation.session import active_session, deactivate
 
         if active_session() is not None and early_config.known_args_namespace.layoutcheck is False:
             deactivate()
@@ -290,7 +290,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     state = config.stash.get(_STATE, None)
     if state is None or state.session is None or not state.owned:
         return
-    from layoutcheck.runtime.activation import deactivate
+    from layoutcheck.runtime.activation.session import deactivate
 
     if state.session.settings.report:  # deactivate() skips the at-exit report: write it now
         try:
@@ -380,7 +380,7 @@ def _end_test(item: pytest.Item, run: _TestRun) -> None:
     if run.previous_mode is not None:
         state.session.mode = run.previous_mode
     if run.lazy:
-        from layoutcheck.runtime.activation import deactivate
+        from layoutcheck.runtime.activation.session import deactivate
 
         deactivate()
         state.session, state.owned = None, False
@@ -470,7 +470,7 @@ class LayoutFixture:
     def __init__(self, item: pytest.Item, run: _TestRun, session: Any) -> None:
         self._item, self._run = item, run
         self.session = session
-        """The `layoutcheck.runtime.activation.Session` (its ``checker``, ``mode``, ``hooks``, ``run_report()``)."""
+        """The `~layoutcheck.runtime.activation.Session` (its ``checker``, ``mode``, ``hooks``, ``run_report()``)."""
         self._start = session.mark()
 
     @property
@@ -559,7 +559,7 @@ class LayoutFixture:
                         f"({scheme})", pytrace=False)
 
     def trace(self, **kwargs: Any) -> Any:
-        """The session's tracer for a ``with`` block of this test (`layoutcheck.runtime.tracer.trace`).
+        """The session's tracer for a ``with`` block of this test (`layoutcheck.trace`).
 
         Ops in the block carry tags and a layout broken there is one of this
         test's violations (in raise mode the test fails). ``layout="bshd"``
@@ -576,9 +576,9 @@ class LayoutFixture:
 
 def _tracer_context(session: Any, **kwargs: Any) -> Any:
     # The one place the fixture enters the tracer: the session's (its log and mode), imported on use (torch).
-    from layoutcheck.runtime import tracer
+    from layoutcheck.runtime.activation.session import trace
 
-    return tracer.trace(session=session, **kwargs)
+    return trace(session=session, **kwargs)
 
 
 @pytest.fixture

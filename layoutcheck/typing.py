@@ -266,7 +266,7 @@ def _check(spec: Padded, value: Any, origin_type: Any, memo: Any) -> None:
         raise _error(f"has {ndim} dimensions {tuple(shape)}, but {spec!r} needs at least {wanted - 1}")
     tag = None
     if spec._geometry:
-        tags = sys.modules.get("layoutcheck.runtime.tags")
+        tags = sys.modules.get("layoutcheck.runtime.tracing.tags")
         if tags is not None:  # nothing can be tagged before the tags module is loaded
             tag = tags.geometry_of(value)
     scope: dict[str, tuple[int, str, Any]] | None = None

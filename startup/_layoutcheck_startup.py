@@ -11,7 +11,7 @@ package is importable when this runs.
 import os
 
 OFF = ("", "0", "off", "false", "no")
-"""Values of ``LAYOUTCHECK`` that mean off; the same as ``layoutcheck.runtime.settings`` (a test keeps them equal)."""
+"""Values of ``LAYOUTCHECK`` that mean off; as in ``layoutcheck.runtime.hooks.settings`` (a test keeps them equal)."""
 
 
 _started = False
@@ -28,7 +28,7 @@ def main() -> None:
         return
     _started = True
     try:
-        from layoutcheck.runtime.activation import activate_from_environment
+        from layoutcheck.runtime.activation.session import activate_from_environment
     except Exception as err:  # a broken install must not break every Python process
         import sys
 

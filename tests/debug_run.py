@@ -56,7 +56,7 @@ def run_cases(buckets: bool = False, rank: int | None = None, only: str | None =
 
 
 def _session() -> dict[str, Any] | None:
-    activation = sys.modules.get("layoutcheck.runtime.activation")
+    activation = sys.modules.get("layoutcheck.runtime.activation.session")
     session = activation.active_session() if activation is not None else None
     if session is None:
         return None

@@ -135,7 +135,7 @@ def _run(name: str, rank: int, world: int) -> dict[str, Any]:
     from minitrainer.rollout import make_rollout_ref
 
     from layoutcheck import LayoutError
-    from layoutcheck.runtime.distributed import CrossRankChecker, CrossRankTimeout
+    from layoutcheck.runtime.crossrank.distributed import CrossRankChecker, CrossRankTimeout
 
     ref = make_rollout_ref(LENGTHS)
     if name == "agree":  # every rank of the world is one CP group; one pipeline step in record mode

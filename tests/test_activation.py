@@ -112,7 +112,7 @@ def test_the_startup_files_are_installed_beside_the_package():
 def test_the_startup_module_agrees_on_what_off_means():
     import _layoutcheck_startup
 
-    from layoutcheck.runtime import settings
+    from layoutcheck.runtime.hooks import settings
 
     assert _layoutcheck_startup.OFF == settings._OFF
 
@@ -257,7 +257,7 @@ def test_activation_without_hooks_is_a_config_error(tmp_path):
 
 
 def test_ray_init_gets_the_variables_and_the_users_own_values_win():
-    from layoutcheck.runtime import ray_env
+    from layoutcheck.runtime.activation import ray_env
 
     ours = {"LAYOUTCHECK": "raise", "LAYOUTCHECK_CONFIG": "/abs/pyproject.toml"}
     assert ray_env._with_env(None, ours) == {"env_vars": ours}

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from layoutcheck.errors import LayoutSpecError
-from layoutcheck.runtime.agreement import HEADER, Header, RankLayout, compare, decode_lists, needs_lists
+from layoutcheck.runtime.crossrank.agreement import HEADER, Header, RankLayout, compare, decode_lists, needs_lists
 
 
 def batch(padded=1536, *, k=3, call=4, samples=(4, 5), lengths=(1400, 1200), scheme="zigzag", layout="bshd"):

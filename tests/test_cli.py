@@ -440,7 +440,7 @@ def test_config_reference_lists_every_key(project, capsys):
     import dataclasses
 
     from layoutcheck.lint.settings import CheckSettings, kebab
-    from layoutcheck.runtime.settings import RuntimeSettings
+    from layoutcheck.runtime.hooks.settings import RuntimeSettings
 
     code, out, _ = config(capsys, "--reference")
     assert code == 0

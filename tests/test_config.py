@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 from lint_test_rules import DEFAULT_TEST_RULES
 
-from layoutcheck.config import Config, find_config_file, load_config, resolve_config
+from layoutcheck.config import Config
+from layoutcheck.configfile import find_config_file, load_config, resolve_config
 from layoutcheck.errors import ConfigError
 from layoutcheck.lint.selection import resolve_selection
 
@@ -196,7 +197,7 @@ def test_the_reference_describes_every_key_in_words_with_a_description():
 
     from layoutcheck.lint.configdocs import RUNTIME_KEY, keys
     from layoutcheck.lint.settings import CheckSettings, kebab
-    from layoutcheck.runtime.settings import RuntimeSettings
+    from layoutcheck.runtime.hooks.settings import RuntimeSettings
 
     entries = keys()
     runtime = {f"{RUNTIME_KEY}.{kebab(f.name)}" for f in dataclasses.fields(RuntimeSettings)}

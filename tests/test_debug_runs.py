@@ -9,7 +9,7 @@ at the Miles paths), read by the ``.pth`` start-up file in every process:
 * a plain subprocess;
 * every rank of ``torchrun --nproc-per-node 2`` (each reports), on loopback;
 * a Ray actor on a local cluster of the test's own, started *before* the driver, without the
-  variable: only the driver has it, and `layoutcheck.runtime.ray_env`
+  variable: only the driver has it, and `layoutcheck.runtime.activation.ray_env`
   carries it into the job's ``runtime_env``.
 """
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import pytest
 from distributed_worker import TIMEOUT, run_job
 
-from layoutcheck.runtime.distributed import CrossRankChecker, cp_group_ranks, distributed_ready
+from layoutcheck.runtime.crossrank.distributed import CrossRankChecker, cp_group_ranks, distributed_ready
 from layoutcheck.errors import LayoutSpecError
 
 

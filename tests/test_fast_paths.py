@@ -17,10 +17,11 @@ from hypothesis import strategies as st
 
 from layoutcheck import geometry
 from layoutcheck.errors import LayoutSpecError
-from layoutcheck.runtime import checks, consumer_calls
-from layoutcheck.runtime.checker import LayoutChecker
-from layoutcheck.runtime.common import ints, sample_ids
-from layoutcheck.runtime.rollouts import BatchRecord, ReplayRecord
+from layoutcheck.runtime.checker import consumer_calls
+from layoutcheck.runtime.contract import checks
+from layoutcheck.runtime.checker.layout_checker import LayoutChecker
+from layoutcheck.runtime.contract.common import ints, sample_ids
+from layoutcheck.runtime.checker.rollouts import BatchRecord, ReplayRecord
 from minitrainer.cp_utils import get_logits_and_tokens_offset_with_cp
 
 FAST = settings(max_examples=300, deadline=None)

@@ -16,8 +16,8 @@ import threading
 import pytest
 
 from layoutcheck.errors import LayoutSpecError
-from layoutcheck.runtime.hooks import HookSet
-from layoutcheck.runtime.settings import HookSpec
+from layoutcheck.runtime.hooks.install import HookSet
+from layoutcheck.runtime.hooks.settings import HookSpec
 
 
 _COUNTER = itertools.count()

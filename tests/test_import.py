@@ -29,8 +29,8 @@ def test_import_layoutcheck_does_not_load_the_runtime():
 
 @pytest.mark.parametrize(
     "module",
-    ["layoutcheck.runtime", "layoutcheck.runtime.checks", "layoutcheck.runtime.api", "layoutcheck.runtime.adapters",
-     "layoutcheck.runtime.distributed"],
+    ["layoutcheck.runtime", "layoutcheck.runtime.contract.checks", "layoutcheck.runtime.checker.layout_checker",
+     "layoutcheck.runtime.contract.adapters", "layoutcheck.runtime.crossrank.distributed"],
 )
 def test_runtime_modules_do_not_import_torch(module):
     run(f"import {module}, sys; assert 'torch' not in sys.modules")
@@ -38,8 +38,9 @@ def test_runtime_modules_do_not_import_torch(module):
 
 @pytest.mark.parametrize(
     "module",
-    ["layoutcheck.typing", "layoutcheck.runtime.tags", "layoutcheck.runtime.trace_switch",
-     "layoutcheck.runtime.propagation", "layoutcheck.runtime.tagging", "layoutcheck.runtime.session_tracer"],
+    ["layoutcheck.typing", "layoutcheck.runtime.tracing", "layoutcheck.runtime.tracing.tags",
+     "layoutcheck.runtime.tracing.trace_switch", "layoutcheck.runtime.tracing.propagation",
+     "layoutcheck.runtime.tracing.tagging", "layoutcheck.runtime.tracing.session_tracer"],
 )
 def test_tracer_modules_that_must_load_without_torch_or_typeguard(module):
     # layoutcheck.typing is typeguard's plug-in (loaded whenever typeguard is imported): it
@@ -91,7 +92,9 @@ def test_top_level_reexports_every_tracer_name():
 
     import layoutcheck.typing
 
-    modules = ["layoutcheck.runtime.tags", "layoutcheck.runtime.tracer", "layoutcheck.runtime.tagging"]
+    modules = [
+        "layoutcheck.runtime.tracing.tags", "layoutcheck.runtime.tracing.tracer", "layoutcheck.runtime.tracing.tagging"
+    ]
     for module in map(importlib.import_module, modules):
         assert set(module.__all__) <= set(layoutcheck.__all__), module.__name__
         for name in module.__all__:
@@ -99,3 +102,33 @@ def test_top_level_reexports_every_tracer_name():
     assert layoutcheck.Padded is layoutcheck.typing.Padded
     lazy = {name for name, module in layoutcheck._LAZY.items() if module in modules}
     assert lazy == {n for m in modules for n in importlib.import_module(m).__all__}
+
+
+RUNTIME_SUBPACKAGES = ["activation", "checker", "contract", "crossrank", "hooks", "reporting", "tracing"]
+
+
+@pytest.mark.parametrize("name", RUNTIME_SUBPACKAGES)
+def test_runtime_subpackage_loads_nothing_until_a_name_is_used(name):
+    # Each subpackage's public names load their module on first access: importing the
+    # package (as importing any of its modules does) loads none of its modules, nor torch.
+    run(
+        f"import sys, layoutcheck.runtime.{name} as package\n"
+        f"loaded = sorted(m for m in sys.modules if m.startswith('layoutcheck.runtime.{name}.'))\n"
+        "assert not loaded and 'torch' not in sys.modules, loaded\n"
+    )
+
+
+@pytest.mark.parametrize("name", RUNTIME_SUBPACKAGES)
+def test_runtime_subpackage_exports_each_public_name_from_its_module(name):
+    import importlib
+
+    package = importlib.import_module(f"layoutcheck.runtime.{name}")
+    assert package.__all__ and sorted(package.__all__) == sorted(package._LAZY), name
+    assert package.__doc__ and package.__doc__.strip(), name
+    for public in package.__all__:
+        module = importlib.import_module(package._LAZY[public])
+        assert module.__name__.startswith(package.__name__ + "."), (public, module.__name__)
+        assert getattr(package, public) is getattr(module, public), public
+    assert set(package.__all__) <= set(dir(package))
+    with pytest.raises(AttributeError, match=f"module 'layoutcheck.runtime.{name}' has no attribute 'nope'"):
+        package.nope  # noqa: B018

@@ -53,7 +53,7 @@ from layoutcheck import (
     geometry,
 )
 from layoutcheck.demo import pipeline_bindings
-from layoutcheck.runtime import meta, owner
+from layoutcheck.runtime.contract import meta, owner
 
 SYNC_OPS = frozenset({
     "_local_scalar_dense", "item", "is_nonzero", "nonzero", "nonzero_static", "masked_select",
@@ -360,7 +360,7 @@ def traced_data_path(slice_with_cp, slice_log_prob_with_cp) -> None:
     """A Miles-shaped batch builder over a tagged rollout, with one layout bug (sample 1 laid out with P=384)."""
     import torch.nn.functional as F
 
-    from layoutcheck.runtime.tagging import tag_batch, tag_rollout
+    from layoutcheck.runtime.tracing.tagging import tag_batch, tag_rollout
 
     rollout = {"tokens": [torch.arange(300), torch.arange(350)], "total_lengths": [300, 350],
                "response_lengths": [200, 250], "max_seq_lens": [384, 512],
@@ -388,8 +388,8 @@ def traced_data_path(slice_with_cp, slice_log_prob_with_cp) -> None:
 def test_the_tracer_issues_no_sync(guard, monkeypatch):
     import trainer_cp
 
-    from layoutcheck.runtime import tagging, tracer
-    from layoutcheck.runtime.tags import clear_tags
+    from layoutcheck.runtime.tracing import tagging, tracer
+    from layoutcheck.runtime.tracing.tags import clear_tags
 
     # Enforce inside the tracer's own work (its rules before and after each op, the wrappers,
     # tagging), not in the ops it runs.
@@ -427,7 +427,7 @@ def test_padded_annotations_issue_no_sync(guard):
 
     from typeguard import TypeCheckError, check_type
 
-    from layoutcheck.runtime.tags import Tag, clear_tags, tag
+    from layoutcheck.runtime.tracing.tags import Tag, clear_tags, tag
     from layoutcheck.typing import Padded
 
     annotation = Annotated[torch.Tensor, Padded("B", "P")]
@@ -446,9 +446,9 @@ def test_the_tracer_on_fake_cuda_tensors():
     import torch.nn.functional as F
     from torch._subclasses.fake_tensor import FakeTensorMode
 
-    from layoutcheck.runtime.tagging import tag_rollout
-    from layoutcheck.runtime.tags import clear_tags
-    from layoutcheck.runtime.tracer import Tracer
+    from layoutcheck.runtime.tracing.tagging import tag_rollout
+    from layoutcheck.runtime.tracing.tags import clear_tags
+    from layoutcheck.runtime.tracing.tracer import Tracer
 
     tracing = Tracer("record", enabled=True)
     try:
@@ -525,8 +525,9 @@ def test_the_tracer_activated_by_the_environment_issues_no_sync(guard, monkeypat
     # and the pipeline's ops not.
     from pathlib import Path
 
-    from layoutcheck.runtime import activation, session_tracer, tagging, tracer
-    from layoutcheck.runtime.tags import clear_tags
+    from layoutcheck.runtime import activation
+    from layoutcheck.runtime.tracing import session_tracer, tagging, tracer
+    from layoutcheck.runtime.tracing.tags import clear_tags
 
     real_checked = tracer.checked
 

@@ -19,7 +19,7 @@ from minitrainer.rollout import make_rollout_ref
 
 from layoutcheck import LayoutChecker, geometry
 from layoutcheck.demo import pipeline_bindings
-from layoutcheck.runtime.observations import ObservationLimits, SampleObservation
+from layoutcheck.runtime.reporting.observations import ObservationLimits, SampleObservation
 
 LENGTHS = [300, 130, 700, 1000, 250, 900, 2000, 129]
 RESPONSES = [t - max(1, t // 4) for t in LENGTHS]

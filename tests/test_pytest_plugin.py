@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-import layoutcheck.runtime.session_tracer  # noqa: F401 - before any in-process run (see below)
+import layoutcheck.runtime.tracing.session_tracer  # noqa: F401 - before any in-process run (see below)
 from layoutcheck.lint.output import OUTPUT_FORMATS
 from layoutcheck.pytest_plugin import HELP, merge_figures, summary_lines
 
@@ -147,7 +147,7 @@ offset-helper = ["minitrainer.cp_utils:get_logits_and_tokens_offset_with_cp"]
 MINITRAINER_CONFTEST = f"""
 import sys
 sys.path.insert(0, {str(FIXTURES)!r})
-from layoutcheck.runtime.activation import active_session
+from layoutcheck.runtime.activation.session import active_session
 ACTIVE_AT_CONFTEST = active_session() is not None
 from minitrainer.actor import train_step  # imported by a conftest: hooked all the same
 from minitrainer.args import make_args
@@ -400,7 +400,7 @@ def test_the_marker_switches_a_run_that_is_off_on_for_one_test_and_checks_its_ar
 def test_the_environment_variable_reuses_the_session_activated_at_interpreter_start(tiny, monkeypatch):
     monkeypatch.setenv("LAYOUTCHECK", "warn")
     tiny.makeconftest("""
-        from layoutcheck.runtime.activation import active_session
+        from layoutcheck.runtime.activation.session import active_session
         AT_CONFTEST = active_session()
 
         def pytest_sessionfinish(session):

@@ -146,3 +146,26 @@ def test_the_demo_extra_provides_every_module_the_demo_imports():
     assert not missing, f"the demo imports {missing} (module: distributions), which `.[{extras}]` does not install"
     # the check can fail: the torch extra alone does not bring numpy (the fault this test guards)
     assert "numpy" not in distributions_of_extra("torch") and "numpy" in provided
+
+
+def test_every_dotted_name_in_the_readme_resolves():
+    # The README names modules and objects by dotted path (`layoutcheck.runtime.reporting.RunReport`);
+    # a module that moves must take its README names along.
+    import importlib
+
+    names = set(re.findall(r"`(layoutcheck(?:\.[A-Za-z_]\w*)+)(?:\(\))?`", README)) - {"layoutcheck.toml"}
+    assert "layoutcheck.runtime.reporting.RunReport" in names
+    unresolved = []
+    for name in sorted(names):
+        parts = name.split(".")
+        for i in range(len(parts), 0, -1):  # the longest importable module, then attributes
+            try:
+                value = importlib.import_module(".".join(parts[:i]))
+                break
+            except ImportError:
+                continue
+        for attribute in parts[i:]:
+            value = getattr(value, attribute, None)
+        if value is None:
+            unresolved.append(name)
+    assert not unresolved, f"README names that do not exist: {unresolved}"

@@ -10,7 +10,7 @@ import pytest
 from runreports import pipeline_report
 
 from layoutcheck import cli, geometry
-from layoutcheck.runtime.runreport import MicroBatchRecord, RankInfo, RunReport, SampleRecord, ViolationRecord
+from layoutcheck.runtime.reporting.runreport import MicroBatchRecord, RankInfo, RunReport, SampleRecord, ViolationRecord
 from layoutcheck.waste.analysis import analyse
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"

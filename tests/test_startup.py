@@ -23,7 +23,7 @@ from lint_test_rules import DEFAULT_TEST_RULES
 
 import layoutcheck.config
 from layoutcheck.config import Config, validate_table
-from layoutcheck.configfile import resolve_config
+from layoutcheck.configfile import TABLE, resolve_config
 from layoutcheck.errors import ConfigError
 from layoutcheck.lint.runner import run
 from layoutcheck.lint.settings import CheckSettings, LintSettings, kebab
@@ -86,7 +86,7 @@ def validations(monkeypatch):
     calls: list[object] = []
     real = layoutcheck.config.validate_table
 
-    def counting(table, file, prefix=layoutcheck.config.TABLE):
+    def counting(table, file, prefix=TABLE):
         calls.append(table)
         return real(table, file, prefix)
 

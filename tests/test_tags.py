@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from layoutcheck import LayoutSpecError
-from layoutcheck.runtime.tags import Tag, clear_tags, geometry_of, tag, tagged_count, untag
+from layoutcheck.runtime.tracing.tags import Tag, clear_tags, geometry_of, tag, tagged_count, untag
 
 SAMPLE = Tag(field="tokens", padded=384, sample=3, total=300, response=200, unit=128)
 

@@ -23,7 +23,7 @@ from minitrainer.rollout import make_rollout_ref
 
 from layoutcheck import geometry
 from layoutcheck.runtime import activation
-from layoutcheck.runtime.tags import clear_tags, tagged_count
+from layoutcheck.runtime.tracing.tags import clear_tags, tagged_count
 
 ROOT = Path(__file__).resolve().parents[1]
 pytest_plugins = ["pytester"]

@@ -18,10 +18,10 @@ import torch.nn.functional as F
 import trainer_cp
 
 from layoutcheck import ConfigError, LayoutError, LayoutSpecError, LayoutWarning, geometry
-from layoutcheck.runtime.tagging import tag_batch, tag_rollout, wrap_slice_log_prob_with_cp, wrap_slice_with_cp
-from layoutcheck.runtime.tags import Tag, clear_tags, geometry_of, tag, tagged_count
-from layoutcheck.runtime.trace_switch import tracer_enabled
-from layoutcheck.runtime.tracer import Tracer, active_tracer
+from layoutcheck.runtime.tracing.tagging import tag_batch, tag_rollout, wrap_slice_log_prob_with_cp, wrap_slice_with_cp
+from layoutcheck.runtime.tracing.tags import Tag, clear_tags, geometry_of, tag, tagged_count
+from layoutcheck.runtime.tracing.trace_switch import tracer_enabled
+from layoutcheck.runtime.tracing.tracer import Tracer, active_tracer
 
 
 @pytest.fixture(autouse=True)
@@ -405,7 +405,7 @@ def test_no_graph_break_under_torch_compile_fullgraph():
 
 
 def test_a_rule_that_fails_never_breaks_the_op_in_warn_or_record_mode(monkeypatch):
-    from layoutcheck.runtime import propagation
+    from layoutcheck.runtime.tracing import propagation
 
     def broken(*args, **kwargs):
         raise ValueError("boom")
@@ -425,7 +425,7 @@ def test_a_rule_that_fails_never_breaks_the_op_in_warn_or_record_mode(monkeypatc
 
 
 def test_cp_helpers_called_with_another_layout_than_the_runs_are_flagged_on_untagged_values():
-    from layoutcheck.runtime.tagging import wrap_cp_offsets
+    from layoutcheck.runtime.tracing.tagging import wrap_cp_offsets
 
     trainer_cp.set_parallel_state(2, 1)
     slice_log_prob = wrap_slice_log_prob_with_cp(trainer_cp.slice_log_prob_with_cp)

@@ -13,7 +13,7 @@ import typeguard
 from typeguard import TypeCheckError, check_type, install_import_hook, typechecked
 
 from layoutcheck import LayoutSpecError, geometry
-from layoutcheck.runtime.tags import Tag, clear_tags, tag
+from layoutcheck.runtime.tracing.tags import Tag, clear_tags, tag
 from layoutcheck.typing import Padded, checker_lookup, install
 
 Batch = Annotated[torch.Tensor, Padded("B", "P")]

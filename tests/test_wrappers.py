@@ -32,7 +32,7 @@ from minitrainer.rollout import make_rollout_ref
 
 from layoutcheck import LayoutChecker, LayoutError, LayoutSpecError, LayoutWarning, check_rollout, geometry
 from layoutcheck.demo import pipeline_bindings
-from layoutcheck.runtime.adapters import MilesAdapter
+from layoutcheck.runtime.contract.adapters import MilesAdapter
 
 LENGTHS = [300, 130, 700, 1000, 250, 900, 2000, 129]
 MODES = ("raise", "warn", "record")

@@ -225,7 +225,7 @@ def _from_npy(path: str) -> np.ndarray:
 
 
 def _from_report(path: str) -> np.ndarray:
-    from layoutcheck.runtime.runreport import load_run_report
+    from layoutcheck.runtime.reporting.runreport import load_run_report
 
     report = load_run_report(path)
     totals: Iterable[int]

@@ -100,9 +100,9 @@ def tool_signature() -> dict[str, Any]:
     The sources' stat covers an editable install (this repository), where a
     rule changes without a version bump; it costs a few dozen ``stat`` calls.
     """
-    import layoutcheck
+    from layoutcheck.version import __version__
 
-    package = Path(layoutcheck.__file__).parent
+    package = Path(__file__).parent.parent  # layoutcheck/
     rules = package.parent / "rules"
     try:
         from importlib.util import find_spec
@@ -129,7 +129,7 @@ def tool_signature() -> dict[str, Any]:
         stats.append((str(source), st.st_size, st.st_mtime_ns))
     return {
         "cache": CACHE_VERSION,
-        "layoutcheck": getattr(layoutcheck, "__version__", "unknown"),
+        "layoutcheck": __version__,
         "libcst": _installation("libcst"),
         "python": list(sys.version_info[:2]),
         "sources": stats,

@@ -5,7 +5,7 @@ where every key's name, type, default and description is written once
 (STYLE.md: no lists kept by hand in several places); the README's key
 reference is ``layoutcheck config --reference``, pasted, and a test keeps it
 in sync; the ``runtime`` sub-table's keys come from the debug mode's
-`layoutcheck.runtime.settings.RuntimeSettings` (`RUNTIME_KEY`), which the
+`layoutcheck.runtime.hooks.settings.RuntimeSettings` (`RUNTIME_KEY`), which the
 linter never reads.
 
 Values are shown as TOML (what the user writes) or JSON. Importing this
@@ -24,7 +24,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from layoutcheck.lint.settings import CheckSettings, LintSettings, kebab
-from layoutcheck.runtime.settings import RuntimeSettings
+from layoutcheck.runtime.hooks.settings import RuntimeSettings
 
 __all__ = [
     "RUNTIME_KEY",
@@ -38,7 +38,7 @@ __all__ = [
 ]
 
 RUNTIME_KEY = "runtime"
-"""The sub-table of the debug mode (`layoutcheck.runtime.settings.RuntimeSettings`); the linter reads nothing from it."""
+"""The sub-table of the debug mode (`~layoutcheck.runtime.hooks.RuntimeSettings`); the linter reads nothing from it."""
 
 _BARE_KEY = re.compile(r"[A-Za-z0-9_-]+\Z")
 

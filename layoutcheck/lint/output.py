@@ -42,7 +42,7 @@ from pathlib import Path, PurePath
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
-from layoutcheck import __version__
+from layoutcheck.version import __version__
 from layoutcheck.lint.findings import INVALID_INPUT, FileError, Finding
 
 if TYPE_CHECKING:

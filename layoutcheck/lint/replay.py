@@ -111,7 +111,7 @@ class InputLog:
 
 
 def _invocation(argv: Sequence[str], stdout: TextIO, stderr: TextIO) -> bytes:
-    from layoutcheck import __version__
+    from layoutcheck.version import __version__
 
     def tty(stream: TextIO) -> bool:
         isatty = getattr(stream, "isatty", None)

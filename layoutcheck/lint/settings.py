@@ -40,7 +40,7 @@ if TYPE_CHECKING:
     from pydantic import NonNegativeInt, PositiveInt
 
 __all__ = [
-    "DEFAULT_CACHE_DIR", "DEFAULT_CP_HELPERS", "DEFAULT_KERNEL_MODULES", "DEFAULT_TEST_PATHS", "CheckSettings",
+    "DEFAULT_CACHE_DIR", "DEFAULT_CP_HELPERS", "DEFAULT_KERNEL_MODULES", "DEFAULT_TEST_PATHS", "TABLE", "CheckSettings",
     "LintSettings", "kebab", "setting",
 ]
 
@@ -69,6 +69,9 @@ DEFAULT_KERNEL_MODULES = ("triton", "tilelang", "cutlass", "cuda", "numba", "cup
 """Imports of kernel-writing frameworks: a module that imports one is kernel code, whose free functions
 pad for the kernel, not the data layout. (Kernel *libraries* such as `flash_attn` are left out: data-path
 code imports their padding helpers.)"""
+
+TABLE = "tool.layoutcheck"
+"""Where the table lives in a ``pyproject.toml``, and how its keys are spelled in messages."""
 
 DEFAULT_CACHE_DIR = ".layoutcheck_cache"
 """The result cache folder, beside the configuration file, unless ``cache-dir`` names one."""

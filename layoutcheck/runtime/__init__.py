@@ -1,38 +1,29 @@
 """The runtime half of layoutcheck: layout invariants checked on live data.
 
-Modules (small, one idea each), in the order data flows through them:
+One subpackage per idea, each depending only on those above it:
 
-* the invariants: `checks` (O1-O5 in `owner`, G1-G6 in `consumers`, over
-  `common`), pure functions of ints and shapes returning violations; `meta`
-  reads shapes with torch-function handling off (no GPU sync, torch never
-  imported);
-* the checker: `checker` (`LayoutChecker` and its per-rollout state,
-  `rollouts`), `wrappers` (the role wrappers and their signature check),
-  `consumer_calls` (what each consumer call checks), `adapters` (how a
-  Miles-shaped trainer is read), `observations` (what the checks saw, for
-  reports), `reporting` (raise / warn / record, and notes);
-* the debug mode: `settings` and `presets` (``[tool.layoutcheck.runtime]``),
-  `hooks` (wrappers installed by dotted path), `activation` (the
-  ``LAYOUTCHECK`` environment variable, sessions, the run report of
-  `runreport`), `ray_env` (carrying it into Ray workers);
-* across ranks: `distributed` (`CrossRankChecker`, X1 over a gloo side
-  group) with its values and messages in `agreement`;
-* the tracer: `tags`, `propagation`, `tracer`, `tagging`, `trace_switch`, and
-  `session_tracer` (the tracer in a debug session, fed by the hooks).
+* `contract`: the invariants (O1-O5, G1-G6) over ints and shapes, and how a trainer's data is read;
+* `reporting`: what a violation does (raise, warn, record), what the checks saw, the JSON run report;
+* `crossrank`: X1, every CP rank of a micro-batch agrees on its layout (a gloo side group);
+* `checker`: `LayoutChecker`, the contract checked around a trainer's functions, with its per-rollout state;
+* `hooks`: ``[tool.layoutcheck.runtime]`` and presets, and installing wrappers by dotted path;
+* `tracing`: tensor tags carried through torch ops by the tracer, and the tracer of a debug session;
+* `activation`: the debug mode (``LAYOUTCHECK``, one session per process, Ray workers).
 
-Nothing here imports torch at import time. The names below load their module on first access, so that importing one
-small module of the package (``layoutcheck.runtime.settings`` while a
-configuration is validated, say) loads nothing else.
+Nothing here imports torch at import time. The names below load their
+module on first access, so that importing one small module of the package
+(``layoutcheck.runtime.hooks.settings`` while a configuration is validated,
+say) loads nothing else.
 """
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING
+from layoutcheck.lazy import lazy_exports
 
+TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from layoutcheck.runtime.api import LayoutChecker, check_rollout_data
-    from layoutcheck.runtime.checks import (
+    from layoutcheck.runtime.checker.layout_checker import LayoutChecker, check_rollout_data
+    from layoutcheck.runtime.contract.checks import (
         check_batch,
         check_batch_layout,
         check_micro_batch,
@@ -40,37 +31,41 @@ if TYPE_CHECKING:
         check_response_offsets,
         check_rollout,
     )
-    from layoutcheck.runtime.distributed import CrossRankChecker, CrossRankTimeout
-    from layoutcheck.runtime.reporting import LayoutWarning, Recorder, format_violations, report
+    from layoutcheck.runtime.crossrank.distributed import CrossRankChecker, CrossRankTimeout
+    from layoutcheck.runtime.reporting.modes import LayoutWarning, Recorder, format_violations, report
 
 _LAZY = {
-    "LayoutChecker": "layoutcheck.runtime.api",
-    "check_rollout_data": "layoutcheck.runtime.api",
-    "check_batch": "layoutcheck.runtime.checks",
-    "check_batch_layout": "layoutcheck.runtime.checks",
-    "check_micro_batch": "layoutcheck.runtime.checks",
-    "check_replay": "layoutcheck.runtime.checks",
-    "check_response_offsets": "layoutcheck.runtime.checks",
-    "check_rollout": "layoutcheck.runtime.checks",
-    "LayoutWarning": "layoutcheck.runtime.reporting",
-    "Recorder": "layoutcheck.runtime.reporting",
-    "format_violations": "layoutcheck.runtime.reporting",
-    "report": "layoutcheck.runtime.reporting",
-    "CrossRankChecker": "layoutcheck.runtime.distributed",
-    "CrossRankTimeout": "layoutcheck.runtime.distributed",
+    "LayoutChecker": "layoutcheck.runtime.checker.layout_checker",
+    "check_rollout_data": "layoutcheck.runtime.checker.layout_checker",
+    "check_batch": "layoutcheck.runtime.contract.checks",
+    "check_batch_layout": "layoutcheck.runtime.contract.checks",
+    "check_micro_batch": "layoutcheck.runtime.contract.checks",
+    "check_replay": "layoutcheck.runtime.contract.checks",
+    "check_response_offsets": "layoutcheck.runtime.contract.checks",
+    "check_rollout": "layoutcheck.runtime.contract.checks",
+    "LayoutWarning": "layoutcheck.runtime.reporting.modes",
+    "Recorder": "layoutcheck.runtime.reporting.modes",
+    "format_violations": "layoutcheck.runtime.reporting.modes",
+    "report": "layoutcheck.runtime.reporting.modes",
+    "CrossRankChecker": "layoutcheck.runtime.crossrank.distributed",
+    "CrossRankTimeout": "layoutcheck.runtime.crossrank.distributed",
 }
 
-__all__ = sorted(_LAZY)
+__all__ = [
+    "CrossRankChecker",
+    "CrossRankTimeout",
+    "LayoutChecker",
+    "LayoutWarning",
+    "Recorder",
+    "check_batch",
+    "check_batch_layout",
+    "check_micro_batch",
+    "check_replay",
+    "check_response_offsets",
+    "check_rollout",
+    "check_rollout_data",
+    "format_violations",
+    "report",
+]
 
-
-def __getattr__(name: str) -> object:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'layoutcheck.runtime' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_LAZY))
+__getattr__, __dir__ = lazy_exports(__name__, globals(), _LAZY)

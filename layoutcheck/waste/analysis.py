@@ -1,4 +1,4 @@
-"""Where a run's padding went: one run report (`layoutcheck.runtime.runreport`) summarised.
+"""Where a run's padding went: one run report (`layoutcheck.runtime.reporting.runreport`) summarised.
 
 * violations grouped by invariant and field;
 * per sample: the inflation ``P_i / T_i`` of ``max_seq_lens``, the worst
@@ -27,7 +27,7 @@ from layoutcheck.advisor.dp import optimal_buckets
 from layoutcheck.advisor.sampler import MicroBatches
 from layoutcheck.advisor.score import MaximaDistribution
 from layoutcheck.errors import LayoutSpecError
-from layoutcheck.runtime.runreport import MicroBatchRecord, RunReport, SampleRecord
+from layoutcheck.runtime.reporting.runreport import MicroBatchRecord, RunReport, SampleRecord
 
 __all__ = ["BatchWaste", "RolloutGlobal", "SampleWaste", "ViolationGroup", "WasteReport", "analyse"]
 

@@ -54,7 +54,7 @@ def run(args: argparse.Namespace) -> int:
         return error(missing)
 
     from layoutcheck.errors import LayoutSpecError
-    from layoutcheck.runtime.runreport import load_run_report
+    from layoutcheck.runtime.reporting.runreport import load_run_report
     from layoutcheck.waste.analysis import analyse
     from layoutcheck.waste.render import to_json, to_text
 

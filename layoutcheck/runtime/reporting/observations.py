@@ -15,7 +15,7 @@ the first `ObservationLimits.micro_batches` micro-batches; past that only the
 aggregates grow (``truncated`` says so). Each micro-batch is counted once per
 rollout, however many passes (log-probs, training) lay it out again. The
 field names are those of the run report's schema
-(`layoutcheck.runtime.runreport`), and `Observations.report_fields` gives
+(`layoutcheck.runtime.reporting.runreport`), and `Observations.report_fields` gives
 them in its shape.
 """
 

@@ -21,24 +21,21 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from layoutcheck.runtime.hooks import HookSet
-from layoutcheck.runtime.settings import ENV_CONFIG, ENV_MODE, ENV_REPORT, ENV_TRACE, HookSpec
-
-if TYPE_CHECKING:
-    from layoutcheck.runtime.activation import Session
+from layoutcheck.runtime.hooks.install import HookSet
+from layoutcheck.runtime.hooks.settings import ENV_CONFIG, ENV_MODE, ENV_REPORT, ENV_TRACE, HookSpec
 
 __all__ = ["install", "uninstall", "worker_env"]
 
 _HOOKS: HookSet | None = None
 
 
-def worker_env(session: Session, environ: Mapping[str, str]) -> dict[str, str]:
-    """The variables a Ray worker needs to activate like this process."""
-    out = {ENV_MODE: environ.get(ENV_MODE) or session.mode}
-    if session.config_file is not None:
-        out[ENV_CONFIG] = str(session.config_file)
+def worker_env(mode: str, config_file: Path | None, environ: Mapping[str, str]) -> dict[str, str]:
+    """The variables a Ray worker needs to activate like this process (its session's ``mode`` and ``config_file``)."""
+    out = {ENV_MODE: environ.get(ENV_MODE) or mode}
+    if config_file is not None:
+        out[ENV_CONFIG] = str(config_file)
     if environ.get(ENV_REPORT):
         out[ENV_REPORT] = str(Path(environ[ENV_REPORT]).expanduser().absolute())
     if environ.get(ENV_TRACE):
@@ -53,12 +50,12 @@ def _with_env(runtime_env: Any, variables: Mapping[str, str]) -> dict[str, Any]:
     return merged
 
 
-def install(session: Session, environ: Mapping[str, str]) -> None:
+def install(mode: str, config_file: Path | None, environ: Mapping[str, str]) -> None:
     """Hook ``ray.init`` so that the job's ``runtime_env`` carries `worker_env` (only when ``LAYOUTCHECK`` is set)."""
     global _HOOKS
     if _HOOKS is not None or not environ.get(ENV_MODE):
         return
-    variables = worker_env(session, environ)
+    variables = worker_env(mode, config_file, environ)
 
     def wrap(spec: HookSpec, init: Callable[..., Any]) -> Callable[..., Any]:
         def init_with_layoutcheck(*args: Any, **kwargs: Any) -> Any:

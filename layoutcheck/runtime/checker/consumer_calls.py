@@ -1,10 +1,10 @@
 """What each consumer call checks, before and after it runs: the batch builder, the replay filler, the offset helper.
 
-The wrappers (`layoutcheck.runtime.wrappers`) call these functions with the
-`~layoutcheck.runtime.checker.LayoutChecker` whose state they read and
-update: the current rollout (`~layoutcheck.runtime.rollouts.Rollout`), the
+The wrappers (`layoutcheck.runtime.checker.wrappers`) call these functions with the
+checker's state (`~layoutcheck.runtime.checker.state.CheckerState`) they read and
+update: the current rollout (`~layoutcheck.runtime.checker.rollouts.Rollout`), the
 reporting of violations and notes, the observations. The invariants
-themselves are `layoutcheck.runtime.checks`.
+themselves are `layoutcheck.runtime.contract.checks`.
 
 A clean call is the common case, and every hooked call pays for it: each
 batch is read once (`read_batch_layout`) and judged once per rollout for the
@@ -22,16 +22,16 @@ from typing import TYPE_CHECKING, Any
 
 from layoutcheck import geometry
 from layoutcheck.errors import LayoutSpecError, Violation
-from layoutcheck.runtime import checks
-from layoutcheck.runtime.adapters import BatchCall, Parallel, ReplayCall
-from layoutcheck.runtime.common import SHAPE_FIELDS, frozen, is_mapping
-from layoutcheck.runtime.consumers import expected_logit_ranges, merged_int_ranges, read_batch_layout
-from layoutcheck.runtime.meta import count, metadata_only
-from layoutcheck.runtime.observations import MicroBatchObservation
-from layoutcheck.runtime.rollouts import BatchRecord, MicroBatch, ReplayRecord, Rollout
+from layoutcheck.runtime.contract import checks
+from layoutcheck.runtime.contract.adapters import BatchCall, Parallel, ReplayCall
+from layoutcheck.runtime.contract.common import SHAPE_FIELDS, frozen, is_mapping
+from layoutcheck.runtime.contract.consumers import expected_logit_ranges, merged_int_ranges, read_batch_layout
+from layoutcheck.runtime.contract.meta import count, metadata_only
+from layoutcheck.runtime.reporting.observations import MicroBatchObservation
+from layoutcheck.runtime.checker.rollouts import BatchRecord, MicroBatch, ReplayRecord, Rollout
 
 if TYPE_CHECKING:
-    from layoutcheck.runtime.checker import LayoutChecker
+    from layoutcheck.runtime.checker.state import CheckerState
 
 __all__ = [
     "BatchCallState",
@@ -79,7 +79,7 @@ class FillerCallState:
 _TOKENS = SHAPE_FIELDS.index("tokens")
 
 
-def batch_before(checker: LayoutChecker, where: str, call: Mapping[str, Any]) -> BatchCallState:
+def batch_before(checker: CheckerState, where: str, call: Mapping[str, Any]) -> BatchCallState:
     """Before ``get_batch``: G1, G2, the all-gather part of G3, G6 from the rollout's ints (fail closed)."""
     view = checker.adapter.batch_call(call)
     rollout = checker.adapter.rollout_of(view.iterator)
@@ -100,7 +100,7 @@ def batch_before(checker: LayoutChecker, where: str, call: Mapping[str, Any]) ->
                           inputs=inputs, found=found)
 
 
-def batch_agreement(checker: LayoutChecker, where: str, state: BatchCallState | None) -> list[Violation]:
+def batch_agreement(checker: CheckerState, where: str, state: BatchCallState | None) -> list[Violation]:
     """X1 before ``get_batch``: every CP rank lays micro-batch ``k`` out with the same P, samples and scheme.
 
     Called once per batch-builder call on every rank, whatever the local
@@ -122,7 +122,7 @@ def batch_agreement(checker: LayoutChecker, where: str, state: BatchCallState | 
     )
 
 
-def batch_after(checker: LayoutChecker, where: str, state: BatchCallState, batch: Any) -> None:
+def batch_after(checker: CheckerState, where: str, state: BatchCallState, batch: Any) -> None:
     """After ``get_batch``: G3 shapes, G4 counts, and G5 against replay tensors registered for ``k``."""
     if not is_mapping(batch):
         raise LayoutSpecError(f"the batch builder returned {type(batch).__name__}, not a dict of batch fields")
@@ -182,7 +182,7 @@ def batch_after(checker: LayoutChecker, where: str, state: BatchCallState, batch
 # --- the replay filler -----------------------------------------------------------
 
 
-def filler_before(checker: LayoutChecker, where: str, call: Mapping[str, Any]) -> FillerCallState | None:
+def filler_before(checker: CheckerState, where: str, call: Mapping[str, Any]) -> FillerCallState | None:
     """Before the filler runs: G1, G2 (and G3, G6) on every micro-batch it will walk, as it will read them.
 
     The filler resets its iterators and walks ``sum(num_microbatches)``
@@ -215,7 +215,7 @@ def filler_before(checker: LayoutChecker, where: str, call: Mapping[str, Any]) -
     )
 
 
-def replay_registered(checker: LayoutChecker, state: FillerCallState, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> None:
+def replay_registered(checker: CheckerState, state: FillerCallState, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> None:
     """One register call of the filler: micro-batch ``k`` is the count of calls so far (G5)."""
     k, state.registered = state.registered, state.registered + 1
     replay = checker.adapter.registered_replay(args, kwargs)
@@ -254,7 +254,7 @@ def _g5(replay: ReplayRecord, batch: BatchRecord) -> list[Violation]:
 # --- the response-offset helper --------------------------------------------------
 
 
-def offset_returned(checker: LayoutChecker, where: str, call: Mapping[str, Any], result: Any) -> None:
+def offset_returned(checker: CheckerState, where: str, call: Mapping[str, Any], result: Any) -> None:
     """G4: the logit ranges the helper returned are the ones of the sample's layout.
 
     Calls made inside the producer are left to O4 (which judges what the
@@ -300,7 +300,7 @@ def offset_returned(checker: LayoutChecker, where: str, call: Mapping[str, Any],
     checker._report(first or [])
 
 
-def _offset_clean(checker: LayoutChecker, call: Mapping[str, Any], result: Any) -> bool:
+def _offset_clean(checker: CheckerState, call: Mapping[str, Any], result: Any) -> bool:
     """Whether the call is certainly clean, its count taken: the common case, decided without building a message.
 
     Plain int arguments, Miles's ``(c, chunks, (logits_0, logits_1), tokens)``

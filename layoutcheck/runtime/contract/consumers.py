@@ -16,7 +16,7 @@ from typing import Any, NamedTuple
 
 from layoutcheck import geometry
 from layoutcheck.errors import LayoutError, LayoutSpecError, Violation, describe_value
-from layoutcheck.runtime.common import (
+from layoutcheck.runtime.contract.common import (
     HINTS,
     RESPONSE_FIELDS,
     SHAPE_FIELDS,
@@ -30,7 +30,7 @@ from layoutcheck.runtime.common import (
     size,
     usable_padded,
 )
-from layoutcheck.runtime.meta import count, metadata_only, numel, shape_of
+from layoutcheck.runtime.contract.meta import count, metadata_only, numel, shape_of
 
 __all__ = [
     "NO_ENTRY",

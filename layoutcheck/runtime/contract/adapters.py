@@ -6,7 +6,7 @@ layout and the alignment unit come from (``args``), what the parallel state
 looks like, how a ``DataIterator`` says which samples a micro-batch holds,
 which keys a batch dict has, how the replay filler calls its register
 function, what a response-offset helper returns. The checks
-(`layoutcheck.runtime.checks`) know none of it, and `LayoutChecker` asks an
+(`layoutcheck.runtime.contract.checks`) know none of it, and `LayoutChecker` asks an
 adapter object, so another trainer family is one more adapter class.
 
 Every reader raises `LayoutSpecError` on a shape it does not know; the
@@ -22,8 +22,8 @@ from typing import Any, NamedTuple
 
 from layoutcheck import geometry
 from layoutcheck.errors import LayoutSpecError, describe_value
-from layoutcheck.runtime.common import is_mapping
-from layoutcheck.runtime.meta import metadata_only, numel, shape_of
+from layoutcheck.runtime.contract.common import is_mapping
+from layoutcheck.runtime.contract.meta import metadata_only, numel, shape_of
 
 __all__ = ["BatchCall", "MilesAdapter", "OffsetCall", "Parallel", "ReplayCall", "RoleSpec", "TrainerLayout"]
 

@@ -5,7 +5,7 @@ No single process can see this: CP rank 1 may slice micro-batch 3 with
 `CrossRankChecker` exchanges a few int64 values per micro-batch among the
 ranks of one CP group and reports every disagreement as an ``X1``
 `Violation` on every rank, naming the rank that differs
-(`layoutcheck.runtime.agreement` builds and compares the values).
+(`layoutcheck.runtime.crossrank.agreement` builds and compares the values).
 
 How it stays cheap and never hangs (DESIGN.md section 8):
 
@@ -32,7 +32,7 @@ The CP group is a parameter: explicit global ``ranks``; or a parallel state
 (``get_parallel_state``-like: its ``.cp.group`` process group gives the
 ranks, else ``.cp.size`` and ``.tp.size`` with the world size in Megatron's
 rank order); or ``cp_size`` (and ``tp_size``). torch is imported only when a
-checker is made: `import layoutcheck.runtime.distributed` stays torch-free.
+checker is made: `import layoutcheck.runtime.crossrank.distributed` stays torch-free.
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ from datetime import timedelta
 from typing import Any
 
 from layoutcheck.errors import LayoutcheckError, LayoutSpecError, Violation, metadata_only
-from layoutcheck.runtime.agreement import (
+from layoutcheck.runtime.crossrank.agreement import (
     HEADER,
     INVARIANT,
     Header,
@@ -56,8 +56,8 @@ from layoutcheck.runtime.agreement import (
     name_ranks,
     needs_lists,
 )
-from layoutcheck.runtime.common import size
-from layoutcheck.runtime.reporting import Recorder, check_mode, report
+from layoutcheck.runtime.contract.common import size
+from layoutcheck.runtime.reporting.modes import Recorder, check_mode, report
 
 __all__ = [
     "DEFAULT_TIMEOUT",

@@ -8,7 +8,7 @@ builds the pydantic model that validates a TOML table from these fields, and
 
 A hook target is a dotted path ``package.module:function`` (or
 ``package.module:Class.method``); nothing is imported to validate it: a hook
-is installed when the program itself imports the module (`hooks`).
+is installed when the program itself imports the module (`install`).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Literal
 
 from layoutcheck.errors import ConfigError
-from layoutcheck.runtime.presets import PRESETS
+from layoutcheck.runtime.hooks.presets import PRESETS
 
 if TYPE_CHECKING:
     from pydantic import PositiveFloat, PositiveInt
@@ -35,6 +35,7 @@ __all__ = [
     "HookSpec",
     "RuntimeSettings",
     "effective",
+    "env_flag",
     "env_mode",
     "parse_target",
 ]
@@ -199,7 +200,8 @@ def env_mode(environ: Mapping[str, str]) -> str | None:
     )
 
 
-def _env_flag(environ: Mapping[str, str], name: str) -> bool | None:
+def env_flag(environ: Mapping[str, str], name: str) -> bool | None:
+    """The on/off variable ``name`` (``1``/``0``, ``on``/``off``, ...), ``None`` when unset; else `ConfigError` naming it."""
     raw = environ.get(name)
     if raw is None:
         return None
@@ -217,7 +219,7 @@ def effective(settings: RuntimeSettings, environ: Mapping[str, str]) -> RuntimeS
     mode = env_mode(environ)
     if mode:
         changes["mode"] = mode
-    trace = _env_flag(environ, ENV_TRACE)
+    trace = env_flag(environ, ENV_TRACE)
     if trace is not None:
         changes["tracer"] = trace
     report = environ.get(ENV_REPORT)

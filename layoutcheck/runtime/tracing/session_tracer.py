@@ -43,13 +43,13 @@ from typing import TYPE_CHECKING, Any
 
 from layoutcheck import geometry
 from layoutcheck.errors import LayoutError, LayoutSpecError
-from layoutcheck.runtime import tagging
-from layoutcheck.runtime.settings import HookSpec
-from layoutcheck.runtime.tags import _compiling
+from layoutcheck.runtime.contract.meta import compiling
+from layoutcheck.runtime.hooks.settings import HookSpec
+from layoutcheck.runtime.tracing import tagging
 
 if TYPE_CHECKING:
-    from layoutcheck.runtime.checker import LayoutChecker
-    from layoutcheck.runtime.tracer import Tracer
+    from layoutcheck.runtime.checker.layout_checker import LayoutChecker
+    from layoutcheck.runtime.tracing.tracer import Tracer
 
 __all__ = ["SessionTracer"]
 
@@ -74,7 +74,7 @@ class SessionTracer:
     def tracer(self) -> Tracer:
         """The session's tracer (made on first use: this imports torch, so a torch-free producer never does)."""
         if self._tracer is None:
-            from layoutcheck.runtime.tracer import Tracer
+            from layoutcheck.runtime.tracing.tracer import Tracer
 
             checker = self.checker
             self._tracer = Tracer(
@@ -161,7 +161,7 @@ class SessionTracer:
 
         @functools.wraps(checked)
         def layoutcheck_traced_producer(*args: Any, **kwargs: Any) -> Any:
-            if not self.enabled or _compiling():
+            if not self.enabled or compiling():
                 return checked(*args, **kwargs)
             call = binder.arguments(args, kwargs)
             lay = None if call is None else self._glue(where, lambda: self._before_producer(call))
@@ -198,7 +198,7 @@ class SessionTracer:
 
         @functools.wraps(checked)
         def layoutcheck_traced_batch(*args: Any, **kwargs: Any) -> Any:
-            if not self.enabled or _compiling():
+            if not self.enabled or compiling():
                 return checked(*args, **kwargs)
             call = binder.arguments(args, kwargs)
             state = None if call is None else self._glue(where, lambda: self._before_batch(call))
@@ -255,7 +255,7 @@ class SessionTracer:
 
         @functools.wraps(checked)
         def layoutcheck_traced_filler(*args: Any, **kwargs: Any) -> Any:
-            if self.enabled and not _compiling():
+            if self.enabled and not compiling():
                 call = binder.arguments(args, kwargs)
                 if call is not None:
                     self._glue(where, lambda: self._before_filler(call))
@@ -301,9 +301,9 @@ class SessionTracer:
 
 
 def _binder(fn: Callable[..., Any]) -> Any:
-    from layoutcheck.runtime.wrappers import _Binder
+    from layoutcheck.runtime.checker.wrappers import Binder
 
-    return _Binder(inspect.signature(fn))
+    return Binder(inspect.signature(fn))
 
 
 def _checked_helper(spec: HookSpec, make: Callable[[], Callable[..., Any]]) -> Callable[..., Any]:

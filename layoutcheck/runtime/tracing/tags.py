@@ -24,11 +24,11 @@ Nothing here imports torch; tagging while ``torch.compile`` traces is a no-op
 from __future__ import annotations
 
 import functools
-import sys
 import weakref
 from typing import Any, NamedTuple
 
 from layoutcheck import geometry
+from layoutcheck.runtime.contract.meta import compiling
 
 __all__ = ["Tag", "clear_tags", "geometry_of", "tag", "tagged_count", "untag"]
 
@@ -167,16 +167,19 @@ class _Ref(weakref.ref):  # type: ignore[type-arg]
 _TABLE: dict[int, _Ref] = {}
 
 
+entry_at = _TABLE.get
+"""The side table's raw entry for ``id(tensor)``, or ``None``: the tracer's per-op fast path.
+
+``None`` means no tensor at that address carries a tag; an entry may be a
+dead tensor's whose id was reused (`geometry_of` tells).
+"""
+
+
 def _remove(ref: _Ref) -> None:
     # Called when the tensor dies. The id may already carry a newer entry (a
     # new tensor tagged at a reused address after an explicit untag): keep it.
     if _TABLE.get(ref.key) is ref:
         del _TABLE[ref.key]
-
-
-def _compiling() -> bool:
-    torch = sys.modules.get("torch")
-    return torch is not None and torch.compiler.is_compiling()
 
 
 def tag(tensor: Any, value: Tag) -> Any:
@@ -189,7 +192,7 @@ def tag(tensor: Any, value: Tag) -> Any:
         from layoutcheck.errors import LayoutSpecError
 
         raise LayoutSpecError(f"a tag must be a layoutcheck Tag, got {type(value).__name__}")
-    if _compiling():
+    if compiling():
         return tensor
     return set_tag(tensor, value)
 

@@ -3,11 +3,12 @@
 ``LAYOUTCHECK=raise|warn|record`` (or ``1``: the configured mode) in the
 environment of any Python process activates the hooks of
 ``[tool.layoutcheck.runtime]`` at interpreter start, through the ``.pth``
-file layoutcheck installs (`layoutcheck._startup`); every process that
-inherits the variable is covered: subprocesses, multiprocessing children,
-every rank ``torchrun`` starts, and Ray workers (`layoutcheck.runtime.ray_env`
-carries the variables into ``ray.init``'s ``runtime_env``). The same can be
-done from code, or by the pytest plugin, with `activate`.
+file layoutcheck installs (``startup/_layoutcheck_startup.py``); every
+process that inherits the variable is covered: subprocesses, multiprocessing
+children, every rank ``torchrun`` starts, and Ray workers (`ray_env` carries
+the variables into ``ray.init``'s ``runtime_env``). The same can be done from
+code, or by the pytest plugin, with `activate`; `trace` gives a block of code
+the session's tracer.
 
 The configuration is ``$LAYOUTCHECK_CONFIG`` (a ``pyproject.toml`` or
 ``layoutcheck.toml``), else the nearest one above the working folder. One
@@ -29,11 +30,13 @@ import warnings
 from collections.abc import Callable, Mapping
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from layoutcheck import geometry
 from layoutcheck.errors import ConfigError, LayoutSpecError, Violation
-from layoutcheck.runtime.hooks import HookSet
-from layoutcheck.runtime.settings import (
+from layoutcheck.runtime.activation import ray_env
+from layoutcheck.runtime.hooks.install import HookSet
+from layoutcheck.runtime.hooks.settings import (
     ENV_CONFIG,
     ENV_REPORT,
     TRACER_ROLES,
@@ -43,7 +46,10 @@ from layoutcheck.runtime.settings import (
     env_mode,
 )
 
-__all__ = ["Mark", "Session", "activate", "active_session", "deactivate"]
+if TYPE_CHECKING:
+    from layoutcheck.runtime.tracing.tracer import Tracer
+
+__all__ = ["Mark", "Session", "activate", "active_session", "deactivate", "trace"]
 
 _LOCK = threading.RLock()
 _SESSION: Session | None = None
@@ -82,7 +88,7 @@ class Session:
 
     def __init__(self, settings: RuntimeSettings, *, config_file: Path | None, root: Path,
                  trace_default: bool = False) -> None:
-        from layoutcheck.runtime.checker import CrossRankOptions, LayoutChecker
+        from layoutcheck.runtime.checker.layout_checker import CrossRankOptions, LayoutChecker
 
         self.settings = settings
         # The tracer: `tracer` (with LAYOUTCHECK_TRACE applied), else `trace_default` (on under the
@@ -112,7 +118,7 @@ class Session:
 
     @mode.setter
     def mode(self, value: str) -> None:
-        from layoutcheck.runtime.reporting import check_mode
+        from layoutcheck.runtime.reporting.modes import check_mode
 
         self.checker.mode = check_mode(value)
 
@@ -173,20 +179,20 @@ class Session:
         return self._tracer_side().tracer if self.tracing else None
 
     def tracer_for_block(self) -> Any:
-        """The session's tracer for a ``with`` block (`layoutcheck.runtime.tracer.trace`), made if the hooks run none.
+        """The session's tracer for a ``with`` block (`trace`), made if the hooks run none.
 
         ``LAYOUTCHECK_TRACE=0`` leaves it disabled (the block runs untraced).
         """
         tracer = self._tracer_side().tracer
         if not self.tracing:
-            from layoutcheck.runtime.trace_switch import tracer_enabled
+            from layoutcheck.runtime.tracing.trace_switch import tracer_enabled
 
             tracer.enabled = tracer_enabled(self.mode, True)
         return tracer
 
     def _tracer_side(self) -> Any:
         if self._session_tracer is None:
-            from layoutcheck.runtime.session_tracer import SessionTracer
+            from layoutcheck.runtime.tracing.session_tracer import SessionTracer
 
             self._session_tracer = SessionTracer(self.checker)
         return self._session_tracer
@@ -233,7 +239,7 @@ class Session:
         text = f"layoutcheck could not hook `{spec.target}` ({spec.role}): {err}; its calls go through unchecked"
         self.checker.recorder.add_note(text)
         if self.mode == "warn":
-            from layoutcheck.runtime.reporting import LayoutWarning
+            from layoutcheck.runtime.reporting.modes import LayoutWarning
 
             warnings.warn(text, LayoutWarning, stacklevel=2)
 
@@ -258,9 +264,9 @@ class Session:
         return path if path.is_absolute() else self.root / path
 
     def run_report(self) -> Any:
-        """What this process saw, as a `layoutcheck.runtime.runreport.RunReport`."""
-        from layoutcheck import __version__
-        from layoutcheck.runtime.runreport import RankInfo, RunReport, ViolationRecord
+        """What this process saw, as a `layoutcheck.runtime.reporting.runreport.RunReport`."""
+        from layoutcheck.version import __version__
+        from layoutcheck.runtime.reporting.runreport import RankInfo, RunReport, ViolationRecord
 
         rank, world = _rank_and_world()
         cp = self._cp_coordinates()
@@ -381,7 +387,7 @@ def activate(
         if env.get(ENV_REPORT):  # a path in the environment is the shell's: relative to the working folder
             settings = dataclasses.replace(settings, report=str(Path(env[ENV_REPORT]).expanduser().absolute()))
         if mode is not None:
-            from layoutcheck.runtime.reporting import check_mode
+            from layoutcheck.runtime.reporting.modes import check_mode
 
             settings = dataclasses.replace(settings, mode=check_mode(mode))
         if not settings.hook_specs():
@@ -394,15 +400,33 @@ def activate(
         session = Session(settings, config_file=file, root=root, trace_default=bool(trace_default))
         _SESSION = session
         atexit.register(session._at_exit)
-        from layoutcheck.runtime import ray_env
-
-        ray_env.install(session, env)
+        ray_env.install(session.mode, session.config_file, env)
         return session
 
 
 def active_session() -> Session | None:
     """The active session, if any."""
     return _SESSION
+
+
+def trace(session: Session | None = None, *, enabled: bool = True, layout: str | None = None) -> Tracer:
+    """The tracer for a block of code: ``with trace(): ...`` (what the pytest fixture's ``layout.trace()`` returns).
+
+    With a debug-mode ``session`` (default: the active one, if any), its
+    tracer (violations in its checker's log, in its mode), made for the block
+    if the session runs without one; otherwise a new ``Tracer("raise")``.
+    ``enabled=False`` (or ``LAYOUTCHECK_TRACE=0``) makes the block untraced.
+    """
+    if session is None:
+        session = active_session()
+    if session is None or not enabled:
+        from layoutcheck.runtime.tracing.tracer import Tracer  # imports torch: only when a block is traced
+
+        return Tracer("raise", enabled=enabled, layout=layout)
+    tracer = session.tracer_for_block()
+    if layout is not None:
+        tracer.layout = geometry.check_layout(layout)
+    return tracer
 
 
 def deactivate() -> None:
@@ -414,8 +438,6 @@ def deactivate() -> None:
             return
         atexit.unregister(session._at_exit)
         session.close()
-        from layoutcheck.runtime import ray_env
-
         ray_env.uninstall()
 
 

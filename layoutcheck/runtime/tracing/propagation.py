@@ -2,7 +2,7 @@
 
 Pure Python over `Tag` values, shapes (tuples of ints) and the operations'
 integer arguments: no torch, no tensor, so every rule is cheap and testable
-alone. `layoutcheck.runtime.tracer` reads the shapes (metadata only) and calls
+alone. `layoutcheck.runtime.tracing.tracer` reads the shapes (metadata only) and calls
 these rules around each traced op. A rule returns the output's tag (``None``:
 the output is not tagged) and the violations it saw, with ``where`` left
 empty: the tracer fills in the operation and the user's source line.
@@ -44,8 +44,8 @@ from typing import Any
 
 from layoutcheck import geometry
 from layoutcheck.errors import Violation
-from layoutcheck.runtime.common import HINTS
-from layoutcheck.runtime.tags import Tag
+from layoutcheck.runtime.contract.common import HINTS
+from layoutcheck.runtime.tracing.tags import Tag
 
 __all__ = [
     "index",

@@ -1,9 +1,12 @@
 """The role wrappers `LayoutChecker.wrap` builds, and the signature check made when wrapping.
 
+They read and update the checker's state (`~layoutcheck.runtime.checker.state.CheckerState`),
+never the `LayoutChecker` class, which imports this module to ``wrap``.
+
 ``wrap(checker, role, fn)`` reads ``fn``'s signature once and refuses, with
 a `LayoutSpecError` naming the function, the parameter, what was expected
 and what was found, a function that does not name the parameters its role
-reads (the adapter's `~layoutcheck.runtime.adapters.RoleSpec`). The
+reads (the adapter's `~layoutcheck.runtime.contract.adapters.RoleSpec`). The
 wrapper it returns:
 
 * returns exactly what ``fn`` returned (the same object) and raises what
@@ -28,43 +31,30 @@ from __future__ import annotations
 
 import functools
 import inspect
-import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from layoutcheck.errors import LayoutSpecError
-from layoutcheck.runtime import consumer_calls
+from layoutcheck.runtime.checker import consumer_calls
+from layoutcheck.runtime.contract.meta import compiling
 
 if TYPE_CHECKING:
-    from layoutcheck.runtime.checker import LayoutChecker
+    from layoutcheck.runtime.checker.state import CheckerState
 
-__all__ = ["check_signature", "role_name", "wrap"]
+__all__ = ["ROLES", "Binder", "check_signature", "role_name", "wrap"]
+
+ROLES: tuple[str, ...] = ("producer", "batch_builder", "replay_filler", "offset_helper")
+"""The roles a checker wraps (`LayoutChecker.ROLES`)."""
 
 _POSITIONAL_ONLY = inspect.Parameter.POSITIONAL_ONLY
 _VARIADIC = (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)
 
 
-_IS_COMPILING: list[Callable[[], bool]] = []
-"""``torch.compiler.is_compiling``, once torch is imported (asked on every hooked call)."""
-
-
-def _compiling() -> bool:
-    # Hooks belong at eager boundaries; never run inside a torch.compile trace.
-    if not _IS_COMPILING:
-        torch = sys.modules.get("torch")
-        if torch is None:
-            return False
-        _IS_COMPILING.append(torch.compiler.is_compiling)
-    return _IS_COMPILING[0]()
-
-
 def role_name(role: str) -> str:
-    """``role`` with hyphens as underscores, if it is one of `LayoutChecker.ROLES`; else `LayoutSpecError`."""
-    from layoutcheck.runtime.checker import LayoutChecker
-
+    """``role`` with hyphens as underscores, if it is one of `ROLES`; else `LayoutSpecError`."""
     name = role.replace("-", "_") if isinstance(role, str) else role
-    if name not in LayoutChecker.ROLES:
-        raise LayoutSpecError(f"unknown role {role!r}: expected one of {', '.join(LayoutChecker.ROLES)}")
+    if name not in ROLES:
+        raise LayoutSpecError(f"unknown role {role!r}: expected one of {', '.join(ROLES)}")
     return name
 
 
@@ -74,7 +64,7 @@ def _qualified(fn: Callable[..., Any]) -> str:
     return f"{module}:{name}" if module else name
 
 
-def check_signature(checker: LayoutChecker, role: str, fn: Callable[..., Any]) -> inspect.Signature:
+def check_signature(checker: CheckerState, role: str, fn: Callable[..., Any]) -> inspect.Signature:
     """``fn``'s signature, if it names every parameter ``role`` reads (by name); else `LayoutSpecError`."""
     spec = checker.adapter.roles[role]
     where = f"cannot wrap `{_qualified(fn)}` as {spec.label}"
@@ -104,7 +94,7 @@ def check_signature(checker: LayoutChecker, role: str, fn: Callable[..., Any]) -
     return signature
 
 
-class _Binder:
+class Binder:
     """Maps a call's arguments to parameter names, defaults applied, without `inspect.Signature.bind`.
 
     Binding is on every hooked call, and ``Signature.bind`` costs tens of
@@ -146,18 +136,18 @@ Body = Callable[[tuple[Any, ...], dict[str, Any], dict[str, Any]], Any]
 """A role's call: ``body(args, kwargs, call)`` calls the original with the checks around it (``call``: by name)."""
 
 
-def wrap(checker: LayoutChecker, role: str, fn: Callable[..., Any]) -> Callable[..., Any]:
+def wrap(checker: CheckerState, role: str, fn: Callable[..., Any]) -> Callable[..., Any]:
     """The checked wrapper of ``fn`` in ``role`` for ``checker`` (see the module docs)."""
     role = role_name(role)
     if getattr(fn, "__layoutcheck_role__", None) == role and getattr(fn, "__layoutcheck_checker__", None) is checker:
         return fn
-    binder = _Binder(check_signature(checker, role, fn))
+    binder = Binder(check_signature(checker, role, fn))
     where = getattr(fn, "__name__", role)
     body = _BODIES[role](checker, fn, where, binder)
 
     @functools.wraps(fn)
     def layoutcheck_wrapper(*args: Any, **kwargs: Any) -> Any:
-        if _compiling():
+        if compiling():  # hooks belong at eager boundaries: never inside a torch.compile trace
             return fn(*args, **kwargs)
         call = binder.arguments(args, kwargs)
         if call is None:  # not the call the signature promised: through, with a note
@@ -172,7 +162,7 @@ def wrap(checker: LayoutChecker, role: str, fn: Callable[..., Any]) -> Callable[
     return layoutcheck_wrapper
 
 
-def _producer(checker: LayoutChecker, fn: Callable[..., Any], where: str, binder: _Binder) -> Body:
+def _producer(checker: CheckerState, fn: Callable[..., Any], where: str, binder: Binder) -> Body:
     def body(args: tuple[Any, ...], kwargs: dict[str, Any], call: dict[str, Any]) -> Any:
         checker._enter_producer()  # offset-helper calls from inside are the producer's (O4 judges them)
         try:
@@ -185,7 +175,7 @@ def _producer(checker: LayoutChecker, fn: Callable[..., Any], where: str, binder
     return body
 
 
-def _batch_builder(checker: LayoutChecker, fn: Callable[..., Any], where: str, binder: _Binder) -> Body:
+def _batch_builder(checker: CheckerState, fn: Callable[..., Any], where: str, binder: Binder) -> Body:
     def body(args: tuple[Any, ...], kwargs: dict[str, Any], call: dict[str, Any]) -> Any:
         state = checker._checking(where, lambda: consumer_calls.batch_before(checker, where, call))
         agreed = checker._checking(where, lambda: consumer_calls.batch_agreement(checker, where, state))
@@ -198,7 +188,7 @@ def _batch_builder(checker: LayoutChecker, fn: Callable[..., Any], where: str, b
     return body
 
 
-def _replay_filler(checker: LayoutChecker, fn: Callable[..., Any], where: str, binder: _Binder) -> Body:
+def _replay_filler(checker: CheckerState, fn: Callable[..., Any], where: str, binder: Binder) -> Body:
     name = checker.adapter.register_argument
 
     def body(args: tuple[Any, ...], kwargs: dict[str, Any], call: dict[str, Any]) -> Any:
@@ -215,7 +205,7 @@ def _replay_filler(checker: LayoutChecker, fn: Callable[..., Any], where: str, b
     return body
 
 
-def _counted_register(checker: LayoutChecker, state: consumer_calls.FillerCallState, register: Callable[..., Any]) -> Callable[..., Any]:
+def _counted_register(checker: CheckerState, state: consumer_calls.FillerCallState, register: Callable[..., Any]) -> Callable[..., Any]:
     # One per filler call: the state is that call's, never the checker's shared one.
     @functools.wraps(register)
     def layoutcheck_register(*args: Any, **kwargs: Any) -> Any:
@@ -225,7 +215,7 @@ def _counted_register(checker: LayoutChecker, state: consumer_calls.FillerCallSt
     return layoutcheck_register
 
 
-def _offset_helper(checker: LayoutChecker, fn: Callable[..., Any], where: str, binder: _Binder) -> Body:
+def _offset_helper(checker: CheckerState, fn: Callable[..., Any], where: str, binder: Binder) -> Body:
     def body(args: tuple[Any, ...], kwargs: dict[str, Any], call: dict[str, Any]) -> Any:
         result = fn(*args, **kwargs)
         if not checker._in_producer():
@@ -235,7 +225,7 @@ def _offset_helper(checker: LayoutChecker, fn: Callable[..., Any], where: str, b
     return body
 
 
-_BODIES: dict[str, Callable[[LayoutChecker, Callable[..., Any], str, _Binder], Body]] = {
+_BODIES: dict[str, Callable[[CheckerState, Callable[..., Any], str, Binder], Body]] = {
     "producer": _producer,
     "batch_builder": _batch_builder,
     "replay_filler": _replay_filler,

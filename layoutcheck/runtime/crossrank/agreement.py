@@ -1,6 +1,6 @@
 """Cross-rank agreement (X1) as plain data: what a rank says, and how the answers compare.
 
-`layoutcheck.runtime.distributed` moves these vectors between processes;
+`layoutcheck.runtime.crossrank.distributed` moves these vectors between processes;
 this module knows nothing of torch or process groups, so the comparison and
 its messages are tested without spawning anything.
 
@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 from layoutcheck import geometry
 from layoutcheck.errors import LayoutSpecError, Violation
-from layoutcheck.runtime.common import size
+from layoutcheck.runtime.contract.common import size
 
 __all__ = [
     "HEADER",

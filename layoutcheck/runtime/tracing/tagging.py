@@ -28,12 +28,12 @@ from typing import Any, TypeVar
 
 from layoutcheck import geometry
 from layoutcheck.errors import LayoutError, LayoutSpecError, Violation
-from layoutcheck.runtime import propagation
-from layoutcheck.runtime.adapters import MilesAdapter
-from layoutcheck.runtime.common import REPLAY_FIELDS, RESPONSE_FIELDS, SHAPE_FIELDS, UNSLICED_RESPONSE_FIELDS
-from layoutcheck.runtime.common import bucket_tuple, parallel
-from layoutcheck.runtime.meta import metadata_only, shape_of
-from layoutcheck.runtime.tags import Tag, _compiling, geometry_of, set_tag, tag
+from layoutcheck.runtime.tracing import propagation
+from layoutcheck.runtime.contract.adapters import MilesAdapter
+from layoutcheck.runtime.contract.common import REPLAY_FIELDS, RESPONSE_FIELDS, SHAPE_FIELDS, UNSLICED_RESPONSE_FIELDS
+from layoutcheck.runtime.contract.common import bucket_tuple, parallel
+from layoutcheck.runtime.contract.meta import compiling, metadata_only, shape_of
+from layoutcheck.runtime.tracing.tags import Tag, geometry_of, set_tag, tag
 
 __all__ = [
     "tag_batch",
@@ -243,7 +243,7 @@ Check = Callable[[Any, dict[str, Any], Any], "Callable[[Any], None] | None"]
 
 _INSIDE = threading.local()
 """Per thread: a wrapped CP helper is running (the helpers call each other: the outer call is judged)."""
-_TRACER = "layoutcheck.runtime.tracer"
+_TRACER = "layoutcheck.runtime.tracing.tracer"
 
 
 def _tracer_module() -> Any:
@@ -273,17 +273,17 @@ def _helper(fn: F, op: str, check: Check, judge: Any = None) -> F:
     # of the checking itself never breaks the call (a note, as in the
     # tracer's mode). A helper called by another wrapped helper is the
     # outer call's business; while torch.compile traces, only the call.
-    from layoutcheck.runtime.wrappers import _Binder
+    from layoutcheck.runtime.checker.wrappers import Binder
 
     signature = inspect.signature(fn)
     if not signature.parameters:
         raise LayoutSpecError(f"{getattr(fn, '__qualname__', fn)} takes no tensor argument")
     first = next(iter(signature.parameters))
-    binder = _Binder(signature)
+    binder = Binder(signature)
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        if _compiling() or getattr(_INSIDE, "on", False):
+        if compiling() or getattr(_INSIDE, "on", False):
             return fn(*args, **kwargs)
         module = sys.modules.get(_TRACER) or _tracer_module()  # torch is loaded: the helper takes tensors
         tracer = module.active_tracer()

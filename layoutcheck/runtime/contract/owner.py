@@ -7,7 +7,7 @@ from typing import Any
 
 from layoutcheck import geometry
 from layoutcheck.errors import LayoutError, LayoutSpecError, Violation
-from layoutcheck.runtime.common import (
+from layoutcheck.runtime.contract.common import (
     HINTS,
     REPLAY_FIELDS,
     RESPONSE_FIELDS,
@@ -19,7 +19,7 @@ from layoutcheck.runtime.common import (
     response_sizes,
     size,
 )
-from layoutcheck.runtime.meta import count, metadata_only, numel, shape_of
+from layoutcheck.runtime.contract.meta import count, metadata_only, numel, shape_of
 
 __all__ = ["check_rollout"]
 

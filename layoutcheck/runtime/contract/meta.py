@@ -21,10 +21,12 @@ same arguments without any check changing.
 from __future__ import annotations
 
 import math
+import sys
+from collections.abc import Callable
 
 from layoutcheck.errors import metadata_only
 
-__all__ = ["count", "metadata_only", "numel", "shape_of"]
+__all__ = ["compiling", "count", "metadata_only", "numel", "shape_of"]
 
 Shape = tuple[int, ...]
 
@@ -56,3 +58,20 @@ def numel(value: object) -> int | None:
     shape = shape_of(value)
     return None if shape is None else int(math.prod(shape))
 
+
+_IS_COMPILING: list[Callable[[], bool]] = []
+"""``torch.compiler.is_compiling``, once torch is imported (asked on every hooked call)."""
+
+
+def compiling() -> bool:
+    """Whether ``torch.compile`` is tracing now (``False`` while torch is not imported; never imports it).
+
+    The hooks and the tags do nothing then: they belong at eager boundaries,
+    and a weakref or a Python-side check would break the graph.
+    """
+    if not _IS_COMPILING:
+        torch = sys.modules.get("torch")
+        if torch is None:
+            return False
+        _IS_COMPILING.append(torch.compiler.is_compiling)
+    return _IS_COMPILING[0]()

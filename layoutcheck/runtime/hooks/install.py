@@ -37,7 +37,7 @@ from types import ModuleType
 from typing import Any
 
 from layoutcheck.errors import LayoutSpecError
-from layoutcheck.runtime.settings import HookSpec
+from layoutcheck.runtime.hooks.settings import HookSpec
 
 __all__ = ["HookSet", "InstalledHook", "Wrap"]
 

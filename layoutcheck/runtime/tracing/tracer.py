@@ -10,7 +10,7 @@ that move a layout (indexing and slicing, ``narrow``, ``chunk``, ``split``,
 ``unbind``, ``cat``, ``stack``, ``F.pad``, ``view``/``reshape``/``flatten``/
 ``unsqueeze``/``squeeze``, ``to``/``contiguous``/``clone``/``detach`` and
 dtype casts) carry their input's tag to their output, transformed by the
-rules of `layoutcheck.runtime.propagation`, which also say what breaks a
+rules of `layoutcheck.runtime.tracing.propagation`, which also say what breaks a
 layout (G1, G2, G3, G4, G6). A violation is reported *before* the op runs
 (so ``raise`` mode stops at it), naming the op and the user's source line:
 the first frame outside torch and layoutcheck. Every other op passes
@@ -46,13 +46,13 @@ from torch.overrides import TorchFunctionMode
 
 from layoutcheck import geometry
 from layoutcheck.errors import LayoutError, LayoutSpecError, Violation, describe_value
-from layoutcheck.runtime import propagation
-from layoutcheck.runtime.reporting import LayoutWarning, Recorder, check_mode, report
-from layoutcheck.runtime.tags import _TABLE, Tag, geometry_of
-from layoutcheck.runtime.tags import set_tag as tag
-from layoutcheck.runtime.trace_switch import tracer_enabled
+from layoutcheck.runtime.tracing import propagation
+from layoutcheck.runtime.reporting.modes import LayoutWarning, Recorder, check_mode, report
+from layoutcheck.runtime.tracing.tags import Tag, entry_at, geometry_of
+from layoutcheck.runtime.tracing.tags import set_tag as tag
+from layoutcheck.runtime.tracing.trace_switch import tracer_enabled
 
-__all__ = ["Tracer", "active_tracer", "trace"]
+__all__ = ["Tracer", "active_tracer"]
 
 _TORCH_DIR = os.path.dirname(os.path.abspath(torch.__file__)) + os.sep
 _OWN_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep  # .../layoutcheck/
@@ -87,7 +87,7 @@ def user_site(skip: int = 1) -> tuple[str, int, str, int]:
 
     ``level`` counts frames from the caller of `user_site` (1; ``skip``
     frames up is level ``skip``), so that it is the ``stacklevel`` the caller
-    passes to `layoutcheck.runtime.reporting.report`. ``path`` is relative to the
+    passes to `layoutcheck.runtime.reporting.modes.report`. ``path`` is relative to the
     working folder when inside it.
     """
     frame = sys._getframe(skip)
@@ -119,7 +119,7 @@ class Tracer:
 
     ``mode``: ``"raise"``, ``"warn"`` or ``"record"``, as for `LayoutChecker`.
     ``enabled``: ``None`` resolves it from ``LAYOUTCHECK_TRACE`` and the mode
-    (`layoutcheck.runtime.trace_switch.tracer_enabled`); a disabled tracer's
+    (`layoutcheck.runtime.tracing.trace_switch.tracer_enabled`); a disabled tracer's
     ``with`` block costs one attribute check. ``recorder`` collects every
     violation in every mode (pass a checker's recorder to share one list).
 
@@ -145,8 +145,8 @@ class Tracer:
     plain ints) names its sample.
 
     ``with tracer:`` is re-entrant and per thread. Tags are attached with
-    `layoutcheck.runtime.tags.tag` or the producer / batch-builder helpers of
-    `layoutcheck.runtime.tagging`, whether or not a tracer is active.
+    `layoutcheck.runtime.tracing.tags.tag` or the producer / batch-builder helpers of
+    `layoutcheck.runtime.tracing.tagging`, whether or not a tracer is active.
     """
 
     def __init__(self, mode: str = "warn", *, enabled: bool | None = None, recorder: Recorder | None = None,
@@ -302,26 +302,6 @@ def _fresh(seen: set[tuple[object, ...]], v: Violation) -> bool:
     return True
 
 
-def trace(session: Any = None, *, enabled: bool = True, layout: str | None = None) -> Tracer:
-    """The tracer for a block of code: ``with trace(): ...`` (what the pytest fixture's ``layout.trace()`` returns).
-
-    With a debug-mode ``session`` (default: the active one, if any), its
-    tracer (violations in its checker's log, in its mode), made for the block
-    if the session runs without one; otherwise a new ``Tracer("raise")``.
-    ``enabled=False`` (or ``LAYOUTCHECK_TRACE=0``) makes the block untraced.
-    """
-    if session is None:
-        from layoutcheck.runtime.activation import active_session
-
-        session = active_session()
-    if session is None or not enabled:
-        return Tracer("raise", enabled=enabled, layout=layout)
-    tracer = session.tracer_for_block()
-    if layout is not None:
-        tracer.layout = geometry.check_layout(layout)
-    return tracer
-
-
 def _active_mode() -> _Mode | None:
     for _, mode in reversed(getattr(_LOCAL, "stack", None) or ()):
         if mode is not None:
@@ -356,9 +336,9 @@ class _Mode(TorchFunctionMode):
         # A layout op on tensors nobody tagged: one table lookup, and the op runs (the fast path)
         first = args[0] if args else kwargs.get("tensors" if func in _JOINS else "input")
         if func in _JOINS:
-            if not isinstance(first, (list, tuple)) or not any(_TABLE_GET(id(t)) is not None for t in first):
+            if not isinstance(first, (list, tuple)) or not any(entry_at(id(t)) is not None for t in first):
                 return func(*args, **kwargs)
-        elif _TABLE_GET(id(first)) is None:
+        elif entry_at(id(first)) is None:
             return func(*args, **kwargs)
         return checked(self.tracer, func, rule, (self, func, args, kwargs), func, args, kwargs)
 
@@ -585,5 +565,4 @@ _RESHAPES = frozenset(
 )
 _UNBIND = frozenset({torch.Tensor.unbind, torch.unbind})
 _JOINS = frozenset(f for f, rule in _RULES.items() if rule is _join_rule)
-_TABLE_GET = _TABLE.get  # the side table's raw lookup: a tag may be there (its rule then checks it is this tensor's)
 _SPLITS = frozenset({torch.Tensor.split, torch.split})
