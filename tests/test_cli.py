@@ -133,7 +133,7 @@ def test_bad_config_exits_2_naming_key_value_and_file(project, capsys):
     code, out, err = check(capsys)
     assert code == 2
     assert f"1 error in {project / 'pyproject.toml'}:" in err
-    assert "tool.layoutcheck.bucket-quantum" in err and "[value: 'big', type: str]" in err
+    assert "tool.layoutcheck.bucket-quantum" in err and '[value: "big", type: string]' in err
 
 
 @pytest.mark.parametrize("args", [["--output-format", "xml"], ["--jobs", "-1"], ["--bogus"]])
@@ -423,7 +423,7 @@ def test_config_errors_exit_2_as_in_check(project, capsys):
     write(project, "pyproject.toml", "[tool.layoutcheck]\nbucket-quantum = 'big'\n")
     code, out, err = config(capsys)
     assert (code, out) == (2, "")
-    assert f"1 error in {project / 'pyproject.toml'}:" in err and "[value: 'big', type: str]" in err
+    assert f"1 error in {project / 'pyproject.toml'}:" in err and '[value: "big", type: string]' in err
     assert err == check(capsys)[2]  # the same message as `check`
     write(project, "pyproject.toml", '[tool.layoutcheck]\nignore = ["pad-cal"]\n')
     code, _, err = config(capsys)
