@@ -124,6 +124,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help="every key with its type, default and description (markdown table)")
     config.add_argument("--output-format", choices=("text", "json"), default="text",
                         help="text (TOML; markdown with --reference) or json (default: text)")
+    config.add_argument("--no-cache", action="store_true",
+                        help="validate the table afresh instead of reading what a check stored (config never "
+                             "writes a cache)")
 
     rules = commands.add_parser("rules", help="list every rule",
                                 description="List every rule: code, name, default, fix, summary.")
@@ -327,7 +330,9 @@ def _config(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         return _fail(f"{path}: no such file or directory")
     try:
         loaded = resolve_config([path], args.config)
-        settings = loaded.settings()  # pydantic only for a table no run has validated yet
+        # Read from the cache a check wrote (a table it validated), never written: asking about a
+        # project must not write into it.
+        settings = loaded.settings(use_cache=not args.no_cache, store=False)
         if settings.select is not None or settings.extend_select or settings.ignore or settings.per_file_ignores:
             # Rule selectors are checked against the rules, as `check` does (imports them).
             from layoutcheck.lint.runner import select_rules

@@ -436,6 +436,33 @@ def test_config_errors_exit_2_as_in_check(project, capsys):
     assert code == 2 and "nowhere: no such file or directory" in err
 
 
+def test_config_of_a_project_writes_nothing_into_it_and_accepts_no_cache(project, capsys):
+    # `layoutcheck config PATH` asks a question; it used to leave a validated-config cache in the project.
+    write(project, "proj/pyproject.toml", '[tool.layoutcheck]\nlint-tests = true\nexclude = ["gen"]\n')
+    before = sorted(p.relative_to(project) for p in project.rglob("*"))
+    for args in (("proj",), ("proj", "--no-cache"), ("--output-format", "json", "proj"), ("proj",)):
+        code, out, err = config(capsys, *args)
+        assert (code, err) == (0, "") and ("lint-tests = true" in out or '"lint-tests": true' in out)
+    assert sorted(p.relative_to(project) for p in project.rglob("*")) == before
+    write(project, "proj/pyproject.toml", '[tool.layoutcheck]\nlint-tests = "yes"\n')  # validated afresh each time
+    code, _, err = config(capsys, "proj")
+    assert code == 2 and "tool.layoutcheck.lint-tests" in err
+
+
+@pytest.mark.parametrize("command_name", ["check", "config"])
+def test_config_naming_a_folder_says_to_name_the_file_in_it(project, capsys, command_name):
+    write(project, "a.py", "x = 1\n")
+    write(project, "pyproject.toml", '[tool.layoutcheck]\nignore = ["pad-call"]\n')
+    code, out, err = command(capsys, command_name, "--config", ".")
+    assert (code, out) == (2, "")
+    assert err == (f"layoutcheck: error: {project} is a folder, not a configuration file: name the file in it "
+                   f"({project / 'pyproject.toml'})\n")
+    (project / "pyproject.toml").unlink()
+    code, _, err = command(capsys, command_name, "--config", ".")
+    assert code == 2 and err.endswith(f"({project / 'layoutcheck.toml'} or {project / 'pyproject.toml'}); "
+                                      "that folder has neither\n")
+
+
 def test_config_reference_lists_every_key(project, capsys):
     import dataclasses
 
@@ -538,8 +565,11 @@ def test_config_imports_pydantic_only_to_validate_a_table_and_never_libcst(tmp_p
     assert _probe(["config", "--reference"], tmp_path) == {"code": 0, "heavy": [], "codemod": False}
     write(tmp_path, "pyproject.toml", '[tool.layoutcheck]\nbucket-quantum = 256\n')
     assert _probe(["config"], tmp_path) == {"code": 0, "heavy": ["pydantic"], "codemod": False}
-    # Validated once, the table's values come from the cache, as for `check`.
+    # `config` stores nothing, so it validates again; once a `check` stored the validated table, it reads that.
+    assert _probe(["config"], tmp_path) == {"code": 0, "heavy": ["pydantic"], "codemod": False}
+    assert _probe(["check", "--exit-zero"], tmp_path)["code"] == 0
     assert _probe(["config"], tmp_path) == {"code": 0, "heavy": [], "codemod": False}
+    assert _probe(["config", "--no-cache"], tmp_path) == {"code": 0, "heavy": ["pydantic"], "codemod": False}
 
 
 def test_a_warm_run_imports_neither_libcst_nor_pydantic(tmp_path):
