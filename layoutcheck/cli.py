@@ -247,6 +247,11 @@ def _check(args: argparse.Namespace, argv: Sequence[str]) -> int:
         ignore=tuple(args.ignore),
         report_unused_suppressions=args.report_unused_suppressions,
     )
+    from layoutcheck.lint.output import STATISTICS_FORMATS
+
+    if args.statistics and args.output_format not in STATISTICS_FORMATS:  # ruff refuses these too
+        return _fail(f"--statistics prints counts as {' or '.join(STATISTICS_FORMATS)}; "
+                     f"--output-format {args.output_format} has no statistics form")
     paths = args.paths or ["."]
     # A run that writes nothing and reads the cache can be replayed by the next identical one.
     log: InputLog | None = None if args.no_cache or args.fix or args.diff else InputLog()
@@ -282,7 +287,7 @@ def _check_output(result: RunResult, args: argparse.Namespace) -> list[tuple[int
             line(1, f"layoutcheck: warning: {warning}")
     if args.diff or args.statistics:
         # stdout holds the diff or the counts; the files that could not be checked go to stderr.
-        text = _diff(result) if args.diff else format_statistics(result.findings)
+        text = _diff(result) if args.diff else format_statistics(result.findings, args.output_format)
         writes.append((0, text if not text or text.endswith("\n") else text + "\n"))
         if result.errors:
             line(1, format_findings([], result.errors, output_format="concise", rules=(), color=False))

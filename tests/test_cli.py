@@ -176,6 +176,24 @@ def test_statistics(project, capsys):
                                                           ["1", "LC902", "[", "]", "global-max"]]
 
 
+def test_statistics_honour_the_json_output_format_as_ruff_does(project, capsys):
+    write(project, "a.py", "m = max(pad_me)\nn = pad_me\n")
+    code, out, err = check(capsys, "--statistics", "--output-format", "json")
+    assert code == 1 and err == "Found 3 findings in 1 file (2 fixable with --fix).\n"
+    assert json.loads(out) == [  # ruff's fields
+        {"code": "LC901", "name": "pad-call", "count": 2, "fixable": True, "fixable_count": 2},
+        {"code": "LC902", "name": "global-max", "count": 1, "fixable": False, "fixable_count": 0},
+    ]
+    assert check(capsys, "--statistics", "--output-format", "concise")[1] == check(capsys, "--statistics")[1]
+    write(project, "a.py", "x = 1\n")
+    assert check(capsys, "--statistics", "--output-format", "json")[:2] == (0, "[]\n")
+    for output_format in ("github", "sarif"):  # no statistics form: a usage error, as in ruff
+        code, out, err = check(capsys, "--statistics", "--output-format", output_format)
+        assert (code, out) == (2, "") and err == (
+            f"layoutcheck: error: --statistics prints counts as text or concise or json; --output-format "
+            f"{output_format} has no statistics form\n")
+
+
 def test_jobs_do_not_change_the_output(project, capsys):
     for i in range(12):
         write(project, f"m{i:02d}.py", "m = max(pad_me)\n" * (i % 3 + 1))
