@@ -214,7 +214,7 @@ def _summary(result: RunResult, args: argparse.Namespace) -> list[str]:
             hint = f" ({fixable} fixable with --fix)" if fixable and not args.fix else ""
             lines.append(f"Found {_plural(len(result.findings), 'finding')} in "
                          f"{_plural(files_with, 'file')}{hint}.")
-        elif not result.errors:
+        elif not result.errors and not result.no_python_files:
             lines.append("All checks passed!")
     if result.errors:
         lines.append(f"{_plural(len(result.errors), 'path')} could not be checked (errors above).")
@@ -282,8 +282,8 @@ def _check_output(result: RunResult, args: argparse.Namespace) -> list[tuple[int
     def line(which: int, text: str) -> None:
         writes.append((which, text + "\n"))
 
-    if not args.quiet:
-        for warning in result.warnings:
+    for warning in result.warnings:
+        if not args.quiet or (result.no_python_files and not args.exit_zero):  # it explains the exit status
             line(1, f"layoutcheck: warning: {warning}")
     if args.diff or args.statistics:
         # stdout holds the diff or the counts; the files that could not be checked go to stderr.
@@ -309,8 +309,8 @@ def _check_status(result: RunResult, args: argparse.Namespace) -> int:
         return EXIT_ERROR  # a missing path or a crashed rule: the run is not trustworthy
     if args.diff:
         return EXIT_FINDINGS if result.fixed_files else EXIT_CLEAN
-    if (result.findings or result.errors) and not args.exit_zero:
-        return EXIT_FINDINGS
+    if (result.findings or result.errors or result.no_python_files) and not args.exit_zero:
+        return EXIT_FINDINGS  # checking nothing is no pass either (ruff warns and exits 0)
     return EXIT_CLEAN
 
 

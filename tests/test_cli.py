@@ -64,6 +64,47 @@ def test_clean_run_exits_0_with_the_summary_on_stderr(project, capsys):
     assert check(capsys) == (0, "", "All checks passed!\n")
 
 
+NO_FILES = "layoutcheck: warning: no Python files found under the given path(s)\n"
+
+
+@pytest.mark.parametrize("contents", ["empty", "no-python"])
+def test_a_folder_without_python_files_is_a_warning_and_no_pass(project, capsys, contents):
+    # ruff warns "No Python files found" and exits 0 (and prints "All checks passed!"); a check of nothing is
+    # no pass, so layoutcheck exits 1, as for findings, and 0 only under --exit-zero.
+    (project / "src").mkdir()
+    if contents == "no-python":
+        write(project, "src/README.md", "# no code here\n")
+        write(project, "src/data/lengths.txt", "128\n")
+    assert check(capsys, "src") == (1, "", NO_FILES)
+    assert check(capsys, "src", "--exit-zero") == (0, "", NO_FILES)
+    assert check(capsys, "src", "-q") == (1, "", NO_FILES)  # the reason for the status, even when quiet
+    assert check(capsys, "src", "-q", "--exit-zero") == (0, "", "")
+    assert check(capsys, "src", "--output-format", "json") == (1, "[]\n", NO_FILES)
+    write(project, "src/a.py", "x = 1\n")
+    assert check(capsys, "src") == (0, "", "All checks passed!\n")
+
+
+def test_files_excluded_by_the_configuration_are_not_a_missing_project(project, capsys):
+    # The pre-commit hook names staged files that `exclude` may drop: nothing left to check is still a pass.
+    write(project, "pyproject.toml", '[tool.layoutcheck]\nexclude = ["generated"]\n')
+    write(project, "generated/a.py", "y = pad_me\n")
+    assert check(capsys, "--force-exclude", "generated/a.py") == (0, "", "All checks passed!\n")
+    assert check(capsys, "generated/../generated/a.py", "--force-exclude")[0] == 0
+
+
+def test_a_symbolic_link_loop_named_on_the_command_line_exits_2_like_a_missing_path(project, capsys):
+    (project / "loop_a").symlink_to(project / "loop_b")
+    (project / "loop_b").symlink_to(project / "loop_a")
+    write(project, "a.py", "x = 1\n")
+    missing = check(capsys, "a.py", "gone.py")
+    assert missing == (2, "gone.py: error: no such file or directory\n",
+                       "1 path could not be checked (errors above).\n")
+    code, out, err = check(capsys, "a.py", "loop_a")
+    assert (code, err) == missing[::2] and out == "loop_a: error: symbolic link loop: the path resolves to nothing\n"
+    code, out, _ = check(capsys, "loop_a", "--output-format", "json")
+    assert code == 2 and [(e["rule"], e["path"]) for e in json.loads(out)] == [("missing-path", "loop_a")]
+
+
 def test_findings_exit_1_sorted_on_stdout_with_a_summary(project, capsys):
     write(project, "b.py", "m = max(pad_me)\n")
     write(project, "a.py", "x = 1\ny = pad_me\n")
