@@ -20,7 +20,7 @@ import sys
 TYPE_CHECKING = False  # typing costs a replay a few milliseconds; type checkers read this name too
 if TYPE_CHECKING:
     import argparse
-    from collections.abc import Callable, Sequence
+    from collections.abc import Sequence
     from typing import NoReturn, TextIO
 
     from layoutcheck.lint.replay import InputLog
@@ -40,31 +40,12 @@ def _rule_list(text: str) -> list[str]:
     return [part.strip() for part in text.split(",") if part.strip()]
 
 
-def whole_number(minimum: int, meaning: str = "") -> Callable[[str], int]:
-    """An argparse type: a whole number of at least ``minimum`` (``meaning`` explains the minimum in errors)."""
-
-    def parse(text: str) -> int:
-        import argparse
-
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-        if value < minimum:
-            raise argparse.ArgumentTypeError(f"must be {minimum}{meaning} or more, got {value}")
-        return value
-
-    return parse
-
-
-_jobs = whole_number(0, " (automatic)")
-
-
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser (help texts are defined once, here)."""
     import argparse
 
     from layoutcheck import __version__
+    from layoutcheck.argtypes import whole_number
     from layoutcheck.lint.output import OUTPUT_FORMATS
 
     parser = argparse.ArgumentParser(
@@ -107,7 +88,7 @@ def build_parser() -> argparse.ArgumentParser:
                           "(the pre-commit hook passes it)")
     run.add_argument("--no-cache", action="store_true",
                      help="neither read nor write the result cache, nor replay an identical earlier run")
-    run.add_argument("--jobs", "-j", type=_jobs, default=0, metavar="N",
+    run.add_argument("--jobs", "-j", type=whole_number(0, " (automatic)"), default=0, metavar="N",
                      help="worker processes (default 0: automatic, one process for a handful of files)")
 
     config = commands.add_parser(
