@@ -371,24 +371,6 @@ def test_demo_passes_its_arguments_through(monkeypatch):
     assert seen == [["--bug", "global-padding", "--help"]]
 
 
-def test_readme_rule_table_is_generated_from_the_rules():
-    from layoutcheck.lint.ruledocs import render_rules
-
-    readme = (ROOT / "README.md").read_text()
-    start, end = "<!-- rules-table:start -->", "<!-- rules-table:end -->"
-    assert start in readme and end in readme, (
-        f"README.md needs the markers {start} and {end} around the rule table; "
-        "paste `layoutcheck rule --all --output-format markdown` between them"
-    )
-    section = readme.split(start, 1)[1].split(end, 1)[0].strip()
-    assert section == render_rules(cli._universe(), "markdown").strip(), (
-        "README rule table is stale: regenerate it with `layoutcheck rule --all --output-format markdown`"
-    )
-
-
-# ---------------------------------------------------------------- config
-
-
 def test_config_without_a_table_says_defaults_and_lists_every_key(project, capsys):
     import dataclasses
     import tomllib
@@ -543,21 +525,6 @@ def test_config_reference_lists_every_key(project, capsys):
         "description": "Bucket lengths must be multiples of this.",
     }
     assert config(capsys, "--reference", ".")[0] == 2
-
-
-def test_readme_config_reference_is_generated_from_the_settings():
-    from layoutcheck.lint.configdocs import render_reference
-
-    readme = (ROOT / "README.md").read_text()
-    start, end = "<!-- config-reference:start -->", "<!-- config-reference:end -->"
-    assert start in readme and end in readme, f"README.md needs the markers {start} and {end}"
-    section = readme.split(start, 1)[1].split(end, 1)[0].strip()
-    assert section == render_reference().strip(), (
-        "README configuration reference is stale: paste `layoutcheck config --reference` between the markers"
-    )
-
-
-# ---------------------------------------------------------------- real processes
 
 
 def _python(args: list[str], cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:

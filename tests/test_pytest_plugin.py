@@ -29,7 +29,7 @@ pytest_plugins = ["pytester"]
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "fixtures"
-README = (ROOT / "README.md").read_text()
+CI_PAGE = (ROOT / "docs" / "ci.md").read_text()
 QUIET = ("-p", "no:cacheprovider", "-p", "no:hypothesispytest")
 """Every inner run: no cache folder, and no hypothesis plugin (importing hypothesis costs a second a run)."""
 
@@ -113,12 +113,12 @@ def test_loading_the_plugin_imports_neither_torch_nor_libcst_and_no_layoutcheck_
     result.stderr.fnmatch_lines(["*unrecognized arguments: --layoutcheck*"])
 
 
-def test_one_help_text_serves_the_option_and_the_ini_key_and_the_readme_names_only_real_ones(pytester):
+def test_one_help_text_serves_the_option_and_the_ini_key_and_the_docs_name_only_real_ones(pytester):
     result = pytester.runpytest_inprocess("--help", *QUIET)
     text = " ".join(result.stdout.str().split())
     for key in ("enable", "mode", "config", "lint"):
         assert text.count(" ".join(HELP[key].split())) == 2, key  # once for the option, once for the ini key
-    section = README.split("## Use in CI", 1)[1].split("\n## ", 1)[0]
+    section = CI_PAGE.split("## pre-commit", 1)[0]
     options = set(re.findall(r"(--(?:no-)?layoutcheck[a-z-]*)", section))
     keys = set(re.findall(r"`(layoutcheck(?:_[a-z_]+)?)(?: = true)?`", section))
     assert len(options) == 5 and len(keys) == 5, (options, keys)
