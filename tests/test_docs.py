@@ -106,7 +106,7 @@ def test_a_marker_without_a_generator_fails_the_build():
 
 def test_no_file_outside_the_repository_is_cited():
     # The design notes the project grew from are not in the repository: docs/design.md says it in its own words.
-    pages = [*sorted((ROOT / "docs").glob("*.md")), ROOT / "benchmarks" / "README.md"]
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), ROOT / "benchmarks" / "README.md"]
     for path in pages:
         text = path.read_text(encoding="utf-8")
         for name in ("DESIGN.md", "STYLE.md", "shared/"):
