@@ -95,7 +95,7 @@ def build_parser() -> argparse.ArgumentParser:
         "config", help="show the configuration in effect, or the reference of every key",
         description="Print the configuration a check of PATH uses: the file it comes from, then "
                     "every key with its value. With --reference, every key's type, default and "
-                    "description instead (markdown; the README's reference). Exit 2 on a "
+                    "description instead (markdown; the docs' configuration reference). Exit 2 on a "
                     "configuration error, as `check`.",
     )
     config.add_argument("path", nargs="?", metavar="PATH",
@@ -116,7 +116,7 @@ def build_parser() -> argparse.ArgumentParser:
     rule = commands.add_parser("rule", help="explain a rule (docs, message, examples)",
                                description="Print a rule's docs, message and examples.")
     rule.add_argument("name", nargs="?", metavar="NAME|CODE")
-    rule.add_argument("--all", action="store_true", help="every rule (markdown: the README table)")
+    rule.add_argument("--all", action="store_true", help="every rule (markdown: a table)")
     rule.add_argument("--output-format", choices=("text", "json", "markdown"), default="text")
 
     commands.add_parser("demo", add_help=False, help="run the end-to-end demo (see `layoutcheck demo --help`)")
