@@ -220,3 +220,17 @@ def test_the_plot_draws_what_the_text_counts(capsys, tmp_path):
     assert int(picture.bucketed.sum()) == w.fit.positions  # the THD micro-batch as laid out in both
     plot_padding(picture, str(tmp_path / "run.png"))
     assert (tmp_path / "run.png").stat().st_size > 10_000
+
+
+def test_a_report_without_sample_records_plots_the_lengths_its_micro_batches_laid_out(capsys, tmp_path):
+    # THD, or a batch builder checked without its producer: no per-sample records, only micro-batches.
+    report = RunReport(layoutcheck_version="0.1.0", created="now", mode="record", rank=RankInfo(pid=1, host="h"),
+                       micro_batches=[MicroBatchRecord(rollout=0, index=k, samples=[0, 1], layout="thd",
+                                                       totals=[300 + k, 700], stream=1024) for k in range(5)])
+    path = tmp_path / "thd.json"
+    path.write_text(report.to_json())
+    image = tmp_path / "thd.png"
+    code, out, err = report_command(capsys, str(path), "--plot", str(image))
+    assert (code, err) == (0, f"Wrote {image}.\n") and image.stat().st_size > 10_000
+    assert "detail below: 10 samples, 5 micro-batches" in out
+    assert "padding per micro-batch: 5 micro-batches, 5,010 true tokens in 5,120 positions" in out

@@ -279,9 +279,12 @@ class JobBuilder:
         # One report's samples in order, for its inflation panel; a job's second rank drops them (flat memory).
         self._first_samples = ([(s.rollout, s.sample, s.total, s.padded) for s in w.samples] if not self.rows[:-1]
                                else None)
-        for s in w.report.samples:
-            self._lengths[s.total] += 1
-            self._longest = max(self._longest, s.total)
+        # The samples' lengths for the picture: the producer's records, or (a report without them, THD or a
+        # batch builder checked alone) the lengths the micro-batches laid out.
+        lengths = ([s.total for s in w.report.samples] if w.report.samples
+                   else [t for m in w.report.micro_batches for t in m.totals])
+        self._lengths.update(lengths)
+        self._longest = max(self._longest, max(lengths, default=0))
         self._rollout_global_count += len(w.rollout_global)
         self._rollout_global.extend((rank, g) for g in w.rollout_global[: max(0, self.top - len(self._rollout_global))])
 

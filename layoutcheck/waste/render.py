@@ -41,7 +41,7 @@ def _ratio(positions: int | None, true: int | None) -> str:
 
 
 def _of(kept: int, total: int) -> str:
-    return f"{kept:,}" if kept == total else f"{kept:,} of {total:,}"
+    return f"{kept:,}" if kept >= total else f"{kept:,} of {total:,}"  # a hand-made report may have no totals
 
 
 def detail_coverage(w: JobWaste) -> str:
