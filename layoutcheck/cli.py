@@ -20,7 +20,7 @@ import sys
 TYPE_CHECKING = False  # typing costs a replay a few milliseconds; type checkers read this name too
 if TYPE_CHECKING:
     import argparse
-    from collections.abc import Callable, Sequence
+    from collections.abc import Sequence
     from typing import NoReturn, TextIO
 
     from layoutcheck.lint.replay import InputLog
@@ -40,30 +40,11 @@ def _rule_list(text: str) -> list[str]:
     return [part.strip() for part in text.split(",") if part.strip()]
 
 
-def whole_number(minimum: int, meaning: str = "") -> Callable[[str], int]:
-    """An argparse type: a whole number of at least ``minimum`` (``meaning`` explains the minimum in errors)."""
-
-    def parse(text: str) -> int:
-        import argparse
-
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-        if value < minimum:
-            raise argparse.ArgumentTypeError(f"must be {minimum}{meaning} or more, got {value}")
-        return value
-
-    return parse
-
-
-_jobs = whole_number(0, " (automatic)")
-
-
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser (help texts are defined once, here)."""
     import argparse
 
+    from layoutcheck.argtypes import whole_number
     from layoutcheck.version import __version__
     from layoutcheck.lint.output import OUTPUT_FORMATS
 
@@ -107,14 +88,14 @@ def build_parser() -> argparse.ArgumentParser:
                           "(the pre-commit hook passes it)")
     run.add_argument("--no-cache", action="store_true",
                      help="neither read nor write the result cache, nor replay an identical earlier run")
-    run.add_argument("--jobs", "-j", type=_jobs, default=0, metavar="N",
+    run.add_argument("--jobs", "-j", type=whole_number(0, " (automatic)"), default=0, metavar="N",
                      help="worker processes (default 0: automatic, one process for a handful of files)")
 
     config = commands.add_parser(
         "config", help="show the configuration in effect, or the reference of every key",
         description="Print the configuration a check of PATH uses: the file it comes from, then "
                     "every key with its value. With --reference, every key's type, default and "
-                    "description instead (markdown; the README's reference). Exit 2 on a "
+                    "description instead (markdown; the docs' configuration reference). Exit 2 on a "
                     "configuration error, as `check`.",
     )
     config.add_argument("path", nargs="?", metavar="PATH",
@@ -124,6 +105,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help="every key with its type, default and description (markdown table)")
     config.add_argument("--output-format", choices=("text", "json"), default="text",
                         help="text (TOML; markdown with --reference) or json (default: text)")
+    config.add_argument("--no-cache", action="store_true",
+                        help="validate the table afresh instead of reading what a check stored (config never "
+                             "writes a cache)")
 
     rules = commands.add_parser("rules", help="list every rule",
                                 description="List every rule: code, name, default, fix, summary.")
@@ -132,7 +116,7 @@ def build_parser() -> argparse.ArgumentParser:
     rule = commands.add_parser("rule", help="explain a rule (docs, message, examples)",
                                description="Print a rule's docs, message and examples.")
     rule.add_argument("name", nargs="?", metavar="NAME|CODE")
-    rule.add_argument("--all", action="store_true", help="every rule (markdown: the README table)")
+    rule.add_argument("--all", action="store_true", help="every rule (markdown: a table)")
     rule.add_argument("--output-format", choices=("text", "json", "markdown"), default="text")
 
     commands.add_parser("demo", add_help=False, help="run the end-to-end demo (see `layoutcheck demo --help`)")
@@ -211,7 +195,7 @@ def _summary(result: RunResult, args: argparse.Namespace) -> list[str]:
             hint = f" ({fixable} fixable with --fix)" if fixable and not args.fix else ""
             lines.append(f"Found {_plural(len(result.findings), 'finding')} in "
                          f"{_plural(files_with, 'file')}{hint}.")
-        elif not result.errors:
+        elif not result.errors and not result.no_python_files:
             lines.append("All checks passed!")
     if result.errors:
         lines.append(f"{_plural(len(result.errors), 'path')} could not be checked (errors above).")
@@ -244,6 +228,11 @@ def _check(args: argparse.Namespace, argv: Sequence[str]) -> int:
         ignore=tuple(args.ignore),
         report_unused_suppressions=args.report_unused_suppressions,
     )
+    from layoutcheck.lint.output import STATISTICS_FORMATS
+
+    if args.statistics and args.output_format not in STATISTICS_FORMATS:  # ruff refuses these too
+        return _fail(f"--statistics prints counts as {' or '.join(STATISTICS_FORMATS)}; "
+                     f"--output-format {args.output_format} has no statistics form")
     paths = args.paths or ["."]
     # A run that writes nothing and reads the cache can be replayed by the next identical one.
     log: InputLog | None = None if args.no_cache or args.fix or args.diff else InputLog()
@@ -274,12 +263,12 @@ def _check_output(result: RunResult, args: argparse.Namespace) -> list[tuple[int
     def line(which: int, text: str) -> None:
         writes.append((which, text + "\n"))
 
-    if not args.quiet:
-        for warning in result.warnings:
+    for warning in result.warnings:
+        if not args.quiet or (result.no_python_files and not args.exit_zero):  # it explains the exit status
             line(1, f"layoutcheck: warning: {warning}")
     if args.diff or args.statistics:
         # stdout holds the diff or the counts; the files that could not be checked go to stderr.
-        text = _diff(result) if args.diff else format_statistics(result.findings)
+        text = _diff(result) if args.diff else format_statistics(result.findings, args.output_format)
         writes.append((0, text if not text or text.endswith("\n") else text + "\n"))
         if result.errors:
             line(1, format_findings([], result.errors, output_format="concise", rules=(), color=False))
@@ -301,8 +290,8 @@ def _check_status(result: RunResult, args: argparse.Namespace) -> int:
         return EXIT_ERROR  # a missing path or a crashed rule: the run is not trustworthy
     if args.diff:
         return EXIT_FINDINGS if result.fixed_files else EXIT_CLEAN
-    if (result.findings or result.errors) and not args.exit_zero:
-        return EXIT_FINDINGS
+    if (result.findings or result.errors or result.no_python_files) and not args.exit_zero:
+        return EXIT_FINDINGS  # checking nothing is no pass either (ruff warns and exits 0)
     return EXIT_CLEAN
 
 
@@ -327,7 +316,9 @@ def _config(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         return _fail(f"{path}: no such file or directory")
     try:
         loaded = resolve_config([path], args.config)
-        settings = loaded.settings()  # pydantic only for a table no run has validated yet
+        # Read from the cache a check wrote (a table it validated), never written: asking about a
+        # project must not write into it.
+        settings = loaded.settings(use_cache=not args.no_cache, store=False)
         if settings.select is not None or settings.extend_select or settings.ignore or settings.per_file_ignores:
             # Rule selectors are checked against the rules, as `check` does (imports them).
             from layoutcheck.lint.runner import select_rules

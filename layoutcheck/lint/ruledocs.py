@@ -1,6 +1,6 @@
 """Rule documentation, rendered from the rule classes themselves.
 
-``layoutcheck rules``, ``layoutcheck rule NAME`` and the README's rule table
+``layoutcheck rules``, ``layoutcheck rule NAME`` and the docs' rules page
 all come from here, so docs are written once, in the rule's docstring, and
 never retyped (STYLE.md: no lists kept by hand in several places).
 """
@@ -136,7 +136,7 @@ def render_rule(rule: type[LintRule], output_format: str = "text") -> str:
 
 
 def render_rules(rules: Sequence[type[LintRule]], output_format: str = "text") -> str:
-    """Every rule: a table (text, or markdown for the README) or a JSON list of records."""
+    """Every rule: a table (text, or markdown) or a JSON list of records."""
     if output_format == "json":
         return json.dumps([rule_record(r) for r in rules], indent=2, ensure_ascii=False)
     if output_format == "markdown":

@@ -161,6 +161,9 @@ class RunResult:
     rules: Sequence[type[LintRule]]
     """The selected rules (resolved on first use)."""
     warnings: list[str] = field(default_factory=list)
+    no_python_files: bool = False
+    """The paths hold no Python file at all (none excluded either, nothing that failed): ruff's "No Python files
+    found", a warning, and exit 1 in ``layoutcheck check`` (ruff exits 0)."""
     project: Any = None
     """The project model (`layoutcheck.model.project.Project`), when the run was asked to keep it."""
 
@@ -665,4 +668,7 @@ def _result(results: dict[str, FileResult], found: Any, stats: RunStats, selecti
     findings = sorted(f for r in files for f in r.findings)
     errors = sorted([*found.errors, *(e for r in files for e in r.errors)],
                     key=lambda e: (e.path, e.line or 0, e.column or 0, e.message))
-    return RunResult(files, findings, errors, stats, _LazyRules(selection), warnings)
+    nothing = not found.files and not found.errors and not found.excluded
+    if nothing:
+        warnings.append("no Python files found under the given path(s)")
+    return RunResult(files, findings, errors, stats, _LazyRules(selection), warnings, no_python_files=nothing)
