@@ -68,7 +68,9 @@ class BucketSpec(ModelRule):
     when it rounds, drops or adds other buckets (the graphs compiled, and
     the padding paid, change), and when the list is bound to a name that the
     file passes to `zip(...)`: a sort would silently re-pair it with the
-    other list. A pad multiplier has no fix: the right one is the user's
+    other list. There is no fix for a list with comments between its
+    buckets that must be reordered (each comment would end up beside
+    another bucket), nor for a pad multiplier: the right one is the user's
     choice.
     """
 
@@ -134,6 +136,8 @@ class BucketSpec(ModelRule):
         if repaired is None or list(repaired) == values:
             return None
         tree = site.tree
+        if "#" in tree.text(node) and sorted(values) != values:
+            return None  # reordering would leave each comment beside another bucket
         texts = {int(e.value.evaluated_value): tree.text(e.value) for e in node.elements}  # type: ignore[attr-defined]
         literal = [texts.get(v, str(v)) for v in repaired]
         edits = [tree.replace(e.value, text) for e, text in zip(node.elements, literal) if text != tree.text(e.value)]

@@ -167,7 +167,7 @@ class CpHelperWithoutGeometry(ModelRule):
             if value is None:
                 return None  # unknown or ambiguous: the user decides
             values.append(f"{name}={value}")
-        edit = _append_arguments(site, call, ", ".join(values))
+        edit = _append_arguments(site, call, values)
         if edit is None:
             return None
         return Fix((edit,), SAFE, f"pass {', '.join(f'`{v}`' for v in values)}")
@@ -472,12 +472,13 @@ def _target_names(target: cst.BaseExpression) -> set[str]:
     return names_in(target)
 
 
-def _append_arguments(site: FixSite, call: cst.Call, text: str) -> Edit | None:
-    """An edit that adds ``text`` (``a=x, b=y``) as the call's last arguments, in the call's style."""
+def _append_arguments(site: FixSite, call: cst.Call, arguments: list[str]) -> Edit | None:
+    """An edit that adds ``arguments`` (``a=x``...) as the call's last ones, in the call's style."""
     import libcst as cst
 
     tree = site.tree
     source = tree.source
+    text = ", ".join(arguments)
     if not call.args:
         opening = source.find("(", tree.span(call.func)[1])
         return Edit(opening + 1, opening + 1, text) if opening >= 0 else None
@@ -492,6 +493,8 @@ def _append_arguments(site: FixSite, call: cst.Call, text: str) -> Edit | None:
     closing = source[after:tree.span(call)[1] - 1]  # what lies between the trailing comma and `)`
     indent = tree.indent_at(last.value)
     if ("\n" in closing or "\r" in closing) and indent is not None:
-        # One argument per line, with a trailing comma: one more line, indented like the last argument.
-        return Edit(after, after, f"{tree.newline()}{indent}{text},")
+        # One argument per line, with a trailing comma: one more line each, indented like the last one,
+        # after the last one's line (and its comment).
+        line_end = tree.line_end(after)
+        return Edit(line_end, line_end, "".join(f"{indent}{argument},{tree.newline()}" for argument in arguments))
     return Edit(after, after, f" {text},")

@@ -416,41 +416,44 @@ def _bare(node: cst.BaseExpression) -> cst.BaseExpression:
 
 
 def _dead(site: FixSite, node: cst.CSTNode, chain: list[Binding]) -> list[Edit]:
-    """Deletions of the assignments in ``chain`` that nothing but the broadcast reads any more."""
+    """Deletions of the assignments in ``chain`` that nothing but the broadcast reads any more.
+
+    An assignment stays when its name is read outside the broadcast and the
+    deleted assignments, when the name is bound elsewhere too, or when its
+    value calls something that may have an effect.
+    """
     import libcst as cst
 
     tree = site.tree
     scope = tree.scope(node)
-    statements = [b.node for b in chain]
-    reads: dict[str, int] = {b.name: 0 for b in chain}
+    doomed = [b for b in chain if b.value is not None and _pure(b.value) and not any(
+        other.node is not b.node and other.kind != "mutate" and not any(other.node is c.node for c in chain)
+        for other in scope.of(b.name))]
+    while doomed:
+        skipped = [node, *(b.node for b in doomed)]
+        reads: dict[str, int] = {b.name: 0 for b in doomed}
 
-    class _Reads(cst.CSTVisitor):
-        def visit_Name(self, name: cst.Name) -> None:
-            if name.value in reads:
-                reads[name.value] += 1
+        class _Reads(cst.CSTVisitor):
+            def visit_Name(self, name: cst.Name) -> None:
+                if name.value in reads:
+                    reads[name.value] += 1
 
-        def visit_Attribute(self, attribute: cst.Attribute) -> bool:
-            attribute.value.visit(self)
-            return False
+            def visit_Attribute(self, attribute: cst.Attribute) -> bool:
+                attribute.value.visit(self)
+                return False
 
-        def on_visit(self, child: cst.CSTNode) -> bool:
-            if child is node or any(child is s for s in statements):
-                return False  # the broadcast and the chain itself
-            return super().on_visit(child)
+            def on_visit(self, child: cst.CSTNode) -> bool:
+                if any(child is s for s in skipped):
+                    return False
+                return super().on_visit(child)
 
-    scope.owner.visit(_Reads())
-    edits = []
-    for binding in chain:
-        statement = binding.node
-        if reads[binding.name] or any(b.name == binding.name and b.node is not statement and b.kind != "mutate"
-                                      and not any(b.node is s for s in statements) for b in scope.of(binding.name)):
-            continue  # read elsewhere, or bound elsewhere too: keep it
-        if binding.value is None or not _pure(binding.value):
-            continue
-        edit = tree.delete_statement(statement)  # type: ignore[arg-type]
-        if edit is not None:
-            edits.append(edit)
-    return edits
+        scope.owner.visit(_Reads())
+        kept = [b for b in doomed if not reads[b.name]]
+        if len(kept) == len(doomed):
+            break
+        doomed = kept  # a kept assignment's reads count now: look again
+    edits = [tree.delete_statement(b.node) for b in doomed]  # type: ignore[arg-type]
+    return [e for e in edits if e is not None]
 
 
 def _pure(value: cst.BaseExpression) -> bool:

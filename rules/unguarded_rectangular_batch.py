@@ -381,11 +381,12 @@ def first_padded_length(batch):
 
 
 def _conditional() -> tuple[type, ...]:
-    """The node kinds under which part of a statement may not run (an `elif` test is under an `If`)."""
+    """The node kinds under which part of a statement may not run: an `elif` test is under an `If`,
+    the body of `if c: x` under its one-line suite."""
     import libcst as cst
 
     return (cst.IfExp, cst.BooleanOperation, cst.Lambda, cst.ListComp, cst.SetComp, cst.DictComp,
-            cst.GeneratorExp, cst.If, cst.Else, cst.ExceptHandler, cst.Finally)
+            cst.GeneratorExp, cst.If, cst.Else, cst.ExceptHandler, cst.Finally, cst.SimpleStatementSuite)
 
 
 def _plain(node: cst.BaseExpression) -> bool:

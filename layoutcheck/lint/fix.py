@@ -139,6 +139,7 @@ def fix_project(
     errors: dict[str, list[FileError]] = {}
     stopped: set[str] = set()
     hidden = 0
+    computed: dict[tuple[object, ...], tuple[list[tuple[Finding, Fix]], list[FileError]]] = {}
     for number in range(MAX_PASSES + 1):
         last = number == MAX_PASSES  # compute, count and mark, but apply nothing more
         changed = False
@@ -148,7 +149,11 @@ def fix_project(
             analysis = current.get(file.display)
             if not file.checked or analysis is None or file.source is None or not analysis.candidates:
                 continue
-            fixes, crashed = file_fixes(file.source, file.display, analysis.candidates, settings)
+            # A file no pass changed, with the same findings, has the same fixes: reuse them.
+            key = (file.display, file.source, tuple(f for f, _ in analysis.candidates))
+            if key not in computed:
+                computed[key] = file_fixes(file.source, file.display, analysis.candidates, settings)
+            fixes, crashed = computed[key]
             for error in crashed:
                 if error not in errors.get(file.display, []):
                     errors.setdefault(file.display, []).append(error)
