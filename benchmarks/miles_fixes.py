@@ -107,7 +107,7 @@ def site_summary(source: str, function: str, kind: str) -> dict[str, Any]:
             statements = getattr(block, field, None)
             if not isinstance(statements, list):
                 continue
-            for before, statement in zip([None, *statements], statements):
+            for before, statement in zip([None, *statements], statements, strict=False):
                 if isinstance(statement, ast.Assign) and isinstance(statement.value, ast.Subscript) \
                         and _is_source(statement.value.value):
                     guard = before if isinstance(before, ast.Assert) else None

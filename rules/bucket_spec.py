@@ -140,7 +140,7 @@ class BucketSpec(ModelRule):
             return None  # reordering would leave each comment beside another bucket
         texts = {int(e.value.evaluated_value): tree.text(e.value) for e in node.elements}  # type: ignore[attr-defined]
         literal = [texts.get(v, str(v)) for v in repaired]
-        edits = [tree.replace(e.value, text) for e, text in zip(node.elements, literal) if text != tree.text(e.value)]
+        edits = [tree.replace(e.value, text) for e, text in zip(node.elements, literal, strict=False) if text != tree.text(e.value)]
         last = node.elements[len(values) - 1].value
         if len(literal) > len(values):  # `max_length` appended
             end = tree.span(last)[1]
@@ -268,7 +268,7 @@ def _zipped(site: FixSite, node: cst.BaseExpression) -> bool:
     """Is the name ``node`` is assigned to passed to ``zip(...)`` anywhere in the file (paired by position)?"""
     import libcst as cst
 
-    from layoutcheck.lint.fixsite import names_in
+    from layoutcheck.lint.fixscope import names_in
 
     parent = site.tree.parent(node)
     target = None

@@ -413,6 +413,8 @@ def _value_in_scope(site: FixSite, call: cst.Call, name: str, *, padded: bool) -
     """The one expression in scope at ``call`` that holds parameter ``name``'s value, or None."""
     import libcst as cst
 
+    from layoutcheck.lint.fixscope import scope_of
+
     tree = site.tree
     statement = tree.statement_of(call)
     if statement is None:
@@ -426,7 +428,7 @@ def _value_in_scope(site: FixSite, call: cst.Call, name: str, *, padded: bool) -
     if bound or padded:
         return None  # two candidates; or a padded length, which only a local can hold for one sample
     # The layout kind also lives in configuration the function reads: `args.qkv_format`.
-    scope = tree.scope(call)
+    scope = scope_of(tree, call)
     reads: set[str] = set()
 
     class _Reads(cst.CSTVisitor):
@@ -443,6 +445,8 @@ def _bound(site: FixSite, call: cst.Call, statement: cst.BaseStatement, name: st
     """Is ``name`` bound, on every path, where ``call`` runs?"""
     import libcst as cst
 
+    from layoutcheck.lint.fixscope import scope_of
+
     tree = site.tree
     for parent in tree.ancestors(call):
         if isinstance(parent, (cst.ListComp, cst.SetComp, cst.GeneratorExp, cst.DictComp)):
@@ -456,18 +460,18 @@ def _bound(site: FixSite, call: cst.Call, statement: cst.BaseStatement, name: st
                 return True
         elif isinstance(parent, (cst.FunctionDef, cst.Module)):
             break
-    scope = tree.scope(call)
+    scope = scope_of(tree, call)
     if scope.reaching(name, statement) is not None:
         return True
     if scope.of(name) or not isinstance(scope.owner, cst.FunctionDef):
         return False
     # A closure: the enclosing function's parameter, never rebound here.
-    outer = tree.scope(scope.owner)
+    outer = scope_of(tree, scope.owner)
     return any(b.kind == "param" for b in outer.of(name)) and isinstance(outer.owner, cst.FunctionDef)
 
 
 def _target_names(target: cst.BaseExpression) -> set[str]:
-    from layoutcheck.lint.fixsite import names_in
+    from layoutcheck.lint.fixscope import names_in
 
     return names_in(target)
 

@@ -12,7 +12,8 @@ from layoutcheck.model.vocabulary import Tag, text_mentions
 if TYPE_CHECKING:
     import libcst as cst
 
-    from layoutcheck.lint.fixsite import Binding, FixSite
+    from layoutcheck.lint.fixscope import Binding
+    from layoutcheck.lint.fixsite import FixSite
 
 _MAX = int(Tag.MAX)
 _WIDTH = 88
@@ -121,13 +122,15 @@ class GlobalMaxPadding(ModelRule):
         """The broadcast rewritten per sample; see the docs' Fix safety."""
         import libcst as cst
 
+        from layoutcheck.lint.fixscope import scope_of
+
         tree = site.tree
         node = site.node(cst.BinaryOperation, cst.ListComp)
         repeated = _repeated(node) if node is not None else None
         statement = tree.statement_of(node) if node is not None else None
         if repeated is None or statement is None:
             return None
-        scope = tree.scope(node)
+        scope = scope_of(tree, node)
         inlined = scope.inline(repeated, statement, _is_max)
         if inlined is None:
             return None
@@ -356,7 +359,7 @@ def _repeated(node: cst.BaseExpression) -> cst.BaseExpression | None:
     """The value a broadcast repeats: ``m`` of ``[m] * n``, ``n * [m]``, ``[m for _ in xs]``."""
     import libcst as cst
 
-    from layoutcheck.lint.fixsite import names_in
+    from layoutcheck.lint.fixscope import names_in
 
     if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Multiply):
         for side in (node.left, node.right):
@@ -376,7 +379,7 @@ def _per_sample(expr: cst.BaseExpression) -> tuple[str, str, str] | None:
     the maximum in ``expr`` replaced by one sample's value."""
     import libcst as cst
 
-    from layoutcheck.lint.fixsite import names_in, swap_nodes
+    from layoutcheck.lint.fixscope import names_in, swap_nodes
 
     maxes: list[cst.Call] = []
 
@@ -422,38 +425,45 @@ def _dead(site: FixSite, node: cst.CSTNode, chain: list[Binding]) -> list[Edit]:
     deleted assignments, when the name is bound elsewhere too, or when its
     value calls something that may have an effect.
     """
-    import libcst as cst
+    from layoutcheck.lint.fixscope import scope_of
 
     tree = site.tree
-    scope = tree.scope(node)
+    scope = scope_of(tree, node)
     doomed = [b for b in chain if b.value is not None and _pure(b.value) and not any(
         other.node is not b.node and other.kind != "mutate" and not any(other.node is c.node for c in chain)
         for other in scope.of(b.name))]
     while doomed:
-        skipped = [node, *(b.node for b in doomed)]
-        reads: dict[str, int] = {b.name: 0 for b in doomed}
-
-        class _Reads(cst.CSTVisitor):
-            def visit_Name(self, name: cst.Name) -> None:
-                if name.value in reads:
-                    reads[name.value] += 1
-
-            def visit_Attribute(self, attribute: cst.Attribute) -> bool:
-                attribute.value.visit(self)
-                return False
-
-            def on_visit(self, child: cst.CSTNode) -> bool:
-                if any(child is s for s in skipped):
-                    return False
-                return super().on_visit(child)
-
-        scope.owner.visit(_Reads())
+        reads = _reads(scope.owner, {b.name for b in doomed}, [node, *(b.node for b in doomed)])
         kept = [b for b in doomed if not reads[b.name]]
         if len(kept) == len(doomed):
             break
         doomed = kept  # a kept assignment's reads count now: look again
     edits = [tree.delete_statement(b.node) for b in doomed]  # type: ignore[arg-type]
     return [e for e in edits if e is not None]
+
+
+def _reads(owner: cst.CSTNode, names: set[str], skipped: list[cst.CSTNode]) -> dict[str, int]:
+    """How often ``owner`` reads each of ``names``, outside the ``skipped`` nodes."""
+    import libcst as cst
+
+    counts = dict.fromkeys(names, 0)
+
+    class _Reads(cst.CSTVisitor):
+        def visit_Name(self, name: cst.Name) -> None:
+            if name.value in counts:
+                counts[name.value] += 1
+
+        def visit_Attribute(self, attribute: cst.Attribute) -> bool:
+            attribute.value.visit(self)
+            return False
+
+        def on_visit(self, child: cst.CSTNode) -> bool:
+            if any(child is s for s in skipped):
+                return False
+            return super().on_visit(child)
+
+    owner.visit(_Reads())
+    return counts
 
 
 def _pure(value: cst.BaseExpression) -> bool:

@@ -120,6 +120,12 @@ def test_a_generators_own_variable_and_a_count_on_the_left():
         longest = longest // 2
     out["max_seq_lens"] = [longest] * len(lengths)
     """,
+    # the same on one line
+    """
+    longest = 0
+    if shrink: longest = max(lengths)
+    out["max_seq_lens"] = [longest] * len(lengths)
+    """,
     # the unit changes between the round-up and the broadcast
     """
     padded = (max(lengths) + unit - 1) // unit * unit
@@ -266,6 +272,7 @@ def test_one_argument_per_line_stays_so_and_a_source_singular_fills_another_name
 @pytest.mark.parametrize("header, extra", [
     ("qkv_format, max_token_len, max_seq_len", ""),  # two values for the padded length
     ("args, max_seq_len, flag", "    if flag:\n        qkv_format = args.fmt\n"),  # bound on one path only
+    ("args, max_seq_len, flag", "    if flag: qkv_format = args.fmt\n"),  # the same, on one line
     ("max_seq_len", ""),  # no layout anywhere in scope: no partial fix either
 ])
 def test_no_fix_when_a_value_is_ambiguous_or_unknown(header, extra):
@@ -479,7 +486,7 @@ def test_the_fix_modules_are_in_no_import_circle():
                 stack.extend(graph.get(name, ()))
         return False
 
-    ours = ["engine", "fix", "fixsite", "edits", "noqa", "suppressions", "rule", "syntaxrule", "walk", "runner"]
+    ours = ["engine", "fix", "fixsite", "fixscope", "edits", "noqa", "suppressions", "rule", "syntaxrule", "walk", "runner"]
     for name in (f"layoutcheck.lint.{m}" for m in ours):
         assert not reaches(name, name), name
     assert "layoutcheck.lint.fix" not in graph["layoutcheck.lint.engine"]
@@ -507,3 +514,21 @@ def test_libcst_is_imported_only_when_a_fix_is_asked_for_and_torch_never(trainer
     assert _probe(trainer, "trainer") == {"code": 1, "libcst": False, "torch": False}  # four fixable rules fire
     assert _probe(trainer, "trainer", "--diff") == {"code": 1, "libcst": True, "torch": False}
     assert _probe(trainer, "trainer", "--add-noqa") == {"code": 0, "libcst": False, "torch": False}
+
+
+def test_fix_after_a_cached_plain_check_still_fixes(trainer, capsys):
+    assert check(capsys)[0] == 1  # fills the run cache (findings marked "may be fixable")
+    assert check(capsys)[0] == 1  # served from it
+    code, _, err = check(capsys, "--fix", "--unsafe-fixes")
+    assert (code, err) == (0, "Fixed 3 findings in 1 file.\nAll checks passed!\n")
+    assert check(capsys) == (0, "", "All checks passed!\n")
+
+
+def test_a_list_changed_in_place_between_the_maximum_and_the_broadcast_gets_no_rewrite():
+    result = fixed(GLOBAL_MAX, """
+        def produce(out, lengths, unit):
+            longest = max(lengths)
+            lengths.append(unit)
+            out["max_seq_lens"] = [longest] * len(lengths)
+        """)
+    assert result.fix is None

@@ -55,7 +55,7 @@ class Fix:
         if not self.edits:
             raise ValueError("a fix needs at least one edit")
         ordered = sorted(self.edits)
-        for before, after in zip(ordered, ordered[1:]):
+        for before, after in zip(ordered, ordered[1:], strict=False):
             if after.start < before.end:
                 raise ValueError(f"the edits of one fix overlap: {before} and {after}")
         object.__setattr__(self, "edits", tuple(ordered))

@@ -11,15 +11,18 @@ The order is chosen for speed (DESIGN.md section 9, README's development section
    file's facts: imports, calls bound to their ``def`` s, CP helpers' own
    signatures, owners, the call graph;
 3. each model rule queries the model for each checked file
-   (`layoutcheck.model.queries.FileQueries`); a syntax rule (libcst, for
-   fixes) walks the files its prefilter lets through, in one batched
-   traversal per file;
-4. suppression comments are read with `tokenize`, only in files whose text
-   holds one (`layoutcheck.lint.suppressions`).
+   (`layoutcheck.model.queries.FileQueries`); a syntax rule (libcst)
+   walks the files its prefilter lets through, in one batched traversal
+   per file;
+4. suppression comments (``# layoutcheck: ignore``, ``# noqa``) are read
+   with `tokenize`, only in files whose text holds one
+   (`layoutcheck.lint.suppressions`).
 
 An exception inside a rule becomes an error for that file naming the rule;
 the other rules' findings stand. Nothing here reads or writes files:
-`lint_source` works on text (the rules' example tests call it).
+`lint_source` works on text (the rules' example tests call it). Fixes are
+`layoutcheck.lint.fix`'s, which calls this module (never the reverse): the
+engine only marks the findings whose rule offers one (`Analysis.candidates`).
 """
 
 from __future__ import annotations

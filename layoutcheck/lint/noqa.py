@@ -95,7 +95,7 @@ def lex_noqa(comment: str) -> Noqa | None:
             return Noqa(start, end, tuple(codes)) if codes else None
         if rest[0].isspace():
             return Noqa(start, position, None)
-        return None  # `#noqaF401`, `# noqa;`: ruff rejects these
+        return None  # `noqa` run into a code, or followed by `;`: ruff rejects these
     return None
 
 
@@ -223,7 +223,7 @@ def add_noqa(source: str, findings: Iterable[Finding]) -> tuple[str, int]:
         comment = comments.get(number)
         directive = lex_noqa(comment[1]) if comment else None
         if directive is not None and directive.codes is None:
-            continue  # `# noqa` covers every rule already
+            continue  # a bare noqa covers every rule already
         if directive is not None and comment is not None:
             assert directive.codes is not None
             merged = sorted({*directive.codes, *codes})

@@ -7,11 +7,14 @@ Two kinds share `LintRule`'s metadata:
 
 * `ModelRule`: a query on the project model (`layoutcheck.model`). Its
   `ModelRule.check` reads one checked file's `FileQueries` and returns
-  `Report` s; it never walks a tree. Every padding rule is one.
+  `Report` s; it never walks a tree. Every padding rule is one. Its
+  `ModelRule.fix`, called only by a run that asks for fixes
+  (`layoutcheck.lint.fix`), computes a finding's fix with libcst from the
+  finding's place alone.
 * `layoutcheck.lint.syntaxrule.SyntaxRule`: a libcst visitor, for a rule
-  that needs concrete syntax (an autofix that rewrites code). Its module
-  imports libcst; this one does not, so a run with model rules only never
-  pays for libcst.
+  that needs concrete syntax to find what it reports (its fix is a
+  replacement node). Its module imports libcst; this one does not, so a
+  run with model rules only never pays for libcst unless it fixes.
 
 Examples (`Valid`, `Invalid`) are code the suite runs through the engine;
 ``files`` adds other modules of the same project (a helper's ``def`` in
