@@ -146,8 +146,9 @@ class GlobalMaxPadding(ModelRule):
             start, end = tree.span(node)
             line_start, line_end = tree.line_start(start), tree.line_end(end)
             width = len(tree.source[line_start:start]) + len(new) + len(tree.source[end:line_end].rstrip("\r\n"))
-            indent = tree.indent_at(statement)
-            if width > _WIDTH and indent is not None:  # black's layout of a long comprehension
+            line = tree.source[line_start:start]
+            indent = line[: len(line) - len(line.lstrip(" \t"))]  # of the line the broadcast starts on
+            if width > _WIDTH:  # black's layout of a long comprehension
                 newline = tree.newline()
                 new = f"[{newline}{indent}    {element} for {target} in {iterable}{newline}{indent}]"
         edits = [tree.replace(node, new)]

@@ -532,3 +532,40 @@ def test_a_list_changed_in_place_between_the_maximum_and_the_broadcast_gets_no_r
             out["max_seq_lens"] = [longest] * len(lengths)
         """)
     assert result.fix is None
+
+
+# ---------------------------------------------------------------- the lint fixtures, fixed
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "lint"
+FIXTURE_PROJECTS = [FIXTURES / "flagged", FIXTURES / "lookalikes",
+                    *(p / kind for p in sorted((FIXTURES / "pairs").iterdir()) if p.is_dir()
+                      for kind in ("flagged", "lookalike"))]
+
+
+@pytest.mark.parametrize("project", FIXTURE_PROJECTS, ids=lambda p: str(p.relative_to(FIXTURES)))
+def test_fixing_the_lint_fixtures_parses_resolves_each_fixed_finding_and_is_stable(project, tmp_path):
+    import shutil
+    from collections import Counter
+
+    tree = tmp_path / project.name  # the fixtures' configuration names files by this folder
+    shutil.copytree(project, tree)
+    for config in (project.parent / "pyproject.toml", project.parent.parent / "layoutcheck.toml"):
+        if config.is_file():
+            shutil.copy(config, tmp_path / config.name)
+    before = run([tree], cwd=tmp_path, use_cache=False, jobs=1)
+    texts = {p: p.read_text() for p in tree.rglob("*.py")}
+    fixed = run([tree], cwd=tmp_path, use_cache=False, jobs=1, fix=True, unsafe_fixes=True)
+    assert not fixed.errors, fixed.errors
+    changed = [p for p in texts if p.read_text() != texts[p]]
+    for path in changed:
+        ast.parse(path.read_text())
+    assert len(changed) == len(fixed.fixed_files)
+    # Every offered fix went in, and a fix never adds a finding: per file and rule, only fewer.
+    assert [f for f in fixed.findings if f.fix is not None] == []
+    counts = Counter((f.path, f.rule) for f in fixed.findings)
+    assert all(n <= Counter((f.path, f.rule) for f in before.findings)[key] for key, n in counts.items())
+    assert len(before.findings) - len(fixed.findings) >= fixed.stats.fixed
+    if "lookalike" in project.name:
+        assert changed == []
+    again = run([tree], cwd=tmp_path, use_cache=False, jobs=1, fix=True, unsafe_fixes=True)
+    assert again.fixed_files == [] and again.findings == fixed.findings
