@@ -70,7 +70,7 @@ def test_malformed_or_absent_directives_are_ignored_as_ruff_ignores_them(comment
     ("# noqa:LC902 LC901", []),
     ("# noqa", []),
     ("# NoQA", []),
-    ("# noqa: pad-call", [(1, "LC902")]),  # a layoutcheck rule name, as in `# layoutcheck: ignore[...]`
+    ("# noqa: pad-call", [(1, "LC902")]),  # a rule name, as the layoutcheck directive takes
     ("# noqa: E501", [(1, "LC901"), (1, "LC902")]),  # another tool's code suppresses nothing of ours
     ("# noqa:", [(1, "LC901"), (1, "LC902")]),  # malformed: ignored
     ("# noqa: lc901", [(1, "LC901"), (1, "LC902")]),  # codes are upper case, as ruff reads them
@@ -82,7 +82,7 @@ def test_a_noqa_suppresses_the_codes_it_names_on_its_line(comment, left):
 def test_a_noqa_covers_its_line_not_the_statement_but_a_string_or_continuation_it_ends():
     # A finding that starts on line 1 of a bracketed statement needs the comment on line 1 (ruff) ...
     assert codes(lint("m = max(\n    1,\n)  # noqa: LC902\n")) == [(1, "LC902")]
-    # ... while `# layoutcheck: ignore` there covers the statement (layoutcheck's own directive).
+    # ... while the layoutcheck directive there covers the statement.
     assert codes(lint("m = max(  # layoutcheck: ignore[global-max]\n    1,\n)\n")) == []
     # Inside a multi-line string and across a backslash, only the last line can hold a comment.
     assert codes(lint('m = max("""\nlong\n""")  # noqa: LC902\n')) == []

@@ -1,9 +1,11 @@
 """Every rule's inline examples, run as tests: the examples are the rules' specification.
 
 A valid example must produce no finding of its rule; an invalid one exactly
-one, at the line, column and with the message fragment it names. An
-invalid example with a ``replacement`` must be fixed to exactly that text,
-and fixing again must change nothing.
+one, at the line, column and with the message fragment it names. For a rule
+with fixes, an invalid example with a ``replacement`` must be fixed to
+exactly that text (with ``--unsafe-fixes`` when its ``applicability`` is
+unsafe, and not without), the finding must be gone, and fixing again must
+change nothing; an invalid example without one is a case the fix declines.
 """
 
 from __future__ import annotations
