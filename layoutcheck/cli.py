@@ -77,10 +77,17 @@ def build_parser() -> argparse.ArgumentParser:
     out.add_argument("--statistics", action="store_true", help="print counts per rule instead of findings")
     out.add_argument("--exit-zero", action="store_true", help="exit 0 even when there are findings")
     out.add_argument("-q", "--quiet", action="store_true", help="print findings only: no summary, no warnings")
-    fixing = check.add_argument_group("fixes")
-    fixing.add_argument("--fix", action="store_true", help="apply the fixes rules mark safe")
+    fixing = check.add_argument_group("fixes and suppressions")
+    fixing.add_argument("--fix", action="store_true", help="apply the safe fixes (and, with --unsafe-fixes, the "
+                        "unsafe ones); exit 1 if findings remain")
+    fixing.add_argument("--unsafe-fixes", action="store_true",
+                        help="with --fix or --diff, also apply fixes that change behaviour (a guard that can "
+                             "raise, a rewrite of per-sample lengths)")
     fixing.add_argument("--diff", action="store_true",
                         help="print the fixes as a unified diff instead of writing them (exit 1 if any)")
+    fixing.add_argument("--add-noqa", action="store_true",
+                        help="write a `# noqa: CODE` comment for every finding, merged into an existing "
+                             "`# noqa` of the line, and exit 0")
     run = check.add_argument_group("run")
     run.add_argument("--config", metavar="FILE", help=CONFIG_HELP)
     run.add_argument("--force-exclude", action="store_true",
@@ -177,24 +184,44 @@ def _universe() -> list[type[LintRule]]:
 # ---------------------------------------------------------------- check
 
 
+def _fixes(n: int) -> str:
+    return f"{n} fix" if n == 1 else f"{n} fixes"
+
+
 def _summary(result: RunResult, args: argparse.Namespace) -> list[str]:
+    from layoutcheck.lint.findings import UNKNOWN_FIX
+
     lines = []
     files_with = len({f.path for f in result.findings})
     fixed = result.fixed_files
-    if args.diff:
+    hidden = result.stats.unsafe_hidden
+    if args.add_noqa:
+        added = result.stats.noqa_added
+        lines.append(f"Added {added} noqa directive{'' if added == 1 else 's'}.")
+    elif args.diff:
+        more = f" ({_fixes(hidden)} available with --unsafe-fixes)" if hidden else ""
         if fixed:
             count = sum(f.fix.applied for f in fixed if f.fix)
-            lines.append(f"Would fix {_plural(count, 'finding')} in {_plural(len(fixed), 'file')}.")
+            lines.append(f"Would fix {_plural(count, 'finding')} in {_plural(len(fixed), 'file')}{more}.")
         else:
-            lines.append("No fixes available.")
+            lines.append(f"No fixes available{more}.")
     else:
         if args.fix and fixed:
             lines.append(f"Fixed {_plural(result.stats.fixed, 'finding')} in {_plural(len(fixed), 'file')}.")
         if result.findings:
+            hints = []
             fixable = sum(f.fixable for f in result.findings)
-            hint = f" ({fixable} fixable with --fix)" if fixable and not args.fix else ""
+            if fixable and not args.fix:
+                hints.append(f"{fixable} fixable with --fix")
+            # A plain check never imports libcst, so it cannot know which of these a fix would resolve.
+            maybe = sum(f.fix == UNKNOWN_FIX for f in result.findings)
+            if maybe:
+                hints.append(f"{maybe} may be fixable: --diff --unsafe-fixes shows how")
+            hint = f" ({'; '.join(hints)})" if hints else ""
             lines.append(f"Found {_plural(len(result.findings), 'finding')} in "
                          f"{_plural(files_with, 'file')}{hint}.")
+            if hidden:
+                lines.append(f"{_fixes(hidden)} available with --unsafe-fixes.")
         elif not result.errors and not result.no_python_files:
             lines.append("All checks passed!")
     if result.errors:
@@ -233,24 +260,28 @@ def _check(args: argparse.Namespace, argv: Sequence[str]) -> int:
     if args.statistics and args.output_format not in STATISTICS_FORMATS:  # ruff refuses these too
         return _fail(f"--statistics prints counts as {' or '.join(STATISTICS_FORMATS)}; "
                      f"--output-format {args.output_format} has no statistics form")
+    if args.add_noqa and (args.fix or args.diff):
+        return _fail("--add-noqa cannot be combined with --fix or --diff")
     paths = args.paths or ["."]
     # A run that writes nothing and reads the cache can be replayed by the next identical one.
-    log: InputLog | None = None if args.no_cache or args.fix or args.diff else InputLog()
+    writes = args.fix or args.diff or args.add_noqa
+    log: InputLog | None = None if args.no_cache or writes else InputLog()
     try:
         loaded = resolve_config(paths, args.config, log=log)
         result = run(paths, loaded=loaded, overrides=overrides, jobs=args.jobs or None,
-                     use_cache=not args.no_cache, fix=args.fix or args.diff, write_fixes=not args.diff,
+                     use_cache=not args.no_cache, fix=args.fix or args.diff, unsafe_fixes=args.unsafe_fixes,
+                     write_fixes=not args.diff, add_noqa=args.add_noqa,
                      force_exclude=args.force_exclude, log=log)
     except ConfigError as exc:
         return _fail(str(exc))
 
-    writes = _check_output(result, args)
+    printed = _check_output(result, args)
     streams = (sys.stdout, sys.stderr)
-    for which, text in writes:
+    for which, text in printed:
         streams[which].write(text)
     code = _check_status(result, args)
     if log is not None and code != EXIT_ERROR:
-        store(argv, log, writes, code, str(loaded.cache_dir))
+        store(argv, log, printed, code, str(loaded.cache_dir))
     return code
 
 
@@ -266,7 +297,11 @@ def _check_output(result: RunResult, args: argparse.Namespace) -> list[tuple[int
     for warning in result.warnings:
         if not args.quiet or (result.no_python_files and not args.exit_zero):  # it explains the exit status
             line(1, f"layoutcheck: warning: {warning}")
-    if args.diff or args.statistics:
+    if args.add_noqa:
+        # Like ruff: the findings are now suppressed on disk; only what could not be checked is shown.
+        if result.errors:
+            line(1, format_findings([], result.errors, output_format="concise", rules=(), color=False))
+    elif args.diff or args.statistics:
         # stdout holds the diff or the counts; the files that could not be checked go to stderr.
         text = _diff(result) if args.diff else format_statistics(result.findings, args.output_format)
         writes.append((0, text if not text or text.endswith("\n") else text + "\n"))
@@ -288,6 +323,8 @@ def _check_status(result: RunResult, args: argparse.Namespace) -> int:
 
     if any(e.kind != INVALID_INPUT for e in result.errors):
         return EXIT_ERROR  # a missing path or a crashed rule: the run is not trustworthy
+    if args.add_noqa:
+        return EXIT_CLEAN  # as ruff's --add-noqa
     if args.diff:
         return EXIT_FINDINGS if result.fixed_files else EXIT_CLEAN
     if (result.findings or result.errors or result.no_python_files) and not args.exit_zero:

@@ -331,16 +331,16 @@ def test_rules_table(project, capsys):
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].split() == ["Code", "Name", "Default", "Fix", "Summary"]
     assert lines[1].split()[:4] == ["LC001", "unused-suppression", "off", "no"]
-    assert lines[2].split()[:4] == ["LC901", "pad-call", "on", "yes"]
+    assert lines[2].split()[:4] == ["LC901", "pad-call", "on", "safe"]
     assert lines[4].split()[:4] == ["LC951", "noisy-thing", "off", "no"]
 
 
 def test_rule_by_name_or_code_prints_docs_message_and_examples(project, capsys):
     assert cli.main(["rule", "LC901"]) == 0
     out = capsys.readouterr().out
-    assert out.startswith("pad-call (LC901)\nDefault: on. Autofix: yes.")
+    assert out.startswith("pad-call (LC901)\nDefault: on. Autofix: safe (--fix).")
     assert "## What it does" in out and "`pad_me` pads by hand; use `padded`." in out
-    assert "Flagged (1):\n    pad_me(x)\n  fixed to:\n    padded(x)" in out
+    assert "Flagged (1):\n    pad_me(x)\n  fixed to (safe fix):\n    padded(x)" in out
     assert cli.main(["rule", "pad-call"]) == 0 and capsys.readouterr().out == out
 
 
