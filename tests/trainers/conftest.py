@@ -8,6 +8,8 @@
   its JSON result), so a costly trainer job is paid once however its tests
   are spread.
 * ``verl_folder(version)``: verl at a pinned version, installed on first use.
+* ``miles_deps()`` / ``slime_deps()``: their pinned PyPI imports (installed on
+  first call, so only when a checkout is present).
 * ``miles_checkout(which)`` / ``slime_checkout(which)``: the pinned checkout
   named by ``LAYOUTCHECK_MILES_CHECKOUT`` / ``LAYOUTCHECK_SLIME_CHECKOUT``
   (a folder holding one checkout per pinned commit, or the checkout itself
@@ -29,6 +31,8 @@ from typing import Any
 import pytest
 
 from trainers.checkouts import Checkout, find_checkout
+from trainers.install import install
+from trainers.pins import MILES_DEPS, SLIME_DEPS
 from trainers.ranks import RankRun
 from trainers.verl_harness import install_verl
 
@@ -89,3 +93,15 @@ def miles_checkout() -> Callable[[str], Checkout]:
 @pytest.fixture(scope="session")
 def slime_checkout() -> Callable[[str], Checkout]:
     return lambda which: find_checkout("slime", which)
+
+
+@pytest.fixture(scope="session")
+def miles_deps(trainers_cache: Path) -> Callable[[], Path]:
+    """The folder of what Miles's data path imports from PyPI (installed on first call: after a checkout is found)."""
+    return lambda: install(MILES_DEPS, trainers_cache)
+
+
+@pytest.fixture(scope="session")
+def slime_deps(trainers_cache: Path) -> Callable[[], Path]:
+    """The folder of what slime's actor module and data path import from PyPI (installed on first call)."""
+    return lambda: install(SLIME_DEPS, trainers_cache)

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 __all__ = ["TESTS", "RankRun", "attempt", "error_of", "init_process_group", "launch", "main_guard", "params", "report",
-           "run_script", "write_report"]
+           "run_script", "signatures", "write_report"]
 
 TESTS = Path(__file__).resolve().parent.parent
 """The suite's ``tests/`` folder: on every rank's path, so ``trainers`` imports there."""
@@ -158,6 +158,18 @@ def write_report() -> None:
     """Write this rank's report to ``<out>/rank<r>.json``."""
     path = Path(os.environ[_ENV_OUT]) / f"rank{os.environ['RANK']}.json"
     path.write_text(json.dumps(_REPORT))
+
+
+def signatures(names: Sequence[str]) -> dict[str, str]:
+    """``module:function`` -> ``str(inspect.signature(...))`` of the code this rank imports."""
+    import importlib
+    import inspect
+
+    found = {}
+    for dotted in names:
+        module, name = dotted.split(":")
+        found[dotted] = str(inspect.signature(getattr(importlib.import_module(module), name)))
+    return found
 
 
 def run_script(target: str) -> None:

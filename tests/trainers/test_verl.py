@@ -21,7 +21,7 @@ import pytest
 from layoutcheck.geometry import round_up, zigzag_chunks
 from trainers.pins import VERL, VERL_BUGGY, VERL_FIXED
 from trainers.verl_harness import SIGNATURES, run_verl
-from trainers.verl_scenarios import token_value
+from trainers.rollouts import token_value
 
 CP, TP = 2, 2
 UNIT = TP * CP * 2

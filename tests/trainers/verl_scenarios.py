@@ -9,7 +9,7 @@ Parameters:
 * ``packing``: ``[{"name", "lengths", "left_pad"}]``: a ``[B, S]`` batch
   (``S = max(lengths)``) whose sample ``i`` holds ``lengths[i]`` real tokens,
   right-padded (or left-padded) with mask 0. Token ``j`` of sample ``i`` is
-  ``token_value(i, j)``, never 0 (verl's pad value), so every position of a
+  `trainers.rollouts.token_value` ``(i, j)``, never 0 (verl's pad value), so every position of a
   pack says which sample and token it came from. Reported per case:
   ``preprocess_packed_seqs`` (the rank's packed stream, the pack
   parameters, and the packed mask: the same call on the 0/1 mask, as the
@@ -23,21 +23,15 @@ Parameters:
 
 from __future__ import annotations
 
-import inspect
-
 import torch
 import torch.distributed as dist
 
 from trainers import ranks
+from trainers.rollouts import token_value
 
 SIGNED = ("verl.models.mcore.util:preprocess_packed_seqs", "verl.models.mcore.util:postprocess_packed_seqs",
           "verl.utils.seqlen_balancing:rearrange_micro_batches", "verl.utils.seqlen_balancing:get_reverse_idx")
 """Functions whose real signatures every job reports (compared with `trainers.verl_harness.SIGNATURES`)."""
-
-
-def token_value(sample: int, position: int) -> int:
-    """The id of token ``position`` of sample ``sample`` in the harness batches (never the pad value 0)."""
-    return 1000 * (sample + 1) + position + 1
 
 
 def batch(lengths: list[int], *, left_pad: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
@@ -113,21 +107,11 @@ def microbatching(case: dict) -> None:
     ranks.attempt(f"microbatch:{case['name']}", split)
 
 
-def signatures() -> dict[str, str]:
-    import importlib
-
-    found = {}
-    for dotted in SIGNED:
-        module, name = dotted.split(":")
-        found[dotted] = str(inspect.signature(getattr(importlib.import_module(module), name)))
-    return found
-
-
 def main() -> None:
     import verl
 
     ranks.report("verl_version", verl.__version__)
-    ranks.report("signatures", signatures())
+    ranks.report("signatures", ranks.signatures(SIGNED))
     parameters = ranks.params()
     for case in parameters.get("packing", []):
         packing(case)
