@@ -52,6 +52,6 @@ padded by one row to ``T`` and to ``tp*data_pad_size_multiplier`` at ``fixed``."
 
 SLIME_DEPS = PinnedSet("slime-deps", (
     "megatron-core==0.15.3", "transformers==4.57.6", "huggingface-hub==0.36.2", *_HF_TOKENIZERS, *_HTTPX,
-    "pandas==2.3.3",
+    "pandas==2.3.3", "pytz==2025.2",
 ))
 """What slime's Megatron actor module and data path import at both pinned commits."""

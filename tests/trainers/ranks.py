@@ -161,14 +161,17 @@ def write_report() -> None:
 
 
 def signatures(names: Sequence[str]) -> dict[str, str]:
-    """``module:function`` -> ``str(inspect.signature(...))`` of the code this rank imports."""
+    """``module:qualified.name`` -> ``str(inspect.signature(...))`` of the code this rank imports."""
     import importlib
     import inspect
 
     found = {}
     for dotted in names:
         module, name = dotted.split(":")
-        found[dotted] = str(inspect.signature(getattr(importlib.import_module(module), name)))
+        obj: Any = importlib.import_module(module)
+        for part in name.split("."):
+            obj = getattr(obj, part)
+        found[dotted] = str(inspect.signature(obj))
     return found
 
 
