@@ -10,11 +10,10 @@
 * ``verl_folder(version)``: verl at a pinned version, installed on first use.
 * ``miles_deps()`` / ``slime_deps()``: their pinned PyPI imports (installed on
   first call, so only when a checkout is present).
-* ``miles_checkout(which)`` / ``slime_checkout(which)``: the pinned checkout
-  named by ``LAYOUTCHECK_MILES_CHECKOUT`` / ``LAYOUTCHECK_SLIME_CHECKOUT``
-  (a folder holding one checkout per pinned commit, or the checkout itself
-  when only one is given, see the README); the test is skipped when the
-  variable is unset.
+* ``miles_checkout(which)`` / ``slime_checkout(which)``: the checkout at the
+  pinned ``which`` commit (``"buggy"``/``"fixed"``) among those that
+  ``LAYOUTCHECK_MILES_CHECKOUT`` / ``LAYOUTCHECK_SLIME_CHECKOUT`` name
+  (`trainers.checkouts`); the test is skipped when there is none.
 """
 
 from __future__ import annotations

@@ -27,7 +27,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["InstallError", "PinnedSet", "install", "install_seconds"]
+__all__ = ["InstallError", "PinnedSet", "install"]
 
 _DONE = ".installed"
 """Marker file written last: a folder without it is not an install."""
@@ -92,8 +92,3 @@ def install(pins: PinnedSet, root: Path, *, timeout: float = 900.0) -> Path:
         (partial / _DONE).write_text(f"{time.monotonic() - started:.1f} s\n" + "\n".join(pins.requirements) + "\n")
         partial.rename(target)
     return target
-
-
-def install_seconds(folder: Path) -> float:
-    """How long pip took to install ``folder`` (recorded at install time)."""
-    return float((folder / _DONE).read_text().split()[0])
