@@ -75,7 +75,8 @@ def test_a_clean_run_says_how_many_hooks_went_in_and_the_calls_each_saw(tmp_path
     assert first.startswith("layoutcheck: no layout violations (checked 4 rollouts")
     # 2 clean runs x 2 rollouts; each rollout: 2 replay fillers, 2 passes of 8 micro-batches, the loss side's offsets
     assert second == ("layoutcheck: 4 of 4 hooks installed; calls: get_rollout_data 4, get_batch 64, "
-                      "fill_replay_data 8, get_logits_and_tokens_offset_with_cp 128"), second
+                      "fill_replay_data 8, get_logits_and_tokens_offset_with_cp 128; 3 tracer hooks off "
+                      "(LAYOUTCHECK_TRACE=1)"), second
     report = load_run_report(tmp_path / "report.json")
     assert report.complete and report.problems == []
     assert [(h.role, h.installed, h.calls) for h in report.hook_calls] == [
@@ -107,7 +108,8 @@ def test_a_misspelled_hook_module_is_a_summary_and_report_line_in_record_mode(tm
     assert ("layoutcheck: 1 of 4 hooks never installed: batch-builder `minitrainer.dataa:get_batch` (module "
             "`minitrainer.dataa` does not exist: `minitrainer` has no module `dataa`; did you mean "
             "`minitrainer.data`?); 3 installed, calls: get_rollout_data 4, fill_replay_data 8, "
-            "get_logits_and_tokens_offset_with_cp 128") in summary_lines(proc.stderr)
+            "get_logits_and_tokens_offset_with_cp 128; 3 tracer hooks off (LAYOUTCHECK_TRACE=1)"
+            ) in summary_lines(proc.stderr)
     report = load_run_report(tmp_path / "report.json")
     (missing,) = [h for h in report.hook_calls if not h.installed]
     assert missing.target == "minitrainer.dataa:get_batch" and "does not exist" in missing.problem
@@ -181,7 +183,8 @@ def test_a_tool_layoutcheck_table_in_a_layoutcheck_toml_is_read_and_stops_raise_
     assert record.returncode == 0, record.stderr
     assert summary_lines(record.stderr)[-1].startswith(
         "layoutcheck: 4 of 4 hooks installed; calls: get_rollout_data 4, get_batch 64, fill_replay_data 8, "
-        f"get_logits_and_tokens_offset_with_cp 128; 1 configuration problem: tool.layoutcheck in {config}: a table")
+        "get_logits_and_tokens_offset_with_cp 128; 3 tracer hooks off (LAYOUTCHECK_TRACE=1); 1 configuration "
+        f"problem: tool.layoutcheck in {config}: a table")
     (problem,) = load_run_report(tmp_path / "report.json").problems
     assert problem.key == "tool.layoutcheck" and problem.source == str(config)
 
@@ -236,3 +239,32 @@ def test_a_configuration_that_cannot_be_used_fails_raise_mode_at_exit(tmp_path):
     assert "layoutcheck: nothing was checked in this process" in proc.stderr.splitlines()[-1]
     record, _ = run(tmp_path, config, mode="record")
     assert record.returncode == 0 and "nothing was checked in this process" in record.stderr
+
+
+# ---------------------------------------------------------------- in process: telling a typo from a module not used
+
+
+def test_a_module_is_judged_from_what_the_process_already_knows_never_by_importing_it(tmp_path, monkeypatch):
+    from layoutcheck.runtime.hooks.targets import module_state, not_installed_reason
+
+    (tmp_path / "quietpkg").mkdir()
+    write(tmp_path / "quietpkg" / "__init__.py", "")
+    write(tmp_path / "quietpkg" / "data.py", "raise RuntimeError('imported')\n")  # importing it would fail
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert module_state("quietpkg.data") == "unknown"  # its package is not imported: finding it would import it
+    assert module_state("quietpkg") == "importable" and module_state("quietpkgg") == "not found"
+    import quietpkg  # noqa: F401 - the program imports the package, never the module
+
+    assert module_state("quietpkg.data") == "importable" and "quietpkg.data" not in sys.modules
+    assert module_state("quietpkg.dat") == "missing"
+    assert not_installed_reason("quietpkg.dat", calls=0, at_exit=False) == (
+        "module `quietpkg.dat` does not exist: `quietpkg` has no module `dat`; did you mean `quietpkg.data`?")
+    # a module that exists: no evidence before exit, nor in a process whose hooks saw no call
+    assert not_installed_reason("quietpkg.data", calls=5, at_exit=False) is None
+    assert not_installed_reason("quietpkg.data", calls=0, at_exit=True) is None
+    assert not_installed_reason("quietpkg.data", calls=5, at_exit=True).startswith(
+        "this process never imported `quietpkg.data` (its other hooks saw 5 calls)")
+    assert not_installed_reason("quietpkgg.data", calls=0, at_exit=True) is None  # a launcher's sys.path
+    assert not_installed_reason("quietpkgg.data", calls=5, at_exit=False) == (
+        "no module `quietpkgg` can be found in this process")
+    sys.modules.pop("quietpkg", None)

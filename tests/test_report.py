@@ -180,8 +180,8 @@ def test_a_report_the_debug_mode_wrote_shows_the_rollout_global_padding(capsys, 
 # ---------------------------------------------------------------- the appended form (JSON Lines)
 
 
-def appended_run(tmp_path: Path, rollouts: int, *, samples: int = 16) -> tuple[Path, object]:
-    """A record-mode session over ``rollouts`` buggy rollouts, appending its report; its path and checker."""
+def appended_run(tmp_path: Path, rollouts: int, *, samples: int = 16) -> tuple[Path, object, RunReport]:
+    """A record-mode session over ``rollouts`` buggy rollouts, appending its report; its path, checker, whole report."""
     import dataclasses
 
     from minitrainer.actor import TrainActor
@@ -203,13 +203,14 @@ def appended_run(tmp_path: Path, rollouts: int, *, samples: int = 16) -> tuple[P
             for r in range(rollouts):
                 actor.train(r, make_rollout_ref(long_tailed_lengths(samples, seed=r), seed=r))
         session.write_report()
+        whole = session.run_report()
     finally:
         session.close()
-    return path, session.checker
+    return path, session.checker, whole
 
 
 def test_each_write_appends_only_what_is_new_so_a_late_write_costs_no_more_than_an_early_one(tmp_path):
-    path, checker = appended_run(tmp_path, 8)
+    path, checker, whole = appended_run(tmp_path, 8)
     lines = path.read_text().splitlines()
     header, chunks = json.loads(lines[0]), [json.loads(line) for line in lines[1:]]
     assert header["format"] == "layoutcheck-run-report" and header["schema_version"] == 2
@@ -223,12 +224,15 @@ def test_each_write_appends_only_what_is_new_so_a_late_write_costs_no_more_than_
     report = load_run_report(path)
     assert report.complete and len(report.violations) == len(checker.violations)
     assert report.totals.model_dump() == vars(checker.observations.totals)
-    assert report.model_dump(exclude={"created", "complete"}) == RunReport.model_validate_json(
-        report.to_json()).model_dump(exclude={"created", "complete"})  # the document form holds the same
+    # the lines hold what the whole report, made in memory at the end, holds
+    same = {"violations", "notes", "samples", "micro_batches", "shapes", "totals", "truncated", "hooks", "hook_calls",
+            "problems", "violations_dropped", "mode", "config_file"}
+    assert report.model_dump(include=same) == whole.model_dump(include=same)
+    assert sum(s.count for s in report.shapes) == report.totals.micro_batches == 64  # summed over 8 chunks
 
 
 def test_a_process_that_died_while_writing_leaves_every_whole_chunk(tmp_path, capsys):
-    path, _ = appended_run(tmp_path, 3)
+    path, _, _ = appended_run(tmp_path, 3)
     lines = path.read_text().splitlines()
     path.write_text("\n".join(lines[:-1]) + "\n" + lines[-1][: len(lines[-1]) // 2])  # cut in the last line
     report = load_run_report(path)
@@ -238,7 +242,7 @@ def test_a_process_that_died_while_writing_leaves_every_whole_chunk(tmp_path, ca
 
 
 def test_two_processes_writing_one_report_are_refused_with_what_to_do(tmp_path):
-    path, _ = appended_run(tmp_path, 2)
+    path, _, _ = appended_run(tmp_path, 2)
     lines = path.read_text().splitlines()
     other = json.loads(lines[1])
     other["pid"] += 1

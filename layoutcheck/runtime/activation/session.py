@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import atexit
 import dataclasses
-import difflib
 import importlib
 import os
 import socket
@@ -62,7 +61,7 @@ from layoutcheck.runtime.hooks.settings import (
     effective,
     env_mode,
 )
-from layoutcheck.runtime.hooks.targets import module_state, submodule_names
+from layoutcheck.runtime.hooks.targets import not_installed_reason
 from layoutcheck.runtime.reporting.runlog import RunLog, chunk
 from layoutcheck.runtime.reporting.setup import HookStatus, SetupLedger
 
@@ -144,6 +143,8 @@ class Session:
         self._log: RunLog | None = None
         self._hooks = HookSet(self._wrap, on_error=self._hook_error)
         self._add_hooks(s for s in settings.hook_specs() if self._tracing or s.role not in TRACER_ROLES)
+        if not self._tracing:
+            self.setup.tracer_off = sum(s.role in TRACER_ROLES for s in settings.hook_specs())
 
     # --- mode and results ----------------------------------------------
 
@@ -207,6 +208,7 @@ class Session:
         if not on or self._tracing or self.settings.tracer is not None or self._hooks.installed:
             return
         self._tracing = True
+        self.setup.tracer_off = 0
         self._add_hooks(s for s in self.settings.hook_specs() if s.role in TRACER_ROLES)
 
     @property
@@ -295,22 +297,11 @@ class Session:
         at exit, and only in a process whose hooks saw calls (a launcher or a
         driver never imports the trainer).
         """
-        active = self.setup.calls > 0
+        calls = self.setup.calls
         for spec in self._hooks.pending:
             status = self.setup.hook(spec.role, spec.target)
-            if status is None or status.problem is not None:
-                continue
-            state = module_state(spec.module)
-            parent, _, leaf = spec.module.rpartition(".")
-            if state == "missing":
-                near = difflib.get_close_matches(leaf, submodule_names(parent), n=1)
-                status.problem = (f"module `{spec.module}` does not exist: `{parent}` has no module `{leaf}`"
-                                  + (f"; did you mean `{parent}.{near[0]}`?" if near else ""))
-            elif state == "not found" and active:
-                status.problem = f"no module `{spec.module.partition('.')[0]}` can be found in this process"
-            elif at_exit and active:
-                status.problem = (f"this process never imported `{spec.module}` (its other hooks saw "
-                                  f"{self.setup.calls} calls): is the function defined in another module?")
+            if status is not None and status.problem is None:
+                status.problem = not_installed_reason(spec.module, calls=calls, at_exit=at_exit)
 
     def _announce(self, when: str) -> None:
         """Raise (raise mode) or warn (warn mode) about what was not set up, once; record mode leaves it to the summary."""

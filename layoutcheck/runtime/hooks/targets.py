@@ -24,7 +24,7 @@ import importlib.util
 import sys
 from typing import Any, Literal
 
-__all__ = ["ModuleState", "close_names", "module_state", "submodule_names"]
+__all__ = ["ModuleState", "close_names", "module_state", "not_installed_reason", "submodule_names"]
 
 ModuleState = Literal["imported", "importable", "missing", "not found", "unknown"]
 
@@ -67,3 +67,27 @@ def submodule_names(parent: str) -> list[str]:
         return [info.name for info in pkgutil.iter_modules(list(paths))]
     except Exception:  # noqa: BLE001 - an unusual loader: no suggestion
         return []
+
+
+def not_installed_reason(module: str, *, calls: int, at_exit: bool) -> str | None:
+    """Why a hook whose ``module`` was never imported did not go in, or ``None`` while that is no evidence yet.
+
+    ``calls``: the calls the process's other hooks saw (none: a launcher, a
+    driver, a tool, which never imports the trainer). ``at_exit``: whether
+    the process is ending (a module that exists but was never imported is
+    a problem only then). A module that does not exist is one at any time.
+    """
+    state = module_state(module)
+    parent, _, leaf = module.rpartition(".")
+    if state == "missing":
+        near = difflib.get_close_matches(leaf, submodule_names(parent), n=1)
+        return (f"module `{module}` does not exist: `{parent}` has no module `{leaf}`"
+                + (f"; did you mean `{parent}.{near[0]}`?" if near else ""))
+    if not calls:
+        return None
+    if state == "not found":
+        return f"no module `{module.partition('.')[0]}` can be found in this process"
+    if at_exit and state != "imported":
+        return (f"this process never imported `{module}` (its other hooks saw {calls} calls): is the function "
+                "defined in another module?")
+    return None

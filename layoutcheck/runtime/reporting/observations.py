@@ -250,15 +250,26 @@ class ObservationLog:
         }
 
     def aggregates(self) -> dict[str, object]:
-        """``shapes``, ``totals`` and ``truncated`` as the run report's JSON types (bounded by the limits)."""
+        """``totals`` and ``truncated`` as the run report's JSON types."""
         totals = dict(self._totals)
         if not self._padded_seen:
             totals["padded_tokens"] = None
-        return {
-            "shapes": [{"shape": list(shape), "count": n} for shape, n in self._shapes.most_common()],
-            "totals": totals,
-            "truncated": self._truncated,
-        }
+        return {"totals": totals, "truncated": self._truncated}
+
+    def shapes_since(self, seen: dict[tuple[int, ...], int]) -> list[dict[str, object]]:
+        """The shape counts that grew since ``seen`` (shape -> count, brought up to date): what a chunk adds.
+
+        At most `ObservationLimits.shapes` shapes are counted, and only those
+        of the micro-batches laid out since are compared, so a chunk holds a
+        rollout's few shapes, never all of them again.
+        """
+        grown = []
+        for shape, n in self._shapes.items():
+            before = seen.get(shape, 0)
+            if n != before:
+                grown.append({"shape": list(shape), "count": n - before})
+                seen[shape] = n
+        return grown
 
     def snapshot(self) -> Observations:
         """The observations so far, frozen."""

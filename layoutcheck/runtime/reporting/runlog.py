@@ -9,10 +9,11 @@ may reach 10,000). A `RunLog` instead appends one line per write:
 * then one **chunk** per write: the violations, notes, samples and
   micro-batches kept since the previous chunk (each kept once, bounded by
   `~layoutcheck.runtime.reporting.observations.ObservationLimits` and the
-  recorder's limit), and the run's small cumulative values as they stand
-  (totals, distinct shapes, what was cut, the hooks with their calls, the
-  configuration problems, the mode). ``event`` is ``"rollout"`` for a write
-  during the run and ``"end"`` for the one at exit.
+  recorder's limit), the growth of the distinct-shape counts
+  (``shape_counts``), and the run's small cumulative values as they stand
+  (totals, what was cut, the hooks with their calls, the configuration
+  problems, the mode). ``event`` is ``"rollout"`` for a write during the
+  run and ``"end"`` for the one at exit.
 
 So a write at rollout 1,000 costs no more than one at rollout 1, and a
 process that dies leaves every chunk it wrote. `~layoutcheck.runtime.reporting.runreport.load_run_report`
@@ -26,7 +27,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -53,6 +54,8 @@ class Cursor:
     notes: int = 0
     kept: tuple[int, int] = (0, 0)
     """Samples and micro-batches (`ObservationLog.kept`)."""
+    shapes: dict[tuple[int, ...], int] = field(default_factory=dict)
+    """The distinct-shape counts written so far."""
 
 
 def chunk(recorder: Recorder, log: ObservationLog, cursor: Cursor, *, event: str,
@@ -69,6 +72,7 @@ def chunk(recorder: Recorder, log: ObservationLog, cursor: Cursor, *, event: str
     out["violations"] = [{**v.to_dict(), "rollout": r} for v, r in zip(violations, rollouts)]
     out["notes"] = recorder.notes[cursor.notes:]
     out.update(log.detail_since(cursor.kept))
+    out["shape_counts"] = log.shapes_since(cursor.shapes)
     out.update(log.aggregates())
     out["violations_dropped"] = dict(recorder.dropped)
     cursor.violations += len(violations)

@@ -226,7 +226,7 @@ def _check_version(path: Path, version: object) -> None:
 
 _LISTS = ("violations", "notes", "samples", "micro_batches")
 """Chunk fields that hold what is new since the previous chunk; the others stand for the whole run so far."""
-_CUMULATIVE = ("mode", "hooks", "hook_calls", "problems", "shapes", "totals", "truncated", "violations_dropped")
+_CUMULATIVE = ("mode", "hooks", "hook_calls", "problems", "totals", "truncated", "violations_dropped")
 
 
 def _merge_lines(path: Path, text: str) -> dict[str, object]:
@@ -242,6 +242,7 @@ def _merge_lines(path: Path, text: str) -> dict[str, object]:
     merged: dict[str, object] = {k: v for k, v in header.items() if k not in ("format", "pid")}
     for name in _LISTS:
         merged[name] = []
+    shapes: dict[tuple[int, ...], int] = {}
     complete = False
     for n, line in enumerate(lines[1:], start=2):
         if not line.strip():
@@ -261,7 +262,12 @@ def _merge_lines(path: Path, text: str) -> dict[str, object]:
             )
         for name in _LISTS:
             merged[name].extend(part.get(name, ()))  # type: ignore[attr-defined]
+        for grown in part.get("shape_counts", ()):
+            key = tuple(grown["shape"])
+            shapes[key] = shapes.get(key, 0) + grown["count"]
         merged.update({name: part[name] for name in _CUMULATIVE if name in part})
         complete = part.get("event") == "end"
+    # most frequent first, ties in order of first sight (as the in-memory counts give them)
+    merged["shapes"] = [{"shape": list(k), "count": n} for k, n in sorted(shapes.items(), key=lambda kv: -kv[1])]
     merged["complete"] = complete
     return merged

@@ -65,6 +65,8 @@ class SetupLedger:
         """Configuration problems (keys, tables, variables), in the order found."""
         self.announced = False
         """Whether the problems were raised or warned about (once per process)."""
+        self.tracer_off = 0
+        """Configured hooks of the tracer's roles, left out because the tracer is off."""
 
     def add(self, hook: HookStatus) -> HookStatus:
         """Track ``hook`` (the same role and target again: the one already tracked)."""
@@ -133,6 +135,8 @@ class SetupLedger:
         waiting = total - len(self.installed) - len(missing)
         if waiting:
             text += f"; {waiting} waiting for {'its' if waiting == 1 else 'their'} module"
+        if self.tracer_off:
+            text += f"; {self.tracer_off} tracer hook{'s' if self.tracer_off != 1 else ''} off (LAYOUTCHECK_TRACE=1)"
         return text
 
     def _calls(self) -> str:
