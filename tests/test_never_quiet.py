@@ -92,7 +92,7 @@ def test_a_misspelled_hook_module_stops_raise_mode_at_the_end_of_the_first_step(
     assert proc.returncode == 1, proc.stderr
     error = out["clean@0"]
     assert error["type"] == "ConfigError"
-    assert error["message"].startswith("layoutcheck is not checking what its configuration says (1 problem, raise "
+    assert error["message"].startswith("the debug mode is not checking what its configuration says (1 problem, raise "
                                        "mode, at the end of the first step):")
     assert (f"  runtime.hooks.batch-builder in {config}: `minitrainer.dataa:get_batch` was never installed: module "
             "`minitrainer.dataa` does not exist: `minitrainer` has no module `dataa`; did you mean "
@@ -135,7 +135,7 @@ def test_a_hook_whose_module_is_never_imported_fails_raise_mode_at_exit(tmp_path
     proc, out = run(tmp_path, config, extra_path=str(tmp_path))
     assert proc.returncode == 1, proc.stderr
     assert out["clean@0"]["type"] is None and out["clean@1"]["type"] is None  # the steps ran, checked
-    assert ("layoutcheck: layoutcheck is not checking what its configuration says (1 problem, raise mode, at exit):\n"
+    assert ("layoutcheck: the debug mode is not checking what its configuration says (1 problem, raise mode, at exit):\n"
             f"  runtime.hooks.batch-builder in {config}: `othertrainer.fsdp_data:get_batch` was never installed: "
             "this process never imported `othertrainer.fsdp_data`") in proc.stderr
     record, _ = run(tmp_path, config, mode="record", extra_path=str(tmp_path))
@@ -219,7 +219,7 @@ def test_an_unknown_layoutcheck_value_runs_the_configured_mode_and_says_so(tmp_p
     config = write(tmp_path / "layoutcheck.toml", CONFIG.read_text().replace('mode = "raise"', 'mode = "warn"'))
     warn, out = run(tmp_path, config, mode="rase")
     assert warn.returncode == 0 and out["clean@0"]["type"] is None, warn.stderr
-    assert ("LayoutWarning: layoutcheck is not checking what its configuration says (at the end of the first step):\n"
+    assert ("LayoutWarning: the debug mode is not checking what its configuration says (at the end of the first step):\n"
             "LAYOUTCHECK='rase' (environment variable)") in warn.stderr
     assert summary_lines(warn.stderr)[-1].endswith(
         "; 1 configuration problem: LAYOUTCHECK='rase' (environment variable): did you mean `raise`? expected one "

@@ -314,7 +314,7 @@ class Session:
             from layoutcheck.runtime.reporting.modes import LayoutWarning, user_stacklevel
 
             text = "\n".join(self.setup.issues())
-            warnings.warn(f"layoutcheck is not checking what its configuration says ({when}):\n{text}",
+            warnings.warn(f"the debug mode is not checking what its configuration says ({when}):\n{text}",
                           LayoutWarning, stacklevel=user_stacklevel())
 
     def _write_quietly(self, event: str = "end") -> Path | None:

@@ -152,7 +152,7 @@ class SetupLedger:
             first_key, first_source = key, source or None
         body = "\n".join(f"  {issue}".replace("\n", "\n  ") for issue in issues)
         return ConfigError(
-            f"layoutcheck is not checking what its configuration says ({len(issues)} problem"
+            f"the debug mode is not checking what its configuration says ({len(issues)} problem"
             f"{'s' if len(issues) != 1 else ''}, raise mode, {when}):\n{body}\n"
             f"  hooks: {len(self.installed)} of {len(self.hooks)} installed"
             + (f", calls: {self._calls()}" if self.installed else "") + "\n"
