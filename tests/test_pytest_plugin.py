@@ -505,8 +505,8 @@ def test_worker_figures_merge_by_summing_totals_and_shapes():
 def test_lint_findings_become_one_failing_item_per_file_with_findings(pytester):
     pytester.makepyfile(
         producer="""
-            def get_rollout_data(total_lengths, tokens):
-                max_seq_lens = [max(total_lengths)] * len(tokens)
+            def get_rollout_data(tokens):
+                max_seq_lens = [max(t.numel() for t in tokens)] * len(tokens)
                 return max_seq_lens
         """,
         clean="def add(a, b):\n    return a + b\n",

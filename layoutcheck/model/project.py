@@ -7,14 +7,13 @@ files and the project's other files) and answers what the rules ask:
   its own package), and each call bound to the ``def`` it reaches when
   that ``def`` is in the tree (`Project.resolve`), which gives the call
   graph (`Project.callers`);
-* CP helpers: for each configured helper, its own ``def`` when the tree has
-  one (its layout and padded-length parameters and their positions, read
-  from the signature), else the configured positions (`Project.helper`);
-* owners: who decides padded lengths, per layout (`Project.owners`): the
-  functions `owners` lists, the ones that write a source (BSHD,
-  ``max_seq_lens``) or build a packed batch's description (THD,
-  ``cu_seqlens``), and those nested in them; a pad is a second owner when
-  the project has an owner for what it pads (`Project.owners_for`);
+* what fields, parameters and values hold (`Project.spaces`,
+  `layoutcheck.model.spaces`), the stores into fields with what the
+  project's own functions return folded in (`Project.writes`), and the pads
+  of each file, calls of the project's round-up helpers included
+  (`Project.pads_of`);
+* layout helpers (`layoutcheck.model.helpers`) and owners
+  (`layoutcheck.model.owners`), mixed into `Project`;
 * tests and benchmarks (`test-paths`) are not the trainer: they are left
   out of the model unless trainer code imports them.
 
@@ -24,23 +23,32 @@ cache (or a cheap scan) gives for the other files.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+import dataclasses
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 
 from layoutcheck.lint.globs import any_match
 from layoutcheck.lint.settings import LintSettings
-from layoutcheck.model.facts import Arg, Call, FileFacts, Function, Pad, Param, call_names, ensure_calls
-from layoutcheck.model.owners import configured_layouts
-from layoutcheck.model.vocabulary import Tag, Vocabulary, vocabulary
+from layoutcheck.model.facts import (
+    Arg,
+    Call,
+    FieldWrite,
+    FileFacts,
+    Function,
+    Pad,
+    Param,
+    call_names,
+    ensure_calls,
+)
+from layoutcheck.model.facts import FunctionRef
+from layoutcheck.model.helpers import HelperSignature, HelpersMixin
+from layoutcheck.model.owners import Owner, OwnersMixin
+from layoutcheck.model.sides import Sides
+from layoutcheck.model.spaces import Spaces
+from layoutcheck.model.vocabulary import Vocabulary, vocabulary
 
 __all__ = ["FileModel", "FunctionRef", "HelperSignature", "Owner", "Project"]
-
-SRC, PAD, SEQ, MAX = int(Tag.SRC), int(Tag.PAD), int(Tag.SEQ), int(Tag.MAX)
-UNIT, CP = int(Tag.UNIT), int(Tag.CP)
-
-FunctionRef = tuple[int, int]
-"""(file index, function index) of a ``def`` in the project."""
 
 
 @dataclass
@@ -61,58 +69,13 @@ class FileModel:
     """An ``__init__.py``: relative imports start at its own package."""
 
 
-@dataclass(frozen=True)
-class Owner:
-    """A function that decides padded lengths, and why the linter thinks so."""
-
-    ref: FunctionRef
-    layouts: tuple[str, ...]
-    """``bshd``, ``thd``."""
-    why: str
-    """``writes `max_seq_lens```, ``builds `cu_seqlens```, ``listed in `owners.thd```, ``inside `f```."""
-
-
-@dataclass(frozen=True)
-class HelperSignature:
-    """What a CP helper takes: its layout kind and padded length, by name and position."""
-
-    name: str
-    ref: FunctionRef | None
-    """Its ``def`` in the tree; None when only the configuration describes it."""
-    params: tuple[Param, ...] = ()
-    layout: tuple[str, int | None] | None = None
-    """The layout-kind parameter and its 0-based position (None: keyword-only)."""
-    padded: tuple[str, int | None] | None = None
-    """The padded-length parameter `P` and its position."""
-    layout_default: str | None = None
-    none_checked: tuple[str, ...] = ()
-    """Parameters the helper checks are not None (omitting them fails loudly, not silently)."""
-
-    def text(self) -> str | None:
-        """``slice_with_cp(tokens, pad_value, qkv_format="thd", max_seq_len=None)``: the ``def``'s
-        signature as written (None for a helper known only from the configuration)."""
-        if self.ref is None:
-            return None
-        parts = []
-        starred = any(p.kind == "star" for p in self.params)
-        for param in self.params:
-            if param.kind == "kwonly" and not starred:
-                parts.append("*")
-                starred = True
-            prefix = {"star": "*", "dstar": "**"}.get(param.kind, "")
-            parts.append(f"{prefix}{param.name}" + (f"={param.default}" if param.default is not None else ""))
-            if param.kind == "posonly" and not any(p.kind == "posonly" for p in self.params[self.params.index(param) + 1:]):
-                parts.append("/")
-        return f"{self.name}({', '.join(parts)})"
-
-
 @dataclass
 class _Index:
     by_qualname: dict[tuple[int, str], int] = field(default_factory=dict)
     by_name: dict[str, list[FunctionRef]] = field(default_factory=dict)
 
 
-class Project:
+class Project(HelpersMixin, OwnersMixin):
     """Every file's facts, joined; see the module docs for what it answers."""
 
     def __init__(self, files: Sequence[FileModel], settings: LintSettings) -> None:
@@ -134,6 +97,9 @@ class Project:
         self._resolved: dict[tuple[int, int, int], FunctionRef | None] = {}
         self._callers_of: dict[FunctionRef, list[tuple[FunctionRef, Call]]] = {}
         self._by_name_cache: dict[str, list[tuple[FunctionRef, Call]]] = {}
+        self._by_name_index: dict[str, list[tuple[FunctionRef, Call]]] = {}
+        self._resolved_writes: dict[FunctionRef, list[FieldWrite]] = {}
+        self._indexed_files: set[int] = set()
 
     # ------------------------------------------------------------ files
 
@@ -316,18 +282,18 @@ class Project:
         if found is None:
             found = []
             for i, file in enumerate(self.files):
-                if file.is_test:
+                if file.is_test or i in self._indexed_files:
                     continue
                 names = call_names(file.facts)
-                if names is not None:
-                    if name not in names:
-                        continue
-                    ensure_calls(file.facts)
+                if names is not None and name not in names:
+                    continue
+                # Index every call of the file by its last name once: later names are lookups.
+                ensure_calls(file.facts)
+                self._indexed_files.add(i)
                 for j, function in enumerate(file.facts.functions):
                     for call in function.calls:
-                        if call.callee.rsplit(".", 1)[-1] == name:
-                            found.append(((i, j), call))
-            self._by_name_cache[name] = found
+                        self._by_name_index.setdefault(call.callee.rsplit(".", 1)[-1], []).append(((i, j), call))
+            found = self._by_name_cache[name] = list(self._by_name_index.get(name, ()))
         return found
 
     def callers_of(self, ref: FunctionRef) -> list[tuple[FunctionRef, Call]]:
@@ -372,6 +338,19 @@ class Project:
                 out[arg.keyword] = arg
         return out
 
+    def bound_calls(self, ref: FunctionRef, want: Callable[[Call], bool] | None = None,
+                    ) -> Iterator[tuple[Call, FunctionRef, dict[str, Arg]]]:
+        """The calls of ``ref`` (those ``want`` keeps) that reach a ``def`` of the tree, with the
+        argument each of its parameters receives."""
+        for call in self.function(ref).calls:
+            if want is not None and not want(call):
+                continue
+            target = self.resolve(ref, call)
+            if target is None:
+                continue
+            callee = self.function(target)
+            yield call, target, self.bind(callee.params, call, callee.cls is not None)
+
     @staticmethod
     def passes(call: Call, name: str, position: int | None) -> bool:
         """Does ``call`` pass parameter ``name`` (at ``position``)? ``*a`` and an unknown ``**k`` might."""
@@ -387,295 +366,100 @@ class Project:
                 return True
         return position is not None and count > position
 
-    # ------------------------------------------------------------ CP helpers
+    # ------------------------------------------------------------ spaces
 
     @cached_property
-    def _helpers(self) -> dict[str, HelperSignature | None]:
-        out: dict[str, HelperSignature | None] = {}
-        for name in self.vocab.helpers:
-            defs = self.defs_named(name)
-            out[name] = self._signature(name, defs[0]) if len(defs) == 1 else None
+    def spaces(self) -> Spaces:
+        """What fields, parameters and values hold, from every file's facts (`layoutcheck.model.spaces`)."""
+        return Spaces(self)
+
+    @cached_property
+    def sides(self) -> Sides:
+        """The sides fields are padded on, and where they disagree (`layoutcheck.model.sides`)."""
+        return Sides(self)
+
+    @cached_property
+    def _writes_by_function(self) -> dict[FunctionRef, list[FieldWrite]]:
+        out: dict[FunctionRef, list[FieldWrite]] = {}
+        for i, file in enumerate(self.files):
+            for write in file.facts.field_writes:
+                out.setdefault((i, write.function), []).append(write)
         return out
 
-    def helper(self, name: str, target: FunctionRef | None = None) -> HelperSignature:
-        """The signature a call of helper ``name`` is judged by: the ``def`` it resolves to, the
-        project's only ``def`` of that name, or else the configured positions."""
-        if target is not None and self.function(target).qualname.rsplit(".", 1)[-1] == name:
-            return self._signature(name, target)
-        found = self._helpers.get(name)
-        if found is not None:
-            return found
-        spec = self.vocab.helpers.get(name, {})
-        layout = padded = None
-        for param, index in spec.items():
-            if self.vocab.is_padded_length_param(param):
-                padded = padded or (param, index)
-            else:
-                layout = layout or (param, index)
-        return HelperSignature(name, None, (), layout, padded)
-
-    def _signature(self, name: str, ref: FunctionRef) -> HelperSignature:
-        function = self.function(ref)
-        params = function.params
-        positional = [p for p in params if p.kind in ("posonly", "pos")]
-        if function.cls is not None and positional and positional[0].name in ("self", "cls"):
-            positional = positional[1:]
-        layout = padded = None
-        default = None
-        for param in params:
-            if param.kind in ("star", "dstar"):
-                continue
-            position = positional.index(param) if param in positional else None
-            if layout is None and self.vocab.is_layout_param(param.name):
-                layout, default = (param.name, position), param.default
-            elif padded is None and self.vocab.is_padded_length_param(param.name):
-                padded = (param.name, position)
-        return HelperSignature(name, ref, params, layout, padded, default, function.none_checked)
-
-    def helper_names(self) -> list[str]:
-        return sorted(self.vocab.helpers)
-
-    def is_layout_helper(self, ref: FunctionRef) -> bool:
-        """A CP/layout helper: configured, or taking one sample's padded length `P`.
-        Its other branch is the packed (THD) rule, which is the helper's to define."""
-        for enclosing in self.enclosing(ref):
-            function = self.function(enclosing)
-            if function.qualname.rsplit(".", 1)[-1] in self.vocab.helpers:
-                return True
-            if any(self.vocab.is_padded_length_param(p.name) for p in function.params):
-                return True
-        return False
-
-    # ------------------------------------------------------------ owners
-
-    @cached_property
-    def owners(self) -> dict[FunctionRef, Owner]:
-        """Every function that decides padded lengths (`Owner`), nested ones included."""
-        out: dict[FunctionRef, Owner] = {}
-        vocab = self.vocab
-        source = vocab.source
-        packed = vocab.packed_order[0] if vocab.packed_order else "cu_seqlens"
-        for ref, function in self.functions():
-            if ref[1] == 0:
-                continue
-            file = self.files[ref[0]]
-            if function.in_model or (file.facts.kernel and function.cls is None):
-                continue  # a model's or a kernel's own geometry is not the data layout's
-            layouts: list[str] = []
-            why: list[str] = []
-            configured = configured_layouts(self.settings, function.qualname, file.relpath, file.module)
-            if configured:
-                layouts += configured
-                why.append("listed in " + " and ".join(f"`owners.{layout}`" for layout in configured))
-            if function.writes_source:
-                layouts.append("bshd")
-                why.append(f"writes `{source}`")
-            if function.writes_packed:
-                layouts.append("thd")
-                why.append(f"builds `{packed}`")
-            if layouts:
-                out[ref] = Owner(ref, tuple(sorted(set(layouts))), ", ".join(why))
-        # An owner around a nested function owns it too.
-        for ref, _ in self.functions():
-            if ref in out or ref[1] == 0:
-                continue
-            for outer in self.enclosing(ref):
-                if outer in out and outer != ref:
-                    found = out[outer]
-                    out[ref] = Owner(ref, found.layouts, f"inside `{self.function(outer).qualname}`")
-                    break
-        return out
-
-    @cached_property
-    def disagreements(self) -> list[tuple[Pad, FunctionRef, FunctionRef, Pad, str]]:
-        """Owner pads to the alignment unit that another owner of the same layout pads otherwise:
-        ``(pad, owner, other owner, the other's pad, layout)`` (LC107)."""
-        out = []
-        units = self.owner_units
-        for layout in ("thd", "bshd"):
-            owners = [ref for ref in self.owners_of_layout(layout) if units.get(ref)]
-            if len(owners) < 2:
-                continue
-            keys = {ref: {(p.unit, p.rounding) for p in units[ref]} for ref in owners}
-            holders: dict[tuple[str, str], set[FunctionRef]] = {}
-            for ref, owned in keys.items():
-                for key in owned:
-                    holders.setdefault(key, set()).add(ref)
-            for ref in owners:
-                for pad in units[ref]:
-                    having = holders[(pad.unit, pad.rounding)]
-                    if len(having) == len(owners):
-                        continue  # every owner pads this way too
-                    other = next(o for o in owners if o not in having)
-                    out.append((pad, ref, other, units[other][0], layout))
-        return out
-
-    def owner_of(self, ref: FunctionRef) -> Owner | None:
-        return self.owners.get(ref)
-
-    def owners_of_layout(self, layout: str) -> list[FunctionRef]:
-        """The owners of ``layout`` (``bshd``/``thd``), not counting nested ones, in path order."""
-        return list(self._owners_by_layout.get(layout, ()))
-
-    @cached_property
-    def _owners_by_layout(self) -> dict[str, list[FunctionRef]]:
-        out: dict[str, list[FunctionRef]] = {}
-        for ref, owner in self.owners.items():
-            if owner.why.startswith("inside "):
-                continue
-            for layout in owner.layouts:
-                out.setdefault(layout, []).append(ref)
-        return out
-
-    @cached_property
-    def cp_helper_defs(self) -> list[FunctionRef]:
-        """The ``def`` s of configured CP helpers in the tree."""
-        return [ref for name in self.helper_names() for ref in self.defs_named(name)]
-
-    def family(self, pad: Pad) -> str:
-        """What a pad pads: ``a`` (the alignment unit ``A``, both layouts), ``bshd`` (to the longest
-        sample), ``cp`` (the CP chunk rule) or ``other`` (another unit: not the token layout's)."""
-        if pad.kind in ("pad_target", "pad_sequence"):
-            return "bshd"
-        if pad.unit_tags & UNIT:
-            return "a"
-        if pad.unit_tags & CP:
-            return "cp"
-        return "other"
-
-    def owners_for(self, pad: Pad) -> list[FunctionRef]:
-        """Who owns what ``pad`` pads, in this project: a pad with an owner elsewhere is a second owner.
-
-        The owners come best first: those that pad to the same unit (the one ``pad`` re-derives),
-        then those that pad to the alignment unit at all, then the others.
-        """
-        family = self.family(pad)
-        if family == "bshd":
-            found = self.owners_of_layout("bshd")
-        elif family == "a":
+    def writes(self, ref: FunctionRef) -> list[FieldWrite]:
+        """The stores into fields ``ref`` makes, with what the project's functions they call return
+        folded into their tags (``[_round_up(t, unit) for t in ...]`` stores padded lengths)."""
+        found = self._resolved_writes.get(ref)
+        if found is None:
             found = []
-            if pad.layout in ("bshd", "thd"):
-                found = self.owners_of_layout(pad.layout)
-            if not found:
-                found = self.owners_of_layout("thd") + self.owners_of_layout("bshd")
-        elif family == "cp":
-            return list(self.cp_helper_defs)
-        else:
-            return []
-        units = self.owner_units
-
-        def rank(ref: FunctionRef) -> tuple[int, str]:
-            mine = units.get(ref, ())
-            if pad.unit and any(p.unit == pad.unit for p in mine):
-                return 0, self.where(ref)
-            return (1 if mine else 2), self.where(ref)
-
-        return sorted(dict.fromkeys(found), key=rank)
+            for write in self._writes_by_function.get(ref, []):
+                if write.calls:
+                    extra = self.spaces.returned(ref, write.calls)
+                    if extra & ~write.tags:
+                        write = dataclasses.replace(write, tags=write.tags | extra)
+                found.append(write)
+            self._resolved_writes[ref] = found
+        return found
 
     @cached_property
-    def owner_units(self) -> dict[FunctionRef, tuple[Pad, ...]]:
-        """Each owner's pads to the alignment unit ``A`` (those nested in it included)."""
-        out: dict[FunctionRef, list[Pad]] = {}
-        for i, file in enumerate(self.files):
-            if file.is_test:
-                continue
-            for pad in file.facts.pads:
-                if pad.kind not in ("round_up", "pad_amount", "chunk_pad") or not pad.unit_tags & UNIT:
+    def _call_pads(self) -> dict[int, list[Pad]]:
+        """Calls of the project's own round-up helpers (``_round_up(n, m)``, found by their bodies:
+        they return a parameter rounded up to another), as pads at the call."""
+        out: dict[int, list[Pad]] = {}
+        for ref, function in self.functions():
+            for call in function.calls:
+                if not call.fate:
                     continue
-                if pad.fate == "metric":
+                target = self.resolve(ref, call)
+                if target is None or self.function(target).rounds is None:
                     continue
-                for ref in self.enclosing((i, pad.function)):
-                    if ref in self.owners:
-                        out.setdefault(ref, []).append(pad)
-                        break
-        return {ref: tuple(pads) for ref, pads in out.items()}
-
-    def owns(self, ref: FunctionRef) -> bool:
-        """Does ``ref`` decide padded lengths (an owner, a CP helper, or model or kernel code)?"""
-        if ref in self.owners or self.is_layout_helper(ref):
-            return True
-        function = self.function(ref)
-        file = self.files[ref[0]]
-        if function.in_model:
-            return True
-        return file.facts.kernel and all(self.function(r).cls is None for r in self.enclosing(ref))
-
-    @cached_property
-    def inferred_owners(self) -> dict[FunctionRef, list[Pad]]:
-        """Functions that are the only padding decision on their path: they pad, nothing in the
-        project owns what they pad, and their callers read the result (it leaves the function)."""
-        out: dict[FunctionRef, list[Pad]] = {}
-        for i, file in enumerate(self.files):
-            if file.is_test:
-                continue
-            for pad in file.facts.pads:
-                ref = (i, pad.function)
-                if pad.function == 0 or pad.fate != "escapes" or self.owns(ref) or self.owners_for(pad):
+                i, j = self.function(target).rounds  # type: ignore[misc]
+                args = [a for a in call.args if a.keyword is None]
+                if len(args) <= max(i, j):
                     continue
-                out.setdefault(ref, []).append(pad)
+                value, unit = args[i], args[j]
+                out.setdefault(ref[0], []).append(Pad(
+                    ref[1], "round_up", call.span, call.text, value.tags, unit.tags, call.unit, "ceil", call.layout,
+                    call.fate, call.tick, value.params, value.fields, unit.params,
+                ))
         return out
 
-    # ------------------------------------------------------------ sources
+    def pads_of(self, file_index: int) -> list[Pad]:
+        """The pads of a file: its own idioms, and calls of the project's round-up helpers (whose own
+        round-up is judged at each call, where its arguments say what it pads)."""
+        functions = self.files[file_index].facts.functions
+        own = [p for p in self.files[file_index].facts.pads if functions[p.function].rounds is None]
+        return [*own, *self._call_pads.get(file_index, ())]
+
+    def resolve_callee(self, caller: FunctionRef, callee: str) -> FunctionRef | None:
+        """The ``def`` a callee as written reaches from ``caller`` (`resolve` for a call's name)."""
+        return self._resolve(caller, callee)
 
     @cached_property
-    def has_source(self) -> bool:
-        """Does anything in the project write the source (``max_seq_lens``)?"""
-        return any(f.writes_source for _, f in self.functions())
-
-    def ranked(self, refs: list[FunctionRef], layout: str) -> list[FunctionRef]:
-        """``refs`` best first for a message: configured owners of ``layout``, then those that pad to
-        the alignment unit themselves, then the rest, each in path order."""
-        def rank(ref: FunctionRef) -> tuple[int, str]:
-            owner = self.owners.get(ref)
-            if owner is not None and "listed in" in owner.why and layout in owner.layouts:
-                return 0, self.where(ref)
-            return (1 if self.owner_units.get(ref) else 2), self.where(ref)
-
-        return sorted(refs, key=rank)
-
-    def source_writers(self) -> list[FunctionRef]:
-        """The owners that write a source (model and kernel code left out), in path order."""
-        return [ref for ref, o in self.owners.items()
-                if self.function(ref).writes_source and not o.why.startswith("inside ")]
-
-    def packed_writers(self) -> list[FunctionRef]:
-        """The owners that build a packed batch's description (model and kernel code left out)."""
-        return [ref for ref, o in self.owners.items()
-                if self.function(ref).writes_packed and not o.why.startswith("inside ")]
-
-    def source_ticks(self, ref: FunctionRef) -> tuple[int, ...]:
-        """When ``ref`` writes the source: its own writes, its calls of owner-named functions, and
-        its calls of any project function that writes a source (the producer, by another name)."""
-        ensure_calls(self.files[ref[0]].facts)
-        function = self.function(ref)
-        ticks = list(function.source_ticks)
-        for call in function.calls:
-            target = self.resolve(ref, call)
-            if target is not None and target != ref and self.function(target).writes_source:
-                ticks.append(call.tick)
-        return tuple(sorted(set(ticks)))
-
-    def param_fed_from_source(self, ref: FunctionRef, param: str, depth: int = 0) -> bool | None:
-        """Do the callers of ``ref`` pass the owner's value into ``param``?
-
-        True when a call site passes a value read from a source (or the
-        owner's round-up), directly or through its own parameter; False when
-        call sites exist and none does; None when the project has no call
-        of ``ref`` to judge by.
-        """
-        sites = self.callers_of(ref)
-        if not sites or depth > 3:
-            return None
-        function = self.function(ref)
-        verdicts = []
-        for caller, call in sites:
-            arg = self.bind(function.params, call, function.cls is not None).get(param)
-            if arg is None:
+    def partner_transforms(self) -> list[tuple[tuple[str, ...], frozenset[FunctionRef], tuple[FunctionRef, int]]]:
+        """Fields a loop over literal keys transforms alike (``for key in ("a", "b"): d[key] = ...``):
+        ``(keys, the functions every key is transformed by, (the loop's function, its line))``."""
+        out = []
+        for i, file in enumerate(self.files):
+            if file.is_test or not file.facts.partners:
                 continue
-            if arg.tags & (SRC | PAD):
-                return True
-            for outer in arg.params:
-                if self.param_fed_from_source(caller, outer, depth + 1):
-                    return True
-            verdicts.append(False)
-        return False if verdicts else None
+            by_function: dict[int, dict[str, set[FunctionRef]]] = {}
+            lines: dict[int, int] = {}
+            for transform in file.facts.transforms:
+                target = self._resolve((i, transform.function), transform.callee)
+                if target is not None:
+                    by_function.setdefault(transform.function, {}).setdefault(transform.key, set()).add(target)
+                    lines.setdefault(transform.function, transform.span[0])
+            for keys in file.facts.partners:
+                for j, per_key in by_function.items():
+                    if not all(k in per_key for k in keys):
+                        continue
+                    common = frozenset.intersection(*(frozenset(per_key[k]) for k in keys))
+                    if common:
+                        out.append((tuple(keys), common, ((i, j), lines[j])))
+        return out
+
+    @cached_property
+    def bucket_names(self) -> frozenset[str]:
+        """Names, attributes and fields the project searches for the smallest entry that fits."""
+        return frozenset(n for f in self.files if not f.is_test for n in f.facts.bucket_names)
