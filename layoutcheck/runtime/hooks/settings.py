@@ -178,7 +178,7 @@ class RuntimeSettings:
         None,
         description="Tag tensors with their geometry along the data path and report a layout at the op that "
         "breaks it (the tracer). Unset: on under the pytest plugin (CI, small inputs), off in a debug run "
-        "(it costs more than the hooks; see README \"The tracer\"). `LAYOUTCHECK_TRACE=1|0` overrides it.",
+        "(it costs more than the hooks; see the docs' tracer page). `LAYOUTCHECK_TRACE=1|0` overrides it.",
     )
     report: str | None = _setting(
         None,
