@@ -51,7 +51,7 @@ from layoutcheck.lint.settings import TABLE, CheckSettings, arrays_as_tuples, ke
 from layoutcheck.runtime.contract.boundary import parse_boundary, parse_source
 from layoutcheck.runtime.hooks.settings import TARGET_PATTERN, RuntimeSettings
 
-__all__ = ["Config", "RuntimeConfig", "validate_table"]
+__all__ = ["Config", "RuntimeConfig", "validate_runtime", "validate_table"]
 
 
 def _pydantic_fields(cls: type) -> dict[str, Any]:
@@ -291,3 +291,109 @@ def validate_table(table: Any, file: Path | None, prefix: str = TABLE) -> Config
         return Config.model_validate(arrays_as_tuples(dict(table)), strict=True)
     except ValidationError as exc:
         raise format_validation_error(exc, file, prefix) from None
+
+
+# ---------------------------------------------------------------- the debug mode's reading
+
+
+def _aliases(model: type[BaseModel]) -> dict[str, str]:
+    """Every spelling a model's table accepts (alias and field name), mapped to the alias."""
+    out: dict[str, str] = {}
+    for name, field in model.model_fields.items():
+        out[name] = out[field.alias or name] = field.alias or name
+    return out
+
+
+def _unknown_key(prefix: str, loc: tuple[str, ...], model: type[BaseModel], file: Path | None) -> ConfigError:
+    """One unknown key of the table at ``loc[:-1]`` (of model ``model``), kept as a problem: key, file, near names."""
+    key, where = _dotted(prefix, loc), str(file) if file is not None else "the configuration"
+    valid = _valid_keys(model)
+    what = "unknown key"
+    close = difflib.get_close_matches(loc[-1], valid, n=1)
+    if close:
+        what += f"; did you mean `{close[0]}`?"
+    elif model is Config and loc[-1] in _aliases(RuntimeConfig):
+        # a runtime key written one table too high: `[tool.layoutcheck.hooks]` for `[tool.layoutcheck.runtime.hooks]`
+        what += f"; did you mean `{_dotted(prefix, ('runtime', loc[-1]))}` (a key of the runtime table)?"
+    return ConfigError(f"{key} in {where}: {what} (valid keys: {', '.join(valid)})", key=key, source=str(file))
+
+
+def _unknown_role(prefix: str, loc: tuple[str, ...], file: Path | None) -> ConfigError:
+    from layoutcheck.runtime.hooks.settings import ROLES
+
+    key, where = _dotted(prefix, loc), str(file) if file is not None else "the configuration"
+    close = difflib.get_close_matches(loc[-1].replace("_", "-"), ROLES, n=1)
+    hint = f"; did you mean `{close[0]}`?" if close else ""
+    return ConfigError(f"{key} in {where}: not a hook role{hint} (roles: {', '.join(ROLES)})", key=key,
+                       source=str(file))
+
+
+def validate_runtime(table: Any, file: Path | None, prefix: str = TABLE) -> tuple[RuntimeSettings, list[ConfigError]]:
+    """The runtime settings of a parsed ``[tool.layoutcheck]`` table, as the debug mode reads it, and its problems.
+
+    The debug mode judges the ``runtime`` table (the linter's keys are the
+    linter's: ``layoutcheck check`` reports them) and the table's own keys.
+    A key the file cannot contain (unknown at the top or in ``runtime``, a
+    hook role that is not one) changes nothing the other keys mean: it is
+    left out and returned as a problem (a `ConfigError` naming the key and
+    the file), for the session to report at the end of the first step.
+    Any other error (a value of the wrong type, a bad hook target) raises
+    one `ConfigError` listing them all, as `validate_table` does.
+
+    In a ``layoutcheck.toml`` (``prefix`` empty), a ``[tool.layoutcheck]``
+    table is a problem too; its ``runtime`` table is read when the file has
+    no ``[runtime]`` of its own (its meaning is plain, and the checks then
+    run as intended while the problem is reported).
+    """
+    if not isinstance(table, Mapping):
+        validate_table(table, file, prefix)  # raises the usual error
+    problems: list[ConfigError] = []
+    where = str(file) if file is not None else "the configuration"
+    runtime_prefix = prefix
+    runtime = table.get("runtime")
+    known = _aliases(Config)
+    for key in table:
+        if key in known:
+            continue
+        nested = table[key].get("layoutcheck") if key == "tool" and isinstance(table[key], Mapping) else None
+        if not prefix and isinstance(nested, Mapping):
+            spelled = "[tool.layoutcheck.runtime]" if "runtime" in nested else "[tool.layoutcheck]"
+            right = "[runtime]" if "runtime" in nested else "its keys at the top level"
+            used = runtime is None and isinstance(nested.get("runtime"), Mapping)
+            problems.append(ConfigError(
+                f"tool.layoutcheck in {where}: a table a layoutcheck.toml cannot contain (its top level is the "
+                f"[tool.layoutcheck] table itself): write {right}, not {spelled}"
+                + ("; its runtime table was read meanwhile" if used else "; it was ignored"),
+                key="tool.layoutcheck", source=str(file),
+            ))
+            if used:
+                runtime, runtime_prefix = nested["runtime"], "tool.layoutcheck"
+            continue
+        problems.append(_unknown_key(prefix, (str(key),), Config, file))
+    if runtime is None:
+        return RuntimeSettings(), problems
+    if isinstance(runtime, Mapping):
+        runtime = dict(runtime)
+        try:
+            RuntimeConfig.model_validate(runtime)
+        except ValidationError as exc:
+            for error in exc.errors(include_url=False):
+                loc = tuple(str(p) for p in error["loc"])
+                if error["type"] == "extra_forbidden" and len(loc) == 1:
+                    problems.append(_unknown_key(runtime_prefix, ("runtime", *loc), RuntimeConfig, file))
+                    runtime.pop(loc[0], None)
+                elif loc[:1] == ("hooks",) and loc[-1] == "[key]" and len(loc) == 3:
+                    problems.append(_unknown_role(runtime_prefix, ("runtime", *loc[:-1]), file))
+                    hooks = runtime.get("hooks")
+                    if isinstance(hooks, Mapping):
+                        runtime["hooks"] = {k: v for k, v in hooks.items() if k != loc[1]}
+    try:
+        return Config.model_validate({"runtime": runtime}).runtime.settings(), problems
+    except ValidationError as exc:
+        err = format_validation_error(exc, file, runtime_prefix)
+        if not problems:
+            raise err from None
+        also = "".join(f"\n  {p}" for p in problems)
+        raise ConfigError(f"{err}\nand {len(problems)} key{'s' if len(problems) != 1 else ''} the file cannot "
+                          f"contain:{also}", key=err.key, source=err.source) from None
+

@@ -38,6 +38,7 @@ from layoutcheck.lint.settings import DEFAULT_CACHE_DIR, TABLE, CheckSettings
 if TYPE_CHECKING:
     from layoutcheck.config import Config
     from layoutcheck.lint.replay import InputLog
+    from layoutcheck.runtime.hooks.settings import RuntimeSettings
 
 __all__ = [
     "CONFIG_FILENAMES",
@@ -90,6 +91,17 @@ class LoadedConfig:
 
             self._config = validate_table(self.table, self.path, self.key_prefix)
         return self._config
+
+    def runtime_settings(self) -> tuple[RuntimeSettings, list[ConfigError]]:
+        """The runtime table as the debug mode reads it, and the keys it left out as problems.
+
+        See `layoutcheck.config.validate_runtime`: an unknown key, or a table
+        the file cannot contain, is a problem (returned, naming the key and
+        the file); any other error raises `ConfigError`. Imports pydantic.
+        """
+        from layoutcheck.config import validate_runtime
+
+        return validate_runtime(self.table, self.path, self.key_prefix)
 
     def settings(self, *, use_cache: bool = True, store: bool = True) -> CheckSettings:
         """The validated values the linter reads; raises `ConfigError` like `config`.
@@ -208,6 +220,18 @@ def _table_of(path: Path, data: Mapping[str, Any]) -> tuple[Any, str] | None:
     return tool["layoutcheck"], TABLE
 
 
+def _near_table(data: Mapping[str, Any]) -> str:
+    """A hint for a pyproject whose layoutcheck table is spelled or placed otherwise (``[layoutcheck]``, ``[tool.layoutchek]``)."""
+    import difflib
+
+    if isinstance(data.get("layoutcheck"), Mapping):
+        return " (it has a top-level [layoutcheck] table: in pyproject.toml it is [tool.layoutcheck])"
+    tool = data.get("tool")
+    names = [str(k) for k in tool] if isinstance(tool, Mapping) else []
+    close = difflib.get_close_matches("layoutcheck", names, n=1, cutoff=0.75)
+    return f" (it has [tool.{close[0]}]: did you mean [{TABLE}]?)" if close else ""
+
+
 def find_config_file(start: Path, log: InputLog | None = None) -> Path | None:
     """The nearest ``layoutcheck.toml``, or ``pyproject.toml`` with a ``[tool.layoutcheck]`` table, at or above ``start``.
 
@@ -245,10 +269,11 @@ def load_config(path: str | os.PathLike[str], log: InputLog | None = None) -> Lo
             + ("" if present else "; that folder has neither"), source=str(file))
     if not file.is_file():
         raise ConfigError(f"configuration file {file} does not exist", source=str(file))
-    found = _table_of(file, _read_toml(file))
+    data = _read_toml(file)
+    found = _table_of(file, data)
     if found is None:
         raise ConfigError(
-            f"{file} has no [{TABLE}] table; add one, or name a layoutcheck.toml", source=str(file)
+            f"{file} has no [{TABLE}] table{_near_table(data)}; add one, or name a layoutcheck.toml", source=str(file)
         )
     table, prefix = found
     if not isinstance(table, Mapping):

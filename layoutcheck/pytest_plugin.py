@@ -224,6 +224,10 @@ def _activate(config: pytest.Config, state: _State, mode: str) -> Any:
         session = activate(mode, config=state.settings.config, search_from=config.rootpath, trace_default=True)
     except LayoutSpecError as err:  # ConfigError among them
         raise pytest.UsageError(f"layoutcheck: {err}") from None
+    if session.setup.problems:  # a session the environment started kept them: here they stop the run, as always
+        raise pytest.UsageError("layoutcheck: " + "\n".join(str(p) for p in session.setup.problems))
+    # Tests report per test; a hooked module no test imports is no mistake (debug runs report it at exit).
+    session.debug_run = False
     state.session, state.owned = session, state.owned or existing is None
     return session
 

@@ -31,6 +31,8 @@ from isolation import loopback_env
 
 TIMEOUT = 2.0
 """The cross-rank timeout the scenarios use (seconds)."""
+KILL_TIMEOUT = 20.0
+"""The cross-rank timeout of the scenarios that kill a rank: long, so that a report made before it shows."""
 
 LENGTHS = [300, 130, 700, 520, 90, 260]
 """True lengths of the shared rollout: short samples get a much larger P under rollout-global padding."""
@@ -89,7 +91,8 @@ offset-helper = ["minitrainer.cp_utils:get_logits_and_tokens_offset_with_cp"]
 """
 
 
-def _pipeline(mode: str, args: Any, ref: Any, *, ps: dict[str, int], before: Callable[[int], None] | None = None) -> Any:
+def _pipeline(mode: str, args: Any, ref: Any, *, ps: dict[str, int], before: Callable[[int], None] | None = None,
+              timeout: float = TIMEOUT) -> Any:
     """One train step of the reference pipeline with layoutcheck's hooks activated from a config, as a debug run has.
 
     The cross-rank check (X1) is the one the batch-builder and replay-filler
@@ -103,9 +106,9 @@ def _pipeline(mode: str, args: Any, ref: Any, *, ps: dict[str, int], before: Cal
 
     from layoutcheck.runtime import activation
 
-    config = Path(os.environ["LAYOUTCHECK_TEST_OUT"], "layoutcheck.toml")
+    config = Path(os.environ["LAYOUTCHECK_TEST_OUT"], f"layoutcheck-{timeout:g}.toml")
     if not config.exists():
-        config.write_text(CONFIG.format(timeout=TIMEOUT))
+        config.write_text(CONFIG.format(timeout=timeout))
     activation.deactivate()
     session = activation.activate(mode, config=config)
     hooked, calls = model.get_batch, [0]
@@ -223,17 +226,26 @@ def _run(name: str, rank: int, world: int) -> dict[str, Any]:
         except CrossRankTimeout as err:
             return _result(error=err, exchanges=xr.exchanges, seconds=time.monotonic() - start)
         return _result(exchanges=xr.exchanges)
-    if name == "kill":  # the last rank dies at micro-batch 2; the others must raise, not hang
-        def die(k: int) -> None:
-            if rank == world - 1 and k == 2:
-                os._exit(17)
+    if name in ("kill", "kill_record"):
+        # The last rank dies before micro-batch 2's exchange. Raise mode: every other rank raises as soon as the
+        # transport has lost it, not after the timeout. Record mode: the others note it and finish the step.
+        # `seconds` runs from micro-batch 2 (where the rank dies) to the error, or to the step's end.
+        start: list[float] = []
 
-        start = time.monotonic()
+        def die(k: int) -> None:
+            if k == 2:
+                start.append(time.monotonic())
+                if rank == world - 1:
+                    os._exit(17)
+
+        mode = "raise" if name == "kill" else "record"
         try:
-            _pipeline("raise", make_args(), ref, ps={"cp_size": world, "cp_rank": rank}, before=die)
+            session = _pipeline(mode, make_args(), ref, ps={"cp_size": world, "cp_rank": rank}, before=die,
+                                timeout=KILL_TIMEOUT)
         except CrossRankTimeout as err:
-            return _result(error=err, seconds=time.monotonic() - start)
-        return _result()
+            return _result(error=err, seconds=time.monotonic() - start[0], gone=list(err.gone))
+        return _result(session.checker.violations, seconds=time.monotonic() - start[0], batches=session.batches,
+                       notes=session.checker.notes, checked=dict(session.checker.checked))
     raise ValueError(f"unknown scenario {name!r}")
 
 
@@ -253,8 +265,8 @@ def main(rank: int, world: int, store: str, out: str, scenarios: list[str]) -> N
         Path(out, f"{name}.{rank}.json").write_text(json.dumps(result))
     if rank == 0:
         # Rank 0 stays until the other live ranks are done: its exit would close their gloo connections.
-        dead = {world - 1} if "kill" in scenarios else set()
-        end = time.monotonic() + 3 * TIMEOUT + 5
+        dead = {world - 1} if any(s.startswith("kill") for s in scenarios) else set()
+        end = time.monotonic() + 3 * TIMEOUT + 5 + (KILL_TIMEOUT if dead else 0)
         last = Path(out, f"{scenarios[-1]}")
         while time.monotonic() < end and not all(
             Path(f"{last}.{r}.json").exists() for r in range(1, world) if r not in dead

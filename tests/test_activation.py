@@ -23,6 +23,7 @@ import pytest
 import layoutcheck
 from layoutcheck.errors import ConfigError, LayoutError
 from layoutcheck.runtime import activation
+from layoutcheck.runtime.reporting.runreport import load_run_report
 
 TRAINER = '''
 from argparse import Namespace
@@ -140,9 +141,9 @@ def test_warn_and_record_modes_let_the_step_run(project):
     assert "layoutcheck: 1 layout violation (O3 x1) in get_rollout_data" in warn.stderr
     record = run(project, "train.py", "bug", env={"LAYOUTCHECK": "record", "LAYOUTCHECK_REPORT": "out/run.json"})
     assert record.returncode == 0 and "LayoutWarning" not in record.stderr
-    report = json.loads((project / "out" / "run.json").read_text())
-    assert report["mode"] == "record" and report["hooks"] == ["producer: tinytrainer.data:get_rollout_data"]
-    assert [(v["invariant"], v["sample"]) for v in report["violations"]] == [("O3", 0)]
+    report = load_run_report(project / "out" / "run.json")
+    assert report.mode == "record" and report.hooks == ["producer: tinytrainer.data:get_rollout_data"]
+    assert [(v.invariant, v.sample) for v in report.violations] == [("O3", 0)]
 
 
 def test_one_means_the_configured_mode(project):
@@ -159,8 +160,10 @@ def test_the_config_is_found_from_the_working_folder_or_named(project, tmp_path_
     moved.write_text(CONFIG.replace("[runtime", "[tool.layoutcheck.runtime").format(extra=""))
     (project / "layoutcheck.toml").unlink()
     missing = run(project, "train.py", "bug", env={"LAYOUTCHECK": "raise"})
-    assert missing.returncode == 0, missing.stderr
+    assert "trained" in missing.stdout  # the program runs, unchecked; raise mode fails it at exit
+    assert missing.returncode == 1, missing.stderr
     assert "no hooks are configured (no configuration file was found)" in missing.stderr
+    assert "layoutcheck: nothing was checked in this process" in missing.stderr
     named = run(project, "train.py", "bug", env={"LAYOUTCHECK": "raise", "LAYOUTCHECK_CONFIG": str(moved)})
     assert named.returncode == 1 and "[O3]" in named.stderr
 
@@ -183,22 +186,30 @@ def test_children_inherit_the_debug_mode(project):
 
 
 @pytest.mark.parametrize(
-    ("env", "config", "fragment"),
+    ("env", "config", "fragment", "hooked"),
     [
+        # an unknown value: on, in the configured mode (raise), the variable reported
         ({"LAYOUTCHECK": "loud"}, None,
-         "LAYOUTCHECK='loud' (environment variable): expected one of raise, warn, record"),
-        ({"LAYOUTCHECK": "raise"}, 'mode = "lound"', "runtime.mode\n    Input should be 'raise', 'warn' or 'record'"),
-        ({"LAYOUTCHECK": "raise", "LAYOUTCHECK_TRACE": "maybe"}, None, "LAYOUTCHECK_TRACE='maybe'"),
+         "LAYOUTCHECK='loud' (environment variable): expected one of raise, warn, record", True),
+        ({"LAYOUTCHECK": "raise", "LAYOUTCHECK_TRACE": "maybe"}, None, "LAYOUTCHECK_TRACE='maybe'", True),
+        # a value that makes the configuration unusable: nothing is hooked
+        ({"LAYOUTCHECK": "raise"}, 'mode = "lound"', "runtime.mode\n    Input should be 'raise', 'warn' or 'record'",
+         False),
     ],
 )
-def test_a_bad_setting_is_printed_once_and_nothing_is_hooked(project, env, config, fragment):
+def test_a_bad_setting_is_printed_at_start_and_fails_raise_mode_at_exit(project, env, config, fragment, hooked):
     if config is not None:
         (project / "layoutcheck.toml").write_text(CONFIG.format(extra=config))
-    proc = run(project, "train.py", "bug", env=env)
-    assert proc.returncode == 0 and "trained" in proc.stdout  # the program runs, unchecked
-    assert fragment in proc.stderr and "nothing is checked in this process" in proc.stderr
-    assert proc.stderr.count("nothing is checked") == 1
-    if config is not None:
+    proc = run(project, "train.py", env=env)
+    assert "trained" in proc.stdout  # the program runs: nothing breaks it at start
+    assert proc.returncode == 1, proc.stderr
+    assert proc.stderr.startswith("layoutcheck: ") and fragment in proc.stderr.split("\n(")[0]
+    if hooked:  # one rollout: no second step, so the problem comes at exit, with the summary
+        assert "layoutcheck: no layout violations (checked 1 rollouts)" in proc.stderr
+        assert "layoutcheck: 1 of 1 hook installed; calls: get_rollout_data 1; 1 configuration problem: " in proc.stderr
+    else:
+        assert proc.stderr.count("nothing is checked in this process") == 1
+        assert "layoutcheck: nothing was checked in this process" in proc.stderr
         assert str(project / "layoutcheck.toml") in proc.stderr  # the file is named
 
 
@@ -252,7 +263,7 @@ def test_the_report_path_fills_in_rank_and_pid(session, monkeypatch, project):
 
 def test_activation_without_hooks_is_a_config_error(tmp_path):
     (tmp_path / "layoutcheck.toml").write_text("[runtime]\nmode = 'warn'\n")
-    with pytest.raises(ConfigError, match=r"no hooks are configured \(\[tool.layoutcheck.runtime\] in .*layoutcheck.toml\)"):
+    with pytest.raises(ConfigError, match=r"no hooks are configured \(\[runtime\] in .*layoutcheck.toml\)"):
         activation.activate(config=tmp_path / "layoutcheck.toml")
 
 
@@ -267,20 +278,30 @@ def test_ray_init_gets_the_variables_and_the_users_own_values_win():
     assert mine["env_vars"] == {"LAYOUTCHECK": "warn", "OTHER": "1"}  # the caller's dict is left alone
 
 
-def test_the_report_is_rewritten_before_each_rollout_and_at_exit(project):
+def test_the_report_is_appended_at_each_rollout_and_at_exit(project):
     (project / "loop.py").write_text(textwrap.dedent('''
-        import json, os
+        import os
+        from layoutcheck.runtime.reporting.runreport import load_run_report
         from tinytrainer.data import get_rollout_data, make_args
         for i, bug in enumerate([True, False, True]):
             get_rollout_data(make_args(global_padding=bug), [300, 1000])
-            if i:  # written as this rollout began: every rollout before it
-                print(len(json.load(open("run.json"))["violations"]))
-        os._exit(0)  # no exit handlers: the report holds the rollouts before the last one
+            report = load_run_report("run.json")  # appended as each rollout began
+            print(len(report.violations), report.totals.rollouts, report.complete)
+        os._exit(0)  # no exit handlers: the report holds what was appended, and says it is not complete
         '''))
     proc = run(project, "loop.py", env={"LAYOUTCHECK": "record", "LAYOUTCHECK_REPORT": "run.json"})
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.split() == ["1", "1"]
-    assert len(json.loads((project / "run.json").read_text())["violations"]) == 1
+    assert proc.stdout.split() == ["1", "1", "False", "1", "2", "False", "2", "3", "False"]
+    lines = (project / "run.json").read_text().splitlines()
+    assert len(lines) == 4 and json.loads(lines[0])["format"] == "layoutcheck-run-report"
+    assert [json.loads(line)["event"] for line in lines[1:]] == ["rollout"] * 3
+    # a normal exit appends the last chunk
+    proc = run(project, "train.py", "bug", env={"LAYOUTCHECK": "record", "LAYOUTCHECK_REPORT": "run.json"})
+    assert proc.returncode == 0, proc.stderr
+    report = load_run_report(project / "run.json")
+    assert report.complete and [v.invariant for v in report.violations] == ["O3"]
+    assert [json.loads(line)["event"] for line in (project / "run.json").read_text().splitlines()[1:]] == [
+        "rollout", "end"]
 
 
 def test_a_hook_whose_function_does_not_fit_its_role_fails_at_install_or_is_left_out(project):
@@ -292,11 +313,16 @@ def test_a_hook_whose_function_does_not_fit_its_role_fails_at_install_or_is_left
     ).format(extra=""))
     bad = run(project, "train.py", env={"LAYOUTCHECK": "raise"})
     assert bad.returncode == 1 and "trained" not in bad.stdout
-    assert "layoutcheck.errors.LayoutSpecError: cannot wrap `tinytrainer.data:make_args` as the producer" in bad.stderr
+    config = project / "layoutcheck.toml"
+    assert (f"layoutcheck.errors.ConfigError: runtime.hooks.producer in {config}: cannot wrap "
+            "`tinytrainer.data:make_args` as the producer") in bad.stderr
     assert "it has no parameter `args`" in bad.stderr
     quiet = run(project, "train.py", "bug", env={"LAYOUTCHECK": "record", "LAYOUTCHECK_REPORT": "run.json"})
     assert quiet.returncode == 0 and "trained" in quiet.stdout, quiet.stderr
-    report = json.loads((project / "run.json").read_text())
-    assert report["hooks"] == ["producer: tinytrainer.data:get_rollout_data"]  # the other one still checks
-    assert [v["invariant"] for v in report["violations"]] == ["O3"]
-    assert len(report["notes"]) == 1 and "could not hook `tinytrainer.data:make_args` (producer)" in report["notes"][0]
+    report = load_run_report(project / "run.json")
+    assert report.hooks == ["producer: tinytrainer.data:get_rollout_data"]  # the other one still checks
+    assert [v.invariant for v in report.violations] == ["O3"]
+    assert len(report.notes) == 1 and "could not hook `tinytrainer.data:make_args` (producer)" in report.notes[0]
+    assert [(h.target, h.installed) for h in report.hook_calls] == [
+        ("tinytrainer.data:get_rollout_data", True), ("tinytrainer.data:make_args", False)]
+    assert "1 of 2 hooks never installed: producer `tinytrainer.data:make_args` (cannot wrap" in quiet.stderr

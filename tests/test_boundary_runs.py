@@ -94,9 +94,9 @@ def test_a_cp_helper_configured_as_a_tracer_role_it_cannot_fill_is_refused(tmp_p
     config.write_text('[runtime]\nlayout = "bshd"\n\n[runtime.hooks]\ncp-slicer = ["packthd.cp:zigzag"]\n')
     proc, results = job(tmp_path, LAYOUTCHECK="raise", LAYOUTCHECK_CONFIG=str(config), LAYOUTCHECK_TRACE="1")
     assert proc.returncode != 0 and results is None
-    assert "LayoutSpecError: cannot hook `packthd.cp:zigzag` as the cp-slicer (a tracer role)" in proc.stderr
-    assert "no parameter `qkv_format`" in proc.stderr and "found (t, length, pad_value)" in proc.stderr
-    assert f"configured as `runtime.hooks.cp-slicer` in {config}" in proc.stderr
+    assert (f"ConfigError: runtime.hooks.cp-slicer in {config}: cannot hook `packthd.cp:zigzag` as the cp-slicer "
+            "(a tracer role): it has no parameter `qkv_format`") in proc.stderr
+    assert "found (t, length, pad_value)" in proc.stderr
     # warn: left out with a note, and the correct run has no false alarm
     proc, results = job(tmp_path, "--ctx", "2", LAYOUTCHECK="warn", LAYOUTCHECK_CONFIG=str(config),
                         LAYOUTCHECK_TRACE="1")
@@ -111,8 +111,9 @@ def test_a_contract_naming_a_parameter_the_function_lacks_is_refused(tmp_path):
     config.write_text(CONFIG.read_text().replace('args.length = "len P"', 'args.max_seq_len = "len P"'))
     proc, results = job(tmp_path, LAYOUTCHECK="raise", LAYOUTCHECK_CONFIG=str(config))
     assert proc.returncode != 0 and results is None
-    assert (f'cannot hook `packthd.cp:zigzag` as runtime.boundaries."packthd.cp:zigzag" in {config}: '
-            "`args.max_seq_len` reads the parameter `max_seq_len`, which it does not have") in proc.stderr
+    assert (f'runtime.boundaries."packthd.cp:zigzag" in {config}: cannot hook `packthd.cp:zigzag` under its '
+            "boundary contract: `args.max_seq_len` reads the parameter `max_seq_len`, which it does not have") \
+        in proc.stderr
     proc, results = job(tmp_path, LAYOUTCHECK="record", LAYOUTCHECK_CONFIG=str(config))
     assert proc.returncode == 0, proc.stderr
     assert results["cut_at_padded_offsets"]["type"] is None  # record mode: the run goes on

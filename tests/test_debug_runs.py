@@ -27,6 +27,8 @@ import pytest
 from bugcases import BUCKETS, CASES, CP
 from isolation import LocalRayCluster, loopback_env
 
+from layoutcheck.runtime.reporting.runreport import load_run_report
+
 ROOT = Path(__file__).resolve().parent.parent
 CONFIG = ROOT / "fixtures" / "debug-run.toml"
 JOB = ROOT / "tests" / "debug_run.py"
@@ -78,10 +80,10 @@ def test_a_subprocess_fails_each_buggy_step_with_the_right_message(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert_cases(json.loads((tmp_path / "out.json").read_text()))
     # the report (written at exit) has what the job's steps raised
-    report = json.loads((tmp_path / "report.json").read_text())
-    assert {v["invariant"] for v in report["violations"]} >= {
+    report = load_run_report(tmp_path / "report.json")
+    assert {v.invariant for v in report.violations} >= {
         c.invariant for c in CASES.values() if not (c.buckets or c.tracer)}
-    assert report["totals"]["rollouts"] > 0 and report["micro_batches"]
+    assert report.totals.rollouts > 0 and report.micro_batches and report.complete
     assert "layoutcheck: " in proc.stderr and "report: " in proc.stderr  # the exit summary
 
 
@@ -168,9 +170,9 @@ def test_every_torchrun_rank_checks_and_reports(tmp_path):
             if case.rank == rank:  # the rank whose layout shows the bug fails its step
                 assert results[name]["type"] == "LayoutError" and case.invariant in results[name]["invariants"], name
     for rank in range(CP):  # every rank writes its own report
-        report = json.loads((tmp_path / f"report-{rank}.json").read_text())
-        assert report["rank"]["rank"] == rank and report["rank"]["world_size"] == CP
-        assert "O3" in {v["invariant"] for v in report["violations"]}
+        report = load_run_report(tmp_path / f"report-{rank}.json")
+        assert report.rank.rank == rank and report.rank.world_size == CP
+        assert "O3" in {v.invariant for v in report.violations}
         assert f"layoutcheck [rank {rank}]: " in proc.stderr
 
 

@@ -10,7 +10,15 @@ import pytest
 from runreports import pipeline_report
 
 from layoutcheck import cli, geometry
-from layoutcheck.runtime.reporting.runreport import MicroBatchRecord, RankInfo, RunReport, SampleRecord, ViolationRecord
+from layoutcheck.errors import LayoutSpecError
+from layoutcheck.runtime.reporting.runreport import (
+    MicroBatchRecord,
+    RankInfo,
+    RunReport,
+    SampleRecord,
+    ViolationRecord,
+    load_run_report,
+)
 from layoutcheck.waste.analysis import analyse
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
@@ -148,16 +156,18 @@ def test_a_report_the_debug_mode_wrote_shows_the_rollout_global_padding(capsys, 
 
     monkeypatch.delenv("LAYOUTCHECK", raising=False)
     config = tmp_path / "layoutcheck.toml"
-    config.write_text((FIXTURES / "debug-run.toml").read_text().replace('mode = "raise"', 'mode = "record"'))
+    config.write_text((FIXTURES / "debug-run.toml").read_text().replace(
+        'mode = "raise"', 'mode = "record"\nreport = "run.json"'))
     session = activation.activate(config=config)
     try:
         lengths = long_tailed_lengths(32, seed=1)
         with parallel_state(cp_size=2, cp_rank=0):
             train_loop(make_args(bugs={"rollout_global_padding"}, micro_batch_size=2),
                        [make_rollout_ref(lengths, seed=1)])
-        written = session.write_report(tmp_path / "run.json")
+        written = session.write_report()  # the last chunk of the JSON Lines the run appended, as at exit
     finally:
         activation.deactivate()
+    assert written == tmp_path / "run.json" and len(written.read_text().splitlines()) == 3
     outlier = lengths.index(max(lengths))
     code, out, err = report_command(capsys, str(written), "--plot", str(tmp_path / "run.png"))
     assert code == 0, err
@@ -234,3 +244,87 @@ def test_a_report_without_sample_records_plots_the_lengths_its_micro_batches_lai
     assert (code, err) == (0, f"Wrote {image}.\n") and image.stat().st_size > 10_000
     assert "detail below: 10 samples, 5 micro-batches" in out
     assert "padding per micro-batch: 5 micro-batches, 5,010 true tokens in 5,120 positions" in out
+
+# ---------------------------------------------------------------- the appended form (JSON Lines)
+
+
+def appended_run(tmp_path: Path, rollouts: int, *, samples: int = 16) -> tuple[Path, object, RunReport]:
+    """A record-mode session over ``rollouts`` buggy rollouts, appending its report; its path, checker, whole report."""
+    import dataclasses
+
+    from minitrainer.actor import TrainActor
+    from minitrainer.args import make_args
+    from minitrainer.parallel import parallel_state
+    from minitrainer.rollout import long_tailed_lengths, make_rollout_ref
+
+    from layoutcheck.configfile import load_config
+    from layoutcheck.runtime.activation.session import Session
+
+    loaded = load_config(FIXTURES / "debug-run.toml")
+    settings, _ = loaded.runtime_settings()
+    path = tmp_path / "run.json"
+    settings = dataclasses.replace(settings, mode="record", summary=False, report=str(path))
+    session = Session(settings, config_file=loaded.path, root=loaded.root, key_prefix=loaded.key_prefix)
+    try:
+        with parallel_state(cp_size=2, cp_rank=0):
+            actor = TrainActor(make_args(bugs={"rollout_global_padding"}, micro_batch_size=2))
+            for r in range(rollouts):
+                actor.train(r, make_rollout_ref(long_tailed_lengths(samples, seed=r), seed=r))
+        session.write_report()
+        whole = session.run_report()
+    finally:
+        session.close()
+    return path, session.checker, whole
+
+
+def test_each_write_appends_only_what_is_new_so_a_late_write_costs_no_more_than_an_early_one(tmp_path):
+    path, checker, whole = appended_run(tmp_path, 8)
+    lines = path.read_text().splitlines()
+    header, chunks = json.loads(lines[0]), [json.loads(line) for line in lines[1:]]
+    assert header["format"] == "layoutcheck-run-report" and header["schema_version"] == 2
+    assert [c["event"] for c in chunks] == ["rollout"] * 8 + ["end"]
+    # every violation and kept sample is in exactly one chunk; the totals stand for the run so far
+    assert sum(len(c["violations"]) for c in chunks) == len(checker.violations) > 8
+    assert [c["totals"]["rollouts"] for c in chunks] == [1, 2, 3, 4, 5, 6, 7, 8, 8]
+    assert [len(c["samples"]) for c in chunks[:5]] == [16, 16, 16, 16, 0]  # detail for the first 4 rollouts
+    early, late = len(lines[2]), max(len(line) for line in lines[6:])
+    assert late < early, (early, late)
+    report = load_run_report(path)
+    assert report.complete and len(report.violations) == len(checker.violations)
+    assert report.totals.model_dump() == vars(checker.observations.totals)
+    # the lines hold what the whole report, made in memory at the end, holds
+    same = {"violations", "notes", "samples", "micro_batches", "shapes", "totals", "truncated", "hooks", "hook_calls",
+            "problems", "violations_dropped", "mode", "config_file"}
+    assert report.model_dump(include=same) == whole.model_dump(include=same)
+    assert sum(s.count for s in report.shapes) == report.totals.micro_batches == 64  # summed over 8 chunks
+
+
+def test_a_process_that_died_while_writing_leaves_every_whole_chunk(tmp_path, capsys):
+    path, _, _ = appended_run(tmp_path, 3)
+    lines = path.read_text().splitlines()
+    path.write_text("\n".join(lines[:-1]) + "\n" + lines[-1][: len(lines[-1]) // 2])  # cut in the last line
+    report = load_run_report(path)
+    assert not report.complete and report.totals.rollouts == 3 and report.violations
+    code, out, err = report_command(capsys, str(path))
+    assert code == 0 and "violations:" in out, err
+
+
+def test_two_processes_writing_one_report_are_refused_with_what_to_do(tmp_path):
+    path, _, _ = appended_run(tmp_path, 2)
+    lines = path.read_text().splitlines()
+    other = json.loads(lines[1])
+    other["pid"] += 1
+    path.write_text("\n".join([*lines, json.dumps(other)]) + "\n")
+    with pytest.raises(LayoutSpecError, match=r"line 5 was written by another process .* `\{pid\}` or `\{rank\}`"):
+        load_run_report(path)
+
+
+def test_a_schema_1_document_still_reads(tmp_path, buggy):
+    old = json.loads(buggy.to_json())
+    for field in ("hook_calls", "problems", "violations_dropped", "complete"):
+        old.pop(field)
+    old["schema_version"] = 1
+    path = tmp_path / "old.json"
+    path.write_text(json.dumps(old, indent=1))
+    report = load_run_report(path)
+    assert report.schema_version == 1 and report.complete and len(report.violations) == len(buggy.violations)

@@ -40,15 +40,27 @@ class Lengths:
 
 
 def format_for(path: str) -> str:
-    """The reader ``auto`` picks: ``.npy``, ``.jsonl``/``.ndjson``, ``.json`` (a run report), else lines."""
+    """The reader ``auto`` picks: ``.npy``, ``.jsonl``/``.ndjson`` (a run report when its first line says so), ``.json`` (a run report), else lines."""
     suffix = Path(path).suffix.lower()
     if suffix == ".npy":
         return "npy"
     if suffix in (".jsonl", ".ndjson"):
-        return "jsonl"
+        return "report" if _run_report_header(path) else "jsonl"
     if suffix == ".json":
         return "report"
     return "lines"
+
+
+def _run_report_header(path: str) -> bool:
+    # A debug run appends its report as JSON Lines: the header names the format on line 1.
+    from layoutcheck.runtime.reporting.runlog import FORMAT
+
+    try:
+        with open(path, "rb") as f:
+            first = f.readline(4096)
+    except OSError:
+        return False
+    return f'"format": "{FORMAT}"'.encode() in first
 
 
 def read_lengths(

@@ -4,11 +4,12 @@ Run by `trainers.ranks.launch` as ``python -m trainers.megatron_rank TARGET``
 (a ``.py`` path or a module name). The launch parameters' ``"harness"`` entry
 says how to set the parallel state:
 
-* ``cp``: the context-parallel size; ``tp``: the tensor-parallel size;
-* ``tp_mode``: ``"setter"`` (default): the world is the ``cp`` ranks of one CP
-  group and the TP size is declared with Megatron's own setter
-  (``set_tensor_model_parallel_world_size(tp)``, rank 0). ``"groups"``: the
-  world is ``tp * cp`` ranks and Megatron builds real TP groups;
+* ``cp``: the context-parallel size: the world is the ``cp`` ranks of one CP
+  group (``initialize_model_parallel(context_parallel_size=cp)``);
+* ``tp``: the tensor-parallel size, declared with Megatron's own setter
+  (``set_tensor_model_parallel_world_size(tp)``, TP rank 0): the data paths
+  only read the number (alignment units), and a world of ``tp * cp``
+  processes would double every job's cost for the same layout;
 * ``stubs``: names from `trainers.stubs.MODULE_STUBS`; ``cuda_on_cpu``: bool.
 
 How megatron-core answers (``megatron/core/parallel_state.py``):
@@ -38,16 +39,11 @@ def setup(harness: dict) -> dict[str, int]:
     from megatron.core import parallel_state as mpu
 
     cp, tp = int(harness.get("cp", 1)), int(harness.get("tp", 1))
-    mode = harness.get("tp_mode", "setter")
-    if mode not in ("setter", "groups"):
-        raise ValueError(f"harness tp_mode must be 'setter' or 'groups', not {mode!r}")
-    real_tp = tp if mode == "groups" else 1
-    if world != cp * real_tp:
-        raise ValueError(f"world size {world} does not hold cp={cp} x tp={real_tp} ranks (tp_mode={mode!r})")
-    mpu.initialize_model_parallel(tensor_model_parallel_size=real_tp, context_parallel_size=cp)
-    if mode == "setter":
-        mpu.set_tensor_model_parallel_world_size(tp)
-        mpu.set_tensor_model_parallel_rank(0)
+    if world != cp:
+        raise ValueError(f"world size {world} is not cp={cp}: a Megatron harness run is one CP group")
+    mpu.initialize_model_parallel(tensor_model_parallel_size=1, context_parallel_size=cp)
+    mpu.set_tensor_model_parallel_world_size(tp)
+    mpu.set_tensor_model_parallel_rank(0)
     state = {"rank": rank, "world": world,
              "tp_size": mpu.get_tensor_model_parallel_world_size(), "tp_rank": mpu.get_tensor_model_parallel_rank(),
              "cp_size": mpu.get_context_parallel_world_size(), "cp_rank": mpu.get_context_parallel_rank(),

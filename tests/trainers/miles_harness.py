@@ -1,8 +1,8 @@
-"""Miles's data path on CPU from a pinned checkout: run one training step, or any script, in its CP ranks.
+"""Miles's data path on CPU from a pinned checkout: run training steps, or any script, in its CP ranks.
 
     checkout = find_checkout("miles", "buggy")              # from LAYOUTCHECK_MILES_CHECKOUT (skips if unset)
-    runs = run_miles_step(checkout, deps, out=tmp, cp=2, env={"LAYOUTCHECK": "raise"},
-                          steps=[{"name": "s", "rollout": {"lengths": [100, 700, 300]}, "args": {"qkv_format": "bshd"}}])
+    step = {"name": "s", "rollout": {"lengths": [100, 700, 300]}, "args": {"qkv_format": "bshd"}}
+    runs = run_miles_step(checkout, deps, out=tmp, cp=2, steps=[step], env={"LAYOUTCHECK": "raise"})
     runs[0]["s/rollout"]["max_seq_lens"], runs[0]["s/batch:0"]
 
 ``deps`` is the folder of `trainers.pins.MILES_DEPS` (`install`). Each rank

@@ -60,8 +60,9 @@ def launch(world: int, argv: Sequence[str], *, out: Path, pythonpath: Sequence[P
            timeout: float = 300.0) -> list[RankRun]:
     """Run ``python argv...`` as ``world`` ranks of one gloo group; every rank's `RankRun`, in rank order.
 
-    ``pythonpath`` comes first on the ranks' path, then ``tests/`` (for ``trainers``). ``env`` adds to
-    (or overrides) this process's environment, e.g. ``LAYOUTCHECK=raise``. Raises `AssertionError`
+    ``pythonpath`` comes first on the ranks' path, then ``tests/`` (for ``trainers``). The ranks get this
+    process's environment without its ``LAYOUTCHECK*`` and ``RAY_*`` variables, plus ``env`` (e.g.
+    ``{"LAYOUTCHECK": "raise", "LAYOUTCHECK_CONFIG": ...}`` to debug the trainer). Raises `AssertionError`
     naming the ranks still running after ``timeout`` seconds (they are stopped first).
     """
     from isolation import loopback_env, stop_session
@@ -70,15 +71,15 @@ def launch(world: int, argv: Sequence[str], *, out: Path, pythonpath: Sequence[P
     store = out / "store"
     if store.exists():
         store.unlink()  # a file store must start empty
-    base = dict(os.environ)
+    # a debug-mode or Ray setting of the test process must not reach the trainer unless ``env`` says so
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("LAYOUTCHECK", "RAY_"))}
     base.update(loopback_env())
     base.update(env or {})
     paths = [str(p) for p in pythonpath] + [str(TESTS)]
     if base.get("PYTHONPATH"):
         paths.append(base["PYTHONPATH"])
     base.update({"PYTHONPATH": os.pathsep.join(paths), _ENV_STORE: str(store), _ENV_OUT: str(out),
-                 _ENV_PARAMS: json.dumps(dict(parameters or {})), "WORLD_SIZE": str(world),
-                 "PYTHONUNBUFFERED": "1", "PYTHONWARNINGS": base.get("PYTHONWARNINGS", "ignore")})
+                 _ENV_PARAMS: json.dumps(dict(parameters or {})), "WORLD_SIZE": str(world), "PYTHONUNBUFFERED": "1"})
     procs = []
     for rank in range(world):
         rank_env = {**base, "RANK": str(rank), "LOCAL_RANK": str(rank)}

@@ -143,3 +143,20 @@ def test_dynamic_micro_batches_partition_the_samples_alike_on_every_cp_rank(job)
     assert schedules[0]["num_microbatches"] == [2] and sorted(i for part in indices for i in part) == [0, 1, 2, 3]
     lengths = [*LENGTHS, 120]
     assert all(sum(lengths[i] for i in part) <= 500 * CP for part in indices)
+
+
+def test_the_debug_mode_reaches_the_ranks_and_its_miles_preset_catches_31f1ca961_only(
+        job, miles_checkout, miles_deps, tmp_path):
+    """``env`` carries ``LAYOUTCHECK`` into every rank, where the hooks wrap Miles's real functions."""
+    which, _ = job
+    config = tmp_path / "layoutcheck.toml"
+    config.write_text('[runtime]\npreset = "miles"\n')
+    runs = run_miles_step(miles_checkout(which), miles_deps(), out=tmp_path / "out", cp=CP, steps=STEPS[:1],
+                          env={"LAYOUTCHECK": "raise", "LAYOUTCHECK_CONFIG": str(config)})
+    for run in runs:
+        if which == "buggy":
+            assert run.returncode != 0 and run["crash"]["type"] == "LayoutError", run.stderr[-2000:]
+            assert "[O3] get_rollout_data, sample 0, field `max_seq_lens`" in run["crash"]["message"]
+        else:
+            assert run.returncode == 0, run.stderr[-2000:]
+            assert [run[f"bshd/batch:{k}"]["value"]["shape"] for k in range(3)] == [[1, 64], [1, 384], [1, 192]]

@@ -178,16 +178,3 @@ def test_0_7_0_keeps_a_micro_batch_over_the_token_budget_and_0_9_1_splits_furthe
         assert schedule["tokens"] == [6, 6, 6]
     assert all(t <= 12 for t in runs[0]["microbatch:fits"]["value"]["tokens"])
 
-
-def test_with_real_tp_groups_every_tp_rank_packs_what_its_cp_rank_packs_with_the_setter(verl_folder, tmp_path):
-    """``tp_mode="groups"``: four ranks, Megatron's own TP x CP groups; the data path sees the same numbers."""
-    case = CASES["mixed_left_padded"]
-    runs = run_verl(verl_folder(VERL_FIXED), "trainers.verl_scenarios", out=tmp_path, cp=CP, tp=TP, tp_mode="groups",
-                    parameters={"packing": [case]})
-    states = [run["parallel_state"] for run in runs]
-    # megatron-core's default order tp-cp-ep-dp-pp: TP is the fastest-varying rank coordinate
-    assert [(s["tp_rank"], s["cp_rank"], s["tp_size"], s["cp_size"]) for s in states] == [
-        (0, 0, TP, CP), (1, 0, TP, CP), (0, 1, TP, CP), (1, 1, TP, CP)]
-    for run, state in zip(runs, states):
-        assert run[f"pack:{case['name']}"]["value"]["packed"] == expected_local(case["lengths"], state["cp_rank"])
-        assert run[f"unpack:{case['name']}"]["value"] == original(case)

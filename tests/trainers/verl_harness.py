@@ -4,8 +4,8 @@
     runs = run_verl(folder, "my_script.py", out=tmp, cp=2, tp=2, parameters={...}, env={"LAYOUTCHECK": "raise"})
     runs[1]["pack:short"]                                  # what rank 1 reported
 
-Each rank is a real process of one gloo group with Megatron's parallel state
-set (`trainers.megatron_rank`); the script imports verl itself and reports
+Each rank is a real process of one gloo group (the CP group) with Megatron's
+parallel state set (`trainers.megatron_rank`); the script imports verl itself and reports
 with `trainers.ranks.report` / ``attempt``. `trainers.verl_scenarios` is the
 script the tests run; a preset's test can run it too, with hooks switched on
 through ``env``.
@@ -131,15 +131,13 @@ def install_verl(version: str, root: Path) -> Path:
     return install(VERL[version], root)
 
 
-def run_verl(folder: Path, target: str | Path, *, out: Path, cp: int = 2, tp: int = 2, tp_mode: str = "setter",
+def run_verl(folder: Path, target: str | Path, *, out: Path, cp: int = 2, tp: int = 2,
              parameters: Mapping[str, Any] | None = None, env: Mapping[str, str] | None = None,
              timeout: float = 300.0) -> list[RankRun]:
-    """Run ``target`` (a ``.py`` path or module name) as the ranks of one verl job; their `RankRun` s.
+    """Run ``target`` (a ``.py`` path or module name) as the ``cp`` ranks of one verl job; their `RankRun` s.
 
-    The world is ``cp`` ranks (``tp_mode="setter"``: TP declared with Megatron's setter) or ``cp * tp``
-    (``"groups"``: real TP groups). ``parameters`` reach the script through `trainers.ranks.params`.
+    TP is declared with Megatron's setter (`trainers.megatron_rank`). ``parameters`` reach the script
+    through `trainers.ranks.params`; ``env`` adds variables (``LAYOUTCHECK=...``) to every rank.
     """
-    world = cp * (tp if tp_mode == "groups" else 1)
-    harness = {"cp": cp, "tp": tp, "tp_mode": tp_mode}
-    return launch(world, ["-m", "trainers.megatron_rank", str(target)], out=out, pythonpath=[folder],
-                  parameters={**(parameters or {}), "harness": harness}, env=env, timeout=timeout)
+    return launch(cp, ["-m", "trainers.megatron_rank", str(target)], out=out, pythonpath=[folder],
+                  parameters={**(parameters or {}), "harness": {"cp": cp, "tp": tp}}, env=env, timeout=timeout)

@@ -5,7 +5,9 @@
   pytest plugin, or the ``.pth`` file at interpreter start through
   `activate_from_environment`);
 * `ray_env`: carries the variables into Ray workers (``ray.init``'s
-  ``runtime_env``).
+  ``runtime_env``);
+* `exit_status`: ends a process with status 1 from its exit handler when
+  raise mode finds the run was not checked as configured.
 """
 
 from __future__ import annotations

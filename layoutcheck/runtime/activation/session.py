@@ -12,9 +12,24 @@ the session's tracer.
 
 The configuration is ``$LAYOUTCHECK_CONFIG`` (a ``pyproject.toml`` or
 ``layoutcheck.toml``), else the nearest one above the working folder. One
-`Session` per process holds the checker, the installed hooks and the run
-report (``report`` / ``$LAYOUTCHECK_REPORT``, written at exit and by
-`Session.write_report`).
+`Session` per process holds the checker, the installed hooks, what was set
+up (`Session.setup`: each hook's calls, and what did not go in) and the run
+report (``report`` / ``$LAYOUTCHECK_REPORT``, appended at each rollout and
+at exit, `layoutcheck.runtime.reporting.runlog`).
+
+Never quiet by mistake. A debug run that checks less than its configuration
+says must not end looking checked. What was not set up (a key the file
+cannot contain, an unknown ``LAYOUTCHECK`` value, a hook whose module does
+not exist or was never imported, a function its module lacks) is reported
+at the **end of the first step** (the first hook call after the checks began
+a second rollout: a second producer call, or a consumer reading a second
+rollout dict), or at exit if that comes first: raise mode raises a
+`ConfigError` naming the key and the file (or the variable) there, and a
+process that ends with such a problem exits with status 1; warn mode warns;
+every mode puts it in the exit summary and the run report. The exit summary
+always has a second line with the hooks installed and the calls each saw.
+A process whose hooks saw no call (a launcher, a Ray driver, ``pip``) says
+nothing about hooks its program never imported.
 """
 
 from __future__ import annotations
@@ -27,18 +42,19 @@ import socket
 import sys
 import threading
 import warnings
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from layoutcheck import geometry
 from layoutcheck.errors import ConfigError, LayoutSpecError, Violation
-from layoutcheck.runtime.activation import ray_env
+from layoutcheck.runtime.activation import exit_status, ray_env
 from layoutcheck.runtime.hooks.install import HookSet
 from layoutcheck.runtime.hooks.settings import (
     BOUNDARY,
     ENV_CONFIG,
+    ENV_MODE,
     ENV_REPORT,
     TRACER_ROLES,
     HookSpec,
@@ -46,6 +62,9 @@ from layoutcheck.runtime.hooks.settings import (
     effective,
     env_mode,
 )
+from layoutcheck.runtime.hooks.targets import not_installed_reason
+from layoutcheck.runtime.reporting.runlog import RunLog, chunk
+from layoutcheck.runtime.reporting.setup import HookStatus, SetupLedger
 
 if TYPE_CHECKING:
     from layoutcheck.runtime.tracing.tracer import Tracer
@@ -79,16 +98,22 @@ class _Target:
                 for part in qualname.split("."):
                     value = getattr(value, part)
             except (ImportError, AttributeError) as err:
-                raise LayoutSpecError(f"{self.key} = {self.target!r} cannot be loaded: {err}") from None
+                raise LayoutSpecError(f"{self.key}: {self.target!r} cannot be loaded: {err}") from None
             self._fn = value
         return self._fn()
 
 
 class Session:
-    """One process's debug mode: settings, checker, hooks and report."""
+    """One process's debug mode: settings, checker, hooks, what was set up, and the report.
+
+    ``problems``: configuration problems found while reading it (kept, not
+    raised); ``key_prefix``: how the runtime table's keys are spelled in its
+    file (``tool.layoutcheck`` in a pyproject.toml, empty in a layoutcheck.toml).
+    """
 
     def __init__(self, settings: RuntimeSettings, *, config_file: Path | None, root: Path,
-                 trace_default: bool = False) -> None:
+                 trace_default: bool = False, problems: Sequence[ConfigError] = (),
+                 key_prefix: str = "tool.layoutcheck") -> None:
         from layoutcheck.runtime.checker.layout_checker import CrossRankOptions, LayoutChecker
 
         self.settings = settings
@@ -98,10 +123,17 @@ class Session:
         self._session_tracer: Any = None
         self.config_file = config_file
         self.root = root
+        self._key_prefix = key_prefix
+        self.debug_run = True
+        """Whether the end of the first step and the exit report what was not set up (raise mode: fail there).
+
+        The pytest plugin sets it off: it reports per test, and a module no test imports is no mistake."""
+        self.setup = SetupLedger(problems=problems)
+        """Each configured hook (installed or not, its calls) and the configuration's problems."""
         parallel = settings.parallel_state_target
         self.checker = LayoutChecker(
             settings.mode,
-            parallel_state=None if parallel is None else _Target(parallel, "tool.layoutcheck.runtime.parallel-state"),
+            parallel_state=None if parallel is None else _Target(parallel, self._key("parallel-state")),
             layout=settings.layout_value,
             buckets=settings.buckets,
             cross_rank=CrossRankOptions(settings.cross_rank_every, settings.cross_rank_timeout)
@@ -109,12 +141,17 @@ class Session:
         )
         self.boundaries = self._boundaries(settings, config_file)
         """The boundary contracts, by function (`layoutcheck.runtime.contract.boundary.BoundarySpec`)."""
-        self._coordinates = self._coordinate_sources(settings, config_file)
+        self._coordinates = self._coordinate_sources(settings)
         if parallel is None and self._coordinates.configured:
             # the roles read Miles's parallel state: a trainer that keeps its coordinates elsewhere gives them here
             self.checker.parallel_state = self._coordinates.as_parallel_state()
+        self._first_step = True
+        self._rollouts_seen = 0
+        self._log: RunLog | None = None
         self._hooks = HookSet(self._wrap, on_error=self._hook_error)
-        self._hooks.add(s for s in settings.hook_specs() if self._tracing or s.role not in TRACER_ROLES)
+        self._add_hooks(s for s in settings.hook_specs() if self._tracing or s.role not in TRACER_ROLES)
+        if not self._tracing:
+            self.setup.tracer_off = sum(s.role in TRACER_ROLES for s in settings.hook_specs())
 
     # --- mode and results ----------------------------------------------
 
@@ -178,7 +215,8 @@ class Session:
         if not on or self._tracing or self.settings.tracer is not None or self._hooks.installed:
             return
         self._tracing = True
-        self._hooks.add(s for s in self.settings.hook_specs() if s.role in TRACER_ROLES)
+        self.setup.tracer_off = 0
+        self._add_hooks(s for s in self.settings.hook_specs() if s.role in TRACER_ROLES)
 
     @property
     def tracer(self) -> Any:
@@ -206,22 +244,32 @@ class Session:
 
     # --- hooks ------------------------------------------------------------
 
-    @staticmethod
-    def _boundaries(settings: RuntimeSettings, config_file: Path | None) -> dict[str, Any]:
+    def _key(self, key: str) -> str:
+        """A key of the runtime table as its file spells it, and the file: for messages."""
+        dotted = ".".join(p for p in (self._key_prefix, "runtime", key) if p)
+        return f"{dotted} in {self.config_file}" if self.config_file else dotted
+
+    def _add_hooks(self, specs: Iterable[HookSpec]) -> None:
+        specs = list(specs)
+        for spec in specs:
+            self.setup.add(HookStatus(spec.role, spec.target, self._key(spec.origin)))
+        self._hooks.add(specs)
+
+    def _boundaries(self, settings: RuntimeSettings, config_file: Path | None) -> dict[str, Any]:
         from layoutcheck.runtime.contract.boundary import parse_boundary
 
         out = {}
         for target, table in settings.boundary_tables().items():
-            where = str(config_file) if target in settings.boundaries and config_file else (
-                f"preset {settings.preset!r}" if target not in settings.boundaries else None)
+            mine = target in settings.boundaries
+            where = (str(config_file) if config_file else None) if mine else f"preset {settings.preset!r}"
             try:
                 out[target] = parse_boundary(target, table, source_file=where)
             except LayoutSpecError as err:  # validated with the file already: a preset's own table is wrong
-                raise ConfigError(f'runtime.boundaries."{target}" in {where}: {err}',
-                                  key=f'runtime.boundaries."{target}"', source=where) from None
+                key = self._key(f'boundaries."{target}"') if mine else f'runtime.boundaries."{target}" ({where})'
+                raise ConfigError(f"{key}: {err}", key=f'runtime.boundaries."{target}"', source=where) from None
         return out
 
-    def _coordinate_sources(self, settings: RuntimeSettings, config_file: Path | None) -> Any:
+    def _coordinate_sources(self, settings: RuntimeSettings) -> Any:
         from layoutcheck.runtime.checker.boundaries import Coordinates
         from layoutcheck.runtime.contract.boundary import parse_source
 
@@ -230,65 +278,102 @@ class Session:
         return Coordinates(parallel_state=self.checker.parallel_state, **sources)
 
     def _wrap(self, spec: HookSpec, original: Callable[..., Any]) -> Callable[..., Any]:
+        # A function that does not fit what its configuration says is refused here (`_hook_error` names the
+        # key and the file): never checked under a wrong reading.
         boundary = self.boundaries.get(spec.target)
-        try:
-            if spec.role == BOUNDARY:
-                wrapper = self.checker.wrap_boundary(boundary, original, self._coordinates)
-            else:
-                if spec.role in TRACER_ROLES:
-                    from layoutcheck.runtime.checker.wrappers import check_tracer_signature
-
-                    check_tracer_signature(spec.role, original, spec.target)
-                inputs = boundary.inputs if boundary is not None else None
-                if self.tracing:
-                    wrapper = self._tracer_side().wrap(spec, original, inputs)
-                else:
-                    wrapper = self.checker.wrap(spec.role, original, inputs)
-        except LayoutSpecError as err:
-            raise LayoutSpecError(f"{err} [{self._configured_at(spec, boundary)}]") from None
-        if spec.role == "producer" and self.settings.report:
-            return self._reporting(wrapper)
-        return wrapper
-
-    def _configured_at(self, spec: HookSpec, boundary: Any) -> str:
-        # The key and the file that asked for this hook, for an error at installation.
-        if boundary is not None:
-            where = boundary.source_file
-            key = boundary.key
-        elif self.settings.preset is not None and spec.role not in self.settings.hooks:
-            key, where = f"runtime.preset = {self.settings.preset!r}", str(self.config_file) if self.config_file else None
+        if spec.role == BOUNDARY:
+            wrapper = self.checker.wrap_boundary(boundary, original, self._coordinates)
         else:
-            key, where = f"runtime.hooks.{spec.role}", str(self.config_file) if self.config_file else None
-        return f"configured as `{key}`" + (f" in {where}" if where else "")
+            if spec.role in TRACER_ROLES:
+                from layoutcheck.runtime.checker.wrappers import check_tracer_signature
 
-    def _reporting(self, producer: Callable[..., Any]) -> Callable[..., Any]:
-        """The producer's wrapper, writing the report of the rollouts so far before each new rollout.
+                check_tracer_signature(spec.role, original, spec.target)
+            inputs = boundary.inputs if boundary is not None else None
+            if self.tracing:
+                wrapper = self._tracer_side().wrap(spec, original, inputs)
+            else:
+                wrapper = self.checker.wrap(spec.role, original, inputs)
+        status = self.setup.add(HookStatus(spec.role, spec.target, self._key(spec.origin)))
+        status.installed, status.problem = True, None
+        return self._counted(status, wrapper)
 
-        A process that never exits normally (a Ray actor killed at the end
-        of a job) still leaves the report of every rollout but its last.
+    def _counted(self, status: HookStatus, wrapper: Callable[..., Any]) -> Callable[..., Any]:
+        """``wrapper``, counting its calls and noticing when the checks begin a rollout (the report, the first step).
+
+        The one layer the session adds to a hook: an int added and two
+        compared per call, next to the checks' tens of microseconds.
         """
         import functools
 
-        @functools.wraps(producer)
-        def layoutcheck_reporting(*args: Any, **kwargs: Any) -> Any:
-            if self.checker.checked["rollouts"]:
-                self._write_quietly()
-            return producer(*args, **kwargs)
+        checker = self.checker
 
-        return layoutcheck_reporting
+        @functools.wraps(wrapper)
+        def layoutcheck_hook(*args: Any, **kwargs: Any) -> Any:
+            status.calls += 1
+            result = wrapper(*args, **kwargs)
+            if checker.rollouts != self._rollouts_seen:
+                self._rollout_began()
+            return result
 
-    def _write_quietly(self) -> Path | None:
+        return layoutcheck_hook
+
+    def _rollout_began(self) -> None:
+        """The checks began a rollout: append the report, and after the first step report what was not set up."""
+        self._rollouts_seen = self.checker.rollouts
+        ending = self._first_step and self._rollouts_seen >= 2
+        if ending:
+            self._first_step = False
+            self._settle_pending(at_exit=False)
+        if self.settings.report:
+            self._write_quietly(event="rollout")
+        if ending:
+            self._announce("at the end of the first step")
+
+    def _settle_pending(self, *, at_exit: bool) -> None:
+        """Give each hook still waiting for its module a reason, when there is one yet.
+
+        A module that does not exist is a typo at any time; one that exists
+        (or may, on another path) but was never imported is a problem only
+        at exit, and only in a process whose hooks saw calls (a launcher or a
+        driver never imports the trainer).
+        """
+        calls = self.setup.calls
+        for spec in self._hooks.pending:
+            status = self.setup.hook(spec.role, spec.target)
+            if status is not None and status.problem is None:
+                status.problem = not_installed_reason(spec.module, calls=calls, at_exit=at_exit)
+
+    def _announce(self, when: str) -> None:
+        """Raise (raise mode) or warn (warn mode) about what was not set up, once; record mode leaves it to the summary."""
+        if not self.debug_run or self.setup.announced or not self.setup.has_problems():
+            return
+        self.setup.announced = True
+        if self.mode == "raise":
+            raise self.setup.error(when)
+        if self.mode == "warn":
+            from layoutcheck.runtime.reporting.modes import LayoutWarning, user_stacklevel
+
+            text = "\n".join(self.setup.issues())
+            warnings.warn(f"the debug mode is not checking what its configuration says ({when}):\n{text}",
+                          LayoutWarning, stacklevel=user_stacklevel())
+
+    def _write_quietly(self, event: str = "end") -> Path | None:
         try:
-            return self.write_report()
+            return self.write_report(event=event)
         except Exception as err:  # a report must never fail the training step, nor the exit
             print(f"layoutcheck: could not write the run report: {err}", file=sys.stderr)
             return None
 
     def _hook_error(self, spec: HookSpec, err: LayoutSpecError) -> None:
-        # raise mode: the error surfaces where the hook was installed (the program's import);
-        # warn / record: the function runs unchecked, and the user is told once.
+        # raise mode: the error surfaces where the hook was installed (the program's import), naming the key
+        # and the file; warn / record: the function runs unchecked, and the user is told once, and at exit.
+        status = self.setup.add(HookStatus(spec.role, spec.target, self._key(spec.origin)))
+        reason = str(err)
+        status.problem = reason.removeprefix(f"cannot hook `{spec.target}` ({spec.role}): ")
         if self.mode == "raise":
-            raise err
+            self.setup.announced = True  # raised here, at installation: before the end of the first step
+            key, _, source = status.key.partition(" in ")
+            raise ConfigError(f"{status.key}: {err}", key=key, source=source or None) from None
         text = f"layoutcheck could not hook `{spec.target}` ({spec.role}): {err}; its calls go through unchecked"
         self.checker.recorder.add_note(text)
         if self.mode == "warn":
@@ -316,42 +401,80 @@ class Session:
         path = Path(text).expanduser()
         return path if path.is_absolute() else self.root / path
 
-    def run_report(self) -> Any:
-        """What this process saw, as a `layoutcheck.runtime.reporting.runreport.RunReport`."""
+    def _report_state(self) -> dict[str, Any]:
+        """The run report's fields that stand for the whole run: the mode, the hooks and the set-up problems."""
+        return {
+            "mode": self.mode,
+            "hooks": [str(s) for s in self.hooks],
+            "hook_calls": [
+                {"role": h.role, "target": h.target, "installed": h.installed, "calls": h.calls, "problem": h.problem}
+                for h in self.setup.hooks
+            ],
+            "problems": [{"key": p.key, "source": p.source, "message": str(p)} for p in self.setup.problems],
+        }
+
+    def _report_header(self) -> dict[str, Any]:
         from layoutcheck.version import __version__
-        from layoutcheck.runtime.reporting.runreport import RankInfo, RunReport, ViolationRecord
 
         rank, world = _rank_and_world()
         cp = self._cp_coordinates()
+        return {
+            "layoutcheck_version": __version__,
+            "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "mode": self.mode,
+            "config_file": str(self.config_file) if self.config_file else None,
+            "rank": {
+                "rank": rank, "world_size": world, "local_rank": int(os.environ.get("LOCAL_RANK", 0) or 0),
+                "cp_rank": cp[0], "cp_size": cp[1], "pid": os.getpid(), "host": socket.gethostname(),
+            },
+            "pid": os.getpid(),
+        }
+
+    def run_report(self) -> Any:
+        """What this process saw, as a `layoutcheck.runtime.reporting.runreport.RunReport` (the whole run, in memory)."""
+        from layoutcheck.runtime.reporting.runreport import RunReport, ViolationRecord
+
+        header = self._report_header()
+        del header["pid"], header["mode"]
         fields = self.checker.observations.report_fields()
         rollouts = self.checker.violation_rollouts
         return RunReport(
-            layoutcheck_version=__version__,
-            created=datetime.now(timezone.utc).isoformat(timespec="seconds"),
-            mode=self.mode,
-            config_file=str(self.config_file) if self.config_file else None,
-            hooks=[str(s) for s in self.hooks],
-            rank=RankInfo(
-                rank=rank, world_size=world, local_rank=int(os.environ.get("LOCAL_RANK", 0) or 0),
-                cp_rank=cp[0], cp_size=cp[1], pid=os.getpid(), host=socket.gethostname(),
-            ),
+            **header,
+            **self._report_state(),
             violations=[ViolationRecord(**v.to_dict(), rollout=r) for v, r in zip(self.checker.violations, rollouts)],
             notes=self.checker.notes,
+            violations_dropped=dict(self.checker.recorder.dropped),
             **fields,
         )
 
-    def write_report(self, path: str | os.PathLike[str] | None = None) -> Path:
-        """Write the run report (atomically) to ``path``, else to `report_path`; returns where."""
-        target = Path(path) if path is not None else self.report_path()
+    def write_report(self, path: str | os.PathLike[str] | None = None, *, event: str = "end") -> Path:
+        """Write the run report; returns where.
+
+        Without ``path``: append to the session's report (`report_path`, JSON
+        Lines, `layoutcheck.runtime.reporting.runlog`) what is new since its
+        last write, with the run's totals as they stand; ``event`` is
+        ``"rollout"`` during the run and ``"end"`` for the last write. With
+        ``path``: the whole report as one JSON document, written atomically.
+        """
+        if path is not None:
+            target = Path(path)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+            tmp.write_text(self.run_report().to_json(), encoding="utf-8")
+            os.replace(tmp, target)
+            return target
+        target = self.report_path()
         if target is None:
             raise LayoutSpecError(
                 "no report path: set `report` in [tool.layoutcheck.runtime] or LAYOUTCHECK_REPORT, or pass a path"
             )
-        target.parent.mkdir(parents=True, exist_ok=True)
-        tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
-        tmp.write_text(self.run_report().to_json(), encoding="utf-8")
-        os.replace(tmp, target)
-        return target
+        if self._log is None or self._log.path != target:
+            self._log = RunLog(target)
+        recorder, observed = self.checker.recorder, self.checker.observation_log
+        return self._log.write(
+            self._report_header,
+            lambda cursor: chunk(recorder, observed, cursor, event=event, state=self._report_state()),
+        )
 
     def _cp_coordinates(self) -> tuple[int | None, int | None]:
         try:
@@ -362,19 +485,31 @@ class Session:
             return (None, None)
 
     def _at_exit(self) -> None:
-        # Only a process that hooked something reports: a launcher or a Ray driver stays quiet.
-        if not self._hooks.installed:
+        # A process whose hooks neither went in nor saw a problem (a launcher, a Ray driver, pip) stays quiet.
+        if self._hooks.installed:
+            try:  # boundary checks still waiting for device values: the steps are over, waiting is free now
+                self.checker.flush(wait=True)
+            except Exception as err:  # noqa: BLE001 - the exit goes on
+                print(f"layoutcheck: deferred checks could not run at exit: {err}", file=sys.stderr)
+        if self.debug_run:
+            self._settle_pending(at_exit=True)
+        problems = self.debug_run and self.setup.has_problems()
+        if not self._hooks.installed and not problems:
             return
-        try:  # boundary checks still waiting for device values: the step is over, waiting is free now
-            self.checker.flush(wait=True)
-        except Exception as err:  # noqa: BLE001 - the exit goes on
-            print(f"layoutcheck: deferred checks could not run at exit: {err}", file=sys.stderr)
         written = self._write_quietly() if self.settings.report else None
-        if self.settings.summary:
-            rank, world = _rank_and_world()
-            who = f" [rank {rank}]" if world > 1 else ""
+        rank, world = _rank_and_world()
+        who = f" [rank {rank}]" if world > 1 else ""
+        if self.settings.summary or problems:
             tail = f"; report: {written}" if written else ""
-            print(f"layoutcheck{who}: {self.summary()}{tail}", file=sys.stderr)
+            print(f"layoutcheck{who}: {self.summary()}{tail}\nlayoutcheck{who}: {self.setup.summary()}",
+                  file=sys.stderr)
+        if problems and self.mode == "raise":
+            if not self.setup.announced:
+                print(f"layoutcheck{who}: {self.setup.error('at exit')}", file=sys.stderr)
+            if not exit_status.already_failing():
+                print(f"layoutcheck{who}: exit status 1: raise mode, and the run was not checked as configured",
+                      file=sys.stderr)
+            exit_status.fail(1)
 
 
 def _rank_and_world() -> tuple[int, int]:
@@ -392,7 +527,8 @@ def _rank_and_world() -> tuple[int, int]:
 
 
 def _load(config: str | os.PathLike[str] | None, search_from: str | os.PathLike[str] | None,
-          environ: Mapping[str, str]) -> tuple[RuntimeSettings, Path | None, Path]:
+          environ: Mapping[str, str]) -> tuple[RuntimeSettings, Path | None, Path, list[ConfigError], str]:
+    """The runtime settings, their file, its folder, the problems left out of them, and the key prefix."""
     from layoutcheck.configfile import find_config_file, load_config
 
     named = config if config is not None else environ.get(ENV_CONFIG) or None
@@ -402,11 +538,10 @@ def _load(config: str | os.PathLike[str] | None, search_from: str | os.PathLike[
         start = Path(search_from) if search_from is not None else Path.cwd()
         found = find_config_file(start.absolute())
         if found is None:
-            return RuntimeSettings(), None, start.absolute()
+            return RuntimeSettings(), None, start.absolute(), [], "tool.layoutcheck"
         loaded = load_config(found)
-    if "runtime" not in loaded.table:
-        return RuntimeSettings(), loaded.path, loaded.root
-    return loaded.config.runtime.settings(), loaded.path, loaded.root
+    settings, problems = loaded.runtime_settings()
+    return settings, loaded.path, loaded.root, problems, loaded.key_prefix
 
 
 def activate(
@@ -416,6 +551,7 @@ def activate(
     search_from: str | os.PathLike[str] | None = None,
     environ: Mapping[str, str] | None = None,
     trace_default: bool | None = None,
+    lenient: bool = False,
 ) -> Session:
     """Install the configured hooks in this process and return the session.
 
@@ -429,6 +565,11 @@ def activate(
     `ConfigError` (naming the key and the file) for a bad configuration, and
     `LayoutSpecError` in raise mode for a hook that cannot be installed on an
     already imported module.
+
+    ``lenient`` (what interpreter start uses, where nothing may raise): a key
+    the file cannot contain and a bad ``LAYOUTCHECK``/``LAYOUTCHECK_TRACE``
+    value do not raise; the session starts with the rest and keeps them in
+    `Session.setup` (reported at the end of the first step and at exit).
     """
     global _SESSION
     env = os.environ if environ is None else environ
@@ -439,8 +580,10 @@ def activate(
             if trace_default is not None:
                 _SESSION.default_tracer(trace_default)
             return _SESSION
-        settings, file, root = _load(config, search_from, env)
-        settings = effective(settings, env)
+        settings, file, root, problems, prefix = _load(config, search_from, env)
+        settings = effective(settings, env, problems=problems)
+        if problems and not lenient:
+            raise _one_error(problems)
         if env.get(ENV_REPORT):  # a path in the environment is the shell's: relative to the working folder
             settings = dataclasses.replace(settings, report=str(Path(env[ENV_REPORT]).expanduser().absolute()))
         if mode is not None:
@@ -448,17 +591,28 @@ def activate(
 
             settings = dataclasses.replace(settings, mode=check_mode(mode))
         if not settings.hook_specs():
-            where = f"[tool.layoutcheck.runtime] in {file}" if file else "no configuration file was found"
+            table = ".".join(p for p in (prefix, "runtime") if p) or "runtime"
+            where = f"[{table}] in {file}" if file else "no configuration file was found"
             raise ConfigError(
                 f"layoutcheck is switched on, but no hooks are configured ({where}): set `preset = \"miles\"` "
-                "or `hooks` in [tool.layoutcheck.runtime], or name the file with LAYOUTCHECK_CONFIG",
-                key="tool.layoutcheck.runtime.hooks", source=str(file) if file else None,
+                f"or `hooks` in [{table}], or name the file with LAYOUTCHECK_CONFIG"
+                + "".join(f"\n  ({str(p).splitlines()[0]})" for p in problems),
+                key=f"{table}.hooks", source=str(file) if file else None,
             )
-        session = Session(settings, config_file=file, root=root, trace_default=bool(trace_default))
+        session = Session(settings, config_file=file, root=root, trace_default=bool(trace_default),
+                          problems=problems, key_prefix=prefix)
         _SESSION = session
         atexit.register(session._at_exit)
         ray_env.install(session.mode, session.config_file, env)
         return session
+
+
+def _one_error(problems: Sequence[ConfigError]) -> ConfigError:
+    if len(problems) == 1:
+        return problems[0]
+    text = "\n".join(f"  {p}" for p in problems)
+    return ConfigError(f"{len(problems)} configuration problems:\n{text}", key=problems[0].key,
+                       source=problems[0].source)
 
 
 def active_session() -> Session | None:
@@ -501,16 +655,72 @@ def deactivate() -> None:
 def activate_from_environment(environ: Mapping[str, str] | None = None) -> Session | None:
     """What the ``.pth`` file runs at interpreter start: activate when ``LAYOUTCHECK`` says so.
 
-    A configuration error must not break every Python process of the
-    environment (``pip`` included): it is printed to stderr, once, naming the
-    key and the file, and nothing is hooked.
+    Nothing here may break a Python process at start (``pip`` included), so
+    nothing raises; but nothing goes quiet either:
+
+    * an unknown ``LAYOUTCHECK`` value (``rase``) switches the debug mode on
+      in the configured mode; it, a bad ``LAYOUTCHECK_TRACE`` and a key the
+      file cannot contain are printed now and reported by the session (the
+      end of the first step in raise mode, the summary and the report);
+    * a configuration that cannot be used at all (an invalid value, no
+      hooks, no file) is printed now, once, naming the key and the file, and
+      nothing is hooked; at exit it is printed again and, in raise mode (the
+      variable's, or the default when it names none), a process that ran
+      code of its own exits with status 1: ``LAYOUTCHECK=raise`` never ends a
+      training run that checked nothing as if it had passed. A process that
+      ran only installed tools (``pip``: every module it imported comes from
+      the standard library or site-packages) had no data path of the user's
+      to check, so its status is left alone: a typo in the table must not
+      break the tools that would fix it.
     """
     env = os.environ if environ is None else environ
     try:
-        if env_mode(env) is None:
-            return None
-        return activate(environ=env)
+        wanted = env_mode(env)
+    except ConfigError:
+        wanted = ""  # on, in the configured mode: the session reports the variable
+    if wanted is None:
+        return None
+    try:
+        session = activate(environ=env, lenient=True)
     except (ConfigError, LayoutSpecError) as err:
         print(f"layoutcheck: {err}\nlayoutcheck: nothing is checked in this process (pid {os.getpid()}).",
               file=sys.stderr)
+        atexit.register(_unchecked_at_exit, err, wanted or "raise")
         return None
+    for problem in session.setup.problems:
+        print(f"layoutcheck: {problem}", file=sys.stderr)
+    if session.setup.problems:
+        print(f"layoutcheck: the checks run with the rest of the configuration ({session.mode} mode"
+              + ("; the run stops at the end of its first step" if session.mode == "raise" else "")
+              + f"; pid {os.getpid()}).", file=sys.stderr)
+    return session
+
+
+def _unchecked_at_exit(err: Exception, mode: str) -> None:
+    """At exit of a process whose configuration could not be used: say so again, and fail in raise mode."""
+    first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+    print(f"layoutcheck: nothing was checked in this process (pid {os.getpid()}, {ENV_MODE}={mode}): {first}",
+          file=sys.stderr)
+    if mode == "raise" and _ran_own_code():
+        exit_status.fail(1)
+
+
+def _ran_own_code() -> bool:
+    """Whether the process imported a module from outside the installed environment (a trainer's own code).
+
+    ``pip`` and other installed tools import only the standard library and
+    site-packages; a training job runs modules from its checkout (a path
+    entry, an editable install, the script's folder). layoutcheck's own
+    modules do not count.
+    """
+    import sysconfig
+
+    installed = tuple({os.path.realpath(p) for key in ("stdlib", "platstdlib", "purelib", "platlib")
+                       if (p := sysconfig.get_paths().get(key))})
+    for name, module in list(sys.modules.items()):
+        path = getattr(module, "__file__", None)
+        if not path or name.partition(".")[0] in ("layoutcheck", "_layoutcheck_startup"):
+            continue
+        if not os.path.realpath(path).startswith(installed):
+            return True
+    return False

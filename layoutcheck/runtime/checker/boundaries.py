@@ -161,7 +161,7 @@ def _qualified(fn: Callable[..., Any]) -> str:
 
 def check_boundary_signature(spec: BoundarySpec, fn: Callable[..., Any]) -> inspect.Signature:
     """``fn``'s signature, if it has every parameter the contract reads; else `LayoutSpecError` naming what is missing."""
-    where = f"cannot hook `{_qualified(fn)}` as {spec.key}" + (f" in {spec.source_file}" if spec.source_file else "")
+    where = f"cannot hook `{_qualified(fn)}` under its boundary contract"
     if not callable(fn):
         raise LayoutSpecError(f"{where}: it is a {type(fn).__name__}, not a function")
     try:

@@ -111,6 +111,16 @@ class CheckerState:
         """What the checks saw: per sample, per micro-batch and whole-run aggregates (`Observations`)."""
         return self._log.snapshot()
 
+    @property
+    def rollouts(self) -> int:
+        """Rollouts begun so far (a producer call, or a consumer reading a rollout dict it had not seen)."""
+        return self._rollouts
+
+    @property
+    def observation_log(self) -> ObservationLog:
+        """The live log behind `observations` (an appended run report reads what is new since its last write)."""
+        return self._log
+
     def summary(self) -> str:
         """One line: how many violations, per invariant, and where; then what was checked."""
         done = ", ".join(f"{n} {what}" for what, n in self.checked.items())
@@ -165,7 +175,7 @@ class CheckerState:
         try:
             self._agreement_checker = CrossRankChecker(
                 parallel_state=self.parallel_state, every=options.every, timeout=options.timeout, mode=None,
-                recorder=self.recorder,
+                recorder=self.recorder, on_failure=self._cross_rank_failed,
             )
         except LayoutSpecError as err:
             self._agreement_checker = False  # said once; the local checks go on
@@ -195,6 +205,7 @@ class CheckerState:
                 ranks = {"cp_size": coords["cp"], "tp_size": coords["tp"]}
             self._boundary_checker = CrossRankChecker(
                 **ranks, every=options.every, timeout=options.timeout, mode=None, recorder=self.recorder,
+                on_failure=self._cross_rank_failed,
             )
         except LayoutSpecError as err:
             self._boundary_checker = False
@@ -216,6 +227,14 @@ class CheckerState:
         finally:
             self.mode = mode
 
+    def _cross_rank_failed(self, err: CrossRankTimeout) -> bool:
+        # A rank gone or stopped: raise mode stops the step; warn and record note it and go on (X1 stops).
+        if self.mode == "raise":
+            return False
+        self._note("cross-rank agreement (X1)", f"{err}\n(the cross-rank checks stop here; the local checks go on)",
+                   key="cross-rank failure")
+        return True
+
     def _checking(self, where: str, check: Callable[[], Any]) -> Any:
         """Run ``check`` (checker code only, never the wrapped function); ``None`` if it could not run.
 
@@ -225,7 +244,7 @@ class CheckerState:
         """
         try:
             return check()
-        except (LayoutError, Warning, CrossRankTimeout):  # a missing rank is fatal in every mode
+        except (LayoutError, Warning, CrossRankTimeout):  # a missing rank reaches here in raise mode only
             raise
         except Exception as err:
             self._note(where, err)

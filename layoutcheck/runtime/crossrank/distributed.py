@@ -20,13 +20,25 @@ How it stays cheap and never hangs (DESIGN.md section 8):
   store ``set`` costs a few microseconds, since the client does not wait for
   a reply;
 * the gloo group carries the timeout (``timeout`` seconds, default
-  `DEFAULT_TIMEOUT`). When a peer dies, gloo fails at once (connection
-  reset); when it stops calling, gloo times out. Either way every live rank
-  then reads the peers' keys, waits until the deadline for the slow ones,
-  and raises `CrossRankTimeout` naming the ranks that never reached this
-  exchange and the last one each did reach. The error is raised in every
-  mode: a missing rank breaks the exchange sequence for good, and the
-  trainer's next collective would hang on it.
+  `DEFAULT_TIMEOUT`). When a peer stops calling, gloo times out, and every
+  live rank reads the peers' keys, waits until the deadline for the slow
+  ones, and names the ranks that never reached this exchange and the last
+  one each did reach;
+* when a peer is **gone** (its process died), gloo fails at once with a
+  lost connection. The ranks that see it say so without waiting out the
+  timeout: a peer whose process is known to have exited (same host and pid
+  namespace: its pid is gone) is named at once, and one elsewhere is given
+  a short settling time (`SETTLE`) to reach the exchange. They then close
+  their side group, so that the ranks still blocked in the exchange (gloo
+  connects each rank to a few others only) see a lost connection too,
+  instead of waiting for the timeout.
+
+A failed exchange ends the cross-rank checks of the process (the exchange
+sequence is broken for good). In raise mode, and by default, it raises
+`CrossRankTimeout`; with ``mode`` ``"warn"`` or ``"record"`` (or an
+``on_failure`` that says so) it is recorded as a note, warned about in warn
+mode, and the step goes on: the trainer's own collectives will meet the
+missing rank in their own way.
 
 The CP group is a parameter: explicit global ``ranks``; or a parallel state
 (``get_parallel_state``-like: its ``.cp.group`` process group gives the
@@ -37,8 +49,10 @@ checker is made: `import layoutcheck.runtime.crossrank.distributed` stays torch-
 
 from __future__ import annotations
 
+import os
 import sys
 import time
+import warnings
 from array import array
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -69,6 +83,11 @@ __all__ = [
 
 DEFAULT_TIMEOUT = 30.0
 """Seconds a rank waits at one exchange for the rest of its CP group."""
+SETTLE = 2.0
+"""Seconds a rank that lost a connection waits for peers on other hosts to reach the exchange (at most the timeout)."""
+
+_GONE = ("connection closed", "connection reset", "broken pipe", "connection refused", "end of file")
+"""What gloo's errors say when a peer's connection is lost (its process is gone), as opposed to a timeout."""
 
 _POLL = 0.02  # seconds between reads of the peers' keys while waiting for the deadline
 _instances: Counter[tuple[int, ...]] = Counter()  # checkers made per CP group in this process
@@ -78,15 +97,18 @@ class CrossRankTimeout(LayoutcheckError, TimeoutError):
     """A cross-rank exchange did not complete: a CP rank died, raised, or stopped calling.
 
     ``missing`` holds the CP ranks that never reached the exchange (empty
-    when this rank was the late one, or the store was unreachable).
+    when this rank was the late one, or the store was unreachable); ``gone``
+    those of them whose process is known to have exited.
     """
 
     def __init__(self, message: str, *, missing: Sequence[int] = (), gave_up: Sequence[int] = (),
-                 micro_batch: int | None = None):
+                 micro_batch: int | None = None, gone: Sequence[int] = ()):
         self.missing = tuple(missing)
         self.gave_up = tuple(gave_up)
         """CP ranks that reached the exchange and gave up on it after their own timeout (this rank was late)."""
         self.micro_batch = micro_batch
+        self.gone = tuple(gone)
+        """Missing CP ranks whose process is known to have exited (the transport lost their connection)."""
         super().__init__(message)
 
 
@@ -158,8 +180,16 @@ class CrossRankChecker:
 
     ``every``: exchange on every n-th call of each check only (the others
     return at once). ``timeout``: seconds to wait for the group at one
-    exchange before raising `CrossRankTimeout`. ``store``: where the
-    per-rank progress keys go (default: the default process group's store).
+    exchange before giving up (sooner when a peer is gone). ``store``: where
+    the per-rank progress keys go (default: the default process group's
+    store).
+
+    A failed exchange (`CrossRankTimeout`) raises in ``"raise"`` mode (and
+    with ``mode=None``); in ``"warn"`` and ``"record"`` mode it becomes a
+    note in ``recorder`` (and a warning in warn mode), the checker stops
+    exchanging, and the call returns no violations. ``on_failure(error)``,
+    when given, decides instead: true to go on (it has recorded the error),
+    false to raise.
     """
 
     def __init__(
@@ -174,6 +204,7 @@ class CrossRankChecker:
         mode: str | None = "raise",
         recorder: Recorder | None = None,
         store: Any | None = None,
+        on_failure: Callable[[CrossRankTimeout], bool] | None = None,
     ) -> None:
         dist = _dist()
         self.rank: int = dist.get_rank()
@@ -205,9 +236,11 @@ class CrossRankChecker:
         self.exchanges = 0
         """Exchanges completed so far."""
         self._calls: Counter[str] = Counter()
+        self.on_failure = on_failure
         self._group: Any = None
         self._failed: CrossRankTimeout | None = None
         self._stopped = False
+        self._announced = False  # this rank's pid is in the store (for peers that lose its connection)
         if self.cp_size > 1:
             _instances[group_ranks] += 1
             tag = "-".join(map(str, group_ranks))
@@ -289,7 +322,13 @@ class CrossRankChecker:
         self._calls[role] = call
         if (call - 1) % self.every:
             return []
-        found, in_step = self._exchange(mine, where, data_key)
+        try:
+            found, in_step = self._exchange(mine, where, data_key)
+        except CrossRankTimeout as err:
+            if not self._goes_on(err):
+                raise
+            self._stopped = True  # the sequence is broken for good: no later exchange could pair up
+            return []
         if not in_step:
             # Later exchanges would pair unrelated checks; every rank saw the same values and stops too.
             self._stopped = True
@@ -299,10 +338,27 @@ class CrossRankChecker:
             report(found, self.mode, recorder=self.recorder)
         return found
 
+    def _goes_on(self, err: CrossRankTimeout) -> bool:
+        """Whether a failed exchange lets the step go on (recorded) rather than raise (see the class docs)."""
+        if self.on_failure is not None:
+            return bool(self.on_failure(err))
+        if self.mode not in ("warn", "record"):
+            return False
+        text = f"layoutcheck stopped the cross-rank checks (X1): {err}"
+        self.recorder.add_note(text)
+        if self.mode == "warn":
+            from layoutcheck.runtime.reporting.modes import LayoutWarning, user_stacklevel
+
+            warnings.warn(text, LayoutWarning, stacklevel=user_stacklevel())
+        return True
+
     def _exchange(self, mine: RankLayout, where: str, data_key: str | None) -> tuple[list[Violation], bool]:
         seq = self.exchanges + 1
         deadline = time.monotonic() + self.timeout
         try:
+            if not self._announced:  # once: who this rank is, so a peer that loses it can tell whether it died
+                self._store.set(f"pid/{self.cp_rank}", f"{_host_identity()} {os.getpid()}")
+                self._announced = True
             self._store.set(str(self.cp_rank), f"{seq} at {mine.micro_batch} {where}")
             headers = [Header.decode(row) for row in self._gather(mine.header(), HEADER)]
             lists = None
@@ -311,14 +367,30 @@ class CrossRankChecker:
                 rows = self._gather(mine.lists(*longest), sum(longest))
                 lists = decode_lists(headers, rows, longest[0])
         except Exception as err:  # noqa: BLE001 - any transport failure ends in one clear error
-            self._failed = self._timeout(seq, mine, where, err, deadline)
+            gone = _connection_lost(err)
+            self._failed = self._timeout(seq, mine, where, err, deadline, gone=gone)
             try:  # peers still waiting learn that this rank left, and name it at once
                 self._store.set(str(self.cp_rank), f"{seq} gave-up {mine.micro_batch} {where}")
             except Exception:  # noqa: BLE001, S110 - the store may be gone too; the error says so
                 pass
+            if gone and self._failed.missing:
+                # Every survivor of a dead rank closes its side group alike; a rank that was only late (its
+                # peers gave up) keeps it, as they do: a group closed on some ranks only would make the next
+                # group over the same ranks disagree on its name.
+                self._close_broken_group()
             raise self._failed from None
         self.exchanges = seq
         return compare(headers, lists, global_ranks=self.ranks, where=where, field=data_key)
+
+    def _close_broken_group(self) -> None:
+        """Close the side group after a lost connection: its peers blocked in the exchange then fail at once too."""
+        group, self._group = self._group, None
+        if group is None:
+            return
+        try:
+            _dist().destroy_process_group(group)
+        except Exception:  # noqa: BLE001, S110 - a group that cannot be destroyed is left to the process's exit
+            pass
 
     def _side_group(self) -> Any:
         if self._group is None:
@@ -345,15 +417,24 @@ class CrossRankChecker:
         order = sorted(self.ranks)  # new_group sorts its ranks: row i is the i-th lowest global rank
         return [by_group_rank[order.index(g)] for g in self.ranks]
 
-    def _timeout(self, seq: int, mine: RankLayout, where: str, err: Exception, deadline: float) -> CrossRankTimeout:
-        """The error every live rank raises: who never reached exchange ``seq``, and what each last reached."""
+    def _timeout(self, seq: int, mine: RankLayout, where: str, err: Exception, deadline: float, *,
+                 gone: bool = False) -> CrossRankTimeout:
+        """The error every live rank raises: who never reached exchange ``seq``, and what each last reached.
+
+        ``gone``: the transport lost a peer's connection, so the peers are
+        waited for only until each is there or known dead (`SETTLE` for a
+        peer whose liveness this rank cannot see), not until ``deadline``.
+        """
         cause = f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"[:300]
         head = (f"layoutcheck: the cross-rank check ({INVARIANT}) of `{where}`, micro-batch {mine.micro_batch} "
                 f"(exchange {seq}), did not complete")
         group = (f"    cp group: global ranks {list(self.ranks)}; this is cp rank {self.cp_rank} "
                  f"(global rank {self.rank}); timeout {self.timeout:g} s")
+        dead: list[int] = []
         try:
-            missing, gave_up = self._peers(seq, deadline)
+            if gone:
+                deadline = min(deadline, time.monotonic() + SETTLE)
+            missing, gave_up = self._peers(seq, deadline, dead=dead if gone else None)
         except Exception as store_err:  # noqa: BLE001 - the store's host may be the rank that died
             return CrossRankTimeout(
                 f"{head}: the rendezvous store is unreachable ({type(store_err).__name__}: "
@@ -363,7 +444,17 @@ class CrossRankChecker:
                 micro_batch=mine.micro_batch,
             )
         also = f" {name_ranks(gave_up)} reached it too and gave up." if gave_up else ""
-        if missing:
+        if gone and missing:
+            detail = "; ".join(
+                f"cp rank {c} (global rank {self.ranks[c]}): {'its process has exited; ' if c in dead else ''}{last}"
+                for c, last in missing.items())
+            exited = [c for c in missing if c in dead]
+            verb = "is" if len(missing) == 1 else "are"
+            what = (f"the transport lost a connection: {name_ranks(list(missing))} {verb} "
+                    f"{'gone' if exited and len(exited) == len(missing) else 'missing'} ({detail}).{also}\n"
+                    "    fix: a gone rank died (out of memory, a signal, an error in its own code): read its log "
+                    "first")
+        elif missing:
             detail = "; ".join(f"cp rank {c} (global rank {self.ranks[c]}): {last}" for c, last in missing.items())
             what = (f"{name_ranks(list(missing))} {'is' if len(missing) == 1 else 'are'} missing ({detail}).{also}\n"
                     "    fix: a missing rank died, raised an error or stopped calling the hooks: read its log "
@@ -377,17 +468,21 @@ class CrossRankChecker:
             what = ("every cp rank reached it, but the exchange failed.\n"
                     "    fix: look at the other ranks' logs for the first error")
         head_line, fix_line = what.split("\n", 1)
+        within = "" if gone and missing else f" within {self.timeout:g} s"
         return CrossRankTimeout(
-            f"{head} within {self.timeout:g} s: {head_line}\n{group}\n    transport: {cause}\n{fix_line}",
+            f"{head}{within}: {head_line}\n{group}\n    transport: {cause}\n{fix_line}",
             missing=list(missing), gave_up=gave_up, micro_batch=mine.micro_batch,
+            gone=[c for c in dead if c in missing],
         )
 
-    def _peers(self, seq: int, deadline: float) -> tuple[dict[int, str], list[int]]:
+    def _peers(self, seq: int, deadline: float, *, dead: list[int] | None = None) -> tuple[dict[int, str], list[int]]:
         """The CP ranks that never reached exchange ``seq`` (with what each last reached), and those that gave up on it.
 
         A rank whose key is below ``seq`` may still be on its way: it is
         waited for until the deadline. A rank that reached ``seq`` and gave
-        up (its own timeout ran out) is live, only no longer waiting.
+        up (its own timeout ran out) is live, only no longer waiting. With
+        ``dead`` (a lost connection), a rank whose process is known to have
+        exited is not waited for, and is put in ``dead``.
         """
         while True:
             missing: dict[int, str] = {}
@@ -407,6 +502,53 @@ class CrossRankChecker:
                     missing[c] = f"it gave up on exchange {reached} ({where}, micro-batch {k})"
                 else:
                     missing[c] = f"its last was exchange {reached} ({where}, micro-batch {k})"
-            if not missing or time.monotonic() >= deadline:
+            if dead is not None:
+                dead[:] = [c for c in missing if self._exited(c)]
+            if not missing or time.monotonic() >= deadline or (dead is not None and set(missing) <= set(dead)):
                 return missing, gave_up
             time.sleep(_POLL)
+
+    def _exited(self, cp_rank: int) -> bool:
+        """Whether CP rank ``cp_rank``'s process is known to have exited (seen from the same host and pid namespace only)."""
+        key = f"pid/{cp_rank}"
+        try:
+            if not self._store.check([key]):
+                return False
+            identity, pid = self._store.get(key).decode().rsplit(" ", 1)
+        except Exception:  # noqa: BLE001 - no evidence either way
+            return False
+        if identity != _host_identity() or identity.endswith(":?"):
+            return False
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            return True
+        except (PermissionError, ValueError, OSError):
+            return False
+        return _zombie(int(pid))
+
+
+def _connection_lost(err: BaseException) -> bool:
+    """Whether a transport error says a peer's connection was lost (not a timeout)."""
+    text = str(err).lower()
+    return any(words in text for words in _GONE) and "timed out" not in text
+
+
+def _host_identity() -> str:
+    """This host and pid namespace: processes with the same identity see each other's pids."""
+    import socket
+
+    try:
+        namespace = os.stat("/proc/self/ns/pid").st_ino
+    except OSError:
+        return f"{socket.gethostname()}:?"  # no pid namespace to compare: liveness is never read
+    return f"{socket.gethostname()}:{namespace}"
+
+
+def _zombie(pid: int) -> bool:
+    """Whether ``pid`` has exited but is not reaped yet (a child its parent has not waited for)."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except (OSError, IndexError):
+        return False

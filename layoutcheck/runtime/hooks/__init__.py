@@ -5,7 +5,9 @@
   environment variables applied on top;
 * `presets`: known trainers' hook targets, as data (``preset = "miles"``);
 * `install`: a `HookSet` puts a wrapper in place of ``package.module:function``
-  now or when the program imports the module, and restores it.
+  now or when the program imports the module, and restores it;
+* `targets`: whether a hook's module exists, judged without importing it (a
+  typo, or a module this process does not use), and near names.
 
 No pydantic and no torch: the configuration is validated by `layoutcheck.config`.
 """

@@ -38,6 +38,7 @@ from typing import Any
 
 from layoutcheck.errors import LayoutSpecError
 from layoutcheck.runtime.hooks.settings import HookSpec
+from layoutcheck.runtime.hooks.targets import close_names
 
 __all__ = ["HookSet", "InstalledHook", "Wrap"]
 
@@ -75,10 +76,11 @@ def _resolve(spec: HookSpec, module: ModuleType) -> tuple[Any, str, Any]:
         namespace = vars(owner) if isinstance(owner, type) else None
         raw = namespace.get(part) if namespace is not None and part in namespace else getattr(owner, part, None)
         if raw is None:
-            found = ".".join(parts[:i]) or spec.module
+            found = ".".join([spec.module, *parts[:i]])
+            near = close_names(part, owner)
             raise LayoutSpecError(
-                f"cannot hook `{spec.target}` ({spec.role}): `{found}` has no attribute `{part}`; "
-                "check the dotted path in [tool.layoutcheck.runtime] hooks"
+                f"cannot hook `{spec.target}` ({spec.role}): `{found}` has no attribute `{part}`"
+                + (f"; did you mean `{near[0]}`?" if near else "; check the dotted path")
             )
         if i < len(parts) - 1:
             owner = raw

@@ -80,6 +80,8 @@ class HookSpec:
 
     role: str
     target: str
+    origin: str = dataclasses.field(default="hooks", compare=False)
+    """The key that configured it, relative to the runtime table: ``hooks.<role>``, or ``preset``."""
 
     @property
     def module(self) -> str:
@@ -182,8 +184,8 @@ class RuntimeSettings:
     )
     report: str | None = _setting(
         None,
-        description="Write the JSON run report here at exit (relative to this file's folder; `{rank}` "
-        "and `{pid}` are filled in). `LAYOUTCHECK_REPORT` overrides it.",
+        description="Write the run report here, appended as JSON Lines as each rollout begins and at exit "
+        "(relative to this file's folder; `{rank}` and `{pid}` are filled in). `LAYOUTCHECK_REPORT` overrides it.",
     )
     cross_rank: bool = _setting(
         True,
@@ -193,24 +195,38 @@ class RuntimeSettings:
     cross_rank_every: PositiveInt = _setting(1, description="Check cross-rank agreement every N-th micro-batch.")
     cross_rank_timeout: PositiveFloat = _setting(
         30.0,
-        description="Seconds to wait for the other CP ranks before raising an error that names the missing ranks.",
+        description="Seconds to wait for the other CP ranks before giving up with an error that names the "
+        "missing ranks (a rank whose process died is named as soon as the transport loses it). Raise mode raises "
+        "it; warn and record modes record it and go on without cross-rank checks.",
     )
-    summary: bool = _setting(True, description="Print a one-line summary to stderr when the process exits.")
+    summary: bool = _setting(
+        True,
+        description="Print a summary to stderr when the process exits: the violations and what was checked, then "
+        "the hooks installed and the calls each saw. What was not set up as configured is printed even when off.",
+    )
 
     def hook_specs(self) -> tuple[HookSpec, ...]:
         """Every hook: roles (preset first, an explicit role replaces the preset's), then boundaries.
 
         A boundary is hooked as ``boundary`` (its contract's checks), or as
         its ``role`` when it has one; a function that is a boundary is not
-        hooked again by ``hooks``.
+        hooked again by ``hooks``. Each spec's ``origin`` is the key that
+        configured it.
         """
-        roles: dict[str, tuple[str, ...]] = {}
+        roles: dict[str, tuple[tuple[str, ...], str]] = {}
         if self.preset is not None:
-            roles.update(PRESETS[self.preset].hooks)
-        roles.update({role: tuple(targets) for role, targets in self.hooks.items()})
+            roles.update({role: (targets, "preset") for role, targets in PRESETS[self.preset].hooks.items()})
+        roles.update({role: (tuple(targets), f"hooks.{role}") for role, targets in self.hooks.items()})
         tables = self.boundary_tables()
-        specs = [HookSpec(role, target) for role in ROLES for target in roles.get(role, ()) if target not in tables]
-        specs += [HookSpec(str(table.get("role") or "boundary"), target) for target, table in tables.items()]
+        specs = [
+            HookSpec(role, target, origin) for role in ROLES if role in roles
+            for targets, origin in [roles[role]] for target in targets if target not in tables
+        ]
+        specs += [
+            HookSpec(str(table.get("role") or BOUNDARY), target,
+                     f'boundaries."{target}"' if target in self.boundaries else "preset")
+            for target, table in tables.items()
+        ]
         return tuple(specs)
 
     def boundary_tables(self) -> dict[str, Mapping[str, Any]]:
@@ -257,9 +273,13 @@ def env_mode(environ: Mapping[str, str]) -> str | None:
         return ""
     if value in _OFF:
         return None
+    import difflib
+
+    close = difflib.get_close_matches(value, _MODES, n=1)
     raise ConfigError(
-        f"{ENV_MODE}={raw!r} (environment variable): expected one of {', '.join(_MODES)}, "
-        f"1 (the configured mode) or 0 (off)",
+        f"{ENV_MODE}={raw!r} (environment variable): "
+        + (f"did you mean `{close[0]}`? " if close else "")
+        + f"expected one of {', '.join(_MODES)}, 1 (the configured mode) or 0 (off)",
         key=ENV_MODE, source="environment",
     )
 
@@ -277,15 +297,29 @@ def env_flag(environ: Mapping[str, str], name: str) -> bool | None:
     raise ConfigError(f"{name}={raw!r} (environment variable): expected 1 or 0", key=name, source="environment")
 
 
-def effective(settings: RuntimeSettings, environ: Mapping[str, str]) -> RuntimeSettings:
-    """``settings`` with the environment applied: ``LAYOUTCHECK`` mode, ``LAYOUTCHECK_TRACE``, ``LAYOUTCHECK_REPORT``."""
+def effective(
+    settings: RuntimeSettings, environ: Mapping[str, str], *, problems: list[ConfigError] | None = None
+) -> RuntimeSettings:
+    """``settings`` with the environment applied: ``LAYOUTCHECK`` mode, ``LAYOUTCHECK_TRACE``, ``LAYOUTCHECK_REPORT``.
+
+    A bad value raises `ConfigError` naming the variable; with ``problems``,
+    it is appended there instead and the variable left out (the
+    configuration's own value applies), so that the debug mode reports it
+    without going quiet.
+    """
     changes: dict[str, Any] = {}
-    mode = env_mode(environ)
-    if mode:
-        changes["mode"] = mode
-    trace = env_flag(environ, ENV_TRACE)
-    if trace is not None:
-        changes["tracer"] = trace
+    for name, read in ((ENV_MODE, env_mode), (ENV_TRACE, lambda env: env_flag(env, ENV_TRACE))):
+        try:
+            value = read(environ)
+        except ConfigError as err:
+            if problems is None:
+                raise
+            problems.append(err)
+            continue
+        if name == ENV_MODE and value:
+            changes["mode"] = value
+        elif name == ENV_TRACE and value is not None:
+            changes["tracer"] = value
     report = environ.get(ENV_REPORT)
     if report:
         changes["report"] = report

@@ -5,7 +5,12 @@
   keeps them, and the notes of checks that could not run;
 * `observations`: what the checks saw (per sample, per micro-batch, whole-run
   aggregates), ints only and bounded in memory;
-* `runreport`: the versioned JSON run report of one process (pydantic).
+* `setup`: what a debug session set up (each hook, its calls, what never went
+  in and why) and the configuration's problems: the summary's second line;
+* `runlog`: the run report as a debug run appends it (JSON Lines, one chunk
+  per rollout, no pydantic);
+* `runreport`: the versioned run report of one process (pydantic), and
+  `load_run_report`, which reads either form.
 """
 
 from __future__ import annotations

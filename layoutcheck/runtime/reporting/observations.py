@@ -140,16 +140,19 @@ class Observations:
     def report_fields(self) -> dict[str, object]:
         """``samples``, ``micro_batches``, ``shapes``, ``totals`` and ``truncated`` as the run report's JSON types."""
 
-        def plain(obj: object) -> dict[str, object]:
-            return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(obj).items()}  # type: ignore[call-overload]
-
         return {
-            "samples": [plain(s) for s in self.samples],
-            "micro_batches": [plain(m) for m in self.micro_batches],
-            "shapes": [plain(s) for s in self.shapes],
+            "samples": [_plain(s) for s in self.samples],
+            "micro_batches": [_plain(m) for m in self.micro_batches],
+            "shapes": [_plain(s) for s in self.shapes],
             "totals": asdict(self.totals),
             "truncated": self.truncated,
         }
+
+
+def _plain(obj: object) -> dict[str, object]:
+    """A record as JSON types (tuples as lists), without `dataclasses.asdict`'s deep copies."""
+    return {f: list(v) if isinstance(v, tuple) else v for f in obj.__dataclass_fields__  # type: ignore[attr-defined]
+            for v in [getattr(obj, f)]}
 
 
 class ObservationLog:
@@ -230,6 +233,43 @@ class ObservationLog:
             heapq.heappush(self._worst, (*key, s))
         else:
             heapq.heapreplace(self._worst, (*key, s))
+
+    def kept(self) -> tuple[int, int]:
+        """How many samples and micro-batches are kept one by one so far (a cursor for `detail_since`)."""
+        return len(self._samples), len(self._micro_batches)
+
+    def detail_since(self, cursor: tuple[int, int]) -> dict[str, list[dict[str, object]]]:
+        """The samples and micro-batches kept since ``cursor`` (from `kept`), in the run report's JSON shape.
+
+        With `aggregates`, what an appended run report needs per write: its
+        cost is that of what is new, never of the whole run.
+        """
+        return {
+            "samples": [_plain(s) for s in self._samples[cursor[0]:]],
+            "micro_batches": [_plain(m) for m in self._micro_batches[cursor[1]:]],
+        }
+
+    def aggregates(self) -> dict[str, object]:
+        """``totals`` and ``truncated`` as the run report's JSON types."""
+        totals = dict(self._totals)
+        if not self._padded_seen:
+            totals["padded_tokens"] = None
+        return {"totals": totals, "truncated": self._truncated}
+
+    def shapes_since(self, seen: dict[tuple[int, ...], int]) -> list[dict[str, object]]:
+        """The shape counts that grew since ``seen`` (shape -> count, brought up to date): what a chunk adds.
+
+        At most `ObservationLimits.shapes` shapes are counted, and only those
+        of the micro-batches laid out since are compared, so a chunk holds a
+        rollout's few shapes, never all of them again.
+        """
+        grown = []
+        for shape, n in self._shapes.items():
+            before = seen.get(shape, 0)
+            if n != before:
+                grown.append({"shape": list(shape), "count": n - before})
+                seen[shape] = n
+        return grown
 
     def snapshot(self) -> Observations:
         """The observations so far, frozen."""

@@ -1,11 +1,15 @@
-"""The JSON run report: what one process's runtime checks saw, as a versioned pydantic model.
+"""The run report: what one process's runtime checks saw, as a versioned pydantic model, and its reader.
 
 One file per rank (``LAYOUTCHECK_REPORT=path``: ``{rank}`` in the path is
 replaced by the global rank, otherwise ``.rank<N>`` is added before the
-suffix when the job has more than one rank), written at exit and on demand.
-``layoutcheck report RUN.json`` reads it. Everything in it is ints and
-strings taken from shapes and Python values the trainer already had: writing
-it never touches a tensor's data.
+suffix when the job has more than one rank). A debug run appends it as JSON
+Lines (`layoutcheck.runtime.reporting.runlog`: a header, then one chunk per
+rollout and one at exit), so that a write costs the same at rollout 1,000
+as at rollout 1; `RunReport.to_json` writes the same report as one JSON
+document. `load_run_report` reads either form, and the single documents of
+schema version 1. ``layoutcheck report RUN.json`` reads it. Everything in it
+is ints and strings taken from shapes and Python values the trainer
+already had: writing it never touches a tensor's data.
 
 The schema is versioned (`SCHEMA_VERSION`); a reader refuses a newer major
 version with a message that says which layoutcheck can read it. Per-sample
@@ -22,10 +26,13 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from layoutcheck.errors import LayoutSpecError
+from layoutcheck.runtime.reporting.runlog import FORMAT, SCHEMA_VERSION
 
 __all__ = [
     "SCHEMA_VERSION",
+    "HookRecord",
     "MicroBatchRecord",
+    "ProblemRecord",
     "RankInfo",
     "RunReport",
     "SampleRecord",
@@ -35,8 +42,6 @@ __all__ = [
     "load_run_report",
 ]
 
-SCHEMA_VERSION = 1
-"""Bumped when a field changes meaning or disappears; adding optional fields keeps it."""
 
 
 class _Model(BaseModel):
@@ -118,6 +123,25 @@ class Totals(_Model):
     """Positions those micro-batches were laid out with, globally (``B * P`` under BSHD, the stream under THD)."""
 
 
+class HookRecord(_Model):
+    """One configured hook: whether it went in, the calls it saw, and why it never went in."""
+
+    role: str
+    target: str
+    installed: bool
+    calls: int = 0
+    problem: str | None = None
+
+
+class ProblemRecord(_Model):
+    """A configuration problem the debug mode reported and went on past (an unknown key, a bad variable)."""
+
+    key: str | None = None
+    source: str | None = None
+    """The file, or ``environment``."""
+    message: str
+
+
 class RankInfo(_Model):
     """Which process wrote the report."""
 
@@ -141,6 +165,10 @@ class RunReport(_Model):
     config_file: str | None = None
     hooks: list[str] = Field(default_factory=list)
     """The installed hooks as ``role: pkg.mod:func``."""
+    hook_calls: list[HookRecord] = Field(default_factory=list)
+    """Every configured hook, installed or not, with its calls (schema 2)."""
+    problems: list[ProblemRecord] = Field(default_factory=list)
+    """Configuration problems (schema 2): the checks ran with the rest of the configuration."""
     rank: RankInfo
     violations: list[ViolationRecord] = Field(default_factory=list)
     notes: list[str] = Field(default_factory=list)
@@ -151,6 +179,10 @@ class RunReport(_Model):
     totals: Totals = Field(default_factory=Totals)
     truncated: bool = False
     """True when per-sample or per-micro-batch detail was cut to bound memory (the totals are complete)."""
+    violations_dropped: dict[str, int] = Field(default_factory=dict)
+    """Violations past the recorder's limit, counted per invariant only (schema 2)."""
+    complete: bool = True
+    """False when the process ended without its final write (it died): the report holds what it wrote before."""
 
     def to_json(self) -> str:
         """The report as indented JSON (the file format)."""
@@ -158,22 +190,24 @@ class RunReport(_Model):
 
 
 def load_run_report(path: str | Path) -> RunReport:
-    """Read and validate a run report; errors name the file and what is wrong (`LayoutSpecError`)."""
+    """Read and validate a run report, JSON Lines or one document; errors name the file and what is wrong (`LayoutSpecError`)."""
     path = Path(path)
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        text = path.read_text(encoding="utf-8")
     except OSError as err:
         raise LayoutSpecError(f"cannot read run report {path}: {err.strerror or err}") from None
+    try:
+        data = json.loads(text)
     except json.JSONDecodeError as err:
-        raise LayoutSpecError(f"{path} is not a layoutcheck run report: invalid JSON at line {err.lineno}") from None
+        if err.msg != "Extra data":  # one document, broken
+            raise LayoutSpecError(f"{path} is not a layoutcheck run report: invalid JSON at line {err.lineno}") from None
+        data = _merge_lines(path, text)
+    else:
+        if isinstance(data, dict) and data.get("format") == FORMAT:  # a header alone: nothing written after it
+            data = _merge_lines(path, text)
     if not isinstance(data, dict) or "schema_version" not in data:
         raise LayoutSpecError(f"{path} is not a layoutcheck run report: no `schema_version`")
-    version = data["schema_version"]
-    if not isinstance(version, int) or version > SCHEMA_VERSION:
-        raise LayoutSpecError(
-            f"{path} has run-report schema version {version!r}; this layoutcheck reads up to "
-            f"{SCHEMA_VERSION}: upgrade layoutcheck to read it"
-        )
+    _check_version(path, data["schema_version"])
     try:
         return RunReport.model_validate(data)
     except ValidationError as err:
@@ -182,3 +216,60 @@ def load_run_report(path: str | Path) -> RunReport:
         raise LayoutSpecError(
             f"{path} is not a valid run report: {err.error_count()} error(s), first at `{where}`: {first['msg']}"
         ) from None
+
+
+def _check_version(path: Path, version: object) -> None:
+    if not isinstance(version, int) or version > SCHEMA_VERSION:
+        raise LayoutSpecError(
+            f"{path} has run-report schema version {version!r}; this layoutcheck reads up to "
+            f"{SCHEMA_VERSION}: upgrade layoutcheck to read it"
+        )
+
+
+_LISTS = ("violations", "notes", "samples", "micro_batches")
+"""Chunk fields that hold what is new since the previous chunk; the others stand for the whole run so far."""
+_CUMULATIVE = ("mode", "hooks", "hook_calls", "problems", "totals", "truncated", "violations_dropped")
+
+
+def _merge_lines(path: Path, text: str) -> dict[str, object]:
+    """The report of a JSON Lines file: the header's fields, every chunk's new records, the last chunk's totals."""
+    lines = text.splitlines()
+    try:
+        header = json.loads(lines[0])
+    except (json.JSONDecodeError, IndexError):
+        raise LayoutSpecError(f"{path} is not a layoutcheck run report: invalid JSON at line 1") from None
+    if not isinstance(header, dict) or header.get("format") != FORMAT:
+        raise LayoutSpecError(f"{path} is not a layoutcheck run report: line 1 is not a run-report header")
+    _check_version(path, header.get("schema_version"))
+    merged: dict[str, object] = {k: v for k, v in header.items() if k not in ("format", "pid")}
+    for name in _LISTS:
+        merged[name] = []
+    shapes: dict[tuple[int, ...], int] = {}
+    complete = False
+    for n, line in enumerate(lines[1:], start=2):
+        if not line.strip():
+            continue
+        try:
+            part = json.loads(line)
+        except json.JSONDecodeError:
+            if n == len(lines):  # the process died while writing its last line: keep the rest
+                complete = False
+                break
+            raise LayoutSpecError(f"{path} is not a layoutcheck run report: invalid JSON at line {n}") from None
+        if not isinstance(part, dict) or part.get("format") == FORMAT or part.get("pid") != header.get("pid"):
+            raise LayoutSpecError(
+                f"{path}: line {n} was written by another process (pid {part.get('pid') if isinstance(part, dict) else '?'}, "
+                f"the header's is {header.get('pid')}): give each process its own report with `{{pid}}` or "
+                "`{rank}` in the report path"
+            )
+        for name in _LISTS:
+            merged[name].extend(part.get(name, ()))  # type: ignore[attr-defined]
+        for grown in part.get("shape_counts", ()):
+            key = tuple(grown["shape"])
+            shapes[key] = shapes.get(key, 0) + grown["count"]
+        merged.update({name: part[name] for name in _CUMULATIVE if name in part})
+        complete = part.get("event") == "end"
+    # most frequent first, ties in order of first sight (as the in-memory counts give them)
+    merged["shapes"] = [{"shape": list(k), "count": n} for k, n in sorted(shapes.items(), key=lambda kv: -kv[1])]
+    merged["complete"] = complete
+    return merged
