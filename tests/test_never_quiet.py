@@ -201,7 +201,7 @@ def test_an_unknown_key_is_named_with_its_file_and_a_near_spelling(tmp_path, whe
     proc, out = run(tmp_path, config)
     assert proc.returncode == 1, proc.stderr
     assert out["clean@0"]["type"] == "ConfigError"
-    assert f"  {key} in {config}: unknown key; did you mean `cross-rank-timeout`? (valid keys: buckets, " \
+    assert f"  {key} in {config}: unknown key; did you mean `cross-rank-timeout`? (valid keys: boundaries, buckets, " \
         in out["clean@0"]["message"]
 
 
