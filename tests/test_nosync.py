@@ -383,12 +383,17 @@ def traced_data_path(slice_with_cp, slice_log_prob_with_cp) -> None:
     batch["tokens"].chunk(2, dim=1)
     batch["tokens"][:, 1:].contiguous().to(torch.float32).unbind(0)
     F.pad(batch["tokens"], (0, 64))  # a re-pad of the laid-out micro-batch
+    # the space rules: partners in elementwise ops, a roll and an index of the CP-local batch
+    torch.where(batch["full_loss_masks"] > 0, batch["tokens"] * batch["full_loss_masks"], 0)
+    torch.roll(batch["tokens"], -1, dims=1)
+    batch["tokens"][:, -1]
+    torch.ones_like(batch["tokens"]).gather(1, torch.zeros(2, 3, dtype=torch.long))
 
 
 def test_the_tracer_issues_no_sync(guard, monkeypatch):
     import trainer_cp
 
-    from layoutcheck.runtime.tracing import tagging, tracer
+    from layoutcheck.runtime.tracing import op_rules, tagging, tracer
     from layoutcheck.runtime.tracing.tags import clear_tags
 
     # Enforce inside the tracer's own work (its rules before and after each op, the wrappers,
@@ -399,8 +404,8 @@ def test_the_tracer_issues_no_sync(guard, monkeypatch):
             return None if after is None else guard.on(after)
         return before
 
-    for func, rule in list(tracer._RULES.items()):
-        monkeypatch.setitem(tracer._RULES, func, enforced(rule))
+    for func, rule in list(op_rules.RULES.items()):
+        monkeypatch.setitem(op_rules.RULES, func, enforced(rule))
     monkeypatch.setattr(tagging, "tag_rollout", guard.on(tagging.tag_rollout))
     monkeypatch.setattr(tagging, "tag_batch", guard.on(tagging.tag_batch))
     trainer_cp.set_parallel_state(2, 1)
@@ -417,7 +422,8 @@ def test_the_tracer_issues_no_sync(guard, monkeypatch):
         clear_tags()
     assert guard.entered > 20
     assert tracing.recorder.notes == []  # a SyncError inside a rule would be caught and noted
-    assert sorted({v.invariant for v in tracing.violations}) == ["G1", "G3"], tracing.recorder.summary()
+    assert sorted({v.invariant for v in tracing.violations}) == ["G1", "G3", "S2", "S3", "S4"], \
+        tracing.recorder.summary()
     with guard.enforce():
         assert all(v.format() for v in tracing.violations)
 
