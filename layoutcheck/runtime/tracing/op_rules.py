@@ -224,7 +224,9 @@ def _roll_rule(mode: Mode, func: Any, args: tuple[Any, ...], kwargs: dict[str, A
         return None
     shifts, dims = _arg(args, kwargs, 1, "shifts"), _arg(args, kwargs, 2, "dims")
     if dims is None:
-        return None  # a roll of the flattened tensor: positions mixed with the batch
+        if len(shape) != 1:
+            return None  # a roll of the flattened tensor: positions mixed with the batch
+        dims = 0
     shifts = shifts if isinstance(shifts, (tuple, list)) else (shifts,)
     dims = dims if isinstance(dims, (tuple, list)) else (dims,)
     if len(shifts) != len(dims) or not all(type(v) is int for v in (*shifts, *dims)):

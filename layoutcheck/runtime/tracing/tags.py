@@ -131,7 +131,9 @@ class Tag(NamedTuple):
         """
         if self.space == "response":
             basis = "R"
-        elif self.sliced or self.members or (size is not None and size in self.full_lengths()):
+        elif self.members:
+            basis = "T" if all(m.total == n for m, n in zip(self.members, self.segments)) else "P"
+        elif self.sliced or (size is not None and size in self.full_lengths()):
             basis = "P"
         elif self.space == "replay" and (size is None or self.total is None or size == self.total - 1):
             basis = "T-1"
