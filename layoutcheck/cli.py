@@ -20,7 +20,7 @@ import sys
 TYPE_CHECKING = False  # typing costs a replay a few milliseconds; type checkers read this name too
 if TYPE_CHECKING:
     import argparse
-    from collections.abc import Callable, Sequence
+    from collections.abc import Sequence
     from typing import NoReturn, TextIO
 
     from layoutcheck.lint.replay import InputLog
@@ -40,30 +40,11 @@ def _rule_list(text: str) -> list[str]:
     return [part.strip() for part in text.split(",") if part.strip()]
 
 
-def whole_number(minimum: int, meaning: str = "") -> Callable[[str], int]:
-    """An argparse type: a whole number of at least ``minimum`` (``meaning`` explains the minimum in errors)."""
-
-    def parse(text: str) -> int:
-        import argparse
-
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-        if value < minimum:
-            raise argparse.ArgumentTypeError(f"must be {minimum}{meaning} or more, got {value}")
-        return value
-
-    return parse
-
-
-_jobs = whole_number(0, " (automatic)")
-
-
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser (help texts are defined once, here)."""
     import argparse
 
+    from layoutcheck.argtypes import whole_number
     from layoutcheck.version import __version__
     from layoutcheck.lint.output import OUTPUT_FORMATS
 
@@ -96,10 +77,17 @@ def build_parser() -> argparse.ArgumentParser:
     out.add_argument("--statistics", action="store_true", help="print counts per rule instead of findings")
     out.add_argument("--exit-zero", action="store_true", help="exit 0 even when there are findings")
     out.add_argument("-q", "--quiet", action="store_true", help="print findings only: no summary, no warnings")
-    fixing = check.add_argument_group("fixes")
-    fixing.add_argument("--fix", action="store_true", help="apply the fixes rules mark safe")
+    fixing = check.add_argument_group("fixes and suppressions")
+    fixing.add_argument("--fix", action="store_true", help="apply the safe fixes (and, with --unsafe-fixes, the "
+                        "unsafe ones); exit 1 if findings remain")
+    fixing.add_argument("--unsafe-fixes", action="store_true",
+                        help="with --fix or --diff, also apply fixes that change behaviour (a guard that can "
+                             "raise, a rewrite of per-sample lengths)")
     fixing.add_argument("--diff", action="store_true",
                         help="print the fixes as a unified diff instead of writing them (exit 1 if any)")
+    fixing.add_argument("--add-noqa", action="store_true",
+                        help="write a `# noqa: CODE` comment for every finding, merged into an existing "
+                             "`# noqa` of the line, and exit 0")
     run = check.add_argument_group("run")
     run.add_argument("--config", metavar="FILE", help=CONFIG_HELP)
     run.add_argument("--force-exclude", action="store_true",
@@ -107,14 +95,14 @@ def build_parser() -> argparse.ArgumentParser:
                           "(the pre-commit hook passes it)")
     run.add_argument("--no-cache", action="store_true",
                      help="neither read nor write the result cache, nor replay an identical earlier run")
-    run.add_argument("--jobs", "-j", type=_jobs, default=0, metavar="N",
+    run.add_argument("--jobs", "-j", type=whole_number(0, " (automatic)"), default=0, metavar="N",
                      help="worker processes (default 0: automatic, one process for a handful of files)")
 
     config = commands.add_parser(
         "config", help="show the configuration in effect, or the reference of every key",
         description="Print the configuration a check of PATH uses: the file it comes from, then "
                     "every key with its value. With --reference, every key's type, default and "
-                    "description instead (markdown; the README's reference). Exit 2 on a "
+                    "description instead (markdown; the docs' configuration reference). Exit 2 on a "
                     "configuration error, as `check`.",
     )
     config.add_argument("path", nargs="?", metavar="PATH",
@@ -124,6 +112,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help="every key with its type, default and description (markdown table)")
     config.add_argument("--output-format", choices=("text", "json"), default="text",
                         help="text (TOML; markdown with --reference) or json (default: text)")
+    config.add_argument("--no-cache", action="store_true",
+                        help="validate the table afresh instead of reading what a check stored (config never "
+                             "writes a cache)")
 
     rules = commands.add_parser("rules", help="list every rule",
                                 description="List every rule: code, name, default, fix, summary.")
@@ -132,7 +123,7 @@ def build_parser() -> argparse.ArgumentParser:
     rule = commands.add_parser("rule", help="explain a rule (docs, message, examples)",
                                description="Print a rule's docs, message and examples.")
     rule.add_argument("name", nargs="?", metavar="NAME|CODE")
-    rule.add_argument("--all", action="store_true", help="every rule (markdown: the README table)")
+    rule.add_argument("--all", action="store_true", help="every rule (markdown: a table)")
     rule.add_argument("--output-format", choices=("text", "json", "markdown"), default="text")
 
     commands.add_parser("demo", add_help=False, help="run the end-to-end demo (see `layoutcheck demo --help`)")
@@ -193,25 +184,45 @@ def _universe() -> list[type[LintRule]]:
 # ---------------------------------------------------------------- check
 
 
+def _fixes(n: int) -> str:
+    return f"{n} fix" if n == 1 else f"{n} fixes"
+
+
 def _summary(result: RunResult, args: argparse.Namespace) -> list[str]:
+    from layoutcheck.lint.findings import UNKNOWN_FIX
+
     lines = []
     files_with = len({f.path for f in result.findings})
     fixed = result.fixed_files
-    if args.diff:
+    hidden = result.stats.unsafe_hidden
+    if args.add_noqa:
+        added = result.stats.noqa_added
+        lines.append(f"Added {added} noqa directive{'' if added == 1 else 's'}.")
+    elif args.diff:
+        more = f" ({_fixes(hidden)} available with --unsafe-fixes)" if hidden else ""
         if fixed:
             count = sum(f.fix.applied for f in fixed if f.fix)
-            lines.append(f"Would fix {_plural(count, 'finding')} in {_plural(len(fixed), 'file')}.")
+            lines.append(f"Would fix {_plural(count, 'finding')} in {_plural(len(fixed), 'file')}{more}.")
         else:
-            lines.append("No fixes available.")
+            lines.append(f"No fixes available{more}.")
     else:
         if args.fix and fixed:
             lines.append(f"Fixed {_plural(result.stats.fixed, 'finding')} in {_plural(len(fixed), 'file')}.")
         if result.findings:
+            hints = []
             fixable = sum(f.fixable for f in result.findings)
-            hint = f" ({fixable} fixable with --fix)" if fixable and not args.fix else ""
+            if fixable and not args.fix:
+                hints.append(f"{fixable} fixable with --fix")
+            # A plain check never imports libcst, so it cannot know which of these a fix would resolve.
+            maybe = sum(f.fix == UNKNOWN_FIX for f in result.findings)
+            if maybe:
+                hints.append(f"{maybe} may be fixable: --diff --unsafe-fixes shows how")
+            hint = f" ({'; '.join(hints)})" if hints else ""
             lines.append(f"Found {_plural(len(result.findings), 'finding')} in "
                          f"{_plural(files_with, 'file')}{hint}.")
-        elif not result.errors:
+            if hidden:
+                lines.append(f"{_fixes(hidden)} available with --unsafe-fixes.")
+        elif not result.errors and not result.no_python_files:
             lines.append("All checks passed!")
     if result.errors:
         lines.append(f"{_plural(len(result.errors), 'path')} could not be checked (errors above).")
@@ -244,24 +255,33 @@ def _check(args: argparse.Namespace, argv: Sequence[str]) -> int:
         ignore=tuple(args.ignore),
         report_unused_suppressions=args.report_unused_suppressions,
     )
+    from layoutcheck.lint.output import STATISTICS_FORMATS
+
+    if args.statistics and args.output_format not in STATISTICS_FORMATS:  # ruff refuses these too
+        return _fail(f"--statistics prints counts as {' or '.join(STATISTICS_FORMATS)}; "
+                     f"--output-format {args.output_format} has no statistics form")
+    if args.add_noqa and (args.fix or args.diff):
+        return _fail("--add-noqa cannot be combined with --fix or --diff")
     paths = args.paths or ["."]
     # A run that writes nothing and reads the cache can be replayed by the next identical one.
-    log: InputLog | None = None if args.no_cache or args.fix or args.diff else InputLog()
+    writes = args.fix or args.diff or args.add_noqa
+    log: InputLog | None = None if args.no_cache or writes else InputLog()
     try:
         loaded = resolve_config(paths, args.config, log=log)
         result = run(paths, loaded=loaded, overrides=overrides, jobs=args.jobs or None,
-                     use_cache=not args.no_cache, fix=args.fix or args.diff, write_fixes=not args.diff,
+                     use_cache=not args.no_cache, fix=args.fix or args.diff, unsafe_fixes=args.unsafe_fixes,
+                     write_fixes=not args.diff, add_noqa=args.add_noqa,
                      force_exclude=args.force_exclude, log=log)
     except ConfigError as exc:
         return _fail(str(exc))
 
-    writes = _check_output(result, args)
+    printed = _check_output(result, args)
     streams = (sys.stdout, sys.stderr)
-    for which, text in writes:
+    for which, text in printed:
         streams[which].write(text)
     code = _check_status(result, args)
     if log is not None and code != EXIT_ERROR:
-        store(argv, log, writes, code, str(loaded.cache_dir))
+        store(argv, log, printed, code, str(loaded.cache_dir))
     return code
 
 
@@ -274,12 +294,16 @@ def _check_output(result: RunResult, args: argparse.Namespace) -> list[tuple[int
     def line(which: int, text: str) -> None:
         writes.append((which, text + "\n"))
 
-    if not args.quiet:
-        for warning in result.warnings:
+    for warning in result.warnings:
+        if not args.quiet or (result.no_python_files and not args.exit_zero):  # it explains the exit status
             line(1, f"layoutcheck: warning: {warning}")
-    if args.diff or args.statistics:
+    if args.add_noqa:
+        # Like ruff: the findings are now suppressed on disk; only what could not be checked is shown.
+        if result.errors:
+            line(1, format_findings([], result.errors, output_format="concise", rules=(), color=False))
+    elif args.diff or args.statistics:
         # stdout holds the diff or the counts; the files that could not be checked go to stderr.
-        text = _diff(result) if args.diff else format_statistics(result.findings)
+        text = _diff(result) if args.diff else format_statistics(result.findings, args.output_format)
         writes.append((0, text if not text or text.endswith("\n") else text + "\n"))
         if result.errors:
             line(1, format_findings([], result.errors, output_format="concise", rules=(), color=False))
@@ -299,10 +323,12 @@ def _check_status(result: RunResult, args: argparse.Namespace) -> int:
 
     if any(e.kind != INVALID_INPUT for e in result.errors):
         return EXIT_ERROR  # a missing path or a crashed rule: the run is not trustworthy
+    if args.add_noqa:
+        return EXIT_CLEAN  # as ruff's --add-noqa
     if args.diff:
         return EXIT_FINDINGS if result.fixed_files else EXIT_CLEAN
-    if (result.findings or result.errors) and not args.exit_zero:
-        return EXIT_FINDINGS
+    if (result.findings or result.errors or result.no_python_files) and not args.exit_zero:
+        return EXIT_FINDINGS  # checking nothing is no pass either (ruff warns and exits 0)
     return EXIT_CLEAN
 
 
@@ -327,7 +353,9 @@ def _config(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         return _fail(f"{path}: no such file or directory")
     try:
         loaded = resolve_config([path], args.config)
-        settings = loaded.settings()  # pydantic only for a table no run has validated yet
+        # Read from the cache a check wrote (a table it validated), never written: asking about a
+        # project must not write into it.
+        settings = loaded.settings(use_cache=not args.no_cache, store=False)
         if settings.select is not None or settings.extend_select or settings.ignore or settings.per_file_ignores:
             # Rule selectors are checked against the rules, as `check` does (imports them).
             from layoutcheck.lint.runner import select_rules

@@ -6,7 +6,9 @@ module builds the pydantic model `Config` from those fields, adds the
 ``runtime`` sub-table, and turns validation failures into one `ConfigError`
 with the dotted key, the offending value and the file, in the shape
 pydantic-core uses ("N errors in FILE", then per error: where, what, the
-value truncated and its type).
+value truncated and its type), in TOML's words: a value of the wrong type
+reads "Expected an array of strings, got a string". Types are strict: TOML
+says what a value is, so a string is never coerced to a boolean or a number.
 
 Importing it costs pydantic (about as much as the rest of a one-file run
 besides libcst), so ``layoutcheck check`` imports it only when a table has
@@ -27,9 +29,10 @@ import re
 import typing
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Union
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     ConfigDict,
     Field,
@@ -42,8 +45,10 @@ from pydantic import (
 )
 
 from layoutcheck import geometry
-from layoutcheck.errors import ConfigError
-from layoutcheck.lint.settings import TABLE, CheckSettings, kebab
+from layoutcheck.errors import ConfigError, LayoutSpecError
+from layoutcheck.lint.configdocs import RUNTIME_KEY, keys, toml_value
+from layoutcheck.lint.settings import TABLE, CheckSettings, arrays_as_tuples, kebab
+from layoutcheck.runtime.contract.boundary import parse_boundary, parse_source
 from layoutcheck.runtime.hooks.settings import TARGET_PATTERN, RuntimeSettings
 
 __all__ = ["Config", "RuntimeConfig", "validate_table"]
@@ -71,11 +76,45 @@ def _pydantic_fields(cls: type) -> dict[str, Any]:
     return out
 
 
+def _boundary_target(target: str) -> str:
+    if not TARGET_PATTERN.match(target):
+        raise ValueError(f"{target!r} is not a function; write `package.module:function` (or `package.module:Class.method`)")
+    return target
+
+
+def _boundary_table(table: dict[str, Any]) -> dict[str, Any]:
+    # The contract's own parser names the sub-key (`returns.0: unknown word 'zigag'`); pydantic names the table.
+    try:
+        parse_boundary("?:?", table)
+    except LayoutSpecError as err:
+        raise ValueError(str(err)) from None
+    return table
+
+
+def _coordinate(value: str | int | None) -> str | int | None:
+    if value is not None:
+        try:
+            parse_source(value, what="the value")
+        except LayoutSpecError as err:
+            raise ValueError(str(err)) from None
+    return value
+
+
+_Coordinate = Annotated[Union[str, int, None], AfterValidator(_coordinate)]
+
 _RuntimeFields = create_model(
     "_RuntimeFields",
     __config__=ConfigDict(alias_generator=kebab, populate_by_name=True, extra="forbid", frozen=True),
     __module__=__name__,
-    **_pydantic_fields(RuntimeSettings),
+    **{
+        **_pydantic_fields(RuntimeSettings),
+        "boundaries": (
+            dict[Annotated[str, AfterValidator(_boundary_target)], Annotated[dict[str, Any], AfterValidator(_boundary_table)]],
+            _pydantic_fields(RuntimeSettings)["boundaries"][1],
+        ),
+        **{name: (_Coordinate, _pydantic_fields(RuntimeSettings)[name][1])
+           for name in ("tp_size", "cp_size", "cp_rank", "cp_group")},
+    },
 )
 
 
@@ -155,8 +194,33 @@ def _dotted(prefix: str, loc: Iterable[int | str]) -> str:
 
 
 def _truncate(value: object, limit: int = 60) -> str:
-    text = repr(value)
+    text = toml_value(value) if value is not None else "none"
     return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+_TOML_TYPES = ((bool, "boolean"), (int, "integer"), (float, "float"), (str, "string"), (tuple, "array"),
+               (list, "array"), (Mapping, "table"))
+
+
+def _toml_type(value: object) -> str:
+    """What TOML calls the type of a value it parsed (arrays arrive here as tuples: see `validate_table`)."""
+    return next((name for kind, name in _TOML_TYPES if isinstance(value, kind)), "date or time")
+
+
+def _a(words: str) -> str:
+    return words if words.startswith("one of") else ("an " if words[:1] in "aeiou" else "a ") + words
+
+
+_TYPE_ERRORS = ("_type", "_parsing")
+"""pydantic error types that mean "not of the key's type" (``bool_type``, ``int_parsing``...)."""
+
+
+def _expected_type(loc: tuple[int | str, ...]) -> str | None:
+    """A key's type in TOML's words (``array of strings``), from the settings it is defined in; None if unknown."""
+    if not loc or not isinstance(loc[0], str):
+        return None
+    name = f"{loc[0]}.{loc[1]}" if loc[0] == RUNTIME_KEY and len(loc) > 1 else loc[0]
+    return next((key.type for key in keys() if name in (key.name, key.name.replace("-", "_"))), None)
 
 
 def _valid_keys(model: type[BaseModel]) -> list[str]:
@@ -191,6 +255,12 @@ def format_validation_error(exc: ValidationError, file: Path | None, prefix: str
             loc = loc[:-1]
             what = f"Invalid key: {what[:1].lower()}{what[1:]}"
         key = _dotted(prefix, loc)
+        expected = _expected_type(loc) if error["type"].endswith(_TYPE_ERRORS) else None
+        if expected is not None:
+            # pydantic says "Input should be a valid tuple"; the user wrote TOML and reads its types.
+            depth = 2 if loc[0] == RUNTIME_KEY else 1
+            what = (f"Expected {_a(expected)}, got {_a(_toml_type(value))}" if len(loc) <= depth else
+                    f"`{_dotted('', loc[:depth])}` is {_a(expected)}: this entry is {_a(_toml_type(value))}")
         table = _table_model(loc[:-1]) if error["type"] == "extra_forbidden" else None
         if table is not None:
             valid = _valid_keys(table)
@@ -200,7 +270,7 @@ def format_validation_error(exc: ValidationError, file: Path | None, prefix: str
                 what += f"; did you mean `{close[0]}`?"
             hint = f"valid keys: {', '.join(valid)}"
         lines.append(f"  {key}")
-        lines.append(f"    {what} [value: {_truncate(value)}, type: {type(value).__name__}]")
+        lines.append(f"    {what} [value: {_truncate(value)}, type: {_toml_type(value)}]")
         if hint:
             lines.append(f"    {hint}")
     first = _dotted(prefix, tuple(p for p in errors[0]["loc"] if p != "[key]")) if errors else prefix
@@ -216,6 +286,8 @@ def validate_table(table: Any, file: Path | None, prefix: str = TABLE) -> Config
             key=prefix or None, source=str(file),
         )
     try:
-        return Config.model_validate(dict(table))
+        # Strict: TOML has types, so `lint-tests = "yes"` or `bucket-quantum = "128"` is a mistake, not a value
+        # to coerce. Strict mode takes arrays only as tuples (every array key is one), hence `arrays_as_tuples`.
+        return Config.model_validate(arrays_as_tuples(dict(table)), strict=True)
     except ValidationError as exc:
         raise format_validation_error(exc, file, prefix) from None

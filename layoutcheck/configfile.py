@@ -91,12 +91,13 @@ class LoadedConfig:
             self._config = validate_table(self.table, self.path, self.key_prefix)
         return self._config
 
-    def settings(self, *, use_cache: bool = True) -> CheckSettings:
+    def settings(self, *, use_cache: bool = True, store: bool = True) -> CheckSettings:
         """The validated values the linter reads; raises `ConfigError` like `config`.
 
         Validates (importing pydantic) only a non-empty table that no earlier
-        run validated; with ``use_cache``, reads and writes the validated
-        values in `cache_dir` (see the module docs).
+        run validated; with ``use_cache``, reads the validated values from
+        `cache_dir` (see the module docs), and writes them there unless
+        ``store`` is false (``layoutcheck config`` writes nothing into the project it describes).
         """
         if self._settings is not None:
             return self._settings
@@ -112,7 +113,7 @@ class LoadedConfig:
                 self._settings = read_validated_config(self.cache_dir, key)
             if self._settings is None:
                 self._settings = self.config.settings()
-                if use_cache:
+                if use_cache and store:
                     write_validated_config(self.cache_dir, key, self._settings)
         return self._settings
 
@@ -236,6 +237,12 @@ def load_config(path: str | os.PathLike[str], log: InputLog | None = None) -> Lo
     file = Path(path).expanduser().absolute()
     if log is not None:
         log.probe(str(file))
+    if file.is_dir():
+        present = [name for name in CONFIG_FILENAMES if (file / name).is_file()]
+        which = " or ".join(f"{file / name}" for name in present or CONFIG_FILENAMES)
+        raise ConfigError(
+            f"{file} is a folder, not a configuration file: name the file in it ({which})"
+            + ("" if present else "; that folder has neither"), source=str(file))
     if not file.is_file():
         raise ConfigError(f"configuration file {file} does not exist", source=str(file))
     found = _table_of(file, _read_toml(file))

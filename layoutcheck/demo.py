@@ -46,7 +46,7 @@ BUG_SETTINGS: dict[str, dict[str, Any]] = {
     "wrong_bucket": {"buckets": (512, 1024, 1536, 2048, 3072, 4096, 8192, 16384), "micro_batch_size": 2},
 }
 TRACER_ONLY = ("loss_repad_to_rollout_max", "loss_cat_mixed_padded_lengths")
-"""Bugs inside the loss function: the tracer sees them (README "The tracer"), the boundary checks the demo runs do not."""
+"""Bugs inside the loss function: the tracer sees them (docs/tracer.md), the boundary checks the demo runs do not."""
 ROLLOUT_SETTINGS: dict[str, dict[str, Any]] = {
     # a media placeholder in sample 0 that expands to 256 tokens: more than one alignment unit
     "stale_lengths_after_expansion": {"media": {0: 256}},

@@ -55,6 +55,7 @@ __all__ = [
     "padded_for_local_length",
     "padded_length",
     "per_sample_padded_lengths",
+    "repair_buckets",
     "resolve_bucket",
     "response_count",
     "response_logit_ranges",
@@ -584,6 +585,32 @@ def validate_buckets(
     if not values or values[-1] != max_length:
         values.append(max_length)
     return tuple(values)
+
+
+def repair_buckets(
+    buckets: Iterable[int],
+    max_length: int | None = None,
+    *,
+    quantum: int = DEFAULT_BUCKET_QUANTUM,
+) -> tuple[int, ...] | None:
+    """The nearest valid bucket list to ``buckets`` (the linter's ``bucket-spec`` fix), or None.
+
+    Each positive bucket is rounded up to a multiple of ``quantum``; buckets
+    that are not positive, or above ``max_length``, are dropped; the rest are
+    sorted without repeats, and ``max_length`` (when given) ends the list.
+    None when nothing valid is left or ``max_length`` is off the quantum grid
+    (then no list satisfies `bucket_problems`).
+    """
+    _int("quantum", quantum, minimum=1)
+    if max_length is not None and (max_length < 1 or max_length % quantum):
+        return None
+    kept = {round_up(b, quantum) for b in buckets if b > 0}
+    if max_length is not None:
+        kept = {b for b in kept if b < max_length} | {max_length}
+    repaired = tuple(sorted(kept))
+    if not repaired or bucket_problems(repaired, max_length or repaired[-1], quantum=quantum):
+        return None
+    return repaired
 
 
 def bucket_grid(

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import sys
 from collections import Counter
 from collections.abc import Generator, Iterator, Sequence
 from contextlib import contextmanager
@@ -65,6 +66,8 @@ MARKER = (
 )
 
 _MODES = ("raise", "warn", "record")
+_PACKAGE = str(Path(__file__).resolve().parent) + os.sep
+"""layoutcheck's own files (a failure hides their frames)."""
 _STATE = pytest.StashKey["_State"]()
 _TEST = pytest.StashKey["_TestRun"]()
 
@@ -187,13 +190,15 @@ class _State:
     """Tests the plugin failed because of violations."""
     figures: list[dict[str, Any]] = dataclasses.field(default_factory=list)
     """Run-report figures of each xdist worker (the controller's summary merges them)."""
-    lint_files: int = 0
-    lint_findings: int = 0
+    lint: Counter[str] = dataclasses.field(default_factory=Counter)
+    """Lint items run, from their reports: ``files`` with findings, ``findings``, run-level ``errors``.
+    Counted where the reports arrive (under pytest-xdist the controller, which collects nothing)."""
 
     # Registered as a plugin of the run (pytest_configure), so that these hooks, which are not
     # given the config, reach the run's state.
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        self.lint.update(getattr(report, "layoutcheck_lint", None) or {})
         data = getattr(report, "layoutcheck", None)
         if data:
             self.per_test.setdefault(report.nodeid, []).extend(data["violations"])
@@ -450,7 +455,52 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     if found:
         # A plain attribute: pytest-xdist serialises a report's __dict__, so the controller gets it too.
         report.layoutcheck = {"mode": run.mode, "violations": [v.to_dict() for v in found]}
+    if report.failed and call.excinfo is not None and _raised_layout_error(call.excinfo.value):
+        if not item.config.getoption("fulltrace", False):
+            report.longrepr = _layout_error_repr(item, call.excinfo)
+    elif isinstance(item, LintItem) and call.when == "call":
+        # What the summary counts (a plain attribute, as above): a run-level error is an item with no findings.
+        report.layoutcheck_lint = {"files": 1, "findings": item.count} if item.count else {"errors": 1}
     return report
+
+
+def _raised_layout_error(error: BaseException) -> bool:
+    # Without layoutcheck.errors imported, nothing can have raised a LayoutError: no import to find out.
+    errors = sys.modules.get("layoutcheck.errors")
+    return errors is not None and isinstance(error, errors.LayoutError)
+
+
+def _hidden(entry: Any, excinfo: pytest.ExceptionInfo[BaseException]) -> bool:
+    """A traceback entry the failure leaves out: layoutcheck's own frames, and any frame with `__tracebackhide__`.
+
+    layoutcheck's frames are the hook, the checker and the report that
+    raised: they say nothing about the user's code, and the violation
+    already names the function, the sample and the field. Judged by file, as
+    `__tracebackhide__` would mark every one of them (``--fulltrace`` shows them all).
+    """
+    return str(entry.path).startswith(_PACKAGE) or bool(entry.ishidden(excinfo))
+
+
+def _layout_error_repr(item: pytest.Item, excinfo: pytest.ExceptionInfo[BaseException]) -> Any:
+    """A `LayoutError`'s failure: the violations first, then the test's own frames down to the hooked call."""
+    entries = list(excinfo.traceback)
+    # From the test's own file on (pytest's and pluggy's frames above it say nothing), as pytest cuts its tracebacks.
+    first = next((i for i, entry in enumerate(entries) if Path(entry.path) == item.path), 0)
+    frames = [entry for entry in entries[first:] if not _hidden(entry, excinfo)]
+    cwd = item.config.invocation_params.dir
+    lines = [f"layoutcheck found {excinfo.value}", "",
+             "where (layoutcheck's own frames hidden; --fulltrace shows them):"]
+    for entry in frames:
+        path = Path(entry.path)
+        shown = path.relative_to(cwd) if path.is_relative_to(cwd) else path
+        lines.append(f"  {shown}:{entry.lineno + 1}: in {entry.name}")
+        source = entry.statement if entry.source is not None else None
+        if source is not None:
+            lines.extend(f"    {line.strip()}" for line in str(source).splitlines()[:3])
+    try:  # a value-style failure (no traceback of its own) that pytest and pytest-xdist render as they know how
+        pytest.fail("\n".join(lines), pytrace=False)
+    except pytest.fail.Exception as failure:
+        return item.repr_failure(pytest.ExceptionInfo.from_exception(failure))
 
 
 @pytest.hookimpl(trylast=True)
@@ -684,7 +734,6 @@ def _lint_items(session: pytest.Session, state: _State) -> list[pytest.Item]:
         report = session.ihook.pytest_make_collect_report(collector=node)
         session.ihook.pytest_collectreport(report=report)
         items.extend(x for x in report.result if isinstance(x, pytest.Item))
-    state.lint_files, state.lint_findings = len(per_file), sum(count for _, count in per_file.values())
     return items
 
 
@@ -798,8 +847,10 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
         figures = None
     lines = summary_lines(figures, state.per_test, state.failed)
     if state.settings.lint:
-        lines.append(f"lint: {state.lint_files} file{'s' if state.lint_files != 1 else ''} with findings "
-                     f"({state.lint_findings} finding{'s' if state.lint_findings != 1 else ''})")
+        files, findings, errors = (state.lint[key] for key in ("files", "findings", "errors"))
+        line = (f"lint: {files} file{'s' if files != 1 else ''} with findings "
+                f"({findings} finding{'s' if findings != 1 else ''})")
+        lines.append(line + (f"; {errors} error{'s' if errors != 1 else ''} (see the failures)" if errors else ""))
     if not lines:
         return
     terminalreporter.write_sep("-", "layoutcheck")

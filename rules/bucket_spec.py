@@ -1,12 +1,19 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
-from layoutcheck.geometry import bucket_problems, round_up
+from layoutcheck.geometry import bucket_problems, repair_buckets, round_up
+from layoutcheck.lint.edits import SAFE, UNSAFE, Edit, Fix
 from layoutcheck.lint.rule import Invalid, ModelRule, Report, Valid
 from layoutcheck.lint.settings import LintSettings
 from layoutcheck.model.queries import FileQueries
 from layoutcheck.model.vocabulary import text_mentions
+
+if TYPE_CHECKING:
+    import libcst as cst
+
+    from layoutcheck.lint.fixsite import FixSite
 
 class BucketSpec(ModelRule):
     """Bucket lists and pad multipliers, written as literals, that break the layout's rules.
@@ -52,10 +59,19 @@ class BucketSpec(ModelRule):
     `bucket-names`, `bucket-quantum`, `pad-multiplier-names`, `pad-multiple-quantum`.
 
     ## Fix safety
-    No autofix: sorting an unsorted list looks safe but is not provably so:
-    code may pair the buckets by position with another list
-    (`zip(buckets, batch_sizes)`), which a sort would silently mismatch. The
-    right bucket or multiplier, for the other faults, is the user's choice.
+    A bucket list of int literals is rewritten to the nearest valid one
+    (`layoutcheck.geometry.repair_buckets`): sorted, each bucket rounded up to
+    a multiple of the quantum, repeats and buckets above `max_length`
+    dropped, and `max_length` (when the call passes it) as the last bucket.
+    The fix is safe when it only reorders the list or changes its last
+    bucket: every length still pads to a bucket that holds it. It is unsafe
+    when it rounds, drops or adds other buckets (the graphs compiled, and
+    the padding paid, change), and when the list is bound to a name that the
+    file passes to `zip(...)`: a sort would silently re-pair it with the
+    other list. There is no fix for a list with comments between its
+    buckets that must be reordered (each comment would end up beside
+    another bucket), nor for a pad multiplier: the right one is the user's
+    choice.
     """
 
     code = "LC201"
@@ -103,6 +119,44 @@ class BucketSpec(ModelRule):
                     f"fp8 alignment. Use a multiple of {unit} (the default multiplier is 128).",
                 )
 
+    def fix(self, site: FixSite) -> Fix | None:
+        """A bucket list of int literals made valid; see the docs' Fix safety."""
+        import libcst as cst
+
+        node = site.node(cst.List, cst.Tuple)
+        if node is None or not node.elements:
+            return None  # a pad multiplier, or a list that is not all literals
+        values: list[int] = []
+        for element in node.elements:
+            if not isinstance(element, cst.Element) or not isinstance(element.value, cst.Integer):
+                return None
+            values.append(int(element.value.evaluated_value))
+        quantum = site.settings.bucket_quantum
+        repaired = repair_buckets(values, _max_length(site, node), quantum=quantum)
+        if repaired is None or list(repaired) == values:
+            return None
+        tree = site.tree
+        if "#" in tree.text(node) and sorted(values) != values:
+            return None  # reordering would leave each comment beside another bucket
+        texts = {int(e.value.evaluated_value): tree.text(e.value) for e in node.elements}  # type: ignore[attr-defined]
+        literal = [texts.get(v, str(v)) for v in repaired]
+        edits = [tree.replace(e.value, text) for e, text in zip(node.elements, literal, strict=False) if text != tree.text(e.value)]
+        last = node.elements[len(values) - 1].value
+        if len(literal) > len(values):  # `max_length` appended
+            end = tree.span(last)[1]
+            edits.append(Edit(end, end, "".join(f", {text}" for text in literal[len(values):])))
+        elif len(literal) < len(values):  # repeats or buckets above `max_length` dropped
+            keep_end = tree.span(node.elements[len(literal) - 1].value)[1]
+            comma = "," if isinstance(node, cst.Tuple) and len(literal) == 1 and \
+                isinstance(node.elements[-1].comma, cst.MaybeSentinel) else ""
+            edits.append(Edit(keep_end, tree.span(last)[1], comma))
+        ordered = sorted(values)
+        only_order_and_last = list(repaired) in (ordered, [*ordered[:-1], repaired[-1]], [*ordered, repaired[-1]])
+        reordered = list(repaired[: len(values)]) != values[: len(repaired)]
+        safe = only_order_and_last and not (reordered and _zipped(site, node))
+        return Fix(tuple(edits), SAFE if safe else UNSAFE,
+                   f"use the valid buckets `{list(repaired)}`")
+
     valid = [
         Valid("SEQ_LEN_BUCKETS = [512, 1024, 2048, 4096]\n"),
         Valid("sampler = BucketSampler(dataset, buckets=(1024, 2048, 4096), max_length=4096)\n"),
@@ -129,22 +183,42 @@ def test_unsorted_buckets_are_rejected():
     ]
     invalid = [
         Invalid(
-            "SEQ_LEN_BUCKETS = [1024, 512, 2048, 4096]\n",
+            "SEQ_LEN_BUCKETS = [1024, 512, 2048, 4096]  # tuned on ShareGPT\n",
             line=1,
             column=19,
             message="bucket #1 is 512, not above the previous bucket 1024",
+            replacement="SEQ_LEN_BUCKETS = [512, 1024, 2048, 4096]  # tuned on ShareGPT\n",
         ),
         Invalid(
             "seq_len_buckets = [1000, 2048]\n",
             line=1,
             column=19,
             message="bucket #0 is 1000, not a multiple of 128",
+            replacement="seq_len_buckets = [1024, 2048]\n",
+            applicability="unsafe",
         ),
         Invalid(
             "sampler = BucketSampler(dataset, buckets=(1024, 2048, 8192), max_length=4096)\n",
             line=1,
             column=42,
             message="bucket #2 is 8192, above max_length 4096",
+            replacement="sampler = BucketSampler(dataset, buckets=(1024, 2048, 4096), max_length=4096)\n",
+        ),
+        Invalid(
+            """
+seq_len_buckets = [2048, 1024, 4096]
+micro_batch_sizes = [2, 4, 1]
+plan = dict(zip(seq_len_buckets, micro_batch_sizes))
+""",
+            line=2,
+            column=19,
+            message="bucket #1 is 1024",
+            replacement="""
+seq_len_buckets = [1024, 2048, 4096]
+micro_batch_sizes = [2, 4, 1]
+plan = dict(zip(seq_len_buckets, micro_batch_sizes))
+""",
+            applicability="unsafe",
         ),
         Invalid(
             "def get_batch(data_iterator, keys, pad_multiplier: int = 100): ...\n",
@@ -163,11 +237,59 @@ def test_unsorted_buckets_are_rejected():
             line=1,
             column=29,
             message="not above the previous bucket 2048",
+            replacement="config = {'length_buckets': [2048, 4096]}\n",
+            applicability="unsafe",
         ),
         Invalid(
             "class TrainConfig:\n    shape_buckets: tuple[int, ...] = (4096, 1024, 2048)\n",
             line=2,
             column=38,
             message="bucket #1 is 1024, not above the previous bucket 4096",
+            replacement="class TrainConfig:\n    shape_buckets: tuple[int, ...] = (1024, 2048, 4096)\n",
         ),
     ]
+
+
+def _max_length(site: FixSite, node: cst.BaseExpression) -> int | None:
+    """The int literal passed as ``max_length=`` to the call whose argument ``node`` is, if any."""
+    import libcst as cst
+
+    arg = site.tree.parent(node)
+    call = site.tree.parent(arg) if isinstance(arg, cst.Arg) else None
+    if not isinstance(call, cst.Call):
+        return None
+    for other in call.args:
+        if other.keyword is not None and other.keyword.value == "max_length" and isinstance(other.value, cst.Integer):
+            return int(other.value.evaluated_value)
+    return None
+
+
+def _zipped(site: FixSite, node: cst.BaseExpression) -> bool:
+    """Is the name ``node`` is assigned to passed to ``zip(...)`` anywhere in the file (paired by position)?"""
+    import libcst as cst
+
+    from layoutcheck.lint.fixscope import names_in
+
+    parent = site.tree.parent(node)
+    target = None
+    if isinstance(parent, cst.Assign) and len(parent.targets) == 1:
+        target = parent.targets[0].target
+    elif isinstance(parent, cst.AnnAssign):
+        target = parent.target
+    name = target.value if isinstance(target, cst.Name) else target.attr.value if isinstance(
+        target, cst.Attribute) else None
+    if name is None:
+        return False
+    zipped = False
+
+    class _Zips(cst.CSTVisitor):
+        def visit_Call(self, call: cst.Call) -> None:
+            nonlocal zipped
+            if isinstance(call.func, cst.Name) and call.func.value == "zip":
+                for arg in call.args:
+                    text = site.tree.module.code_for_node(arg.value)
+                    if name in names_in(arg.value) or text.endswith(f".{name}"):
+                        zipped = True
+
+    site.tree.module.visit(_Zips())
+    return zipped

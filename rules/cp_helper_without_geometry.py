@@ -1,11 +1,19 @@
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
+from layoutcheck.lint.edits import SAFE, Edit, Fix
 from layoutcheck.lint.rule import Invalid, ModelRule, Report, Valid
 from layoutcheck.lint.settings import LintSettings
 from layoutcheck.model.queries import FileQueries
 from layoutcheck.model.vocabulary import vocabulary
+
+if TYPE_CHECKING:
+    import libcst as cst
+
+    from layoutcheck.lint.fixsite import FixSite
 
 _CP_UTILS = '''
 def get_logits_and_tokens_offset_with_cp(
@@ -86,7 +94,21 @@ class CpHelperWithoutGeometry(ModelRule):
     ```
 
     ## Fix safety
-    No autofix: the right layout and padded length are not known at the call.
+    The fix passes the missing arguments by keyword when their values are
+    unambiguous where the call is: a name spelt like the parameter
+    (`qkv_format`, `max_seq_len`) that is bound on every path to the call
+    (a parameter, an earlier assignment in an enclosing block, a loop or
+    comprehension target around it); for the padded length also the
+    singular of a source (`max_seq_len` for `max_token_len`); for the layout
+    kind also an attribute the function already reads (`args.qkv_format`).
+    Two candidates, or none, and there is no fix; a call that lacks both
+    arguments is fixed only when both are found. The fix is safe: it passes
+    the layout the function already holds, so under THD the helper does
+    what it did (`"thd"` is its default) and under BSHD what it should.
+    ```python
+    def offsets(t, r, qkv_format, max_seq_len):
+        return get_logits_and_tokens_offset_with_cp(t, r, qkv_format=qkv_format, max_seq_len=max_seq_len)
+    ```
     """
 
     code = "LC104"
@@ -128,6 +150,27 @@ class CpHelperWithoutGeometry(ModelRule):
                 found.call.span,
                 f"`{signature.name}(...)`{where} is called without {names}, {problem}. {hint}",
             )
+
+    def fix(self, site: FixSite) -> Fix | None:
+        """The missing layout arguments passed by keyword, when their values are unambiguous in scope."""
+        import libcst as cst
+
+        call = site.node(cst.Call)
+        if call is None:
+            return None
+        missing, padded = _missing(site.finding.message)
+        if not missing:
+            return None
+        values = []
+        for name in missing:
+            value = _value_in_scope(site, call, name, padded=name == padded)
+            if value is None:
+                return None  # unknown or ambiguous: the user decides
+            values.append(f"{name}={value}")
+        edit = _append_arguments(site, call, values)
+        if edit is None:
+            return None
+        return Fix((edit,), SAFE, f"pass {', '.join(f'`{v}`' for v in values)}")
 
     valid = [
         Valid(
@@ -247,6 +290,62 @@ def pad_and_slice(tokens, qkv_format, max_seq_len, pad_token_id):
             column=17,
             message="without `max_seq_len`, where the layout is BSHD",
             files={"cp_utils.py": _CP_UTILS},
+            replacement="""
+from cp_utils import slice_with_cp
+
+def pad_and_slice(tokens, qkv_format, max_seq_len, pad_token_id):
+    if qkv_format == "bshd":
+        return [slice_with_cp(t, pad_token_id, qkv_format, max_seq_len=max_seq_len) for t in tokens]
+    return tokens
+""",
+        ),
+        Invalid(
+            """
+from cp_utils import get_logits_and_tokens_offset_with_cp
+
+def response_offsets(total_lengths, response_lengths, qkv_format, max_seq_lens):
+    out = []
+    for i, (t, r) in enumerate(zip(total_lengths, response_lengths)):
+        max_seq_len = max_seq_lens[i] if max_seq_lens is not None else None
+        out.append(get_logits_and_tokens_offset_with_cp(t, r))  # response tokens of sample i
+    return out
+""",
+            line=8,
+            column=20,
+            message="without `qkv_format` and `max_seq_len`",
+            files={"cp_utils.py": _CP_UTILS},
+            replacement="""
+from cp_utils import get_logits_and_tokens_offset_with_cp
+
+def response_offsets(total_lengths, response_lengths, qkv_format, max_seq_lens):
+    out = []
+    for i, (t, r) in enumerate(zip(total_lengths, response_lengths)):
+        max_seq_len = max_seq_lens[i] if max_seq_lens is not None else None
+        out.append(get_logits_and_tokens_offset_with_cp(t, r, qkv_format=qkv_format, max_seq_len=max_seq_len))  # response tokens of sample i
+    return out
+""",
+        ),
+        Invalid(
+            """
+from cp_utils import slice_with_cp
+
+def shard_tokens(args, tokens, pad_token_id, max_seq_len):
+    if args.context_parallel_size > 1 and args.qkv_format != "thd":
+        tokens = [slice_with_cp(t, pad_token_id) for t in tokens]
+    return tokens
+""",
+            line=6,
+            column=19,
+            message="without `qkv_format` and `max_seq_len`",
+            files={"cp_utils.py": _CP_UTILS},
+            replacement="""
+from cp_utils import slice_with_cp
+
+def shard_tokens(args, tokens, pad_token_id, max_seq_len):
+    if args.context_parallel_size > 1 and args.qkv_format != "thd":
+        tokens = [slice_with_cp(t, pad_token_id, qkv_format=args.qkv_format, max_seq_len=max_seq_len) for t in tokens]
+    return tokens
+""",
         ),
         Invalid(
             """
@@ -289,3 +388,117 @@ def slice_rows(self, t, r, layout):
 
 def _lower(sentence: str) -> str:
     return sentence[:1].lower() + sentence[1:]
+
+
+_MISSING = re.compile(r"is called without ((?:`[^`]+`(?:, | and )?)+)")
+_PADDED = re.compile(r"For `([^`]+)`:")
+
+
+def _missing(message: str) -> tuple[list[str], str | None]:
+    """The parameters a finding says the call omits, and which of them is the padded length.
+
+    The fix reads them from the finding (its message is this module's own
+    wording), not from the project model: the parameter names come from the
+    helper's `def`, which may be in another file.
+    """
+    found = _MISSING.search(message)
+    if found is None:
+        return [], None
+    names = re.findall(r"`([^`]+)`", found.group(1))
+    padded = _PADDED.search(message)
+    return names, padded.group(1) if padded else None
+
+
+def _value_in_scope(site: FixSite, call: cst.Call, name: str, *, padded: bool) -> str | None:
+    """The one expression in scope at ``call`` that holds parameter ``name``'s value, or None."""
+    import libcst as cst
+
+    from layoutcheck.lint.fixscope import scope_of
+
+    tree = site.tree
+    statement = tree.statement_of(call)
+    if statement is None:
+        return None
+    spellings = [name]
+    if padded:
+        spellings += [s[:-1] for s in site.settings.sources if s.endswith("s") and s[:-1] != name]
+    bound = [spelling for spelling in spellings if _bound(site, call, statement, spelling)]
+    if len(bound) == 1:
+        return bound[0]
+    if bound or padded:
+        return None  # two candidates; or a padded length, which only a local can hold for one sample
+    # The layout kind also lives in configuration the function reads: `args.qkv_format`.
+    scope = scope_of(tree, call)
+    reads: set[str] = set()
+
+    class _Reads(cst.CSTVisitor):
+        def visit_Attribute(self, node: cst.Attribute) -> None:
+            if node.attr.value == name and isinstance(node.value, cst.Name) and \
+                    scope.reaching(node.value.value, statement) is not None:
+                reads.add(f"{node.value.value}.{name}")
+
+    scope.owner.visit(_Reads())
+    return reads.pop() if len(reads) == 1 else None
+
+
+def _bound(site: FixSite, call: cst.Call, statement: cst.BaseStatement, name: str) -> bool:
+    """Is ``name`` bound, on every path, where ``call`` runs?"""
+    import libcst as cst
+
+    from layoutcheck.lint.fixscope import scope_of
+
+    tree = site.tree
+    for parent in tree.ancestors(call):
+        if isinstance(parent, (cst.ListComp, cst.SetComp, cst.GeneratorExp, cst.DictComp)):
+            comp: cst.CompFor | None = parent.for_in
+            while comp is not None:
+                if name in _target_names(comp.target):
+                    return True
+                comp = comp.inner_for_in
+        elif isinstance(parent, cst.Lambda):
+            if any(p.name.value == name for p in parent.params.params):
+                return True
+        elif isinstance(parent, (cst.FunctionDef, cst.Module)):
+            break
+    scope = scope_of(tree, call)
+    if scope.reaching(name, statement) is not None:
+        return True
+    if scope.of(name) or not isinstance(scope.owner, cst.FunctionDef):
+        return False
+    # A closure: the enclosing function's parameter, never rebound here.
+    outer = scope_of(tree, scope.owner)
+    return any(b.kind == "param" for b in outer.of(name)) and isinstance(outer.owner, cst.FunctionDef)
+
+
+def _target_names(target: cst.BaseExpression) -> set[str]:
+    from layoutcheck.lint.fixscope import names_in
+
+    return names_in(target)
+
+
+def _append_arguments(site: FixSite, call: cst.Call, arguments: list[str]) -> Edit | None:
+    """An edit that adds ``arguments`` (``a=x``...) as the call's last ones, in the call's style."""
+    import libcst as cst
+
+    tree = site.tree
+    source = tree.source
+    text = ", ".join(arguments)
+    if not call.args:
+        opening = source.find("(", tree.span(call.func)[1])
+        return Edit(opening + 1, opening + 1, text) if opening >= 0 else None
+    last = call.args[-1]
+    end = tree.span(last.value)[1]
+    if not isinstance(last.comma, cst.Comma):
+        return Edit(end, end, f", {text}")
+    comma = source.find(",", end)
+    if comma < 0:
+        return None
+    after = comma + 1
+    closing = source[after:tree.span(call)[1] - 1]  # what lies between the trailing comma and `)`
+    indent = tree.indent_at(last.value)
+    if ("\n" in closing or "\r" in closing) and indent is not None:
+        # One argument per line, with a trailing comma: one more line each, indented like the last one,
+        # after the last one's line (and its comment).
+        line_end = tree.line_end(after)
+        return Edit(line_end, line_end, "".join(f"{indent}{argument},{tree.newline()}" for argument in arguments))
+    return Edit(after, after, f" {text},")

@@ -1,13 +1,27 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
+from layoutcheck.lint.edits import UNSAFE, Edit, Fix
 from layoutcheck.lint.rule import Invalid, ModelRule, Report, Valid
 from layoutcheck.lint.settings import LintSettings
 from layoutcheck.model.queries import FileQueries
 from layoutcheck.model.vocabulary import Tag, text_mentions
 
+if TYPE_CHECKING:
+    import libcst as cst
+
+    from layoutcheck.lint.fixscope import Binding
+    from layoutcheck.lint.fixsite import FixSite
+
 _MAX = int(Tag.MAX)
+_WIDTH = 88
+"""A rewritten comprehension longer than this (black's line length) is split over three lines."""
+_FRESH = ("length", "total_length", "n_tokens", "sample_length")
+"""Names for the comprehension's variable when the maximum's own generator gives none."""
+_PURE_CALLS = frozenset({"max", "min", "len", "int", "abs", "sum", "round", "ceil", "numel", "size"})
+"""Calls a deleted assignment may make: deleting them deletes no side effect."""
 
 
 class GlobalMaxPadding(ModelRule):
@@ -57,8 +71,24 @@ class GlobalMaxPadding(ModelRule):
     per-sample length lists that must not repeat a maximum.
 
     ## Fix safety
-    No autofix: the per-sample rewrite needs the lengths and the unit, which
-    the broadcast does not name.
+    For `[m] * n`, `n * [m]` and `[m for _ in xs]`, the fix follows `m`
+    back through the plain assignments of the enclosing function to one
+    `max(lengths)` (or `max(f(x) for x in xs)`) and writes, for each sample,
+    what that chain computes from the maximum:
+    ```python
+    rollout_data["max_seq_lens"] = [
+        (length + pad_size - 1) // pad_size * pad_size for length in rollout_data["total_lengths"]
+    ]
+    ```
+    (`list(lengths)` when nothing is done to the maximum). The assignments
+    that fed only the broadcast are deleted (their own-line comments stay).
+    There is no fix when the chain branches, a name it reads changes before
+    the broadcast, it meets no maximum or two, or the broadcast is a tensor
+    (`torch.full`, `new_full`) or `itertools.repeat`. The fix is unsafe: it
+    changes the padded lengths (that is its point), the list now has one
+    entry per length rather than per the count it repeated, and a
+    rectangular (BSHD) micro-batch then needs samples of one padded length:
+    `unguarded-rectangular-batch` fixes its consumers with a check.
     """
 
     code = "LC101"
@@ -87,6 +117,43 @@ class GlobalMaxPadding(ModelRule):
                 f"`{found.text}` gives every sample the same length in `{found.target}`, so one long "
                 "sample pads them all. Round each sample's own total length up to the alignment unit instead.",
             )
+
+    def fix(self, site: FixSite) -> Fix | None:
+        """The broadcast rewritten per sample; see the docs' Fix safety."""
+        import libcst as cst
+
+        from layoutcheck.lint.fixscope import scope_of
+
+        tree = site.tree
+        node = site.node(cst.BinaryOperation, cst.ListComp)
+        repeated = _repeated(node) if node is not None else None
+        statement = tree.statement_of(node) if node is not None else None
+        if repeated is None or statement is None:
+            return None
+        scope = scope_of(tree, node)
+        inlined = scope.inline(repeated, statement, _is_max)
+        if inlined is None:
+            return None
+        expr, chain = inlined
+        per_sample = _per_sample(expr)
+        if per_sample is None:
+            return None
+        element, target, iterable = per_sample
+        if element == target:
+            new = f"list({iterable})"
+        else:
+            new = f"[{element} for {target} in {iterable}]"
+            start, end = tree.span(node)
+            line_start, line_end = tree.line_start(start), tree.line_end(end)
+            width = len(tree.source[line_start:start]) + len(new) + len(tree.source[end:line_end].rstrip("\r\n"))
+            line = tree.source[line_start:start]
+            indent = line[: len(line) - len(line.lstrip(" \t"))]  # of the line the broadcast starts on
+            if width > _WIDTH:  # black's layout of a long comprehension
+                newline = tree.newline()
+                new = f"[{newline}{indent}    {element} for {target} in {iterable}{newline}{indent}]"
+        edits = [tree.replace(node, new)]
+        edits += _dead(site, node, chain)
+        return Fix(tuple(edits), UNSAFE, "pad each sample to its own length")
 
     valid = [
         Valid(
@@ -172,6 +239,13 @@ def get_rollout_data(args, rollout_data, pad_size):
             line=5,
             column=36,
             message="`[max_seq_len] * len(rollout_data[\"tokens\"])` gives every sample",
+            replacement="""
+def get_rollout_data(args, rollout_data, pad_size):
+    rollout_data["max_seq_lens"] = [
+        (length + pad_size - 1) // pad_size * pad_size for length in rollout_data["total_lengths"]
+    ]
+""",
+            applicability="unsafe",
         ),
         Invalid(
             """
@@ -182,6 +256,13 @@ def get_rollout_data(rollout_data, unit):
 """,
             line=5,
             column=36,
+            replacement="""
+def get_rollout_data(rollout_data, unit):
+    rollout_data["max_seq_lens"] = [
+        -(-len(t) // unit) * unit for t in rollout_data["tokens"]
+    ]
+""",
+            applicability="unsafe",
         ),
         Invalid(
             """
@@ -204,6 +285,15 @@ def make_rollout(tokens, lengths):
 """,
             line=5,
             column=47,
+            replacement="""
+from layoutcheck.geometry import round_up
+
+def make_rollout(tokens, lengths):
+    return {"tokens": tokens, "max_seq_lens": [
+        round_up(length, 128) for length in lengths
+    ]}
+""",
+            applicability="unsafe",
         ),
         Invalid(
             """
@@ -213,6 +303,12 @@ def fill(batch, total_lengths):
 """,
             line=3,
             column=14,
+            replacement="""
+def fill(batch, total_lengths):
+    padded = list(total_lengths)
+    batch["max_seq_lens"] = padded
+""",
+            applicability="unsafe",
         ),
         Invalid(
             """
@@ -231,6 +327,12 @@ def lengths_for_attention(total_lengths):
             line=3,
             column=16,
             message="same length in `seq_lens`",
+            replacement="""
+def lengths_for_attention(total_lengths):
+    seq_lens = list(total_lengths)
+    return seq_lens
+""",
+            applicability="unsafe",
         ),
         Invalid(
             """
@@ -244,3 +346,140 @@ def uniform_max_seq_lens(tokens, unit):
             column=12,
         ),
     ]
+
+
+def _is_max(node: cst.CSTNode) -> bool:
+    """``max(xs)`` / ``max(f(x) for x in xs)``: one positional argument, nothing else."""
+    import libcst as cst
+
+    return (isinstance(node, cst.Call) and isinstance(node.func, cst.Name) and node.func.value == "max"
+            and len(node.args) == 1 and node.args[0].keyword is None and not node.args[0].star)
+
+
+def _repeated(node: cst.BaseExpression) -> cst.BaseExpression | None:
+    """The value a broadcast repeats: ``m`` of ``[m] * n``, ``n * [m]``, ``[m for _ in xs]``."""
+    import libcst as cst
+
+    from layoutcheck.lint.fixscope import names_in
+
+    if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Multiply):
+        for side in (node.left, node.right):
+            if isinstance(side, cst.List) and len(side.elements) == 1 and isinstance(side.elements[0], cst.Element):
+                return side.elements[0].value
+        return None
+    if isinstance(node, cst.ListComp):
+        comp = node.for_in
+        if comp.inner_for_in is None and not comp.ifs and comp.asynchronous is None \
+                and not names_in(comp.target) & names_in(node.elt):
+            return node.elt
+    return None
+
+
+def _per_sample(expr: cst.BaseExpression) -> tuple[str, str, str] | None:
+    """(element, variable, iterable) of the comprehension that computes ``expr`` per sample:
+    the maximum in ``expr`` replaced by one sample's value."""
+    import libcst as cst
+
+    from layoutcheck.lint.fixscope import names_in, swap_nodes
+
+    maxes: list[cst.Call] = []
+
+    class _Maxes(cst.CSTVisitor):
+        def visit_Call(self, node: cst.Call) -> None:
+            if _is_max(node):
+                maxes.append(node)
+
+    expr.visit(_Maxes())
+    if not maxes or any(not m.deep_equals(maxes[0]) for m in maxes[1:]):
+        return None
+    module = cst.Module(body=[])
+    argument = maxes[0].args[0].value
+    comp = argument.for_in if isinstance(argument, (cst.GeneratorExp, cst.ListComp)) else None
+    if comp is not None:
+        if comp.inner_for_in is not None or comp.ifs or comp.asynchronous is not None:
+            return None
+        element: cst.BaseExpression = argument.elt  # type: ignore[union-attr]
+        target = module.code_for_node(comp.target)
+        iterable = comp.iter
+        taken = names_in(comp.target)
+    else:
+        rest = names_in(expr)
+        fresh = next((n for n in _FRESH if n not in rest), None)
+        if fresh is None:
+            return None
+        element, target, iterable, taken = cst.Name(fresh), fresh, argument, {fresh}
+    outside = names_in(swap_nodes(expr, maxes, cst.Name("_")))
+    if taken & outside:
+        return None  # the variable would capture a name the rest of the expression reads
+    per_sample = swap_nodes(expr, maxes, element)
+    return (module.code_for_node(_bare(per_sample)), target, module.code_for_node(_bare(iterable)))
+
+
+def _bare(node: cst.BaseExpression) -> cst.BaseExpression:
+    return node.with_changes(lpar=[], rpar=[]) if getattr(node, "lpar", None) else node
+
+
+def _dead(site: FixSite, node: cst.CSTNode, chain: list[Binding]) -> list[Edit]:
+    """Deletions of the assignments in ``chain`` that nothing but the broadcast reads any more.
+
+    An assignment stays when its name is read outside the broadcast and the
+    deleted assignments, when the name is bound elsewhere too, or when its
+    value calls something that may have an effect.
+    """
+    from layoutcheck.lint.fixscope import scope_of
+
+    tree = site.tree
+    scope = scope_of(tree, node)
+    doomed = [b for b in chain if b.value is not None and _pure(b.value) and not any(
+        other.node is not b.node and other.kind != "mutate" and not any(other.node is c.node for c in chain)
+        for other in scope.of(b.name))]
+    while doomed:
+        reads = _reads(scope.owner, {b.name for b in doomed}, [node, *(b.node for b in doomed)])
+        kept = [b for b in doomed if not reads[b.name]]
+        if len(kept) == len(doomed):
+            break
+        doomed = kept  # a kept assignment's reads count now: look again
+    edits = [tree.delete_statement(b.node) for b in doomed]  # type: ignore[arg-type]
+    return [e for e in edits if e is not None]
+
+
+def _reads(owner: cst.CSTNode, names: set[str], skipped: list[cst.CSTNode]) -> dict[str, int]:
+    """How often ``owner`` reads each of ``names``, outside the ``skipped`` nodes."""
+    import libcst as cst
+
+    counts = dict.fromkeys(names, 0)
+
+    class _Reads(cst.CSTVisitor):
+        def visit_Name(self, name: cst.Name) -> None:
+            if name.value in counts:
+                counts[name.value] += 1
+
+        def visit_Attribute(self, attribute: cst.Attribute) -> bool:
+            attribute.value.visit(self)
+            return False
+
+        def on_visit(self, child: cst.CSTNode) -> bool:
+            if any(child is s for s in skipped):
+                return False
+            return super().on_visit(child)
+
+    owner.visit(_Reads())
+    return counts
+
+
+def _pure(value: cst.BaseExpression) -> bool:
+    import libcst as cst
+
+    pure = True
+
+    class _Calls(cst.CSTVisitor):
+        def visit_Call(self, call: cst.Call) -> None:
+            nonlocal pure
+            func = call.func
+            name = func.value if isinstance(func, cst.Name) else func.attr.value if isinstance(
+                func, cst.Attribute) else None
+            if name not in _PURE_CALLS:
+                pure = False
+
+    value.visit(_Calls())
+    return pure

@@ -1,10 +1,30 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
+from layoutcheck.lint.edits import UNSAFE, Fix
 from layoutcheck.lint.rule import Invalid, ModelRule, Report, Valid
 from layoutcheck.lint.settings import LintSettings
 from layoutcheck.model.queries import FileQueries
+
+if TYPE_CHECKING:
+    import libcst as cst
+
+    from layoutcheck.lint.fixsite import FixSite
+
+
+def _guarded(code: str, before: str, **fields: object) -> Invalid:
+    """An example whose fix puts the check on `batch["max_seq_lens"]` above the line ``before`` (4 spaces in)."""
+    check = (
+        '    assert len(set(batch["max_seq_lens"])) == 1, (\n'
+        '        f"rectangular micro-batch mixes padded lengths {batch[\'max_seq_lens\']} (`max_seq_lens`); "\n'
+        '        "use one sample per micro-batch or group samples by padded length"\n'
+        "    )\n"
+    )
+    line = f"    {before}\n"
+    assert code.count(line) == 1, before
+    return Invalid(code, replacement=code.replace(line, check + line), applicability="unsafe", **fields)  # type: ignore[arg-type]
 
 
 class UnguardedRectangularBatch(ModelRule):
@@ -60,8 +80,25 @@ class UnguardedRectangularBatch(ModelRule):
     `sources` names the per-sample padded lengths.
 
     ## Fix safety
-    No autofix: adding a check changes behaviour (it raises), and which
-    micro-batching is right is the caller's choice.
+    The fix inserts the fail-closed check right before the statement that
+    reads the entry, in the same block (so under `if qkv_format == "bshd":`
+    it runs only there), as the upstream fix wrote it:
+    ```python
+    assert len(set(batch["max_seq_lens"])) == 1, (
+        f"rectangular micro-batch mixes padded lengths {batch['max_seq_lens']} (`max_seq_lens`); "
+        "use one sample per micro-batch or group samples by padded length"
+    )
+    max_seqlen = batch["max_seq_lens"][0]
+    ```
+    One check per list and function: the next read of the same list is
+    guarded by it. There is no fix when the list is not a plain name,
+    attribute or subscript with literal keys (a call would run twice), when
+    the read runs only on some paths of its statement (under `x if c else
+    y`, `and`/`or`, a comprehension, an `elif` test), or when its statement
+    does not start its line. The fix is unsafe: it can raise where the code
+    ran before (that is its point), and `set()` compares tensor entries by
+    identity, so a `max_seq_lens` held as a tensor needs `.tolist()` first;
+    which micro-batching is right stays the caller's choice.
     """
 
     code = "LC103"
@@ -90,6 +127,40 @@ class UnguardedRectangularBatch(ModelRule):
                 f"that all `{source}` entries agree. Assert `len(set(...)) == 1` first, or build "
                 "one-sample micro-batches.",
             )
+
+    def fix(self, site: FixSite) -> Fix | None:
+        """The agreement check inserted before the read; see the docs' Fix safety."""
+        import libcst as cst
+
+        tree = site.tree
+        read = site.node(cst.Subscript)
+        if read is None or not _plain(read.value):
+            return None
+        statement = tree.statement_of(read)
+        if statement is None or isinstance(statement, (cst.FunctionDef, cst.ClassDef)):
+            return None
+        conditional = _conditional()
+        for parent in tree.ancestors(read):
+            if parent is statement:
+                break
+            if isinstance(parent, conditional):
+                return None  # the read may not run: a check before the statement would
+        container = tree.text(read.value)
+        quoted = _quoted_for_fstring(container) if "\n" not in container else None
+        if quoted is None:
+            return None
+        lines = [
+            f"assert len(set({container})) == 1, (",
+            f'    f"rectangular micro-batch mixes padded lengths {{{quoted}}} (`{_field(read.value)}`); "',
+            '    "use one sample per micro-batch or group samples by padded length"',
+            ")",
+        ]
+        edit = tree.insert_lines_before(statement, lines)
+        if edit is None:
+            return None
+        scope = tree.scope_node(read)
+        return Fix((edit,), UNSAFE, f"assert that every `{container}` entry agrees",
+                   isolation=("agreement", tree.span(scope)[0], container))
 
     valid = [
         Valid(
@@ -175,19 +246,34 @@ def fill_replay_data(batch, rows):
 def get_batch(data_iterator, keys, qkv_format="thd"):
     batch = data_iterator.get_next(keys)
     if qkv_format == "bshd":
+        # one padded length for the rectangular batch
         max_seqlen = batch["max_seq_lens"][0]
         return max_seqlen
 """,
-            line=5,
+            line=6,
             column=22,
             message="`batch[\"max_seq_lens\"][0]` takes one sample's padded length",
+            replacement="""
+def get_batch(data_iterator, keys, qkv_format="thd"):
+    batch = data_iterator.get_next(keys)
+    if qkv_format == "bshd":
+        # one padded length for the rectangular batch
+        assert len(set(batch["max_seq_lens"])) == 1, (
+            f"rectangular micro-batch mixes padded lengths {batch['max_seq_lens']} (`max_seq_lens`); "
+            "use one sample per micro-batch or group samples by padded length"
+        )
+        max_seqlen = batch["max_seq_lens"][0]
+        return max_seqlen
+""",
+            applicability="unsafe",
         ),
-        Invalid(
+        _guarded(
             """
 def fill_replay_data(batch):
     assert max(len(t) for t in batch["tokens"]) <= batch["max_seq_lens"][0]
     return batch["max_seq_lens"][0]
 """,
+            'return batch["max_seq_lens"][0]',
             line=4,
             column=12,
         ),
@@ -199,6 +285,16 @@ def build(max_seq_lens, tokens):
 """,
             line=3,
             column=9,
+            replacement="""
+def build(max_seq_lens, tokens):
+    assert len(set(max_seq_lens)) == 1, (
+        f"rectangular micro-batch mixes padded lengths {max_seq_lens} (`max_seq_lens`); "
+        "use one sample per micro-batch or group samples by padded length"
+    )
+    P = max_seq_lens[0]
+    return [t for t in tokens], P
+""",
+            applicability="unsafe",
         ),
         Invalid(
             """
@@ -207,6 +303,15 @@ def build(self, micro_batch):
 """,
             line=3,
             column=12,
+            replacement="""
+def build(self, micro_batch):
+    assert len(set(micro_batch.max_seq_lens)) == 1, (
+        f"rectangular micro-batch mixes padded lengths {micro_batch.max_seq_lens} (`max_seq_lens`); "
+        "use one sample per micro-batch or group samples by padded length"
+    )
+    return micro_batch.max_seq_lens[-1]
+""",
+            applicability="unsafe",
         ),
         Invalid(
             """
@@ -217,18 +322,31 @@ def build(batch, log):
 """,
             line=5,
             column=12,
-        ),        Invalid(
+            replacement="""
+def build(batch, log):
+    lengths = batch["max_seq_lens"]
+    log.info("batch of %d", len(lengths))
+    assert len(set(lengths)) == 1, (
+        f"rectangular micro-batch mixes padded lengths {lengths} (`lengths`); "
+        "use one sample per micro-batch or group samples by padded length"
+    )
+    return lengths[0]
+""",
+            applicability="unsafe",
+        ),
+        _guarded(
             """
 def get_batch(batch):
     # every entry is aligned, but nothing says they agree
     assert all(p % 128 == 0 for p in batch["max_seq_lens"])
     return batch["max_seq_lens"][0]
 """,
+            'return batch["max_seq_lens"][0]',
             line=5,
             column=12,
             message="with no check that all `max_seq_lens` entries agree",
         ),
-        Invalid(
+        _guarded(
             """
 def get_batch(batch, args):
     assert max(batch["max_seq_lens"]) <= args.seq_length
@@ -236,16 +354,95 @@ def get_batch(batch, args):
     max_seqlen = batch["max_seq_lens"][0]
     return [t[:max_seqlen] for t in batch["tokens"]], first_total
 """,
+            'max_seqlen = batch["max_seq_lens"][0]',
             line=5,
             column=18,
         ),
-        Invalid(
+        _guarded(
             """
 def fill_replay_data(batch):
     assert len(batch["tokens"]) >= 1, "empty micro-batch"
     return batch["max_seq_lens"][0]
 """,
+            'return batch["max_seq_lens"][0]',
+            line=4,
+            column=12,
+        ),
+        Invalid(
+            """
+def first_padded_length(batch):
+    lengths = batch.get("max_seq_lens")
+    return lengths[0] if lengths else None
+""",
             line=4,
             column=12,
         ),
     ]
+
+
+def _conditional() -> tuple[type, ...]:
+    """The node kinds under which part of a statement may not run: an `elif` test is under an `If`,
+    the body of `if c: x` under its one-line suite."""
+    import libcst as cst
+
+    return (cst.IfExp, cst.BooleanOperation, cst.Lambda, cst.ListComp, cst.SetComp, cst.DictComp,
+            cst.GeneratorExp, cst.If, cst.Else, cst.ExceptHandler, cst.Finally, cst.SimpleStatementSuite)
+
+
+def _plain(node: cst.BaseExpression) -> bool:
+    """A name, attribute or subscript with literal keys: reading it twice reads the same list."""
+    import libcst as cst
+
+    while True:
+        if isinstance(node, cst.Name):
+            return True
+        if isinstance(node, cst.Attribute):
+            node = node.value
+        elif isinstance(node, cst.Subscript) and len(node.slice) == 1 and isinstance(node.slice[0].slice, cst.Index) \
+                and isinstance(node.slice[0].slice.value, (cst.SimpleString, cst.Integer)):
+            node = node.value
+        else:
+            return False
+
+
+def _field(node: cst.BaseExpression) -> str:
+    """What the message calls the list: its last key, attribute or name (`max_seq_lens`)."""
+    import libcst as cst
+
+    if isinstance(node, cst.Subscript):
+        key = node.slice[0].slice.value  # type: ignore[attr-defined]
+        if isinstance(key, cst.SimpleString) and isinstance(key.evaluated_value, str):
+            return key.evaluated_value
+    if isinstance(node, cst.Attribute):
+        return node.attr.value
+    if isinstance(node, cst.Name):
+        return node.value
+    return "padded lengths"
+
+
+def _quoted_for_fstring(text: str) -> str | None:
+    """``text`` (a plain container expression) as it can sit inside ``f"..."`` on Python 3.10:
+    its double-quoted keys requoted with single quotes; None when a key cannot be."""
+    if '"""' in text or "'''" in text:
+        return None
+    out = []
+    position = 0
+    while position < len(text):
+        char = text[position]
+        if char == "'":
+            end = text.index("'", position + 1)
+            out.append(text[position:end + 1])
+            position = end + 1
+        elif char == '"':
+            end = text.index('"', position + 1)
+            body = text[position + 1:end]
+            if "'" in body or "\\" in body:
+                return None
+            out.append(f"'{body}'")
+            position = end + 1
+        elif char in "{}\\":
+            return None
+        else:
+            out.append(char)
+            position += 1
+    return "".join(out)

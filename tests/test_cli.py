@@ -64,6 +64,47 @@ def test_clean_run_exits_0_with_the_summary_on_stderr(project, capsys):
     assert check(capsys) == (0, "", "All checks passed!\n")
 
 
+NO_FILES = "layoutcheck: warning: no Python files found under the given path(s)\n"
+
+
+@pytest.mark.parametrize("contents", ["empty", "no-python"])
+def test_a_folder_without_python_files_is_a_warning_and_no_pass(project, capsys, contents):
+    # ruff warns "No Python files found" and exits 0 (and prints "All checks passed!"); a check of nothing is
+    # no pass, so layoutcheck exits 1, as for findings, and 0 only under --exit-zero.
+    (project / "src").mkdir()
+    if contents == "no-python":
+        write(project, "src/README.md", "# no code here\n")
+        write(project, "src/data/lengths.txt", "128\n")
+    assert check(capsys, "src") == (1, "", NO_FILES)
+    assert check(capsys, "src", "--exit-zero") == (0, "", NO_FILES)
+    assert check(capsys, "src", "-q") == (1, "", NO_FILES)  # the reason for the status, even when quiet
+    assert check(capsys, "src", "-q", "--exit-zero") == (0, "", "")
+    assert check(capsys, "src", "--output-format", "json") == (1, "[]\n", NO_FILES)
+    write(project, "src/a.py", "x = 1\n")
+    assert check(capsys, "src") == (0, "", "All checks passed!\n")
+
+
+def test_files_excluded_by_the_configuration_are_not_a_missing_project(project, capsys):
+    # The pre-commit hook names staged files that `exclude` may drop: nothing left to check is still a pass.
+    write(project, "pyproject.toml", '[tool.layoutcheck]\nexclude = ["generated"]\n')
+    write(project, "generated/a.py", "y = pad_me\n")
+    assert check(capsys, "--force-exclude", "generated/a.py") == (0, "", "All checks passed!\n")
+    assert check(capsys, "generated/../generated/a.py", "--force-exclude")[0] == 0
+
+
+def test_a_symbolic_link_loop_named_on_the_command_line_exits_2_like_a_missing_path(project, capsys):
+    (project / "loop_a").symlink_to(project / "loop_b")
+    (project / "loop_b").symlink_to(project / "loop_a")
+    write(project, "a.py", "x = 1\n")
+    missing = check(capsys, "a.py", "gone.py")
+    assert missing == (2, "gone.py: error: no such file or directory\n",
+                       "1 path could not be checked (errors above).\n")
+    code, out, err = check(capsys, "a.py", "loop_a")
+    assert (code, err) == missing[::2] and out == "loop_a: error: symbolic link loop: the path resolves to nothing\n"
+    code, out, _ = check(capsys, "loop_a", "--output-format", "json")
+    assert code == 2 and [(e["rule"], e["path"]) for e in json.loads(out)] == [("missing-path", "loop_a")]
+
+
 def test_findings_exit_1_sorted_on_stdout_with_a_summary(project, capsys):
     write(project, "b.py", "m = max(pad_me)\n")
     write(project, "a.py", "x = 1\ny = pad_me\n")
@@ -133,7 +174,7 @@ def test_bad_config_exits_2_naming_key_value_and_file(project, capsys):
     code, out, err = check(capsys)
     assert code == 2
     assert f"1 error in {project / 'pyproject.toml'}:" in err
-    assert "tool.layoutcheck.bucket-quantum" in err and "[value: 'big', type: str]" in err
+    assert "tool.layoutcheck.bucket-quantum" in err and '[value: "big", type: string]' in err
 
 
 @pytest.mark.parametrize("args", [["--output-format", "xml"], ["--jobs", "-1"], ["--bogus"]])
@@ -174,6 +215,24 @@ def test_statistics(project, capsys):
     assert code == 1
     assert [line.split() for line in out.splitlines()] == [["2", "LC901", "[*]", "pad-call"],
                                                           ["1", "LC902", "[", "]", "global-max"]]
+
+
+def test_statistics_honour_the_json_output_format_as_ruff_does(project, capsys):
+    write(project, "a.py", "m = max(pad_me)\nn = pad_me\n")
+    code, out, err = check(capsys, "--statistics", "--output-format", "json")
+    assert code == 1 and err == "Found 3 findings in 1 file (2 fixable with --fix).\n"
+    assert json.loads(out) == [  # ruff's fields
+        {"code": "LC901", "name": "pad-call", "count": 2, "fixable": True, "fixable_count": 2},
+        {"code": "LC902", "name": "global-max", "count": 1, "fixable": False, "fixable_count": 0},
+    ]
+    assert check(capsys, "--statistics", "--output-format", "concise")[1] == check(capsys, "--statistics")[1]
+    write(project, "a.py", "x = 1\n")
+    assert check(capsys, "--statistics", "--output-format", "json")[:2] == (0, "[]\n")
+    for output_format in ("github", "sarif"):  # no statistics form: a usage error, as in ruff
+        code, out, err = check(capsys, "--statistics", "--output-format", output_format)
+        assert (code, out) == (2, "") and err == (
+            f"layoutcheck: error: --statistics prints counts as text or concise or json; --output-format "
+            f"{output_format} has no statistics form\n")
 
 
 def test_jobs_do_not_change_the_output(project, capsys):
@@ -272,16 +331,16 @@ def test_rules_table(project, capsys):
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].split() == ["Code", "Name", "Default", "Fix", "Summary"]
     assert lines[1].split()[:4] == ["LC001", "unused-suppression", "off", "no"]
-    assert lines[2].split()[:4] == ["LC901", "pad-call", "on", "yes"]
+    assert lines[2].split()[:4] == ["LC901", "pad-call", "on", "safe"]
     assert lines[4].split()[:4] == ["LC951", "noisy-thing", "off", "no"]
 
 
 def test_rule_by_name_or_code_prints_docs_message_and_examples(project, capsys):
     assert cli.main(["rule", "LC901"]) == 0
     out = capsys.readouterr().out
-    assert out.startswith("pad-call (LC901)\nDefault: on. Autofix: yes.")
+    assert out.startswith("pad-call (LC901)\nDefault: on. Autofix: safe (--fix).")
     assert "## What it does" in out and "`pad_me` pads by hand; use `padded`." in out
-    assert "Flagged (1):\n    pad_me(x)\n  fixed to:\n    padded(x)" in out
+    assert "Flagged (1):\n    pad_me(x)\n  fixed to (safe fix):\n    padded(x)" in out
     assert cli.main(["rule", "pad-call"]) == 0 and capsys.readouterr().out == out
 
 
@@ -310,24 +369,6 @@ def test_demo_passes_its_arguments_through(monkeypatch):
     monkeypatch.setitem(sys.modules, "layoutcheck.demo", fake)
     assert cli.main(["demo", "--bug", "global-padding", "--help"]) == 7
     assert seen == [["--bug", "global-padding", "--help"]]
-
-
-def test_readme_rule_table_is_generated_from_the_rules():
-    from layoutcheck.lint.ruledocs import render_rules
-
-    readme = (ROOT / "README.md").read_text()
-    start, end = "<!-- rules-table:start -->", "<!-- rules-table:end -->"
-    assert start in readme and end in readme, (
-        f"README.md needs the markers {start} and {end} around the rule table; "
-        "paste `layoutcheck rule --all --output-format markdown` between them"
-    )
-    section = readme.split(start, 1)[1].split(end, 1)[0].strip()
-    assert section == render_rules(cli._universe(), "markdown").strip(), (
-        "README rule table is stale: regenerate it with `layoutcheck rule --all --output-format markdown`"
-    )
-
-
-# ---------------------------------------------------------------- config
 
 
 def test_config_without_a_table_says_defaults_and_lists_every_key(project, capsys):
@@ -423,7 +464,7 @@ def test_config_errors_exit_2_as_in_check(project, capsys):
     write(project, "pyproject.toml", "[tool.layoutcheck]\nbucket-quantum = 'big'\n")
     code, out, err = config(capsys)
     assert (code, out) == (2, "")
-    assert f"1 error in {project / 'pyproject.toml'}:" in err and "[value: 'big', type: str]" in err
+    assert f"1 error in {project / 'pyproject.toml'}:" in err and '[value: "big", type: string]' in err
     assert err == check(capsys)[2]  # the same message as `check`
     write(project, "pyproject.toml", '[tool.layoutcheck]\nignore = ["pad-cal"]\n')
     code, _, err = config(capsys)
@@ -434,6 +475,33 @@ def test_config_errors_exit_2_as_in_check(project, capsys):
     assert config(capsys, "--config", "nope.toml")[0] == 2
     code, _, err = config(capsys, "nowhere")
     assert code == 2 and "nowhere: no such file or directory" in err
+
+
+def test_config_of_a_project_writes_nothing_into_it_and_accepts_no_cache(project, capsys):
+    # `layoutcheck config PATH` asks a question; it used to leave a validated-config cache in the project.
+    write(project, "proj/pyproject.toml", '[tool.layoutcheck]\nlint-tests = true\nexclude = ["gen"]\n')
+    before = sorted(p.relative_to(project) for p in project.rglob("*"))
+    for args in (("proj",), ("proj", "--no-cache"), ("--output-format", "json", "proj"), ("proj",)):
+        code, out, err = config(capsys, *args)
+        assert (code, err) == (0, "") and ("lint-tests = true" in out or '"lint-tests": true' in out)
+    assert sorted(p.relative_to(project) for p in project.rglob("*")) == before
+    write(project, "proj/pyproject.toml", '[tool.layoutcheck]\nlint-tests = "yes"\n')  # validated afresh each time
+    code, _, err = config(capsys, "proj")
+    assert code == 2 and "tool.layoutcheck.lint-tests" in err
+
+
+@pytest.mark.parametrize("command_name", ["check", "config"])
+def test_config_naming_a_folder_says_to_name_the_file_in_it(project, capsys, command_name):
+    write(project, "a.py", "x = 1\n")
+    write(project, "pyproject.toml", '[tool.layoutcheck]\nignore = ["pad-call"]\n')
+    code, out, err = command(capsys, command_name, "--config", ".")
+    assert (code, out) == (2, "")
+    assert err == (f"layoutcheck: error: {project} is a folder, not a configuration file: name the file in it "
+                   f"({project / 'pyproject.toml'})\n")
+    (project / "pyproject.toml").unlink()
+    code, _, err = command(capsys, command_name, "--config", ".")
+    assert code == 2 and err.endswith(f"({project / 'layoutcheck.toml'} or {project / 'pyproject.toml'}); "
+                                      "that folder has neither\n")
 
 
 def test_config_reference_lists_every_key(project, capsys):
@@ -457,21 +525,6 @@ def test_config_reference_lists_every_key(project, capsys):
         "description": "Bucket lengths must be multiples of this.",
     }
     assert config(capsys, "--reference", ".")[0] == 2
-
-
-def test_readme_config_reference_is_generated_from_the_settings():
-    from layoutcheck.lint.configdocs import render_reference
-
-    readme = (ROOT / "README.md").read_text()
-    start, end = "<!-- config-reference:start -->", "<!-- config-reference:end -->"
-    assert start in readme and end in readme, f"README.md needs the markers {start} and {end}"
-    section = readme.split(start, 1)[1].split(end, 1)[0].strip()
-    assert section == render_reference().strip(), (
-        "README configuration reference is stale: paste `layoutcheck config --reference` between the markers"
-    )
-
-
-# ---------------------------------------------------------------- real processes
 
 
 def _python(args: list[str], cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
@@ -538,8 +591,11 @@ def test_config_imports_pydantic_only_to_validate_a_table_and_never_libcst(tmp_p
     assert _probe(["config", "--reference"], tmp_path) == {"code": 0, "heavy": [], "codemod": False}
     write(tmp_path, "pyproject.toml", '[tool.layoutcheck]\nbucket-quantum = 256\n')
     assert _probe(["config"], tmp_path) == {"code": 0, "heavy": ["pydantic"], "codemod": False}
-    # Validated once, the table's values come from the cache, as for `check`.
+    # `config` stores nothing, so it validates again; once a `check` stored the validated table, it reads that.
+    assert _probe(["config"], tmp_path) == {"code": 0, "heavy": ["pydantic"], "codemod": False}
+    assert _probe(["check", "--exit-zero"], tmp_path)["code"] == 0
     assert _probe(["config"], tmp_path) == {"code": 0, "heavy": [], "codemod": False}
+    assert _probe(["config", "--no-cache"], tmp_path) == {"code": 0, "heavy": ["pydantic"], "codemod": False}
 
 
 def test_a_warm_run_imports_neither_libcst_nor_pydantic(tmp_path):

@@ -128,10 +128,49 @@ per-file-ignores = { "tests/*" = ["LC1", 3] }
     valid = message.split("valid keys: ", 1)[1].splitlines()[0].split(", ")
     assert {"bucket-quantum", "cache-dir", "exclude", "per-file-ignores", "select", "runtime"} <= set(valid)
     assert valid == sorted(valid)
-    assert "tool.layoutcheck.bucket-quantum\n    Input should be greater than 0 [value: -128, type: int]" in message
-    assert 'tool.layoutcheck.per-file-ignores."tests/*"[1]' in message and "[value: 3, type: int]" in message
+    assert "tool.layoutcheck.bucket-quantum\n    Input should be greater than 0 [value: -128, type: integer]" in message
+    assert 'tool.layoutcheck.per-file-ignores."tests/*"[1]' in message and "[value: 3, type: integer]" in message
     assert info.value.source == str(file) and info.value.key == "tool.layoutcheck.bucket-quantum"
 
+
+
+@pytest.mark.parametrize(
+    ("table", "key", "fragment"),
+    [
+        ('lint-tests = "yes"', "lint-tests", 'Expected a boolean, got a string [value: "yes", type: string]'),
+        ("lint-tests = 1", "lint-tests", "Expected a boolean, got an integer [value: 1, type: integer]"),
+        ('bucket-quantum = "128"', "bucket-quantum",
+         'Expected a positive integer, got a string [value: "128", type: string]'),
+        ("pad-multiple-quantum = 16.0", "pad-multiple-quantum",
+         "Expected a positive integer, got a float [value: 16.0, type: float]"),
+        ('exclude = "build"', "exclude", 'Expected an array of strings, got a string [value: "build", type: string]'),
+        ('select = ["LC1", 101]', "select[1]", "`select` is an array of strings: this entry is an integer"),
+        ('owners = { bshd = "get_rollout_data" }', "owners.bshd",
+         "`owners` is a table (one of `bshd`, `thd` → array of strings): this entry is a string"),
+        ('cp-helpers = { f = { qkv_format = "2" } }', "cp-helpers.f.qkv_format",
+         "`cp-helpers` is a table (string → table (string → non-negative integer)): this entry is a string"),
+        ('runtime = { summary = "off" }', "runtime.summary", 'Expected a boolean, got a string [value: "off"'),
+        ('runtime = { cross-rank-every = "2" }', "runtime.cross-rank-every", "Expected a positive integer, got a"),
+        ("runtime = { buckets = [1024, 2048.0] }", "runtime.buckets[1]",
+         "`runtime.buckets` is an array of positive integers: this entry is a float"),
+    ],
+)
+def test_types_are_strict_and_errors_name_the_toml_type_expected(tmp_path, table, key, fragment):
+    # TOML has types: a string where a boolean or an integer belongs is a mistake to report, never to coerce.
+    file = write(tmp_path / "pyproject.toml", f"[tool.layoutcheck]\n{table}\n")
+    with pytest.raises(ConfigError) as info:
+        resolve_config([str(tmp_path)]).config
+    message = str(info.value)
+    assert message.startswith(f"1 error in {file}:\n  tool.layoutcheck.{key}\n    "), message
+    assert fragment in message and "Input should be" not in message, message
+    assert info.value.key == f"tool.layoutcheck.{key}" and info.value.source == str(file)
+
+
+def test_a_whole_number_is_a_number_and_types_are_strict_only_for_toml(tmp_path):
+    write(tmp_path / "layoutcheck.toml", "[runtime]\ncross-rank-timeout = 30\n")  # an integer where a float goes
+    assert resolve_config([str(tmp_path)]).config.runtime.cross_rank_timeout == 30.0
+    # Python callers that build the model directly keep pydantic's usual conversions (lists for arrays).
+    assert Config(exclude=["gen"], owners={"thd": ["get_batch"]}).exclude == ("gen",)
 
 
 def test_owners_keys_must_be_layouts(tmp_path):
@@ -140,7 +179,8 @@ def test_owners_keys_must_be_layouts(tmp_path):
         resolve_config([str(tmp_path)]).config
     message = str(info.value)
     assert message.startswith(f"1 error in {file}:")
-    assert "tool.layoutcheck.owners.bsdh\n    Invalid key: input should be 'bshd' or 'thd' [value: 'bsdh', type: str]" in message
+    assert ("tool.layoutcheck.owners.bsdh\n    Invalid key: input should be 'bshd' or 'thd' [value: \"bsdh\", "
+            "type: string]") in message
     assert info.value.key == "tool.layoutcheck.owners.bsdh"
     write(tmp_path / "pyproject.toml", '[tool.layoutcheck]\nowners = { thd = ["get_batch"] }\n')
     assert resolve_config([str(tmp_path)]).config.owners == {"thd": ("get_batch",)}
@@ -169,7 +209,7 @@ def test_raw_paths_are_read_without_validation_but_bad_types_still_fail(tmp_path
     assert loaded.exclude == ("gen",) and loaded.cache_dir == Path("/abs/cache")
     assert loaded._config is None  # no pydantic needed for these
     write(tmp_path / "layoutcheck.toml", "exclude = 3\n")
-    with pytest.raises(ConfigError, match=r"exclude\n    Input should be a valid tuple \[value: 3, type: int\]"):
+    with pytest.raises(ConfigError, match=r"exclude\n    Expected an array of strings, got an integer \[value: 3, type: integer\]"):
         resolve_config([str(tmp_path)]).exclude
 
 

@@ -17,7 +17,6 @@ as one node each, so their layers stay layers.
 from __future__ import annotations
 
 import ast
-import fnmatch
 from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,17 +26,6 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = {"layoutcheck": ROOT / "layoutcheck", "layoutcheck.rules": ROOT / "rules"}
 """Where each package's source lives (pyproject's ``package-dir``: the rules ship as ``layoutcheck.rules``)."""
-
-KNOWN_CYCLES: list[tuple[frozenset[str], tuple[str, ...]]] = [
-    # Owned by other engineers, allowed until their work lands: each entry is (modules the circle goes
-    # through, patterns every module of its strongly connected component must match). Any other circle fails.
-    #
-    # The linter's engine and its fixer import each other (libcst fixes).
-    (frozenset({"layoutcheck.lint.engine", "layoutcheck.lint.fix"}), ("layoutcheck.lint.engine", "layoutcheck.lint.fix")),
-    # The CLI builds the advisor's and the waste report's subcommands, and they reuse the CLI's option types.
-    (frozenset({"layoutcheck.cli"}), ("layoutcheck.cli", "layoutcheck.advisor.*", "layoutcheck.waste.*")),
-]
-
 
 @dataclass(frozen=True)
 class Import:
@@ -168,14 +156,6 @@ def describe_cycle(graph: dict[str, dict[str, int]], cycle: list[str]) -> str:
     return " -> ".join([*steps, cycle[-1]])
 
 
-def known(component: list[str]) -> bool:
-    """Whether ``component`` is one of `KNOWN_CYCLES` (or part of one)."""
-    return any(
-        through <= set(component) and all(any(fnmatch.fnmatchcase(m, p) for p in patterns) for m in component)
-        for through, patterns in KNOWN_CYCLES
-    )
-
-
 def test_the_package_is_found():
     modules = module_files()
     assert {"layoutcheck", "layoutcheck.runtime", "layoutcheck.runtime.checker.layout_checker",
@@ -185,7 +165,7 @@ def test_the_package_is_found():
 
 def test_the_import_graph_has_no_cycles():
     graph = import_graph()
-    cycles = [c for c in strongly_connected(graph) if not known(c)]
+    cycles = strongly_connected(graph)
     message = "\n".join(
         f"import cycle: {describe_cycle(graph, shortest_cycle(graph, c))}\n  (its modules: {', '.join(c)})"
         for c in cycles
@@ -212,13 +192,6 @@ def test_the_runtime_subpackages_depend_on_each_other_one_way():
             graph.setdefault(target, {})
     cycles = strongly_connected(graph)
     assert not cycles, "\n".join(" -> ".join(shortest_cycle(graph, c)) for c in cycles)
-
-
-def test_the_known_cycles_are_still_there():
-    # A known circle that is gone must leave the list (so the list never allows a new one in its place).
-    components = strongly_connected(import_graph())
-    for through, patterns in KNOWN_CYCLES:
-        assert any(through <= set(c) for c in components), f"{sorted(through)} no longer circle: drop its entry"
 
 
 def test_no_module_imports_another_modules_private_names():
@@ -249,14 +222,6 @@ def test_the_shortest_cycle_is_reported():
 
 def test_a_graph_without_cycles_has_no_component():
     assert strongly_connected({"a": {"b": 1}, "b": {"c": 1}, "c": {}}) == []
-
-
-def test_only_the_known_cycles_are_allowed():
-    assert known(["layoutcheck.lint.engine", "layoutcheck.lint.fix"])
-    assert known(["layoutcheck.advisor.options", "layoutcheck.cli", "layoutcheck.waste.command"])
-    assert not known(["layoutcheck.advisor.options", "layoutcheck.advisor.sampler"])  # not through the CLI
-    assert not known(["layoutcheck.cli", "layoutcheck.config"])
-    assert not known(["layoutcheck.lint.engine", "layoutcheck.lint.fix", "layoutcheck.lint.runner"])
 
 
 def _package(tmp_path: Path, files: dict[str, str]) -> dict[str, Path]:

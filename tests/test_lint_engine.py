@@ -206,8 +206,9 @@ def test_suppressions_of_a_crashed_rule_are_not_called_unused():
     assert result.findings == [] and result.errors[0].kind == INTERNAL
 
 
-def test_files_without_the_marker_are_never_tokenized():
-    assert parse_suppressions("x = 1  # noqa\n") is None
+def test_files_without_a_directive_are_never_tokenized():
+    assert parse_suppressions("x = 1  # no qa, layoutcheck\n") is None
+    assert parse_suppressions("x = 1  # noqa\n") is not None  # ruff's form counts (issue 16)
 
 
 def test_tokenize_failure_falls_back_to_line_suppressions(monkeypatch):

@@ -92,11 +92,12 @@ def hook_repo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HookRepo]:
 
 
 def _run_precommit(hook: HookRepo, workdir: Path, filename: str, source: str,
-                   extra: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    """Commit ``filename`` (and the ``extra`` files, by relative path) to a new repository; run the hook."""
+                   extra: dict[str, str] | None = None, config: str | None = None) -> subprocess.CompletedProcess[str]:
+    """Commit ``filename`` (and the ``extra`` files, by relative path) to a new repository; run the hook
+    (``config``: the ``.pre-commit-config.yaml``, by default the hook repository at its commit)."""
     workdir.mkdir()
     (workdir / ".pre-commit-config.yaml").write_text(
-        f"repos:\n  - repo: {hook.path}\n    rev: {hook.rev}\n    hooks:\n      - id: layoutcheck\n"
+        config or f"repos:\n  - repo: {hook.path}\n    rev: {hook.rev}\n    hooks:\n      - id: layoutcheck\n"
     )
     for name, text in {filename: source, **(extra or {})}.items():
         (workdir / name).parent.mkdir(parents=True, exist_ok=True)
@@ -153,3 +154,20 @@ def test_hook_environment_has_no_torch(hook_repo: HookRepo, tmp_path: Path) -> N
             env=hook_repo.env, capture_output=True, text=True, check=True,
         )
         assert probe.stdout.split() == ["True", "True"], probe.stdout + probe.stderr
+
+
+def test_the_readme_snippet_with_its_placeholders_filled_in_runs(hook_repo: HookRepo, tmp_path: Path) -> None:
+    # The README's .pre-commit-config.yaml: OWNER/layoutcheck and COMMIT are its only placeholders, the README
+    # says what to put there, and with them filled in (here: the snapshot repository and its commit) it works.
+    import re
+
+    readme = (ROOT / "README.md").read_text()
+    (snippet,) = re.findall(r"```yaml\n(.*?)```", readme, flags=re.S)
+    assert "repo: https://github.com/OWNER/layoutcheck" in snippet and "rev: COMMIT" in snippet
+    assert "`OWNER/layoutcheck` is the repository" in readme and "there are no release\ntags yet, so give a commit hash" \
+        in readme
+    config = snippet.replace("https://github.com/OWNER/layoutcheck", str(hook_repo.path)).replace("COMMIT", hook_repo.rev)
+    workdir = tmp_path / "user"
+    result = _run_precommit(hook_repo, workdir, "trainer.py", BAD_SOURCE, config=config)
+    out = result.stdout + result.stderr
+    assert result.returncode == 1 and "global-max-padding" in out, out

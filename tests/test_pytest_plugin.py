@@ -29,7 +29,7 @@ pytest_plugins = ["pytester"]
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "fixtures"
-README = (ROOT / "README.md").read_text()
+CI_PAGE = (ROOT / "docs" / "ci.md").read_text()
 QUIET = ("-p", "no:cacheprovider", "-p", "no:hypothesispytest")
 """Every inner run: no cache folder, and no hypothesis plugin (importing hypothesis costs a second a run)."""
 
@@ -113,12 +113,12 @@ def test_loading_the_plugin_imports_neither_torch_nor_libcst_and_no_layoutcheck_
     result.stderr.fnmatch_lines(["*unrecognized arguments: --layoutcheck*"])
 
 
-def test_one_help_text_serves_the_option_and_the_ini_key_and_the_readme_names_only_real_ones(pytester):
+def test_one_help_text_serves_the_option_and_the_ini_key_and_the_docs_name_only_real_ones(pytester):
     result = pytester.runpytest_inprocess("--help", *QUIET)
     text = " ".join(result.stdout.str().split())
     for key in ("enable", "mode", "config", "lint"):
         assert text.count(" ".join(HELP[key].split())) == 2, key  # once for the option, once for the ini key
-    section = README.split("## Use in CI", 1)[1].split("\n## ", 1)[0]
+    section = CI_PAGE.split("## pre-commit", 1)[0]
     options = set(re.findall(r"(--(?:no-)?layoutcheck[a-z-]*)", section))
     keys = set(re.findall(r"`(layoutcheck(?:_[a-z_]+)?)(?: = true)?`", section))
     assert len(options) == 5 and len(keys) == 5, (options, keys)
@@ -302,6 +302,50 @@ def test_off_by_default_and_on_with_the_option_failing_only_the_test_with_a_viol
     assert outcomes["test_clean"] == "" and "[O3] get_rollout_data, sample 0" in outcomes["test_bug"]
 
 
+def failure_section(result: pytest.RunResult, test: str) -> list[str]:
+    """The lines of one test's failure, from its ``___ test ___`` header to the next section."""
+    lines = result.stdout.lines
+    start = next(i for i, line in enumerate(lines) if line.startswith("_") and f" {test} " in line) + 1
+    end = next(i for i in range(start, len(lines)) if lines[i].startswith(("_", "-", "=")))
+    return lines[start:end]
+
+
+def test_a_violation_fails_the_test_with_the_violation_first_and_layoutcheck_s_frames_hidden(tiny):
+    result = tiny.runpytest_inprocess("--layoutcheck", *QUIET)
+    result.assert_outcomes(passed=1, failed=1)
+    section = failure_section(result, "test_bug")
+    assert section[:2] == [
+        "layoutcheck found 1 layout violation",
+        "[O3] get_rollout_data, sample 0, field `max_seq_lens`: padded length is 3.4x the true length (every entry "
+        "is round_up(max T, A) = 1024: rollout-global padding)",
+    ]
+    # Then where: the test's own frames down to the hooked call, and nothing of layoutcheck's (nor pytest's).
+    where = section[section.index("where (layoutcheck's own frames hidden; --fulltrace shows them):") + 1:]
+    assert where == ["  test_tiny.py:8: in test_bug", "    step(bug=True)",
+                     "  tinytrainer.py:15: in step", "    return get_rollout_data(args, [300, 1000])"]
+    assert len(section) <= 16 and "layoutcheck/runtime" not in result.stdout.str()
+    result.stdout.fnmatch_lines(["FAILED test_tiny.py::test_bug - *layoutcheck found 1 layout violation"])
+    # --fulltrace: every frame, layoutcheck's included, and the LayoutError as pytest shows any exception.
+    full = tiny.runpytest_inprocess("--layoutcheck", "--fulltrace", *QUIET)
+    assert "layoutcheck/runtime/" in full.stdout.str()
+    full.stdout.fnmatch_lines(["E * layoutcheck.errors.LayoutError: 1 layout violation"])
+
+
+def test_an_expected_layout_error_is_left_to_pytest(tiny):
+    # xfail(raises=LayoutError) and pytest.raises see the LayoutError itself: only a failure's text changes.
+    tiny.makepyfile(test_expected="""
+        import pytest
+        from layoutcheck import LayoutError
+        from tinytrainer import step
+
+        @pytest.mark.xfail(raises=LayoutError, strict=True)
+        def test_known_bug():
+            step(bug=True)
+    """)
+    result = tiny.runpytest_inprocess("--layoutcheck", "test_expected.py", *QUIET)
+    result.assert_outcomes(xfailed=1)
+
+
 def test_ini_keys_switch_on_set_the_mode_and_name_the_config_file(tiny):
     (tiny.path / "cfg").mkdir()
     (tiny.path / "cfg" / "layoutcheck.toml").write_text(TINY_TABLE.replace("tool.layoutcheck.", ""))
@@ -474,3 +518,23 @@ def test_lint_findings_become_one_failing_item_per_file_with_findings(pytester):
     result.stdout.fnmatch_lines(["lint: 1 file with findings (* finding*)"])
     result = pytester.runpytest_inprocess("--layoutcheck-lint", "--co", "-q", "-k", "lint", *QUIET)
     result.stdout.fnmatch_lines(["producer.py::layoutcheck-lint", "*1/2 tests collected (1 deselected)*"])
+
+
+def test_under_xdist_the_lint_summary_counts_what_the_workers_ran(pytester):
+    # The controller collects nothing under pytest-xdist: its summary must come from the items' reports.
+    producer = """
+        def get_rollout_data(total_lengths, tokens):
+            max_seq_lens = [max(total_lengths)] * len(tokens)
+            return max_seq_lens
+    """
+    pytester.makepyfile(producer=producer, other_producer=producer, test_ok="def test_ok():\n    pass\n")
+    result = pytester.runpytest_subprocess("--layoutcheck-lint", "-n", "2", *QUIET)
+    result.assert_outcomes(passed=1, failed=2)
+    findings = len([line for line in result.stdout.lines if "[global-max-padding]" in line and line[:1] != "F"])
+    assert findings == 2  # one line per finding in the failures (not counting the short summary's)
+    result.stdout.fnmatch_lines(["lint: 2 files with findings (2 findings)"])
+    # A run-level error (here a bad table) is its own failing item, and the summary says so.
+    pytester.makepyprojecttoml("[tool.layoutcheck]\nlint-test = true\n")
+    result, outcomes = junit(pytester, "--layoutcheck-lint", "-n", "2")
+    assert [name for name, text in outcomes.items() if text] == ["error-0"] and "lint-test" in outcomes["error-0"]
+    result.stdout.fnmatch_lines(["lint: 0 files with findings (0 findings); 1 error (see the failures)"])

@@ -6,6 +6,7 @@ import importlib.metadata
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -42,7 +43,7 @@ def test_two_setup_commands_and_ci_runs_the_test_command():
 def test_demo_excerpt_matches_the_demo(capsys):
     assert demo_main(["--no-color"]) == 0
     out = [line.strip() for line in capsys.readouterr().out.splitlines()]
-    excerpt = README.split("## The demo", 1)[1].split("```", 2)[1].splitlines()[1:]
+    excerpt = README.split("## What it finds", 1)[1].split("```", 2)[1].splitlines()[1:]
     for line in (line.strip() for line in excerpt):
         if not line or line == "...":
             continue
@@ -52,12 +53,12 @@ def test_demo_excerpt_matches_the_demo(capsys):
             assert line in out, line
 
 
-def test_every_check_option_named_in_the_readme_exists(capsys):
+def test_every_check_option_named_in_the_linter_docs_exists(capsys):
     from layoutcheck.cli import main
 
     assert main(["check", "--help"]) == 0
     check_help = capsys.readouterr().out
-    section = README.split("## The linter", 1)[1].split("### Suppressions", 1)[0]
+    section = (ROOT / "docs" / "linter.md").read_text().split("## Suppressions", 1)[0]
     options = re.findall(r"`(--[a-z-]+)`", section)
     assert len(options) > 8
     for option in options:
@@ -148,13 +149,15 @@ def test_the_demo_extra_provides_every_module_the_demo_imports():
     assert "numpy" not in distributions_of_extra("torch") and "numpy" in provided
 
 
-def test_every_dotted_name_in_the_readme_resolves():
-    # The README names modules and objects by dotted path (`layoutcheck.runtime.reporting.RunReport`);
-    # a module that moves must take its README names along.
+def test_every_dotted_name_in_the_readme_and_the_docs_resolves():
+    # The README and the docs name modules and objects by dotted path
+    # (`layoutcheck.runtime.reporting.runreport.RunReport`); a module that moves must take its names along.
     import importlib
 
-    names = set(re.findall(r"`(layoutcheck(?:\.[A-Za-z_]\w*)+)(?:\(\))?`", README)) - {"layoutcheck.toml"}
-    assert "layoutcheck.runtime.reporting.RunReport" in names
+    texts = [README] + [page.read_text() for page in sorted((ROOT / "docs").glob("*.md"))]
+    names = {name for text in texts for name in re.findall(r"`(layoutcheck(?:\.[A-Za-z_]\w*)+)(?:\(\))?`", text)}
+    names -= {"layoutcheck.toml"}
+    assert "layoutcheck.runtime.reporting.runreport.RunReport" in names
     unresolved = []
     for name in sorted(names):
         parts = name.split(".")
@@ -168,4 +171,150 @@ def test_every_dotted_name_in_the_readme_resolves():
             value = getattr(value, attribute, None)
         if value is None:
             unresolved.append(name)
-    assert not unresolved, f"README names that do not exist: {unresolved}"
+    assert not unresolved, f"README or docs names that do not exist: {unresolved}"
+
+
+# --- the README's code blocks: run offline, or marked with why not --------------------------------
+
+BLOCK = re.compile(r"(?:^<!-- not run: (?P<why>[^\n]*?) -->\n)?^```(?P<lang>\w*)\n(?P<body>.*?)^```$", re.M | re.S)
+
+
+def readme_blocks() -> list[tuple[str, str, str | None]]:
+    """``(language, body, why not run)`` of every fenced block of the README."""
+    return [(m["lang"], m["body"], m["why"]) for m in BLOCK.finditer(README)]
+
+
+def test_the_readme_is_a_front_door():
+    assert len(README.splitlines()) <= 250
+    assert "DESIGN.md" not in README and "<org>" not in README
+    links = re.findall(r"\]\((docs/[^)#]+)", README)
+    assert len(links) >= 10 and all((ROOT / link).is_file() for link in links), links
+
+
+def test_every_command_block_runs_or_says_why_not():
+    # Commands are `console` blocks (run by the test below) or `sh` blocks, each marked with the reason
+    # it cannot run here; a reason that names a test must name one that exists.
+    blocks = readme_blocks()
+    assert {lang for lang, _, _ in blocks} <= {"", "sh", "console", "toml", "yaml"}
+    for lang, body, why in blocks:
+        if lang == "sh":
+            assert why, f"an sh block without `<!-- not run: why -->`: {body!r}"
+            for named in re.findall(r"tests/\w+\.py", why):
+                assert (ROOT / named).is_file(), named
+        if lang == "console":
+            assert why is None and body.startswith("$ ")
+    assert sum(lang == "console" for lang, _, _ in blocks) >= 2
+
+
+def run_console_block(body: str, cwd: Path) -> None:
+    """Run each ``$ command`` of a console block in ``cwd``; its expected lines must appear in order in the output
+    (``...`` stands for any lines)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("LAYOUTCHECK", "PYTHONPATH", "NO_COLOR"))}
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env['PATH']}"  # `layoutcheck` and this `python`
+    commands: list[tuple[str, list[str]]] = []
+    for line in body.splitlines():
+        if line.startswith("$ "):
+            commands.append((line[2:], []))
+        else:
+            commands[-1][1].append(line.rstrip())
+    for command, expected in commands:
+        proc = subprocess.run(["bash", "-c", command], cwd=cwd, env=env, capture_output=True, text=True,
+                              timeout=300)
+        seen = [line.rstrip() for line in (proc.stdout + proc.stderr).splitlines()]
+        position = 0
+        for line in expected:
+            if line == "...":
+                continue
+            assert line in seen[position:], f"`{command}` did not print {line!r} (after line {position}):\n" + \
+                "\n".join(seen)
+            position = seen.index(line, position) + 1
+
+
+def test_the_quick_starts_run_as_written(tmp_path):
+    # A folder set up as the quick starts say: a copy of the reference pipeline as `mytrainer/`, the checkout's
+    # fixtures, and the README's toml block as layoutcheck.toml.
+    shutil.copytree(ROOT / "fixtures" / "minitrainer", tmp_path / "mytrainer",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    (tmp_path / "fixtures").symlink_to(ROOT / "fixtures")
+    tomls = [body for lang, body, _ in readme_blocks() if lang == "toml"]
+    assert len(tomls) == 1
+    (tmp_path / "layoutcheck.toml").write_text(tomls[0])
+    for lang, body, _ in readme_blocks():
+        if lang == "console":
+            run_console_block(body, tmp_path)
+    assert (tmp_path / "run.json").is_file()
+
+
+def _python_of(venv: Path) -> Path:
+    return venv / ("Scripts" if os.name == "nt" else "bin") / "python"
+
+
+def test_the_wheel_installs_offline_into_a_fresh_environment_and_runs(tmp_path):
+    # The README's two commands, with two changes that keep them offline: the build uses this environment's
+    # setuptools (--no-build-isolation: isolation would only download setuptools), and the install into a
+    # fresh virtual environment leaves out the dependencies (--no-deps: the command line needs none of them
+    # for --version or a check without a configuration table).
+    build, install = next(body for lang, body, why in readme_blocks()
+                          if lang == "sh" and "pip wheel" in body).strip().splitlines()
+    dist = tmp_path / "dist"
+    build_args = build.split()[1:] + ["--no-build-isolation"]
+    build_args[build_args.index("dist")] = str(dist)
+    proc = subprocess.run([sys.executable, *build_args], cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    (wheel,) = dist.glob("*.whl")
+    assert wheel.name == Path(install.split()[-1]).name  # the README names the file the build writes
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
+    install_args = install.split()[1:-1] + ["--no-deps", "--no-index", str(wheel)]
+    proc = subprocess.run([str(_python_of(venv)), *install_args], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    layoutcheck = _python_of(venv).parent / "layoutcheck"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHONPATH", "VIRTUAL_ENV", "LAYOUTCHECK"))}
+    project = tmp_path / "project"  # outside the checkout: `python -c` would import ./layoutcheck from there
+    project.mkdir()
+    version = subprocess.run([str(layoutcheck), "--version"], capture_output=True, text=True, env=env, timeout=60,
+                             cwd=project)
+    assert version.stdout.strip() == f"layoutcheck {importlib.metadata.version('layoutcheck')}", version.stderr
+    (project / "producer.py").write_text(
+        "def get_rollout_data(total_lengths, tokens):\n"
+        "    max_seq_lens = [max(total_lengths)] * len(tokens)\n"
+        "    return max_seq_lens\n")
+    check = subprocess.run([str(layoutcheck), "check", "--no-cache", "."], cwd=project, capture_output=True,
+                           text=True, env=env, timeout=120)
+    assert check.returncode == 1 and "producer.py:2:" in check.stdout and "global-max-padding" in check.stdout, (
+        check.stdout + check.stderr)
+    where = subprocess.run([str(_python_of(venv)), "-c", "import layoutcheck; print(layoutcheck.__file__)"],
+                           capture_output=True, text=True, env=env, timeout=60, cwd=project)
+    assert where.stdout.startswith(str(venv)), where.stdout + where.stderr  # the wheel's copy, not this checkout
+
+
+def test_the_git_url_requirement_installs_from_a_git_repository(tmp_path):
+    # The README's git URL, pointed at a local git repository of this checkout (no network): pip clones it at
+    # the commit and builds it. Installed with --target, out of the way of this environment's copy.
+    (line,) = [body for lang, body, _ in readme_blocks() if lang == "sh" and "git+" in body]
+    requirement = re.search(r'"(layoutcheck @ git\+https://github\.com/OWNER/layoutcheck@COMMIT)"', line)[1]
+    assert "`OWNER/layoutcheck` is the repository" in README and "`COMMIT`\na full commit hash" in README
+    repo = tmp_path / "repo"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("GIT_", "PYTHONPATH", "LAYOUTCHECK"))}
+    listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=ROOT,
+                            capture_output=True, text=True, check=True, env=env).stdout
+    for rel in filter(None, listed.split("\0")):
+        if (ROOT / rel).is_file():
+            (repo / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(ROOT / rel, repo / rel)
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@example.invalid", "-c", "commit.gpgsign=false"]
+    for args in (["init", "-q"], ["add", "-A"], ["commit", "-q", "-m", "snapshot"]):
+        subprocess.run([*git, *args], cwd=repo, check=True, env=env, capture_output=True)
+    commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True, text=True,
+                            check=True, env=env).stdout.strip()
+    # file://localhost/...: older pips reject a git+file URL with an empty host; git reads both the same way.
+    local = requirement.replace("https://github.com/OWNER/layoutcheck", f"file://localhost{repo}")
+    local = local.replace("COMMIT", commit)
+    target = tmp_path / "target"
+    proc = subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "--no-build-isolation", "--no-index",
+                           "--target", str(target), local], capture_output=True, text=True, env=env, timeout=600)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    run = subprocess.run([sys.executable, "-S", "-c", "import layoutcheck; print(layoutcheck.__file__)"],
+                         capture_output=True, text=True, env={**env, "PYTHONPATH": str(target)}, timeout=60,
+                         cwd=tmp_path)
+    assert run.stdout.startswith(str(target)), run.stdout + run.stderr

@@ -165,3 +165,72 @@ def test_a_report_the_debug_mode_wrote_shows_the_rollout_global_padding(capsys, 
     assert f"{true:,} true tokens padded to {14080 * len(lengths):,}" in out
     assert f"set by the longest, sample {outlier} (T=14,010): rollout-global padding" in out
     assert (tmp_path / "run.png").stat().st_size > 10_000
+
+
+def _truncated_run() -> RunReport:
+    """A run whose detail was cut (as ObservationLimits cuts it): 2 of 4 rollouts of samples kept, and the run's
+    totals, which cover all 4, including 2 rollouts the detail never shows. One micro-batch is THD."""
+    samples = [SampleRecord(rollout=r, sample=i, total=t, padded=geometry.padded_length(t, 128), unit=128)
+               for r in range(2) for i, t in enumerate([300, 700, 1000])]
+    batches = [MicroBatchRecord(rollout=0, index=0, samples=[0, 1], layout="bshd", totals=[300, 700], padded=768),
+               MicroBatchRecord(rollout=0, index=1, samples=[2], layout="thd", totals=[1000], stream=1024),
+               MicroBatchRecord(rollout=1, index=0, samples=[0, 1, 2], layout="bshd", totals=[300, 700, 1000],
+                                padded=1024)]
+    totals = {"rollouts": 4, "samples": 12, "micro_batches": 6, "true_tokens": 8_000, "padded_tokens": 16_384,
+              "batch_true_tokens": 8_000, "batch_positions": 17_920}
+    return RunReport(layoutcheck_version="0.1.0", created="now", mode="record", rank=RankInfo(pid=1, host="h"),
+                     samples=samples, micro_batches=batches, totals=totals, truncated=True)
+
+
+def test_the_run_s_own_totals_come_first_and_the_detail_says_what_it_covers(capsys, tmp_path):
+    path = tmp_path / "run.json"
+    path.write_text(_truncated_run().to_json())
+    code, out, _ = report_command(capsys, str(path))
+    assert code == 0
+    lines = out.splitlines()
+    totals = lines.index("run totals (the whole run):")
+    assert lines[totals + 1:totals + 4] == [
+        "  max_seq_lens: 8,000 true tokens padded to 16,384 (2.05x)",
+        "  micro-batches: 8,000 true tokens in 17,920 positions (2.24x)",
+        "detail below: 6 of 12 samples, 3 of 6 micro-batches (the detail each run kept: its first rollouts and "
+        "micro-batches; the totals cover everything)",
+    ]
+    # The detail itself: every kept micro-batch, the THD one included.
+    assert "padding per micro-batch: 3 micro-batches, 4,000 true tokens in 5,632 positions" in out
+    doc = json.loads(report_command(capsys, str(path), "--output-format", "json")[1])
+    assert doc["run_totals"]["padded_tokens"] == 16_384 and doc["run_totals"]["rollouts"] == 4
+    assert doc["detail"] == {"samples": 6, "micro_batches": 3, "run_samples": 12, "run_micro_batches": 6}
+
+
+def test_the_plot_draws_what_the_text_counts(capsys, tmp_path):
+    # Every micro-batch and sample the text counts is in the picture (the THD micro-batch too), and its title
+    # says how much of the run that is.
+    from layoutcheck.waste.job import JobBuilder
+    from layoutcheck.waste.plot import picture_of, plot_padding
+
+    builder = JobBuilder()
+    builder.add(_truncated_run(), "run.json")
+    w = builder.finish(k=2)
+    picture = picture_of(w, ["run.json"])
+    assert int(picture.laid_out.sum()) == w.positions == 768 * 2 + 1024 + 1024 * 3
+    assert int(picture.true_tokens.sum()) == w.batch_true == 4_000
+    assert int(picture.maxima_counts.sum()) == w.batches == 3
+    assert int(picture.length_counts.sum()) == 6 and picture.inflation.totals.size == 6
+    assert picture.title == "run.json: 6 of 12 samples, 3 of 6 micro-batches"
+    assert int(picture.bucketed.sum()) == w.fit.positions  # the THD micro-batch as laid out in both
+    plot_padding(picture, str(tmp_path / "run.png"))
+    assert (tmp_path / "run.png").stat().st_size > 10_000
+
+
+def test_a_report_without_sample_records_plots_the_lengths_its_micro_batches_laid_out(capsys, tmp_path):
+    # THD, or a batch builder checked without its producer: no per-sample records, only micro-batches.
+    report = RunReport(layoutcheck_version="0.1.0", created="now", mode="record", rank=RankInfo(pid=1, host="h"),
+                       micro_batches=[MicroBatchRecord(rollout=0, index=k, samples=[0, 1], layout="thd",
+                                                       totals=[300 + k, 700], stream=1024) for k in range(5)])
+    path = tmp_path / "thd.json"
+    path.write_text(report.to_json())
+    image = tmp_path / "thd.png"
+    code, out, err = report_command(capsys, str(path), "--plot", str(image))
+    assert (code, err) == (0, f"Wrote {image}.\n") and image.stat().st_size > 10_000
+    assert "detail below: 10 samples, 5 micro-batches" in out
+    assert "padding per micro-batch: 5 micro-batches, 5,010 true tokens in 5,120 positions" in out

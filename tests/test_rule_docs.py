@@ -50,6 +50,8 @@ def test_docs_have_the_sections_in_order(rule: type[LintRule]) -> None:
     fix_safety = docs.split("## Fix safety", 1)[1].split("\n## ", 1)[0].strip()
     if not rule.has_autofix():
         assert fix_safety.startswith("No autofix") and len(fix_safety.split(".")[0]) > len("No autofix")
+    for applicability in rule.fix_applicabilities():  # the examples' fixes, each explained
+        assert re.search(rf"\b{applicability}\b", fix_safety), (rule.name, applicability)
 
 
 @pytest.mark.parametrize("rule", RULES, ids=_ids)

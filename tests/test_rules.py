@@ -1,9 +1,11 @@
 """Every rule's inline examples, run as tests: the examples are the rules' specification.
 
 A valid example must produce no finding of its rule; an invalid one exactly
-one, at the line, column and with the message fragment it names. An
-invalid example with a ``replacement`` must be fixed to exactly that text,
-and fixing again must change nothing.
+one, at the line, column and with the message fragment it names. For a rule
+with fixes, an invalid example with a ``replacement`` must be fixed to
+exactly that text (with ``--unsafe-fixes`` when its ``applicability`` is
+unsafe, and not without), the finding must be gone, and fixing again must
+change nothing; an invalid example without one is a case the fix declines.
 """
 
 from __future__ import annotations
@@ -65,22 +67,43 @@ def test_example(rule: type[LintRule], case: Valid | Invalid) -> None:
         assert finding.column == case.column, finding
     if case.message is not None:
         assert case.message in finding.message
-    assert finding.fixable == (case.replacement is not None), finding
+    # A plain lint never computes a model rule's fix (it would import libcst): it only says one may exist.
+    assert finding.fix == ("unknown" if rule.has_autofix() else None), finding
+    assert not finding.fixable
 
 
-def test_every_offered_fix_applies_exactly_and_is_stable() -> None:
-    """A rule offers a fix only through an example that shows it (none does today: see
-    each rule's Fix safety); any such example must fix to exactly its text, once."""
-    for rule in all_rules():
-        for case in rule.invalid:
-            if case.replacement is None:
-                continue
-            settings = LintSettings(**case.settings)
-            first = fix_source(case.code, case.path, [rule], settings)
-            assert first.fix is not None and first.fix.fixed == case.replacement, rule.name
-            assert not [f for f in first.findings if f.rule == rule.name]
-            again = fix_source(case.replacement, case.path, [rule], settings)
-            assert again.fix is None  # a second --fix changes nothing
+FIX_CASES = [
+    pytest.param(rule, case, id=f"{rule.name}-invalid-{number}")
+    for rule in all_rules() if rule.has_autofix()
+    for number, case in enumerate(rule.invalid, start=1)
+]
+
+
+@pytest.mark.parametrize(("rule", "case"), FIX_CASES)
+def test_example_fix(rule: type[LintRule], case: Invalid) -> None:
+    """Each invalid example of a rule with fixes is fixed to exactly its ``replacement`` with the
+    applicability it names (or left alone when it names none); the fixed code no longer has the
+    finding, and fixing it again changes nothing."""
+    settings = LintSettings(**case.settings)
+    everything = fix_source(case.code, case.path, [rule], settings, unsafe=True, files=case.files)
+    assert not everything.errors, everything.errors
+    if case.replacement is None:
+        assert everything.fix is None, everything.fix and everything.fix.fixed
+        [left] = [f for f in everything.findings if f.rule == rule.name]
+        assert left.fix is None and not left.fixable
+        return
+    assert everything.fix is not None, rule.name
+    assert everything.fix.fixed == case.replacement
+    assert not [f for f in everything.findings if f.rule == rule.name]
+    again = fix_source(case.replacement, case.path, [rule], settings, unsafe=True, files=case.files)
+    assert again.fix is None and not [f for f in again.findings if f.rule == rule.name]
+    safe_only = fix_source(case.code, case.path, [rule], settings, files=case.files)
+    if case.applicability == "safe":
+        assert safe_only.fix is not None and safe_only.fix.fixed == case.replacement
+    else:  # shown as available, never applied without --unsafe-fixes
+        assert safe_only.fix is None
+        [left] = [f for f in safe_only.findings if f.rule == rule.name]
+        assert left.fix == "unsafe" and not left.fixable
 
 
 def test_every_rule_has_enough_examples() -> None:

@@ -144,7 +144,7 @@ def test_an_invalid_table_is_never_stored_and_fails_the_same_way(tmp_path, valid
             go(tmp_path)
         assert str(info.value) == str(direct.value)
         assert str(info.value).startswith(f"2 errors in {file}:")
-        assert "bucket-quantum\n    Input should be greater than 0 [value: -128, type: int]" in str(info.value)
+        assert "bucket-quantum\n    Input should be greater than 0 [value: -128, type: integer]" in str(info.value)
         assert "selct\n    Unknown key; did you mean `select`?" in str(info.value)
     assert not list((tmp_path / ".layoutcheck_cache").glob("config/*.json"))
 
@@ -205,7 +205,7 @@ def test_one_file_with_an_unchanged_table_imports_pydantic_only_the_first_time(t
     changed, err = _probe(args, tmp_path)
     assert changed == {"code": 2, "pydantic": True, "libcst": False}
     assert err == (f"layoutcheck: error: 1 error in {config}:\n  tool.layoutcheck.bucket-quantum\n"
-                   "    Input should be greater than 0 [value: 0, type: int]")
+                   "    Input should be greater than 0 [value: 0, type: integer]")
 
 
 def test_the_console_run_ends_itself_with_its_output_complete(tmp_path):

@@ -166,11 +166,10 @@ def test_under_typeguards_import_hook(tmp_path, monkeypatch):
         sys.modules.pop("lc_hooked_data_path", None)
 
 
-def test_the_readme_annotation_example_runs_and_fails_as_it_says(tmp_path, monkeypatch):
+def test_the_docs_annotation_example_runs_and_fails_as_it_says(tmp_path, monkeypatch):
     from pathlib import Path
 
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
-    section = readme.split("### Annotating functions (typeguard)", 1)[1].split("\n## ", 1)[0]
+    section = (Path(__file__).resolve().parents[1] / "docs" / "typing.md").read_text()
     code = section.split("```python\n", 1)[1].split("```", 1)[0]
     (tmp_path / "lc_readme_example.py").write_text(code)  # typeguard instruments from the source file
     monkeypatch.syspath_prepend(str(tmp_path))
@@ -180,7 +179,7 @@ def test_the_readme_annotation_example_runs_and_fails_as_it_says(tmp_path, monke
         failing = next(line for line in code.splitlines() if line.startswith("# align_mask("))
         message = next(line for line in code.splitlines() if line.startswith("#   argument"))
         with pytest.raises(TypeCheckError) as info:
-            eval(failing[2:].split(" raises")[0], vars(module))  # noqa: S307 - our own README
+            eval(failing[2:].split(" raises")[0], vars(module))  # noqa: S307 - our own docs
         assert str(info.value) == message[4:]
     finally:
         sys.modules.pop("lc_readme_example", None)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 
-from layoutcheck.cli import whole_number
+from layoutcheck.argtypes import whole_number
 
 __all__ = ["EMIT_FORMATS", "INPUT_FORMATS", "SAMPLERS", "error", "missing_extra", "positive_int"]
 

@@ -146,7 +146,7 @@ def _score_json(advice: Advice, score: Score) -> dict[str, object]:
 
 
 def to_json(advice: Advice, source: str, input_format: str) -> str:
-    """The whole result as one JSON document (the schema is in the README)."""
+    """The whole result as one JSON document (its fields are listed in docs/reports.md)."""
     s = advice.settings
     optimum = []
     for row in advice.rows:

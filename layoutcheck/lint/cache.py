@@ -64,7 +64,7 @@ __all__ = [
     "write_validated_config",
 ]
 
-CACHE_VERSION = 2
+CACHE_VERSION = 3
 
 _GITIGNORE = "# Created by layoutcheck: the whole folder is a cache.\n*\n"
 _CACHEDIR_TAG = (
@@ -144,7 +144,7 @@ def fingerprint(parts: Mapping[str, Any]) -> str:
 
 def finding_row(f: Finding) -> list[Any]:
     """A finding as a cache row, without its path."""
-    return [f.line, f.column, f.rule, f.code, f.end_line, f.end_column, f.message, f.fixable]
+    return [f.line, f.column, f.rule, f.code, f.end_line, f.end_column, f.message, f.fixable, f.fix]
 
 
 def error_row(e: FileError) -> list[Any]:
@@ -153,8 +153,8 @@ def error_row(e: FileError) -> list[Any]:
 
 def findings_of(rows: Any, display: str) -> list[Finding]:
     return [
-        Finding(display, line, col, rule, code, end_line, end_col, message, bool(fixable))
-        for line, col, rule, code, end_line, end_col, message, fixable in rows
+        Finding(display, line, col, rule, code, end_line, end_col, message, bool(fixable), fix)
+        for line, col, rule, code, end_line, end_col, message, fixable, fix in rows
     ]
 
 
@@ -249,7 +249,7 @@ class ResultCache:
             if not isinstance(data["findings"], list) or not isinstance(data["errors"], list):
                 raise TypeError("bad rows")
             for row in data["findings"]:
-                if len(row) != 8:
+                if len(row) != 9:
                     raise ValueError("bad finding row")
             for row in data["errors"]:
                 if len(row) != 4:

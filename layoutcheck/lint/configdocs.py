@@ -2,9 +2,9 @@
 
 Both are generated from the settings dataclasses (`layoutcheck.lint.settings`),
 where every key's name, type, default and description is written once
-(STYLE.md: no lists kept by hand in several places); the README's key
-reference is ``layoutcheck config --reference``, pasted, and a test keeps it
-in sync; the ``runtime`` sub-table's keys come from the debug mode's
+(no lists kept by hand in several places); the docs' key reference
+(``docs/configuration.md``) is generated from it when the site is built;
+the ``runtime`` sub-table's keys come from the debug mode's
 `layoutcheck.runtime.hooks.settings.RuntimeSettings` (`RUNTIME_KEY`), which the
 linter never reads.
 
@@ -66,6 +66,7 @@ _SCALARS = {
     "PositiveInt": "positive integer",
     "NonNegativeInt": "non-negative integer",
     "PositiveFloat": "positive number",
+    "Any": "value",
 }
 
 
@@ -222,7 +223,7 @@ def _cell(text: str) -> str:
 
 
 def render_reference(output_format: str = "text") -> str:
-    """Every key: a markdown table (``text``; the README's reference) or a JSON list."""
+    """Every key: a markdown table (``text``; the docs' reference) or a JSON list."""
     entries = keys()
     if output_format == "json":
         records = [{"key": k.name, "type": k.type, "default": _json_ready(k.default),

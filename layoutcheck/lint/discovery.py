@@ -10,12 +10,14 @@ by name and getting silence would look like a pass. With ``force_exclude``
 applies to named paths too: pre-commit names every staged file, and the
 project's ``exclude`` must still keep vendored or generated code out.
 
-A path that does not exist is an error (exit 2, as ruff); unreadable folders
-and broken links are reported, and the walk goes on.
+A path that does not exist, or a link loop that resolves to nothing, is an
+error (exit 2); unreadable folders and broken links are reported, and the
+walk goes on.
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 from collections.abc import Iterable, Sequence
@@ -61,6 +63,9 @@ class Discovered:
 
     files: list[SourceFile] = field(default_factory=list)
     errors: list[FileError] = field(default_factory=list)
+    excluded: int = 0
+    """Python files and folders left out because ``exclude`` matched them (a run with no files and none
+    excluded found no Python file at all)."""
 
 
 def _under(path: str, folder: str) -> bool:
@@ -78,6 +83,7 @@ class _Walker:
         self.has_init: dict[str, bool] = {}
         self.found: dict[str, SourceFile] = {}
         self.errors: list[FileError] = []
+        self.skipped = 0
 
     # Tests of the file system outside a listing, recorded in the run's log when there is one.
     def is_file(self, path: str) -> bool:
@@ -157,12 +163,16 @@ class _Walker:
                 name = entry.name
                 try:
                     if entry.is_dir(follow_symlinks=False):
-                        if (name in DEFAULT_EXCLUDED_DIRS or name.endswith(".egg-info")
-                                or entry.path in self.skip or self.excluded(entry.path, True, patterns)):
+                        if name in DEFAULT_EXCLUDED_DIRS or name.endswith(".egg-info") or entry.path in self.skip:
+                            continue
+                        if self.excluded(entry.path, True, patterns):
+                            self.skipped += 1
                             continue
                         subfolders.append(entry.path)
-                    elif name.endswith(PYTHON_SUFFIXES) and not self.excluded(entry.path, False, patterns):
-                        if entry.is_file():
+                    elif name.endswith(PYTHON_SUFFIXES):
+                        if self.excluded(entry.path, False, patterns):
+                            self.skipped += 1
+                        elif entry.is_file():
                             self.add(entry.path)
                         elif entry.is_symlink() and not self.exists(entry.path):
                             self.errors.append(FileError(self.display(entry.path), None,
@@ -210,11 +220,16 @@ def discover(
                                                kind=MISSING_PATH))
             continue
         except OSError as exc:
-            walker.errors.append(FileError(os.fspath(raw), None, f"cannot access: {exc.strerror or exc}",
-                                           kind=INVALID_INPUT))
+            # A link loop resolves to nothing, as a missing path does: a usage error (exit 2), not a finding.
+            loop = exc.errno == errno.ELOOP
+            walker.errors.append(FileError(
+                os.fspath(raw), None,
+                "symbolic link loop: the path resolves to nothing" if loop else f"cannot access: {exc.strerror or exc}",
+                kind=MISSING_PATH if loop else INVALID_INPUT))
             continue
         is_dir = stat.S_ISDIR(mode)
         if force_exclude and walker.excluded(path, is_dir):
+            walker.skipped += 1
             continue
         if is_dir:
             walker.walk(path, force_exclude=force_exclude)
@@ -225,4 +240,4 @@ def discover(
                                            kind=INVALID_INPUT))
     files = sorted(walker.found.values(), key=lambda f: f.display)
     errors = sorted(walker.errors, key=lambda e: e.path)
-    return Discovered(files, errors)
+    return Discovered(files, errors, walker.skipped)

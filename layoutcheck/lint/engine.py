@@ -11,15 +11,18 @@ The order is chosen for speed (DESIGN.md section 9, README's development section
    file's facts: imports, calls bound to their ``def`` s, CP helpers' own
    signatures, owners, the call graph;
 3. each model rule queries the model for each checked file
-   (`layoutcheck.model.queries.FileQueries`); a syntax rule (libcst, for
-   fixes) walks the files its prefilter lets through, in one batched
-   traversal per file;
-4. suppression comments are read with `tokenize`, only in files whose text
-   holds one (`layoutcheck.lint.suppressions`).
+   (`layoutcheck.model.queries.FileQueries`); a syntax rule (libcst)
+   walks the files its prefilter lets through, in one batched traversal
+   per file;
+4. suppression comments (``# layoutcheck: ignore``, ``# noqa``) are read
+   with `tokenize`, only in files whose text holds one
+   (`layoutcheck.lint.suppressions`).
 
 An exception inside a rule becomes an error for that file naming the rule;
 the other rules' findings stand. Nothing here reads or writes files:
-`lint_source` works on text (the rules' example tests call it).
+`lint_source` works on text (the rules' example tests call it). Fixes are
+`layoutcheck.lint.fix`'s, which calls this module (never the reverse): the
+engine only marks the findings whose rule offers one (`Analysis.candidates`).
 """
 
 from __future__ import annotations
@@ -30,11 +33,12 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from layoutcheck.lint.findings import INTERNAL, INVALID_INPUT, FileError, FileResult, Finding
+from layoutcheck.lint.edits import SAFE
+from layoutcheck.lint.findings import INTERNAL, INVALID_INPUT, UNKNOWN_FIX, FileError, FileResult, Finding
 from layoutcheck.lint.rule import LintRule, ModelRule, Report
 from layoutcheck.lint.settings import LintSettings
 from layoutcheck.lint.sources import SourceDecodeError, decode_source
-from layoutcheck.lint.suppressions import MARKER, UnusedSuppression, parse_suppressions, rule_names
+from layoutcheck.lint.suppressions import UnusedSuppression, may_suppress, parse_suppressions, rule_names
 
 if TYPE_CHECKING:
     from layoutcheck.model.facts import FileFacts
@@ -42,7 +46,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Analysis", "ProjectFile", "analyse_project", "analyse_source", "check_syntax", "file_facts", "lint_bytes",
-    "lint_source", "module_name_of", "run_local",
+    "lint_source", "module_name_of", "run_local", "source_project",
 ]
 
 
@@ -76,10 +80,9 @@ class Analysis:
     findings: list[Finding] = field(default_factory=list)
     errors: list[FileError] = field(default_factory=list)
     parsed: bool = False
-    fixes: list[tuple[Report, object]] = field(default_factory=list)
-    """Unsuppressed reports whose rule offers a safe fix, with their libcst ranges."""
-    module: object = None
-    """The libcst module the fixes apply to (when a syntax rule ran)."""
+    candidates: list[tuple[Finding, Report | None]] = field(default_factory=list)
+    """The unsuppressed findings whose rule offers fixes, with the reports that made them (None for a
+    cached syntax-rule finding): what a fix run computes fixes for (`layoutcheck.lint.fix`)."""
 
     def result(self) -> FileResult:
         return FileResult(self.path, self.findings, self.errors, parsed=self.parsed)
@@ -323,11 +326,15 @@ def run_local(file: ProjectFile, settings: LintSettings) -> tuple[list[Finding],
 def _finding(display: str, report: Report) -> Finding:
     assert report.span is not None
     line, column, end_line, end_column = report.span
+    # Only a rule whose examples prove a fix may offer one (rule.py). A syntax rule's replacement is
+    # known now and safe; a model rule's fix is computed only by a fix run (with libcst), so until
+    # then it is "unknown".
+    offers = report.rule.has_autofix()
+    replaced = offers and report.replacement is not None
     return Finding(
         path=display, line=line, column=column, rule=report.rule.name, code=report.rule.code,
         end_line=end_line, end_column=end_column, message=report.message,
-        # Only a rule whose examples prove a fix may offer one (rule.py).
-        fixable=report.replacement is not None and report.rule.has_autofix(),
+        fixable=replaced, fix=SAFE if replaced else (UNKNOWN_FIX if offers and issubclass(report.rule, ModelRule) else None),
     )
 
 
@@ -353,7 +360,6 @@ def _run_syntax(file: ProjectFile, rules: Sequence[type[LintRule]], settings: Li
     if isinstance(module, FileError):
         errors.append(module)
         return [], False
-    analysis.module = module
     context = LintContext(path=file.display, source=source, settings=settings, module_name=file.module)
     located, positions, failed = run_syntax_rules(module, active, context, errors)  # type: ignore[arg-type]
     crashed.update(failed)
@@ -372,7 +378,7 @@ def _finish(analysis: Analysis, file: ProjectFile, pairs: list[tuple[Finding, Re
     findings = [p[0] for p in pairs]
     report_unused = UnusedSuppression in file.rules
     source = file.source or ""
-    if (findings or report_unused) and MARKER in source:
+    if (findings or report_unused) and may_suppress(source):
         suppressions = parse_suppressions(source)
         if suppressions is not None:
             kept = set(map(id, suppressions.filter(findings)))
@@ -383,7 +389,7 @@ def _finish(analysis: Analysis, file: ProjectFile, pairs: list[tuple[Finding, Re
                 ran = rule_names([r for r in file.rules if r not in crashed and r is not UnusedSuppression])
                 findings.extend(suppressions.unused(file.display, ran, known_rules))
     analysis.findings = sorted(findings)
-    analysis.fixes = [(report, report.where) for finding, report in pairs if finding.fixable and report is not None]
+    analysis.candidates = [(finding, report) for finding, report in pairs if finding.fix is not None]
 
 
 def lint_source(
@@ -417,13 +423,26 @@ def analyse_source(
     files: Mapping[str, str] | None = None,
 ) -> Analysis:
     """`lint_source`, keeping what a fix needs."""
+    entries = source_project(source, path, rules, module_name=module_name, files=files)
+    out, _ = analyse_project(entries, settings, known_rules=known_rules, all_rules=rules)
+    return out[path]
+
+
+def source_project(
+    source: str,
+    path: str,
+    rules: Sequence[type[LintRule]],
+    *,
+    module_name: str | None = None,
+    files: Mapping[str, str] | None = None,
+) -> list[ProjectFile]:
+    """The project of one checked text and its context files (path -> text), as `analyse_project` takes it."""
     entries = [ProjectFile(path, path, module_name or module_name_of(path), source, rules=tuple(rules),
                            is_package=path.endswith("__init__.py"))]
     for other, text in (files or {}).items():
         entries.append(ProjectFile(other, other, module_name_of(other), text, checked=False,
                                    is_package=other.endswith("__init__.py")))
-    out, _ = analyse_project(entries, settings, known_rules=known_rules, all_rules=rules)
-    return out[path]
+    return entries
 
 
 def lint_bytes(
@@ -434,16 +453,10 @@ def lint_bytes(
     *,
     module_name: str | None = None,
     known_rules: Collection[str] | None = None,
-    fix: bool = False,
 ) -> FileResult:
-    """Decode a file's bytes as Python does, then lint (and with ``fix``, fix) it on its own."""
+    """Decode a file's bytes as Python does, then lint it on its own (`layoutcheck.lint.fix` fixes)."""
     try:
-        source, encoding = decode_source(data)
+        source, _ = decode_source(data)
     except SourceDecodeError as exc:
         return FileResult(path, errors=[FileError(path, exc.line, str(exc), column=exc.column)])
-    if fix:
-        from layoutcheck.lint.fix import fix_source
-
-        return fix_source(source, path, rules, settings, module_name=module_name,
-                          known_rules=known_rules, encoding=encoding)
     return lint_source(source, path, rules, settings, module_name=module_name, known_rules=known_rules)

@@ -21,10 +21,19 @@ class Finding:
     end_column: int
     message: str
     fixable: bool = False
+    """A fix that this run's flags apply is at hand (``--fix`` would apply it)."""
+    fix: str | None = None
+    """The applicability of the fix found for it: ``"safe"`` or ``"unsafe"``
+    (`layoutcheck.lint.edits`); `UNKNOWN_FIX` when its rule offers fixes but
+    this run did not compute them (a plain check never imports libcst); None
+    when it has none."""
 
     def to_dict(self) -> dict[str, object]:
         return asdict(self)
 
+
+UNKNOWN_FIX = "unknown"
+"""`Finding.fix` of a finding whose rule offers fixes, in a run that did not compute them."""
 
 INVALID_INPUT = "invalid-input"
 """A syntax error, a file that is not UTF-8, too large or unreadable: like a finding, exit 1."""

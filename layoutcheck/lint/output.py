@@ -444,17 +444,29 @@ def format_findings(
     return render()
 
 
-def format_statistics(findings: Sequence[Finding]) -> str:
+STATISTICS_FORMATS = ("text", "concise", "json")
+"""The output formats ``--statistics`` has a form in (ruff's too: it refuses github and sarif)."""
+
+
+def format_statistics(findings: Sequence[Finding], output_format: str = "text") -> str:
     """Counts per rule, like ``ruff --statistics``: count, code, name, then ``[*]`` if fixable.
 
     Sorted by count (most first), then code. The fixable column appears only
     when some finding is fixable; a rule is marked when any of its findings is.
+    ``json`` is ruff's list of ``{code, name, count, fixable, fixable_count}``
+    (``[]`` when there is nothing to count); ``text`` and ``concise`` are the table.
     """
+    if output_format not in STATISTICS_FORMATS:
+        raise ValueError(f"--statistics has no {output_format} form; use one of {', '.join(STATISTICS_FORMATS)}")
     counts = Counter((f.code, f.rule) for f in findings)
+    fixable_counts = Counter(f.code for f in findings if f.fixable)
+    rows = sorted(counts.items(), key=lambda item: (-item[1], item[0][0]))
+    if output_format == "json":
+        return json.dumps([{"code": code, "name": name, "count": count, "fixable": fixable_counts[code] > 0,
+                            "fixable_count": fixable_counts[code]} for (code, name), count in rows], indent=2)
     if not counts:
         return ""
-    fixable = {f.code for f in findings if f.fixable}
-    rows = sorted(counts.items(), key=lambda item: (-item[1], item[0][0]))
+    fixable = set(fixable_counts)
     count_width = max(len(str(n)) for n in counts.values())
     code_width = max(len(code) for code, _ in counts)
     lines = []
@@ -466,6 +478,7 @@ def format_statistics(findings: Sequence[Finding]) -> str:
 
 __all__ = [
     "OUTPUT_FORMATS",
+    "STATISTICS_FORMATS",
     "artifact_uri",
     "concise_line",
     "error_line",

@@ -33,7 +33,7 @@ times (ext4, XFS, Btrfs, tmpfs, APFS, NTFS: their clocks tick at least every
 16 ms), 2 s elsewhere (FAT's clock ticks every 2 s). Only a run whose cache folder is ``.layoutcheck_cache`` in the
 working folder stores a stamp (the default: a project checked from its
 root), so a replay needs neither the configuration nor the arguments parsed;
-``--fix``, ``--diff``, ``--no-cache`` and runs that end in an error (exit 2)
+``--fix``, ``--diff``, ``--add-noqa``, ``--no-cache`` and runs that end in an error (exit 2)
 store none. A stamp that does not match, cannot be read or comes from
 another version is ignored: the run goes the ordinary way.
 """

@@ -7,11 +7,14 @@ Two kinds share `LintRule`'s metadata:
 
 * `ModelRule`: a query on the project model (`layoutcheck.model`). Its
   `ModelRule.check` reads one checked file's `FileQueries` and returns
-  `Report` s; it never walks a tree. Every padding rule is one.
+  `Report` s; it never walks a tree. Every padding rule is one. Its
+  `ModelRule.fix`, called only by a run that asks for fixes
+  (`layoutcheck.lint.fix`), computes a finding's fix with libcst from the
+  finding's place alone.
 * `layoutcheck.lint.syntaxrule.SyntaxRule`: a libcst visitor, for a rule
-  that needs concrete syntax (an autofix that rewrites code). Its module
-  imports libcst; this one does not, so a run with model rules only never
-  pays for libcst.
+  that needs concrete syntax to find what it reports (its fix is a
+  replacement node). Its module imports libcst; this one does not, so a
+  run with model rules only never pays for libcst unless it fixes.
 
 Examples (`Valid`, `Invalid`) are code the suite runs through the engine;
 ``files`` adds other modules of the same project (a helper's ``def`` in
@@ -26,6 +29,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
 if TYPE_CHECKING:
+    from layoutcheck.lint.edits import Fix
+    from layoutcheck.lint.fixsite import FixSite
     from layoutcheck.lint.settings import LintSettings
     from layoutcheck.model.queries import FileQueries
 
@@ -52,7 +57,9 @@ class Invalid:
 
     ``line``/``column`` (1-based) and ``message`` (a substring) pin the
     finding when given; ``replacement`` is the whole fixed source when the
-    rule offers a safe autofix for this case.
+    rule fixes this case, and ``applicability`` says whether that fix is
+    ``"safe"`` (``--fix``) or ``"unsafe"`` (``--fix --unsafe-fixes``). An
+    example without a replacement is one the fix must decline.
     """
 
     code: str
@@ -60,6 +67,7 @@ class Invalid:
     column: int | None = None
     message: str | None = None
     replacement: str | None = None
+    applicability: str = "safe"
     settings: dict[str, Any] = field(default_factory=dict)
     path: str = "example.py"
     files: Mapping[str, str] = field(default_factory=dict)
@@ -113,6 +121,11 @@ class LintRule:
         """A rule offers a fix exactly when one of its examples expects one."""
         return any(case.replacement is not None for case in cls.invalid)
 
+    @classmethod
+    def fix_applicabilities(cls) -> tuple[str, ...]:
+        """The applicabilities its examples' fixes have (``("safe",)``, ``("safe", "unsafe")``...)."""
+        return tuple(sorted({case.applicability for case in cls.invalid if case.replacement is not None}))
+
 
 class ModelRule(LintRule):
     """A rule that is a query on the project model: `check` reads one file's `FileQueries`.
@@ -132,3 +145,13 @@ class ModelRule(LintRule):
     def report(self, span: Span, message: str | None = None) -> Report:
         """A finding at ``span``."""
         return Report(type(self), span, message or self.message)
+
+    def fix(self, site: FixSite) -> Fix | None:
+        """The fix for the finding at ``site``, or None (the default: no fix).
+
+        Called only in a run that asks for fixes, and only when the rule's
+        examples show a replacement (`has_autofix`). It reads what it needs
+        from the file's libcst tree around the finding (`FixSite`), never from
+        the model, and imports libcst itself: this module must not.
+        """
+        return None

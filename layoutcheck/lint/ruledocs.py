@@ -1,6 +1,6 @@
 """Rule documentation, rendered from the rule classes themselves.
 
-``layoutcheck rules``, ``layoutcheck rule NAME`` and the README's rule table
+``layoutcheck rules``, ``layoutcheck rule NAME`` and the docs' rules page
 all come from here, so docs are written once, in the rule's docstring, and
 never retyped (STYLE.md: no lists kept by hand in several places).
 """
@@ -16,7 +16,7 @@ from typing import Any
 
 from layoutcheck.lint.rule import LintRule
 
-__all__ = ["DOC_FORMATS", "render_rule", "render_rules", "rule_record", "summary"]
+__all__ = ["DOC_FORMATS", "fix_label", "render_rule", "render_rules", "rule_record", "summary"]
 
 DOC_FORMATS = ("text", "json", "markdown")
 
@@ -41,6 +41,7 @@ def rule_record(rule: type[LintRule]) -> dict[str, Any]:
         "summary": summary(rule),
         "default_enabled": rule.default_enabled,
         "fixable": rule.has_autofix(),
+        "fix_applicability": list(rule.fix_applicabilities()),
         "docs": docs(rule),
         "examples": {
             "valid": [asdict(case) for case in rule.valid],
@@ -53,9 +54,15 @@ def _yes(flag: bool, yes: str = "yes", no: str = "no") -> str:
     return yes if flag else no
 
 
+def fix_label(rule: type[LintRule]) -> str:
+    """The Fix column: ``no``, or the applicabilities its examples' fixes have (``safe``, ``unsafe``,
+    ``safe/unsafe``): derived from the examples, never written by hand."""
+    return "/".join(rule.fix_applicabilities()) or "no"
+
+
 def _table(rules: Sequence[type[LintRule]]) -> str:
     rows = [("Code", "Name", "Default", "Fix", "Summary")]
-    rows += [(r.code, r.name, _yes(r.default_enabled, "on", "off"), _yes(r.has_autofix()), summary(r))
+    rows += [(r.code, r.name, _yes(r.default_enabled, "on", "off"), fix_label(r), summary(r))
              for r in rules]
     widths = [max(len(row[i]) for row in rows) for i in range(4)]
     return "\n".join(
@@ -72,7 +79,7 @@ def _markdown_table(rules: Sequence[type[LintRule]]) -> str:
     for r in rules:
         lines.append(
             f"| {r.code} | `{r.name}` | {_yes(r.default_enabled, 'on', 'off')} | "
-            f"{_yes(r.has_autofix())} | {_markdown_cell(summary(r))} |"
+            f"{fix_label(r)} | {_markdown_cell(summary(r))} |"
         )
     return "\n".join(lines)
 
@@ -85,7 +92,7 @@ def _examples_text(rule: type[LintRule]) -> list[str]:
             out.append(textwrap.indent(case.code.strip("\n"), "    "))
             fixed = getattr(case, "replacement", None)
             if fixed is not None:
-                out.append("  fixed to:")
+                out.append(f"  fixed to ({case.applicability} fix):")
                 out.append(textwrap.indent(fixed.strip("\n"), "    "))
             out.append("")
     return out
@@ -96,13 +103,20 @@ def _suppress_hint(rule: type[LintRule]) -> str:
 
     if rule is UnusedSuppression:  # judged after suppressions apply: only per-file-ignores silence it
         return "Silence with `per-file-ignores`."
-    return f"Suppress with `# layoutcheck: ignore[{rule.name}]`."
+    return f"Suppress with `# noqa: {rule.code}` or `# layoutcheck: ignore[{rule.name}]`."
+
+
+def _autofix(rule: type[LintRule]) -> str:
+    kinds = rule.fix_applicabilities()
+    if not kinds:
+        return "no"
+    return " or ".join(f"{kind} (--fix{' --unsafe-fixes' if kind == 'unsafe' else ''})" for kind in kinds)
 
 
 def _rule_text(rule: type[LintRule]) -> str:
     lines = [
         f"{rule.name} ({rule.code})",
-        f"Default: {_yes(rule.default_enabled, 'on', 'off')}. Autofix: {_yes(rule.has_autofix())}. "
+        f"Default: {_yes(rule.default_enabled, 'on', 'off')}. Autofix: {_autofix(rule)}. "
         + _suppress_hint(rule),
         "",
         docs(rule),
@@ -123,6 +137,9 @@ def _rule_markdown(rule: type[LintRule]) -> str:
             lines += [f"### {title}", ""]
             for case in cases:
                 lines += ["```python", case.code.strip("\n"), "```", ""]
+                fixed = getattr(case, "replacement", None)
+                if fixed is not None:
+                    lines += [f"Fixed to ({case.applicability} fix):", "", "```python", fixed.strip("\n"), "```", ""]
     return "\n".join(lines).rstrip() + "\n"
 
 
@@ -136,7 +153,7 @@ def render_rule(rule: type[LintRule], output_format: str = "text") -> str:
 
 
 def render_rules(rules: Sequence[type[LintRule]], output_format: str = "text") -> str:
-    """Every rule: a table (text, or markdown for the README) or a JSON list of records."""
+    """Every rule: a table (text, or markdown) or a JSON list of records."""
     if output_format == "json":
         return json.dumps([rule_record(r) for r in rules], indent=2, ensure_ascii=False)
     if output_format == "markdown":

@@ -31,13 +31,13 @@ import os
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, overload
 
 from layoutcheck.configfile import LoadedConfig, resolve_config
 from layoutcheck.lint.discovery import SourceFile, discover
-from layoutcheck.lint.findings import INTERNAL, INVALID_INPUT, FileError, FileResult, Finding
+from layoutcheck.lint.findings import INTERNAL, INVALID_INPUT, FileError, FileResult, Finding, FixOutcome
 from layoutcheck.lint.globs import any_match
 from layoutcheck.lint.selection import SelectionOverrides
 from layoutcheck.lint.sources import MAX_FILE_BYTES, read_source
@@ -71,6 +71,10 @@ class RunStats:
     """Processes that linted: 1 means this process."""
     fixed: int = 0
     """Findings resolved by ``fix``."""
+    unsafe_hidden: int = 0
+    """Findings left with an unsafe fix that ``fix`` did not apply (``unsafe_fixes`` would)."""
+    noqa_added: int = 0
+    """``# noqa`` directives written by ``add_noqa``."""
 
 
 class _LazySelection:
@@ -161,6 +165,9 @@ class RunResult:
     rules: Sequence[type[LintRule]]
     """The selected rules (resolved on first use)."""
     warnings: list[str] = field(default_factory=list)
+    no_python_files: bool = False
+    """The paths hold no Python file at all (none excluded either, nothing that failed): ruff's "No Python files
+    found", a warning, and exit 1 in ``layoutcheck check`` (ruff exits 0)."""
     project: Any = None
     """The project model (`layoutcheck.model.project.Project`), when the run was asked to keep it."""
 
@@ -400,7 +407,9 @@ def run(
     jobs: int | None = None,
     use_cache: bool = True,
     fix: bool = False,
+    unsafe_fixes: bool = False,
     write_fixes: bool = True,
+    add_noqa: bool = False,
     max_file_bytes: int = MAX_FILE_BYTES,
     cwd: str | os.PathLike[str] | None = None,
     force_exclude: bool = False,
@@ -412,8 +421,10 @@ def run(
     ``loaded`` is the configuration (found from ``paths`` when None);
     ``overrides`` the command-line selection; ``rules`` replaces the rule
     registry (tests use it for rules of their own); ``jobs`` the worker
-    processes (None or 0: automatic); ``fix`` applies safe fixes and, with
-    ``write_fixes`` (off for ``--diff``), writes them back; ``force_exclude``
+    processes (None or 0: automatic); ``fix`` applies safe fixes (and unsafe
+    ones with ``unsafe_fixes``) and, with ``write_fixes`` (off for ``--diff``),
+    writes them back; ``add_noqa`` writes a ``# noqa: CODE`` comment for every
+    finding instead (`layoutcheck.lint.noqa`); ``force_exclude``
     applies ``exclude`` to the named paths too (`discover`); ``keep_project``
     builds the project model even when the cache holds every result, and keeps
     it in `RunResult.project` (``layoutcheck model``); ``log`` records
@@ -469,8 +480,9 @@ def run(
         ])
         displays = {e.source.relpath: e.source.display for e in entries if e.checked}
         hit = None if keep_project else cache.get_run(run_key, displays)
-        # --fix must redo a project whose cached findings it could fix.
-        if hit is not None and not (fix and any(f.fixable for r in hit.values() for f in r.findings)):
+        # --fix must redo a project whose cached findings may have fixes; --add-noqa needs the texts.
+        if hit is not None and not ((fix or add_noqa) and any(f.fix is not None for r in hit.values()
+                                                                for f in r.findings)):
             for result in hit.values():
                 results[result.path] = result
             stats.cached = len(hit)
@@ -591,7 +603,10 @@ def run(
                 cache.put_file(entry.key, {"facts": cache_data(file.facts), "findings": [], "errors": [],
                                            "parsed": False})
         if fix:
-            _apply_fixes(project_files, analyses, results, chosen, settings, stats, write_fixes, by_display, cache)
+            _apply_fixes(project_files, analyses, results, chosen, settings, stats, write_fixes, by_display, cache,
+                         unsafe_fixes)
+        elif add_noqa:
+            _add_noqa(project_files, results, stats, by_display)
         elif cache is not None and run_key is not None and results:
             checked = {e.source.relpath: results[e.source.display] for e in entries
                        if e.checked and e.source.display in results}
@@ -604,53 +619,62 @@ def run(
 
 def _apply_fixes(project_files: list[Any], analyses: dict[str, Any], results: dict[str, FileResult],
                  chosen: RuleSelection, settings: LintSettings, stats: RunStats, write_fixes: bool,
-                 by_display: dict[str, _Entry], cache: ResultCache | None) -> None:
-    """Fix each file whose findings a syntax rule can fix; the project is judged again on the fixed code."""
-    from layoutcheck.lint.engine import analyse_project
-    from layoutcheck.lint.fix import fix_source
+                 by_display: dict[str, _Entry], cache: ResultCache | None, unsafe: bool) -> None:
+    """Fix the project pass by pass (`layoutcheck.lint.fix`), then write the changed files."""
+    from layoutcheck.lint.fix import fix_project
 
-    outcomes = {}
+    done = fix_project(project_files, analyses, settings, unsafe=unsafe, known_rules=chosen.known_names(),
+                       all_rules=chosen.rules)
+    stats.unsafe_hidden = done.hidden
     for file in project_files:
-        if not file.checked or not any(f.fixable for f in analyses[file.display].findings):
+        if not file.checked:
             continue
-        fixed = fix_source(file.source, file.display, list(file.rules), settings, module_name=file.module,
-                           known_rules=chosen.known_names(), encoding=_encoding(by_display[file.display].data))
-        if fixed.fix is None:
-            continue
-        outcomes[file.display] = fixed
-        file.source, file.facts, file.local = fixed.fix.fixed, None, None
-    if not outcomes:
-        return
-    analyses, _ = analyse_project(project_files, settings, known_rules=chosen.known_names(), all_rules=chosen.rules)
-    for display, fixed in outcomes.items():
-        result = analyses[display].result()
-        result.fix = fixed.fix
-        result.errors.extend(e for e in fixed.errors if e.kind == INTERNAL)
-        stats.fixed += fixed.fix.applied
-        entry = by_display[display]
-        if write_fixes:
-            written = _write_fix(entry.source.path, result)
-            if written is not None and cache is not None:
-                # Cache what is now on disk: the next run starts warm.
-                from hashlib import sha256
+        result = done.analyses[file.display].result()
+        result.cached = results[file.display].cached if file.display in results else False
+        result.errors.extend(done.errors.get(file.display, []))
+        outcome = done.outcomes.get(file.display)
+        if outcome is not None:
+            entry = by_display[file.display]
+            result.fix = replace(outcome, encoding=_encoding(entry.data))
+            result.cached = False
+            stats.fixed += outcome.applied
+            if write_fixes:
+                written = _write_fix(entry.source.path, result)
+                if written is not None and cache is not None and file.local is not None and file.facts is not None:
+                    # Cache what is now on disk: the next run starts warm.
+                    from hashlib import sha256
 
-                from layoutcheck.lint.cache import error_row, finding_row
-                from layoutcheck.model.facts import cache_data
+                    from layoutcheck.lint.cache import error_row, finding_row
+                    from layoutcheck.model.facts import cache_data
 
-                file = next(f for f in project_files if f.display == display)
-                key = cache.key(entry.source.relpath, entry.source.module_name, sha256(written).hexdigest())
-                if file.local is not None and file.facts is not None:
+                    key = cache.key(entry.source.relpath, entry.source.module_name, sha256(written).hexdigest())
                     cache.put_file(key, {
                         "facts": cache_data(file.facts), "findings": [finding_row(f) for f in file.local[0]],
                         "errors": [error_row(e) for e in file.local[1]], "parsed": bool(file.local[2]),
                     })
-        results[display] = result
+        results[file.display] = result
+
+
+def _add_noqa(project_files: list[Any], results: dict[str, FileResult], stats: RunStats,
+              by_display: dict[str, _Entry]) -> None:
+    """Write ``# noqa: CODE`` for each finding of each checked file (`layoutcheck.lint.noqa.add_noqa`)."""
+    from layoutcheck.lint.noqa import add_noqa
+
     for file in project_files:
-        if file.checked and file.display not in outcomes:
-            kept = results[file.display]
-            fresh = analyses[file.display].result()
-            fresh.cached = kept.cached
-            results[file.display] = fresh
+        result = results.get(file.display)
+        if not file.checked or result is None or not result.findings or file.source is None:
+            continue
+        if any(e.line is not None for e in result.errors):
+            continue  # a syntax error: nothing to anchor a comment to
+        text, count = add_noqa(file.source, result.findings)
+        if not count:
+            continue
+        entry = by_display[file.display]
+        outcome = FixOutcome(file.source, text, _encoding(entry.data), count)
+        result.fix = outcome
+        if _write_fix(entry.source.path, result) is not None:
+            stats.noqa_added += count
+        result.fix = None
 
 
 def _encoding(data: bytes) -> str:
@@ -665,4 +689,7 @@ def _result(results: dict[str, FileResult], found: Any, stats: RunStats, selecti
     findings = sorted(f for r in files for f in r.findings)
     errors = sorted([*found.errors, *(e for r in files for e in r.errors)],
                     key=lambda e: (e.path, e.line or 0, e.column or 0, e.message))
-    return RunResult(files, findings, errors, stats, _LazyRules(selection), warnings)
+    nothing = not found.files and not found.errors and not found.excluded
+    if nothing:
+        warnings.append("no Python files found under the given path(s)")
+    return RunResult(files, findings, errors, stats, _LazyRules(selection), warnings, no_python_files=nothing)

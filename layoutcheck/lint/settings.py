@@ -41,7 +41,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEFAULT_CACHE_DIR", "DEFAULT_CP_HELPERS", "DEFAULT_KERNEL_MODULES", "DEFAULT_TEST_PATHS", "TABLE", "CheckSettings",
-    "LintSettings", "kebab", "setting",
+    "LintSettings", "arrays_as_tuples", "kebab", "setting",
 ]
 
 DEFAULT_CP_HELPERS: Mapping[str, Mapping[str, int]] = {
@@ -90,12 +90,12 @@ def setting(default: Any = None, *, factory: Callable[[], Any] | None = None, de
     return dataclasses.field(default=default, metadata=metadata)
 
 
-def _frozen(value: Any) -> Any:
-    """JSON back to settings values: every array is a tuple (no field holds a list)."""
+def arrays_as_tuples(value: Any) -> Any:
+    """JSON or TOML data as settings values: every array a tuple, recursively (no field holds a list)."""
     if isinstance(value, list):
-        return tuple(_frozen(v) for v in value)
+        return tuple(arrays_as_tuples(v) for v in value)
     if isinstance(value, dict):
-        return {k: _frozen(v) for k, v in value.items()}
+        return {k: arrays_as_tuples(v) for k, v in value.items()}
     return value
 
 
@@ -291,4 +291,4 @@ class CheckSettings(LintSettings):
         names = {f.name for f in dataclasses.fields(cls)}
         if not isinstance(values, Mapping) or set(values) != names:
             raise ValueError("not the fields of CheckSettings")
-        return cls(**{name: _frozen(values[name]) for name in names})
+        return cls(**{name: arrays_as_tuples(values[name]) for name in names})

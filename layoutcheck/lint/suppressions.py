@@ -6,14 +6,21 @@ Forms (names are rule names or codes, comma-separated)::
     x = f(y)  # layoutcheck: ignore            (every rule, this line)
     # layoutcheck: ignore-file[bucket-spec]     (whole file; first comment block only)
     # layoutcheck: ignore-file                  (whole file, every rule)
+    x = f(y)  # noqa: LC101, LC103              (ruff's and flake8's form: `layoutcheck.lint.noqa`)
+    x = f(y)  # noqa                            (every rule, this line: as ruff reads it)
 
-A line suppression on the first line of a multi-line statement covers every
-line of that statement (one comment above a long call, not one per line).
+A ``layoutcheck:`` line suppression on the first line of a multi-line
+statement covers every line of that statement (one comment above a long
+call, not one per line); a ``noqa`` covers what ruff's does: the findings
+that start on its line (or in the multi-line string or backslash
+continuation it ends). A ``noqa`` code of another tool (``E501``) neither
+suppresses a layoutcheck finding nor is reported as unused, and a bare
+``# noqa`` is never reported as unused (it may serve another tool).
 
 Cost (DESIGN.md section 9: Fixit pays a parent-metadata walk for this on
-every file): nothing for a file whose text lacks ``layoutcheck:``; otherwise
-one `tokenize` pass, and only when the file has findings or unused
-suppressions are being reported. No libcst metadata is involved.
+every file): nothing for a file whose text holds neither ``layoutcheck:`` nor
+``# noqa``; otherwise one `tokenize` pass, and only when the file has
+findings or unused suppressions are being reported. No libcst is involved.
 """
 
 from __future__ import annotations
@@ -26,15 +33,24 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from layoutcheck.lint.findings import Finding
+from layoutcheck.lint.noqa import NOQA_TEXT, LineMapBuilder, lex_noqa
 from layoutcheck.lint.rule import LintRule
 
 if TYPE_CHECKING:
     from layoutcheck.lint.settings import LintSettings
 
-__all__ = ["MARKER", "Suppression", "Suppressions", "UnusedSuppression", "parse_suppressions"]
+__all__ = ["MARKER", "Suppression", "Suppressions", "UnusedSuppression", "may_suppress", "parse_suppressions"]
 
 MARKER = "layoutcheck:"
-"""Text every suppression comment holds: a file without it is never tokenized."""
+"""Text every ``layoutcheck:`` suppression comment holds."""
+
+_OUR_CODE = re.compile(r"LC[0-9]+", re.IGNORECASE)
+"""A code in layoutcheck's namespace: one no rule has is a typo worth reporting, in a ``noqa`` too."""
+
+
+def may_suppress(source: str) -> bool:
+    """Could ``source`` hold a suppression comment? (A file that cannot is never tokenized.)"""
+    return MARKER in source or NOQA_TEXT.search(source) is not None
 
 _DIRECTIVE = re.compile(r"#\s*layoutcheck:\s*(?P<kind>ignore-file|ignore)\b(?:\[(?P<names>[^\]]*)\])?")
 
@@ -46,7 +62,10 @@ class UnusedSuppression(LintRule):
     Reports a `# layoutcheck: ignore[...]` (or `ignore-file[...]`) comment
     when no finding of the rules it names is on the lines it covers, when it
     names a rule that does not exist, and when an `ignore-file` comment sits
-    below the file's first comment block, where it has no effect.
+    below the file's first comment block, where it has no effect. In a
+    `# noqa: ...` comment it judges layoutcheck's codes (and names) only:
+    `# noqa: LC101, E501` is reported when no LC101 finding is there, never
+    for `E501` (another tool's), and a bare `# noqa` is never reported.
 
     ## Why it matters
     A suppression outlives the code it was written for. Once the flagged
@@ -94,6 +113,8 @@ class Suppression:
     """An ``ignore-file`` below the first comment block: it covers nothing."""
     used: set[str] = field(default_factory=set)
     """The names (or ``*`` for a bare directive) that suppressed a finding."""
+    noqa: bool = False
+    """A ``# noqa`` directive (ruff's form) rather than ``# layoutcheck: ignore``."""
 
     def covers(self, finding: Finding) -> str | None:
         """The name under which this directive suppresses ``finding``, or None."""
@@ -102,7 +123,9 @@ class Suppression:
         if self.names is None:
             return "*"
         for name in self.names:
-            if name.lower() in (finding.rule, finding.code.lower()):
+            # A noqa code is matched as ruff matches it (exact, upper case); our names in any case.
+            if name == finding.code or (not self.noqa and name.lower() == finding.code.lower()) \
+                    or name.lower() == finding.rule:
                 return name
         return None
 
@@ -146,11 +169,15 @@ class Suppressions:
             if item.misplaced:
                 problems.append("`ignore-file` only works in the file's first comment block")
             elif item.names is None:
-                if not item.used:
+                # A bare noqa may serve another tool (ruff, flake8): never ours to call unused.
+                if not item.used and not item.noqa:
                     scope = "in this file" if item.file_level else "here"
                     problems.append(f"no finding {scope} to suppress")
             else:
                 for name in item.names:
+                    ours = _OUR_CODE.fullmatch(name) is not None or (known is not None and name.lower() in known)
+                    if item.noqa and not ours:
+                        continue  # another tool's code (`E501`): not ours to judge
                     if known is not None and name.lower() not in known:
                         problems.append(f"unknown rule `{name}`")
                     elif name.lower() in ran and name not in item.used:
@@ -178,6 +205,15 @@ def _names(match: re.Match[str]) -> tuple[str, ...] | None:
     return tuple(n.strip() for n in raw.split(",") if n.strip())
 
 
+def _noqa(comment: str, line: int, col0: int) -> Suppression | None:
+    """The ``noqa`` directive of one comment, covering its own line (`LineMap` widens it)."""
+    found = lex_noqa(comment)
+    if found is None:
+        return None
+    return Suppression(line, col0 + found.start + 1, col0 + found.end + 1, found.codes, False, line, line,
+                       noqa=True)
+
+
 def _from_tokens(source: str) -> list[Suppression]:
     items: list[Suppression] = []
     # Start line of the logical line being read (None between statements), and
@@ -185,9 +221,17 @@ def _from_tokens(source: str) -> list[Suppression]:
     start: int | None = None
     opening: list[Suppression] = []
     header = True  # still in the first comment block
+    noqa = NOQA_TEXT.search(source) is not None
+    lines = LineMapBuilder() if noqa else None
     for tok in tokenize.generate_tokens(io.StringIO(source).readline):
         kind = tok.type
+        if lines is not None:
+            lines.feed(tok)
         if kind == tokenize.COMMENT:
+            if noqa:
+                item = _noqa(tok.string, *tok.start)
+                if item is not None:
+                    items.append(item)
             if MARKER not in tok.string:
                 continue
             line, col0 = tok.start
@@ -215,6 +259,11 @@ def _from_tokens(source: str) -> list[Suppression]:
         header = False
         if start is None:
             start = tok.start[0]
+    if lines is not None:
+        mapping = lines.build()
+        for item in items:
+            if item.noqa:
+                item.first, item.last = mapping.covered(item.line)
     return items
 
 
@@ -226,9 +275,13 @@ def _from_lines(source: str) -> list[Suppression]:
         stripped = text.strip()
         if header and stripped and not stripped.startswith("#"):
             header = False
+        hash_at = text.find("#")
+        if hash_at >= 0:
+            item = _noqa(text[hash_at:], number, hash_at)
+            if item is not None:
+                items.append(item)
         if MARKER not in text:
             continue
-        hash_at = text.find("#")
         for match, col, end in _directives(text[hash_at:], hash_at):
             file_level = match.group("kind") == "ignore-file"
             item = Suppression(number, col, end, _names(match), file_level, number, number,
@@ -241,7 +294,7 @@ def _from_lines(source: str) -> list[Suppression]:
 
 def parse_suppressions(source: str) -> Suppressions | None:
     """The directives in ``source``; None (cheaply) when it holds none."""
-    if MARKER not in source:
+    if not may_suppress(source):
         return None
     try:
         items = _from_tokens(source)

@@ -19,11 +19,11 @@ from types import TracebackType
 from typing import TYPE_CHECKING
 
 import libcst as cst
-from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
+from libcst.metadata import CodeRange, MetadataWrapper
 
 from layoutcheck.lint.findings import INTERNAL, INVALID_INPUT, FileError
 from layoutcheck.lint.rule import LintRule, Report
-from layoutcheck.lint.walk import walk_batched
+from layoutcheck.lint.walk import node_positions, walk_batched
 
 if TYPE_CHECKING:
     from layoutcheck.lint.settings import LintSettings
@@ -153,7 +153,7 @@ def run_syntax_rules(
             crashed.append(type(culprit))
     if not context.reports:
         return [], {}, crashed
-    positions = _positions(wrapper)
+    positions = node_positions(wrapper)
     located = []
     for report in context.reports:
         where = positions.get(report.node)
@@ -164,17 +164,3 @@ def run_syntax_rules(
         report.span = (where.start.line, where.start.column + 1, where.end.line, where.end.column + 1)
         located.append(report)
     return located, positions, crashed
-
-
-def _positions(wrapper: MetadataWrapper) -> Mapping[cst.CSTNode, CodeRange]:
-    """Every node's range: one code-generation pass.
-
-    ``wrapper.resolve(PositionProvider)`` would also walk the whole tree once
-    more for batchable providers, even when there are none (libcst 1.x), which
-    is about 40% of its cost; the provider's own pass (`_gen`, what `resolve`
-    calls) is all positions need.
-    """
-    gen = getattr(PositionProvider(), "_gen", None)
-    if gen is None:  # pragma: no cover - a libcst without the hook: the public way
-        return wrapper.resolve(PositionProvider)
-    return gen(wrapper)

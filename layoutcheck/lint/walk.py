@@ -25,13 +25,13 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import ExitStack
 
 import libcst as cst
-from libcst.metadata import MetadataWrapper
+from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
 
-__all__ = ["TRIVIA", "walk_batched"]
+__all__ = ["TRIVIA", "node_positions", "walk_batched"]
 
 _Fields = tuple[tuple[str, bool], ...]
 _ORDER: dict[type[cst.CSTNode], _Fields] = {}
@@ -213,3 +213,17 @@ def walk_batched(wrapper: MetadataWrapper, visitors: Sequence[cst.BatchableCSTVi
         for visitor in visitors:
             stack.enter_context(visitor.resolve(wrapper))
         visit(wrapper.module)
+
+
+def node_positions(wrapper: MetadataWrapper) -> Mapping[cst.CSTNode, CodeRange]:
+    """Every node's range: one code-generation pass.
+
+    ``wrapper.resolve(PositionProvider)`` would also walk the whole tree once
+    more for batchable providers, even when there are none (libcst 1.x), which
+    is about 40% of its cost; the provider's own pass (`_gen`, what `resolve`
+    calls) is all positions need.
+    """
+    gen = getattr(PositionProvider(), "_gen", None)
+    if gen is None:  # pragma: no cover - a libcst without the hook: the public way
+        return wrapper.resolve(PositionProvider)
+    return gen(wrapper)

@@ -24,12 +24,12 @@ import numpy as np
 
 from layoutcheck import geometry
 from layoutcheck.advisor.dp import optimal_buckets
-from layoutcheck.advisor.sampler import MicroBatches
 from layoutcheck.advisor.score import MaximaDistribution
 from layoutcheck.errors import LayoutSpecError
 from layoutcheck.runtime.reporting.runreport import MicroBatchRecord, RunReport, SampleRecord
 
-__all__ = ["BatchWaste", "RolloutGlobal", "SampleWaste", "ViolationGroup", "WasteReport", "analyse"]
+__all__ = ["BatchWaste", "BucketFit", "RolloutGlobal", "SampleWaste", "ViolationGroup", "WasteReport", "advisor_fit", "analyse",
+           "maxima_weights"]
 
 
 @dataclass(frozen=True)
@@ -98,6 +98,19 @@ class BatchWaste:
     @property
     def pad_share(self) -> float:
         return 1.0 - self.true_tokens / self.positions if self.positions else 0.0
+
+
+@dataclass(frozen=True)
+class BucketFit:
+    """The advisor's ``k`` buckets fitted on a run's micro-batch maxima, and the positions they lay out."""
+
+    max_length: int
+    """The last bucket: ``--max-length`` or the longest ``T`` rounded up to the quantum."""
+    quantum: int
+    k: int
+    buckets: tuple[int, ...]
+    positions: int
+    """Positions of every micro-batch with these buckets (THD micro-batches as laid out)."""
 
 
 @dataclass(frozen=True)
@@ -223,17 +236,25 @@ def _shapes(report: RunReport) -> list[tuple[tuple[int, ...], int]]:
     return sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
 
 
-def advisor_fit(batches: list[BatchWaste], max_length: int, quantum: int, k: int) -> tuple[tuple[int, ...], int]:
-    """The optimal ``k`` buckets for the BSHD micro-batches' maxima, and every micro-batch's positions with them."""
-    bshd = [b for b in batches if b.layout == "bshd"]
-    others = sum(b.positions for b in batches if b.layout != "bshd")
-    if not bshd:
+def maxima_weights(batches: list[BatchWaste]) -> Counter[int]:
+    """BSHD micro-batches as the advisor needs them: samples per longest length (the bucket a batch pads to)."""
+    weights: Counter[int] = Counter()
+    for b in batches:
+        if b.layout == "bshd":
+            weights[b.longest] += b.size
+    return weights
+
+
+def advisor_fit(maxima: Counter[int], others: int, max_length: int, quantum: int, k: int) -> tuple[tuple[int, ...], int]:
+    """The optimal ``k`` buckets for BSHD micro-batches (``maxima``: samples per longest length), and every
+    micro-batch's positions with them (``others``: the positions of THD micro-batches, laid out as they were)."""
+    if not maxima:
         return (), others
-    dist = MaximaDistribution.of(
-        MicroBatches(*(np.array([getattr(b, f) for b in bshd], dtype=np.int64)
-                       for f in ("longest", "size", "true_tokens"))),
-        max_length,
-    )
+    counts = np.zeros(max_length + 1, dtype=np.int64)
+    lengths = np.fromiter(maxima.keys(), dtype=np.int64, count=len(maxima))
+    counts[lengths] = np.fromiter(maxima.values(), dtype=np.int64, count=len(maxima))
+    longest = int(np.dot(lengths, np.fromiter(maxima.values(), dtype=np.int64, count=len(maxima))))
+    dist = MaximaDistribution(np.cumsum(counts), longest, len(maxima))
     grid = geometry.bucket_grid(max_length, quantum)
     buckets, cost = optimal_buckets(grid, dist.weights(grid), k)[k - 1]
     return buckets, cost + others
@@ -247,7 +268,7 @@ def analyse(
     max_length: int | None = None,
     k: int = 4,
 ) -> WasteReport:
-    """Summarise ``report``; ``unit`` is ``A`` for samples whose record has none."""
+    """Summarise ``report``; ``unit`` is ``A`` for samples whose record has none; ``k=0`` fits no buckets."""
     samples = _samples(report.samples, unit)
     batches = _batches(report, samples, unit)
     longest = max((b.longest for b in batches), default=1)
@@ -258,7 +279,9 @@ def analyse(
         raise LayoutSpecError(
             f"--max-length {max_length} is below the longest sample of a micro-batch, {longest} tokens"
         )
-    buckets, advisor_positions = advisor_fit(batches, max_length, quantum, k)
+    others = sum(b.positions for b in batches if b.layout != "bshd")
+    buckets, advisor_positions = (advisor_fit(maxima_weights(batches), others, max_length, quantum, k) if k
+                                  else ((), sum(b.positions for b in batches)))
     padded_lengths = sorted(Counter(b.padded for b in batches if b.padded is not None).items())
     return WasteReport(
         report=report,

@@ -1,4 +1,4 @@
-"""``layoutcheck report RUN.json``: its argument parser and its run function.
+"""``layoutcheck report RUN.json...``: its argument parser and its run function.
 
 `layoutcheck.cli` registers the parser (`add_parser`) and calls `run`; numpy
 (and matplotlib for ``--plot``) are imported when the command runs. Exit
@@ -14,19 +14,21 @@ import sys
 
 from layoutcheck.advisor.options import error, missing_extra, positive_int
 
-__all__ = ["add_parser", "run"]
+__all__ = ["add_parser", "report_files", "run"]
 
 
 def add_parser(commands: argparse._SubParsersAction) -> argparse.ArgumentParser:  # type: ignore[type-arg]
     """Register ``report`` on the top-level sub-parsers."""
     p = commands.add_parser(
-        "report", help="show where a run's padding went, from its JSON run report",
-        description="Summarise a layoutcheck run report: violations by invariant and field, padding "
-                    "inflation per sample, pad share per micro-batch, distinct padded shapes, and the "
-                    "positions per-sample padding or the advisor's buckets would save. Exit 0 done, "
-                    "2 bad input.",
+        "report", help="show where a run's padding went, from its JSON run report(s)",
+        description="Summarise layoutcheck run reports: the run's own totals, violations by invariant and "
+                    "field, padding inflation per sample, pad share per micro-batch, distinct padded shapes, and "
+                    "the positions per-sample padding or the advisor's buckets would save. Several reports (one "
+                    "per rank: run.rank*.json, or a folder of them) are merged into the job's: totals, a row "
+                    "per rank, and the ranks that disagree. Exit 0 done, 2 bad input.",
     )
-    p.add_argument("path", metavar="RUN.json", help="a run report written by the runtime checks")
+    p.add_argument("paths", nargs="+", metavar="RUN.json",
+                   help="run reports written by the runtime checks, or folders of them (their *.json files)")
     p.add_argument("--top", type=positive_int, default=5, metavar="N",
                    help="worst samples and micro-batches listed (default 5)")
     p.add_argument("--unit", type=positive_int, default=128, metavar="A",
@@ -40,10 +42,34 @@ def add_parser(commands: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p.add_argument("--output-format", choices=("text", "json"), default="text",
                    help="the summary, or one JSON document (default: text)")
     p.add_argument("--plot", metavar="FILE.png|.svg",
-                   help="draw lengths, micro-batch maxima, buckets, the padded area and inflation per sample "
-                        "(needs matplotlib)")
+                   help="draw lengths, micro-batch maxima, buckets, the padded area, and inflation per sample "
+                        "(one report) or per rank (several) (needs matplotlib)")
     p.add_argument("-q", "--quiet", action="store_true", help="nothing on stderr but errors")
     return p
+
+
+def report_files(paths: list[str]) -> list[str]:
+    """The files to read: each path named, and a folder's ``*.json`` files in name order.
+
+    Raises `LayoutSpecError` for a path that does not exist or a folder without any.
+    """
+    from pathlib import Path
+
+    from layoutcheck.errors import LayoutSpecError
+
+    files: list[str] = []
+    for raw in paths:
+        path = Path(raw)
+        if path.is_dir():
+            found = sorted(str(p) for p in path.glob("*.json") if p.is_file())
+            if not found:
+                raise LayoutSpecError(f"{raw}: a folder with no *.json run reports in it")
+            files.extend(found)
+        elif path.exists():
+            files.append(raw)
+        else:
+            raise LayoutSpecError(f"{raw}: no such file or directory")
+    return list(dict.fromkeys(files))
 
 
 def run(args: argparse.Namespace) -> int:
@@ -55,22 +81,27 @@ def run(args: argparse.Namespace) -> int:
 
     from layoutcheck.errors import LayoutSpecError
     from layoutcheck.runtime.reporting.runreport import load_run_report
-    from layoutcheck.waste.analysis import analyse
+    from layoutcheck.waste.job import JobBuilder
     from layoutcheck.waste.render import to_json, to_text
 
     try:
-        report = load_run_report(args.path)
-        waste = analyse(report, unit=args.unit, quantum=args.quantum, max_length=args.max_length, k=args.k)
+        files = report_files(args.paths)
+        job = JobBuilder(unit=args.unit, top=args.top)
+        for file in files:  # one report at a time: memory stays flat in the number of ranks
+            job.add(load_run_report(file), file)
+        waste = job.finish(quantum=args.quantum, max_length=args.max_length, k=args.k)
     except LayoutSpecError as exc:
         return error(str(exc))
     if not waste.batches:
-        return error(f"{args.path}: the run report has no sample or micro-batch records to report on")
-    print(to_json(waste, args.path, top=args.top) if args.output_format == "json"
-          else to_text(waste, args.path, top=args.top))
+        what = files[0] if len(files) == 1 else f"none of the {len(files)} run reports"
+        return error(f"{what}: the run report has no sample or micro-batch records to report on"
+                     if len(files) == 1 else f"{what} has sample or micro-batch records to report on")
+    print(to_json(waste, files, top=args.top) if args.output_format == "json"
+          else to_text(waste, files, top=args.top))
     if args.plot:
         from layoutcheck.waste.plot import picture_of, plot_padding
 
-        plot_padding(picture_of(waste, args.path), args.plot)
+        plot_padding(picture_of(waste, files), args.plot)
         if not args.quiet:
             print(f"Wrote {args.plot}.", file=sys.stderr)
     return 0

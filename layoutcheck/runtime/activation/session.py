@@ -37,6 +37,7 @@ from layoutcheck.errors import ConfigError, LayoutSpecError, Violation
 from layoutcheck.runtime.activation import ray_env
 from layoutcheck.runtime.hooks.install import HookSet
 from layoutcheck.runtime.hooks.settings import (
+    BOUNDARY,
     ENV_CONFIG,
     ENV_REPORT,
     TRACER_ROLES,
@@ -106,6 +107,9 @@ class Session:
             cross_rank=CrossRankOptions(settings.cross_rank_every, settings.cross_rank_timeout)
             if settings.cross_rank else None,
         )
+        self.boundaries = self._boundaries(settings, config_file)
+        """The boundary contracts, by function (`layoutcheck.runtime.contract.boundary.BoundarySpec`)."""
+        self._coordinates = self._coordinate_sources(settings, config_file)
         self._hooks = HookSet(self._wrap, on_error=self._hook_error)
         self._hooks.add(s for s in settings.hook_specs() if self._tracing or s.role not in TRACER_ROLES)
 
@@ -199,14 +203,60 @@ class Session:
 
     # --- hooks ------------------------------------------------------------
 
+    @staticmethod
+    def _boundaries(settings: RuntimeSettings, config_file: Path | None) -> dict[str, Any]:
+        from layoutcheck.runtime.contract.boundary import parse_boundary
+
+        out = {}
+        for target, table in settings.boundary_tables().items():
+            where = str(config_file) if target in settings.boundaries and config_file else (
+                f"preset {settings.preset!r}" if target not in settings.boundaries else None)
+            try:
+                out[target] = parse_boundary(target, table, source_file=where)
+            except LayoutSpecError as err:  # validated with the file already: a preset's own table is wrong
+                raise ConfigError(f'runtime.boundaries."{target}" in {where}: {err}',
+                                  key=f'runtime.boundaries."{target}"', source=where) from None
+        return out
+
+    def _coordinate_sources(self, settings: RuntimeSettings, config_file: Path | None) -> Any:
+        from layoutcheck.runtime.checker.boundaries import Coordinates
+        from layoutcheck.runtime.contract.boundary import parse_source
+
+        sources = {key.replace("-", "_"): None if value is None else parse_source(value, what=f"`{key}`")
+                   for key, value in settings.coordinate_sources().items()}
+        return Coordinates(parallel_state=self.checker.parallel_state, **sources)
+
     def _wrap(self, spec: HookSpec, original: Callable[..., Any]) -> Callable[..., Any]:
-        if self.tracing:
-            wrapper = self._tracer_side().wrap(spec, original)
-        else:
-            wrapper = self.checker.wrap(spec.role, original)
+        boundary = self.boundaries.get(spec.target)
+        try:
+            if spec.role == BOUNDARY:
+                wrapper = self.checker.wrap_boundary(boundary, original, self._coordinates)
+            else:
+                if spec.role in TRACER_ROLES:
+                    from layoutcheck.runtime.checker.wrappers import check_tracer_signature
+
+                    check_tracer_signature(spec.role, original, spec.target)
+                inputs = boundary.inputs if boundary is not None else None
+                if self.tracing:
+                    wrapper = self._tracer_side().wrap(spec, original, inputs)
+                else:
+                    wrapper = self.checker.wrap(spec.role, original, inputs)
+        except LayoutSpecError as err:
+            raise LayoutSpecError(f"{err} [{self._configured_at(spec, boundary)}]") from None
         if spec.role == "producer" and self.settings.report:
             return self._reporting(wrapper)
         return wrapper
+
+    def _configured_at(self, spec: HookSpec, boundary: Any) -> str:
+        # The key and the file that asked for this hook, for an error at installation.
+        if boundary is not None:
+            where = boundary.source_file
+            key = boundary.key
+        elif self.settings.preset is not None and spec.role not in self.settings.hooks:
+            key, where = f"runtime.preset = {self.settings.preset!r}", str(self.config_file) if self.config_file else None
+        else:
+            key, where = f"runtime.hooks.{spec.role}", str(self.config_file) if self.config_file else None
+        return f"configured as `{key}`" + (f" in {where}" if where else "")
 
     def _reporting(self, producer: Callable[..., Any]) -> Callable[..., Any]:
         """The producer's wrapper, writing the report of the rollouts so far before each new rollout.
@@ -312,6 +362,10 @@ class Session:
         # Only a process that hooked something reports: a launcher or a Ray driver stays quiet.
         if not self._hooks.installed:
             return
+        try:  # boundary checks still waiting for device values: the step is over, waiting is free now
+            self.checker.flush(wait=True)
+        except Exception as err:  # noqa: BLE001 - the exit goes on
+            print(f"layoutcheck: deferred checks could not run at exit: {err}", file=sys.stderr)
         written = self._write_quietly() if self.settings.report else None
         if self.settings.summary:
             rank, world = _rank_and_world()

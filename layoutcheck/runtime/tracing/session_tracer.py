@@ -38,7 +38,7 @@ from __future__ import annotations
 import functools
 import inspect
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from layoutcheck import geometry
@@ -114,11 +114,16 @@ class SessionTracer:
 
     # --- wrappers -------------------------------------------------------------------------
 
-    def wrap(self, spec: HookSpec, original: Callable[..., Any]) -> Callable[..., Any]:
-        """The hook of ``original`` in ``spec.role``, with the checker's checks where the role has them."""
+    def wrap(self, spec: HookSpec, original: Callable[..., Any],
+             inputs: Mapping[str, object] | None = None) -> Callable[..., Any]:
+        """The hook of ``original`` in ``spec.role``, with the checker's checks where the role has them.
+
+        ``inputs``: where the role finds what ``original`` does not take under
+        Miles's names (a boundary's ``inputs``), for the checker and the tags alike.
+        """
         checker, role = self.checker, spec.role
         if role == "producer":
-            return self._producer(original, checker.wrap(role, original))
+            return self._producer(original, checker.wrap(role, original, inputs), inputs)
         tracer = self.tracer
         if role == "batch-builder":
             traced = tracer.wrap(original)
@@ -130,11 +135,11 @@ class SessionTracer:
                     return tracer.quiet(original, args, kwargs)
                 return traced(*args, **kwargs)
 
-            return self._batch_builder(original, checker.wrap(role, layoutcheck_builder))
+            return self._batch_builder(original, checker.wrap(role, layoutcheck_builder, inputs), inputs)
         if role == "replay-filler":
-            return self._replay_filler(original, checker.wrap(role, tracer.wrap(original)))
+            return self._replay_filler(original, checker.wrap(role, tracer.wrap(original), inputs), inputs)
         if role == "offset-helper":
-            return checker.wrap(role, tagging.wrap_cp_offsets(original, tracer=tracer))
+            return checker.wrap(role, tagging.wrap_cp_offsets(original, tracer=tracer), inputs)
         if role == "cp-slicer":
             return _checked_helper(spec, lambda: tagging.wrap_slice_with_cp(
                 original, parallel_state=checker.parallel_state, tracer=tracer))
@@ -155,8 +160,9 @@ class SessionTracer:
             self.checker._note(f"{where} (the tracer's tags)", err)
             return None
 
-    def _producer(self, original: Callable[..., Any], checked: Callable[..., Any]) -> Callable[..., Any]:
-        binder = _binder(original)
+    def _producer(self, original: Callable[..., Any], checked: Callable[..., Any],
+                 inputs: Mapping[str, object] | None = None) -> Callable[..., Any]:
+        binder = _binder(original, inputs)
         where = getattr(original, "__name__", "producer")
 
         @functools.wraps(checked)
@@ -192,8 +198,9 @@ class SessionTracer:
         tagging.tag_rollout(rollout, qkv_format=lay.qkv_format, cp_size=par.cp_size, cp_rank=par.cp_rank,
                             scheme=lay.scheme, unit=lay.unit, buckets=self.checker.buckets)
 
-    def _batch_builder(self, original: Callable[..., Any], checked: Callable[..., Any]) -> Callable[..., Any]:
-        binder = _binder(original)
+    def _batch_builder(self, original: Callable[..., Any], checked: Callable[..., Any],
+                 inputs: Mapping[str, object] | None = None) -> Callable[..., Any]:
+        binder = _binder(original, inputs)
         where = getattr(original, "__name__", "batch builder")
 
         @functools.wraps(checked)
@@ -249,8 +256,9 @@ class SessionTracer:
             tagging.tag_batch(batch, micro_batch=k, samples=samples, qkv_format=layout, cp_size=par.cp_size,
                               cp_rank=par.cp_rank, scheme=scheme, buckets=self.checker.buckets)
 
-    def _replay_filler(self, original: Callable[..., Any], checked: Callable[..., Any]) -> Callable[..., Any]:
-        binder = _binder(original)
+    def _replay_filler(self, original: Callable[..., Any], checked: Callable[..., Any],
+                 inputs: Mapping[str, object] | None = None) -> Callable[..., Any]:
+        binder = _binder(original, inputs)
         where = getattr(original, "__name__", "replay filler")
 
         @functools.wraps(checked)
@@ -300,10 +308,10 @@ class SessionTracer:
                                 bucket=bucket)
 
 
-def _binder(fn: Callable[..., Any]) -> Any:
+def _binder(fn: Callable[..., Any], inputs: Mapping[str, object] | None = None) -> Any:
     from layoutcheck.runtime.checker.wrappers import Binder
 
-    return Binder(inspect.signature(fn))
+    return Binder(inspect.signature(fn), inputs)
 
 
 def _checked_helper(spec: HookSpec, make: Callable[[], Callable[..., Any]]) -> Callable[..., Any]:
