@@ -195,8 +195,24 @@ def _elementwise_rule(mode: Mode, func: Any, args: tuple[Any, ...], kwargs: dict
     operands = _operands(func, args, kwargs)
     tags = [geometry_of(x) for x in operands]
     shapes = [_shape(x) if t is not None else None for x, t in zip(operands, tags)]
-    mode.flag(space_rules.partner_problems(NAMES.get(func, "op"), tags, shapes), func)
     keeps = func in _KEEPS_POSITIONS
+    tagged = [i for i, t in enumerate(tags) if t is not None]
+    if len(tagged) == 1:  # one tagged operand beside a number or an untagged tensor: no partners (a hot path)
+        t, shape = tags[tagged[0]], shapes[tagged[0]]
+        own = t if keeps or t.positions is None else t.evolve(positions=None)
+
+        def alone(out: Any) -> None:
+            out_shape = _shape(out)
+            if out_shape == shape:
+                if geometry_of(out) is None:
+                    tag(out, own)
+            elif out_shape is not None:
+                new = space_rules.elementwise(tags, shapes, out_shape, keeps_positions=keeps)
+                if new is not None and geometry_of(out) is None:
+                    tag(out, new)
+
+        return alone
+    mode.flag(space_rules.partner_problems(NAMES.get(func, "op"), tags, shapes), func)
 
     def after(out: Any) -> None:
         out_shape = _shape(out)
@@ -308,7 +324,7 @@ def _getitem_rule(mode: Mode, func: Any, args: tuple[Any, ...], kwargs: dict[str
     if shape is None:
         return None
     idx = args[1]
-    positions = _position_item(g, idx)
+    positions = None if type(idx) is slice or type(idx) is int else _position_item(g, idx)
     if positions is not None:  # a tensor of positions along the sequence (advanced indexing): S4
         mode.flag(space_rules.position_index(g, positions, shape[g.seq_dim]), func)
         return None

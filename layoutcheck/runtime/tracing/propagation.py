@@ -200,7 +200,9 @@ def index(tag: Tag, shape: Shape, idx: Any) -> tuple[Tag | None, list[Violation]
         start, stop, step = idx.indices(shape[0])
         if step != 1:
             return None, []
-        shift, problems = space_rules.slice_problems(tag, shape[0], idx)
+        shift, problems = None, []
+        if space_rules.may_matter(idx, shape[0]):
+            shift, problems = space_rules.slice_problems(tag, shape[0], idx)
         out = slice_sequence(tag, shape[0], start, max(start, stop))
         if shift is not None and out is not None:
             out = out.evolve(shift=shift)
@@ -249,8 +251,9 @@ def index(tag: Tag, shape: Shape, idx: Any) -> tuple[Tag | None, list[Violation]
                 if step != 1:
                     return None, []
                 problems += _past_the_end(tag, shape[in_dim], item)
-                shift, found = space_rules.slice_problems(tag, shape[in_dim], item)
-                problems += found
+                if space_rules.may_matter(item, shape[in_dim]):
+                    shift, found = space_rules.slice_problems(tag, shape[in_dim], item)
+                    problems += found
                 seq_slice = (start, max(start, stop))
                 new_seq = out_dim
             elif in_dim == 0 and samples:

@@ -47,6 +47,7 @@ __all__ = [
     "broadcast_seq_dim",
     "cp_again",
     "elementwise",
+    "may_matter",
     "negative_index",
     "partner_problems",
     "position_index",
@@ -96,6 +97,12 @@ def cp_again(tag: Tag, size: int, *, action: str, given: str) -> Violation:
 # --- slices along the sequence: S2 (shift), S4 (wrapping bounds), S5 (past the end of T) ---------
 
 
+def may_matter(item: slice, size: int) -> bool:
+    """Whether `slice_problems` can say anything of ``item`` on an axis of ``size`` (a cheap test: a hot path)."""
+    start, stop = item.start, item.stop
+    return start is not None and (start == 1 or start < 0 or (stop is not None and stop > size))
+
+
 def slice_problems(tag: Tag, size: int, item: slice) -> tuple[int | None, list[Violation]]:
     """``x[item]`` along ``tag``'s sequence (``size`` long): ``(the output's shift, or None if unchanged, violations)``.
 
@@ -117,7 +124,7 @@ def slice_problems(tag: Tag, size: int, item: slice) -> tuple[int | None, list[V
         ))
     if type(start) is int and type(stop) is int and 0 <= start and stop > size:
         problems += _past_t(tag, size, start, stop)
-    shifts = start == 1 and (stop is None or stop == size or stop == -0) and size >= 2
+    shifts = start == 1 and (stop is None or stop == size) and size >= 2
     if not shifts:
         return None, problems
     if tag.cp_local:
