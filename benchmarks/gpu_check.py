@@ -237,6 +237,7 @@ def main(argv: list[str] | None = None) -> int:
 
         print("dry run on cpu: the CPU sync detection (a dispatch-level deny list and the value-reading methods) "
               "stands in for torch.cuda.set_sync_debug_mode; times include its cost and say nothing about a GPU")
+        torch.set_num_threads(1)  # a shared CPU: one thread is steadier than two fighting for it
         with denying() as guard:
             return run("cpu", guard.enforce, options)
     if not torch.cuda.is_available():
