@@ -7,8 +7,8 @@
   the stubs of ``tests/stubs/verl`` (Megatron's parallel state, and the
   parts of verl's package that pull the GPU stack). Nothing of verl is kept
   in this repository. Without network access the tests skip.
-* Miles and slime are not on PyPI: a test runs when ``LAYOUTCHECK_MILES`` /
-  ``LAYOUTCHECK_SLIME`` names a checkout at the pinned commit (`checkout`),
+* Miles and slime are not on PyPI: a test runs when ``LAYOUTCHECK_MILES_CHECKOUT`` /
+  ``LAYOUTCHECK_SLIME_CHECKOUT`` names a checkout at the pinned commit (`checkout`),
   and skips otherwise.
 """
 
@@ -65,7 +65,7 @@ def verl_tree(version: str, dest: Path) -> Path:
 
 def checkout(trainer: str) -> Path:
     """The pinned checkout named by ``LAYOUTCHECK_<TRAINER>``; skips the test when unset or at another commit."""
-    variable = f"LAYOUTCHECK_{trainer.upper()}"
+    variable = f"LAYOUTCHECK_{trainer.upper()}_CHECKOUT"
     path = os.environ.get(variable)
     if not path:
         pytest.skip(f"{variable} is not set: point it at a {trainer} checkout at {PINS[trainer]}")

@@ -359,3 +359,36 @@ def test_the_contract_module_imports_no_torch():
             "print('torch' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+# --- roles under other names ---------------------------------------------------------------------------
+
+
+def test_a_role_reads_its_inputs_from_the_functions_own_names(monkeypatch):
+    # slime's producer is a method that keeps the trainer's args on `self`; here a renamed producer takes them
+    # as `ns`: with `inputs.args = "args.ns.opts"` the producer role reads it there, and judges alike
+    from minitrainer.args import make_args
+    from minitrainer.data import get_rollout_data
+    from minitrainer.parallel import get_parallel_state, parallel_state
+    from minitrainer.rollout import make_rollout_ref
+    from types import SimpleNamespace
+
+    def fetch(ns, box):
+        return get_rollout_data(ns.opts, box)
+
+    args = make_args(bugs={"rollout_global_padding"})
+    found = {}
+    for name, fn, call, inputs in (
+        ("miles", get_rollout_data, lambda f, ref: f(args, ref), None),
+        ("renamed", fetch, lambda f, ref: f(SimpleNamespace(opts=args), ref),
+         {"args": parse_path("args.ns.opts")}),
+    ):
+        checker = LayoutChecker("record", parallel_state=get_parallel_state)
+        with parallel_state(cp_size=2, cp_rank=1):
+            call(checker.wrap("producer", fn, inputs), make_rollout_ref([300, 1000, 129]))
+        found[name] = [(v.invariant, v.sample, v.actual, v.expected) for v in checker.violations]
+    assert found["renamed"] == found["miles"] and {v[0] for v in found["miles"]} == {"O3"}
+    with pytest.raises(LayoutSpecError, match=r"it has no parameter `args`.*say where with `inputs.args`"):
+        LayoutChecker("raise").wrap("producer", fetch)
+    with pytest.raises(LayoutSpecError, match=r"`inputs.args` = `args.opts` reads the parameter `opts`"):
+        LayoutChecker("raise").wrap("producer", fetch, {"args": parse_path("args.opts")})

@@ -24,7 +24,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 MARKER = re.compile(r"^<!-- generate: ([a-z-]+) -->$", re.M)
-CODE = re.compile(r"\A(?:O[1-5]|G[1-6]|X1)\Z")
+CODE = re.compile(r"\A(?:O[1-5]|G[1-6]|B[1-6]|X1)\Z")
 
 
 # ---------------------------------------------------------------- rules
@@ -134,7 +134,7 @@ def _reported(path: Path) -> list[tuple[str, str, str | None]]:
 
 def invariants() -> str:
     """Each invariant code: the problems the checks report under it, where, and the fix they suggest."""
-    from layoutcheck.runtime.contract import common
+    from layoutcheck.runtime.contract import common, invariants as boundary
     from layoutcheck.runtime.crossrank import agreement
 
     found: dict[str, dict[str, list[str]]] = {}
@@ -146,9 +146,9 @@ def invariants() -> str:
                 entry["where"].append(where)
             if problem and problem not in entry["problems"]:
                 entry["problems"].append(problem)
-    hints = {code: [hint] for code, hint in common.HINTS.items() if CODE.match(code)}
+    hints = {code: [hint] for code, hint in {**common.HINTS, **boundary.HINTS}.items() if CODE.match(code)}
     hints[agreement.INVARIANT] = list(agreement.HINTS.values())
-    order = sorted(found, key=lambda c: ("OGX".index(c[0]), int(c[1:])))
+    order = sorted(found, key=lambda c: ("OGBX".index(c[0]), int(c[1:])))
     lines = []
     for code in order:
         entry = found[code]

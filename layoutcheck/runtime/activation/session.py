@@ -102,7 +102,7 @@ class Session:
         self.checker = LayoutChecker(
             settings.mode,
             parallel_state=None if parallel is None else _Target(parallel, "tool.layoutcheck.runtime.parallel-state"),
-            layout=settings.layout,
+            layout=settings.layout_value,
             buckets=settings.buckets,
             cross_rank=CrossRankOptions(settings.cross_rank_every, settings.cross_rank_timeout)
             if settings.cross_rank else None,
@@ -110,6 +110,9 @@ class Session:
         self.boundaries = self._boundaries(settings, config_file)
         """The boundary contracts, by function (`layoutcheck.runtime.contract.boundary.BoundarySpec`)."""
         self._coordinates = self._coordinate_sources(settings, config_file)
+        if parallel is None and self._coordinates.configured:
+            # the roles read Miles's parallel state: a trainer that keeps its coordinates elsewhere gives them here
+            self.checker.parallel_state = self._coordinates.as_parallel_state()
         self._hooks = HookSet(self._wrap, on_error=self._hook_error)
         self._hooks.add(s for s in settings.hook_specs() if self._tracing or s.role not in TRACER_ROLES)
 

@@ -32,6 +32,7 @@ from __future__ import annotations
 import functools
 import importlib
 import inspect
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -67,6 +68,29 @@ class Coordinates:
     def group(self) -> Any:
         """The CP process group from ``cp_group`` (``None`` when not configured)."""
         return None if self.cp_group is None else self._evaluate(self.cp_group, {})
+
+    @property
+    def configured(self) -> bool:
+        """Whether any coordinate has a source of its own (else they are the parallel state's, or one rank)."""
+        return any(self.sources.values())
+
+    def as_parallel_state(self) -> Callable[[], Any]:
+        """A ``get_parallel_state``-like function over these coordinates, for the roles' reader.
+
+        It answers ``.tp.size``, ``.tp.rank`` (0: the roles read the TP size
+        only), ``.cp.size``, ``.cp.rank`` and ``.cp.group`` (the ``cp-group``
+        source's), as Miles's parallel state does, for a trainer that keeps
+        its coordinates elsewhere (``megatron.core.parallel_state``).
+        """
+        from types import SimpleNamespace
+
+        def parallel_state() -> Any:
+            coords = self.read({})
+            group = self.group()
+            return SimpleNamespace(tp=SimpleNamespace(size=coords["tp"], rank=0),
+                                   cp=SimpleNamespace(size=coords["cp"], rank=coords["rank"], group=group))
+
+        return parallel_state
 
     def over(self, spec: BoundarySpec) -> Coordinates:
         """These coordinates with a boundary's own sources in front."""
@@ -220,9 +244,12 @@ def read_field(f: FieldSpec, value: Any, scheme: str, *, one: bool) -> tuple[inv
             else:
                 raise LayoutSpecError(f"`{f.key}` holds masks (a (B, S) tensor or a list of 1-D masks), got {r.seen}")
         elif one:
-            if shape is None or not shape:
+            if isinstance(value, (list, tuple)):  # one sample's values as a list (log-probs of a rollout, say)
+                r.shape, r.lengths = "one", [len(value)]
+            elif shape is None or not shape:
                 raise LayoutSpecError(f"`{f.key}` is one sample's tensor, got {r.seen}")
-            r.shape, r.lengths = "one", [int(shape[_axis(f, 0)])]
+            else:
+                r.shape, r.lengths = "one", [int(shape[_axis(f, 0)])]
         elif isinstance(value, (list, tuple)):
             lengths = []
             for entry in value:
@@ -372,6 +399,8 @@ class _BoundaryCalls:
         if reordered:  # the returns' lengths are the arguments' in another order: said once, as B5
             conflicts = [v for v in conflicts if not v.field.startswith("returns")]
         found += conflicts
+        if c.units:
+            invariants.derive_padded(bound, math.lcm(*(u for _, u in c.units)))
         fields = invariants.check_fields(c.readings, bound, cp=c.coords["cp"], rank=c.coords["rank"], where=c.where,
                                          sizes=sizes, stream_units=c.stream_units)
         found += [v for v in fields if not (reordered and v.field.startswith("returns"))]

@@ -48,6 +48,7 @@ class Layout:
     cp: int
     rank: int
     pad_value: Any = 0
+    """The pad value; anything but a number (a function that pads, say) leaves pad positions unchecked."""
     stream_unit: int = 1
     axis: int = 0
     """The target tensor's sequence axis."""
@@ -89,9 +90,17 @@ def _expected_part(data: Any, sample: SampleLengths, layout: Layout) -> tuple[An
     if cp_part is not None and layout.cp > 1 and cp_part.scheme == "zigzag":
         length = max(length, geometry.materialised_length(length, layout.cp, "zigzag"))
     if length > true:
-        pad = torch.full((length - true, *data.shape[1:]), layout.pad_value, dtype=data.dtype)
+        pad = torch.full((length - true, *data.shape[1:]), _pad(layout), dtype=data.dtype)
         data = torch.cat([pad, data] if layout.space.pad_side == "left" else [data, pad])
     return data, true
+
+
+def _pad(layout: Layout) -> Any:
+    return layout.pad_value if _numeric(layout.pad_value) else 0
+
+
+def _numeric(value: object) -> bool:
+    return isinstance(value, (bool, int, float))
 
 
 def _rank_part(full: Any, layout: Layout) -> Any:
@@ -102,11 +111,14 @@ def _rank_part(full: Any, layout: Layout) -> Any:
     return _torch().cat([full[a:b] for a, b in ranges])
 
 
-def _first_difference(seen: Any, want: Any) -> int | None:
+def _first_difference(seen: Any, want: Any, compared: Any = None) -> int | None:
+    # ``compared``: a boolean per position of the part, the ones to compare (None: all)
     torch = _torch()
     n = min(seen.shape[0], want.shape[0])
     if n:
         diff = (seen[:n].to(want.dtype) != want[:n]).reshape(n, -1).any(dim=1)
+        if compared is not None:
+            diff &= compared[:n]
         where = torch.nonzero(diff)  # host tensors only: no device is involved
         if where.shape[0]:
             return int(where[0, 0])
@@ -170,7 +182,10 @@ def check_content(
     for i, (seen, want) in enumerate(zip(seen_parts, expected)):
         if seen is None:
             continue
-        at = _first_difference(seen, want)
+        compared = None
+        if not _numeric(layout.pad_value):  # pads of unknown value: only the true positions are compared
+            compared = torch.tensor([p < trues[i] for p in _rank_positions(parts[i].shape[0], layout)])
+        at = _first_difference(seen, want, compared)
         if at is None:
             continue
         for j, other in enumerate(expected):  # another sample's data in sample i's place: a reordering
@@ -193,7 +208,7 @@ def check_content(
             sizes={"T": trues[i], **({"P": samples[i].padded} if samples[i] and samples[i].padded else {}),  # type: ignore[union-attr]
                    **sizes, "cp": layout.cp, "r": layout.rank},
         )]
-    if packed and seen_all is not None:
+    if packed and seen_all is not None and _numeric(layout.pad_value):
         total = geometry.round_up(offset, layout.stream_unit)
         tail = seen_all[offset:total]
         pads = torch.full_like(tail, layout.pad_value) if tail.numel() else tail
@@ -219,11 +234,15 @@ def _check_window(seen: Any, parts: Sequence[Any], trues: Sequence[int], layout:
     stream = torch.cat(list(parts)) if parts else seen[:0]
     total = geometry.round_up(stream.shape[0], layout.cp * layout.stream_unit)
     if total > stream.shape[0]:
-        pad = torch.full((total - stream.shape[0], *stream.shape[1:]), layout.pad_value, dtype=stream.dtype)
+        pad = torch.full((total - stream.shape[0], *stream.shape[1:]), _pad(layout), dtype=stream.dtype)
         stream = torch.cat([stream, pad])
     start, end = geometry.allgather_window(total, layout.cp, layout.rank)
     want = stream[start:end]
-    at = _first_difference(seen, want)
+    compared = None
+    if not _numeric(layout.pad_value):  # pads of unknown value: only the true positions are compared
+        true = [k < t for p, t in zip(parts, trues) for k in range(p.shape[0])]
+        compared = torch.tensor((true + [False] * (total - len(true)))[start:end])
+    at = _first_difference(seen, want, compared)
     if at is None:
         return []
     position, sample, offset = start + at, None, 0

@@ -47,6 +47,7 @@ __all__ = [
     "Bound",
     "Reading",
     "bind",
+    "derive_padded",
     "check_fields",
     "check_padding",
     "check_samples_kept",
@@ -170,6 +171,16 @@ def bind(readings: Sequence[Reading], n: int, where: str, sizes: dict[str, objec
                     sizes={**sizes, quantity: have},
                 ))
     return bound, out
+
+
+def derive_padded(bound: Bound, unit: int) -> None:
+    """``P_i = round_up(T_i, A)`` for every sample no field gives a padded length (a helper that pads to its own
+    unit and says so only in the lengths it returns); B2 and B3 then hold by construction."""
+    for v in bound.values:
+        if "P" not in v and "T" in v:
+            v["P"] = geometry.round_up(v["T"], unit)
+            bound.by.setdefault("P", f"round_up(T, A={unit})")
+            bound.spaces.setdefault("P", "P")
 
 
 def _length(space: Space, sample: SampleLengths, cp: int, rank: int) -> int | None:

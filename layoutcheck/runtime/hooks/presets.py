@@ -39,12 +39,21 @@ class Preset:
     boundaries: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     """``[runtime.boundaries]`` tables, as a user would write them."""
     coordinates: Mapping[str, str] = field(default_factory=dict)
-    """``tp-size``, ``cp-size``, ``cp-rank`` sources."""
+    """``tp-size``, ``cp-size``, ``cp-rank``, ``cp-group`` sources."""
+    layout: str | None = None
+    """The layout, for a trainer that has one only (and so no ``qkv_format`` to read it from)."""
 
 
 _MILES = "miles.backends.training_utils"
 _MPU = "megatron.core.parallel_state"
 _MCORE = "verl.models.mcore.util"
+_SLIME = "slime.backends.megatron_utils"
+_MEGATRON_COORDINATES = {
+    "tp-size": f"{_MPU}:get_tensor_model_parallel_world_size",
+    "cp-size": f"{_MPU}:get_context_parallel_world_size",
+    "cp-rank": f"{_MPU}:get_context_parallel_rank",
+    "cp-group": f"{_MPU}:get_context_parallel_group",
+}
 
 PRESETS: Mapping[str, Preset] = {
     "miles": Preset(
@@ -94,11 +103,39 @@ PRESETS: Mapping[str, Preset] = {
                 "returns": {"1": "schedule"},
             },
         },
-        coordinates={
-            "tp-size": f"{_MPU}:get_tensor_model_parallel_world_size",
-            "cp-size": f"{_MPU}:get_context_parallel_world_size",
-            "cp-rank": f"{_MPU}:get_context_parallel_rank",
-            "cp-group": f"{_MPU}:get_context_parallel_group",
+        coordinates=_MEGATRON_COORDINATES,
+    ),
+    "slime": Preset(
+        boundaries={
+            # Miles's producer and batch builder are slime's (Miles forked it): the roles, with what slime takes
+            # under other names. slime lays micro-batches out packed (THD) only and has no `qkv_format`.
+            f"{_SLIME}.actor:MegatronTrainRayActor._get_rollout_data": {
+                "role": "producer", "inputs": {"args": "args.self.args"},
+            },
+            f"{_SLIME}.data:get_batch": {"role": "batch-builder", "inputs": {"qkv_format": "thd"}},
+            # The CP helpers, which take no layout arguments: one sample each, padded to a multiple of 2 cp.
+            f"{_SLIME}.cp_utils:slice_with_cp": {
+                "samples": 1,
+                "args": {"tokens": "T"},
+                "returns": {"space": "P cp", "from": "args.tokens", "pad-value": "pad_value"},
+                "unit": ["2 * cp"],
+            },
+            f"{_SLIME}.cp_utils:slice_log_prob_with_cp": {
+                "samples": 1,
+                "args": {"log_prob": "R", "total_length": "len T", "response_length": "len R"},
+                "returns": "R cp",
+                "unit": ["2 * cp"],
+            },
+            # Routing replay (R3): one row per token position of the micro-batch, laid out like the tokens.
+            f"{_SLIME}.cp_utils:prepare_routed_experts_for_routing_replay": {
+                "args": {"rollout_routed_experts": "T-1", "tokens": "T"},
+                "returns": {"space": "P packed cp", "stream-unit": "tp * data_pad_size_multiplier",
+                            "when": "not sequence_parallel"},
+                "unit": ["2 * cp if cp > 1 and not allgather_cp else 1"],
+                "scheme": "allgather if allgather_cp else zigzag",
+            },
         },
+        coordinates=_MEGATRON_COORDINATES,
+        layout="thd",
     ),
 }

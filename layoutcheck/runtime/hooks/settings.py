@@ -228,6 +228,13 @@ class RuntimeSettings:
                 else preset.get(key) for key in ("tp-size", "cp-size", "cp-rank", "cp-group")}
 
     @property
+    def layout_value(self) -> str | None:
+        """The layout: configured, else the preset's (a trainer with one layout only), else ``None``."""
+        if self.layout is not None:
+            return self.layout
+        return PRESETS[self.preset].layout if self.preset is not None else None
+
+    @property
     def parallel_state_target(self) -> str | None:
         """The parallel-state function: explicit, else the preset's."""
         if self.parallel_state is not None:
