@@ -249,3 +249,15 @@ def test_t_long_data_cut_at_padded_offsets_is_s5():
     assert flagged(lambda: tokens[2 * half : min(3 * half, tokens.numel())]) == []  # clamped (the fix)
     assert flagged(lambda: F.pad(tokens, (0, 126))[2 * half : 3 * half]) == []  # padded first
     assert flagged(lambda: (tokens[:200], tokens[0:5000])) == []  # "at most n", or past the layout too
+
+
+def test_a_truncation_keeps_the_alignment_and_other_kinds_of_axis_are_not_compared_by_shift():
+    # logits[:, :-1] (next-token predictions, a T-1 axis) against labels[:, 1:]: the canonical pair is silent
+    labels, logits, mask = torch.arange(299), torch.zeros(299), torch.zeros(299)
+    tag_space(labels, "T +1", field="labels", samples=0, lengths=S0)
+    tag_space(logits, "T-1", field="logits", samples=0, lengths=S0)
+    tag_space(mask, "T -1", field="mask", samples=0, lengths=S0)  # the space's -1: x[:-1], its own tokens
+    assert geometry_of(mask).shift == 0 and geometry_of(labels).layout_space(299).shift == 1
+    assert flagged(lambda: (logits * labels, F.cross_entropy(torch.zeros(299, 5), labels % 5, reduction="none")
+                            * logits)) == []
+    assert codes(lambda: labels * mask) == ["S3"]  # a mask cut at the end against targets shifted left

@@ -242,7 +242,8 @@ def partner_problems(op: str, tags: Sequence[Tag | None], shapes: Sequence[Shape
     Partners: the same sample (or the same samples of a micro-batch), the
     same kind of axis (token positions, or response entries), and sequence
     dimensions that the op lines up (right-aligned, as broadcasting does).
-    Judged: the shift, the pad side (when both are padded), and the CP
+    Judged: the shift (between axes of one kind: two token axes, two
+    response fields), the pad side (when both are padded), and the CP
     coordinates (scheme, rank, sliced or not) when CP is on.
     """
     seen: list[tuple[Tag, int, Shape]] = []
@@ -265,7 +266,7 @@ def partner_problems(op: str, tags: Sequence[Tag | None], shapes: Sequence[Shape
 
 def _differences(a: Tag, b: Tag) -> list[str]:
     parts = []
-    if a.shift != b.shift:
+    if a.shift != b.shift and a.space == b.space:  # a T-1 axis (logits, replay rows) has its own alignment
         parts.append("shift")
     if a.pad_side is not None and b.pad_side is not None and a.pad_side != b.pad_side:
         parts.append("pad side")

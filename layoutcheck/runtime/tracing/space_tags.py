@@ -66,7 +66,11 @@ def tag_space(
       ``unit`` (``A``): for messages.
 
     A CP-local space records the rank and the local length (the size of
-    ``seq_dim``); its shift, pad side and positions go to the tag as they are.
+    ``seq_dim``); its pad side and positions go to the tag as they are, and
+    its shift as the alignment the tag keeps (`Tag.shift`): ``+1``
+    (``x[..., 1:]``, ``roll(x, -1)``) stays ``+1``, ``-1`` (``x[..., :-1]``:
+    the last position dropped) is ``0``, since each index still holds its
+    own token.
     Entries that are not tensors are skipped. Raises `LayoutSpecError` when
     the space, the ids and the lengths do not fit together.
     """
@@ -120,8 +124,11 @@ def _base(space: Space, field: str, seq_dim: int, cp_size: int | None, cp_rank: 
     scheme = part.scheme if part is not None else "zigzag"
     chosen = layout or ("thd" if space.packed else "bshd")
     geometry.check_layout(chosen)
+    # A space's -1 is x[..., :-1]: the last position dropped, each index still holding its own token (the
+    # tag's shift is that alignment: `Tag.shift`); +1 is x[..., 1:] or roll(x, -1) in both.
+    shift = 1 if space.shift == 1 else 0
     return Tag(field=field, padded=None, layout=chosen, cp_size=size, scheme=scheme, cp_rank=rank, unit=unit,
-               micro_batch=micro_batch, space=_KIND[space.basis], seq_dim=seq_dim, shift=space.shift,
+               micro_batch=micro_batch, space=_KIND[space.basis], seq_dim=seq_dim, shift=shift,
                pad_side=space.pad_side, positions=space.positions)
 
 

@@ -127,7 +127,9 @@ class Tag(NamedTuple):
         Basis: ``R`` for a response field, ``T-1`` for replay rows not yet laid
         out, ``P`` for a laid-out (or CP-sliced) token axis, else ``T``.
         Packed when it is a stream of samples; the CP part once CP-sliced
-        under ``cp > 1``. ``shift`` is the tag's alignment (see `Tag.shift`).
+        under ``cp > 1``. ``shift`` is the tag's alignment (see `Tag.shift`):
+        ``+1`` reads as the space's ``+1``; a truncated axis (the space's
+        ``-1``, ``x[..., :-1]``) has alignment 0 and reads as 0.
         """
         if self.space == "response":
             basis = "R"
