@@ -199,7 +199,7 @@ def run(device: str, switch: Callable[[bool], AbstractContextManager[object]], o
     print(f"{options.steps} steps each way, alternating; {micro_batches} micro-batches a step; "
           f"checked per step: {', '.join(f'{v / (options.steps + 1):.0f} {k}' for k, v in checked.items())}")
     print(f"  {'step, without the debug mode':<40}{off * 1e3:10.1f} ms")
-    print(f"  {'step, with hooks + tracer':<40}{on * 1e3:10.1f} ms   (+{(on - off) * 1e3:.1f} ms, {on / off:.2f}x)")
+    print(f"  {'step, with hooks + tracer':<40}{on * 1e3:10.1f} ms   ({(on - off) * 1e3:+.1f} ms, {on / off:.2f}x)")
     print(f"  {'  in the hooks own code':<40}{hooks * 1e3:10.1f} ms   ({hooks / on:.1%} of the step)")
     print(f"  {'  in the tracer own code':<40}{tracer * 1e3:10.1f} ms   ({tracer / on:.1%} of the step)")
     print(f"  {'  the rest (the tracer mode per op)':<40}{(on - off - hooks - tracer) * 1e3:10.1f} ms")
