@@ -2,11 +2,9 @@
 
 On the reference pipeline (Miles's shapes) it proposes what
 ``fixtures/debug-run.toml`` says, found from the model alone (owners, CP
-helpers, the call graph); on verl's real modules (the pinned wheel) what
-the ``verl`` preset says; on Miles's tree at 31f1ca961 what the ``miles``
-preset says, when ``LAYOUTCHECK_MILES_CHECKOUT`` names a checkout. The
-loss function, a tracer role, is the one part the model does not find.
-It never overwrites a table without ``--force``.
+helpers, the call graph); the loss function, a tracer role, is the one part
+the model does not find. It never overwrites a table without ``--force``.
+On verl's and Miles's real trees: ``tests/trainers/test_presets.py``.
 """
 
 from __future__ import annotations
@@ -18,7 +16,6 @@ import sys
 from pathlib import Path
 
 import pytest
-from realcode import checkout, verl_tree
 
 from layoutcheck.configfile import load_config
 from layoutcheck.runtime.hooks.settings import RuntimeSettings
@@ -95,20 +92,3 @@ def test_inline_tables_in_the_main_table_are_left_to_the_user(minitrainer):
     config.write_text('owners = { bshd = ["a:b"] }\n')
     proc = init(".", "--force", cwd=minitrainer)
     assert proc.returncode == 2 and "owners = { bshd" in proc.stderr and "by hand" in proc.stderr
-
-
-def test_on_verl_it_proposes_what_the_verl_preset_says(tmp_path):
-    tree = verl_tree("0.9.1", tmp_path)
-    proc = init(".", "--config", str(tmp_path / "proposed.toml"), cwd=tree)
-    assert proc.returncode == 0, proc.stderr
-    text = (tmp_path / "proposed.toml").read_text()
-    assert "# the `verl` preset's contract for this function: its parameters (input_ids, attention_mask" in text
-    equivalent(runtime(tmp_path / "proposed.toml"), RuntimeSettings(preset="verl"))
-
-
-def test_on_miles_it_proposes_what_the_miles_preset_says(tmp_path):
-    tree = checkout("miles")
-    proc = init(str(tree), "--stdout", cwd=tmp_path)
-    assert proc.returncode == 0, proc.stderr
-    (tmp_path / "layoutcheck.toml").write_text(proc.stdout.replace("[tool.layoutcheck.", "["))
-    equivalent(runtime(tmp_path / "layoutcheck.toml"), RuntimeSettings(preset="miles"))

@@ -33,6 +33,7 @@ import functools
 import importlib
 import inspect
 import math
+import types
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -64,6 +65,7 @@ class Coordinates:
         """Where the CP process group comes from, for X1 (``None``: the parallel state's, else Megatron's order)."""
         self.parallel_state = parallel_state
         self._loaded: dict[str, Any] = {}
+        self._functions: dict[str, Callable[[], Any]] = {}
 
     def group(self) -> Any:
         """The CP process group from ``cp_group`` (``None`` when not configured)."""
@@ -126,6 +128,12 @@ class Coordinates:
     def _evaluate(self, source: Source, call: Mapping[str, Any]) -> Any:
         if source.expr is not None:
             return source.expr.evaluate(call)
+        fn = self._functions.get(source.text)
+        if fn is not None:  # a function found before: called again (its answer may change, the function does not)
+            value = fn()
+            for attr in source.attrs:
+                value = getattr(value, attr)
+            return value
         module_name, _, qualname = source.target.partition(":")  # type: ignore[union-attr]
         module = self._loaded.get(module_name)
         try:
@@ -137,6 +145,8 @@ class Coordinates:
         except (ImportError, AttributeError) as err:
             raise LayoutSpecError(f"`{source.text}` cannot be loaded: {err}") from None
         if source.attrs or callable(value):
+            if isinstance(value, types.FunctionType | types.BuiltinFunctionType):
+                self._functions[source.text] = value
             value = value()
         for attr in source.attrs:
             value = getattr(value, attr)
@@ -217,12 +227,12 @@ def read_field(f: FieldSpec, value: Any, scheme: str, *, one: bool) -> tuple[inv
     requests: list[values.Request] = []
     with metadata_only():
         shape = shape_of(value) if values.is_array(value) else None
-        r.seen = describe_value(value, 80)
+        r.seen = shape if shape is not None else type(value).__name__  # described in full only in an error
         if f.holds == "schedule":
             if isinstance(value, (list, tuple)) and all(_ints(mb) is not None for mb in value):
                 r.shape, r.schedule = "schedule", [list(mb) for mb in value]
             else:
-                raise LayoutSpecError(f"`{f.key}` holds a schedule (lists of sample indices), got {r.seen}")
+                raise LayoutSpecError(f"`{f.key}` holds a schedule (lists of sample indices), got {describe_value(value, 80)}")
         elif f.holds in ("len", "cu"):
             r.shape = f.holds if f.holds == "cu" else "ints"
             if one and type(value) is int:
@@ -236,18 +246,18 @@ def read_field(f: FieldSpec, value: Any, scheme: str, *, one: bool) -> tuple[inv
             elif shape is not None and len(shape) == 1:
                 requests.append(values.Request(f.key, "ints", value))
             else:
-                raise LayoutSpecError(f"`{f.key}` holds {f.holds} (Python ints or a 1-D tensor), got {r.seen}")
+                raise LayoutSpecError(f"`{f.key}` holds {f.holds} (Python ints or a 1-D tensor), got {describe_value(value, 80)}")
         elif f.holds == "mask":
             r.shape = "mask"
             if isinstance(value, (list, tuple)) or shape is not None:
                 requests.append(values.Request(f.key, "sums", value if not one else [value]))
             else:
-                raise LayoutSpecError(f"`{f.key}` holds masks (a (B, S) tensor or a list of 1-D masks), got {r.seen}")
+                raise LayoutSpecError(f"`{f.key}` holds masks (a (B, S) tensor or a list of 1-D masks), got {describe_value(value, 80)}")
         elif one:
             if isinstance(value, (list, tuple)):  # one sample's values as a list (log-probs of a rollout, say)
                 r.shape, r.lengths = "one", [len(value)]
             elif shape is None or not shape:
-                raise LayoutSpecError(f"`{f.key}` is one sample's tensor, got {r.seen}")
+                raise LayoutSpecError(f"`{f.key}` is one sample's tensor, got {describe_value(value, 80)}")
             else:
                 r.shape, r.lengths = "one", [int(shape[_axis(f, 0)])]
         elif isinstance(value, (list, tuple)):
@@ -262,7 +272,7 @@ def read_field(f: FieldSpec, value: Any, scheme: str, *, one: bool) -> tuple[inv
             r.shape, r.lengths = "rows", [int(shape[_axis(f, 1)])] * int(shape[0])
         else:
             raise LayoutSpecError(f"`{f.key}` holds per-sample data (a list of tensors, a (B, L) tensor, or a packed "
-                                  f"stream), got {r.seen}")
+                                  f"stream), got {describe_value(value, 80)}")
     return r, requests
 
 
@@ -391,8 +401,11 @@ class _BoundaryCalls:
             sizes = {"cp": c.coords["cp"], "r": c.coords["rank"], "scheme": c.scheme}
         args = [r for r in c.readings if r.spec.path.root == "args"]
         rets = [r for r in c.readings if r.spec.path.root == "returns"]
-        inputs, _ = invariants.bind(args, n, c.where, sizes)
-        outputs, _ = invariants.bind(rets, n, c.where, sizes)
+        if any(r.spec.binds for r in rets) and any(r.spec.binds for r in args):  # both sides say lengths: order
+            inputs, _ = invariants.bind(args, n, c.where, sizes)
+            outputs, _ = invariants.bind(rets, n, c.where, sizes)
+        else:
+            inputs = outputs = invariants.Bound(n=n, values=[{} for _ in range(n)])
         found = invariants.check_samples_kept(inputs, outputs, c.readings, n, c.where, sizes)
         reordered = any(v.invariant == "B5" and v.sample is not None for v in found)
         bound, conflicts = invariants.bind(args + rets, n, c.where, sizes)

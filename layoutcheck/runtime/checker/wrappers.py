@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import re
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -48,6 +49,7 @@ ROLES: tuple[str, ...] = ("producer", "batch_builder", "replay_filler", "offset_
 """The roles a checker wraps (`LayoutChecker.ROLES`)."""
 
 _POSITIONAL_ONLY = inspect.Parameter.POSITIONAL_ONLY
+TARGET = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*(\.[A-Za-z_]\w*)*\Z")
 _VARIADIC = (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)
 
 
@@ -88,9 +90,12 @@ def check_signature(checker: CheckerState, role: str, fn: Callable[..., Any],
     params = signature.parameters
     found = ", ".join(str(p) for p in params.values()) or "no parameters"
     inputs = inputs or {}
-    if role == "replay_filler" and checker.adapter.register_argument in inputs:
+    register = inputs.get(checker.adapter.register_argument)
+    if role == "replay_filler" and register is not None and not (
+            isinstance(register, str) and TARGET.match(register)):
         raise LayoutSpecError(f"{where}: `inputs.{checker.adapter.register_argument}`: the register function is "
-                              "replaced in the call, so it must be the function's own parameter of that name")
+                              "replaced in the call: it is the function's own parameter of that name, or the "
+                              "`package.module:Class.method` the filler calls to register (counted during the call)")
     for name, source in inputs.items():
         parameter = getattr(source, "parameter", None)
         if getattr(source, "root", None) == "returns":
@@ -270,11 +275,26 @@ def _batch_builder(checker: CheckerState, fn: Callable[..., Any], where: str, bi
 
 def _replay_filler(checker: CheckerState, fn: Callable[..., Any], where: str, binder: Binder) -> Body:
     name = checker.adapter.register_argument
+    # `inputs.register_replay_list_func = "pkg.mod:Class.method"`: the filler registers by calling that function
+    # (slime's `RoutingReplay.record`, once per layer), which is counted for the length of the call
+    intercept = binder.inputs.get(name)
+    intercept = intercept if isinstance(intercept, str) else None
 
     def body(args: tuple[Any, ...], kwargs: dict[str, Any], call: dict[str, Any]) -> Any:
+        if intercept is not None:
+            owner, attribute, original = _target(intercept)
+            call[name] = original
         state = checker._checking(where, lambda: consumer_calls.filler_before(checker, where, call))  # may fail closed
         if state is None:
             return fn(*args, **kwargs)
+        if intercept is not None:
+            state.by_offset = True
+            counted = _counted_register(checker, state, original)
+            setattr(owner, attribute, counted)
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                setattr(owner, attribute, original)
         # the same call, with the register function counted (Miles passes everything by keyword)
         register = _counted_register(checker, state, call[name])
         if name in kwargs:
@@ -283,6 +303,21 @@ def _replay_filler(checker: CheckerState, fn: Callable[..., Any], where: str, bi
         return fn(*args[:position], register, *args[position + 1 :], **kwargs)
 
     return body
+
+
+def _target(target: str) -> tuple[Any, str, Callable[..., Any]]:
+    # (owner, attribute, the function) of `pkg.mod:Class.method`, read at the call: the owner may be patched
+    import importlib
+
+    module, _, qualname = target.partition(":")
+    owner: Any = importlib.import_module(module)
+    parts = qualname.split(".")
+    for part in parts[:-1]:
+        owner = getattr(owner, part)
+    raw = vars(owner).get(parts[-1]) if isinstance(owner, type) else getattr(owner, parts[-1])
+    if raw is None or not callable(raw):
+        raise LayoutSpecError(f"`{target}` is not a function to count registrations with")
+    return owner, parts[-1], raw
 
 
 def _counted_register(checker: CheckerState, state: consumer_calls.FillerCallState, register: Callable[..., Any]) -> Callable[..., Any]:

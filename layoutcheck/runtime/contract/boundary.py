@@ -51,6 +51,7 @@ Parsing raises `LayoutSpecError` naming the key; nothing here imports torch.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -158,11 +159,16 @@ class FieldSpec:
         assert self.space is not None
         if not self.run_scheme:
             return self.space
-        from dataclasses import replace
+        return _with_scheme(self.space, scheme)
 
-        from layoutcheck.spaces import CPPart
 
-        return replace(self.space, cp=CPPart(scheme=geometry.check_scheme(scheme)))  # type: ignore[arg-type]
+@functools.lru_cache(maxsize=256)  # asked per field and call: the same few spaces and schemes
+def _with_scheme(space: Space, scheme: str) -> Space:
+    from dataclasses import replace
+
+    from layoutcheck.spaces import CPPart
+
+    return replace(space, cp=CPPart(scheme=geometry.check_scheme(scheme)))  # type: ignore[arg-type]
 
 
 def _space(text: str, key: str) -> tuple[str, Space | None, bool]:

@@ -33,6 +33,7 @@ Every function returns ``list[Violation]``; expected lengths come from
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -116,13 +117,18 @@ class Bound:
     """Quantity (``T``, ``R``, ``P``) -> the key of the field that bound it."""
     spaces: dict[str, str] = field(default_factory=dict)
     """Quantity -> the space of the field that bound it, as messages say it."""
+    _samples: dict[tuple[int, int, int | None], SampleLengths] = field(default_factory=dict, repr=False)
 
     def sample(self, i: int) -> SampleLengths | None:
         """Sample ``i``'s lengths (``None`` when its ``T`` is not known)."""
         v = self.values[i]
         if "T" not in v:
             return None
-        return SampleLengths(total=v["T"], response=v.get("R", 0), padded=v.get("P"))
+        key = (v["T"], v.get("R", 0), v.get("P"))
+        found = self._samples.get(key)
+        if found is None:
+            found = self._samples[key] = SampleLengths(total=key[0], response=key[1], padded=key[2])
+        return found
 
     def get(self, quantity: str) -> list[int] | None:
         """Every sample's ``quantity``, or ``None`` when any sample lacks it."""
@@ -184,6 +190,11 @@ def derive_padded(bound: Bound, unit: int) -> None:
 
 
 def _length(space: Space, sample: SampleLengths, cp: int, rank: int) -> int | None:
+    return _cached_length(space, sample, cp, rank)
+
+
+@functools.lru_cache(maxsize=8192)  # per field, sample and call: the same few spaces and lengths over and over
+def _cached_length(space: Space, sample: SampleLengths, cp: int, rank: int) -> int | None:
     try:
         return space.length(sample, cp_size=cp, cp_rank=rank)
     except LayoutSpecError:

@@ -7,10 +7,14 @@ real signatures at the versions named:
 * ``miles``: radixark/miles at 31f1ca961 (DESIGN.md's appendix,
   ``miles/backends/training_utils``): the roles, read by
   `layoutcheck.runtime.contract.adapters`;
-* ``slime``: THUDM/slime at 624b824a8 (``slime/backends/megatron_utils``,
-  packed THD only): the batch builder as a role whose layout is ``thd``
-  (slime's ``get_batch`` takes no ``qkv_format``), the CP helpers and the
-  R3 replay layout as contracts, coordinates from ``megatron.core.mpu``;
+* ``slime``: THUDM/slime at a93386e51 and its parent 2dffecc08
+  (``slime/backends/megatron_utils``, packed THD only): the producer, the
+  batch builder and the routing-replay filler as roles with ``inputs``
+  (``args`` on ``self``, the layout ``thd``: slime's ``get_batch`` takes
+  neither ``qkv_format`` nor ``allgather_cp``; the filler registers through
+  ``RoutingReplay.record``), the CP helpers as contracts, coordinates from
+  Megatron's parallel state. Later slime (``get_batch(..., allgather_cp)``,
+  ``prepare_routed_experts_for_routing_replay``) needs its own ``inputs``;
 * ``verl``: volcengine/verl 0.7.0 to 0.9.1, its Megatron path:
   ``preprocess_packed_seqs`` / ``postprocess_packed_seqs``
   (``verl/models/mcore/util.py``) and its micro-batching
@@ -107,12 +111,18 @@ PRESETS: Mapping[str, Preset] = {
     ),
     "slime": Preset(
         boundaries={
-            # Miles's producer and batch builder are slime's (Miles forked it): the roles, with what slime takes
-            # under other names. slime lays micro-batches out packed (THD) only and has no `qkv_format`.
+            # Miles's producer, batch builder and replay filler are slime's (Miles forked it): the roles, with
+            # what slime takes under other names. slime lays micro-batches out packed (THD) only: no `qkv_format`.
             f"{_SLIME}.actor:MegatronTrainRayActor._get_rollout_data": {
                 "role": "producer", "inputs": {"args": "args.self.args"},
             },
-            f"{_SLIME}.data:get_batch": {"role": "batch-builder", "inputs": {"qkv_format": "thd"}},
+            f"{_SLIME}.data:get_batch": {"role": "batch-builder", "inputs": {"qkv_format": "thd", "allgather_cp": False}},
+            # routing replay (R3): laid out like the tokens of each micro-batch, registered once per MoE layer
+            f"{_SLIME}.actor:MegatronTrainRayActor.fill_routing_replay": {
+                "role": "replay-filler",
+                "inputs": {"args": "args.self.args", "data_key": "rollout_routed_experts",
+                           "register_replay_list_func": "slime.utils.routing_replay:RoutingReplay.record"},
+            },
             # The CP helpers, which take no layout arguments: one sample each, padded to a multiple of 2 cp.
             f"{_SLIME}.cp_utils:slice_with_cp": {
                 "samples": 1,
@@ -125,14 +135,6 @@ PRESETS: Mapping[str, Preset] = {
                 "args": {"log_prob": "R", "total_length": "len T", "response_length": "len R"},
                 "returns": "R cp",
                 "unit": ["2 * cp"],
-            },
-            # Routing replay (R3): one row per token position of the micro-batch, laid out like the tokens.
-            f"{_SLIME}.cp_utils:prepare_routed_experts_for_routing_replay": {
-                "args": {"rollout_routed_experts": "T-1", "tokens": "T"},
-                "returns": {"space": "P packed cp", "stream-unit": "tp * data_pad_size_multiplier",
-                            "when": "not sequence_parallel"},
-                "unit": ["2 * cp if cp > 1 and not allgather_cp else 1"],
-                "scheme": "allgather if allgather_cp else zigzag",
             },
         },
         coordinates=_MEGATRON_COORDINATES,

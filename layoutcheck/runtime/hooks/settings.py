@@ -117,7 +117,7 @@ class RuntimeSettings:
     preset: Literal["miles", "slime", "verl"] | None = _setting(
         None,
         description="Fill in the hooks, boundaries and parallel coordinates of a known trainer (`miles`: the "
-        "`miles.backends.training_utils` data path at 31f1ca961; `slime`: `slime.backends.megatron_utils`; `verl`: "
+        "`miles.backends.training_utils` data path at 31f1ca961; `slime`: `slime.backends.megatron_utils` at a93386e51; `verl`: "
         "its Megatron path, `verl.models.mcore.util` and `verl.utils.seqlen_balancing`, 0.7-0.9). Roles given in "
         "`hooks`, and boundaries given in `boundaries`, replace the preset's for the same function.",
     )
