@@ -151,7 +151,8 @@ class Violation:
     """
 
     invariant: str
-    """The invariant id from DESIGN.md section 3 (``O1``..``O5``, ``G1``..``G6``, ``X1``; ``B1``..``B6`` for a boundary contract)."""
+    """The invariant id from DESIGN.md section 3 (``O1``..``O5``, ``G1``..``G6``, ``X1``; ``B1``..``B6`` for a boundary contract;
+    ``S1``..``S5`` for the tracer's space rules)."""
     where: str
     """The function (owner, hook or check) that saw it, e.g. ``get_batch``."""
     field: str

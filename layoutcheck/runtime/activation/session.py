@@ -283,6 +283,8 @@ class Session:
         boundary = self.boundaries.get(spec.target)
         if spec.role == BOUNDARY:
             wrapper = self.checker.wrap_boundary(boundary, original, self._coordinates)
+            if self.tracing:  # what the contract says the call holds becomes the tracer's tags
+                wrapper = self._tracer_side().boundary(boundary, wrapper, original, self._coordinates)
         else:
             if spec.role in TRACER_ROLES:
                 from layoutcheck.runtime.checker.wrappers import check_tracer_signature

@@ -50,7 +50,7 @@ from layoutcheck.runtime.contract.meta import compiling, metadata_only, shape_of
 if TYPE_CHECKING:
     from layoutcheck.runtime.checker.state import CheckerState
 
-__all__ = ["Coordinates", "check_boundary_signature", "read_field", "wrap_boundary"]
+__all__ = ["Coordinates", "check_boundary_signature", "read_field", "sample_count", "wrap_boundary"]
 
 _VARIADIC = (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)
 
@@ -276,6 +276,21 @@ def read_field(f: FieldSpec, value: Any, scheme: str, *, one: bool) -> tuple[inv
     return r, requests
 
 
+def sample_count(spec: BoundarySpec, readings: list[invariants.Reading]) -> int:
+    """How many samples one call is about: the ``samples`` field's count, else the first argument's (or return's)."""
+    if spec.samples == 1:
+        return 1
+    if spec.samples is not None:
+        for r in readings:
+            if r.spec.key == spec.samples.text and r.count is not None:  # type: ignore[union-attr]
+                return r.count
+    for root in ("args", "returns"):
+        for r in readings:
+            if r.spec.path.root == root and r.count is not None and r.shape not in ("schedule",):
+                return r.count
+    return 0
+
+
 # --- one boundary's calls ------------------------------------------------------------------------------
 
 
@@ -411,18 +426,7 @@ class _BoundaryCalls:
         return found
 
     def _count(self, readings: list[invariants.Reading]) -> int:
-        if self.one:
-            return 1
-        samples = self.spec.samples
-        if samples is not None:
-            for r in readings:
-                if r.spec.key == samples.text and r.count is not None:  # type: ignore[union-attr]
-                    return r.count
-        for root in ("args", "returns"):
-            for r in readings:
-                if r.spec.path.root == root and r.count is not None and r.shape not in ("schedule",):
-                    return r.count
-        return 0
+        return sample_count(self.spec, readings)
 
     def _content(self, c: _Call, got: Mapping[str, Any], bound: invariants.Bound, sizes: dict[str, object]) -> list[Violation]:
         out: list[Violation] = []

@@ -26,7 +26,10 @@ recorder and mode (a violation is one of the session's), and each role adds:
   inside the traced region or not (the model's loss side calls them too):
   a call is a function call, not a torch op, so judging it needs no mode;
 * ``loss-function``: runs inside the tracer (a consumer of the batch: a
-  re-pad or a batch of mixed ``P`` there is caught at the op).
+  re-pad or a batch of mixed ``P`` there is caught at the op);
+* a boundary contract (``[runtime.boundaries."pkg.mod:func"]``): after its
+  checks, each call's data fields get the tags of their spaces
+  (`boundary_tags`), for the traced regions that read them.
 
 Never around a model's forward: the mode is entered by the wrappers of the
 batch builder, the replay filler and the loss function only. torch is
@@ -149,6 +152,36 @@ class SessionTracer:
         if role == "loss-function":
             return tracer.wrap(original)
         raise LayoutSpecError(f"unknown role {role!r}")
+
+    def boundary(self, spec: Any, checked: Callable[..., Any], original: Callable[..., Any],
+                 coordinates: Any) -> Callable[..., Any]:
+        """The checked wrapper of a boundary contract's function, its data fields tagged after each call.
+
+        The tags are `boundary_tags.tag_boundary_call`'s: each field's space,
+        the call's CP coordinates and scheme, the samples' lengths as the
+        contract binds them.
+        """
+        from layoutcheck.runtime.tracing.boundary_tags import tag_boundary_call
+
+        binder = _binder(original)
+        own = coordinates.over(spec)
+
+        def tag(call: dict[str, Any], result: Any) -> None:
+            coords = own.read(call)
+            scheme = "zigzag" if spec.scheme is None else geometry.check_scheme(spec.scheme.evaluate(call, coords))
+            tag_boundary_call(spec, call, result, coords, scheme)
+
+        @functools.wraps(checked)
+        def layoutcheck_traced_boundary(*args: Any, **kwargs: Any) -> Any:
+            if not self.enabled or compiling():
+                return checked(*args, **kwargs)
+            call = binder.arguments(args, kwargs)
+            result = checked(*args, **kwargs)
+            if call is not None:
+                self._glue(spec.target, lambda: tag(call, result))
+            return result
+
+        return layoutcheck_traced_boundary
 
     def _glue(self, where: str, work: Callable[[], Any]) -> Any:
         # The tags the hooks attach are the tracer's business: an error there is one note, never the step's.
