@@ -160,8 +160,79 @@ WORKER = textwrap.dedent("""
     from minitrainer.parallel import parallel_state
     from minitrainer.rollout import long_tailed_lengths, make_rollout_ref
 
+    def count_traced(module, rules, run):
+        # one more (untimed) rollout: torch calls the tracer's mode saw, rule ops, judged CP-helper calls
+        counts = {"calls": 0, "rule": 0, "judged": 0}
+        seen, checked = module._Mode.__torch_function__, module.checked
+        def counting(self, func, types, args=(), kwargs=None):
+            counts["calls"] += 1
+            return seen(self, func, types, args, kwargs)
+        def counted(tracer, op, *rest):
+            counts["rule" if op in rules else "judged"] += 1
+            return checked(tracer, op, *rest)
+        module._Mode.__torch_function__, module.checked = counting, counted
+        try:
+            with parallel_state(cp_size=2, cp_rank=1):
+                run()
+        finally:
+            module._Mode.__torch_function__, module.checked = seen, checked
+        return counts
+
     rollouts, samples, batch = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
     refs = [make_rollout_ref(long_tailed_lengths(samples, seed=s), seed=s) for s in range(rollouts + 1)]
+    if os.environ.get("LC_BENCH_BEFORE"):  # the tracer before and after, and the hooks alone, in this process
+        import importlib
+        sys.path.insert(0, os.environ["LC_BENCH_DIR"])
+        import baseline
+        baseline.load(os.environ["LC_BENCH_BEFORE"])
+        from layoutcheck.runtime import activation
+        from layoutcheck.runtime.activation.session import TRACER_ROLES
+        from layoutcheck.runtime.tracing import op_rules
+        old = importlib.import_module(baseline.NAME + ".runtime.activation")
+        environ = {"LAYOUTCHECK_TRACE": "1"}
+        new = activation.activate(config=os.environ["LC_BENCH_CONFIG"], environ=environ)
+        specs = list(new.settings.hook_specs())
+        new._hooks.remove()
+        base = old.activate(config=os.environ["LC_BENCH_CONFIG"], environ=environ)
+        base_specs = list(base.settings.hook_specs())
+        assert new.tracing and base.tracing and len(specs) == len(base_specs) == 7
+        def use(state):
+            new._hooks.remove()
+            base._hooks.remove()
+            if state == "before":
+                base._hooks.add(base_specs)
+            else:
+                new._tracing = state == "after"
+                new._hooks.add(specs if state == "after" else [s for s in specs if s.role not in TRACER_ROLES])
+        times = {"hooks": [], "before": [], "after": []}
+        order = ("hooks", "before", "after")
+        with parallel_state(cp_size=2, cp_rank=1):
+            actor = TrainActor(make_args(micro_batch_size=batch))
+            for state in order:  # warm-up, each
+                use(state)
+                actor.train(0, refs[0])
+            for i in range(3 * rollouts):
+                for state in order[i % 3:] + order[:i % 3]:  # rotate who goes first
+                    use(state)
+                    start = time.perf_counter()
+                    actor.train(1 + i, refs[1 + i % rollouts])
+                    times[state].append(time.perf_counter() - start)
+        def ratio(a, b):
+            values = sorted(x / y for x, y in zip(times[a], times[b]))
+            return values[len(values) // 2]
+        out = {"best": min(times["after"]), "hooks": min(times["hooks"]),
+               "ratios": {"before": ratio("before", "hooks"), "after": ratio("after", "hooks"),
+                          "after/before": ratio("after", "before")},
+               "violations": {"before": len(base.violations), "after": len(new.violations)},
+               "notes": {"before": len(base.notes), "after": len(new.notes)}}
+        use("after")
+        from layoutcheck.runtime.tracing import tracer as module
+        out["traced"] = {"after": count_traced(module, op_rules.RULES, lambda: actor.train(9999, refs[0]))}
+        use("before")
+        base_tracer = importlib.import_module(baseline.NAME + ".runtime.tracing.tracer")
+        out["traced"]["before"] = count_traced(base_tracer, base_tracer._RULES, lambda: actor.train(9998, refs[0]))
+        print(json.dumps(out))
+        sys.exit(0)
     times = []
     from layoutcheck.runtime.activation.session import TRACER_ROLES, active_session
     session = active_session() if "layoutcheck.runtime.activation.session" in sys.modules else None
@@ -200,24 +271,15 @@ WORKER = textwrap.dedent("""
             ratios = sorted(a / b for a, b in zip(paired["on"], paired["off"]))
             out["paired"] = {"on": min(paired["on"]), "off": min(paired["off"]), "ratio": ratios[len(ratios) // 2]}
         if session.tracing:  # the tracer's work in one more (untimed) rollout
-            from layoutcheck.runtime.tracing import tracer as module
-            counts = {"calls": 0, "rule": 0, "judged": 0}
-            seen, checked = module._Mode.__torch_function__, module.checked
-            def counting(self, func, types, args=(), kwargs=None):
-                counts["calls"] += 1
-                return seen(self, func, types, args, kwargs)
-            def counted(tracer, op, *rest):
-                counts["rule" if op in module._RULES else "judged"] += 1
-                return checked(tracer, op, *rest)
-            module._Mode.__torch_function__, module.checked = counting, counted
-            with parallel_state(cp_size=2, cp_rank=1):
-                actor.train(len(refs), refs[0])
-            out["traced"] = counts
+            from layoutcheck.runtime.tracing import op_rules, tracer as module
+            out["traced"] = count_traced(module, op_rules.RULES, lambda: actor.train(len(refs), refs[0]))
     print(json.dumps(out))
 """)
 
 
 VARIANTS = ("off", "bare", "reads", "on", "mode", "tracer", "typeguard")
+BEFORE_AFTER = "before/after"
+"""A process that alternates rollouts with the hooks alone, the tracer of ``--before`` and this tracer."""
 PAIRED = ("bare", "reads", "on", "mode", "tracer")
 """Variants also timed against their own process with the hooks removed (the tracer: with its roles
 removed and the tracer off, the hooks kept): the steady figures."""
@@ -227,10 +289,13 @@ def _median(values: list[float]) -> float:
     return sorted(values)[len(values) // 2]
 
 
-def _run(variant: str, config: Path, rollouts: int, samples: int, batch: int) -> dict[str, object]:
+def _run(variant: str, config: Path, rollouts: int, samples: int, batch: int, before: str = "") -> dict[str, object]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("LAYOUTCHECK")}
     env["PYTHONPATH"] = os.pathsep.join([str(FIXTURES), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
-    if variant != "off":
+    if variant == BEFORE_AFTER:
+        env.update({"LC_BENCH_BEFORE": before, "LC_BENCH_DIR": str(ROOT / "benchmarks"),
+                    "LC_BENCH_CONFIG": str(config)})
+    if variant not in ("off", BEFORE_AFTER):  # the before/after worker activates both packages itself
         env.update({"LAYOUTCHECK": "record", "LAYOUTCHECK_CONFIG": str(config)})
     if variant in ("tracer", "mode"):
         env["LAYOUTCHECK_TRACE"] = "1"
@@ -260,7 +325,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, default=3, help="processes per variant, alternating (default 3)")
     parser.add_argument("--hooks-only", action="store_true",
                         help="only off, bare, reads and on (leave out the tracer and typeguard table)")
+    parser.add_argument("--before", default="",
+                        help="only the tracer against the tracer of this commit (e.g. 3edcd00), paired in one process")
     args = parser.parse_args(argv)
+    if args.before:
+        return _before_after(args)
     variants = VARIANTS[:4] if args.hooks_only else VARIANTS
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -314,6 +383,34 @@ def main(argv: list[str] | None = None) -> int:
                   f"{work.get('judged', 0):6d}  {per_op:10.1f} us  {verdict}")
             print(f"    with the tracer: violations {info['tracer'].get('violations')}, "
                   f"notes {info['tracer'].get('notes')}")
+    return 0
+
+
+def _before_after(args: argparse.Namespace) -> int:
+    # The tracer of --before and this one, each against the hooks alone, rollouts alternating in one process
+    with tempfile.TemporaryDirectory() as tmp:
+        config = Path(tmp, "layoutcheck.toml")
+        config.write_text(CONFIG)
+        print(f"reference data path: {args.samples} samples per rollout, BSHD, cp=2; the hooks alone, the tracer "
+              f"of {args.before} ('before') and this tracer ('after') alternating rollouts in each of {args.repeat} "
+              f"processes x {3 * args.rollouts} rounds; medians of neighbouring ratios")
+        print(f"{'B':>2}  {'hooks s':>8}  {'before/hooks':>12}  {'after/hooks':>11}  {'after/before':>12}  "
+              f"{'+ms/rollout before':>18}  {'after':>6}  {'traced ops before':>17}  {'after':>6}  "
+              f"{'us/traced op before':>19}  {'after':>6}")
+        for batch in (1, 4):
+            runs = [_run(BEFORE_AFTER, config, args.rollouts, args.samples, batch, args.before)
+                    for _ in range(args.repeat)]
+            hooks = _median([float(r["hooks"]) for r in runs])
+            ratio = {k: _median([r["ratios"][k] for r in runs]) for k in ("before", "after", "after/before")}
+            work = runs[0]["traced"]
+            ops = {k: work[k]["rule"] + work[k]["judged"] for k in ("before", "after")}
+            extra = {k: (ratio[k] - 1) * hooks for k in ("before", "after")}
+            print(f"{batch:>2}  {hooks:8.4f}  {ratio['before']:12.3f}  {ratio['after']:11.3f}  "
+                  f"{ratio['after/before']:12.3f}  {extra['before'] * 1e3:18.1f}  {extra['after'] * 1e3:6.1f}  "
+                  f"{ops['before']:17d}  {ops['after']:6d}  {extra['before'] / max(ops['before'], 1) * 1e6:19.1f}  "
+                  f"{extra['after'] / max(ops['after'], 1) * 1e6:6.1f}")
+            print(f"    torch calls in the traced regions: before {work['before']['calls']}, after "
+                  f"{work['after']['calls']}; violations {runs[0]['violations']}, notes {runs[0]['notes']}")
     return 0
 
 

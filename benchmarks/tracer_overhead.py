@@ -1,23 +1,33 @@
-"""Tracer overhead: traced ops and a data-path-like sequence, tracer on vs off, side by side in one run.
+"""Tracer overhead: traced ops and a data-path-like sequence, tracer on vs off, before vs after, in one run.
 
 Usage::
 
-    python benchmarks/tracer_overhead.py [--repeat N] [--samples N] [--cp N] [--seed S]
+    python benchmarks/tracer_overhead.py [--repeat N] [--samples N] [--cp N] [--seed S] [--before COMMIT]
 
-Rows (every time is the best of ``--repeat`` runs; on and off alternate run
-for run, so drift on a busy machine affects both alike):
+Rows (every time is the best of ``--repeat`` runs; off, before and after
+alternate run for run, so drift on a busy machine affects all alike).
+"before" is the tracer of ``--before`` (default `baseline.BEFORE`, the
+commit before tags carried layout spaces and rules S1-S5 judged them),
+loaded beside this one in the same process (`baseline.load`); "after" is
+this checkout's:
 
 * per op: one op on a 1.3k-token sample with no tracer, inside an active
   tracer on an untagged tensor (what every op of a traced region pays), and
-  on a tagged tensor (the op is traced: tag read, rule, result tagged);
+  on a tagged tensor (the op is traced: tag read, rule, result tagged),
+  before and after; the ops the earlier tracer did not follow
+  (elementwise, ``roll``, ``gather``, ``where``) pass through it untouched;
 * data path: a rollout of ``--samples`` samples (median about 1.3k tokens,
   one 14,010-token outlier, A = 128), laid out as a batch builder does on CP
   rank 0 of ``--cp``: each sample padded to its ``P``, zigzag CP-sliced
   (pad to ``2 cp c``, two chunks, ``cat``), its loss mask aligned
   (``F.pad(mask, (p - 1, 1))``) and sliced the same way, then BSHD
   micro-batches stacked per padded length, and a THD stream packed with
-  ``cat``. "on" includes tagging the rollout (`tag_rollout`) and entering
-  the tracer; "off" runs the same ops with no tracer.
+  ``cat``; then a loss side on each BSHD micro-batch (next-token targets
+  rolled before the CP split, weighted by the loss mask: the ops the space
+  rules judge). "on" includes tagging the rollout (`tag_rollout`) and
+  entering the tracer; "off" runs the same ops with no tracer. Per path:
+  the cost per torch call of the path and per traced op (a call that went
+  through a rule), before and after.
 
 The issue's target is for the full data path (hooks, batch builder, replay
 filler, on production-like sizes): tracer on <= 1.05x of off. These rows
@@ -39,10 +49,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
+import baseline  # noqa: E402
 from layoutcheck import geometry  # noqa: E402
-from layoutcheck.runtime.tracing.tagging import tag_rollout  # noqa: E402
-from layoutcheck.runtime.tracing.tags import Tag, clear_tags, tag  # noqa: E402
-from layoutcheck.runtime.tracing.tracer import Tracer  # noqa: E402
+from layoutcheck.runtime.tracing import tagging, tags, tracer  # noqa: E402
 
 UNIT = 128
 
@@ -87,19 +96,22 @@ def zigzag(t: torch.Tensor, padded: int, cp: int, r: int) -> torch.Tensor:
 
 
 def bshd_path(data: dict[str, list], cp: int) -> int:
-    """Lay a BSHD rollout out as a batch builder does; return the positions laid out (so work is not dropped)."""
+    """Lay a BSHD rollout out as a batch builder does, then a loss side; return a count (so work is not dropped)."""
     groups: dict[int, list[int]] = {}
     for i, p in enumerate(data["max_seq_lens"]):
         groups.setdefault(p, []).append(i)
     laid = 0
     for p, members in groups.items():
-        tokens, masks = [], []
+        tokens, masks, targets = [], [], []
         for i in members:
             total, response = data["total_lengths"][i], data["response_lengths"][i]
             tokens.append(zigzag(data["tokens"][i], p, cp, 0))
             mask = F.pad(data["loss_masks"][i], (total - response - 1, 1))
             masks.append(zigzag(mask, p, cp, 0))
-        laid += torch.stack(tokens).numel() + torch.stack(masks).numel()
+            targets.append(zigzag(torch.roll(data["tokens"][i], -1), p, cp, 0))  # rolled before the split
+        batch, mask, target = torch.stack(tokens), torch.stack(masks), torch.stack(targets)
+        weighted = torch.where(mask > 0, target * mask, 0)
+        laid += batch.numel() + int(weighted.shape[-1])
     return laid
 
 
@@ -124,8 +136,50 @@ OPS: dict[str, Callable[[torch.Tensor], object]] = {
     "contiguous": lambda x: x.contiguous(),
     "clone": lambda x: x.clone(),
     "detach": lambda x: x.detach(),
-    "x + 1 (untraced op)": lambda x: x + 1,
+    "x[1:] (shift)": lambda x: x[1:],
+    "roll(x, -1)": lambda x: torch.roll(x, -1),
+    "x + 1": lambda x: x + 1,
+    "x * x (partners)": lambda x: x * x,
+    "where(x > 0, x, 0)": lambda x: torch.where(x > 0, x, 0),
+    "gather": lambda x: x.gather(0, INDEX),
+    "cumsum (not traced)": lambda x: x.cumsum(0),
 }
+INDEX = torch.arange(0, 1280, 10)
+
+
+class Side:
+    """One tracer (this checkout's, or the one loaded from ``--before``) and what it needs to run a row."""
+
+    def __init__(self, name: str, package: str) -> None:
+        import importlib
+
+        self.name = name
+        self.tags = importlib.import_module(f"{package}.runtime.tracing.tags")
+        self.tagging = importlib.import_module(f"{package}.runtime.tracing.tagging")
+        self.module = importlib.import_module(f"{package}.runtime.tracing.tracer")
+        self.tracer = self.module.Tracer("record", enabled=True)
+
+    def tagged(self, n: int) -> torch.Tensor:
+        """A sample of T = ``n`` tokens with P = n + 128, tagged by this tracer's own table."""
+        return self.tags.tag(torch.arange(n), self.tags.Tag(field="tokens", padded=n + 128, sample=0, total=n,
+                                                            response=900))
+
+    def rule_ops(self, run: Callable[[], object]) -> int:
+        """How many torch calls of ``run`` inside this tracer went through a rule (a tagged operand)."""
+        seen = [0]
+        checked = self.module.checked
+
+        def counted(*args: object) -> object:
+            seen[0] += 1
+            return checked(*args)
+
+        self.module.checked = counted
+        try:
+            with self.tracer:
+                run()
+        finally:
+            self.module.checked = checked
+        return seen[0]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -134,24 +188,33 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--samples", type=int, default=64)
     parser.add_argument("--cp", type=int, default=2)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--before", default=baseline.BEFORE, help="the commit whose tracer is 'before'")
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
-    tracer = Tracer("record", enabled=True)
+    baseline.load(args.before)
+    before, after = Side("before", baseline.NAME), Side("after", "layoutcheck")
 
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} thread, best of {args.repeat}")
-    print("\nper op, on a 1280-token sample (us per call)")
-    print(f"{'op':<22}{'no tracer':>11}{'untagged':>11}{'tagged':>11}{'untagged/off':>14}{'tagged/off':>12}")
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} thread, best of {args.repeat}; "
+          f"before = {args.before}, after = this checkout")
+    print("\nper op, on a 1280-token sample (us per call; before and after alternate)")
+    print(f"{'op':<21}{'off':>7}{'untagged':>10}{'':>8}{'tagged':>9}{'':>8}{'traced op cost':>16}")
+    print(f"{'':<21}{'':>7}{'before':>10}{'after':>8}{'before':>9}{'after':>8}{'before':>8}{'after':>8}")
     x = torch.arange(1280)
-    # A sample of T = 1280 tokens with P = 1408: the pad below is its layout, the slices are of its raw tokens.
-    tagged = tag(torch.arange(1280), Tag(field="tokens", padded=1408, sample=0, total=1280, response=900))
+    samples = {side.name: side.tagged(1280) for side in (before, after)}
     number = 2000
     for name, op in OPS.items():
         off = best(lambda: op(x), args.repeat, number)
-        with tracer:
-            plain = best(lambda: op(x), args.repeat, number)
-            traced = best(lambda: op(tagged), args.repeat, number)
-        print(f"{name:<22}{off * 1e6:>11.2f}{plain * 1e6:>11.2f}{traced * 1e6:>11.2f}"
-              f"{plain / off:>13.2f}x{traced / off:>11.2f}x")
+        row = {}
+        for _ in range(2):  # alternate the two tracers
+            for side in (before, after):
+                with side.tracer:
+                    plain = best(lambda: op(x), args.repeat, number)
+                    traced = best(lambda: op(samples[side.name]), args.repeat, number)
+                old = row.get(side.name, (plain, traced))
+                row[side.name] = (min(old[0], plain), min(old[1], traced))
+        (pb, tb), (pa, ta) = row["before"], row["after"]
+        print(f"{name:<21}{off * 1e6:>7.2f}{pb * 1e6:>10.2f}{pa * 1e6:>8.2f}{tb * 1e6:>9.2f}{ta * 1e6:>8.2f}"
+              f"{(tb - off) * 1e6:>+8.2f}{(ta - off) * 1e6:>+8.2f}")
 
     totals = lengths(args.samples, args.seed)
     ordered = sorted(totals)
@@ -166,22 +229,31 @@ def main(argv: list[str] | None = None) -> int:
         def run_off() -> None:
             path(data, args.cp)
 
-        def run_on() -> None:
-            tag_rollout(data, qkv_format=layout, cp_size=args.cp, cp_rank=0, unit=UNIT)
-            with tracer:
-                path(data, args.cp)
+        def on(side: Side) -> Callable[[], None]:
+            def run() -> None:
+                side.tagging.tag_rollout(data, qkv_format=layout, cp_size=args.cp, cp_rank=0, unit=UNIT)
+                with side.tracer:
+                    path(data, args.cp)
+            return run
 
-        off_times, on_times = [], []
+        times: dict[str, list[float]] = {"off": [], "before": [], "after": []}
         for _ in range(args.repeat):  # alternate, run for run
-            off_times.append(best(run_off, 1, 3))
-            on_times.append(best(run_on, 1, 3))
-        off, on = min(off_times), min(on_times)
-        ops = count_ops(lambda: path(data, args.cp))
-        print(f"{layout}: tracer off{'':<14}{off * 1e3:>9.2f} ms")
-        print(f"{layout}: tracer on (tag + trace){'':<1}{on * 1e3:>9.2f} ms   {on / off:.2f}x   "
-              f"(+{(on - off) * 1e6 / ops:.1f} us per torch call, {ops} calls)")
-        found += len(tracer.violations)
-        clear_tags()
+            times["off"].append(best(run_off, 1, 3))
+            for side in (before, after):
+                times[side.name].append(best(on(side), 1, 3))
+        off = min(times["off"])
+        calls = count_ops(lambda: path(data, args.cp))
+        print(f"{layout}: tracer off {off * 1e3:9.2f} ms, {calls} torch calls")
+        for side in (before, after):
+            side.tagging.tag_rollout(data, qkv_format=layout, cp_size=args.cp, cp_rank=0, unit=UNIT)
+            rules = side.rule_ops(lambda: path(data, args.cp))
+            t = min(times[side.name])
+            print(f"{layout}: tracer {side.name:<6}{t * 1e3:9.2f} ms  {t / off:5.2f}x   "
+                  f"+{(t - off) * 1e6 / calls:5.1f} us per torch call, +{(t - off) * 1e6 / max(rules, 1):5.1f} us "
+                  f"per traced op ({rules} traced)")
+            found += len(side.tracer.violations)
+        before.tags.clear_tags()
+        after.tags.clear_tags()
     print(f"violations found on the correct paths: {found}")
     return 0 if found == 0 else 1
 

@@ -35,6 +35,7 @@ if TYPE_CHECKING:
         wrap_slice_log_prob_with_cp,
         wrap_slice_with_cp,
     )
+    from layoutcheck.runtime.tracing.space_tags import tag_space
     from layoutcheck.runtime.tracing.tags import Tag, clear_tags, geometry_of, tag, tagged_count, untag
     from layoutcheck.runtime.tracing.tracer import Tracer, active_tracer
     from layoutcheck.typing import Padded
@@ -74,6 +75,7 @@ _LAZY = {
     "trace": "layoutcheck.runtime.activation.session",
     "tag_batch": "layoutcheck.runtime.tracing.tagging",
     "tag_rollout": "layoutcheck.runtime.tracing.tagging",
+    "tag_space": "layoutcheck.runtime.tracing.space_tags",
     "wrap_cp_offsets": "layoutcheck.runtime.tracing.tagging",
     "wrap_slice_log_prob_with_cp": "layoutcheck.runtime.tracing.tagging",
     "wrap_slice_with_cp": "layoutcheck.runtime.tracing.tagging",
@@ -113,6 +115,7 @@ __all__ = [
     "tag",
     "tag_batch",
     "tag_rollout",
+    "tag_space",
     "tagged_count",
     "trace",
     "untag",

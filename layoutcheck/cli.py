@@ -133,6 +133,9 @@ def build_parser() -> argparse.ArgumentParser:
     from layoutcheck.waste.command import add_parser as add_report_parser
 
     add_buckets_parser(commands)
+    from layoutcheck.init.command import add_parser as add_init_parser
+
+    add_init_parser(commands)
     add_report_parser(commands)
 
     # `layoutcheck model` (issue 11): what the linter believes about the project.
@@ -501,6 +504,10 @@ def _main(args_list: list[str]) -> int:
             return run_report(args)
         if args.command == "model":
             return _model(args)
+        if args.command == "init":
+            from layoutcheck.init.command import main as run_init
+
+            return run_init(args)
         return _fail(f"unknown command {args.command!r}")  # pragma: no cover - argparse rejects it
     except SystemExit as exc:  # argparse: --help (0) and usage errors (2)
         return exc.code if isinstance(exc.code, int) else (EXIT_CLEAN if exc.code is None else EXIT_ERROR)

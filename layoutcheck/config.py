@@ -29,9 +29,10 @@ import re
 import typing
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Union
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     ConfigDict,
     Field,
@@ -44,9 +45,10 @@ from pydantic import (
 )
 
 from layoutcheck import geometry
-from layoutcheck.errors import ConfigError
+from layoutcheck.errors import ConfigError, LayoutSpecError
 from layoutcheck.lint.configdocs import RUNTIME_KEY, keys, toml_value
 from layoutcheck.lint.settings import TABLE, CheckSettings, arrays_as_tuples, kebab
+from layoutcheck.runtime.contract.boundary import parse_boundary, parse_source
 from layoutcheck.runtime.hooks.settings import TARGET_PATTERN, RuntimeSettings
 
 __all__ = ["Config", "RuntimeConfig", "validate_runtime", "validate_table"]
@@ -74,11 +76,45 @@ def _pydantic_fields(cls: type) -> dict[str, Any]:
     return out
 
 
+def _boundary_target(target: str) -> str:
+    if not TARGET_PATTERN.match(target):
+        raise ValueError(f"{target!r} is not a function; write `package.module:function` (or `package.module:Class.method`)")
+    return target
+
+
+def _boundary_table(table: dict[str, Any]) -> dict[str, Any]:
+    # The contract's own parser names the sub-key (`returns.0: unknown word 'zigag'`); pydantic names the table.
+    try:
+        parse_boundary("?:?", table)
+    except LayoutSpecError as err:
+        raise ValueError(str(err)) from None
+    return table
+
+
+def _coordinate(value: str | int | None) -> str | int | None:
+    if value is not None:
+        try:
+            parse_source(value, what="the value")
+        except LayoutSpecError as err:
+            raise ValueError(str(err)) from None
+    return value
+
+
+_Coordinate = Annotated[Union[str, int, None], AfterValidator(_coordinate)]
+
 _RuntimeFields = create_model(
     "_RuntimeFields",
     __config__=ConfigDict(alias_generator=kebab, populate_by_name=True, extra="forbid", frozen=True),
     __module__=__name__,
-    **_pydantic_fields(RuntimeSettings),
+    **{
+        **_pydantic_fields(RuntimeSettings),
+        "boundaries": (
+            dict[Annotated[str, AfterValidator(_boundary_target)], Annotated[dict[str, Any], AfterValidator(_boundary_table)]],
+            _pydantic_fields(RuntimeSettings)["boundaries"][1],
+        ),
+        **{name: (_Coordinate, _pydantic_fields(RuntimeSettings)[name][1])
+           for name in ("tp_size", "cp_size", "cp_rank", "cp_group")},
+    },
 )
 
 

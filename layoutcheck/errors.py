@@ -151,7 +151,8 @@ class Violation:
     """
 
     invariant: str
-    """The invariant id from DESIGN.md section 3 (``O1``..``O5``, ``G1``..``G6``, ``X1``)."""
+    """The invariant id from DESIGN.md section 3 (``O1``..``O5``, ``G1``..``G6``, ``X1``; ``B1``..``B6`` for a boundary contract;
+    ``S1``..``S5`` for the tracer's space rules)."""
     where: str
     """The function (owner, hook or check) that saw it, e.g. ``get_batch``."""
     field: str
@@ -166,6 +167,8 @@ class Violation:
     micro_batch: int | None = None
     sizes: Mapping[str, object] = field(default_factory=dict)
     """Bound sizes that explain the expected value, e.g. ``{"P": 2048, "cp": 2, "r": 1}``."""
+    space: str | None = None
+    """The layout space the field is in (`layoutcheck.spaces.Space.describe`), when a contract says it."""
 
     def location(self) -> str:
         parts = [self.where]
@@ -175,7 +178,7 @@ class Violation:
             parts.append("samples " + ", ".join(str(s) for s in self.sample))
         elif self.sample is not None:
             parts.append(f"sample {self.sample}")
-        parts.append(f"field `{self.field}`")
+        parts.append(f"field `{self.field}`" + (f" (space {self.space})" if self.space else ""))
         return ", ".join(parts)
 
     def format(self) -> str:
@@ -203,6 +206,7 @@ class Violation:
             "sample": sample,
             "micro_batch": self.micro_batch,
             "sizes": {k: describe_value(v, 80) for k, v in self.sizes.items()},
+            "space": self.space,
         }
 
 

@@ -19,8 +19,13 @@ A space has independent parts:
                 lengths) instead of one row or list entry per sample
 ``cp``          unsliced (``None``), or one CP rank's part under ``zigzag``
                 or ``allgather``, with the rank when it is known
-``shift``       ``0``; ``+1`` for ``x[..., 1:]`` / ``roll(x, -1)`` (targets);
-                ``-1`` for ``x[..., :-1]``
+``shift``       a one-position slice of the axis: ``+1`` for ``x[..., 1:]``
+                (the first position dropped: index ``j`` holds token
+                ``j + 1``, the targets' alignment), ``-1`` for
+                ``x[..., :-1]`` (the last dropped; each index keeps its
+                token). Either is one position shorter. A ``roll`` keeps
+                its length and is not a space's shift: the tracer's tags
+                carry the alignment it makes (`Tag.shift`)
 ``pad_side``    where pad positions sit, for a padded axis: ``right`` or ``left``
 ``positions``   for index-valued data (offsets, position ids): ``global``
                 (in the whole sequence) or ``local`` (in this rank's part)

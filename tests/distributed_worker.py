@@ -194,6 +194,26 @@ def _run(name: str, rank: int, world: int) -> dict[str, Any]:
             xr.check_batch(k, padded=512, samples=samples, lengths=[400, 300], scheme="zigzag", qkv_format="bshd")
             xr.check_replay(k, padded=640 if (rank == 1 and k == 4) else 512, samples=samples)
         return _result(xr.recorder.violations, exchanges=xr.exchanges)
+    if name == "boundary":  # a boundary contract's calls: rank 1's third call sees its samples in another order
+        from layoutcheck import LayoutChecker
+        from layoutcheck.runtime.checker.boundaries import Coordinates
+        from layoutcheck.runtime.checker.state import CrossRankOptions
+        from layoutcheck.runtime.contract.boundary import parse_boundary, parse_source
+
+        def pack(seqs: list, lengths: list) -> list:
+            return list(seqs)
+
+        spec = parse_boundary("worker:pack", {"args": {"seqs": "T", "lengths": "len P"}, "returns": "T", "unit": [8]})
+        checker = LayoutChecker("record", cross_rank=CrossRankOptions(timeout=TIMEOUT))
+        coordinates = Coordinates(cp_size=parse_source(world), cp_rank=parse_source(rank), tp_size=parse_source(1))
+        hooked = checker.wrap_boundary(spec, pack, coordinates)
+        import torch
+
+        for k in range(4):
+            sizes = [5, 13, 9] if not (rank == 1 and k == 2) else [13, 5, 9]
+            hooked([torch.ones(n) for n in sizes], [-(-n // 8) * 8 for n in sizes])
+        return _result(checker.violations, exchanges=checker._boundary_agreement({"cp": world, "tp": 1}).exchanges,
+                       notes=checker.notes)
     if name == "stop":  # rank 1 skips micro-batch 2's check (busy past the timeout), then checks micro-batch 3
         xr = CrossRankChecker(cp_size=world, timeout=TIMEOUT, mode="raise")
         start = time.monotonic()

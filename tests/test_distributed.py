@@ -20,7 +20,8 @@ from layoutcheck.errors import LayoutSpecError
 
 @pytest.fixture(scope="module")
 def two(tmp_path_factory):
-    return run_job(2, ["agree", "spec", "metadata", "bug", "stop", "kill_record"], tmp_path_factory.mktemp("two"))
+    return run_job(2, ["agree", "spec", "metadata", "bug", "boundary", "stop", "kill_record"],
+                   tmp_path_factory.mktemp("two"))
 
 
 @pytest.fixture(scope="module")
@@ -30,6 +31,15 @@ def four(tmp_path_factory):
 
 def problems(result):
     return [(v["field"], v["problem"]) for v in result["violations"]]
+
+
+def test_every_cp_rank_of_a_boundary_call_sees_the_same_schedule(two):
+    # X1 generalised: each call of a boundary contract exchanges its sample count, true lengths and padded total
+    for rank, result in two["boundary"].items():
+        assert result["exchanges"] == 4 and result["notes"] == [], result
+        x1 = [v for v in result["violations"] if v["invariant"] == "X1"]
+        assert len(x1) == 1 and x1[0]["where"] == "worker:pack" and x1[0]["micro_batch"] == 3, x1
+        assert x1[0]["problem"] == "cp rank 1 has total lengths [13, 5, 9] for micro-batch 3, cp rank 0 has [5, 13, 9]"
 
 
 # ---------------------------------------------------------------- 2 ranks

@@ -201,7 +201,7 @@ def test_an_unknown_key_is_named_with_its_file_and_a_near_spelling(tmp_path, whe
     proc, out = run(tmp_path, config)
     assert proc.returncode == 1, proc.stderr
     assert out["clean@0"]["type"] == "ConfigError"
-    assert f"  {key} in {config}: unknown key; did you mean `cross-rank-timeout`? (valid keys: buckets, " \
+    assert f"  {key} in {config}: unknown key; did you mean `cross-rank-timeout`? (valid keys: boundaries, buckets, " \
         in out["clean@0"]["message"]
 
 
@@ -272,3 +272,13 @@ def test_a_module_is_judged_from_what_the_process_already_knows_never_by_importi
     assert not_installed_reason("quietpkgg.data", calls=5, at_exit=False) == (
         "no module `quietpkgg` can be found in this process")
     sys.modules.pop("quietpkg", None)
+
+
+def test_the_summary_tells_two_hooked_functions_of_one_name_apart():
+    from layoutcheck.runtime.reporting.setup import HookStatus, SetupLedger
+
+    ledger = SetupLedger([HookStatus("loss-function", f"pkg.{m}:before", "runtime.hooks.loss-function")
+                          for m in ("first", "second")] + [HookStatus("producer", "pkg.data:get_rollout_data", "k")])
+    for hook, calls in zip(ledger.hooks, (1, 2, 3)):
+        hook.installed, hook.calls = True, calls
+    assert ledger.hook_line() == "3 of 3 hooks installed; calls: first.before 1, second.before 2, get_rollout_data 3"

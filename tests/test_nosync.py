@@ -1,33 +1,21 @@
 """The runtime checks never synchronise a GPU: they read shapes, never values.
 
 On CPU there is no sync to observe (``torch.cuda.set_sync_debug_mode`` exists
-on CUDA builds only), so a `SyncGuard` makes would-be syncs fail loudly
-(DESIGN.md section 8):
-
-* a ``TorchDispatchMode`` that raises on any aten op issued while enforcing,
-  naming the ones that sync on CUDA (``_local_scalar_dense`` is what
-  ``.item()``, ``bool()`` and ``int()`` dispatch to; ``nonzero``,
-  ``masked_select``, ``_unique2`` have data-dependent shapes; ``_to_copy`` is
-  ``.cpu()``). A metadata read issues no op at all, so *any* op is a failure;
-* function-level interception of what never reaches the dispatcher on CPU
-  (``Tensor.tolist``, ``.numpy``, ``.cpu`` on a CPU tensor): the methods
-  are replaced for the test and raise while enforcing;
-* a ``TorchFunctionMode`` that raises on any call while enforcing: the checks
-  must run with torch-function handling off (`metadata_only`), so they never
-  reach a mode and a tracer's mode never sees them;
-* and the same checks on ``FakeTensorMode`` CUDA tensors, where reading a
-  value raises by itself.
+on CUDA builds only), so a `syncguard.SyncGuard` makes would-be syncs fail
+loudly (a dispatch-level deny list, the value-reading methods, and any
+call through ``__torch_function__``), and the same checks run on
+``FakeTensorMode`` CUDA tensors, where reading a value raises by itself.
 
 The guard enforces only inside the checker's own code: the wrappers are
-wrapped in ``guard.on`` and the pipeline functions they call in ``guard.off``,
-so the pipeline (which may read values) runs unguarded.
+wrapped in ``guard.on`` and the pipeline functions they call in ``guard.off``
+(for a debug session, `syncguard.debug_mode_windows`), so the pipeline
+(which may read values) runs unguarded.
 """
 
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Iterator
 
 import minitrainer.actor as actor
 import pytest
@@ -37,8 +25,7 @@ from bugcases import CASES as BUG_CASES
 from minitrainer.bugs import BUG_NAMES
 from minitrainer.parallel import get_parallel_state, parallel_state
 from minitrainer.rollout import make_rollout_ref
-from torch.overrides import TorchFunctionMode
-from torch.utils._python_dispatch import TorchDispatchMode
+from syncguard import SyncError, SyncGuard, Windows, debug_mode_windows, denying
 
 from layoutcheck import (
     LayoutChecker,
@@ -55,88 +42,9 @@ from layoutcheck import (
 from layoutcheck.demo import pipeline_bindings
 from layoutcheck.runtime.contract import meta, owner
 
-SYNC_OPS = frozenset({
-    "_local_scalar_dense", "item", "is_nonzero", "nonzero", "nonzero_static", "masked_select",
-    "_unique2", "unique_dim", "unique_consecutive", "_to_copy", "equal", "allclose",
-})
-"""aten ops that synchronise a CUDA device (value read back, or a data-dependent shape)."""
-
-DENIED_METHODS = ("item", "tolist", "numpy", "cpu", "__bool__", "__int__", "__float__", "__index__", "__array__")
-
-
-class SyncError(AssertionError):
-    """A check read a tensor's values (would synchronise the GPU)."""
-
-
-class SyncGuard:
-    """Dispatch- and function-level deny lists, enforced only while `enforcing`."""
-
-    def __init__(self) -> None:
-        self.enforcing = False
-        self.entered = 0  # how many times checker code ran under enforcement
-
-    def deny(self, what: str) -> None:
-        if self.enforcing:
-            raise SyncError(f"a layout check called {what}")
-
-    @contextmanager
-    def enforce(self, on: bool = True) -> Iterator[None]:
-        previous, self.enforcing = self.enforcing, on
-        self.entered += on
-        try:
-            yield
-        finally:
-            self.enforcing = previous
-
-    def on(self, fn: Callable) -> Callable:
-        @functools.wraps(fn)
-        def guarded(*args, **kwargs):
-            with self.enforce(True):
-                return fn(*args, **kwargs)
-        return guarded
-
-    def off(self, fn: Callable) -> Callable:
-        @functools.wraps(fn)
-        def unguarded(*args, **kwargs):
-            with self.enforce(False):
-                return fn(*args, **kwargs)
-        return unguarded
-
-
-class _DenyDispatch(TorchDispatchMode):
-    def __init__(self, guard: SyncGuard) -> None:
-        super().__init__()
-        self.guard = guard
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        name = func.overloadpacket.__name__
-        kind = "a GPU-synchronising op" if name in SYNC_OPS else "an op on tensor data (checks read metadata only)"
-        self.guard.deny(f"aten.{name}, {kind}")
-        return func(*args, **(kwargs or {}))
-
-
-class _DenyFunction(TorchFunctionMode):
-    def __init__(self, guard: SyncGuard) -> None:
-        super().__init__()
-        self.guard = guard
-
-    def __torch_function__(self, func, types, args=(), kwargs=None):
-        self.guard.deny(f"{getattr(func, '__name__', func)} through __torch_function__ (checks must disable it)")
-        return func(*args, **(kwargs or {}))
-
-
 @pytest.fixture
-def guard(monkeypatch) -> Iterator[SyncGuard]:
-    guard = SyncGuard()
-    for name in DENIED_METHODS:
-        original = getattr(torch.Tensor, name)
-
-        def denied(self, *args, __name=name, __original=original, **kwargs):
-            guard.deny(f"Tensor.{__name}")
-            return __original(self, *args, **kwargs)
-
-        monkeypatch.setattr(torch.Tensor, name, denied)
-    with _DenyDispatch(guard), _DenyFunction(guard):
+def guard() -> Iterator[SyncGuard]:
+    with denying() as guard:
         yield guard
 
 
@@ -383,12 +291,17 @@ def traced_data_path(slice_with_cp, slice_log_prob_with_cp) -> None:
     batch["tokens"].chunk(2, dim=1)
     batch["tokens"][:, 1:].contiguous().to(torch.float32).unbind(0)
     F.pad(batch["tokens"], (0, 64))  # a re-pad of the laid-out micro-batch
+    # the space rules: partners in elementwise ops, a roll and an index of the CP-local batch
+    torch.where(batch["full_loss_masks"] > 0, batch["tokens"] * batch["full_loss_masks"], 0)
+    torch.roll(batch["tokens"], -1, dims=1)
+    batch["tokens"][:, -1]
+    torch.ones_like(batch["tokens"]).gather(1, torch.zeros(2, 3, dtype=torch.long))
 
 
 def test_the_tracer_issues_no_sync(guard, monkeypatch):
     import trainer_cp
 
-    from layoutcheck.runtime.tracing import tagging, tracer
+    from layoutcheck.runtime.tracing import op_rules, tagging, tracer
     from layoutcheck.runtime.tracing.tags import clear_tags
 
     # Enforce inside the tracer's own work (its rules before and after each op, the wrappers,
@@ -399,8 +312,8 @@ def test_the_tracer_issues_no_sync(guard, monkeypatch):
             return None if after is None else guard.on(after)
         return before
 
-    for func, rule in list(tracer._RULES.items()):
-        monkeypatch.setitem(tracer._RULES, func, enforced(rule))
+    for func, rule in list(op_rules.RULES.items()):
+        monkeypatch.setitem(op_rules.RULES, func, enforced(rule))
     monkeypatch.setattr(tagging, "tag_rollout", guard.on(tagging.tag_rollout))
     monkeypatch.setattr(tagging, "tag_batch", guard.on(tagging.tag_batch))
     trainer_cp.set_parallel_state(2, 1)
@@ -417,7 +330,8 @@ def test_the_tracer_issues_no_sync(guard, monkeypatch):
         clear_tags()
     assert guard.entered > 20
     assert tracing.recorder.notes == []  # a SyncError inside a rule would be caught and noted
-    assert sorted({v.invariant for v in tracing.violations}) == ["G1", "G3"], tracing.recorder.summary()
+    assert sorted({v.invariant for v in tracing.violations}) == ["G1", "G3", "S2", "S3", "S4"], \
+        tracing.recorder.summary()
     with guard.enforce():
         assert all(v.format() for v in tracing.violations)
 
@@ -474,25 +388,14 @@ def test_hooks_installed_by_activation_issue_no_sync(guard, monkeypatch, tmp_pat
 
     from layoutcheck.runtime import activation
 
-    def guarded_wrap(session, spec, original):
-        inner = original
-        if spec.role == "replay-filler":
-            @functools.wraps(original)
-            def filler(**kwargs):
-                kwargs["register_replay_list_func"] = guard.on(kwargs["register_replay_list_func"])
-                return original(**kwargs)
-
-            inner = filler
-        return guard.on(session.checker.wrap(spec.role, guard.off(inner)))
-
-    monkeypatch.setattr(activation.Session, "_wrap", guarded_wrap)
-    monkeypatch.setattr(actor, "record_replay", guard.off(actor.record_replay))
+    windows = Windows(guard.enforce)
     monkeypatch.delenv("LAYOUTCHECK", raising=False)
     text = (Path(__file__).resolve().parent.parent / "fixtures" / "debug-run.toml").read_text()
     if options.get("buckets"):
         text = text.replace("[runtime]\n", f"[runtime]\nbuckets = {list(options['buckets'])}\n", 1)
     (tmp_path / "layoutcheck.toml").write_text(text.replace('mode = "raise"', 'mode = "record"'))
-    session = activation.activate(config=tmp_path / "layoutcheck.toml")
+    with debug_mode_windows(windows):
+        session = activation.activate(config=tmp_path / "layoutcheck.toml")
     try:
         ref = make_rollout_ref(LENGTHS, seed=1, media={0: 193} if name == "stale_lengths_after_expansion" else None)
         for r in range(2):
@@ -526,35 +429,22 @@ def test_the_tracer_activated_by_the_environment_issues_no_sync(guard, monkeypat
     from pathlib import Path
 
     from layoutcheck.runtime import activation
-    from layoutcheck.runtime.tracing import session_tracer, tagging, tracer
     from layoutcheck.runtime.tracing.tags import clear_tags
 
-    real_checked = tracer.checked
-
-    def guarded_checked(tracing, op, before, before_args, run, args, kwargs):
-        def enforced_before(*a):
-            after = guard.on(before)(*a)
-            return None if after is None else guard.on(after)
-        return real_checked(tracing, op, enforced_before, before_args, guard.off(run), args, kwargs)
-
-    monkeypatch.setattr(tracer, "checked", guarded_checked)
-    for fn in ("tag_rollout", "tag_batch"):
-        monkeypatch.setattr(tagging, fn, guard.on(getattr(tagging, fn)))
-    glue = session_tracer.SessionTracer._glue
-    monkeypatch.setattr(session_tracer.SessionTracer, "_glue", lambda self, where, work: glue(self, where, guard.on(work)))
     config = Path(__file__).resolve().parent.parent / "fixtures" / "debug-run.toml"
-    session = activation.activate_from_environment(
-        {"LAYOUTCHECK": "record", "LAYOUTCHECK_TRACE": "1", "LAYOUTCHECK_CONFIG": str(config)})
-    try:
-        assert session is not None and session.tracing and len(session.hooks) == 7
-        ref = make_rollout_ref(LENGTHS, seed=1, media={0: 193} if name == "stale_lengths_after_expansion" else None)
-        for r in range(2):
-            with parallel_state(cp_size=2, cp_rank=r):
-                actor.train_step(make_args(**options), ref)
-        found = [v for v in session.violations if " at " in v.where]  # the tracer's: at an op, with its line
-        assert guard.entered > 50
-        assert bool(found) == (name != "correct"), session.summary()
-        assert session.notes == []  # a SyncError in the tracer's work would be a note
-    finally:
-        activation.deactivate()
-        clear_tags()
+    with debug_mode_windows(Windows(guard.enforce)):
+        session = activation.activate_from_environment(
+            {"LAYOUTCHECK": "record", "LAYOUTCHECK_TRACE": "1", "LAYOUTCHECK_CONFIG": str(config)})
+        try:
+            assert session is not None and session.tracing and len(session.hooks) == 7
+            ref = make_rollout_ref(LENGTHS, seed=1, media={0: 193} if name == "stale_lengths_after_expansion" else None)
+            for r in range(2):
+                with parallel_state(cp_size=2, cp_rank=r):
+                    actor.train_step(make_args(**options), ref)
+            found = [v for v in session.violations if " at " in v.where]  # the tracer's: at an op, with its line
+            assert guard.entered > 50
+            assert bool(found) == (name != "correct"), session.summary()
+            assert session.notes == []  # a SyncError in the tracer's work would be a note
+        finally:
+            activation.deactivate()
+            clear_tags()

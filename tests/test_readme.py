@@ -249,6 +249,17 @@ def _python_of(venv: Path) -> Path:
     return venv / ("Scripts" if os.name == "nt" else "bin") / "python"
 
 
+def _copy_of_checkout(to: Path) -> Path:
+    """The files of this checkout that git tracks or would track (what a fresh clone plus your edits has)."""
+    names = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=ROOT,
+                           capture_output=True, check=True, timeout=60).stdout.decode().split("\0")
+    for name in filter(None, names):
+        if (ROOT / name).is_file():
+            (to / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(ROOT / name, to / name)
+    return to
+
+
 def test_the_wheel_installs_offline_into_a_fresh_environment_and_runs(tmp_path):
     # The README's two commands, with two changes that keep them offline: the build uses this environment's
     # setuptools (--no-build-isolation: isolation would only download setuptools), and the install into a
@@ -259,7 +270,10 @@ def test_the_wheel_installs_offline_into_a_fresh_environment_and_runs(tmp_path):
     dist = tmp_path / "dist"
     build_args = build.split()[1:] + ["--no-build-isolation"]
     build_args[build_args.index("dist")] = str(dist)
-    proc = subprocess.run([sys.executable, *build_args], cwd=ROOT, capture_output=True, text=True, timeout=600)
+    # Built in a copy of the checkout's files: setuptools writes ./build, which must neither land in the
+    # user's checkout nor feed a stale file of an earlier build into this wheel.
+    source = _copy_of_checkout(tmp_path / "source")
+    proc = subprocess.run([sys.executable, *build_args], cwd=source, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     (wheel,) = dist.glob("*.whl")
     assert wheel.name == Path(install.split()[-1]).name  # the README names the file the build writes

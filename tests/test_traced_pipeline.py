@@ -159,6 +159,27 @@ def test_flags_off_the_tracer_finds_nothing_on_every_configuration(traced):
     assert session.checker.checked["micro-batches"] > 100
 
 
+def test_flags_off_the_fixed_consumers_of_the_space_rules_are_silent_on_every_configuration(traced):
+    # The fixes of fixtures/spacebugs (a shift before the CP split, masks shifted like their targets, pads on the
+    # tokens' side, replay rows in the tokens' CP scheme, clamped bounds, rows padded before they are cut) on
+    # every BSHD configuration of the grid their code is written for, every rank: the space rules stay silent.
+    from spacebugs import PAIRS
+    from spacebugs.run import run_pairs
+
+    config = ROOT / "fixtures" / "spacebugs" / "debug.toml"
+    session = activation.activate(config=config, environ={"LAYOUTCHECK_TRACE": "1"})
+    runs = 0
+    for fmt, scheme, cp, b in GRID:
+        names = [n for n, pair in PAIRS.items() if pair.scheme == scheme and cp in pair.cp_sizes]
+        if fmt != "bshd" or not names:
+            continue
+        for r in range(cp):
+            results = run_pairs(names, "after", cp=cp, rank=r, micro_batch_size=b, allgather_cp=scheme == "allgather")
+            runs += sum(len(v) for v in results.values())
+    assert session.violations == [] and session.notes == [], session.summary()
+    assert runs > 500
+
+
 def test_flags_off_with_buckets_the_tracer_finds_nothing(traced):
     session = traced(buckets=True, mode="raise")
     buckets = CASES["wrong_bucket"].args["buckets"]

@@ -24,7 +24,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 MARKER = re.compile(r"^<!-- generate: ([a-z-]+) -->$", re.M)
-CODE = re.compile(r"\A(?:O[1-5]|G[1-6]|X1)\Z")
+CODE = re.compile(r"\A(?:O[1-5]|G[1-6]|B[1-6]|S[1-5]|X1)\Z")
 
 
 # ---------------------------------------------------------------- rules
@@ -112,7 +112,10 @@ def _text(node: ast.expr | None) -> str | None:
 
 
 def _reported(path: Path) -> list[tuple[str, str, str | None]]:
-    """``(code, function, problem)`` for each `Violation` a module builds with a literal invariant code."""
+    """``(code, function, problem)`` for each `Violation` a module builds with a literal invariant code.
+
+    Also the tracer's ``violation(code, tag, problem, ...)`` (its problem is the third argument).
+    """
     tree = ast.parse(path.read_text(encoding="utf-8"))
     constants = {t.id: n.value.value for n in tree.body if isinstance(n, ast.Assign)
                  for t in n.targets if isinstance(t, ast.Name) and isinstance(n.value, ast.Constant)}
@@ -121,21 +124,24 @@ def _reported(path: Path) -> list[tuple[str, str, str | None]]:
         if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
             continue
         for call in ast.walk(function):
-            if not (isinstance(call, ast.Call) and getattr(call.func, "id", None) == "Violation"):
+            name = getattr(call.func, "id", None) if isinstance(call, ast.Call) else None
+            if name not in ("Violation", "violation"):
                 continue
             keywords = {k.arg: k.value for k in call.keywords}
             code = call.args[0] if call.args else keywords.get("invariant")
             value = code.value if isinstance(code, ast.Constant) else constants.get(getattr(code, "id", ""))
             if isinstance(value, str) and CODE.match(value):
-                problem = call.args[3] if len(call.args) > 3 else keywords.get("problem")
+                at = 3 if name == "Violation" else 2
+                problem = call.args[at] if len(call.args) > at else keywords.get("problem")
                 out.append((value, function.name, _text(problem)))
     return out
 
 
 def invariants() -> str:
     """Each invariant code: the problems the checks report under it, where, and the fix they suggest."""
-    from layoutcheck.runtime.contract import common
+    from layoutcheck.runtime.contract import common, invariants as boundary
     from layoutcheck.runtime.crossrank import agreement
+    from layoutcheck.runtime.tracing import space_rules
 
     found: dict[str, dict[str, list[str]]] = {}
     for path in sorted((ROOT / "layoutcheck" / "runtime").rglob("*.py")):
@@ -146,9 +152,10 @@ def invariants() -> str:
                 entry["where"].append(where)
             if problem and problem not in entry["problems"]:
                 entry["problems"].append(problem)
-    hints = {code: [hint] for code, hint in common.HINTS.items() if CODE.match(code)}
+    hints = {code: [hint] for code, hint in {**common.HINTS, **boundary.HINTS, **space_rules.HINTS}.items()
+             if CODE.match(code)}
     hints[agreement.INVARIANT] = list(agreement.HINTS.values())
-    order = sorted(found, key=lambda c: ("OGX".index(c[0]), int(c[1:])))
+    order = sorted(found, key=lambda c: ("OGBSX".index(c[0]), int(c[1:])))
     lines = []
     for code in order:
         entry = found[code]

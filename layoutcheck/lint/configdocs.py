@@ -66,6 +66,7 @@ _SCALARS = {
     "PositiveInt": "positive integer",
     "NonNegativeInt": "non-negative integer",
     "PositiveFloat": "positive number",
+    "Any": "value",
 }
 
 

@@ -52,6 +52,7 @@ from layoutcheck.errors import ConfigError, LayoutSpecError, Violation
 from layoutcheck.runtime.activation import exit_status, ray_env
 from layoutcheck.runtime.hooks.install import HookSet
 from layoutcheck.runtime.hooks.settings import (
+    BOUNDARY,
     ENV_CONFIG,
     ENV_MODE,
     ENV_REPORT,
@@ -133,11 +134,17 @@ class Session:
         self.checker = LayoutChecker(
             settings.mode,
             parallel_state=None if parallel is None else _Target(parallel, self._key("parallel-state")),
-            layout=settings.layout,
+            layout=settings.layout_value,
             buckets=settings.buckets,
             cross_rank=CrossRankOptions(settings.cross_rank_every, settings.cross_rank_timeout)
             if settings.cross_rank else None,
         )
+        self.boundaries = self._boundaries(settings, config_file)
+        """The boundary contracts, by function (`layoutcheck.runtime.contract.boundary.BoundarySpec`)."""
+        self._coordinates = self._coordinate_sources(settings)
+        if parallel is None and self._coordinates.configured:
+            # the roles read Miles's parallel state: a trainer that keeps its coordinates elsewhere gives them here
+            self.checker.parallel_state = self._coordinates.as_parallel_state()
         self._first_step = True
         self._rollouts_seen = 0
         self._log: RunLog | None = None
@@ -248,11 +255,46 @@ class Session:
             self.setup.add(HookStatus(spec.role, spec.target, self._key(spec.origin)))
         self._hooks.add(specs)
 
+    def _boundaries(self, settings: RuntimeSettings, config_file: Path | None) -> dict[str, Any]:
+        from layoutcheck.runtime.contract.boundary import parse_boundary
+
+        out = {}
+        for target, table in settings.boundary_tables().items():
+            mine = target in settings.boundaries
+            where = (str(config_file) if config_file else None) if mine else f"preset {settings.preset!r}"
+            try:
+                out[target] = parse_boundary(target, table, source_file=where)
+            except LayoutSpecError as err:  # validated with the file already: a preset's own table is wrong
+                key = self._key(f'boundaries."{target}"') if mine else f'runtime.boundaries."{target}" ({where})'
+                raise ConfigError(f"{key}: {err}", key=f'runtime.boundaries."{target}"', source=where) from None
+        return out
+
+    def _coordinate_sources(self, settings: RuntimeSettings) -> Any:
+        from layoutcheck.runtime.checker.boundaries import Coordinates
+        from layoutcheck.runtime.contract.boundary import parse_source
+
+        sources = {key.replace("-", "_"): None if value is None else parse_source(value, what=f"`{key}`")
+                   for key, value in settings.coordinate_sources().items()}
+        return Coordinates(parallel_state=self.checker.parallel_state, **sources)
+
     def _wrap(self, spec: HookSpec, original: Callable[..., Any]) -> Callable[..., Any]:
-        if self.tracing:
-            wrapper = self._tracer_side().wrap(spec, original)
+        # A function that does not fit what its configuration says is refused here (`_hook_error` names the
+        # key and the file): never checked under a wrong reading.
+        boundary = self.boundaries.get(spec.target)
+        if spec.role == BOUNDARY:
+            wrapper = self.checker.wrap_boundary(boundary, original, self._coordinates)
+            if self.tracing:  # what the contract says the call holds becomes the tracer's tags
+                wrapper = self._tracer_side().boundary(boundary, wrapper, original, self._coordinates)
         else:
-            wrapper = self.checker.wrap(spec.role, original)
+            if spec.role in TRACER_ROLES:
+                from layoutcheck.runtime.checker.wrappers import check_tracer_signature
+
+                check_tracer_signature(spec.role, original, spec.target)
+            inputs = boundary.inputs if boundary is not None else None
+            if self.tracing:
+                wrapper = self._tracer_side().wrap(spec, original, inputs)
+            else:
+                wrapper = self.checker.wrap(spec.role, original, inputs)
         status = self.setup.add(HookStatus(spec.role, spec.target, self._key(spec.origin)))
         status.installed, status.problem = True, None
         return self._counted(status, wrapper)
@@ -446,6 +488,11 @@ class Session:
 
     def _at_exit(self) -> None:
         # A process whose hooks neither went in nor saw a problem (a launcher, a Ray driver, pip) stays quiet.
+        if self._hooks.installed:
+            try:  # boundary checks still waiting for device values: the steps are over, waiting is free now
+                self.checker.flush(wait=True)
+            except Exception as err:  # noqa: BLE001 - the exit goes on
+                print(f"layoutcheck: deferred checks could not run at exit: {err}", file=sys.stderr)
         if self.debug_run:
             self._settle_pending(at_exit=True)
         problems = self.debug_run and self.setup.has_problems()

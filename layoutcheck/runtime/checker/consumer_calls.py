@@ -72,6 +72,9 @@ class FillerCallState:
     sequence_parallel: bool
     plan: dict[int, tuple[list[int] | None, int | None]]
     registered: int = 0
+    by_offset: bool = False
+    """Micro-batch ``k`` of a registration is the iterator's (the one it handed out last), not the call count:
+    a filler that registers once per layer (slime's ``RoutingReplay.record``)."""
 
 
 # --- the batch builder -----------------------------------------------------------
@@ -216,8 +219,11 @@ def filler_before(checker: CheckerState, where: str, call: Mapping[str, Any]) ->
 
 
 def replay_registered(checker: CheckerState, state: FillerCallState, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> None:
-    """One register call of the filler: micro-batch ``k`` is the count of calls so far (G5)."""
+    """One register call of the filler: micro-batch ``k`` is the count of calls so far, or the iterator's (G5)."""
     k, state.registered = state.registered, state.registered + 1
+    if state.by_offset:
+        after = checker.adapter.next_micro_batch(state.view.iterator)
+        k = after - 1 if after is not None and after > 0 else k
     replay = checker.adapter.registered_replay(args, kwargs)
     with metadata_only():
         rows = count(replay)

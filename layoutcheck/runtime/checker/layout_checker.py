@@ -62,16 +62,31 @@ class LayoutChecker(CheckerState):
 
     # --- wrapping ----------------------------------------------------
 
-    def wrap(self, role: str, fn: Callable[..., Any]) -> Callable[..., Any]:
+    def wrap(self, role: str, fn: Callable[..., Any], inputs: Mapping[str, object] | None = None) -> Callable[..., Any]:
         """The checked wrapper of ``fn`` in ``role`` (``producer``, ``batch_builder``, ``replay_filler``, ``offset_helper``).
 
         Hyphens are accepted for underscores (``batch-builder``). Raises
         `LayoutSpecError` when ``fn``'s signature does not fit the role,
         naming the function, the parameter, what was expected and what was
-        found. Wrapping a wrapper of this checker in the same role returns
-        it unchanged. See `layoutcheck.runtime.checker.wrappers`.
+        found. ``inputs`` says where the role finds what ``fn`` does not
+        take under Miles's name (a boundary's ``inputs`` table: a path into
+        the call, or a value). Wrapping a wrapper of this checker in the
+        same role returns it unchanged. See `layoutcheck.runtime.checker.wrappers`.
         """
-        return wrappers.wrap(self, role, fn)
+        return wrappers.wrap(self, role, fn, inputs)
+
+    def wrap_boundary(self, spec: Any, fn: Callable[..., Any], coordinates: Any = None) -> Callable[..., Any]:
+        """The checked wrapper of ``fn`` under a boundary contract (`layoutcheck.runtime.contract.boundary.BoundarySpec`).
+
+        ``coordinates``: where ``tp``, ``cp`` and the CP rank come from
+        (`layoutcheck.runtime.checker.boundaries.Coordinates`; default: this
+        checker's parallel state, else one rank). Raises `LayoutSpecError`
+        when ``fn`` lacks a parameter the contract reads. See
+        `layoutcheck.runtime.checker.boundaries`.
+        """
+        from layoutcheck.runtime.checker.boundaries import Coordinates, wrap_boundary
+
+        return wrap_boundary(self, spec, fn, coordinates or Coordinates(parallel_state=self.parallel_state))
 
     def wrap_producer(self, fn: Callable[..., Any]) -> Callable[..., Any]:
         """``wrap("producer", fn)``: O1-O5 on what ``get_rollout_data`` returns."""

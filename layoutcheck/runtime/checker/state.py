@@ -30,6 +30,7 @@ from typing import Any
 from layoutcheck import geometry
 from layoutcheck.errors import LayoutError, LayoutSpecError, Violation, describe_value
 from layoutcheck.runtime.checker.rollouts import MicroBatch, Rollout
+from layoutcheck.runtime.checker.values import Deferred
 from layoutcheck.runtime.contract import checks
 from layoutcheck.runtime.contract.adapters import MilesAdapter, Parallel, TrainerLayout
 from layoutcheck.runtime.contract.common import bucket_tuple, frozen, ints
@@ -79,6 +80,9 @@ class CheckerState:
         """How many times each hook ran its checks (rollouts, micro-batches, replay tensors, offset calls)."""
         self.cross_rank = cross_rank
         self._agreement_checker: Any = None
+        self._boundary_checker: Any = None
+        self._deferred = Deferred()
+        """Boundary checks waiting for the values of device tensors (`layoutcheck.runtime.checker.values`)."""
         self._log = ObservationLog(limits)
         self._local = threading.local()  # per thread: how deep inside a producer call we are
         self._noted: set[str] = set()
@@ -177,6 +181,51 @@ class CheckerState:
             self._agreement_checker = False  # said once; the local checks go on
             self._note("cross-rank agreement", err, key="cross-rank agreement")
         return self._agreement_checker or None
+
+    def _boundary_agreement(self, coords: Mapping[str, int], group: Callable[[], Any] | None = None) -> Any:
+        """The cross-rank checker of the boundaries (X1), made on first use once torch.distributed is up.
+
+        The CP group: ``group()`` (a configured ``cp-group`` function), else
+        the parallel state's, else ``cp`` and ``tp`` in Megatron's rank order.
+        """
+        if self._boundary_checker is not None:
+            return self._boundary_checker or None
+        options = self.cross_rank
+        if options is None or not distributed_ready():
+            return None
+        try:
+            process_group = group() if group is not None else None
+            if process_group is not None:
+                import torch.distributed as dist
+
+                ranks = {"ranks": dist.get_process_group_ranks(process_group)}
+            elif self.parallel_state is not None:
+                ranks = {"parallel_state": self.parallel_state}
+            else:
+                ranks = {"cp_size": coords["cp"], "tp_size": coords["tp"]}
+            self._boundary_checker = CrossRankChecker(
+                **ranks, every=options.every, timeout=options.timeout, mode=None, recorder=self.recorder,
+                on_failure=self._cross_rank_failed,
+            )
+        except LayoutSpecError as err:
+            self._boundary_checker = False
+            self._note("cross-rank agreement", err, key="cross-rank agreement")
+        return self._boundary_checker or None
+
+    def flush(self, *, wait: bool = False) -> int:
+        """Run the boundary checks whose device values have arrived (all of them with ``wait``: at exit); how many ran.
+
+        At exit the checks are recorded whatever the mode (raising in an
+        exit handler would only print a traceback): they reach the summary
+        and the report.
+        """
+        if not wait:
+            return self._deferred.poll()
+        mode, self.mode = self.mode, "record"
+        try:
+            return self._deferred.poll(wait=True)
+        finally:
+            self.mode = mode
 
     def _cross_rank_failed(self, err: CrossRankTimeout) -> bool:
         # A rank gone or stopped: raise mode stops the step; warn and record note it and go on (X1 stops).

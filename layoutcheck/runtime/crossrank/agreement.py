@@ -41,9 +41,9 @@ __all__ = [
 INVARIANT = "X1"
 """Across ranks: every CP rank of a micro-batch agrees on its layout (DESIGN.md section 3)."""
 
-ROLES: dict[str, int] = {"batch": 1, "replay": 2}
-"""The checks that exchange: the batch builder's and the replay filler's, by wire code."""
-_ROLE_NAMES = {"batch": "batch-builder", "replay": "replay-filler"}
+ROLES: dict[str, int] = {"batch": 1, "replay": 2, "boundary": 3}
+"""The checks that exchange: the batch builder's, the replay filler's and a boundary contract's, by wire code."""
+_ROLE_NAMES = {"batch": "batch-builder", "replay": "replay-filler", "boundary": "boundary"}
 _SCHEMES = {name: i for i, name in enumerate(geometry.SCHEMES)}
 _LAYOUTS = {name: i for i, name in enumerate(geometry.LAYOUTS)}
 _UNKNOWN = -1

@@ -280,6 +280,27 @@ class CrossRankChecker:
         """The replay filler's micro-batch ``micro_batch``: the ``P`` it laid ``data_key`` out with, and its samples."""
         return self._check("replay", where, data_key, micro_batch, padded, samples=samples)
 
+    def check_boundary(
+        self,
+        call: int,
+        *,
+        count: int,
+        padded: int | None,
+        lengths: Sequence[int] | None = None,
+        scheme: str | None = None,
+        where: str = "boundary",
+        order: Sequence[int] | None = None,
+    ) -> list[Violation]:
+        """A boundary contract's call ``call``: its sample count, the samples' true lengths, the padded total, the scheme.
+
+        ``padded`` is the sum of the samples' ``P`` (or the packed stream's
+        length); ``order``: a micro-batch schedule's sample indices, in
+        order (default ``0..count-1``). Every CP rank of the call must see
+        the same schedule.
+        """
+        return self._check("boundary", where, "padded total", call, padded, scheme=scheme,
+                           samples=list(order) if order is not None else list(range(count)), lengths=lengths)
+
     def close(self) -> None:
         """Destroy the side group (after a failed exchange it is left to the process's exit)."""
         if self._group is not None and self._failed is None:

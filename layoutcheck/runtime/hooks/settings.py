@@ -29,6 +29,7 @@ __all__ = [
     "ENV_MODE",
     "ENV_REPORT",
     "ENV_TRACE",
+    "BOUNDARY",
     "ROLES",
     "TARGET_PATTERN",
     "TRACER_ROLES",
@@ -52,7 +53,9 @@ ENV_TRACE = "LAYOUTCHECK_TRACE"
 ROLES: tuple[str, ...] = (
     "producer", "batch-builder", "replay-filler", "offset-helper", "cp-slicer", "response-slicer", "loss-function",
 )
-"""What a hooked function is, as the checks need to know (TOML spelling)."""
+"""What a hooked function is, as the checks need to know (TOML spelling); a boundary contract is hooked as
+``boundary`` (`BOUNDARY`)."""
+BOUNDARY = "boundary"
 Role = Literal[
     "producer", "batch-builder", "replay-filler", "offset-helper", "cp-slicer", "response-slicer", "loss-function",
 ]
@@ -113,10 +116,12 @@ class RuntimeSettings:
         description="What a violation does: `raise` a `LayoutError` (the training step fails), `warn` "
         "(a `LayoutWarning`), or `record` (kept for the report only). `LAYOUTCHECK=<mode>` overrides it.",
     )
-    preset: Literal["miles"] | None = _setting(
+    preset: Literal["miles", "slime", "verl"] | None = _setting(
         None,
-        description="Fill in the hooks and `parallel-state` of a known trainer (`miles`: the "
-        "`miles.backends.training_utils` data path). Roles given in `hooks` replace the preset's.",
+        description="Fill in the hooks, boundaries and parallel coordinates of a known trainer (`miles`: the "
+        "`miles.backends.training_utils` data path at 31f1ca961; `slime`: `slime.backends.megatron_utils` at a93386e51; `verl`: "
+        "its Megatron path, `verl.models.mcore.util` and `verl.utils.seqlen_balancing`, 0.7-0.9). Roles given in "
+        "`hooks`, and boundaries given in `boundaries`, replace the preset's for the same function.",
     )
     hooks: dict[Role, tuple[str, ...]] = _setting(
         factory=dict,
@@ -130,6 +135,36 @@ class RuntimeSettings:
         None,
         description="`package.module:function` returning the parallel state (`.tp.size`, `.cp.size`, "
         "`.cp.rank`); unset means one rank (tp = cp = 1).",
+    )
+    boundaries: dict[str, dict[str, Any]] = _setting(
+        factory=dict,
+        description="Boundary contracts, by function (`package.module:function`): what its arguments "
+        "(`args.<parameter>`) and its return value (`returns`, `returns.<index or key>`) hold, in layout spaces "
+        "(`\"T\"`, `\"len P\"`, `\"P packed cp\"`, `\"cu P packed\"`, ...), with `samples`, `unit`, `tight`, "
+        "`scheme`, `tp-size`/`cp-size`/`cp-rank`, `cross-rank`; or a `role` with its `inputs`. Checked at every "
+        "call: B1-B6 and X1 (README \"Boundary contracts\"; the keys in `layoutcheck.runtime.contract.boundary`).",
+    )
+    tp_size: str | int | None = _setting(
+        None,
+        description="The tensor-parallel size for boundary contracts (`tp` in their expressions): a function "
+        "(`package.module:function`, or `package.module:function().attr.attr`) or an integer; unset: the "
+        "parallel state's `.tp.size`, else 1.",
+    )
+    cp_size: str | int | None = _setting(
+        None,
+        description="The context-parallel size for boundary contracts (`cp`): as `tp-size`; unset: the parallel "
+        "state's `.cp.size`, else 1.",
+    )
+    cp_rank: str | int | None = _setting(
+        None,
+        description="This process's context-parallel rank for boundary contracts (`rank`): as `tp-size`; unset: "
+        "the parallel state's `.cp.rank`, else 0.",
+    )
+    cp_group: str | None = _setting(
+        None,
+        description="A function (`package.module:function`) returning this rank's context-parallel process group, "
+        "for the boundaries' cross-rank check (X1); unset: the parallel state's `.cp.group`, else the group "
+        "`cp-size` and `tp-size` give in Megatron's rank order.",
     )
     layout: Literal["bshd", "thd"] | None = _setting(
         None,
@@ -171,15 +206,49 @@ class RuntimeSettings:
     )
 
     def hook_specs(self) -> tuple[HookSpec, ...]:
-        """Every hook, preset first then explicit roles (an explicit role replaces the preset's)."""
+        """Every hook: roles (preset first, an explicit role replaces the preset's), then boundaries.
+
+        A boundary is hooked as ``boundary`` (its contract's checks), or as
+        its ``role`` when it has one; a function that is a boundary is not
+        hooked again by ``hooks``. Each spec's ``origin`` is the key that
+        configured it.
+        """
         roles: dict[str, tuple[tuple[str, ...], str]] = {}
         if self.preset is not None:
             roles.update({role: (targets, "preset") for role, targets in PRESETS[self.preset].hooks.items()})
         roles.update({role: (tuple(targets), f"hooks.{role}") for role, targets in self.hooks.items()})
-        return tuple(
+        tables = self.boundary_tables()
+        specs = [
             HookSpec(role, target, origin) for role in ROLES if role in roles
-            for targets, origin in [roles[role]] for target in targets
-        )
+            for targets, origin in [roles[role]] for target in targets if target not in tables
+        ]
+        specs += [
+            HookSpec(str(table.get("role") or BOUNDARY), target,
+                     f'boundaries."{target}"' if target in self.boundaries else "preset")
+            for target, table in tables.items()
+        ]
+        return tuple(specs)
+
+    def boundary_tables(self) -> dict[str, Mapping[str, Any]]:
+        """Every boundary's table: the preset's, then the configured ones (which replace the preset's)."""
+        tables: dict[str, Mapping[str, Any]] = {}
+        if self.preset is not None:
+            tables.update(PRESETS[self.preset].boundaries)
+        tables.update(self.boundaries)
+        return tables
+
+    def coordinate_sources(self) -> dict[str, str | int | None]:
+        """``tp-size``, ``cp-size``, ``cp-rank``, ``cp-group``: configured, else the preset's."""
+        preset = PRESETS[self.preset].coordinates if self.preset is not None else {}
+        return {key: getattr(self, key.replace("-", "_")) if getattr(self, key.replace("-", "_")) is not None
+                else preset.get(key) for key in ("tp-size", "cp-size", "cp-rank", "cp-group")}
+
+    @property
+    def layout_value(self) -> str | None:
+        """The layout: configured, else the preset's (a trainer with one layout only), else ``None``."""
+        if self.layout is not None:
+            return self.layout
+        return PRESETS[self.preset].layout if self.preset is not None else None
 
     @property
     def parallel_state_target(self) -> str | None:

@@ -63,6 +63,8 @@ class ViolationRecord(_Model):
     rollout: int | None = None
     """Which rollout of the run (0-based, in producer-call order), when known."""
     sizes: dict[str, str] = Field(default_factory=dict)
+    space: str | None = None
+    """The field's layout space, for a boundary contract's violation."""
 
 
 class SampleRecord(_Model):

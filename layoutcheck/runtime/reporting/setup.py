@@ -140,7 +140,11 @@ class SetupLedger:
         return text
 
     def _calls(self) -> str:
-        return ", ".join(f"{h.name} {h.calls}" for h in self.installed)
+        # A function's own name, unless two hooked functions share it: then its module's last part too.
+        names = [h.name for h in self.installed]
+        return ", ".join(
+            f"{h.name if names.count(h.name) == 1 else h.target.partition(':')[0].rpartition('.')[2] + '.' + h.name}"
+            f" {h.calls}" for h in self.installed)
 
     def error(self, when: str) -> ConfigError:
         """The error raise mode stops the run with, ``when`` saying at which point (``at the end of the first step``)."""

@@ -6,8 +6,12 @@
   Python over tags and shapes);
 * `tracer`: `Tracer`, the ``TorchFunctionMode`` that applies those rules
   inside ``with tracer:``;
+* `space_rules`: the space rules (S1-S5: bugs that keep every shape intact);
+* `op_rules`: which torch op gets which rule;
 * `tagging`: where tags come from (the producer's rollout, the batch
   builder's output, the trainer's CP helpers);
+* `space_tags`: `tag_space`, the one entry point that tags a value with a
+  `layoutcheck.spaces.Space` (what a boundary says a function holds);
 * `trace_switch`: whether the tracer runs (``LAYOUTCHECK_TRACE``, the
   ``tracer`` key, the default per mode);
 * `session_tracer`: the tracer of a debug session, fed by its hooks.
@@ -28,6 +32,7 @@ if TYPE_CHECKING:
         wrap_slice_log_prob_with_cp,
         wrap_slice_with_cp,
     )
+    from layoutcheck.runtime.tracing.space_tags import tag_space
     from layoutcheck.runtime.tracing.tags import Tag, clear_tags, geometry_of, tag, tagged_count, untag
     from layoutcheck.runtime.tracing.trace_switch import tracer_enabled
     from layoutcheck.runtime.tracing.tracer import Tracer, active_tracer
@@ -41,6 +46,7 @@ _LAZY = {
     "untag": "layoutcheck.runtime.tracing.tags",
     "tag_batch": "layoutcheck.runtime.tracing.tagging",
     "tag_rollout": "layoutcheck.runtime.tracing.tagging",
+    "tag_space": "layoutcheck.runtime.tracing.space_tags",
     "wrap_cp_offsets": "layoutcheck.runtime.tracing.tagging",
     "wrap_slice_log_prob_with_cp": "layoutcheck.runtime.tracing.tagging",
     "wrap_slice_with_cp": "layoutcheck.runtime.tracing.tagging",
@@ -58,6 +64,7 @@ __all__ = [
     "tag",
     "tag_batch",
     "tag_rollout",
+    "tag_space",
     "tagged_count",
     "tracer_enabled",
     "untag",

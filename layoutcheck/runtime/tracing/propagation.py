@@ -45,7 +45,9 @@ from typing import Any
 from layoutcheck import geometry
 from layoutcheck.errors import Violation
 from layoutcheck.runtime.contract.common import HINTS
-from layoutcheck.runtime.tracing.tags import Tag
+from layoutcheck.runtime.tracing import space_rules
+from layoutcheck.runtime.tracing.findings import violation
+from layoutcheck.runtime.tracing.tags import Tag, layout_lengths
 
 __all__ = [
     "index",
@@ -58,7 +60,6 @@ __all__ = [
     "slice_sequence",
     "split",
     "stream_problem",
-    "violation",
 ]
 
 Shape = tuple[int, ...]
@@ -74,23 +75,6 @@ PAD_HINT = (
 TRUNCATE_HINT = "recompute `max_seq_lens` after any step that changes the tokens; never pad to below the current length"
 SPLIT_HINT = "split a packed stream with the lengths its samples were laid out with (on this CP rank)"
 SLICE_HINT = "slice a response field with its own sample's offsets (T, R and P of that sample)"
-
-
-def violation(invariant: str, tag: Tag, problem: str, actual: object, expected: object, hint: str,
-              *, samples: tuple[int, ...] | None = None, extra: dict[str, object] | None = None) -> Violation:
-    """A violation about the tensor ``tag`` describes (``where`` left for the tracer to fill)."""
-    sample: int | tuple[int, ...] | None = tag.sample
-    if samples is not None:
-        sample = samples
-    elif sample is None and tag.samples:
-        sample = tag.samples
-    sizes = tag.sizes()
-    if extra:
-        sizes.update(extra)
-    return Violation(
-        invariant=invariant, where="", field=tag.field, problem=problem, actual=actual, expected=expected,
-        hint=hint, sample=sample, micro_batch=tag.micro_batch, sizes=sizes,
-    )
 
 
 # --- shape-preserving and reshaping ops ----------------------------------------------
@@ -216,7 +200,13 @@ def index(tag: Tag, shape: Shape, idx: Any) -> tuple[Tag | None, list[Violation]
         start, stop, step = idx.indices(shape[0])
         if step != 1:
             return None, []
-        return slice_sequence(tag, shape[0], start, max(start, stop)), _past_the_end(tag, shape[0], idx)
+        shift, problems = None, []
+        if space_rules.may_matter(idx, shape[0]):
+            shift, problems = space_rules.slice_problems(tag, shape[0], idx)
+        out = slice_sequence(tag, shape[0], start, max(start, stop))
+        if shift is not None and out is not None:
+            out = out.evolve(shift=shift)
+        return out, problems + _past_the_end(tag, shape[0], idx)
     items = idx if type(idx) is tuple else (idx,)
     consuming = 0
     for item in items:
@@ -232,6 +222,7 @@ def index(tag: Tag, shape: Shape, idx: Any) -> tuple[Tag | None, list[Violation]
     in_dim, out_dim = 0, 0
     new_seq: int | None = None
     seq_slice: tuple[int, int] | None = None
+    shift: int | None = None
     chosen: int | None = None
     samples = tag.samples
     problems: list[Violation] = []
@@ -246,7 +237,7 @@ def index(tag: Tag, shape: Shape, idx: Any) -> tuple[Tag | None, list[Violation]
             out_dim += skip
         elif _is_int(item):
             if in_dim == s:
-                return None, []
+                return None, space_rules.negative_index(tag, shape[s], item)
             if in_dim == 0 and samples and len(samples) == shape[0] and -shape[0] <= item < shape[0]:
                 chosen = samples[item]
             samples = ()
@@ -260,6 +251,9 @@ def index(tag: Tag, shape: Shape, idx: Any) -> tuple[Tag | None, list[Violation]
                 if step != 1:
                     return None, []
                 problems += _past_the_end(tag, shape[in_dim], item)
+                if space_rules.may_matter(item, shape[in_dim]):
+                    shift, found = space_rules.slice_problems(tag, shape[in_dim], item)
+                    problems += found
                 seq_slice = (start, max(start, stop))
                 new_seq = out_dim
             elif in_dim == 0 and samples:
@@ -272,13 +266,19 @@ def index(tag: Tag, shape: Shape, idx: Any) -> tuple[Tag | None, list[Violation]
     if chosen is not None:
         out = out.evolve(sample=chosen, samples=())
     if seq_slice is not None:
-        return slice_sequence(out, shape[s], *seq_slice), problems
+        sliced = slice_sequence(out, shape[s], *seq_slice)
+        if shift is not None and sliced is not None:
+            sliced = sliced.evolve(shift=shift)
+        return sliced, problems
     return out, problems
 
 
 def _past_the_end(tag: Tag, size: int, item: slice) -> list[Violation]:
+    # A CP-local response field: its entries are the rank's, cut at offsets of its own sample. An unsliced
+    # one cut at CP chunk positions (which run into the pad past R) is read up to its end on purpose.
     start, stop = item.start, item.stop
-    if tag.space != "response" or not (_is_int(start) and _is_int(stop)) or start < 0 or stop < 0:
+    if (tag.space != "response" or not tag.sliced or not (_is_int(start) and _is_int(stop)) or start < 0
+            or stop < 0):
         return []
     if stop <= size and start <= size:
         return []
@@ -360,7 +360,9 @@ def join(tags: Sequence[Tag | None], shapes: Sequence[Shape], dim: int, *, stack
     sizes = [shape[s] if s < len(shape) else 0 for shape in shapes]
     if len(tagged) != len(tags):
         if tags[0] is not None and tags[0].window is None and len(tagged) == 1:
-            return _extension(tags[0], sizes, stream_multiple, per_sample)
+            return _extension(tags[0], sizes, stream_multiple, per_sample, left=False)
+        if tags[-1] is not None and tags[-1].window is None and len(tagged) == 1 and not tags[-1].members:
+            return _extension(tags[-1], sizes[::-1], None, per_sample, left=True)
         return _reassembly(tagged, tags, sizes), []
     return _sequence_join(tagged, sizes), []
 
@@ -379,16 +381,22 @@ def _reassembly(tagged: list[Tag], tags: Sequence[Tag | None], sizes: list[int])
 
 
 def _extension(first: Tag, sizes: list[int], stream_multiple: int | None,
-               per_sample: bool | None) -> tuple[Tag | None, list[Violation]]:
+               per_sample: bool | None, *, left: bool) -> tuple[Tag | None, list[Violation]]:
     # cat([sample, filler, ...]) along the sequence: a right pad written as a
-    # cat (how a replay filler pads its arrays).
+    # cat (how a replay filler pads its arrays); cat([filler, ..., sample]) a left pad.
+    side = "left" if left else "right"
     if first.members:
         problem = stream_problem(first, sizes[0], sum(sizes), stream_multiple, action="extends (by cat)")
-        return first, [problem] if problem else []
+        return first.evolve(pad_side=side), [problem] if problem else []
     if first.space == "response" or first.padded is None:
         return None, []
     problem = length_problem(first, sizes[0], sum(sizes), action="extends (by cat)", per_sample=per_sample)
-    return first, [problem] if problem else []
+    return _padded(first, side), [problem] if problem else []
+
+
+def _padded(tag: Tag, side: str) -> Tag:
+    # padded on one side: the pad moves no position (index j still holds token j + shift)
+    return tag if tag.pad_side == side and tag.window is None else tag.evolve(pad_side=side, window=None)
 
 
 def _members(t: Tag) -> tuple[int, ...] | None:
@@ -464,6 +472,8 @@ def length_problem(tag: Tag, size: int, new: int, *, action: str, allowed: Seque
             "G2", tag, f"{action} {who} {given}, below the {size} positions it holds: tokens are dropped",
             actual=new, expected=f"{expected} (at least {size})", hint=TRUNCATE_HINT,
         )
+    if tag.cp_local and tag.length is not None and new in layout_lengths(tag.length, tag.cp_size, tag.scheme):
+        return space_rules.cp_again(tag, size, action=action, given=given)  # the first step of a CP slice: S1
     if tag.sliced:
         problem = f"{action} {who} {given}, but it is CP-sliced to its local length L={tag.local}"
         return violation("G3", tag, problem, actual=new, expected=expected, hint=PAD_HINT)
@@ -572,15 +582,24 @@ def pad(tag: Tag, shape: Shape, amounts: Sequence[object], *, stream_multiple: i
     if new == size and left == 0:
         return tag, []
     if tag.space == "response":
-        if not tag.sliced and tag.total is not None and size == tag.response and new == tag.total:
-            return tag.evolve(space="tokens", window=None), []
+        if not tag.sliced and tag.total is not None and tag.response is not None and size == tag.response \
+                and new == tag.total:
+            # R entries placed at token positions: entry j (token p + j) at index left + j, so index t holds
+            # token t + p - left: (p, 0) aligns to the tokens, (p - 1, 1) to the logits that predict them
+            shift = tag.total - tag.response - left  # type: ignore[operator]
+            if abs(shift) <= 1:
+                return tag.evolve(space="tokens", window=None, shift=shift), []
         return None, []
     if tag.raw:
-        return None, []  # a piece of the unpadded tokens (a prompt, say) padded: not the layout
+        if not (tag.shift and tag.window == (1, tag.total)):
+            return None, []  # a piece of the unpadded tokens (a prompt, say) padded: not the layout
+        tag = tag.evolve(window=None, raw=False)  # x[1:] of a whole sample, padded back: the sample, shifted
+    side = "left" if left and not right else "right" if right and not left else None
     if tag.members:
         problem = stream_problem(tag, size, new, stream_multiple, action="pads")
-        return tag, [problem] if problem else []
+        return (tag if side is None else tag.evolve(pad_side=side)), [problem] if problem else []
     if tag.padded is None and not tag.sliced:
         return tag, []
     problem = length_problem(tag, size, new, action="pads", per_sample=per_sample)
-    return tag.evolve(window=None), [problem] if problem else []
+    out = tag.evolve(window=None) if side is None else _padded(tag, side)
+    return out, [problem] if problem else []

@@ -26,7 +26,10 @@ recorder and mode (a violation is one of the session's), and each role adds:
   inside the traced region or not (the model's loss side calls them too):
   a call is a function call, not a torch op, so judging it needs no mode;
 * ``loss-function``: runs inside the tracer (a consumer of the batch: a
-  re-pad or a batch of mixed ``P`` there is caught at the op).
+  re-pad or a batch of mixed ``P`` there is caught at the op);
+* a boundary contract (``[runtime.boundaries."pkg.mod:func"]``): after its
+  checks, each call's data fields get the tags of their spaces
+  (`boundary_tags`), for the traced regions that read them.
 
 Never around a model's forward: the mode is entered by the wrappers of the
 batch builder, the replay filler and the loss function only. torch is
@@ -38,7 +41,7 @@ from __future__ import annotations
 import functools
 import inspect
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from layoutcheck import geometry
@@ -114,11 +117,16 @@ class SessionTracer:
 
     # --- wrappers -------------------------------------------------------------------------
 
-    def wrap(self, spec: HookSpec, original: Callable[..., Any]) -> Callable[..., Any]:
-        """The hook of ``original`` in ``spec.role``, with the checker's checks where the role has them."""
+    def wrap(self, spec: HookSpec, original: Callable[..., Any],
+             inputs: Mapping[str, object] | None = None) -> Callable[..., Any]:
+        """The hook of ``original`` in ``spec.role``, with the checker's checks where the role has them.
+
+        ``inputs``: where the role finds what ``original`` does not take under
+        Miles's names (a boundary's ``inputs``), for the checker and the tags alike.
+        """
         checker, role = self.checker, spec.role
         if role == "producer":
-            return self._producer(original, checker.wrap(role, original))
+            return self._producer(original, checker.wrap(role, original, inputs), inputs)
         tracer = self.tracer
         if role == "batch-builder":
             traced = tracer.wrap(original)
@@ -130,11 +138,11 @@ class SessionTracer:
                     return tracer.quiet(original, args, kwargs)
                 return traced(*args, **kwargs)
 
-            return self._batch_builder(original, checker.wrap(role, layoutcheck_builder))
+            return self._batch_builder(original, checker.wrap(role, layoutcheck_builder, inputs), inputs)
         if role == "replay-filler":
-            return self._replay_filler(original, checker.wrap(role, tracer.wrap(original)))
+            return self._replay_filler(original, checker.wrap(role, tracer.wrap(original), inputs), inputs)
         if role == "offset-helper":
-            return checker.wrap(role, tagging.wrap_cp_offsets(original, tracer=tracer))
+            return checker.wrap(role, tagging.wrap_cp_offsets(original, tracer=tracer), inputs)
         if role == "cp-slicer":
             return _checked_helper(spec, lambda: tagging.wrap_slice_with_cp(
                 original, parallel_state=checker.parallel_state, tracer=tracer))
@@ -144,6 +152,36 @@ class SessionTracer:
         if role == "loss-function":
             return tracer.wrap(original)
         raise LayoutSpecError(f"unknown role {role!r}")
+
+    def boundary(self, spec: Any, checked: Callable[..., Any], original: Callable[..., Any],
+                 coordinates: Any) -> Callable[..., Any]:
+        """The checked wrapper of a boundary contract's function, its data fields tagged after each call.
+
+        The tags are `boundary_tags.tag_boundary_call`'s: each field's space,
+        the call's CP coordinates and scheme, the samples' lengths as the
+        contract binds them.
+        """
+        from layoutcheck.runtime.tracing.boundary_tags import tag_boundary_call
+
+        binder = _binder(original)
+        own = coordinates.over(spec)
+
+        def tag(call: dict[str, Any], result: Any) -> None:
+            coords = own.read(call)
+            scheme = "zigzag" if spec.scheme is None else geometry.check_scheme(spec.scheme.evaluate(call, coords))
+            tag_boundary_call(spec, call, result, coords, scheme)
+
+        @functools.wraps(checked)
+        def layoutcheck_traced_boundary(*args: Any, **kwargs: Any) -> Any:
+            if not self.enabled or compiling():
+                return checked(*args, **kwargs)
+            call = binder.arguments(args, kwargs)
+            result = checked(*args, **kwargs)
+            if call is not None:
+                self._glue(spec.target, lambda: tag(call, result))
+            return result
+
+        return layoutcheck_traced_boundary
 
     def _glue(self, where: str, work: Callable[[], Any]) -> Any:
         # The tags the hooks attach are the tracer's business: an error there is one note, never the step's.
@@ -155,8 +193,9 @@ class SessionTracer:
             self.checker._note(f"{where} (the tracer's tags)", err)
             return None
 
-    def _producer(self, original: Callable[..., Any], checked: Callable[..., Any]) -> Callable[..., Any]:
-        binder = _binder(original)
+    def _producer(self, original: Callable[..., Any], checked: Callable[..., Any],
+                 inputs: Mapping[str, object] | None = None) -> Callable[..., Any]:
+        binder = _binder(original, inputs)
         where = getattr(original, "__name__", "producer")
 
         @functools.wraps(checked)
@@ -192,8 +231,9 @@ class SessionTracer:
         tagging.tag_rollout(rollout, qkv_format=lay.qkv_format, cp_size=par.cp_size, cp_rank=par.cp_rank,
                             scheme=lay.scheme, unit=lay.unit, buckets=self.checker.buckets)
 
-    def _batch_builder(self, original: Callable[..., Any], checked: Callable[..., Any]) -> Callable[..., Any]:
-        binder = _binder(original)
+    def _batch_builder(self, original: Callable[..., Any], checked: Callable[..., Any],
+                 inputs: Mapping[str, object] | None = None) -> Callable[..., Any]:
+        binder = _binder(original, inputs)
         where = getattr(original, "__name__", "batch builder")
 
         @functools.wraps(checked)
@@ -249,8 +289,9 @@ class SessionTracer:
             tagging.tag_batch(batch, micro_batch=k, samples=samples, qkv_format=layout, cp_size=par.cp_size,
                               cp_rank=par.cp_rank, scheme=scheme, buckets=self.checker.buckets)
 
-    def _replay_filler(self, original: Callable[..., Any], checked: Callable[..., Any]) -> Callable[..., Any]:
-        binder = _binder(original)
+    def _replay_filler(self, original: Callable[..., Any], checked: Callable[..., Any],
+                 inputs: Mapping[str, object] | None = None) -> Callable[..., Any]:
+        binder = _binder(original, inputs)
         where = getattr(original, "__name__", "replay filler")
 
         @functools.wraps(checked)
@@ -300,10 +341,10 @@ class SessionTracer:
                                 bucket=bucket)
 
 
-def _binder(fn: Callable[..., Any]) -> Any:
+def _binder(fn: Callable[..., Any], inputs: Mapping[str, object] | None = None) -> Any:
     from layoutcheck.runtime.checker.wrappers import Binder
 
-    return Binder(inspect.signature(fn))
+    return Binder(inspect.signature(fn), inputs)
 
 
 def _checked_helper(spec: HookSpec, make: Callable[[], Callable[..., Any]]) -> Callable[..., Any]:

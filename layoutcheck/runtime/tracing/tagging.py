@@ -28,7 +28,8 @@ from typing import Any, TypeVar
 
 from layoutcheck import geometry
 from layoutcheck.errors import LayoutError, LayoutSpecError, Violation
-from layoutcheck.runtime.tracing import propagation
+from layoutcheck.runtime.tracing import propagation, space_rules
+from layoutcheck.runtime.tracing.findings import violation
 from layoutcheck.runtime.contract.adapters import MilesAdapter
 from layoutcheck.runtime.contract.common import REPLAY_FIELDS, RESPONSE_FIELDS, SHAPE_FIELDS, UNSLICED_RESPONSE_FIELDS
 from layoutcheck.runtime.contract.common import bucket_tuple, parallel
@@ -47,6 +48,19 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 ROLLOUT_RESPONSE_FIELDS: tuple[str, ...] = (*RESPONSE_FIELDS, "opd_reverse_kl")
 """Response fields the producer CP-slices (``R_i`` entries before slicing)."""
+
+BATCH_SPACES: dict[str, dict[str, object]] = {
+    "tokens": {},
+    "full_loss_masks": {"shift": 1},
+    "position_ids": {"positions": "global"},
+}
+"""What the batch builder's laid-out fields hold beyond their geometry (`Tag.shift`, `Tag.positions`).
+
+The loss mask is aligned to the logits (Miles pads each sample's response
+mask by ``(p - 1, 1)``: index ``t`` holds the mask of token ``t + 1``);
+position ids hold positions in the whole sequence on every CP rank. Every
+field is padded on the right.
+"""
 
 
 def _int(value: object) -> int | None:
@@ -230,7 +244,8 @@ def tag_batch(
                 p = geometry.padded_for_local_length(local, cp, scheme, candidates=candidates)
             bucket = p if bucket_list is not None and p in bucket_list else None
         tag(value, Tag(field=key, padded=p, bucket=bucket, layout=qkv_format, cp_size=cp, scheme=scheme,
-                       cp_rank=r, local=local, micro_batch=micro_batch, samples=ids, seq_dim=1))
+                       cp_rank=r, local=local, micro_batch=micro_batch, samples=ids, seq_dim=1, pad_side="right",
+                       **BATCH_SPACES.get(key, {})))  # type: ignore[arg-type]
         count += 1
     return count
 
@@ -331,17 +346,6 @@ def _run_layout_problem(tracer: Any, op: str, field: str, qkv_format: object, pa
             problem += f" (for the sample with T={total}, R={response})"
     return [Violation(invariant, "", field, problem, actual=actual, expected=expected, hint=hint, sample=sample,
                       micro_batch=micro_batch, sizes=sizes)]
-    hint = f"pass the run's qkv_format={layout!r}" + (f" and {padded_name}=P (the sample's `max_seq_lens` entry)"
-                                                      if layout == "bshd" else "") + " to every CP helper call"
-    if qkv_format != layout:
-        problem = f"{op} is called with the {qkv_format} rule in a {layout} run"
-        return [Violation(invariant, "", field, problem, actual=f"qkv_format={qkv_format!r}",
-                          expected=f"qkv_format={layout!r}", hint=hint, sizes={"layout": layout})]
-    if layout == "bshd" and padded is None:
-        problem = f"{op} is called without {padded_name} in a bshd run: it falls back to the packed rule"
-        return [Violation(invariant, "", field, problem, actual=f"{padded_name}=None",
-                          expected=f"{padded_name}=P", hint=hint, sizes={"layout": layout})]
-    return []
 
 
 def wrap_slice_with_cp(fn: F, *, parallel_state: Callable[[], Any] | None = None, tracer: Any = None) -> F:
@@ -385,8 +389,9 @@ def wrap_slice_with_cp(fn: F, *, parallel_state: Callable[[], Any] | None = None
             out_shape = shape_of(out)
             if out_shape is not None and g.seq_dim < len(out_shape):
                 rank = r if r is not None else g.cp_rank
+                side = g.pad_side if g.pad_side is not None or size >= (g.length or 0) else "right"  # it pads right
                 set_tag(out, g.evolve(cp_size=cp, cp_rank=rank, local=int(out_shape[g.seq_dim]),
-                                  scheme=scheme if cp > 1 else g.scheme, window=None))
+                                      scheme=scheme if cp > 1 else g.scheme, window=None, pad_side=side))
 
         return after
 
@@ -396,18 +401,20 @@ def wrap_slice_with_cp(fn: F, *, parallel_state: Callable[[], Any] | None = None
 def _slice_problems(g: Tag, size: int, qkv_format: object, max_seq_len: object,
                     per_sample: bool | None = None) -> list[Violation]:
     if g.space == "response":
-        return [propagation.violation(
+        return [violation(
             "G4", g, f"lays out response entries of {g.describe()} with the token rule",
             actual="slice_with_cp", expected="slice_log_prob_with_cp (response offsets)",
             hint="slice response fields with slice_log_prob_with_cp, or align them to token positions first",
         )]
+    if g.cp_local:
+        return [space_rules.cp_again(g, size, action="CP-slices", given="with slice_with_cp")]
     if g.sliced:
-        return [propagation.violation(
+        return [violation(
             "G3", g, f"CP-slices {g.describe()}, which is already CP-sliced", actual=f"a tensor of {size} positions",
             expected="the sample's unsliced positions", hint="slice each sample once, from its unsliced tokens",
         )]
     if qkv_format != g.layout:
-        return [propagation.violation(
+        return [violation(
             "G3", g, f"slices {g.describe()} with the {qkv_format} rule, but the sample is laid out {g.layout}",
             actual=f"qkv_format={qkv_format!r}", expected=f"qkv_format={g.layout!r}",
             hint="pass the trainer's qkv_format (and max_seq_len=P under bshd) to every CP helper call",
@@ -489,15 +496,17 @@ def _log_prob_problems(g: Tag, total: object, response: object, qkv_format: obje
     if g.space != "response":
         return []
     hint = "slice each response field with its own sample's total_length, response_length and max_seq_lens entry"
+    if g.cp_local:
+        return [space_rules.cp_again(g, g.local or 0, action="CP-slices", given="with slice_log_prob_with_cp")]
     if g.sliced:
-        return [propagation.violation("G4", g, f"CP-slices {g.describe()}, which is already CP-sliced",
+        return [violation("G4", g, f"CP-slices {g.describe()}, which is already CP-sliced",
                                        actual="a second slice", expected="one slice per field", hint=hint)]
     seen = {"T": total, "R": response}
     want = {"T": g.total, "R": g.response}
     if qkv_format == "bshd":
         seen["P"], want["P"] = padded, g.length
     if qkv_format != g.layout:
-        return [propagation.violation(
+        return [violation(
             "G4", g, f"slices {g.describe()} with the {qkv_format} rule, but the sample is laid out {g.layout}",
             actual=f"qkv_format={qkv_format!r}", expected=f"qkv_format={g.layout!r}, max_token_len=P", hint=hint,
         )]
@@ -505,7 +514,7 @@ def _log_prob_problems(g: Tag, total: object, response: object, qkv_format: obje
     if not wrong:
         return []
     text = ", ".join(f"{k}={v}" for k, v in seen.items())
-    return [propagation.violation(
+    return [violation(
         "G4", g, f"slices {g.describe()} with the geometry of another sample ({text})",
         actual=text, expected=", ".join(f"{k}={v}" for k, v in want.items()), hint=hint,
     )]

@@ -3,8 +3,12 @@
 A `Tag` is a small frozen value of ints and strings (and tuples of them):
 the sample it belongs to, the field it came from, the sample's lengths
 (``T``, ``R``, ``P``, ``A``), the CP geometry, and, once CP-sliced, the rank
-and the local length. It never references a tensor, so keeping a tag (or a
-violation built from one) never keeps a tensor alive.
+and the local length; and the parts of its sequence axis's layout space
+(`layoutcheck.spaces`) that no shape shows: the shift, the pad side and,
+for index-valued tensors, whether the positions are global or local.
+`Tag.layout_space` reads them back as a `layoutcheck.spaces.Space`. It
+never references a tensor, so keeping a tag (or a violation built from one)
+never keeps a tensor alive.
 
 The side table is keyed by tensor identity and holds each tensor weakly
 (DESIGN.md section 8): a plain attribute on a tensor is lost by slicing,
@@ -29,6 +33,7 @@ from typing import Any, NamedTuple
 
 from layoutcheck import geometry
 from layoutcheck.runtime.contract.meta import compiling
+from layoutcheck.spaces import CPPart, Space
 
 __all__ = ["Tag", "clear_tags", "geometry_of", "tag", "tagged_count", "untag"]
 
@@ -79,6 +84,18 @@ class Tag(NamedTuple):
     """The window is a piece of the sample's unpadded tokens (``[0, T)``), not of a laid-out sequence."""
     segments: tuple[int, ...] = ()
     members: tuple[Tag, ...] = ()
+    shift: int = 0
+    """Which token index ``j`` of the sequence axis holds: token ``j + shift``.
+
+    ``+1`` after ``x[1:]`` or ``roll(x, -1)`` (next-token targets) and for a
+    response field laid out at the logit positions that predict it (the
+    ``(p - 1, 1)`` pad); ``-1`` after ``roll(x, 1)``. A slice that drops the
+    last position (``x[:-1]``) shortens the axis and keeps the shift.
+    """
+    pad_side: str | None = None
+    """``"right"`` or ``"left"``: where the pad positions sit, once the axis is padded."""
+    positions: str | None = None
+    """For index-valued tensors (position ids, offsets): ``"global"`` or ``"local"`` positions."""
 
     @property
     def length(self) -> int | None:
@@ -103,6 +120,36 @@ class Tag(NamedTuple):
         if target is None:
             return ()
         return layout_lengths(target, self.cp_size, self.scheme)
+
+    def layout_space(self, size: int | None = None) -> Space:
+        """The `layoutcheck.spaces.Space` of the sequence axis, ``size`` positions long now (when known).
+
+        Basis: ``R`` for a response field, ``T-1`` for replay rows not yet laid
+        out, ``P`` for a laid-out (or CP-sliced) token axis, else ``T``.
+        Packed when it is a stream of samples; the CP part once CP-sliced
+        under ``cp > 1``. ``shift`` is the tag's alignment (see `Tag.shift`):
+        ``+1`` reads as the space's ``+1``; a truncated axis (the space's
+        ``-1``, ``x[..., :-1]``) has alignment 0 and reads as 0.
+        """
+        if self.space == "response":
+            basis = "R"
+        elif self.members:
+            basis = "T" if all(m.total == n for m, n in zip(self.members, self.segments)) else "P"
+        elif self.sliced or (size is not None and size in self.full_lengths()):
+            basis = "P"
+        elif self.space == "replay" and (size is None or self.total is None or size == self.total - 1):
+            basis = "T-1"
+        else:
+            basis = "T"
+        cp = CPPart(self.scheme, self.cp_size, self.cp_rank) if self.sliced and self.cp_size > 1 else None  # type: ignore[arg-type]
+        shift = self.shift if self.shift in (-1, 0, 1) else 0
+        return Space(basis, packed=bool(self.members), cp=cp, shift=shift,  # type: ignore[arg-type]
+                     pad_side=self.pad_side, positions=self.positions)  # type: ignore[arg-type]
+
+    @property
+    def cp_local(self) -> bool:
+        """Whether the tensor holds one rank's part under ``cp > 1`` (`sliced` is also true at ``cp == 1``)."""
+        return self.local is not None and self.cp_size > 1
 
     def describe(self) -> str:
         """A short text for messages: who, which field, and the sizes that matter."""

@@ -41,15 +41,13 @@ from dataclasses import replace
 from typing import Any, TypeVar
 
 import torch
-import torch.nn.functional as functional
 from torch.overrides import TorchFunctionMode
 
 from layoutcheck import geometry
 from layoutcheck.errors import LayoutError, LayoutSpecError, Violation, describe_value
-from layoutcheck.runtime.tracing import propagation
 from layoutcheck.runtime.reporting.modes import LayoutWarning, Recorder, check_mode, report
-from layoutcheck.runtime.tracing.tags import Tag, entry_at, geometry_of
-from layoutcheck.runtime.tracing.tags import set_tag as tag
+from layoutcheck.runtime.tracing.op_rules import JOINS, NAMES, OPERANDS, RULES, After
+from layoutcheck.runtime.tracing.tags import entry_at
 from layoutcheck.runtime.tracing.trace_switch import tracer_enabled
 
 __all__ = ["Tracer", "active_tracer"]
@@ -311,14 +309,8 @@ def _active_mode() -> _Mode | None:
 
 # --- the mode -------------------------------------------------------------------------------
 
-After = Callable[[Any], None]
-"""What a rule does once the op has run: tag its output."""
-Rule = Callable[["_Mode", Any, tuple[Any, ...], dict[str, Any]], "After | None"]
-"""Runs before the op (torch-function handling off): reads tags and shapes, flags, returns an `After`."""
-
-
 class _Mode(TorchFunctionMode):
-    """The torch-function mode of one entered `Tracer` (one thread)."""
+    """The torch-function mode of one entered `Tracer` (one thread); its rules are `op_rules.RULES`."""
 
     def __init__(self, tracer: Tracer) -> None:
         super().__init__()
@@ -330,16 +322,21 @@ class _Mode(TorchFunctionMode):
             kwargs = {}
         if _is_compiling():  # first: the compiler traces only this branch
             return func(*args, **kwargs)
-        rule = _RULES.get(func)
+        rule = RULES.get(func)
         if rule is None or self.paused:
             return func(*args, **kwargs)  # not a layout op: nothing of the tracer's runs
-        # A layout op on tensors nobody tagged: one table lookup, and the op runs (the fast path)
-        first = args[0] if args else kwargs.get("tensors" if func in _JOINS else "input")
-        if func in _JOINS:
-            if not isinstance(first, (list, tuple)) or not any(entry_at(id(t)) is not None for t in first):
+        # A layout op on tensors nobody tagged: a table lookup per operand, and the op runs (the fast path)
+        operands = OPERANDS.get(func)
+        if operands is not None:
+            if not kwargs and not any(entry_at(id(args[i])) is not None for i in operands if i < len(args)):
                 return func(*args, **kwargs)
-        elif entry_at(id(first)) is None:
-            return func(*args, **kwargs)
+        else:
+            first = args[0] if args else kwargs.get("tensors" if func in JOINS else "input")
+            if func in JOINS:
+                if not isinstance(first, (list, tuple)) or not any(entry_at(id(t)) is not None for t in first):
+                    return func(*args, **kwargs)
+            elif entry_at(id(first)) is None:
+                return func(*args, **kwargs)
         return checked(self.tracer, func, rule, (self, func, args, kwargs), func, args, kwargs)
 
     def flag(self, violations: list[Violation], func: Any) -> None:
@@ -377,192 +374,9 @@ def checked(tracer: Tracer, op: Any, before: Callable[..., After | None], before
 def _op_name(func: Any) -> str:
     if isinstance(func, str):
         return func
-    name = _NAMES.get(func)
+    name = NAMES.get(func)
     if name is None:
         name = getattr(func, "__qualname__", None) or getattr(func, "__name__", None) or str(func)
     return name
 
 
-def _arg(args: tuple[Any, ...], kwargs: dict[str, Any], i: int, name: str, default: Any = None) -> Any:
-    if len(args) > i:
-        return args[i]
-    return kwargs.get(name, default)
-
-
-def _shape(x: Any) -> tuple[int, ...] | None:
-    shape = getattr(x, "shape", None)
-    return None if shape is None else tuple(shape)
-
-
-def _tag_output(new: Tag | None) -> After | None:
-    if new is None:
-        return None
-    return lambda out: tag(out, new)
-
-
-def _same_rule(mode: _Mode, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> After | None:
-    # to/contiguous/clone/detach and dtype casts (same shape); view/reshape/... (`reshape=True`)
-    x = _arg(args, kwargs, 0, "input")
-    g = geometry_of(x)
-    if g is None:
-        return None
-    in_shape = _shape(x)
-    reshape = func in _RESHAPES
-
-    def after(out: Any) -> None:
-        if out is x:
-            return
-        out_shape = _shape(out)
-        if in_shape is not None and out_shape is not None:
-            new = propagation.reshape(g, in_shape, out_shape) if reshape else propagation.same(g, in_shape, out_shape)
-            if new is not None:
-                tag(out, new)
-
-    return after
-
-
-def _getitem_rule(mode: _Mode, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> After | None:
-    x = args[0]
-    g = geometry_of(x)
-    if g is None:
-        return None
-    shape = _shape(x)
-    if shape is None:
-        return None
-    new, problems = propagation.index(g, shape, args[1])
-    mode.flag(problems, func)
-    return _tag_output(new)
-
-
-def _narrow_rule(mode: _Mode, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> After | None:
-    x = _arg(args, kwargs, 0, "input")
-    g = geometry_of(x)
-    if g is None:
-        return None
-    dim, start, length = (_arg(args, kwargs, i, n) for i, n in ((1, "dim"), (2, "start"), (3, "length")))
-    shape = _shape(x)
-    if not shape or not all(type(v) is int for v in (dim, start, length)) or not -len(shape) <= dim < len(shape):
-        return None
-    d = dim % len(shape)
-    if start < 0:
-        start += shape[d]
-    new, _ = propagation.index(g, shape, (slice(None),) * d + (slice(start, start + length),))
-    return _tag_output(new)
-
-
-def _pieces_rule(mode: _Mode, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> After | None:
-    # split / chunk / unbind: pieces along one dimension, read from the outputs.
-    x = _arg(args, kwargs, 0, "input")
-    g = geometry_of(x)
-    if g is None:
-        return None
-    unbind = func in _UNBIND
-    dim = _arg(args, kwargs, 1 if unbind else 2, "dim", 0)
-    shape = _shape(x)
-    if type(dim) is not int or not shape or not -len(shape) <= dim < len(shape):
-        return None
-    d = dim % len(shape)
-    sections = _arg(args, kwargs, 1, "split_size_or_sections", kwargs.get("split_size"))
-    if func in _SPLITS and isinstance(sections, (list, tuple)) and all(type(n) is int for n in sections):
-        # explicit sizes: judged before the op runs (raise mode stops at it)
-        tags, problems = propagation.split(g, shape, d, list(sections), explicit=True)
-        mode.flag(problems, func)
-        return lambda out: _tag_pieces(out, tags)
-
-    def after(out: Any) -> None:
-        if not isinstance(out, (tuple, list)):
-            return
-        if unbind:
-            tags = [propagation.index(g, shape, (slice(None),) * d + (i,))[0] for i in range(len(out))]
-        else:
-            sizes = [(_shape(piece) or (0,) * (d + 1))[d] for piece in out]
-            tags, _ = propagation.split(g, shape, d, sizes, explicit=False)
-        _tag_pieces(out, tags)
-
-    return after
-
-
-def _tag_pieces(out: Any, tags: list[Tag | None]) -> None:
-    if isinstance(out, (tuple, list)):
-        for piece, t in zip(out, tags):
-            if t is not None:
-                tag(piece, t)
-
-
-def _join_rule(mode: _Mode, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> After | None:
-    tensors = _arg(args, kwargs, 0, "tensors")
-    if not isinstance(tensors, (list, tuple)):
-        return None
-    tags = [geometry_of(t) for t in tensors]
-    if not any(tags):
-        return None
-    dim = _arg(args, kwargs, 1, "dim", kwargs.get("axis", 0))
-    if type(dim) is not int:
-        return None
-    shapes = [_shape(t) for t in tensors]
-    if any(s is None for s in shapes):
-        return None
-    tracer = mode.tracer
-    new, problems = propagation.join(tags, shapes, dim, stack=func in _STACKS,  # type: ignore[arg-type]
-                                     stream_multiple=tracer.stream_multiple, per_sample=tracer.per_sample)
-    mode.flag(problems, func)
-    return _tag_output(new)
-
-
-def _pad_rule(mode: _Mode, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> After | None:
-    x = _arg(args, kwargs, 0, "input")
-    g = geometry_of(x)
-    if g is None:
-        return None
-    amounts = _arg(args, kwargs, 1, "pad")
-    shape = _shape(x)
-    if not isinstance(amounts, (list, tuple)) or shape is None:
-        return None
-    tracer = mode.tracer
-    new, problems = propagation.pad(g, shape, amounts, stream_multiple=tracer.stream_multiple,
-                                    per_sample=tracer.per_sample)
-    mode.flag(problems, func)
-    return _tag_output(new)
-
-
-def _build_rules() -> tuple[dict[Any, Rule], dict[Any, str]]:
-    rules: dict[Any, Rule] = {}
-    names: dict[Any, str] = {}
-
-    def add(rule: Rule, owner: Any, prefix: str, *attrs: str) -> None:
-        for attr in attrs:
-            func = getattr(owner, attr, None)
-            if func is not None:
-                rules[func] = rule
-                names[func] = f"{prefix}.{attr}"
-
-    T = torch.Tensor
-    same = ("to", "contiguous", "clone", "detach", "float", "double", "half", "bfloat16", "long", "int",
-            "short", "bool", "cuda", "cpu", "type", "type_as", "pin_memory")
-    add(_same_rule, T, "Tensor", *same)
-    add(_same_rule, torch, "torch", "clone", "detach")
-    reshapes = ("view", "reshape", "flatten", "unsqueeze", "squeeze", "view_as", "reshape_as")
-    add(_same_rule, T, "Tensor", *reshapes)
-    add(_same_rule, torch, "torch", "reshape", "flatten", "unsqueeze", "squeeze")
-    add(_getitem_rule, T, "Tensor", "__getitem__")
-    add(_narrow_rule, T, "Tensor", "narrow")
-    add(_narrow_rule, torch, "torch", "narrow")
-    add(_pieces_rule, T, "Tensor", "split", "chunk", "unbind")
-    add(_pieces_rule, torch, "torch", "split", "chunk", "unbind")
-    add(_join_rule, torch, "torch", "cat", "concat", "concatenate", "stack")
-    rules[functional.pad] = _pad_rule
-    names[functional.pad] = "F.pad"
-    names[T.__getitem__] = "indexing (Tensor.__getitem__)"
-    return rules, names
-
-
-_RULES, _NAMES = _build_rules()
-_STACKS = frozenset({torch.stack})
-_RESHAPES = frozenset(
-    f for f in (*(getattr(torch.Tensor, n) for n in ("view", "reshape", "flatten", "unsqueeze", "squeeze",
-                                                     "view_as", "reshape_as")),
-                torch.reshape, torch.flatten, torch.unsqueeze, torch.squeeze)
-)
-_UNBIND = frozenset({torch.Tensor.unbind, torch.unbind})
-_JOINS = frozenset(f for f, rule in _RULES.items() if rule is _join_rule)
-_SPLITS = frozenset({torch.Tensor.split, torch.split})

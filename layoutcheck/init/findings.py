@@ -1,0 +1,149 @@
+"""The seam with the project model: which function plays which part in the data path, and why.
+
+Everything ``layoutcheck init`` knows about a project comes through `find`,
+which asks the linter's model (`layoutcheck.model.project.Project`) public
+questions only: the owners of each layout (who writes the per-sample padded
+lengths, who builds the packed description), the CP helpers and their
+signatures, who calls whom, and what each function reads. A `Finding` is
+a function and the part the model's answers give it:
+
+==================  =====================================================================
+``producer``        the BSHD owner: it writes the per-sample padded lengths
+``batch-builder``   a THD owner that also reads the per-sample padded lengths (both layouts)
+``packer``          a THD owner that does not (a packed stream and its cumulative lengths)
+``replay-filler``   not an owner, reads the padded lengths and calls the CP slicer
+``offset-helper``   the CP helper that other CP helpers call (offsets)
+``cp-slicer``       the CP helper the batch builder calls
+``response-slicer`` the CP helper the producer calls
+``parallel-state``  the function every CP helper calls with no argument
+==================  =====================================================================
+
+Names are never what decides a part: the owners come from what functions
+compute, the rest from the call graph. When the model learns more (the
+spaces of fields and parameters, by use), it comes in here and nowhere else.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from layoutcheck.model.project import FunctionRef, Project
+
+__all__ = ["KINDS", "Finding", "find"]
+
+KINDS: tuple[str, ...] = (
+    "producer", "batch-builder", "packer", "replay-filler", "offset-helper", "cp-slicer", "response-slicer",
+    "parallel-state",
+)
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One function and its part in the data path."""
+
+    target: str
+    """``package.module:qualname``."""
+    kind: str
+    why: str
+    where: str
+    """``path:line`` of its ``def``."""
+    params: tuple[str, ...]
+
+
+def _target(project: Project, ref: FunctionRef) -> str | None:
+    module = project.files[ref[0]].module
+    function = project.function(ref)
+    if module is None or "<" in function.qualname:
+        return None
+    return f"{module}:{function.qualname}"
+
+
+def _top(project: Project, ref: FunctionRef) -> bool:
+    # A module-level function or a method, whose dotted path a hook can name (not a function nested in another).
+    return project.function(ref).parent <= 0
+
+
+def _callee(project: Project, caller: FunctionRef, call: object) -> str | None:
+    """The ``module:qualname`` a call reaches: the call graph's answer, else the caller's own import of a
+    module of the project (whose facts may hold no ``def`` s: a file with nothing to lint is not parsed)."""
+    found = project.resolve(caller, call)  # type: ignore[arg-type]
+    if found is not None:
+        return _target(project, found)
+    name: str = getattr(call, "callee", "")
+    file = project.files[caller[0]]
+    head, dot, rest = name.partition(".")
+    imported = dict(file.facts.imports).get(head)
+    if imported is not None:
+        name = imported + dot + rest
+    if name.startswith("."):
+        base = (file.module or "").split(".")
+        if not file.is_package:
+            base = base[:-1]
+        level = len(name) - len(name.lstrip("."))
+        name = ".".join([*base[: len(base) - (level - 1)], name.lstrip(".")])
+    module, _, function = name.rpartition(".")
+    return f"{module}:{function}" if module in project.modules else None
+
+
+def find(project: Project) -> list[Finding]:
+    """Every function whose part the model's answers give (see the module docs), in `KINDS` order."""
+    out: dict[str, Finding] = {}
+
+    def add(ref: FunctionRef, kind: str, why: str) -> None:
+        target = _target(project, ref)
+        if target is not None and target not in out:
+            params = tuple(p.name for p in project.function(ref).params)
+            out[target] = Finding(target, kind, why, project.where(ref), params)
+
+    bshd = [r for r in project.owners_of_layout("bshd") if _top(project, r)]
+    thd = [r for r in project.owners_of_layout("thd") if _top(project, r)]
+    for ref in bshd:
+        add(ref, "producer", f"writes the per-sample padded lengths: {project.owners[ref].why}")
+    builders = [r for r in thd if project.function(r).reads_source and r not in bshd]
+    for ref in builders:
+        add(ref, "batch-builder", f"{project.owners[ref].why}, and reads the per-sample padded lengths")
+    for ref in thd:
+        if ref not in builders and ref not in bshd:
+            add(ref, "packer", f"{project.owners[ref].why} (a packed stream and its cumulative lengths)")
+    helpers = [r for r in project.cp_helper_defs if _top(project, r)]
+    called_by = {r: {c for c, _ in project.callers_of(r)} for r in helpers}
+    slicers: list[FunctionRef] = []
+    for ref in helpers:
+        helpers_calling = called_by[ref] & set(helpers)
+        if helpers_calling:
+            names = ", ".join(sorted(project.function(c).qualname for c in helpers_calling))
+            add(ref, "offset-helper", f"a CP helper the other CP helpers call ({names})")
+        elif called_by[ref] & set(builders):
+            slicers.append(ref)
+            add(ref, "cp-slicer", "the CP helper the batch builder calls")
+        elif called_by[ref] & set(bshd):
+            add(ref, "response-slicer", "the CP helper the producer calls (it slices the response fields)")
+    slicer_targets = {_target(project, r) for r in slicers}
+    for ref, function in project.functions():
+        if not ref[1] or not _top(project, ref) or not function.reads_source or ref in bshd or ref in thd:
+            continue
+        if any(_callee(project, ref, call) in slicer_targets for call in function.calls):
+            add(ref, "replay-filler", "reads the per-sample padded lengths and lays data out with the CP slicer, "
+                                      "outside the owners")
+    state = _parallel_state(project, helpers)
+    if state is not None and state not in out:
+        module = state.partition(":")[0]
+        out[state] = Finding(state, "parallel-state", f"every CP helper ({len(helpers)}) calls it with no "
+                             "argument (the CP rank and size)", project.files[project.modules[module]].display, ())
+    order = {kind: i for i, kind in enumerate(KINDS)}
+    return sorted(out.values(), key=lambda f: (order[f.kind], f.target))
+
+
+def _parallel_state(project: Project, helpers: Iterable[FunctionRef]) -> str | None:
+    helpers = list(helpers)
+    if not helpers:
+        return None
+    seen: dict[str, int] = {}
+    for ref in helpers:
+        for target in {_callee(project, ref, call) for call in project.function(ref).calls if not call.args} - {None}:
+            seen[target] = seen.get(target, 0) + 1  # type: ignore[index]
+    common = [target for target, n in seen.items() if n == len(helpers)]
+    return common[0] if len(common) == 1 else None

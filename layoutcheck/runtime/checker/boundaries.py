@@ -1,0 +1,474 @@
+"""A configured boundary contract around its function: read each call, check B1-B6 and X1, report.
+
+`wrap_boundary(checker, spec, fn, coordinates)` reads ``fn``'s signature once
+and refuses (`LayoutSpecError` naming the function, the key, the file and
+what is missing) a function that lacks a parameter the contract reads. The
+wrapper it returns calls ``fn`` and then, on what the call was given and
+returned:
+
+1. evaluates the call's coordinates (``tp``, ``cp``, ``rank``: the boundary's
+   sources, else the run's, else the parallel state, else one rank), its
+   scheme, its units and each field's ``when``;
+2. reads every field (`read_field`): shapes and Python ints at once;
+   values (a mask's sums, a length or cumulative-length tensor, the data
+   the content check compares) from CPU tensors at once, from device
+   tensors through a snapshot checked at a later call
+   (`layoutcheck.runtime.checker.values`);
+3. binds each sample's ``T``, ``R``, ``P`` and checks B1-B5
+   (`layoutcheck.runtime.contract.invariants`) and B6
+   (`layoutcheck.runtime.checker.content`);
+4. under torch.distributed, exchanges the call's schedule with the other CP
+   ranks (X1: sample count, true lengths, padded total, scheme);
+5. reports through the checker (raise, warn or record), once per distinct
+   violation per rollout.
+
+Like the role wrappers it returns what ``fn`` returned, raises what it
+raised, keeps no tensor past the call (only snapshots waiting for their
+copy), and turns a call it cannot read into one note.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import inspect
+import math
+import types
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from layoutcheck import geometry
+from layoutcheck.errors import LayoutSpecError, Violation, describe_value
+from layoutcheck.runtime.checker import content, values
+from layoutcheck.runtime.checker.wrappers import Binder
+from layoutcheck.runtime.contract import invariants
+from layoutcheck.runtime.contract.boundary import BoundarySpec, FieldSpec, Source
+from layoutcheck.runtime.contract.expressions import MISSING, Expr
+from layoutcheck.runtime.contract.meta import compiling, metadata_only, shape_of
+
+if TYPE_CHECKING:
+    from layoutcheck.runtime.checker.state import CheckerState
+
+__all__ = ["Coordinates", "check_boundary_signature", "read_field", "sample_count", "wrap_boundary"]
+
+_VARIADIC = (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)
+
+
+class Coordinates:
+    """The run's ``tp``, ``cp`` and CP ``rank`` for a call: configured sources, else the parallel state, else one rank."""
+
+    def __init__(self, *, tp_size: Source | None = None, cp_size: Source | None = None, cp_rank: Source | None = None,
+                 cp_group: Source | None = None, parallel_state: Callable[[], Any] | None = None) -> None:
+        self.sources = {"tp": tp_size, "cp": cp_size, "rank": cp_rank}
+        self.cp_group = cp_group
+        """Where the CP process group comes from, for X1 (``None``: the parallel state's, else Megatron's order)."""
+        self.parallel_state = parallel_state
+        self._loaded: dict[str, Any] = {}
+        self._functions: dict[str, Callable[[], Any]] = {}
+
+    def group(self) -> Any:
+        """The CP process group from ``cp_group`` (``None`` when not configured)."""
+        return None if self.cp_group is None else self._evaluate(self.cp_group, {})
+
+    @property
+    def configured(self) -> bool:
+        """Whether any coordinate has a source of its own (else they are the parallel state's, or one rank)."""
+        return any(self.sources.values())
+
+    def as_parallel_state(self) -> Callable[[], Any]:
+        """A ``get_parallel_state``-like function over these coordinates, for the roles' reader.
+
+        It answers ``.tp.size``, ``.tp.rank`` (0: the roles read the TP size
+        only), ``.cp.size``, ``.cp.rank`` and ``.cp.group`` (the ``cp-group``
+        source's), as Miles's parallel state does, for a trainer that keeps
+        its coordinates elsewhere (``megatron.core.parallel_state``).
+        """
+        from types import SimpleNamespace
+
+        def parallel_state() -> Any:
+            coords = self.read({})
+            group = self.group()
+            return SimpleNamespace(tp=SimpleNamespace(size=coords["tp"], rank=0),
+                                   cp=SimpleNamespace(size=coords["cp"], rank=coords["rank"], group=group))
+
+        return parallel_state
+
+    def over(self, spec: BoundarySpec) -> Coordinates:
+        """These coordinates with a boundary's own sources in front."""
+        own = {"tp": spec.tp_size, "cp": spec.cp_size, "rank": spec.cp_rank}
+        if not any(own.values()):
+            return self
+        merged = Coordinates(parallel_state=self.parallel_state, cp_group=self.cp_group, **{
+            k: own[name] or self.sources[name] for k, name in (("tp_size", "tp"), ("cp_size", "cp"), ("cp_rank", "rank"))})
+        return merged
+
+    def read(self, call: Mapping[str, Any]) -> dict[str, int]:
+        """``{"tp": ..., "cp": ..., "rank": ...}`` for this call (`LayoutSpecError` for a value that is not an int)."""
+        out: dict[str, int] = {}
+        state: Any = None
+        for name, source in self.sources.items():
+            if source is not None:
+                value = self._evaluate(source, call)
+            else:
+                if state is None and self.parallel_state is not None:
+                    state = self.parallel_state()
+                group = getattr(state, "cp" if name in ("cp", "rank") else "tp", None)
+                value = getattr(group, "rank" if name == "rank" else "size", None) if state is not None else None
+                if value is None:
+                    value = 0 if name == "rank" else 1
+            if type(value) is not int or value < (0 if name == "rank" else 1):
+                raise LayoutSpecError(f"the {'CP rank' if name == 'rank' else name + ' size'} must be an int, got "
+                                      f"{describe_value(value, 60, quote=True)} from {source.text if source else 'the parallel state'}")
+            out[name] = value
+        if out["rank"] >= out["cp"]:
+            raise LayoutSpecError(f"the CP rank {out['rank']} is not below the CP size {out['cp']}")
+        return out
+
+    def _evaluate(self, source: Source, call: Mapping[str, Any]) -> Any:
+        if source.expr is not None:
+            return source.expr.evaluate(call)
+        fn = self._functions.get(source.text)
+        if fn is not None:  # a function found before: called again (its answer may change, the function does not)
+            value = fn()
+            for attr in source.attrs:
+                value = getattr(value, attr)
+            return value
+        module_name, _, qualname = source.target.partition(":")  # type: ignore[union-attr]
+        module = self._loaded.get(module_name)
+        try:
+            if module is None:
+                module = self._loaded[module_name] = importlib.import_module(module_name)
+            value: Any = module
+            for part in qualname.split("."):  # walked at every call: the attribute may be rebound
+                value = getattr(value, part)
+        except (ImportError, AttributeError) as err:
+            raise LayoutSpecError(f"`{source.text}` cannot be loaded: {err}") from None
+        if source.attrs or callable(value):
+            if isinstance(value, types.FunctionType | types.BuiltinFunctionType):
+                self._functions[source.text] = value
+            value = value()
+        for attr in source.attrs:
+            value = getattr(value, attr)
+        return value
+
+
+def _qualified(fn: Callable[..., Any]) -> str:
+    module = getattr(fn, "__module__", None)
+    name = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or repr(fn)
+    return f"{module}:{name}" if module else name
+
+
+def check_boundary_signature(spec: BoundarySpec, fn: Callable[..., Any]) -> inspect.Signature:
+    """``fn``'s signature, if it has every parameter the contract reads; else `LayoutSpecError` naming what is missing."""
+    where = f"cannot hook `{_qualified(fn)}` under its boundary contract"
+    if not callable(fn):
+        raise LayoutSpecError(f"{where}: it is a {type(fn).__name__}, not a function")
+    try:
+        signature = inspect.signature(fn)
+    except (TypeError, ValueError) as err:
+        raise LayoutSpecError(f"{where}: its signature cannot be read ({err})") from None
+    params = {name: p for name, p in signature.parameters.items() if p.kind not in _VARIADIC}
+    found = ", ".join(signature.parameters) or "no parameters"
+    for name, key in spec.parameters().items():
+        if name not in params:
+            raise LayoutSpecError(
+                f"{where}: `{key}` reads the parameter `{name}`, which it does not have; found ({found}). "
+                "Name the function's own parameters in the contract"
+            )
+    return signature
+
+
+def wrap_boundary(checker: CheckerState, spec: BoundarySpec, fn: Callable[..., Any],
+                  coordinates: Coordinates) -> Callable[..., Any]:
+    """The checked wrapper of ``fn`` under ``spec`` (see the module docs); refuses a function that does not fit."""
+    binder = Binder(check_boundary_signature(spec, fn))
+    hook = _BoundaryCalls(checker, spec, coordinates.over(spec))
+
+    @functools.wraps(fn)
+    def layoutcheck_boundary(*args: Any, **kwargs: Any) -> Any:
+        if compiling():
+            return fn(*args, **kwargs)
+        hook.poll()
+        call = binder.arguments(args, kwargs)
+        result = fn(*args, **kwargs)
+        if call is None:
+            checker._note(spec.target, "a call's arguments did not bind to the signature read when it was hooked",
+                          key=f"unbound {spec.target}")
+        else:
+            checker._checking(spec.target, lambda: hook.after(call, result))
+        return result
+
+    layoutcheck_boundary.__layoutcheck_role__ = "boundary"  # type: ignore[attr-defined]
+    layoutcheck_boundary.__layoutcheck_checker__ = checker  # type: ignore[attr-defined]
+    layoutcheck_boundary.__layoutcheck_boundary__ = hook  # type: ignore[attr-defined]
+    return layoutcheck_boundary
+
+
+# --- reading a field ---------------------------------------------------------------------------------
+
+
+def _axis(f: FieldSpec, default: int) -> int:
+    return f.axis if f.axis is not None else default
+
+
+def _ints(value: Any) -> list[int] | None:
+    if isinstance(value, (list, tuple)) and all(type(v) is int for v in value):
+        return list(value)
+    return None
+
+
+def read_field(f: FieldSpec, value: Any, scheme: str, *, one: bool) -> tuple[invariants.Reading, list[values.Request]]:
+    """What ``value`` shows for field ``f`` (shapes and ints now), and the tensor values it still needs."""
+    space = None if f.space is None else f.resolved(scheme)
+    r = invariants.Reading(spec=f, space=space, shape="missing")
+    if value is MISSING or value is None:
+        return r, []
+    requests: list[values.Request] = []
+    with metadata_only():
+        shape = shape_of(value) if values.is_array(value) else None
+        r.seen = shape if shape is not None else type(value).__name__  # described in full only in an error
+        if f.holds == "schedule":
+            if isinstance(value, (list, tuple)) and all(_ints(mb) is not None for mb in value):
+                r.shape, r.schedule = "schedule", [list(mb) for mb in value]
+            else:
+                raise LayoutSpecError(f"`{f.key}` holds a schedule (lists of sample indices), got {describe_value(value, 80)}")
+        elif f.holds in ("len", "cu"):
+            r.shape = f.holds if f.holds == "cu" else "ints"
+            if one and type(value) is int:
+                r.lengths = [value]
+            elif _ints(value) is not None:
+                ints = _ints(value)
+                if f.holds == "cu":
+                    r.cu = ints
+                else:
+                    r.lengths = ints
+            elif shape is not None and len(shape) == 1:
+                requests.append(values.Request(f.key, "ints", value))
+            else:
+                raise LayoutSpecError(f"`{f.key}` holds {f.holds} (Python ints or a 1-D tensor), got {describe_value(value, 80)}")
+        elif f.holds == "mask":
+            r.shape = "mask"
+            if isinstance(value, (list, tuple)) or shape is not None:
+                requests.append(values.Request(f.key, "sums", value if not one else [value]))
+            else:
+                raise LayoutSpecError(f"`{f.key}` holds masks (a (B, S) tensor or a list of 1-D masks), got {describe_value(value, 80)}")
+        elif one:
+            if isinstance(value, (list, tuple)):  # one sample's values as a list (log-probs of a rollout, say)
+                r.shape, r.lengths = "one", [len(value)]
+            elif shape is None or not shape:
+                raise LayoutSpecError(f"`{f.key}` is one sample's tensor, got {describe_value(value, 80)}")
+            else:
+                r.shape, r.lengths = "one", [int(shape[_axis(f, 0)])]
+        elif isinstance(value, (list, tuple)):
+            lengths = []
+            for entry in value:
+                entry_shape = shape_of(entry) if entry is not None else None
+                lengths.append(-1 if not entry_shape else int(entry_shape[_axis(f, 0)]))
+            r.shape, r.lengths = "list", lengths
+        elif shape is not None and space is not None and space.packed:
+            r.shape, r.total = "stream", int(shape[_axis(f, 1 if len(shape) >= 2 else 0)])
+        elif shape is not None and len(shape) >= 2:
+            r.shape, r.lengths = "rows", [int(shape[_axis(f, 1)])] * int(shape[0])
+        else:
+            raise LayoutSpecError(f"`{f.key}` holds per-sample data (a list of tensors, a (B, L) tensor, or a packed "
+                                  f"stream), got {describe_value(value, 80)}")
+    return r, requests
+
+
+def sample_count(spec: BoundarySpec, readings: list[invariants.Reading]) -> int:
+    """How many samples one call is about: the ``samples`` field's count, else the first argument's (or return's)."""
+    if spec.samples == 1:
+        return 1
+    if spec.samples is not None:
+        for r in readings:
+            if r.spec.key == spec.samples.text and r.count is not None:  # type: ignore[union-attr]
+                return r.count
+    for root in ("args", "returns"):
+        for r in readings:
+            if r.spec.path.root == root and r.count is not None and r.shape not in ("schedule",):
+                return r.count
+    return 0
+
+
+# --- one boundary's calls ------------------------------------------------------------------------------
+
+
+@dataclass
+class _Call:
+    """What one call showed, kept until its values are read (ints, and the tensors the values come from)."""
+
+    k: int
+    where: str
+    coords: dict[str, int]
+    scheme: str
+    units: list[tuple[str, int]]
+    tight: bool
+    readings: list[invariants.Reading]
+    pads: dict[str, Any]
+    stream_units: dict[str, int]
+
+
+class _BoundaryCalls:
+    """The state of one installed boundary: its call count and the checks of each call."""
+
+    def __init__(self, checker: CheckerState, spec: BoundarySpec, coordinates: Coordinates) -> None:
+        self.checker = checker
+        self.spec = spec
+        self.coordinates = coordinates
+        self.calls = 0
+        self.one = spec.samples == 1
+        self.content = [f for f in spec.fields if f.source is not None]
+        exprs = [*spec.units, spec.tight, spec.scheme] + [e for f in spec.fields for e in (f.pad_value, f.stream_unit, f.when)]
+        self.needs_coordinates = spec.cross_rank or any(
+            e is not None and e.needs_coordinates for e in exprs) or any(
+            f.run_scheme or (f.space is not None and f.space.cp is not None) for f in spec.fields)
+
+    def poll(self) -> None:
+        self.checker._checking(self.spec.target, lambda: self.checker._deferred.poll())
+
+    def _eval(self, expr: Expr | None, call: Mapping[str, Any], coords: dict[str, int], default: Any) -> Any:
+        return default if expr is None else expr.evaluate(call, coords)
+
+    def after(self, call: Mapping[str, Any], result: Any) -> None:
+        spec, checker = self.spec, self.checker
+        self.calls += 1
+        checker.checked["boundary calls"] += 1
+        coords = self.coordinates.read(call) if self.needs_coordinates else {"tp": 1, "cp": 1, "rank": 0}
+        scheme = geometry.check_scheme(self._eval(spec.scheme, call, coords, "zigzag"))
+        units = []
+        for u in spec.units:
+            value = u.evaluate(call, coords)
+            if type(value) is not int or value < 1:
+                raise LayoutSpecError(f"unit `{u.text}` is {describe_value(value, 40, quote=True)}, not a positive int")
+            units.append((u.text, value))
+        tight = bool(self._eval(spec.tight, call, coords, True))
+        readings, requests, pads, stream_units = [], [], {}, {}
+        for f in spec.fields:
+            if f.when is not None and not f.when.evaluate(call, coords):
+                continue
+            value = f.path.read(call, result)
+            reading, needed = read_field(f, value, scheme, one=self.one)
+            if reading.shape == "missing":
+                checker._note(spec.target, f"`{f.key}` is absent from the call, so it was not checked",
+                              key=f"absent {spec.target} {f.key}")
+                continue
+            readings.append(reading)
+            requests += needed
+            if f.pad_value is not None:
+                pads[f.key] = f.pad_value.evaluate(call, coords)
+            if f.stream_unit is not None:
+                stream_units[f.key] = f.stream_unit.evaluate(call, coords)
+        for f in self.content:  # the data each content check compares, and its source's mask
+            if any(r.spec is f for r in readings):
+                keys = [f.key, f.source.text] + [m.mask.text for m in spec.fields if m.key == f.source.text and m.mask]
+                for key in keys:
+                    field = next(x for x in spec.fields if x.key == key)
+                    value = field.path.read(call, result)
+                    if value is not MISSING and value is not None:
+                        requests.append(values.Request("data:" + key, "data", value))
+        where = f"{spec.target} (call {self.calls})"
+        pending = _Call(self.calls, where, coords, scheme, units, tight, readings, pads, stream_units)
+        found = self._cross_rank(pending)  # every rank exchanges at every call: never deferred
+        if all(values.on_host(r) for r in requests):
+            found += self._finish(pending, values.read(requests))
+        else:
+            try:
+                snap = values.snapshot(requests)
+            except LayoutSpecError as err:
+                checker._note(spec.target, err, key=f"no snapshot {spec.target}")
+            else:
+                if not checker._deferred.add(snap, lambda got: checker._report(self._finish(pending, got))):
+                    checker._note(spec.target, "value checks waited for more than 64 calls of copies and the oldest "
+                                  "were dropped unchecked", key=f"dropped {spec.target}")
+        checker._report(found)
+
+    # --- after the values are known -------------------------------------------------------
+
+    def _finish(self, c: _Call, got: Mapping[str, Any]) -> list[Violation]:
+        for r in c.readings:
+            value = got.get(r.spec.key)
+            if value is None:
+                continue
+            ints = [int(v) for v in value] if isinstance(value, list) else [int(value)]
+            if r.spec.holds == "cu":
+                r.cu = ints
+            else:
+                r.lengths = ints
+        n = self._count(c.readings)
+        sizes: dict[str, object] = {}
+        if any(r.space is not None and (r.space.cp is not None) for r in c.readings) or c.coords["cp"] > 1:
+            sizes = {"cp": c.coords["cp"], "r": c.coords["rank"], "scheme": c.scheme}
+        args = [r for r in c.readings if r.spec.path.root == "args"]
+        rets = [r for r in c.readings if r.spec.path.root == "returns"]
+        if any(r.spec.binds for r in rets) and any(r.spec.binds for r in args):  # both sides say lengths: order
+            inputs, _ = invariants.bind(args, n, c.where, sizes)
+            outputs, _ = invariants.bind(rets, n, c.where, sizes)
+        else:
+            inputs = outputs = invariants.Bound(n=n, values=[{} for _ in range(n)])
+        found = invariants.check_samples_kept(inputs, outputs, c.readings, n, c.where, sizes)
+        reordered = any(v.invariant == "B5" and v.sample is not None for v in found)
+        bound, conflicts = invariants.bind(args + rets, n, c.where, sizes)
+        if reordered:  # the returns' lengths are the arguments' in another order: said once, as B5
+            conflicts = [v for v in conflicts if not v.field.startswith("returns")]
+        found += conflicts
+        if c.units:
+            invariants.derive_padded(bound, math.lcm(*(u for _, u in c.units)))
+        fields = invariants.check_fields(c.readings, bound, cp=c.coords["cp"], rank=c.coords["rank"], where=c.where,
+                                         sizes=sizes, stream_units=c.stream_units)
+        found += [v for v in fields if not (reordered and v.field.startswith("returns"))]
+        found += invariants.check_padding(bound, c.units, c.tight, c.where, sizes)
+        for r in c.readings:
+            if r.shape == "schedule":
+                found += invariants.check_schedule(r, n or None, c.where, sizes)
+        if not any(v.invariant in ("B1", "B5") and v.field.startswith("returns") for v in found):
+            found += self._content(c, got, bound, sizes)
+        return found
+
+    def _count(self, readings: list[invariants.Reading]) -> int:
+        return sample_count(self.spec, readings)
+
+    def _content(self, c: _Call, got: Mapping[str, Any], bound: invariants.Bound, sizes: dict[str, object]) -> list[Violation]:
+        out: list[Violation] = []
+        for f in self.content:
+            reading = next((r for r in c.readings if r.spec is f), None)
+            target = got.get("data:" + f.key)
+            source_field = next(x for x in self.spec.fields if x.key == f.source.text)  # type: ignore[union-attr]
+            source = got.get("data:" + source_field.key)
+            if reading is None or target is None or source is None or reading.space is None or source_field.space is None:
+                continue
+            mask = got.get("data:" + source_field.mask.text) if source_field.mask is not None else None
+            samples = content.source_samples(source, mask, n=bound.n, axis=source_field.axis, one=self.one)
+            if samples is None:
+                continue
+            layout = content.Layout(
+                space=reading.space, source_space=source_field.resolved(c.scheme), cp=c.coords["cp"],
+                rank=c.coords["rank"], pad_value=c.pads.get(f.key, 0), stream_unit=c.stream_units.get(f.key, 1),
+                axis=_axis(f, (1 if target.dim() >= 2 else 0) if reading.shape == "stream" else 0),
+            )
+            lengths = [bound.sample(i) for i in range(bound.n)]
+            out += content.check_content(
+                target, samples, lengths, layout, key=f.key, source_key=source_field.key, where=c.where,
+                space_text=reading.described, packed=reading.shape == "stream", sizes=sizes, one=self.one,
+            )
+        return out
+
+    # --- across ranks ----------------------------------------------------------------------
+
+    def _cross_rank(self, c: _Call) -> list[Violation]:
+        if not self.spec.cross_rank or c.coords["cp"] == 1:
+            return []
+        agreement = self.checker._boundary_agreement(c.coords, self.coordinates.group)
+        if agreement is None:
+            return []
+        n = self._count(c.readings)
+        totals = next((r.lengths for r in c.readings if r.spec.binds == "T" and r.lengths is not None
+                       and len(r.lengths) == n), None)
+        padded = next((sum(r.lengths) for r in c.readings if r.spec.binds == "P" and r.lengths is not None), None)
+        if padded is None:
+            padded = next((r.total for r in c.readings if r.shape == "stream"), None)
+        schedule = next((r.schedule for r in c.readings if r.schedule is not None), None)
+        order = None if schedule is None else [i for mb in schedule for i in mb]
+        return agreement.check_boundary(c.k, count=n, padded=padded, lengths=totals, scheme=c.scheme,
+                                        where=self.spec.target, order=order)
+

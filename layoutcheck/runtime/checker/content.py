@@ -1,0 +1,259 @@
+"""B6, each segment holds its sample: a field's values against the layout of its ``from`` field.
+
+A field configured with ``from = "args.x"`` says that it lays out the
+samples of ``args.x`` in its own space. On host values (a CPU tensor, or a
+device tensor's snapshot, `layoutcheck.runtime.checker.values`) the expected
+layout of each sample is built from the source with the geometry model:
+
+1. the source sample (a list entry, a row selected by its ``mask``, or the
+   one tensor of a one-sample call), moved to its sequence axis;
+2. shifted as the target's space says relative to the source's
+   (``+1``: the first position dropped, ``-1``: the last);
+3. padded to the sample's ``P`` with the pad value when the target is in
+   ``P`` and the source is not (on the pad side, right by default), then to
+   the zigzag's materialised length;
+4. cut to this rank's ranges under CP (`layoutcheck.geometry.rank_ranges`);
+5. for a packed stream, concatenated, the tail padded to the stream unit
+   (all-gather: the global stream padded to ``cp`` times the unit, then
+   this rank's window).
+
+Each sample's part is compared with the target's segment at the same
+offsets; the first position that differs is named (its value, and whether a
+pad or a true token was expected). A part that holds *another* sample's data
+is a reordering (B5). The same code runs on CPU tensors at once and on
+snapshots later; it needs torch (loaded: the values are tensors).
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from layoutcheck import geometry
+from layoutcheck.errors import Violation
+from layoutcheck.runtime.contract.invariants import HINTS
+from layoutcheck.spaces import SampleLengths, Space
+
+__all__ = ["Layout", "check_content", "source_samples"]
+
+
+@dataclass(frozen=True)
+class Layout:
+    """How the target lays each sample out: its space, the rank, the pad value and the stream unit."""
+
+    space: Space
+    source_space: Space
+    cp: int
+    rank: int
+    pad_value: Any = 0
+    """The pad value; anything but a number (a function that pads, say) leaves pad positions unchecked."""
+    stream_unit: int = 1
+    axis: int = 0
+    """The target tensor's sequence axis."""
+
+
+def _torch() -> Any:
+    return sys.modules["torch"]
+
+
+def source_samples(value: Any, mask: Any, *, n: int, axis: int | None, one: bool) -> list[Any] | None:
+    """Each sample's data of a source field, on the host, with its sequence axis first (``None``: not readable)."""
+    torch = _torch()
+    if one:
+        return [value.movedim(axis or 0, 0)]
+    if isinstance(value, (list, tuple)):
+        return [None if v is None else v.movedim(axis or 0, 0) for v in value]
+    if mask is not None:  # rows selected by a mask: input_ids[i, attention_mask[i]]
+        rows = value.movedim(axis if axis is not None else 1, 1)
+        return [rows[i][mask[i].to(torch.bool)] for i in range(min(n, rows.shape[0]))]
+    rows = value.movedim(axis if axis is not None else 1, 1)
+    return [rows[i] for i in range(min(n, rows.shape[0]))]
+
+
+def _expected_part(data: Any, sample: SampleLengths, layout: Layout) -> tuple[Any, int] | None:
+    # (the sample laid out in the target's space before CP, its true length there), or None when P is unknown
+    torch = _torch()
+    shift = layout.space.shift - layout.source_space.shift
+    if shift > 0:
+        data = data[shift:]
+    elif shift < 0:
+        data = data[:shift]
+    true = data.shape[0]
+    length = true
+    if layout.space.basis == "P" and layout.source_space.basis != "P":
+        if sample.padded is None:
+            return None
+        length = sample.padded
+    cp_part = layout.space.cp
+    if cp_part is not None and layout.cp > 1 and cp_part.scheme == "zigzag":
+        length = max(length, geometry.materialised_length(length, layout.cp, "zigzag"))
+    if length > true:
+        pad = torch.full((length - true, *data.shape[1:]), _pad(layout), dtype=data.dtype)
+        data = torch.cat([pad, data] if layout.space.pad_side == "left" else [data, pad])
+    return data, true
+
+
+def _pad(layout: Layout) -> Any:
+    return layout.pad_value if _numeric(layout.pad_value) else 0
+
+
+def _numeric(value: object) -> bool:
+    return isinstance(value, (bool, int, float))
+
+
+def _rank_part(full: Any, layout: Layout) -> Any:
+    cp_part = layout.space.cp
+    if cp_part is None or layout.cp == 1:
+        return full
+    ranges = geometry.rank_ranges(full.shape[0], layout.cp, layout.rank, cp_part.scheme)
+    return _torch().cat([full[a:b] for a, b in ranges])
+
+
+def _first_difference(seen: Any, want: Any, compared: Any = None) -> int | None:
+    # ``compared``: a boolean per position of the part, the ones to compare (None: all)
+    torch = _torch()
+    n = min(seen.shape[0], want.shape[0])
+    if n:
+        diff = (seen[:n].to(want.dtype) != want[:n]).reshape(n, -1).any(dim=1)
+        if compared is not None:
+            diff &= compared[:n]
+        where = torch.nonzero(diff)  # host tensors only: no device is involved
+        if where.shape[0]:
+            return int(where[0, 0])
+    return None if seen.shape[0] == want.shape[0] else n
+
+
+def _value(t: Any, i: int) -> object:
+    if i >= t.shape[0]:
+        return "nothing (the part ends here)"
+    v = t[i]
+    return v.item() if v.dim() == 0 else f"a row of shape {tuple(v.shape)}"
+
+
+def check_content(
+    target: Any,
+    sources: Sequence[Any],
+    samples: Sequence[SampleLengths | None],
+    layout: Layout,
+    *,
+    key: str,
+    source_key: str,
+    where: str,
+    space_text: str,
+    packed: bool,
+    sizes: dict[str, object],
+    one: bool = False,
+) -> list[Violation]:
+    """B6 (and B5 for a part holding another sample's data) for one field of one call, on host values.
+
+    ``target`` is the field's value: a packed stream (``packed``), one
+    sample's tensor (``one``), or a list of per-sample tensors.
+    """
+    torch = _torch()
+    parts: list[Any] = []
+    trues: list[int] = []
+    for data, sample in zip(sources, samples):
+        built = None if data is None or sample is None else _expected_part(data, sample, layout)
+        if built is None:
+            return []  # a sample without the lengths its layout needs: B1/B2 say why
+        parts.append(built[0])
+        trues.append(built[1])
+    seen_all = target.movedim(layout.axis, 0) if packed else None
+    if packed and seen_all is not None and layout.axis != 0 and seen_all.dim() > 1 and seen_all.shape[1] == 1:
+        seen_all = seen_all[:, 0]  # a (1, N) stream: its one row
+    cp_part = layout.space.cp
+    if packed and cp_part is not None and cp_part.scheme == "allgather" and layout.cp > 1:
+        return _check_window(seen_all, parts, trues, layout, key=key, source_key=source_key, where=where,
+                             space_text=space_text, sizes=sizes)
+    expected = [_rank_part(p, layout) for p in parts]
+    seen_parts: list[Any] = []
+    offset = 0
+    for i, want in enumerate(expected):
+        if packed:
+            seen_parts.append(seen_all[offset: offset + want.shape[0]])
+            offset += want.shape[0]
+        elif one:
+            seen_parts.append(target.movedim(layout.axis, 0))
+        else:
+            entry = target[i] if i < len(target) else None
+            seen_parts.append(None if entry is None else entry.movedim(layout.axis, 0))
+    for i, (seen, want) in enumerate(zip(seen_parts, expected)):
+        if seen is None:
+            continue
+        compared = None
+        if not _numeric(layout.pad_value):  # pads of unknown value: only the true positions are compared
+            compared = torch.tensor([p < trues[i] for p in _rank_positions(parts[i].shape[0], layout)])
+        at = _first_difference(seen, want, compared)
+        if at is None:
+            continue
+        for j, other in enumerate(expected):  # another sample's data in sample i's place: a reordering
+            if j != i and other.shape == seen.shape and torch.equal(seen.to(other.dtype), other):
+                return [Violation(
+                    "B5", where, key, f"sample {i}'s part holds the data of sample {j} of `{source_key}`: the "
+                    "samples are in another order", actual=f"sample {j}'s data", expected=f"sample {i}'s data",
+                    hint=HINTS["B5"], sample=i, space=space_text, sizes=sizes,
+                )]
+        local = _rank_positions(parts[i].shape[0], layout)
+        position = local[at] if at < len(local) else None
+        pad = position is not None and position >= trues[i]
+        what = "a pad" if pad else "a true position"
+        where_text = f" (position {position} of the sample in its space)" if position is not None else ""
+        return [Violation(
+            "B6", where, key, f"sample {i}'s part is not its data from `{source_key}` laid out in this space: "
+            f"position {at} of the part{where_text} should hold {what}",
+            actual=_value(seen, at), expected=_value(want, at) if at < want.shape[0] else "the part to end",
+            hint=HINTS["B6"], sample=i, space=space_text,
+            sizes={"T": trues[i], **({"P": samples[i].padded} if samples[i] and samples[i].padded else {}),  # type: ignore[union-attr]
+                   **sizes, "cp": layout.cp, "r": layout.rank},
+        )]
+    if packed and seen_all is not None and _numeric(layout.pad_value):
+        total = geometry.round_up(offset, layout.stream_unit)
+        tail = seen_all[offset:total]
+        pads = torch.full_like(tail, layout.pad_value) if tail.numel() else tail
+        if tail.numel() and not torch.equal(tail, pads):
+            return [Violation("B6", where, key, "the stream's tail padding holds data", actual=f"{tail.shape[0]} "
+                              "positions, not all the pad value", expected=f"{layout.pad_value!r} everywhere",
+                              hint=HINTS["B6"], space=space_text, sizes=sizes)]
+    return []
+
+
+def _rank_positions(length: int, layout: Layout) -> list[int]:
+    # The positions of the sample (in its laid-out space) that this rank's part holds, in order.
+    cp_part = layout.space.cp
+    if cp_part is None or layout.cp == 1:
+        return list(range(length))
+    return [p for a, b in geometry.rank_ranges(length, layout.cp, layout.rank, cp_part.scheme) for p in range(a, b)]
+
+
+def _check_window(seen: Any, parts: Sequence[Any], trues: Sequence[int], layout: Layout, *, key: str,
+                  source_key: str, where: str, space_text: str, sizes: dict[str, object]) -> list[Violation]:
+    # All-gather: the samples concatenated, the global stream padded to cp * unit, this rank's window.
+    torch = _torch()
+    stream = torch.cat(list(parts)) if parts else seen[:0]
+    total = geometry.round_up(stream.shape[0], layout.cp * layout.stream_unit)
+    if total > stream.shape[0]:
+        pad = torch.full((total - stream.shape[0], *stream.shape[1:]), _pad(layout), dtype=stream.dtype)
+        stream = torch.cat([stream, pad])
+    start, end = geometry.allgather_window(total, layout.cp, layout.rank)
+    want = stream[start:end]
+    compared = None
+    if not _numeric(layout.pad_value):  # pads of unknown value: only the true positions are compared
+        true = [k < t for p, t in zip(parts, trues) for k in range(p.shape[0])]
+        compared = torch.tensor((true + [False] * (total - len(true)))[start:end])
+    at = _first_difference(seen, want, compared)
+    if at is None:
+        return []
+    position, sample, offset = start + at, None, 0
+    for i, p in enumerate(parts):
+        if offset <= position < offset + p.shape[0]:
+            sample = i
+            break
+        offset += p.shape[0]
+    return [Violation(
+        "B6", where, key, f"this rank's window of the stream is not the samples of `{source_key}` laid out in "
+        f"this space: window position {at} (stream position {position}) differs",
+        actual=_value(seen, at), expected=_value(want, at) if at < want.shape[0] else "the window to end",
+        hint=HINTS["B6"], sample=sample, space=space_text, sizes={**sizes, "cp": layout.cp, "r": layout.rank},
+    )]

@@ -1,0 +1,438 @@
+"""The generic invariants of a boundary contract, over what a call showed: ints, lengths and shapes.
+
+A call of a configured boundary is read into one `Reading` per field
+(`layoutcheck.runtime.checker.boundaries` does the reading: shapes always,
+values of CPU tensors, values of device tensors later). From the readings:
+
+* **binding**: each sample's ``T``, ``R``, ``P`` are taken from the first
+  field that measures them directly (``len T``, a list of ``T``-long
+  tensors, a mask's sums, the segments of ``cu P packed``), arguments before
+  the return value, as jaxtyping binds a symbolic size;
+* **B1** co-indexed fields agree: every field's length for sample ``i`` is
+  `layoutcheck.spaces.Space.length` of that sample (a CP-local field: the
+  rank's part, a shifted one: one less), and every per-sample argument has
+  one entry per sample;
+* **B2** ``T_i <= P_i``, and ``P_i < T_i + A`` when the padding is tight
+  (``A`` the lcm of the units);
+* **B3** every unit divides ``P_i`` (an if/elif that picks one factor where
+  all must divide is caught: each configured unit is checked on its own);
+* **B4** a packed stream: its cumulative lengths start at 0 and never fall,
+  each segment is its sample's length in the space, the last one is the
+  stream's length (times ``cp`` when the lengths are global and the stream
+  one rank's part), and the stream is the sum of its samples' parts, its
+  tail padded to the stream unit;
+* **B5** samples kept: the return value has as many samples as the
+  arguments, in the same order (lengths that are the arguments' in another
+  order are named as a reordering), and a schedule holds every sample once;
+* **B6** (values, `layoutcheck.runtime.checker.content`) each segment holds
+  its sample: the data laid out from the ``from`` field, pads included.
+
+Every function returns ``list[Violation]``; expected lengths come from
+`layoutcheck.spaces` and `layoutcheck.geometry` only.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from layoutcheck import geometry
+from layoutcheck.errors import LayoutSpecError, Violation
+from layoutcheck.runtime.contract.boundary import FieldSpec
+from layoutcheck.spaces import SampleLengths, Space
+
+__all__ = [
+    "HINTS",
+    "Bound",
+    "Reading",
+    "bind",
+    "derive_padded",
+    "check_fields",
+    "check_padding",
+    "check_samples_kept",
+    "check_schedule",
+    "stream_length",
+]
+
+HINTS = {
+    "B1": "lay every co-indexed field out from the same sample lengths (slice, pad and shift each partner "
+          "field the way its space says), and keep one entry per sample in each",
+    "B2": "pad each sample to its own aligned length P_i = round_up(T_i, A) (A the lcm of every unit), "
+          "never to a batch- or rollout-wide maximum",
+    "B3": "combine the alignment units with lcm (every unit must divide P), not by picking one in an if/elif",
+    "B4": "build the cumulative lengths from the same padded lengths as the stream, and pad only the "
+          "stream's tail to the stream unit",
+    "B5": "return one entry per input sample, in the input's order (undo any sort before returning), and "
+          "put every sample in exactly one micro-batch",
+    "B6": "lay each sample's data out with the stream's own offsets: pad it to P first, then cut the CP "
+          "chunks (never cut true-length data at padded offsets), and pad with the pad value",
+}
+
+_QUANTITIES = ("T", "R", "P")
+
+
+@dataclass
+class Reading:
+    """What one field of one call showed (ints only; the value itself is never kept here)."""
+
+    spec: FieldSpec
+    space: Space | None
+    """The field's space with the run's scheme filled in."""
+    shape: str
+    """``list``, ``rows``, ``stream``, ``one``, ``ints``, ``cu``, ``mask``, ``schedule``, ``missing``."""
+    lengths: list[int] | None = None
+    """Per sample: its length along the field's axis (or its int, or its mask's sum)."""
+    total: int | None = None
+    """A stream's length (this rank's part)."""
+    cu: list[int] | None = None
+    schedule: list[list[int]] | None = None
+    seen: object = None
+    """How the value looked, for messages (a shape, a type)."""
+
+    @property
+    def count(self) -> int | None:
+        """How many samples the field shows."""
+        if self.lengths is not None:
+            return len(self.lengths)
+        if self.cu is not None:
+            return max(len(self.cu) - 1, 0)
+        if self.schedule is not None:
+            return sum(len(mb) for mb in self.schedule)
+        return None
+
+    @property
+    def described(self) -> str:
+        return self.spec.describe_space(self.space.cp.scheme if self.space is not None and self.space.cp else None)
+
+
+@dataclass
+class Bound:
+    """Each sample's lengths, and which field gave each one (for messages)."""
+
+    n: int
+    values: list[dict[str, int]] = field(default_factory=list)
+    by: dict[str, str] = field(default_factory=dict)
+    """Quantity (``T``, ``R``, ``P``) -> the key of the field that bound it."""
+    spaces: dict[str, str] = field(default_factory=dict)
+    """Quantity -> the space of the field that bound it, as messages say it."""
+    _samples: dict[tuple[int, int, int | None], SampleLengths] = field(default_factory=dict, repr=False)
+
+    def sample(self, i: int) -> SampleLengths | None:
+        """Sample ``i``'s lengths (``None`` when its ``T`` is not known)."""
+        v = self.values[i]
+        if "T" not in v:
+            return None
+        key = (v["T"], v.get("R", 0), v.get("P"))
+        found = self._samples.get(key)
+        if found is None:
+            found = self._samples[key] = SampleLengths(total=key[0], response=key[1], padded=key[2])
+        return found
+
+    def get(self, quantity: str) -> list[int] | None:
+        """Every sample's ``quantity``, or ``None`` when any sample lacks it."""
+        out = [v.get(quantity) for v in self.values]
+        return None if any(x is None for x in out) else out  # type: ignore[return-value]
+
+
+def _quantity(basis: str, length: int) -> tuple[str, int]:
+    # A T-1 axis measures T - 1 positions: it binds T.
+    return ("T", length + 1) if basis == "T-1" else (basis, length)
+
+
+def _per_sample(r: Reading) -> list[int] | None:
+    if r.lengths is not None and r.shape != "stream":
+        return r.lengths
+    if r.cu is not None:
+        return [b - a for a, b in zip(r.cu, r.cu[1:])]
+    return None
+
+
+def bind(readings: Sequence[Reading], n: int, where: str, sizes: dict[str, object]) -> tuple[Bound, list[Violation]]:
+    """Each sample's ``T``, ``R``, ``P`` from the fields that measure them; B1 where two such fields disagree."""
+    bound = Bound(n=n, values=[{} for _ in range(n)])
+    out: list[Violation] = []
+    for r in readings:
+        basis = r.spec.binds
+        lengths = _per_sample(r)
+        if basis is None or lengths is None or r.shape == "rows":
+            continue
+        if r.cu is not None and len(lengths) == n + 1:
+            lengths = lengths[:n]  # the last segment is the stream's tail padding (B4 judges it)
+        for i, length in enumerate(lengths[:n]):
+            quantity, value = _quantity(basis, length)
+            have = bound.values[i].get(quantity)
+            if have is None:
+                bound.values[i][quantity] = value
+                bound.by.setdefault(quantity, r.spec.key)
+                bound.spaces.setdefault(quantity, r.described)
+            elif have != value:
+                expected = have - 1 if basis == "T-1" else have
+                out.append(Violation(
+                    "B1", where, r.spec.key,
+                    f"{quantity}_i disagrees with `{bound.by.get(quantity, '?')}`, which gives the sample "
+                    f"{quantity}={have}",
+                    actual=length, expected=expected, hint=HINTS["B1"], sample=i, space=r.described,
+                    sizes={**sizes, quantity: have},
+                ))
+    return bound, out
+
+
+def derive_padded(bound: Bound, unit: int) -> None:
+    """``P_i = round_up(T_i, A)`` for every sample no field gives a padded length (a helper that pads to its own
+    unit and says so only in the lengths it returns); B2 and B3 then hold by construction."""
+    for v in bound.values:
+        if "P" not in v and "T" in v:
+            v["P"] = geometry.round_up(v["T"], unit)
+            bound.by.setdefault("P", f"round_up(T, A={unit})")
+            bound.spaces.setdefault("P", "P")
+
+
+def _length(space: Space, sample: SampleLengths, cp: int, rank: int) -> int | None:
+    return _cached_length(space, sample, cp, rank)
+
+
+@functools.lru_cache(maxsize=8192)  # per field, sample and call: the same few spaces and lengths over and over
+def _cached_length(space: Space, sample: SampleLengths, cp: int, rank: int) -> int | None:
+    try:
+        return space.length(sample, cp_size=cp, cp_rank=rank)
+    except LayoutSpecError:
+        return None  # a length the sample does not have (P unknown): nothing to compare with
+
+
+def check_fields(readings: Sequence[Reading], bound: Bound, *, cp: int, rank: int, where: str,
+                 sizes: dict[str, object], stream_units: dict[str, int]) -> list[Violation]:
+    """B1 for every field that did not bind, B4 for packed streams and their cumulative lengths."""
+    out: list[Violation] = []
+    n = bound.n
+    streams = [r for r in readings if r.shape == "stream" and r.total is not None and r.space is not None]
+    for r in readings:
+        if r.space is None or r.shape in ("missing", "schedule"):
+            continue
+        if r.shape == "stream":
+            out += _check_stream(r, bound, cp, rank, where, sizes, stream_units.get(r.spec.key, 1))
+            continue
+        if r.cu is not None:
+            out += _check_cu(r, bound, streams, cp, rank, where, sizes)
+            continue
+        if r.lengths is None:
+            continue
+        if r.count != n and r.spec.path.root == "args" and r.shape != "one":
+            out.append(Violation(
+                "B1", where, r.spec.key, f"per-sample field has {r.count} entries for the call's {n} samples",
+                actual=r.count, expected=n, hint=HINTS["B1"], space=r.described, sizes=sizes,
+            ))
+            continue
+        if r.count != n:
+            continue  # the return value's count: B5
+        binds = r.spec.binds if r.shape != "rows" else None
+        for i, got in enumerate(r.lengths):
+            sample = bound.sample(i)
+            if sample is None:
+                continue
+            want = _length(r.space, sample, cp, rank)
+            if r.shape == "rows":
+                # a rectangular batch: each row holds the sample's positions, P of them (a mask selects T)
+                if r.spec.mask is not None:
+                    if got < sample.total:
+                        out.append(_b1(r, i, got, f">= T_i = {sample.total}", where, sizes, sample, cp, rank,
+                                       "the row is narrower than the sample's true length"))
+                    continue
+            if want is None or (binds is not None and _quantity(binds, got)[1] == bound.values[i].get(_quantity(binds, got)[0])):
+                continue
+            if got != want:
+                out.append(_b1(r, i, got, want, where, sizes, sample, cp, rank,
+                               f"holds {got} positions, not the sample's length in its space"))
+    return out
+
+
+def _b1(r: Reading, i: int, got: object, want: object, where: str, sizes: dict[str, object],
+        sample: SampleLengths, cp: int, rank: int, problem: str) -> Violation:
+    return Violation(
+        "B1", where, r.spec.key, problem, actual=got, expected=want, hint=HINTS["B1"], sample=i, space=r.described,
+        sizes={**_sample_sizes(sample), **sizes, **({"cp": cp, "r": rank} if r.space and r.space.cp else {})},
+    )
+
+
+def _sample_sizes(sample: SampleLengths) -> dict[str, object]:
+    out: dict[str, object] = {"T": sample.total}
+    if sample.response:
+        out["R"] = sample.response
+    if sample.padded is not None:
+        out["P"] = sample.padded
+    return out
+
+
+def stream_length(space: Space, samples: Sequence[SampleLengths], cp: int, rank: int, unit: int = 1) -> int | None:
+    """The length of this rank's packed stream of ``samples`` in ``space``, its tail padded to ``unit``.
+
+    Zigzag (or no CP): the sum of each sample's CP-local length, rounded up.
+    All-gather: the samples' unsliced lengths concatenated, the *global*
+    stream rounded up to ``cp * unit`` and split into ``cp`` windows.
+    ``None`` when a sample lacks a length the space needs.
+    """
+    if space.cp is not None and space.cp.scheme == "allgather" and cp > 1:
+        parts = [_length(space.unsliced(), s, cp, rank) for s in samples]
+        if any(p is None for p in parts):
+            return None
+        return geometry.round_up(sum(parts), cp * unit) // cp  # type: ignore[arg-type]
+    parts = [_length(space, s, cp, rank) for s in samples]
+    if any(p is None for p in parts):
+        return None
+    return geometry.round_up(sum(parts), unit)  # type: ignore[arg-type]
+
+
+def _check_stream(r: Reading, bound: Bound, cp: int, rank: int, where: str, sizes: dict[str, object],
+                  unit: int) -> list[Violation]:
+    assert r.space is not None
+    samples = [bound.sample(i) for i in range(bound.n)]
+    if any(s is None for s in samples):
+        return []
+    want = stream_length(r.space, samples, cp, rank, unit)  # type: ignore[arg-type]
+    if want is None or r.total == want:
+        return []
+    parts = [_length(r.space, s, cp, rank) for s in samples]  # type: ignore[arg-type]
+    extra: dict[str, object] = {"samples": bound.n, "parts": tuple(parts), "cp": cp, "r": rank}
+    if unit > 1:
+        extra["stream unit"] = unit
+    return [Violation(
+        "B4", where, r.spec.key,
+        "packed stream is not the sum of its samples' parts in its space" + (
+            f" ({r.total / want:.2f}x what it should hold)" if want else ""),
+        actual=r.total, expected=want, hint=HINTS["B1"] if r.space.cp else HINTS["B4"],
+        sample=_first_sample(parts, r.total), space=r.described, sizes={**sizes, **extra},
+    )]
+
+
+def _first_sample(parts: Sequence[int | None], total: int | None) -> int | None:
+    # A stream longer than its parts: no one sample is to blame; shorter: the first sample whose part runs past it.
+    if total is None:
+        return None
+    end = 0
+    for i, p in enumerate(parts):
+        end += p or 0
+        if end > total:
+            return i
+    return None
+
+
+def _check_cu(r: Reading, bound: Bound, streams: Sequence[Reading], cp: int, rank: int, where: str,
+              sizes: dict[str, object]) -> list[Violation]:
+    assert r.cu is not None and r.space is not None
+    cu, n, out = r.cu, bound.n, []
+    if not cu or cu[0] != 0 or any(b < a for a, b in zip(cu, cu[1:])):
+        return [Violation("B4", where, r.spec.key, "cumulative lengths do not start at 0 and rise",
+                          actual=list(cu), expected="0 = cu[0] <= cu[1] <= ...", hint=HINTS["B4"],
+                          space=r.described, sizes=sizes)]
+    if len(cu) not in (n + 1, n + 2):
+        return [Violation("B4", where, r.spec.key, f"cumulative lengths have {len(cu)} entries for {n} samples",
+                          actual=len(cu), expected=f"{n + 1} (or {n + 2} with a tail pad segment)",
+                          hint=HINTS["B4"], space=r.described, sizes=sizes)]
+    segments = [b - a for a, b in zip(cu, cu[1:])]
+    for i in range(n):
+        sample = bound.sample(i)
+        if sample is None:
+            continue
+        want = _length(r.space, sample, cp, rank)
+        if want is not None and segments[i] != want and r.spec.binds is None:
+            out.append(Violation("B4", where, r.spec.key, "a segment of the stream is not its sample's length",
+                                 actual=segments[i], expected=want, hint=HINTS["B4"], sample=i, space=r.described,
+                                 sizes={**_sample_sizes(sample), **sizes}))
+    # the last cumulative length is the stream's: global lengths over one rank's part count every rank's.
+    # A stream that disagrees with its partners is B4 on that stream; here, only lengths that fit no stream.
+    scale = cp if r.space.cp is None else 1
+    ends = [(s, s.total * (scale if s.space is not None and s.space.cp is not None else 1)) for s in streams]
+    if ends and all(cu[-1] != end for _, end in ends):
+        s, want_end = ends[0]
+        local = s.space is not None and s.space.cp is not None
+        out.append(Violation(
+            "B4", where, r.spec.key, f"the last cumulative length is not the length of `{s.spec.key}`"
+            + (f" times cp={cp}" if local and scale > 1 else ""),
+            actual=cu[-1], expected=want_end, hint=HINTS["B4"], space=r.described,
+            sizes={**sizes, "stream": s.total, "cp": cp},
+        ))
+    return out
+
+
+def check_padding(bound: Bound, units: Sequence[tuple[str, int]], tight: bool, where: str,
+                  sizes: dict[str, object]) -> list[Violation]:
+    """B2 (``T <= P``, tight: ``P < T + A``) and B3 (each unit divides ``P``) for every sample with both."""
+    out: list[Violation] = []
+    a = math.lcm(*(u for _, u in units)) if units else None
+    p_key, space = bound.by.get("P", "P"), bound.spaces.get("P", "P")
+    for i, v in enumerate(bound.values):
+        t, p = v.get("T"), v.get("P")
+        if t is None or p is None:
+            continue
+        here = {"T": t, "P": p, **({"A": a} if a else {}), **sizes}
+        if p < t:
+            out.append(Violation("B2", where, p_key, "padded length is below the true length: the sample is cut",
+                                 actual=p, expected=f">= T_i = {t}" + (f": {geometry.round_up(t, a)}" if a else ""),
+                                 hint=HINTS["B2"], sample=i, space=space, sizes=here))
+            continue
+        for name, u in units:
+            if p % u:
+                out.append(Violation("B3", where, p_key, f"unit `{name}` = {u} does not divide the padded length",
+                                     actual=p, expected=f"a multiple of {u}" + (
+                                         f" (and of A = {a}): {geometry.round_up(t, a)}" if a else ""),
+                                     hint=HINTS["B3"], sample=i, space=space, sizes=here))
+        if tight and a and p >= t + a:
+            out.append(Violation("B2", where, p_key,
+                                 f"padded length is {p / t if t else float('inf'):.1f}x the true length, more than "
+                                 "one alignment unit above it",
+                                 actual=p, expected=f"{geometry.round_up(t, a)} (T_i <= P_i < T_i + A)",
+                                 hint=HINTS["B2"], sample=i, space=space, sizes=here))
+    return out
+
+
+def check_samples_kept(inputs: Bound, outputs: Bound, readings: Sequence[Reading], n: int, where: str,
+                       sizes: dict[str, object]) -> list[Violation]:
+    """B5: the return value shows the arguments' samples, as many and in the same order."""
+    out: list[Violation] = []
+    for r in readings:
+        if r.spec.path.root != "returns" or r.shape in ("stream", "missing", "schedule", "one") or r.count is None:
+            continue
+        count = r.count - (1 if r.cu is not None and r.count == n + 1 else 0)
+        if count != n:
+            out.append(Violation("B5", where, r.spec.key, f"the return value holds {count} samples, the arguments {n}",
+                                 actual=count, expected=n, hint=HINTS["B5"], space=r.described, sizes=sizes))
+    for quantity in _QUANTITIES:
+        before, after = inputs.get(quantity), outputs.get(quantity)
+        if before is None or after is None or before == after or len(before) != len(after):
+            continue
+        key = outputs.by.get(quantity, "returns")
+        if sorted(before) == sorted(after):
+            i = next(j for j, (a, b) in enumerate(zip(before, after)) if a != b)
+            out.append(Violation(
+                "B5", where, key, f"samples come back in another order: output sample {i} has "
+                f"{quantity}={after[i]}, input sample {i} has {quantity}={before[i]}",
+                actual=list(after), expected=list(before), hint=HINTS["B5"], sample=i,
+                space=outputs.spaces.get(quantity, quantity), sizes=sizes,
+            ))
+        break
+    return out
+
+
+def check_schedule(r: Reading, n: int | None, where: str, sizes: dict[str, object]) -> list[Violation]:
+    """B5 for a micro-batch schedule: every sample in exactly one micro-batch (of ``n``, when known)."""
+    if r.schedule is None:
+        return []
+    flat = [i for mb in r.schedule for i in mb]
+    total = n if n is not None else len(flat)
+    missing = sorted(set(range(total)) - set(flat))
+    twice = sorted({i for i in flat if flat.count(i) > 1})
+    outside = sorted({i for i in flat if not 0 <= i < total})
+    if not (missing or twice or outside):
+        return []
+    parts = []
+    if missing:
+        parts.append(f"samples {missing[:8]} in no micro-batch")
+    if twice:
+        parts.append(f"samples {twice[:8]} in more than one")
+    if outside:
+        parts.append(f"indices {outside[:8]} outside the {total} samples")
+    return [Violation("B5", where, r.spec.key, "the schedule does not hold every sample once: " + "; ".join(parts),
+                      actual=[list(mb) for mb in r.schedule], expected=f"a partition of range({total})",
+                      hint=HINTS["B5"], sample=tuple((missing or twice or outside)[:8]), space="micro-batch schedule",
+                      sizes={**sizes, "samples": total})]
