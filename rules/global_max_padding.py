@@ -323,7 +323,8 @@ def fill(batch):
             line=4,
             column=14,
             replacement="""
-def fill(batch, total_lengths):
+def fill(batch):
+    total_lengths = [t.numel() for t in batch["tokens"]]
     padded = list(total_lengths)
     batch["max_seq_lens"] = padded
 """,
@@ -352,9 +353,12 @@ def lengths_for_attention(total_lengths):
             column=16,
             message="same length in `seq_lens`",
             replacement="""
+import torch
+
 def lengths_for_attention(total_lengths):
+    cu_seqlens = torch.tensor([0] + total_lengths).cumsum(0)
     seq_lens = list(total_lengths)
-    return seq_lens
+    return cu_seqlens, seq_lens
 """,
             applicability="unsafe",
         ),

@@ -425,6 +425,7 @@ def fill_replay_data(batch):
             'return batch["max_seq_lens"][0]',
             line=4,
             column=12,
+            files={"data.py": _PRODUCER},
         ),
         Invalid(
             """

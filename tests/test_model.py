@@ -292,6 +292,27 @@ def test_a_one_file_run_reads_the_other_files_facts_from_the_cache(tmp_path, mon
     assert len(parsed) < len(APPENDIX) - 1  # only the files whose text the model needs (not `__init__`, tests)
 
 
+def test_a_warm_run_finds_what_a_cold_run_finds_when_one_file_changed(tmp_path) -> None:
+    # The other files' facts come from the cache with their calls still a string: every question
+    # the project asks about a function (helpers found by use, callers, spaces) must decode them.
+    import shutil
+
+    shutil.copytree(ROOT / "fixtures" / "minitrainer", tmp_path / "minitrainer",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+
+    def findings(use_cache: bool) -> list[tuple[str, int, str]]:
+        done = run(["minitrainer"], cwd=tmp_path, loaded=resolve_config(["minitrainer"], cwd=tmp_path), jobs=1,
+                   use_cache=use_cache)
+        return sorted((f.path, f.line, f.rule) for f in done.findings)
+
+    cold = findings(True)
+    assert ("minitrainer/data.py", 193, "cp-helper-without-geometry") in cold  # a helper of cp_utils.py
+    with (tmp_path / "minitrainer" / "data.py").open("a") as out:
+        out.write("# edited\n")
+    assert findings(True) == cold
+    assert findings(False) == cold
+
+
 # ---------------------------------------------------------------- `layoutcheck model`
 
 

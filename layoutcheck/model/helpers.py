@@ -8,21 +8,17 @@ to another helper's). `HelperSignature` says which parameter plays which
 part, and at what position, so a call is judged against the real signature.
 A helper defined outside the tree is known only from `cp-helpers` (a hint).
 
-`HelpersMixin` is part of `layoutcheck.model.project.Project`.
+`ProjectHelpers` is the project's layer that finds them, over `ProjectValues`.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cached_property
-from typing import TYPE_CHECKING
-
 from layoutcheck.model.facts import FunctionRef, Param
+from layoutcheck.model.values import ProjectValues
 
-if TYPE_CHECKING:
-    from layoutcheck.model.project import Project
-
-__all__ = ["HelperSignature", "HelpersMixin"]
+__all__ = ["HelperSignature", "ProjectHelpers"]
 
 
 @dataclass(frozen=True)
@@ -59,11 +55,11 @@ class HelperSignature:
         return f"{self.name}({', '.join(parts)})"
 
 
-class HelpersMixin:
-    """The layout helpers of a `Project` (see the module docs)."""
+class ProjectHelpers(ProjectValues):
+    """The project, with its layout helpers (see the module docs)."""
 
     @cached_property
-    def _helpers(self: Project) -> dict[str, HelperSignature | None]:
+    def _helpers(self) -> dict[str, HelperSignature | None]:
         """Configured helpers (`cp-helpers`, a hint) by name: their ``def`` when the tree has exactly one."""
         out: dict[str, HelperSignature | None] = {}
         for name in self.vocab.helpers:
@@ -72,7 +68,7 @@ class HelpersMixin:
         return out
 
     @cached_property
-    def layout_helpers(self: Project) -> dict[FunctionRef, HelperSignature]:
+    def layout_helpers(self) -> dict[FunctionRef, HelperSignature]:
         """Functions of the tree that take the layout kind and one sample's padded length: a parameter
         compared with ``"thd"``/``"bshd"`` (or defaulting to one) and a parameter used as the padded
         length (or passed on to one). Found by what they do, whatever they are called."""
@@ -89,7 +85,7 @@ class HelpersMixin:
                 out[signature.ref] = signature
         return out
 
-    def helper(self: Project, name: str, target: FunctionRef | None = None) -> HelperSignature:
+    def helper(self, name: str, target: FunctionRef | None = None) -> HelperSignature:
         """The signature a call of helper ``name`` is judged by: the ``def`` it resolves to, the
         project's only ``def`` of that name, or else the configured positions."""
         if target is not None:
@@ -111,7 +107,7 @@ class HelpersMixin:
         padded = spec[1] if len(spec) > 1 else None
         return HelperSignature(name, None, (), layout, padded)
 
-    def _signature(self: Project, name: str, ref: FunctionRef) -> HelperSignature:
+    def _signature(self, name: str, ref: FunctionRef) -> HelperSignature:
         function = self.function(ref)
         params = function.params
         positional = [p for p in params if p.kind in ("posonly", "pos")]
@@ -130,10 +126,10 @@ class HelpersMixin:
                 padded = (param.name, position)
         return HelperSignature(name, ref, params, layout, padded, default, function.none_checked)
 
-    def helper_names(self: Project) -> list[str]:
+    def helper_names(self) -> list[str]:
         return sorted(set(self.vocab.helpers) | {s.name for s in self.layout_helpers.values()})
 
-    def is_layout_helper(self: Project, ref: FunctionRef) -> bool:
+    def is_layout_helper(self, ref: FunctionRef) -> bool:
         """A layout helper (or nested in one), or any function taking one sample's padded length `P`:
         its other branch is the packed (THD) rule, which is the helper's to define."""
         for enclosing in self.enclosing(ref):

@@ -5,10 +5,10 @@ the project sees it decide them: it stores each sample's rounded-up length
 into a record (BSHD), or a packed batch's cumulative lengths (THD), or it is
 the only padding decision on its path (an inferred owner). A pad elsewhere
 is a second owner when an owner pads the same lengths (fields it reads) or
-to the same unit (`OwnersMixin.owners_for`); two owners of one layout must
-pad alike (`OwnersMixin.disagreements`).
+to the same unit (`ProjectOwners.owners_for`); two owners of one layout must
+pad alike (`ProjectOwners.disagreements`).
 
-`OwnersMixin` is part of `layoutcheck.model.project.Project`;
+`ProjectOwners` is the project's layer that finds them, over `ProjectHelpers`;
 `configured_layouts` answers whether an `owners` entry names a function.
 """
 
@@ -19,14 +19,14 @@ from functools import cached_property
 from typing import TYPE_CHECKING
 
 from layoutcheck.model.facts import FunctionRef, Pad, ensure_calls
+from layoutcheck.model.helpers import ProjectHelpers
 from layoutcheck.model.units import atoms, shape
 from layoutcheck.model.vocabulary import Tag
 
 if TYPE_CHECKING:
     from layoutcheck.lint.settings import LintSettings
-    from layoutcheck.model.project import Project
 
-__all__ = ["Owner", "OwnersMixin", "configured_layouts", "owner_matches"]
+__all__ = ["Owner", "ProjectOwners", "configured_layouts", "owner_matches"]
 
 SRC, PAD, SEQ, MAX = int(Tag.SRC), int(Tag.PAD), int(Tag.SEQ), int(Tag.MAX)
 PACKED, TOK, STREAM, SAMPLE = int(Tag.PACKED), int(Tag.TOK), int(Tag.STREAM), int(Tag.SAMPLE)
@@ -118,11 +118,11 @@ def configured_layouts(settings: LintSettings, qualname: str, path: str, module_
     ]
 
 
-class OwnersMixin:
-    """The owners of a `Project` and what they decide (see the module docs)."""
+class ProjectOwners(ProjectHelpers):
+    """The project, with its owners and what they decide (see the module docs)."""
 
     @cached_property
-    def owners(self: Project) -> dict[FunctionRef, Owner]:
+    def owners(self) -> dict[FunctionRef, Owner]:
         """Every function that decides padded lengths (`Owner`), nested ones included: listed in
         `owners`, or seen to store each sample's padded length (BSHD) or a packed batch's cumulative
         lengths (THD) into a field."""
@@ -176,7 +176,7 @@ class OwnersMixin:
         return out
 
     @cached_property
-    def owner_fields(self: Project) -> dict[FunctionRef, frozenset[str]]:
+    def owner_fields(self) -> dict[FunctionRef, frozenset[str]]:
         """The lengths each owner pads: the fields its padded values are computed from (the rollout's
         ``total_lengths``, the micro-batch's ``tokens`` it packs), and the per-sample tensors those
         lengths measure. Padding derived from one of them derives the owner's layout a second time."""
@@ -196,7 +196,7 @@ class OwnersMixin:
         return out
 
     @cached_property
-    def measured(self: Project) -> dict[str, frozenset[str]]:
+    def measured(self) -> dict[str, frozenset[str]]:
         """Per field of lengths: the fields of per-sample tensors it was written from (the lengths of
         ``tokens``, stored as ``total_lengths``)."""
         out: dict[str, set[str]] = {}
@@ -213,7 +213,7 @@ class OwnersMixin:
         return {key: frozenset(found) for key, found in out.items()}
 
     @cached_property
-    def delegated(self: Project) -> frozenset[FunctionRef]:
+    def delegated(self) -> frozenset[FunctionRef]:
         """Functions an owner calls (directly or through one more call): their padding is the owner's,
         decided through them."""
         found: set[FunctionRef] = set()
@@ -231,7 +231,7 @@ class OwnersMixin:
         return frozenset(found)
 
     @cached_property
-    def disagreements(self: Project) -> list[tuple[Pad, FunctionRef, FunctionRef, Pad, str]]:
+    def disagreements(self) -> list[tuple[Pad, FunctionRef, FunctionRef, Pad, str]]:
         """Owner pads that another owner of the same layout pads otherwise: another unit shape (``?*?``
         against ``lcm(16,?*?)``), other factors of one shape where both are known, or another rounding:
         ``(pad, owner, other owner, the other's pad, layout)`` (LC107)."""
@@ -256,19 +256,19 @@ class OwnersMixin:
                     out.append((pad, ref, other, units[other][0], layout))
         return out
 
-    def _deciding_layout(self: Project, ref: FunctionRef) -> str:
+    def _deciding_layout(self, ref: FunctionRef) -> str:
         owner = self.owners.get(ref)
         return owner.layouts[0] if owner is not None and len(owner.layouts) == 1 else ""
 
-    def owner_of(self: Project, ref: FunctionRef) -> Owner | None:
+    def owner_of(self, ref: FunctionRef) -> Owner | None:
         return self.owners.get(ref)
 
-    def owners_of_layout(self: Project, layout: str) -> list[FunctionRef]:
+    def owners_of_layout(self, layout: str) -> list[FunctionRef]:
         """The owners of ``layout`` (``bshd``/``thd``), not counting nested ones, in path order."""
         return list(self._owners_by_layout.get(layout, ()))
 
     @cached_property
-    def _owners_by_layout(self: Project) -> dict[str, list[FunctionRef]]:
+    def _owners_by_layout(self) -> dict[str, list[FunctionRef]]:
         out: dict[str, list[FunctionRef]] = {}
         for ref, owner in sorted(self.owners.items(), key=lambda item: self.where(item[0])):
             if owner.why.startswith("inside "):
@@ -278,21 +278,21 @@ class OwnersMixin:
         return out
 
     @cached_property
-    def cp_helper_defs(self: Project) -> list[FunctionRef]:
+    def cp_helper_defs(self) -> list[FunctionRef]:
         """The layout helpers of the tree (found by use, or configured)."""
         return sorted(self.layout_helpers, key=self.where)
 
-    def family(self: Project, pad: Pad) -> str:
+    def family(self, pad: Pad) -> str:
         """What a pad pads: ``bshd`` (to the longest sample) or ``unit`` (to a multiple)."""
         if pad.kind in ("pad_target", "pad_sequence"):
             return "bshd"
         return "unit"
 
-    def pad_value(self: Project, pad: Pad, file_index: int) -> int:
+    def pad_value(self, pad: Pad, file_index: int) -> int:
         """What a pad pads, resolved against the project (`Spaces.resolve`)."""
         return self.spaces.resolve(pad.value_tags, pad.fields, pad.params, (file_index, pad.function))
 
-    def owners_for(self: Project, pad: Pad, file_index: int | None = None) -> list[FunctionRef]:
+    def owners_for(self, pad: Pad, file_index: int | None = None) -> list[FunctionRef]:
         """Who owns what ``pad`` pads, in this project: a pad with an owner elsewhere is a second owner.
 
         * the same lengths: a pad of lengths read from a field an owner reads or writes (the sizes of
@@ -335,11 +335,11 @@ class OwnersMixin:
             item[1], item[0] in self.layout_helpers, self.where(item[0])))]
 
     @cached_property
-    def _all_owner_fields(self: Project) -> frozenset[str]:
+    def _all_owner_fields(self) -> frozenset[str]:
         return frozenset(f for fields in self.owner_fields.values() for f in fields)
 
     @cached_property
-    def owner_units(self: Project) -> dict[FunctionRef, tuple[Pad, ...]]:
+    def owner_units(self) -> dict[FunctionRef, tuple[Pad, ...]]:
         """Each owner's pads to a multiple (those nested in it included)."""
         out: dict[FunctionRef, list[Pad]] = {}
         for i, file in enumerate(self.files):
@@ -355,7 +355,7 @@ class OwnersMixin:
         return {ref: tuple(pads) for ref, pads in out.items()}
 
     @cached_property
-    def unit_holders(self: Project) -> dict[FunctionRef, tuple[Pad, ...]]:
+    def unit_holders(self) -> dict[FunctionRef, tuple[Pad, ...]]:
         """The owners' pads and the layout helpers' own pads: the units the layout is decided in."""
         out = {ref: list(pads) for ref, pads in self.owner_units.items()}
         helpers = set(self.layout_helpers)
@@ -372,7 +372,7 @@ class OwnersMixin:
         return {ref: tuple(pads) for ref, pads in out.items()}
 
     @cached_property
-    def unit_atoms(self: Project) -> frozenset[str]:
+    def unit_atoms(self) -> frozenset[str]:
         """Factors of the units the owners pad sequence lengths to (``data_pad_size_multiplier``), and
         the file's own unit factors: a literal bound to one is an alignment unit's factor (LC201)."""
         found: set[str] = set()
@@ -382,7 +382,7 @@ class OwnersMixin:
         return frozenset(found)
 
     @cached_property
-    def owner_inputs(self: Project) -> frozenset[str]:
+    def owner_inputs(self) -> frozenset[str]:
         """The fields the owners derive per-sample padded lengths from (``total_lengths``), and the
         per-sample tensors those lengths measure (``tokens``): rewriting one leaves them stale."""
         found = set(self.vocab.owner_inputs)
@@ -404,7 +404,7 @@ class OwnersMixin:
                     measured |= {f for f in write.fields if spaces.field(f) & TOK}
         return frozenset((found | measured) - {k for k in found | measured if spaces.is_padded_field(k)})
 
-    def owns(self: Project, ref: FunctionRef) -> bool:
+    def owns(self, ref: FunctionRef) -> bool:
         """Does ``ref`` decide padded lengths (an owner, a layout helper, or model or kernel code)?"""
         if ref in self.owners or self.is_layout_helper(ref) or any(r in self.delegated for r in self.enclosing(ref)):
             return True
@@ -415,7 +415,7 @@ class OwnersMixin:
         return file.facts.kernel and all(self.function(r).cls is None for r in self.enclosing(ref))
 
     @cached_property
-    def inferred_owners(self: Project) -> dict[FunctionRef, list[Pad]]:
+    def inferred_owners(self) -> dict[FunctionRef, list[Pad]]:
         """Functions that are the only padding decision on their path: they pad, nothing in the
         project owns what they pad, and their callers read the result (it leaves the function)."""
         out: dict[FunctionRef, list[Pad]] = {}
@@ -436,11 +436,11 @@ class OwnersMixin:
     # ------------------------------------------------------------ sources
 
     @cached_property
-    def has_source(self: Project) -> bool:
+    def has_source(self) -> bool:
         """Does anything in the project write per-sample padded lengths?"""
         return bool(self.owners_of_layout("bshd"))
 
-    def ranked(self: Project, refs: list[FunctionRef], layout: str) -> list[FunctionRef]:
+    def ranked(self, refs: list[FunctionRef], layout: str) -> list[FunctionRef]:
         """``refs`` best first for a message: configured owners of ``layout``, then those that pad to
         a unit themselves, then the rest, each in path order."""
         def rank(ref: FunctionRef) -> tuple[int, str]:
@@ -451,33 +451,33 @@ class OwnersMixin:
 
         return sorted(refs, key=rank)
 
-    def source_writers(self: Project) -> list[FunctionRef]:
+    def source_writers(self) -> list[FunctionRef]:
         """The owners that write per-sample padded lengths (model and kernel code left out), in path order."""
         return [ref for ref in self.owners_of_layout("bshd") if not self._configured_only(ref)]
 
-    def packed_writers(self: Project) -> list[FunctionRef]:
+    def packed_writers(self) -> list[FunctionRef]:
         """The owners that build a packed batch's description (model and kernel code left out)."""
         return [ref for ref in self.owners_of_layout("thd") if not self._configured_only(ref)]
 
-    def _configured_only(self: Project, ref: FunctionRef) -> bool:
+    def _configured_only(self, ref: FunctionRef) -> bool:
         owner = self.owners[ref]
         return owner.why.startswith("listed in") and "," not in owner.why
 
-    def padded_field_of(self: Project, ref: FunctionRef) -> str | None:
+    def padded_field_of(self, ref: FunctionRef) -> str | None:
         """The field an owner writes each sample's padded length to (or a configured source it writes)."""
         for write in self.writes(ref):
             if self.spaces.is_padded_field(write.key) and write.tags & (PAD | MAX):
                 return write.key
         return self.vocab.source if self.function(ref).writes_source else None
 
-    def packed_field_of(self: Project, ref: FunctionRef) -> str | None:
+    def packed_field_of(self, ref: FunctionRef) -> str | None:
         """The field an owner stores a packed batch's cumulative lengths in."""
         for write in self.writes(ref):
             if self.spaces.field(write.key) & PACKED and write.tags & PACKED:
                 return write.key
         return None
 
-    def source_ticks(self: Project, ref: FunctionRef) -> tuple[int, ...]:
+    def source_ticks(self, ref: FunctionRef) -> tuple[int, ...]:
         """When ``ref`` writes per-sample padded lengths: its own writes, and its calls of any project
         function that writes them (the producer, by whatever name)."""
         ensure_calls(self.files[ref[0]].facts)
@@ -494,7 +494,7 @@ class OwnersMixin:
                 ticks.append(call.tick)
         return tuple(sorted(set(ticks)))
 
-    def reads_padded(self: Project, ref: FunctionRef) -> bool:
+    def reads_padded(self, ref: FunctionRef) -> bool:
         """Does ``ref`` read per-sample padded lengths (a configured source, or a field an owner writes)?"""
         function = self.function(ref)
         if function.reads_source:
@@ -509,32 +509,7 @@ class OwnersMixin:
                 return True
         return any(spaces.is_padded_field(f) for f in self.fields_read.get(ref, ()))
 
-    @cached_property
-    def fields_read(self: Project) -> dict[FunctionRef, frozenset[str]]:
-        """Fields each function reads, as far as the facts show (guards, entries, arguments, pads)."""
-        out: dict[FunctionRef, set[str]] = {}
-        for i, file in enumerate(self.files):
-            facts = file.facts
-            for j, function in enumerate(facts.functions):
-                found = out.setdefault((i, j), set())
-                found |= set(function.guard_fields) | set(function.reads)
-            for read in facts.entry_reads:
-                out.setdefault((i, read.function), set()).update(read.fields)
-            for pad in facts.pads:
-                out.setdefault((i, pad.function), set()).update(pad.fields)
-            for write in facts.field_writes:
-                out.setdefault((i, write.function), set()).update(write.fields)
-            for read in facts.broadcasts:
-                out.setdefault((i, read.function), set()).update(read.value_fields)
-            for j, function in enumerate(facts.functions):
-                for call in function.calls:
-                    for arg in call.args:
-                        out.setdefault((i, j), set()).update(arg.fields)
-            for key, _ in facts.field_uses:
-                out.setdefault((i, 0), set()).add(key)
-        return {ref: frozenset(fields) for ref, fields in out.items()}
-
-    def param_fed_from_source(self: Project, ref: FunctionRef, param: str, depth: int = 0) -> bool | None:
+    def param_fed_from_source(self, ref: FunctionRef, param: str, depth: int = 0) -> bool | None:
         """Do the callers of ``ref`` pass the owner's value into ``param``?
 
         True when a call site passes a value read from per-sample padded lengths (or a round-up),

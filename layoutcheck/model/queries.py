@@ -230,6 +230,9 @@ class FileQueries:
         if layout is not None and not passes(call, *layout):
             if found.layout == "thd":
                 return []
+            if (signature.layout_default or "").strip("'\"").lower() == "bshd" and padded is not None \
+                    and passes(call, *padded):
+                return []  # the default is the padded rule, and the call gives it `P`: nothing falls back
             missing.append(layout[0])
             if padded is not None and not passes(call, *padded):
                 missing.append(padded[0])

@@ -26,7 +26,8 @@ from layoutcheck.model.facts import FieldWrite, PadSide
 from layoutcheck.model.vocabulary import Tag
 
 if TYPE_CHECKING:
-    from layoutcheck.model.project import FunctionRef, Project
+    from layoutcheck.model.facts import FunctionRef
+    from layoutcheck.model.values import ProjectValues
 
 __all__ = ["SideDisagreement", "Sides"]
 
@@ -51,7 +52,7 @@ class SideDisagreement:
 class Sides:
     """Pad sides of one project (see the module docs)."""
 
-    def __init__(self, project: Project) -> None:
+    def __init__(self, project: ProjectValues) -> None:
         self.project = project
         self.places: dict[FunctionRef, list[PadSide]] = {}
         self.reads: dict[FunctionRef, list[PadSide]] = {}

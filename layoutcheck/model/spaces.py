@@ -31,7 +31,8 @@ from layoutcheck.model.facts import Arg, Call
 from layoutcheck.model.vocabulary import Tag
 
 if TYPE_CHECKING:
-    from layoutcheck.model.project import FunctionRef, Project
+    from layoutcheck.model.facts import FunctionRef
+    from layoutcheck.model.graph import ProjectGraph
 
 __all__ = ["FIELD_TAGS", "Spaces"]
 
@@ -51,7 +52,7 @@ _ROUNDS = 4
 class Spaces:
     """Fields, parameters and values of one project, resolved (see the module docs)."""
 
-    def __init__(self, project: Project) -> None:
+    def __init__(self, project: ProjectGraph) -> None:
         self.project = project
         self.fields: dict[str, int] = {}
         self.why: dict[tuple[str, int], tuple[FunctionRef | None, int, str]] = {}
