@@ -17,7 +17,7 @@ the first time it is seen in a call and must mean the same length in every
 other argument, annotated local and the return value of that call (a
 direct ``typeguard.check_type`` is a call of its own).
 
-Four names are geometry (docs/design.md, "Vocabulary") and, on a tensor the tracer
+Four names are geometry (docs/design.md#vocabulary) and, on a tensor the tracer
 tagged, read the tag at the tag's sequence dimension instead of the size:
 
 =====  ===============================================================
