@@ -8,7 +8,31 @@ from layoutcheck.lint.edits import SAFE, UNSAFE, Edit, Fix
 from layoutcheck.lint.rule import Invalid, ModelRule, Report, Valid
 from layoutcheck.lint.settings import LintSettings
 from layoutcheck.model.queries import FileQueries
-from layoutcheck.model.vocabulary import text_mentions
+
+_USES = '''
+import bisect
+
+
+def smallest_fitting(n, config, cfg, sampler):
+    """Where this project searches its bucket lists for the smallest entry that fits."""
+    first = next(b for b in SEQ_LEN_BUCKETS if b >= n)
+    second = min(b for b in config.seq_len_buckets if b >= n)
+    third = bisect.bisect_left(config["length_buckets"], n)
+    fourth = min(b for b in cfg.shape_buckets if b >= n)
+    for b in sampler.buckets:
+        if n <= b:
+            return first, second, third, fourth, b
+    return first, second, third, fourth, None
+
+
+def get_rollout_data(args, rollout_data):
+    """The owner pads to units built from these multipliers."""
+    unit = args.tp_size * args.pad_multiplier * args.data_pad_size_multiplier
+    rollout_data["max_seq_lens"] = [-(-t // unit) * unit for t in rollout_data["total_lengths"]]
+    return rollout_data
+'''
+"""The rest of the project: it searches the bucket lists for a fit and pads to the multipliers."""
+
 
 if TYPE_CHECKING:
     import libcst as cst
@@ -19,14 +43,17 @@ class BucketSpec(ModelRule):
     """Bucket lists and pad multipliers, written as literals, that break the layout's rules.
 
     ## What it does
-    Checks int literals bound to sequence-length bucket names (`bucket-names`:
-    `buckets`, `seq_len_buckets`, `length_buckets`...) against the bucket
-    rules of `layoutcheck.geometry.bucket_problems`: positive multiples of
+    Checks int lists bound to a name the project uses as sequence-length
+    buckets (searched for the smallest entry that fits a length:
+    `min(b for b in xs if b >= n)`, `next(...)`, `bisect(xs, n)`, a loop that
+    returns the first `b >= n`) against the bucket rules of
+    `layoutcheck.geometry.bucket_problems`: positive multiples of
     `bucket-quantum` (128), strictly increasing, none above `max_length`
     (when a call also passes `max_length=` as a literal). It also checks int
-    literals bound to pad multiplier names (`pad-multiplier-names`:
-    `pad_multiplier`, `data_pad_size_multiplier`...): positive multiples of
-    `pad-multiple-quantum` (16). Assignments, annotated assignments,
+    literals bound to a factor of the unit an owner pads lengths to (the
+    attribute `data_pad_size_multiplier` of `args.data_pad_size_multiplier`,
+    say): 0, or 16 and above and not a multiple of `pad-multiple-quantum`
+    (16); smaller values are parallel sizes' defaults. Assignments, annotated assignments,
     parameter defaults, keyword arguments, dict entries and argparse
     `add_argument("--seq-len-buckets", default=[...])` are read. Only
     literals are judged; a list whose largest entry is below the quantum is
@@ -56,7 +83,8 @@ class BucketSpec(ModelRule):
     saves padding on the samples it fits and costs one compile warm-up.
 
     ## Configuration
-    `bucket-names`, `bucket-quantum`, `pad-multiplier-names`, `pad-multiple-quantum`.
+    `bucket-quantum`, `pad-multiple-quantum`; `bucket-names` and
+    `pad-multiplier-names` are hints that judge names the tree shows no use of.
 
     ## Fix safety
     A bucket list of int literals is rewritten to the nearest valid one
@@ -82,15 +110,17 @@ class BucketSpec(ModelRule):
 
     @classmethod
     def could_match(cls, source: str, settings: LintSettings) -> bool:
-        names = (*settings.bucket_names, *settings.pad_multiplier_names)
-        if text_mentions(source, names):
-            return True
-        # argparse spells names with dashes: `--data-pad-size-multiplier`.
-        return "--" in source and text_mentions(source.replace("-", "_"), names)
+        # An int literal bound to a name, a keyword or a default (`= 128`, `=[...]`, `default=...`).
+        return "=" in source
 
     def check(self, file: FileQueries) -> Iterator[Report]:
         settings = file.settings
+        project = file.project
         for found in file.facts.buckets:
+            if not found.configured:
+                used = project.bucket_names if found.kind == "buckets" else project.unit_atoms
+                if found.name not in used:
+                    continue  # nothing in the project searches it for a fit, or pads with it
             if found.kind == "buckets":
                 values = list(found.values)
                 quantum = settings.bucket_quantum
@@ -113,6 +143,8 @@ class BucketSpec(ModelRule):
                 unit = settings.pad_multiple_quantum
                 if number > 0 and number % unit == 0:
                     continue
+                if 0 < number < unit and not found.configured:
+                    continue  # a small factor of the unit (a parallel size's default), not the multiplier
                 yield self.report(
                     found.span,
                     f"`{found.name}` is {number}, not a positive multiple of {unit}, so padded lengths miss the "
@@ -158,19 +190,20 @@ class BucketSpec(ModelRule):
                    f"use the valid buckets `{list(repaired)}`")
 
     valid = [
-        Valid("SEQ_LEN_BUCKETS = [512, 1024, 2048, 4096]\n"),
-        Valid("sampler = BucketSampler(dataset, buckets=(1024, 2048, 4096), max_length=4096)\n"),
-        Valid("cuda_graph_bs_buckets = [1, 2, 4, 8, 16, 32]\nbuckets = [1, 2, 4, 8]\n"),
-        Valid("bucket_cap_mb = 25\nnum_buckets = 8\nbucket_boundaries = [0.5, 1.0, 2.0]\n"),
-        Valid("def get_batch(data_iterator, keys, pad_multiplier: int = 128, qkv_format: str = 'thd'): ...\n"),
+        Valid("SEQ_LEN_BUCKETS = [512, 1024, 2048, 4096]\n", files={"uses.py": _USES}),
+        Valid("sampler = BucketSampler(dataset, buckets=(1024, 2048, 4096), max_length=4096)\n", files={"uses.py": _USES}),
+        Valid("cuda_graph_bs_buckets = [1, 2, 4, 8, 16, 32]\nbuckets = [1, 2, 4, 8]\n", files={"uses.py": _USES}),
+        Valid("bucket_cap_mb = 25\nnum_buckets = 8\nbucket_boundaries = [0.5, 1.0, 2.0]\n", files={"uses.py": _USES}),
+        Valid("def get_batch(data_iterator, keys, pad_multiplier: int = 128, qkv_format: str = 'thd'): ...\n", files={"uses.py": _USES}),
         Valid(
             """
 parser.add_argument("--data-pad-size-multiplier", type=int, default=64)
 parser.add_argument("--seq-len-buckets", type=int, nargs="+", default=[1024, 2048])
-"""
+""",
+            files={"uses.py": _USES},
         ),
-        Valid("buckets = [base * 2**i for i in range(4)]\nconfig = {'length_buckets': BUCKETS}\n"),
-        Valid("tokenizer.pad(features, pad_to_multiple_of=8)\n"),
+        Valid("buckets = [base * 2**i for i in range(4)]\nconfig = {'length_buckets': BUCKETS}\n", files={"uses.py": _USES}),
+        Valid("tokenizer.pad(features, pad_to_multiple_of=8)\n", files={"uses.py": _USES}),
         Valid(
             """
 import pytest
@@ -178,7 +211,8 @@ import pytest
 def test_unsorted_buckets_are_rejected():
     with pytest.raises(ValueError, match="strictly increasing"):
         make_args(seq_len_buckets=(1024, 512))
-"""
+""",
+            files={"uses.py": _USES},
         ),
     ]
     invalid = [
@@ -188,6 +222,7 @@ def test_unsorted_buckets_are_rejected():
             column=19,
             message="bucket #1 is 512, not above the previous bucket 1024",
             replacement="SEQ_LEN_BUCKETS = [512, 1024, 2048, 4096]  # tuned on ShareGPT\n",
+            files={"uses.py": _USES},
         ),
         Invalid(
             "seq_len_buckets = [1000, 2048]\n",
@@ -196,6 +231,7 @@ def test_unsorted_buckets_are_rejected():
             message="bucket #0 is 1000, not a multiple of 128",
             replacement="seq_len_buckets = [1024, 2048]\n",
             applicability="unsafe",
+            files={"uses.py": _USES},
         ),
         Invalid(
             "sampler = BucketSampler(dataset, buckets=(1024, 2048, 8192), max_length=4096)\n",
@@ -203,6 +239,7 @@ def test_unsorted_buckets_are_rejected():
             column=42,
             message="bucket #2 is 8192, above max_length 4096",
             replacement="sampler = BucketSampler(dataset, buckets=(1024, 2048, 4096), max_length=4096)\n",
+            files={"uses.py": _USES},
         ),
         Invalid(
             """
@@ -219,18 +256,21 @@ micro_batch_sizes = [2, 4, 1]
 plan = dict(zip(seq_len_buckets, micro_batch_sizes))
 """,
             applicability="unsafe",
+            files={"uses.py": _USES},
         ),
         Invalid(
             "def get_batch(data_iterator, keys, pad_multiplier: int = 100): ...\n",
             line=1,
             column=58,
             message="`pad_multiplier` is 100, not a positive multiple of 16",
+            files={"uses.py": _USES},
         ),
         Invalid(
             'parser.add_argument("--data-pad-size-multiplier", type=int, default=0)\n',
             line=1,
             column=69,
             message="`data_pad_size_multiplier` is 0",
+            files={"uses.py": _USES},
         ),
         Invalid(
             "config = {'length_buckets': [2048, 2048, 4096]}\n",
@@ -239,6 +279,7 @@ plan = dict(zip(seq_len_buckets, micro_batch_sizes))
             message="not above the previous bucket 2048",
             replacement="config = {'length_buckets': [2048, 4096]}\n",
             applicability="unsafe",
+            files={"uses.py": _USES},
         ),
         Invalid(
             "class TrainConfig:\n    shape_buckets: tuple[int, ...] = (4096, 1024, 2048)\n",
@@ -246,6 +287,7 @@ plan = dict(zip(seq_len_buckets, micro_batch_sizes))
             column=38,
             message="bucket #1 is 1024, not above the previous bucket 4096",
             replacement="class TrainConfig:\n    shape_buckets: tuple[int, ...] = (1024, 2048, 4096)\n",
+            files={"uses.py": _USES},
         ),
     ]
 

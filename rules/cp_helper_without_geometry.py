@@ -8,7 +8,6 @@ from layoutcheck.lint.edits import SAFE, Edit, Fix
 from layoutcheck.lint.rule import Invalid, ModelRule, Report, Valid
 from layoutcheck.lint.settings import LintSettings
 from layoutcheck.model.queries import FileQueries
-from layoutcheck.model.vocabulary import vocabulary
 
 if TYPE_CHECKING:
     import libcst as cst
@@ -19,7 +18,9 @@ _CP_UTILS = '''
 def get_logits_and_tokens_offset_with_cp(
     total_length, response_length, qkv_format="thd", max_seq_len=None, cp_rank=None, cp_size=None
 ):
-    return total_length, response_length
+    length = total_length if qkv_format == "thd" else max_seq_len
+    chunk = (length + 2 * cp_size - 1) // (2 * cp_size)
+    return chunk, chunk * cp_rank, total_length - response_length
 
 
 def slice_with_cp(tokens, pad_value, qkv_format="thd", max_seq_len=None, parallel_state=None):
@@ -38,20 +39,23 @@ class CpHelperWithoutGeometry(ModelRule):
     """A CP slicing/offset helper called without its layout arguments.
 
     ## What it does
-    Flags a call to a CP slicing/offset helper (`cp-helpers`: by default
-    `get_logits_and_tokens_offset_with_cp`, `slice_with_cp`,
-    `slice_log_prob_with_cp`, `all_gather_with_cp`) that omits its layout
-    kind (`qkv_format`), unless the call sits where the layout is known to be
+    Flags a call to a layout helper that omits its layout kind. A layout
+    helper is a function of the tree that takes the layout kind (a parameter
+    compared with `"thd"`/`"bshd"` or defaulting to one) and one sample's
+    padded length `P` (a parameter used as the length where the layout is
+    BSHD, as a pad target, asserted present under BSHD, or passed on to
+    another helper's), whatever the helper and its parameters are called;
+    helpers defined outside the tree are named in `cp-helpers`. The call
+    must pass the layout kind, unless the call sits where the layout is known to be
     packed: `if qkv_format == "thd":`, the `else` of
     `if qkv_format == "bshd":`, `if cp_size > 1 and qkv_format == "thd":`,
     after `assert qkv_format == "thd"` or an early `return` under BSHD. Where
     the layout is BSHD (a branch, or `"bshd"` passed as a literal) it also
     flags a call without the padded length `P` (`max_seq_len`).
 
-    The helper's parameters are read from its own `def` when the checked
-    tree has it: which parameter is the layout kind, which one is `P`, and
-    their positions, so positional calls are judged against the real
-    signature. A helper whose `def` has no layout parameters (a packed-only
+    The helper's parameters are read from its own `def`: which parameter is
+    the layout kind, which one is `P`, and their positions, so positional
+    calls are judged against the real signature. A helper whose `def` has no layout parameters (a packed-only
     helper that reads the CP rank from global state) has nothing to forget,
     and its calls are never flagged. For a helper defined outside the tree,
     the positions configured in `cp-helpers` are used. An argument counts as
@@ -84,9 +88,9 @@ class CpHelperWithoutGeometry(ModelRule):
     ```
 
     ## Configuration
-    `cp-helpers` names the helpers; the positions it gives are a fallback for
-    helpers whose `def` is not in the checked tree (the defaults are the
-    signatures of DESIGN.md's appendix):
+    None for helpers in the tree. `cp-helpers` names helpers defined outside
+    it (an installed package), with their layout kind's and padded length's
+    positions (the lower position is the layout kind); none by default:
     ```toml
     [tool.layoutcheck.cp-helpers.get_logits_and_tokens_offset_with_cp]
     qkv_format = 2
@@ -119,7 +123,7 @@ class CpHelperWithoutGeometry(ModelRule):
 
     @classmethod
     def could_match(cls, source: str, settings: LintSettings) -> bool:
-        return any(helper in source for helper in vocabulary(settings).helpers)
+        return "(" in source  # any call may reach a layout helper found elsewhere in the project
 
     def check(self, file: FileQueries) -> Iterator[Report]:
         project = file.project
@@ -196,13 +200,15 @@ def offsets(t, r, args, max_seq_len):
             """
 def offsets(t, r, layout):
     return get_logits_and_tokens_offset_with_cp(t, r, **layout)
-"""
+""",
+            settings={"cp_helpers": {"get_logits_and_tokens_offset_with_cp": {"qkv_format": 2, "max_seq_len": 3}}},
         ),
         Valid(
             """
 def offsets(t, r, *layout):
     return get_logits_and_tokens_offset_with_cp(t, r, *layout)
-"""
+""",
+            settings={"cp_helpers": {"get_logits_and_tokens_offset_with_cp": {"qkv_format": 2, "max_seq_len": 3}}},
         ),
         Valid(
             """
@@ -251,7 +257,8 @@ import pytest
 def check_bshd_needs_the_padded_length():
     with pytest.raises(ValueError, match="max_seq_len"):
         get_logits_and_tokens_offset_with_cp(10, 4, "bshd")
-"""
+""",
+            settings={"cp_helpers": {"get_logits_and_tokens_offset_with_cp": {"qkv_format": 2, "max_seq_len": 3}}},
         ),
     ]
     invalid = [
@@ -276,6 +283,7 @@ def gather_kl(kl, total_len, response_len):
             line=3,
             column=12,
             message="from `cp-helpers`: its `def` is not in the checked tree",
+            settings={"cp_helpers": {"get_logits_and_tokens_offset_with_cp": {"qkv_format": 2, "max_seq_len": 3}}},
         ),
         Invalid(
             """

@@ -5,7 +5,6 @@ from collections.abc import Iterator
 from layoutcheck.lint.rule import Invalid, ModelRule, Report, Valid
 from layoutcheck.lint.settings import LintSettings
 from layoutcheck.model.queries import FileQueries
-from layoutcheck.model.vocabulary import text_mentions
 
 _ACTOR = '''
 import torch
@@ -30,20 +29,22 @@ class DisagreeingOwners(ModelRule):
 
     ## What it does
     Compares the owners of each layout with each other: the functions that
-    build a packed batch's description (`cu_seqlens`, THD) or write the
-    per-sample padded lengths (`max_seq_lens`, BSHD), and those listed in
+    store a packed batch's cumulative lengths (THD, `cu_seqlens` whatever
+    its name) or each sample's padded length (BSHD), and those listed in
     `owners`. It flags an owner's padding when another owner of the same
-    layout rounds to another alignment unit or rounds differently: one packed
-    builder pads the stream to `lcm(16, tp_size * pad_multiplier)` (the fp8
-    rule) and another to `tp_size * pad_multiplier`, or one rounds
+    layout rounds to a unit of another shape or rounds differently: one
+    packed builder pads the stream to `lcm(16, tp_size * pad_multiplier)`
+    (the fp8 rule) and another to `tp_size * pad_multiplier`, or one rounds
     `(m - n % m) % m` and another `m - n % m` (a whole extra unit when `n` is
-    already a multiple). Units are compared in one spelling
-    (`layoutcheck.model.units`): `mpu.get_tensor_model_parallel_world_size()
-    * args.data_pad_size_multiplier` and `tp_size * pad_multiplier` are the
-    same unit.
+    already a multiple). Units are compared by shape
+    (`layoutcheck.model.units`): the factors are names whose values the
+    callers decide, so `get_tensor_model_parallel_world_size() *
+    args.data_pad_size_multiplier` and `tp_size * pad_multiplier` may be the
+    same unit (`?*?`), while `lcm(16, ?*?)` is not.
 
-    Only the alignment unit `A` (built from a pad multiplier) is compared;
-    per-sample CP padding inside a helper is the helper's rule.
+    Only the pad that decides the layout is compared: the stream's tail for
+    THD, each sample's round-up for BSHD; per-sample CP padding inside a
+    builder is the CP rule's, and a unit that is one parameter says nothing.
 
     ## Why it matters
     Every tensor of one micro-batch must be laid out with the same padded
@@ -67,7 +68,8 @@ class DisagreeingOwners(ModelRule):
     function.
 
     ## Configuration
-    `owners`, `sources`, `packed-sources`, `pad-multiplier-names`.
+    None needed; `owners`, `sources` and `packed-sources` (hints) add owners
+    the tree does not show.
 
     ## Fix safety
     No autofix: which unit is right is the trainer's decision.
@@ -81,7 +83,7 @@ class DisagreeingOwners(ModelRule):
 
     @classmethod
     def could_match(cls, source: str, settings: LintSettings) -> bool:
-        return text_mentions(source, settings.pad_multiplier_names)
+        return "%" in source or "//" in source
 
     def check(self, file: FileQueries) -> Iterator[Report]:
         layouts = {"thd": "packed (THD) layout", "bshd": "rectangular (BSHD) layout"}
@@ -188,8 +190,8 @@ def get_critic_batch(data_iterator, keys, tp_size, pad_multiplier=128):
 """,
             line=9,
             column=11,
-            message="pads the packed (THD) layout to a multiple of `lcm(16, pad_multiplier * tp)`, but "
-                    "`get_batch` (actor.py:5), another owner of it, pads to `pad_multiplier * tp`",
+            message="pads the packed (THD) layout to a multiple of `lcm(16, pad_multiplier * tp_size)`, but "
+                    "`get_batch` (actor.py:5), another owner of it, pads to `pad_multiplier * tp_size`",
             files={"actor.py": _ACTOR},
         ),
         Invalid(
@@ -218,8 +220,9 @@ def get_rollout_data(args, rollout_data, tp_size):
 """,
             line=4,
             column=37,
-            message="pads the rectangular (BSHD) layout to a multiple of `pad_multiplier * tp`, but "
-                    "`recompute_max_seq_lens` (producer.py:3), another owner of it, pads to `cp * pad_multiplier * tp`",
+            message="pads the rectangular (BSHD) layout to a multiple of `data_pad_size_multiplier * tp_size`, but "
+                    "`recompute_max_seq_lens` (producer.py:3), another owner of it, pads to "
+                    "`cp_size * pad_multiplier * tp_size`",
             files={"producer.py": """
 # after multimodal expansion: the lengths changed, so the padded lengths are written again
 def recompute_max_seq_lens(rollout_data, tp_size, cp_size, pad_multiplier):

@@ -7,7 +7,7 @@ from layoutcheck.lint.edits import UNSAFE, Edit, Fix
 from layoutcheck.lint.rule import Invalid, ModelRule, Report, Valid
 from layoutcheck.lint.settings import LintSettings
 from layoutcheck.model.queries import FileQueries
-from layoutcheck.model.vocabulary import Tag, text_mentions
+from layoutcheck.model.vocabulary import Tag
 
 if TYPE_CHECKING:
     import libcst as cst
@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from layoutcheck.lint.fixscope import Binding
     from layoutcheck.lint.fixsite import FixSite
 
-_MAX = int(Tag.MAX)
+_MAX, _SEQ, _PAD, _SRC = int(Tag.MAX), int(Tag.SEQ), int(Tag.PAD), int(Tag.SRC)
 _WIDTH = 88
 """A rewritten comprehension longer than this (black's line length) is split over three lines."""
 _FRESH = ("length", "total_length", "n_tokens", "sample_length")
@@ -24,16 +24,29 @@ _PURE_CALLS = frozenset({"max", "min", "len", "int", "abs", "sum", "round", "cei
 """Calls a deleted assignment may make: deleting them deletes no side effect."""
 
 
+_PRODUCER = '''
+def get_rollout_data(rollout_data, unit):
+    rollout_data["max_seq_lens"] = [(t + unit - 1) // unit * unit for t in rollout_data["total_lengths"]]
+    return rollout_data
+'''
+"""A producer elsewhere in the project: it writes each sample's padded length to `max_seq_lens`."""
+
+
 class GlobalMaxPadding(ModelRule):
     """One padded length given to every sample: the rollout-global padding bug.
 
     ## What it does
     Flags one padded length given to every sample: a list (or tensor) that
-    repeats one value, stored as the per-sample padded lengths (a source
-    such as `max_seq_lens`), or repeating a maximum over sequence lengths as
-    per-sample lengths. Spellings: `[m] * n`, `[m for _ in xs]`,
-    `torch.full((n,), m)`, `x.new_full(...)`, `dict.fromkeys(ks, m)`,
-    `itertools.repeat(m, n)`, `torch.ones(n) * m`, directly or through a local.
+    repeats one value, stored in the field that holds each sample's padded
+    length (a field the project's owner writes rounded-up lengths into, as
+    `max_seq_lens`, whatever it is called), or that repeats a maximum over
+    lengths (rounded up or not) once per sample (`* len(xs)`, a walk over
+    `xs`). Spellings: `[m] * n`, `[m for _ in xs]`, `torch.full((n,), m)`,
+    `x.new_full(...)`, `dict.fromkeys(ks, m)`, `itertools.repeat(m, n)`,
+    `torch.ones(n) * m`, directly or through a local. What is a length is
+    read from the code: sizes of per-sample tensors, values fed to a
+    cumulative sum or rounded up, a field written with them, the result of
+    the project's own round-up helper.
 
     A maximum repeated over something that is not the samples (one
     `max_seqlen` per attention layer or head: the kernel's per-micro-batch
@@ -64,11 +77,14 @@ class GlobalMaxPadding(ModelRule):
     ]
     ```
     A rectangular (BSHD) micro-batch then needs samples of one padded length:
-    see `unguarded-rectangular-batch`.
+    see `unguarded-rectangular-batch`. A batch-wide maximum that pads each
+    micro-batch inside a loop (no per-sample list) is
+    `max-wider-than-micro-batch`.
 
     ## Configuration
-    `sources` names the per-sample padded lengths; `length-names` the other
-    per-sample length lists that must not repeat a maximum.
+    None needed. `sources` and `length-names` are hints: a name listed there is
+    taken to be per-sample padded lengths, or lengths, even where the tree
+    shows no use that says so.
 
     ## Fix safety
     For `[m] * n`, `n * [m]` and `[m for _ in xs]`, the fix follows `m`
@@ -99,22 +115,24 @@ class GlobalMaxPadding(ModelRule):
 
     @classmethod
     def could_match(cls, source: str, settings: LintSettings) -> bool:
-        # A broadcast into a source names it; a repeated maximum needs `max` and a length name.
-        if any(s in source for s in settings.sources):
-            return True
-        return "max" in source and text_mentions(source, settings.length_names)
+        # A broadcast: `[v] * n`, a comprehension, `torch.full`, `fromkeys`, `repeat`.
+        return any(mark in source for mark in ("] *", "*[", "* [", " for ", "full(", "fromkeys", "repeat("))
 
     def check(self, file: FileQueries) -> Iterator[Report]:
-        sources = file.vocab.sources
+        spaces = file.project.spaces
         for found in file.facts.broadcasts:
-            if found.target in sources:
-                if found.placeholder:
-                    continue  # `[0] * n`, filled per sample later
-            elif not (found.value_tags & _MAX and found.count_per_sample):
-                continue  # a configured length repeated, or one kernel scalar per layer
+            ref = file.ref(found.function)
+            value = spaces.resolve(found.value_tags, found.value_fields, found.value_params, ref, calls=found.value_calls)
+            padded_field = found.target_kind in ("field", "keyword") and spaces.is_padded_field(found.target)
+            if padded_field:
+                if found.placeholder or (value & _SRC and not value & _MAX):
+                    continue  # `[0] * n` filled per sample later, or the owner's own value copied
+            elif not (found.count_per_sample and value & _MAX and value & (_SEQ | _PAD)):
+                continue  # a configured length repeated, or one kernel scalar per layer or head
+            where = f"in `{found.target}`" if found.target_kind != "return" else "in the list it returns"
             yield self.report(
                 found.span,
-                f"`{found.text}` gives every sample the same length in `{found.target}`, so one long "
+                f"`{found.text}` gives every sample the same length {where}, so one long "
                 "sample pads them all. Round each sample's own total length up to the alignment unit instead.",
             )
 
@@ -297,14 +315,16 @@ def make_rollout(tokens, lengths):
         ),
         Invalid(
             """
-def fill(batch, total_lengths):
+def fill(batch):
+    total_lengths = [t.numel() for t in batch["tokens"]]
     padded = [max(total_lengths)] * len(total_lengths)
     batch["max_seq_lens"] = padded
 """,
-            line=3,
+            line=4,
             column=14,
             replacement="""
-def fill(batch, total_lengths):
+def fill(batch):
+    total_lengths = [t.numel() for t in batch["tokens"]]
     padded = list(total_lengths)
     batch["max_seq_lens"] = padded
 """,
@@ -317,20 +337,28 @@ def fill(rollout_data, args):
 """,
             line=3,
             column=38,
+            message="same length in `max_seq_lens`",
+            files={"data.py": _PRODUCER},
         ),
         Invalid(
             """
+import torch
+
 def lengths_for_attention(total_lengths):
+    cu_seqlens = torch.tensor([0] + total_lengths).cumsum(0)
     seq_lens = [max(total_lengths)] * len(total_lengths)
-    return seq_lens
+    return cu_seqlens, seq_lens
 """,
-            line=3,
+            line=6,
             column=16,
             message="same length in `seq_lens`",
             replacement="""
+import torch
+
 def lengths_for_attention(total_lengths):
+    cu_seqlens = torch.tensor([0] + total_lengths).cumsum(0)
     seq_lens = list(total_lengths)
-    return seq_lens
+    return cu_seqlens, seq_lens
 """,
             applicability="unsafe",
         ),

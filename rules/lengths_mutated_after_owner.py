@@ -29,22 +29,23 @@ class LengthsMutatedAfterOwner(ModelRule):
 
     ## What it does
     Flags code that rewrites the per-sample fields the owner derives padded
-    lengths from (`owner-inputs`: by default `total_lengths` and `tokens`)
-    after the owner ran, when nothing writes the source (`max_seq_lens`)
-    again afterwards. Rewrites that count: storing one entry
+    lengths from, after the owner ran, when nothing writes the padded
+    lengths again afterwards. The fields are read from the owner itself:
+    those its round-ups read (`total_lengths`), and the per-sample tensors
+    those lengths were measured from (`tokens`, where the project stores
+    `[t.size(0) for t in tokens]` as the lengths). Rewrites that count: storing one entry
     (`rollout_data["tokens"][i] = expanded`, `total_lengths[i] += n`),
     replacing a whole length field (`rollout_data["total_lengths"] = new`),
     and `rollout_data.update(total_lengths=...)`.
 
     "After the owner" follows the call graph across modules: the rewriting
-    function reads the source itself, or a function calls it (directly or
-    through others) after writing the source or calling the owner, or while
-    reading the source (a batch builder that reads `max_seq_lens`). So a
-    multimodal expansion in a module that never names the source is found
-    when the batch builder calls it. Calling the owner, or a function named
-    after the source (`recompute_max_seq_lens(...)`), counts as writing the
-    source. A function no code in the project calls is judged by its module:
-    it must read or write a source somewhere.
+    function reads the padded lengths itself, or a function calls it
+    (directly or through others) after writing them or calling the owner, or
+    while reading them (a batch builder that reads `max_seq_lens`). So a
+    multimodal expansion in a module that never names them is found when the
+    batch builder calls it. Calling the owner counts as writing them. A
+    function no code in the project calls is judged by its module: it must
+    read or write them somewhere.
 
     It also flags padding raised after a padded length was recorded: a
     round-up or pad amount that follows a store of a padded length into a
@@ -81,8 +82,9 @@ class LengthsMutatedAfterOwner(ModelRule):
     For a stale record, store the final padded length after the last pad.
 
     ## Configuration
-    `owner-inputs` lists the fields; `sources` the padded lengths; `owners`
-    the functions whose call recomputes them.
+    None needed. `owner-inputs`, `sources` and `owners` are hints: fields the
+    tree shows no owner reading, padded lengths it shows no writer of, owners
+    defined outside it.
 
     ## Fix safety
     No autofix: the alignment unit is not known here.
@@ -96,12 +98,13 @@ class LengthsMutatedAfterOwner(ModelRule):
 
     @classmethod
     def could_match(cls, source: str, settings: LintSettings) -> bool:
-        # Entry stores `f[`, keyed stores `f"]`/`f']`, `update(f=...)`, and recorded padded lengths.
-        marks = ("[", '"]', "']", "=")
-        return any(field + mark in source for field in settings.owner_inputs for mark in marks) or "pad" in source
+        # A keyed store (`d["k"] = ...`, `d["k"][i] = ...`), `update(...)`, or a pad after a record.
+        return "] =" in source or "update(" in source or "%" in source or "//" in source
 
     def check(self, file: FileQueries) -> Iterator[Report]:
-        source = file.vocab.source
+        project = file.project
+        writers = project.source_writers()
+        source = (project.padded_field_of(writers[0]) if writers else None) or file.vocab.source
         for found in file.stale_rewrites():
             rewrite = found.rewrite
             if found.via is not None:
@@ -262,16 +265,17 @@ def train_step(args, rollout_data_ref, i, expanded):
 """,
             line=6,
             column=5,
-            settings={"owners": {"bshd": ("trainer.data:get_rollout_data",)}},
+            settings={"owners": {"bshd": ("trainer.data:get_rollout_data",)}, "owner_inputs": ("tokens",)},
         ),
         Invalid(
             """
-def expand(tokens, total_lengths, max_seq_lens, i, extra):
-    total_lengths[i] += extra
-    return tokens, total_lengths, max_seq_lens
+def expand(rollout_data, i, extra):
+    rollout_data["total_lengths"][i] += extra
+    return rollout_data["max_seq_lens"]
 """,
             line=3,
             column=5,
+            files={"data.py": _PRODUCER},
         ),
         Invalid(
             """
@@ -281,6 +285,7 @@ def expand(rollout_data, new_lengths):
 """,
             line=3,
             column=5,
+            files={"data.py": _PRODUCER},
         ),
         Invalid(
             """
@@ -302,7 +307,7 @@ def expand_multimodal_in_place(rollout_data):
             line=4,
             column=5,
             message="`get_batch` (data.py:5) calls `expand_multimodal_in_place` at line 7 of data.py after the owner ran",
-            files={"data.py": _BUILDER},
+            files={"data.py": _BUILDER, "producer.py": _PRODUCER},
         ),
         Invalid(
             """

@@ -5,17 +5,27 @@ from collections.abc import Iterator
 from layoutcheck.lint.rule import Invalid, ModelRule, Report, Valid
 from layoutcheck.lint.settings import LintSettings
 from layoutcheck.model.queries import FileQueries
-from layoutcheck.model.vocabulary import text_mentions
+
+
+_PRODUCER = '''
+def get_rollout_data(args, rollout_data, parallel_state):
+    unit = parallel_state.tp.size * args.data_pad_size_multiplier
+    rollout_data["max_seq_lens"] = [-(-t // unit) * unit for t in rollout_data["total_lengths"]]
+    return rollout_data
+'''
+"""The owner: it pads to a unit built from `tp.size` and `data_pad_size_multiplier`."""
 
 
 class MaxOfAlignmentUnits(ModelRule):
     """Alignment units combined with `max()`, which is not a multiple of every unit.
 
     ## What it does
-    Flags `max(...)` that combines an alignment unit built from the pad
-    multiplier (`pad-multiplier-names`, e.g. `tp_size * data_pad_size_multiplier`)
-    with other units: `max(a, b)` of several values, or `max(units)` over a
-    list of them. `max(x, 1)` (a clamp) is not flagged.
+    Flags `max(...)` that combines alignment units: its result is what a
+    round-up rounds to (`pad_size = max(pad_size, k * cp)`), or one of the
+    values is built from a factor of the unit an owner pads lengths to (an
+    attribute such as `args.data_pad_size_multiplier`, seen in the owner's
+    round-up): `max(a, b)` of several values, or `max(units)` over a list of
+    them. `max(x, 1)` (a clamp) is not flagged.
 
     ## Why it matters
     The alignment unit `A` must be a multiple of every unit it combines: TP
@@ -41,7 +51,8 @@ class MaxOfAlignmentUnits(ModelRule):
     ```
 
     ## Configuration
-    `pad-multiplier-names` names the multiplier the units are built from.
+    None needed; `pad-multiplier-names` (a hint) names multipliers no owner
+    in the tree pads with.
 
     ## Fix safety
     No autofix: `lcm` changes every padded length whenever the units do not
@@ -56,10 +67,13 @@ class MaxOfAlignmentUnits(ModelRule):
 
     @classmethod
     def could_match(cls, source: str, settings: LintSettings) -> bool:
-        return "max" in source and text_mentions(source, settings.pad_multiplier_names)
+        return "max" in source
 
     def check(self, file: FileQueries) -> Iterator[Report]:
+        units = file.project.unit_atoms
         for found in file.facts.max_calls:
+            if not found.unit and not set(found.atoms) & units:
+                continue  # no factor of an alignment unit among the values
             yield self.report(
                 found.span,
                 f"`{found.text}` combines alignment units with `max()`, which is a multiple of every "
@@ -117,22 +131,24 @@ def alignment_unit(args, ps):
             line=6,
             column=12,
             message="`max(units)` combines alignment units",
+            files={"data.py": _PRODUCER},
         ),
         Invalid(
             """
-def unit(tp_size, pad_multiplier, compress_ratio, cp_size):
-    return max(tp_size * pad_multiplier, compress_ratio * 2 * cp_size)
+def padded_lengths(total_lengths, tp_size, pad_multiplier, compress_ratio, cp_size):
+    unit = max(tp_size * pad_multiplier, compress_ratio * 2 * cp_size)
+    return [(t + unit - 1) // unit * unit for t in total_lengths]
 """,
             line=3,
             column=12,
         ),
         Invalid(
             """
-def get_rollout_data(args, parallel_state):
+def get_rollout_data(args, rollout_data, parallel_state):
     pad_size = parallel_state.tp.size * args.data_pad_size_multiplier
     if args.allgather_cp:
         pad_size = max(pad_size, parallel_state.cp.size)
-    return pad_size
+    rollout_data["max_seq_lens"] = [-(-t // pad_size) * pad_size for t in rollout_data["total_lengths"]]
 """,
             line=5,
             column=20,
@@ -141,8 +157,9 @@ def get_rollout_data(args, parallel_state):
             """
 PAD_MULTIPLIER = 128
 
-def align(tp, cp):
-    return max([tp * PAD_MULTIPLIER, 2 * cp])
+def padded(n, tp, cp):
+    unit = max([tp * PAD_MULTIPLIER, 2 * cp])
+    return (n + unit - 1) // unit * unit
 """,
             line=5,
             column=12,

@@ -5,32 +5,45 @@ from collections.abc import Iterator
 from layoutcheck.lint.rule import Invalid, ModelRule, Report, Valid
 from layoutcheck.lint.settings import LintSettings
 from layoutcheck.model.queries import FileQueries
-from layoutcheck.model.vocabulary import Tag, text_mentions, vocabulary
+from layoutcheck.model.vocabulary import Tag
 
 _MAX = int(Tag.MAX)
 _HINTS = ("//", "%", "ceil", "cdiv", "div_up", "round", "align", "pad", "max")
 
 _CP_UTILS = '''
-def slice_with_cp(tokens, pad_value, qkv_format="thd", max_seq_len=None, parallel_state=None):
-    return tokens
+import torch
+import torch.nn.functional as F
+
+
+def slice_with_cp(tokens, pad_value, qkv_format="thd", max_seq_len=None, cp_size=1, cp_rank=0):
+    length = tokens.numel() if qkv_format == "thd" else max_seq_len
+    chunk = (length + 2 * cp_size - 1) // (2 * cp_size)
+    tokens = F.pad(tokens, (0, 2 * cp_size * chunk - tokens.numel()), value=pad_value)
+    return torch.cat([tokens[chunk * cp_rank : chunk * (cp_rank + 1)],
+                      tokens[chunk * (2 * cp_size - cp_rank - 1) : chunk * (2 * cp_size - cp_rank)]])
 '''
+"""A layout helper: it takes the layout kind and, under BSHD, the padded length it cuts CP chunks from."""
 _BUILDER = '''
 import torch
 
 
-def get_batch(data_iterator, keys, pad_multiplier=128, qkv_format="thd"):
+def get_batch(data_iterator, keys, args, parallel_state):
     batch = data_iterator.get_next(keys)
     tokens = torch.cat(batch["tokens"])
-    pad = (pad_multiplier - tokens.size(0) % pad_multiplier) % pad_multiplier
+    pad_size = parallel_state.tp.size * args.data_pad_size_multiplier
+    pad = (pad_size - tokens.size(0) % pad_size) % pad_size
     batch["cu_seqlens"] = torch.tensor([0, tokens.size(0) + pad])
     return batch
 '''
+"""A packed batch builder: it stores the batch's cumulative lengths (`[0, n + pad]`), so it owns THD padding."""
 _PRODUCER = '''
 def get_rollout_data(args, rollout_data):
+    rollout_data["total_lengths"] = [len(t) for t in rollout_data["tokens"]]
     unit = args.data_pad_size_multiplier
     rollout_data["max_seq_lens"] = [-(-t // unit) * unit for t in rollout_data["total_lengths"]]
     return rollout_data
 '''
+"""A producer: it stores each sample's rounded-up length, so it owns the per-sample padded lengths."""
 
 
 class PaddingOutsideOwner(ModelRule):
@@ -112,10 +125,8 @@ class PaddingOutsideOwner(ModelRule):
 
     @classmethod
     def could_match(cls, source: str, settings: LintSettings) -> bool:
-        names = (*settings.length_names, *settings.token_names, *settings.pad_multiplier_names)
-        if not text_mentions(source, names):
-            return False
-        return any(h in source for h in _HINTS) or any(f in source for f in vocabulary(settings).helpers)
+        # A round-up or a pad (`//`, `%`, `ceil`, `max`, `pad`), or a call that may pass a padded length.
+        return any(h in source for h in _HINTS) or "(" in source
 
     def check(self, file: FileQueries) -> Iterator[Report]:
         project = file.project
@@ -132,7 +143,7 @@ class PaddingOutsideOwner(ModelRule):
                     f"{file.source_hint('bshd')}, and pad each sample to it.",
                 )
                 continue
-            if project.family(pad) == "cp":
+            if what is None and owner in project.layout_helpers:
                 yield self.report(
                     pad.span,
                     f"`{pad.text}` re-derives the CP padding that {file.label(owner)} defines. "
@@ -297,7 +308,8 @@ def advantages(values, total_lengths, response_lengths, max_seq_lens, cp_size, q
 """,
             files={"cp_utils.py": '''
 def slice_log_prob_with_cp(log_prob, total_length, response_length, qkv_format="thd", max_token_len=None):
-    return log_prob
+    length = total_length if qkv_format == "thd" else max_token_len
+    return log_prob[: length - (total_length - response_length)]
 '''},
         ),
     ]
@@ -318,24 +330,25 @@ def fill_replay_data(*, args, replay_data, parallel_state):
             """
 import math
 
-def padded_total_lengths(total_lengths, tp_size, pad_multiplier):
+def padded_total_lengths(rollout_data, tp_size, pad_multiplier):
     align = tp_size * pad_multiplier
-    return [math.ceil(t / align) * align for t in total_lengths]
+    return [math.ceil(t / align) * align for t in rollout_data["total_lengths"]]
 """,
             line=6,
             column=13,
-            message="owns: it writes `max_seq_lens`. Read the sample's `max_seq_lens` entry instead",
+            message="owns: it writes each sample's padded length to `max_seq_lens`. Read the sample's `max_seq_lens` entry",
             files={"data.py": _PRODUCER},
         ),
         Invalid(
             """
 from torch.nn import functional as Fn
 
-def collate(tokens, pad_token_id):
+def collate(batch, pad_token_id):
+    tokens = batch["tokens"]
     longest = max(t.size(0) for t in tokens)
     return [Fn.pad(t, (0, longest - t.size(0)), value=pad_token_id) for t in tokens]
 """,
-            line=5,
+            line=6,
             column=15,
             message="a maximum over sequence lengths, is a pad target outside `get_rollout_data`",
             files={"data.py": _PRODUCER},
@@ -356,23 +369,24 @@ def collate(batch, pad_token_id):
             """
 from cp_utils import slice_with_cp
 
-def dump_local_tokens(tokens, total_length):
-    return slice_with_cp(tokens, 0, "bshd", total_length)
+def dump_local_tokens(tokens):
+    return slice_with_cp(tokens, 0, "bshd", tokens.numel())
 """,
             line=5,
             column=45,
-            message="`slice_with_cp` gets `total_length`, a true length, as its padded length `max_seq_len`",
+            message="`slice_with_cp` gets `tokens.numel()`, a true length, as its padded length `max_seq_len`",
             files={"cp_utils.py": _CP_UTILS},
         ),
         Invalid(
             """
 from cp_utils import slice_with_cp
 
-def replay_layout(rows, seq_length):
+def replay_layout(rows):
+    seq_length = len(rows)
     layout = dict(qkv_format="bshd", max_seq_len=seq_length)
     return slice_with_cp(rows, 0, **layout)
 """,
-            line=5,
+            line=6,
             column=50,
             message="gets `seq_length`, a true length",
             files={"cp_utils.py": _CP_UTILS},
@@ -384,15 +398,18 @@ def packed_lengths(batch, cp_size):
 """,
             line=3,
             column=13,
-            message="re-derives the CP padding that `slice_with_cp` (cp_utils.py:2) defines",
+            message="re-derives the CP padding that `slice_with_cp` (cp_utils.py:6) defines",
             files={"cp_utils.py": _CP_UTILS},
         ),
         Invalid(
             """
-def stream_pad(cu_seqlens, pad_multiplier):
-    return (-int(cu_seqlens[-1])) % pad_multiplier
+import torch
+
+def stream_pad(batch, args, parallel_state):
+    cu_seqlens = torch.tensor([0] + [len(t) for t in batch["tokens"]]).cumsum(0)
+    return (-int(cu_seqlens[-1])) % (parallel_state.tp.size * args.data_pad_size_multiplier)
 """,
-            line=3,
+            line=6,
             column=12,
             files={"data.py": _BUILDER},
         ),

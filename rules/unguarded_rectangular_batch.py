@@ -6,7 +6,26 @@ from typing import TYPE_CHECKING
 from layoutcheck.lint.edits import UNSAFE, Fix
 from layoutcheck.lint.rule import Invalid, ModelRule, Report, Valid
 from layoutcheck.lint.settings import LintSettings
+from layoutcheck.model.facts import EntryRead
 from layoutcheck.model.queries import FileQueries
+from layoutcheck.model.vocabulary import Tag
+
+_SRC, _SEQ = int(Tag.SRC), int(Tag.SEQ)
+
+
+_PRODUCER = '''
+def get_rollout_data(rollout_data, unit):
+    rollout_data["max_seq_lens"] = [(t + unit - 1) // unit * unit for t in rollout_data["total_lengths"]]
+    return rollout_data
+'''
+"""A producer elsewhere in the project: it writes each sample's padded length to `max_seq_lens`."""
+_STEP = '''
+from example import build
+
+
+def step(rollout_data):
+    return build(rollout_data["max_seq_lens"], rollout_data["tokens"])
+'''
 
 if TYPE_CHECKING:
     import libcst as cst
@@ -31,15 +50,17 @@ class UnguardedRectangularBatch(ModelRule):
     """A BSHD micro-batch length taken from one sample, unchecked against the others.
 
     ## What it does
-    Flags each read of one entry of the per-sample padded lengths
-    (`max_seq_lens[0]`, `batch["max_seq_lens"][0]`, any constant index) as a
-    micro-batch length, in a function with no check that the entries of
+    Flags each read of one entry of the per-sample padded lengths (a field an
+    owner writes each sample's rounded-up length into, or a parameter every
+    caller passes one to: `batch["max_seq_lens"][0]`, `max_seq_lens[0]`,
+    any constant index, whatever the names) as a micro-batch length, in a function with no check that the entries of
     that list agree. Only agreement checks count, in an `assert` or in an
     `if` that raises: `len(set(P)) == 1` (or `<= 1`), `min(P) == max(P)`,
     `all(p == P[0] for p in P)`, `P.count(P[0]) == len(P)`, or
     `len(P) == 1` / `len(tokens) == 1` (one sample per micro-batch); and a
-    call to a function named `check_*`, `assert_*`, `validate_*`,
-    `ensure_*` or `verify_*` given the list or the batch it came from. A
+    library check (`layoutcheck.runtime.check_micro_batch(batch)`) given the
+    list or the batch it came from. A check covers the list it reads from
+    that container, not the same field of another. A
     bound (`max(P) <= args.seq_length`), a divisibility test
     (`all(p % 128 == 0 for p in P)`) or `len(P) >= 1` says nothing about
     agreement and does not count. Reads inside an `assert` or an `if` test
@@ -77,7 +98,8 @@ class UnguardedRectangularBatch(ModelRule):
     group samples by padded length, or use static buckets).
 
     ## Configuration
-    `sources` names the per-sample padded lengths.
+    None needed; `sources` (a hint) names per-sample padded lengths the tree
+    shows no writer of.
 
     ## Fix safety
     The fix inserts the fail-closed check right before the statement that
@@ -109,22 +131,29 @@ class UnguardedRectangularBatch(ModelRule):
 
     @classmethod
     def could_match(cls, source: str, settings: LintSettings) -> bool:
-        return any(s in source for s in settings.sources)
+        return "[0]" in source or "[-1]" in source or "[1]" in source
 
     def check(self, file: FileQueries) -> Iterator[Report]:
-        source = file.vocab.source
+        spaces = file.project.spaces
         for read in file.facts.entry_reads:
-            function = file.function(read.function)
-            guarded = set(function.guarded)
-            container = read.container if read.container is not None else ""
-            if container in guarded:
+            ref = file.ref(read.function)
+            padded = [f for f in read.fields if spaces.is_padded_field(f)]
+            by_param = [p for p in read.params if spaces.param(ref, p) & _SRC]
+            if not (read.source or padded or by_param):
                 continue
-            if not function.iterates and read.index in function.sample_indices:
+            function = file.function(read.function)
+            container = read.container if read.container is not None else ""
+            if container in function.guarded or any(
+                f"{container}:{f}" in function.guard_fields for f in read.fields
+            ) or any(f"param:{p}" in function.guard_fields for p in read.params):
+                continue
+            if not function.iterates and self._one_sample(file, read):
                 continue  # one sample's own lengths, read together
+            name = padded[0] if padded else read.params[0] if by_param else file.vocab.source
             yield self.report(
                 read.span,
                 f"`{read.text}` takes one sample's padded length for the whole micro-batch, with no check "
-                f"that all `{source}` entries agree. Assert `len(set(...)) == 1` first, or build "
+                f"that all `{name}` entries agree. Assert `len(set(...)) == 1` first, or build "
                 "one-sample micro-batches.",
             )
 
@@ -162,6 +191,18 @@ class UnguardedRectangularBatch(ModelRule):
         return Fix((edit,), UNSAFE, f"assert that every `{container}` entry agrees",
                    isolation=("agreement", tree.span(scope)[0], container))
 
+    @staticmethod
+    def _one_sample(file: FileQueries, read: EntryRead) -> bool:
+        """The same index read from a true-length list in the same function: it names one sample."""
+        spaces = file.project.spaces
+        if read.index in file.function(read.function).sample_indices:
+            return True
+        return any(
+            other.function == read.function and other.index == read.index and other is not read
+            and any(spaces.field(f) & _SEQ and not spaces.is_padded_field(f) for f in other.fields)
+            for other in file.facts.entry_reads
+        )
+
     valid = [
         Valid(
             """
@@ -171,7 +212,8 @@ def get_batch(batch, qkv_format):
             raise ValueError(f"mixed padded lengths {batch['max_seq_lens']}")
         max_seqlen = batch["max_seq_lens"][0]
         return max_seqlen
-"""
+""",
+            files={"data.py": _PRODUCER},
         ),
         Valid(
             """
@@ -179,14 +221,16 @@ def get_batch(batch):
     max_seq_lens = batch["max_seq_lens"]
     assert all(p == max_seq_lens[0] for p in max_seq_lens), max_seq_lens
     return max_seq_lens[0]
-"""
+""",
+            files={"data.py": _PRODUCER},
         ),
         Valid(
             """
 def get_batch(batch):
     assert len(batch["tokens"]) == 1, "BSHD with per-sample padding needs one sample per micro-batch"
     return batch["max_seq_lens"][0]
-"""
+""",
+            files={"data.py": _PRODUCER},
         ),
         Valid(
             """
@@ -195,31 +239,36 @@ from layoutcheck.runtime import check_micro_batch
 def fill_replay_data(batch):
     check_micro_batch(batch)
     return batch["max_seq_lens"][0]
-"""
+""",
+            files={"data.py": _PRODUCER},
         ),
         Valid(
             """
 def consumer(batch):
     return [p for p in batch["max_seq_lens"]]
-"""
+""",
+            files={"data.py": _PRODUCER},
         ),
         Valid(
             """
 def slice_each(batch, tokens):
     return [t[: batch["max_seq_lens"][i]] for i, t in enumerate(tokens)]
-"""
+""",
+            files={"data.py": _PRODUCER},
         ),
         Valid(
             """
 def test_producer(rollout_data):
     assert rollout_data["max_seq_lens"][0] == 256
-"""
+""",
+            files={"data.py": _PRODUCER},
         ),
         Valid(
             """
 def build(cu_seqlens, shape):
     return cu_seqlens[0], shape[0]
-"""
+""",
+            files={"data.py": _PRODUCER},
         ),
         Valid(
             """
@@ -228,7 +277,8 @@ def grow_first_sample(rollout_data, extra):
     total = rollout_data["total_lengths"][0]
     padded = rollout_data["max_seq_lens"][0]
     return min(extra, padded - total)
-"""
+""",
+            files={"data.py": _PRODUCER},
         ),
         Valid(
             """
@@ -237,7 +287,8 @@ def fill_replay_data(batch, rows):
     if lens.count(lens[0]) != len(lens):
         raise ValueError(f"mixed padded lengths {lens}")
     return [r[: batch["max_seq_lens"][0]] for r in rows]
-"""
+""",
+            files={"data.py": _PRODUCER},
         ),
     ]
     invalid = [
@@ -252,6 +303,7 @@ def get_batch(data_iterator, keys, qkv_format="thd"):
 """,
             line=6,
             column=22,
+            files={"data.py": _PRODUCER},
             message="`batch[\"max_seq_lens\"][0]` takes one sample's padded length",
             replacement="""
 def get_batch(data_iterator, keys, qkv_format="thd"):
@@ -276,6 +328,7 @@ def fill_replay_data(batch):
             'return batch["max_seq_lens"][0]',
             line=4,
             column=12,
+            files={"data.py": _PRODUCER},
         ),
         Invalid(
             """
@@ -295,6 +348,7 @@ def build(max_seq_lens, tokens):
     return [t for t in tokens], P
 """,
             applicability="unsafe",
+            files={"data.py": _PRODUCER, "step.py": _STEP},
         ),
         Invalid(
             """
@@ -312,6 +366,7 @@ def build(self, micro_batch):
     return micro_batch.max_seq_lens[-1]
 """,
             applicability="unsafe",
+            files={"data.py": _PRODUCER},
         ),
         Invalid(
             """
@@ -333,6 +388,7 @@ def build(batch, log):
     return lengths[0]
 """,
             applicability="unsafe",
+            files={"data.py": _PRODUCER},
         ),
         _guarded(
             """
@@ -344,6 +400,7 @@ def get_batch(batch):
             'return batch["max_seq_lens"][0]',
             line=5,
             column=12,
+            files={"data.py": _PRODUCER},
             message="with no check that all `max_seq_lens` entries agree",
         ),
         _guarded(
@@ -357,6 +414,7 @@ def get_batch(batch, args):
             'max_seqlen = batch["max_seq_lens"][0]',
             line=5,
             column=18,
+            files={"data.py": _PRODUCER},
         ),
         _guarded(
             """
@@ -367,6 +425,7 @@ def fill_replay_data(batch):
             'return batch["max_seq_lens"][0]',
             line=4,
             column=12,
+            files={"data.py": _PRODUCER},
         ),
         Invalid(
             """
@@ -376,6 +435,7 @@ def first_padded_length(batch):
 """,
             line=4,
             column=12,
+            files={"data.py": _PRODUCER},
         ),
     ]
 

@@ -383,7 +383,7 @@ def test_config_without_a_table_says_defaults_and_lists_every_key(project, capsy
     values = tomllib.loads(out)  # the text format is TOML
     for f in dataclasses.fields(CheckSettings):
         assert kebab(f.name) in values or f"# {kebab(f.name)}: not set" in out, f.name
-    assert values["sources"] == ["max_seq_lens"] and values["owners"] == {"bshd": [], "thd": []}
+    assert values["sources"] == [] and values["owners"] == {"bshd": [], "thd": []}  # names are hints: none by default
     assert values["runtime"]["mode"] == "raise" and values["runtime"]["hooks"] == {}  # the debug mode's defaults
 
 

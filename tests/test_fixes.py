@@ -30,6 +30,27 @@ CP_HELPER = rule_by_name("cp-helper-without-geometry")
 BUCKETS = rule_by_name("bucket-spec")
 SETTINGS = LintSettings()
 
+# The linter finds layouts by what code does (issue 21): a one-file snippet is judged in the project a
+# real tree gives it. These are the other files of that project.
+PRODUCER = {"data.py": """
+def get_rollout_data(rollout, unit):
+    rollout["max_seq_lens"] = [(t + unit - 1) // unit * unit for t in rollout["total_lengths"]]
+    return rollout
+"""}
+"""A producer that stores each sample's rounded-up length in `max_seq_lens` (the padded-length field)."""
+BUCKET_USES = {"buckets.py": """
+def smallest_fitting(n, sampler):
+    first = next(b for b in TOKEN_BUCKETS if b >= n)
+    second = min(b for b in SEQ_LEN_BUCKETS if b >= n)
+    third = min(b for b in token_buckets if b >= n)
+    fourth = min(b for b in seq_len_buckets if b >= n)
+    for b in sampler.buckets:
+        if n <= b:
+            return first, second, third, fourth, b
+    return first, second, third, fourth, None
+"""}
+"""Where the project searches its bucket lists for the smallest entry that fits a length."""
+
 
 def fixed(rule, code: str, *, unsafe: bool = True, settings: LintSettings = SETTINGS, files=None):
     result = fix_source(textwrap.dedent(code), "pkg/m.py", [rule], settings, unsafe=unsafe, files=files)
@@ -150,7 +171,7 @@ def test_a_generators_own_variable_and_a_count_on_the_left():
 ])
 def test_no_per_sample_rewrite_when_the_chain_is_not_certain(body):
     code = "def produce(out, lengths, others, unit, shrink):" + textwrap.indent(textwrap.dedent(body), "    ")
-    result = fixed(GLOBAL_MAX, code)
+    result = fixed(GLOBAL_MAX, code, files=PRODUCER)
     assert result.fix is None
     assert [f.fix for f in result.findings] == [None]
 
@@ -196,7 +217,7 @@ def test_the_guard_runs_what_it_checks_and_fails_closed_with_the_lengths():
     result = fixed(UNGUARDED, """
         def batch_length(batch):
             return batch["max_seq_lens"][0]
-        """)
+        """, files=PRODUCER)
     namespace: dict = {}
     exec(compile(text_of(result), "fixed.py", "exec"), namespace)
     assert namespace["batch_length"]({"max_seq_lens": [256, 256]}) == 256
@@ -216,7 +237,7 @@ def test_the_guard_runs_what_it_checks_and_fails_closed_with_the_lengths():
     'def f(batch):\n    return batch["it\'s"]["max_seq_lens"][0]\n',
 ])
 def test_no_guard_where_it_would_change_more_than_the_check(code):
-    result = fix_source(code, "m.py", [UNGUARDED], SETTINGS, unsafe=True)
+    result = fix_source(code, "m.py", [UNGUARDED], SETTINGS, unsafe=True, files=PRODUCER)
     assert [f.rule for f in result.findings] == ["unguarded-rectangular-batch"] and result.fix is None
 
 
@@ -224,12 +245,16 @@ def test_no_guard_where_it_would_change_more_than_the_check(code):
 
 CP_UTILS = """
 def slice_log_prob_with_cp(log_prob, total_length, response_length, qkv_format="thd", max_token_len=None):
-    return log_prob
+    length = total_length if qkv_format == "thd" else max_token_len
+    return log_prob[length - response_length:length]
 
 
 def shard_offsets(n, layout="thd", padded_seqlen=None):
-    return n
+    return n if layout == "thd" else padded_seqlen
 """
+"""Layout helpers: each takes the layout kind and uses a sample's padded length under BSHD."""
+SOURCES = LintSettings(sources=["max_seq_lens"])
+"""The padded lengths' source named (a hint): its singular, `max_seq_len`, may fill a padded-length parameter."""
 
 
 def test_a_renamed_helper_gets_its_own_parameter_names():
@@ -254,7 +279,7 @@ def test_one_argument_per_line_stays_so_and_a_source_singular_fills_another_name
                 t,
                 r,  # the response
             )
-        """), "pkg/m.py", [CP_HELPER], SETTINGS, files={"cp_utils.py": CP_UTILS})  # safe: no --unsafe-fixes
+        """), "pkg/m.py", [CP_HELPER], SOURCES, files={"cp_utils.py": CP_UTILS})  # safe: no --unsafe-fixes
     assert text_of(result) == textwrap.dedent("""
         from cp_utils import slice_log_prob_with_cp
 
@@ -278,7 +303,7 @@ def test_one_argument_per_line_stays_so_and_a_source_singular_fills_another_name
 def test_no_fix_when_a_value_is_ambiguous_or_unknown(header, extra):
     code = (f"from cp_utils import slice_log_prob_with_cp\n\n\ndef gather(lp, t, r, {header}):\n{extra}"
             "    return slice_log_prob_with_cp(lp, t, r)\n")
-    result = fix_source(code, "pkg/m.py", [CP_HELPER], SETTINGS, unsafe=True, files={"cp_utils.py": CP_UTILS})
+    result = fix_source(code, "pkg/m.py", [CP_HELPER], SOURCES, unsafe=True, files={"cp_utils.py": CP_UTILS})
     assert result.fix is None and [f.fix for f in result.findings] == [None]
 
 
@@ -295,10 +320,10 @@ def test_no_fix_when_a_value_is_ambiguous_or_unknown(header, extra):
     ("token_buckets = [\n    4096,  # long\n    1024,\n]\n", None, None),  # a comment would change bucket
 ])
 def test_bucket_lists(code, expected, applicability):
-    result = fix_source(code, "m.py", [BUCKETS], SETTINGS, unsafe=True)
+    result = fix_source(code, "m.py", [BUCKETS], SETTINGS, unsafe=True, files=BUCKET_USES)
     assert text_of(result) == expected
     if expected is not None:
-        safe = fix_source(code, "m.py", [BUCKETS], SETTINGS)
+        safe = fix_source(code, "m.py", [BUCKETS], SETTINGS, files=BUCKET_USES)
         assert (safe.fix is not None) == (applicability == SAFE)
 
 
@@ -324,7 +349,7 @@ def test_a_fix_that_raises_is_an_error_naming_the_rule_and_the_others_still_appl
 
     monkeypatch.setattr(UNGUARDED, "fix", boom)
     code = 'def f(batch):\n    return batch["max_seq_lens"][0]\n\nSEQ_LEN_BUCKETS = [2048, 1024]\n'
-    result = fix_source(code, "m.py", [UNGUARDED, BUCKETS], SETTINGS, unsafe=True)
+    result = fix_source(code, "m.py", [UNGUARDED, BUCKETS], SETTINGS, unsafe=True, files=PRODUCER | BUCKET_USES)
     assert result.fix is not None and "SEQ_LEN_BUCKETS = [1024, 2048]" in result.fix.fixed
     [error] = result.errors
     assert error.kind == INTERNAL and "`unguarded-rectangular-batch`" in error.message and "fix bug" in error.message
@@ -348,7 +373,8 @@ TRAINER = {
     "trainer/__init__.py": "",
     "trainer/cp_utils.py": """
         def slice_with_cp(tokens, pad_value, qkv_format="thd", max_seq_len=None):
-            return tokens
+            length = len(tokens) if qkv_format == "thd" else max_seq_len
+            return tokens[:length]
         """,
     "trainer/data.py": """
         from trainer.cp_utils import slice_with_cp

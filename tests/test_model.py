@@ -41,11 +41,13 @@ APPENDIX = {
 
 
         def slice_with_cp(tokens, pad_value, qkv_format="thd", max_seq_len=None, parallel_state=None):
-            return tokens
+            length = max_seq_len if qkv_format == "bshd" else tokens.numel()
+            return tokens[:length]
 
 
         def slice_log_prob_with_cp(log_prob, total_length, response_length, qkv_format="thd", max_token_len=None):
-            return log_prob
+            _, offsets = get_logits_and_tokens_offset_with_cp(total_length, response_length, qkv_format, max_token_len)
+            return log_prob[offsets:]
     ''',
     "trainer/data.py": '''
         import torch
@@ -168,13 +170,13 @@ def test_branches_are_joined_and_their_layout_is_recorded() -> None:
     '''), LintSettings())
     calls = {c.callee: c for c in facts.functions[1].calls}
     padded = calls["slice_log_prob_with_cp"].args[4]
-    assert padded.tags & 4  # Tag.SRC: either branch's value counts, so the owner's value is seen
+    assert padded.params == ("max_seq_lens",)  # either branch's value counts: the list the callers pass
     assert calls["slice_log_prob_with_cp"].layout is None
     assert calls["slice_with_cp"].layout == "thd"  # after the early return under BSHD
 
 
 def test_a_file_the_prefilter_clears_still_says_what_it_imports() -> None:
-    facts = file_facts("from trainer.testing.fake import rollout\n\nrun(rollout)\n", LintSettings(), list(all_rules()))
+    facts = file_facts("from trainer.testing.fake import rollout\n", LintSettings(), list(all_rules()))
     assert not facts.extracted and facts.imported == ("trainer.testing.fake",)
 
 
@@ -182,7 +184,7 @@ def test_a_file_the_prefilter_clears_still_says_what_it_imports() -> None:
 
 
 def test_calls_bind_to_their_defs_and_helpers_to_their_own_signatures() -> None:
-    project = project_of(APPENDIX)
+    project = project_of(APPENDIX, LintSettings(cp_helpers={"all_gather_with_cp": {"qkv_format": 3, "max_seq_len": 4}}))
     helper = project.helper("get_logits_and_tokens_offset_with_cp")
     assert helper.text() == ("get_logits_and_tokens_offset_with_cp(total_length, response_length, qkv_format=\"thd\", "
                              "max_seq_len=None, cp_rank=None, cp_size=None)")
@@ -203,8 +205,8 @@ def test_owners_say_why_and_tests_are_not_the_trainer() -> None:
     project = project_of(APPENDIX)
     owners = {project.function(r).qualname: (o.layouts, o.why) for r, o in project.owners.items()}
     assert owners == {
-        "get_rollout_data": (("bshd",), "writes `max_seq_lens`"),
-        "get_batch": (("thd",), "builds `cu_seqlens`"),
+        "get_rollout_data": (("bshd",), "writes each sample's padded length to `max_seq_lens`"),
+        "get_batch": (("thd",), "builds `cu_seqlens` (cumulative lengths of the packed batch)"),
     }
     tests = [f.relpath for f in project.files if f.is_test]
     assert tests == ["tests/test_data.py"]
@@ -235,7 +237,8 @@ def test_rewrites_after_the_owner_are_followed_through_the_call_graph() -> None:
             "from t.data import get_rollout_data\nfrom t.prep import prepare\n\n"
             "def step(args, ref):\n    d = get_rollout_data(args, ref)\n    prepare(d)\n    return d\n"
         ),
-        "t/data.py": "def get_rollout_data(args, ref):\n    ref['max_seq_lens'] = [1]\n    return ref\n",
+        "t/data.py": ("def get_rollout_data(args, ref):\n"
+                      "    ref['max_seq_lens'] = [-(-t // 128) * 128 for t in ref['total_lengths']]\n    return ref\n"),
     }
     project = project_of(files)
     mm = next(i for i, f in enumerate(project.files) if f.relpath == "t/mm.py")
@@ -289,6 +292,27 @@ def test_a_one_file_run_reads_the_other_files_facts_from_the_cache(tmp_path, mon
     assert len(parsed) < len(APPENDIX) - 1  # only the files whose text the model needs (not `__init__`, tests)
 
 
+def test_a_warm_run_finds_what_a_cold_run_finds_when_one_file_changed(tmp_path) -> None:
+    # The other files' facts come from the cache with their calls still a string: every question
+    # the project asks about a function (helpers found by use, callers, spaces) must decode them.
+    import shutil
+
+    shutil.copytree(ROOT / "fixtures" / "minitrainer", tmp_path / "minitrainer",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+
+    def findings(use_cache: bool) -> list[tuple[str, int, str]]:
+        done = run(["minitrainer"], cwd=tmp_path, loaded=resolve_config(["minitrainer"], cwd=tmp_path), jobs=1,
+                   use_cache=use_cache)
+        return sorted((f.path, f.line, f.rule) for f in done.findings)
+
+    cold = findings(True)
+    assert ("minitrainer/data.py", 193, "cp-helper-without-geometry") in cold  # a helper of cp_utils.py
+    with (tmp_path / "minitrainer" / "data.py").open("a") as out:
+        out.write("# edited\n")
+    assert findings(True) == cold
+    assert findings(False) == cold
+
+
 # ---------------------------------------------------------------- `layoutcheck model`
 
 
@@ -303,24 +327,30 @@ def test_model_command_prints_owners_sources_and_helper_signatures(tmp_path) -> 
     assert done.returncode == 0, done.stderr
     data = json.loads(done.stdout)
     assert (data["files"], data["tests_and_benchmarks_left_out"]) == (5, 1)
-    sources = {s["name"]: [(w["function"], w["path"]) for w in s["written_by"]] for s in data["sources"]}
-    assert sources == {"max_seq_lens": [("get_rollout_data", "trainer/data.py")],
-                       "cu_seqlens": [("get_batch", "trainer/data.py")]}
-    assert [(o["function"], o["why"]) for o in data["owners"]["bshd"]] == [("get_rollout_data", "writes `max_seq_lens`")]
+    fields = {f["name"]: [(s["space"], s.get("function"), s.get("line")) for s in f["spaces"]] for f in data["fields"]}
+    assert fields["max_seq_lens"] == [("each sample's padded length P", "get_rollout_data", 11)]
+    assert fields["cu_seqlens"] == [("cumulative lengths of a packed batch", "get_batch", 35)]
+    assert [(o["function"], o["why"]) for o in data["owners"]["bshd"]] == [
+        ("get_rollout_data", "writes each sample's padded length to `max_seq_lens`")]
     assert [(o["function"], o["units"]) for o in data["owners"]["thd"]] == [("get_batch", ["pad_multiplier"])]
     helpers = {h["name"]: h for h in data["cp_helpers"]}
     assert helpers["slice_with_cp"]["signature"] == (
         'slice_with_cp(tokens, pad_value, qkv_format="thd", max_seq_len=None, parallel_state=None)')
     assert helpers["slice_with_cp"]["layout_param"] == {"name": "qkv_format", "position": 2, "default": '"thd"'}
     assert helpers["slice_with_cp"]["defined_at"] == {"path": "trainer/cp_utils.py", "line": 8}
-    assert helpers["all_gather_with_cp"]["found"] == "configuration"
+    assert {(w["parameter"], w["space"], w["line"]) for w in helpers["slice_with_cp"]["why"]} == {
+        ("qkv_format", "layout kind", 8), ("max_seq_len", "padded length P (parameter)", 9)}
     assert [r["function"] for r in data["stale_rewrites"]] == ["expand_in_place"]
+    spaces = {f["function"]: {(e["subject"], e["space"]) for e in f["spaces"]} for f in data["functions"]}
+    assert ("cu_seqlens", "cumulative lengths (packed stream)") in spaces["get_batch"]
+    assert ("stream", "packed stream") in spaces["get_batch"]
     text = model_command(cwd=tmp_path)
     assert text.returncode == 0, text.stderr
-    assert "bshd: get_rollout_data (trainer/data.py:8): writes `max_seq_lens`" in text.stdout
+    assert "bshd: get_rollout_data (trainer/data.py:8): writes each sample's padded length to `max_seq_lens`" in text.stdout
     assert ("slice_log_prob_with_cp(log_prob, total_length, response_length, qkv_format=\"thd\", "
-            "max_token_len=None)\n      defined at trainer/cp_utils.py:12; layout kind `qkv_format` (position 3); "
+            "max_token_len=None)\n      defined at trainer/cp_utils.py:13; layout kind `qkv_format` (position 3); "
             "padded length `max_token_len` (position 4)") in text.stdout
+    assert "  get_batch (trainer/data.py:20)\n" in text.stdout  # spaces by function, each with its line
 
 
 def test_model_command_reports_a_missing_path_and_a_bad_config(tmp_path) -> None:
@@ -368,11 +398,52 @@ def test_model_of_the_reference_pipeline_matches_the_appendix() -> None:
     owners = {layout: [(o["function"], o["path"]) for o in found] for layout, found in data["owners"].items()}
     assert owners["bshd"] == [("get_rollout_data", "fixtures/minitrainer/data.py")]
     assert owners["thd"] == [("get_batch", "fixtures/minitrainer/data.py")]
-    sources = {s["name"]: [w["function"] for w in s["written_by"]] for s in data["sources"]}
-    assert sources == {"max_seq_lens": ["get_rollout_data"], "cu_seqlens": ["get_batch"]}
+    fields = {f["name"]: [s.get("function") for s in f["spaces"]] for f in data["fields"]}
+    assert fields["max_seq_lens"] == ["get_rollout_data"] and fields["cu_seqlens"] == ["get_batch"]
     helpers = {h["name"]: h for h in data["cp_helpers"]}
     for name, (signature, layout, padded) in APPENDIX_SIGNATURES.items():
         assert helpers[name]["found"] == "def", name
         assert helpers[name]["defined_at"]["path"] == "fixtures/minitrainer/cp_utils.py"
         assert (helpers[name]["signature"], helpers[name]["layout_param"], helpers[name]["padded_param"]) == (
             signature, layout, padded)
+
+
+def test_model_shows_the_side_each_field_is_padded_on_and_read_as(tmp_path) -> None:
+    """Pad sides come from what the code does: a store at `P - n`, a row read `x[i, :n]` with `n` a
+    difference of cumulative offsets (a true length), joined through the field and a call."""
+    write_tree(tmp_path, {
+        "rollout.py": '''
+            import torch
+
+
+            def routing_tensor(choices, width, real):
+                out = torch.zeros(1, width, choices.shape[1])
+                start = width - real
+                out[0, start : start + real] = choices[:real]
+                return out
+
+
+            def finish(sample, choices, real):
+                sample["routing"] = routing_tensor(choices, sample["ids"].shape[1], real)
+                return sample
+        ''',
+        "replay.py": '''
+            def align(routing, cu):
+                lengths = (cu[1:] - cu[:-1]).tolist()
+                return [routing[i, :n] for i, n in enumerate(lengths)]
+
+
+            def replay(batch, cu):
+                return align(batch["routing"], cu)
+        ''',
+    })
+    done = model_command("--output-format", "json", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    fields = {f["name"]: [(s["space"], s.get("path"), s.get("line")) for s in f["spaces"]]
+              for f in json.loads(done.stdout)["fields"]}
+    assert fields["routing"] == [
+        ("padded on the left", "rollout.py", 7), ("read as padded on the right", "replay.py", 3)]
+    project = project_of({name: (tmp_path / name).read_text() for name in ("rollout.py", "replay.py")})
+    [found] = project.sides.disagreements
+    assert (found.field, found.place.side, found.place.span[0]) == ("routing", "left", 7)
+    assert "read on the right at replay.py:3" in found.other

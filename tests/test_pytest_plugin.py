@@ -505,8 +505,8 @@ def test_worker_figures_merge_by_summing_totals_and_shapes():
 def test_lint_findings_become_one_failing_item_per_file_with_findings(pytester):
     pytester.makepyfile(
         producer="""
-            def get_rollout_data(total_lengths, tokens):
-                max_seq_lens = [max(total_lengths)] * len(tokens)
+            def get_rollout_data(tokens):
+                max_seq_lens = [max(t.numel() for t in tokens)] * len(tokens)
                 return max_seq_lens
         """,
         clean="def add(a, b):\n    return a + b\n",
@@ -523,8 +523,8 @@ def test_lint_findings_become_one_failing_item_per_file_with_findings(pytester):
 def test_under_xdist_the_lint_summary_counts_what_the_workers_ran(pytester):
     # The controller collects nothing under pytest-xdist: its summary must come from the items' reports.
     producer = """
-        def get_rollout_data(total_lengths, tokens):
-            max_seq_lens = [max(total_lengths)] * len(tokens)
+        def get_rollout_data(tokens):
+            max_seq_lens = [max(len(t) for t in tokens)] * len(tokens)
             return max_seq_lens
     """
     pytester.makepyfile(producer=producer, other_producer=producer, test_ok="def test_ok():\n    pass\n")

@@ -289,9 +289,9 @@ def test_the_wheel_installs_offline_into_a_fresh_environment_and_runs(tmp_path):
     version = subprocess.run([str(layoutcheck), "--version"], capture_output=True, text=True, env=env, timeout=60,
                              cwd=project)
     assert version.stdout.strip() == f"layoutcheck {importlib.metadata.version('layoutcheck')}", version.stderr
-    (project / "producer.py").write_text(
-        "def get_rollout_data(total_lengths, tokens):\n"
-        "    max_seq_lens = [max(total_lengths)] * len(tokens)\n"
+    (project / "producer.py").write_text(  # the longest sample's length, given to every sample
+        "def get_rollout_data(tokens):\n"
+        "    max_seq_lens = [max(len(t) for t in tokens)] * len(tokens)\n"
         "    return max_seq_lens\n")
     check = subprocess.run([str(layoutcheck), "check", "--no-cache", "."], cwd=project, capture_output=True,
                            text=True, env=env, timeout=120)

@@ -23,7 +23,7 @@ import pytest
 from layoutcheck.lint import replay as replay_module
 from layoutcheck.lint.replay import InputLog, racy_window_ns, replay, stat_key, store
 
-BUG = "def pad(total_lengths, tokens):\n    max_seq_lens = [max(total_lengths)] * len(tokens)\n    return max_seq_lens\n"
+BUG = "def pad(tokens):\n    max_seq_lens = [max(t.numel() for t in tokens)] * len(tokens)\n    return max_seq_lens\n"
 CLEAN = "def add(a, b):\n    return a + b\n"
 
 _PROBE = """

@@ -19,7 +19,7 @@ from layoutcheck.lint.rule import LintRule
 from layoutcheck.lint.settings import LintSettings
 
 REQUIRED = ("## What it does", "## Why it matters", "## Example", "## How to fix")
-OPTIONAL = ("## Configuration", "## Fix safety")
+OPTIONAL = ("## Known problems", "## Configuration", "## Fix safety")
 RULES = all_rules()
 # Code ranges by kind (as TorchFix reserves them): LC0xx internal, LC1xx padding
 # ownership and geometry, LC2xx buckets and configuration literals.

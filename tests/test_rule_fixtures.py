@@ -46,8 +46,17 @@ CASES = {
     "m3": "layout arguments through a dict splat",
     "m4": "a padded length recorded before a later step raises the padding",
     "m5": "other spellings of the rounding (the zigzag chunk, a unit named *chunk*)",
+    "d1": "micro-batches padded to the whole batch's longest sample (DESIGN 10, class 1)",
+    "d2": "a partner field left out of a per-sample CP slice (DESIGN 10, class 2)",
+    "d3": "true-length data sliced at padded offsets (class 3)",
+    "d4": "a shift applied twice (class 4)",
+    "d5": "partners shifted opposite ways (class 5)",
+    "d7": "x[-n:] with an n that can be 0 (class 7)",
+    "d7b": "a producer padding on the left what its consumer reads from the right (class 7)",
+    "d8": "an alignment unit picked by an if/elif chain where every factor must divide (class 8)",
 }
-"""Issue 11's seven false-positive causes and five misses: each has a pair under pairs/."""
+"""Issue 11's seven false-positive causes and five misses, and issue 21's section-10 classes (our own
+code in the pattern of each public fix, the fixed code as the look-alike): each has a pair under pairs/."""
 
 
 def _run(project: Path, loaded: LoadedConfig | None = None) -> list:

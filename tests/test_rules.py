@@ -25,11 +25,13 @@ from layoutcheck.model.imports import Imports
 
 PRODUCER = """
 def get_rollout_data(args, rollout_data):
+    rollout_data["total_lengths"] = [len(t) for t in rollout_data["tokens"]]
     unit = args.data_pad_size_multiplier
     rollout_data["max_seq_lens"] = [-(-t // unit) * unit for t in rollout_data["total_lengths"]]
     return rollout_data
 """
-"""An owner of `max_seq_lens` elsewhere in the project: what makes a pad a second owner."""
+"""An owner of `max_seq_lens` elsewhere in the project (it writes each sample's rounded-up length,
+measured from the rollout's tokens): what makes a pad of those lengths a second owner."""
 
 
 def expr(text: str) -> ast.expr:
@@ -135,14 +137,17 @@ ROUND_UPS = [
     "math.ceil(n / m) * m",
     "int(math.ceil(n / m)) * m",
     "((n - 1) // m + 1) * m",
-    "ceil_div(n, m) * m",
     "triton.cdiv(n, m) * m",
-    "round_up(n, m)",
-    "geometry.round_up(n, m)",
-    "align(n, m)",
-    "pad_to_multiple(n, m)",
     "(n + 2 * cp - 1) // (2 * cp) * (2 * cp)",
 ]
+LIBRARY_ROUND_UPS = [
+    ("from triton import cdiv", "cdiv(n, m) * m"),
+    ("from layoutcheck.geometry import round_up", "round_up(n, m)"),
+    ("from layoutcheck import geometry", "geometry.round_up(n, m)"),
+    ("import megatron.core.utils as mu", "mu.align(n, m)"),
+    ("from flash_attn.utils import pad_to_multiple", "pad_to_multiple(n, m)"),
+]
+"""Helpers read by their names: a library's API name is its meaning (`idioms.LIBRARY_ROOTS`)."""
 PAD_AMOUNTS = ["(m - n % m) % m", "(-n) % m", "-n % m", "m - n % m"]
 NEITHER = [
     "(n + m - 1) // m",  # a count (grid size, micro-batches), not a padded length
@@ -152,6 +157,8 @@ NEITHER = [
     "n % m",
     "(n + k - 1) // m * m",
     "round_up(n)",
+    "round_up(n, m)",  # the project's own helper, unimported: judged by its body (see below)
+    "align(n, m)",
 ]
 
 
@@ -160,6 +167,30 @@ def test_round_up_spellings(text: str) -> None:
     found = match_round_up(expr(text), Imports())
     assert found is not None
     assert [text_of(v) for v in found.values] == ["n"]
+
+
+@pytest.mark.parametrize(("line", "text"), LIBRARY_ROUND_UPS)
+def test_library_round_up_helpers(line: str, text: str) -> None:
+    imports = Imports()
+    imports.add(ast.parse(line).body[0])  # type: ignore[arg-type]
+    found = match_round_up(expr(text), imports)
+    assert found is not None and [text_of(v) for v in found.values] == ["n"]
+
+
+def test_the_projects_own_round_up_helper_is_read_from_its_body() -> None:
+    """Any name: `snap` returns its first parameter rounded up to its second, so its calls are
+    round-ups (here of the rollout's lengths, which the producer pads: a second owner)."""
+    code = """
+def snap(n, m):
+    return (n + m - 1) // m * m
+
+
+def lengths(rollout_data, unit):
+    return [snap(t, unit) for t in rollout_data["total_lengths"]]
+"""
+    rule = rule_by_name("padding-outside-owner")
+    found = lint_source(code, "example.py", [rule], LintSettings(), files={"data.py": PRODUCER}).findings
+    assert [(f.line, f.column) for f in found] == [(7, 13)]
 
 
 @pytest.mark.parametrize("text", PAD_AMOUNTS)
@@ -188,13 +219,14 @@ def test_not_a_round_up(text: str) -> None:
 def test_f_pad_is_recognised_under_any_alias(imports: str, call: str) -> None:
     code = f"""{imports}
 
-def collate(tokens):
+def collate(batch):
+    tokens = batch["tokens"]
     longest = max(t.size(0) for t in tokens)
     return [{call}(t, (0, longest - t.size(0))) for t in tokens]
 """
     rule = rule_by_name("padding-outside-owner")
     found = lint_source(code, "example.py", [rule], LintSettings(), files={"data.py": PRODUCER}).findings
-    assert [(f.line, f.column) for f in found] == [(4, 15)]
+    assert [(f.line, f.column) for f in found] == [(5, 15)]
 
 
 def test_tokenizer_pad_is_not_torch_pad() -> None:
@@ -257,7 +289,7 @@ def get_batch(batch, tokens):
     padded = [t[:P] for t in tokens]
     return padded, batch["max_seq_lens"][0]
 """
-    found = lint_source(code, "example.py", [rule], LintSettings()).findings
+    found = lint_source(code, "example.py", [rule], LintSettings(), files={"data.py": PRODUCER}).findings
     assert [(f.line, f.column) for f in found] == [(5, 20)]
 
 
@@ -269,32 +301,34 @@ def get_batch(batch, other):
     assert len(set(lens)) == 1
     return batch["max_seq_lens"][0], other["max_seq_lens"][0]
 """
-    found = lint_source(code, "example.py", [rule], LintSettings()).findings
+    found = lint_source(code, "example.py", [rule], LintSettings(), files={"data.py": PRODUCER}).findings
     assert [(f.line, f.column) for f in found] == [(5, 38)]
 
 
-# --- messages name the first configured source, whatever the hash seed ---
+# --- messages name the fields the code uses; configured sources are hints, read in their order ---
 
 @pytest.mark.parametrize("sources", [("zz_lens", "aa_lens"), ("aa_lens", "zz_lens")])
-def test_messages_name_the_first_configured_source(sources: tuple[str, str]) -> None:
+def test_messages_name_the_fields_involved_whatever_the_configured_order(sources: tuple[str, str]) -> None:
     settings = LintSettings(sources=sources)
     producer = "def produce(d, unit):\n    d['aa_lens'] = [-(-t // unit) * unit for t in d['total_lengths']]\n"
+    found = lint_source("def f(batch):\n    return batch['zz_lens'][0] + batch['aa_lens'][0]\n", "example.py",
+                        [rule_by_name("unguarded-rectangular-batch")], settings, files={"p.py": producer}).findings
+    assert [("`zz_lens`" in f.message, "`aa_lens`" in f.message) for f in found] == [(True, False), (False, True)]
     cases = {
-        "unguarded-rectangular-batch": "def f(batch):\n    return batch['zz_lens'][0] + batch['aa_lens'][0]\n",
         "padding-outside-owner":
-            "def f(total_lengths, pad_multiplier):\n"
-            "    return [-(-t // pad_multiplier) * pad_multiplier for t in total_lengths]\n",
+            "def f(d, pad_multiplier):\n"
+            "    return [-(-t // pad_multiplier) * pad_multiplier for t in d['total_lengths']]\n",
         "lengths-mutated-after-owner": "def f(d, new):\n    d['total_lengths'] = new\n    return d['aa_lens'], d['zz_lens']\n",
     }
     for name, code in cases.items():
         found = lint_source(code, "example.py", [rule_by_name(name)], settings, files={"p.py": producer}).findings
-        assert found and all(f"`{sources[0]}`" in f.message for f in found), (name, found)
-        assert not any(f"`{sources[1]}`" in f.message for f in found), name
+        assert found and all("`aa_lens`" in f.message for f in found), (name, found)  # what `produce` writes
+        assert not any("`zz_lens`" in f.message for f in found), name
     found = lint_source(
         "def uniform_zz_lens_aa_lens(tokens):\n    return [max(len(t) for t in tokens)] * len(tokens)\n",
         "example.py", [rule_by_name("global-max-padding")], settings,
     ).findings
-    assert len(found) == 1 and f"in `{sources[0]}`" in found[0].message
+    assert len(found) == 1 and f"in `{sources[0]}`" in found[0].message  # the hint, in configured order
 
 
 # --- where a value goes (layoutcheck.lint.sinks): metrics stay silent, layouts do not ---
@@ -317,8 +351,9 @@ SHAPES_THE_LAYOUT = {
 
 
 def _lint_body(body: str) -> list:
-    code = "import torch\n\ndef f(self, total_lengths, tokens, logger, metrics, out, limit, tp_size, pad_multiplier):\n"
+    code = "import torch\n\ndef f(self, rollout_data, tokens, logger, metrics, out, limit, tp_size, pad_multiplier):\n"
     code += "    unit = tp_size * pad_multiplier\n"
+    code += "    total_lengths = rollout_data['total_lengths']\n"
     code += "".join(f"    {line}\n" for line in body.splitlines())
     rule = rule_by_name("padding-outside-owner")
     return lint_source(code, "example.py", [rule], LintSettings(), files={"data.py": PRODUCER}).findings
@@ -354,9 +389,12 @@ def test_without_an_owner_in_the_project_the_padding_function_is_the_owner() -> 
     """Cause 5 of issue 11: with no owner anywhere, a pad helper whose result its callers
     read is the only padding decision on its path; the same code beside an owner is a second one."""
     code = """
-def stream_pad(tokens, tp_size, pad_multiplier):
+import torch
+
+def stream_pad(batch, tp_size, pad_multiplier):
+    stream = torch.cat(batch["tokens"])
     unit = tp_size * pad_multiplier
-    return (unit - tokens.numel() % unit) % unit
+    return (unit - stream.numel() % unit) % unit
 """
     rule = rule_by_name("padding-outside-owner")
     assert lint_source(code, "example.py", [rule], LintSettings()).findings == []
@@ -369,17 +407,23 @@ def stream_pad(tokens, tp_size, pad_multiplier):
 CP_UTILS = """
 def get_logits_and_tokens_offset_with_cp(total_length, response_length, cp_rank, cp_size, qkv_format="thd",
                                          max_seq_len=None):
-    return total_length
+    length = total_length if qkv_format == "thd" else max_seq_len
+    return (length + 2 * cp_size - 1) // (2 * cp_size) * cp_rank
 
 
 def slice_with_cp(tokens, pad_value, qkv_format="thd", max_seq_len=None):
+    if qkv_format == "bshd":
+        assert max_seq_len is not None
     return tokens
 """
 
 
-def test_default_cp_helpers_catch_the_call_without_layout_with_no_configuration() -> None:
+def test_a_helper_outside_the_tree_is_judged_only_when_configured() -> None:
     code = "def f(t, r):\n    return get_logits_and_tokens_offset_with_cp(t, r)\n"
-    found = lint_source(code, "example.py", [rule_by_name("cp-helper-without-geometry")], LintSettings()).findings
+    rule = rule_by_name("cp-helper-without-geometry")
+    assert lint_source(code, "example.py", [rule], LintSettings()).findings == []  # no name is known by default
+    configured = LintSettings(cp_helpers={"get_logits_and_tokens_offset_with_cp": {"qkv_format": 2, "max_seq_len": 3}})
+    found = lint_source(code, "example.py", [rule], configured).findings
     assert len(found) == 1 and "without `qkv_format` and `max_seq_len`" in found[0].message
 
 
@@ -403,20 +447,24 @@ def offsets_without_layout(t, r, cp):
     assert [f.line for f in alone] == []  # by the configured positions, 4 positional arguments pass both
 
 
-def test_configuring_one_cp_helper_keeps_the_others() -> None:
-    """The README's form: `[tool.layoutcheck.cp-helpers.get_logits_and_tokens_offset_with_cp]`;
-    the slicing helpers' `P` is still checked."""
-    table = {"cp-helpers": {"get_logits_and_tokens_offset_with_cp": {"qkv_format": 4, "max_seq_len": 5}}}
+def test_configured_helpers_outside_the_tree() -> None:
+    """The README's form, `[tool.layoutcheck.cp-helpers.get_logits_and_tokens_offset_with_cp]`: each
+    configured helper is judged at its own positions; an empty spec names none."""
+    table = {"cp-helpers": {
+        "get_logits_and_tokens_offset_with_cp": {"qkv_format": 4, "max_seq_len": 5},
+        "slice_with_cp": {"qkv_format": 2, "max_seq_len": 3},
+    }}
     settings = validate_table(table, None).settings()
     code = """
-def debug(tokens, qkv_format, total_length, r, cp):
+def debug(tokens, qkv_format, r, cp):
     local = slice_with_cp(tokens, 0, qkv_format, tokens.size(0))
+    total_length = tokens.numel()
     return local, get_logits_and_tokens_offset_with_cp(total_length, r, cp.rank, cp.size, qkv_format, total_length)
 """
     rules = [rule_by_name("padding-outside-owner"), rule_by_name("cp-helper-without-geometry")]
     found = lint_source(code, "example.py", rules, settings).findings
-    assert [(f.line, f.rule) for f in found] == [(3, "padding-outside-owner"), (4, "padding-outside-owner")]
-    off = LintSettings(cp_helpers={"slice_with_cp": {}})  # an empty spec switches a default helper off
+    assert [(f.line, f.rule) for f in found] == [(3, "padding-outside-owner"), (5, "padding-outside-owner")]
+    off = LintSettings(cp_helpers={"slice_with_cp": {}})  # an empty spec names no helper
     assert [f.line for f in lint_source(code, "example.py", rules, off).findings] == []
 
 

@@ -45,7 +45,7 @@ def write(root: Path, name: str, text: str) -> Path:
 def test_lint_settings_take_snake_case_overrides_and_keep_their_defaults():
     settings = LintSettings(owners={"thd": ("pkg.mod:pack",)}, bucket_quantum=64)
     assert settings.owners == {"thd": ("pkg.mod:pack",)} and settings.bucket_quantum == 64
-    assert LintSettings().sources == ("max_seq_lens",) and LintSettings().bucket_quantum == 128
+    assert LintSettings().sources == () and LintSettings().bucket_quantum == 128
     with pytest.raises(TypeError):
         LintSettings(no_such_key=1)
     with pytest.raises(dataclasses.FrozenInstanceError):

@@ -4,7 +4,8 @@ Everything ``layoutcheck init`` knows about a project comes through `find`,
 which asks the linter's model (`layoutcheck.model.project.Project`) public
 questions only: the owners of each layout (who writes the per-sample padded
 lengths, who builds the packed description), the CP helpers and their
-signatures, who calls whom, and what each function reads. A `Finding` is
+signatures, who calls whom, and who reads the per-sample padded lengths (a
+field an owner writes, whatever it is called). A `Finding` is
 a function and the part the model's answers give it:
 
 ==================  =====================================================================
@@ -12,15 +13,15 @@ a function and the part the model's answers give it:
 ``batch-builder``   a THD owner that also reads the per-sample padded lengths (both layouts)
 ``packer``          a THD owner that does not (a packed stream and its cumulative lengths)
 ``replay-filler``   not an owner, reads the padded lengths and calls the CP slicer
-``offset-helper``   the CP helper that other CP helpers call (offsets)
+``offset-helper``   the CP helper that other CP helpers call and that calls none (offsets)
 ``cp-slicer``       the CP helper the batch builder calls
 ``response-slicer`` the CP helper the producer calls
-``parallel-state``  the function every CP helper calls with no argument
+``parallel-state``  the function most CP helpers call with no argument
 ==================  =====================================================================
 
 Names are never what decides a part: the owners come from what functions
-compute, the rest from the call graph. When the model learns more (the
-spaces of fields and parameters, by use), it comes in here and nowhere else.
+compute, the rest from the call graph and the spaces of fields (by use).
+When the model learns more, it comes in here and nowhere else.
 """
 
 from __future__ import annotations
@@ -102,7 +103,7 @@ def find(project: Project) -> list[Finding]:
     thd = [r for r in project.owners_of_layout("thd") if _top(project, r)]
     for ref in bshd:
         add(ref, "producer", f"writes the per-sample padded lengths: {project.owners[ref].why}")
-    builders = [r for r in thd if project.function(r).reads_source and r not in bshd]
+    builders = [r for r in thd if project.reads_padded(r) and r not in bshd]
     for ref in builders:
         add(ref, "batch-builder", f"{project.owners[ref].why}, and reads the per-sample padded lengths")
     for ref in thd:
@@ -111,9 +112,10 @@ def find(project: Project) -> list[Finding]:
     helpers = [r for r in project.cp_helper_defs if _top(project, r)]
     called_by = {r: {c for c, _ in project.callers_of(r)} for r in helpers}
     slicers: list[FunctionRef] = []
+    calls_a_helper = {c for r in helpers for c in called_by[r]}
     for ref in helpers:
         helpers_calling = called_by[ref] & set(helpers)
-        if helpers_calling:
+        if helpers_calling and ref not in calls_a_helper:
             names = ", ".join(sorted(project.function(c).qualname for c in helpers_calling))
             add(ref, "offset-helper", f"a CP helper the other CP helpers call ({names})")
         elif called_by[ref] & set(builders):
@@ -123,21 +125,26 @@ def find(project: Project) -> list[Finding]:
             add(ref, "response-slicer", "the CP helper the producer calls (it slices the response fields)")
     slicer_targets = {_target(project, r) for r in slicers}
     for ref, function in project.functions():
-        if not ref[1] or not _top(project, ref) or not function.reads_source or ref in bshd or ref in thd:
+        if not ref[1] or not _top(project, ref) or ref in bshd or ref in thd or not project.reads_padded(ref):
             continue
         if any(_callee(project, ref, call) in slicer_targets for call in function.calls):
             add(ref, "replay-filler", "reads the per-sample padded lengths and lays data out with the CP slicer, "
                                       "outside the owners")
     state = _parallel_state(project, helpers)
-    if state is not None and state not in out:
-        module = state.partition(":")[0]
-        out[state] = Finding(state, "parallel-state", f"every CP helper ({len(helpers)}) calls it with no "
-                             "argument (the CP rank and size)", project.files[project.modules[module]].display, ())
+    if state is not None and state[0] not in out:
+        target, count = state
+        module = target.partition(":")[0]
+        share = (f"every CP helper ({count}) calls" if count == len(helpers)
+                 else f"most CP helpers ({count} of {len(helpers)}) call")
+        out[target] = Finding(target, "parallel-state", f"{share} it with no argument (the CP rank and size)",
+                              project.files[project.modules[module]].display, ())
     order = {kind: i for i, kind in enumerate(KINDS)}
     return sorted(out.values(), key=lambda f: (order[f.kind], f.target))
 
 
-def _parallel_state(project: Project, helpers: Iterable[FunctionRef]) -> str | None:
+def _parallel_state(project: Project, helpers: Iterable[FunctionRef]) -> tuple[str, int] | None:
+    """The function most CP helpers call with no argument (more than half of them, and no other as
+    many), with how many call it: a helper that takes the CP rank as an argument calls none."""
     helpers = list(helpers)
     if not helpers:
         return None
@@ -145,5 +152,6 @@ def _parallel_state(project: Project, helpers: Iterable[FunctionRef]) -> str | N
     for ref in helpers:
         for target in {_callee(project, ref, call) for call in project.function(ref).calls if not call.args} - {None}:
             seen[target] = seen.get(target, 0) + 1  # type: ignore[index]
-    common = [target for target, n in seen.items() if n == len(helpers)]
-    return common[0] if len(common) == 1 else None
+    most = max(seen.values(), default=0)
+    common = [target for target, n in seen.items() if n == most]
+    return (common[0], most) if len(common) == 1 and 2 * most > len(helpers) else None

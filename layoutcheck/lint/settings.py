@@ -44,21 +44,11 @@ __all__ = [
     "LintSettings", "arrays_as_tuples", "kebab", "setting",
 ]
 
-DEFAULT_CP_HELPERS: Mapping[str, Mapping[str, int]] = {
-    # DESIGN.md's appendix (Miles, commit 31f1ca961):
-    # get_logits_and_tokens_offset_with_cp(total_length, response_length, qkv_format="thd",
-    #                                      max_seq_len=None, cp_rank=None, cp_size=None)
-    "get_logits_and_tokens_offset_with_cp": {"qkv_format": 2, "max_seq_len": 3},
-    # slice_with_cp(tokens, pad_value, qkv_format="thd", max_seq_len=None, parallel_state=None)
-    "slice_with_cp": {"qkv_format": 2, "max_seq_len": 3},
-    # slice_log_prob_with_cp(log_prob, total_length, response_length, qkv_format="thd", max_token_len=None)
-    "slice_log_prob_with_cp": {"qkv_format": 3, "max_token_len": 4},
-    # all_gather_with_cp(tensor, total_length, response_length, qkv_format="thd", max_seq_len=None)
-    "all_gather_with_cp": {"qkv_format": 3, "max_seq_len": 4},
-}
-"""The default `cp-helpers`: the CP helpers of DESIGN.md's appendix, with the appendix's positions.
-They are the fallback for a helper whose `def` is not in the checked tree: a `def` in the tree
-always wins (its own parameters and positions are read)."""
+DEFAULT_CP_HELPERS: Mapping[str, Mapping[str, int]] = {}
+"""The default `cp-helpers`: none. The linter finds layout helpers in the checked tree by what
+their bodies do (a parameter compared with a layout kind, one used as the padded length); this
+table only names helpers defined outside the tree (an installed package), with the positions of
+their layout arguments."""
 
 DEFAULT_TEST_PATHS = (
     "tests/", "test/", "testing/", "benchmarks/", "benchmark/", "test_*.py", "*_test.py", "conftest.py",
@@ -104,19 +94,21 @@ class LintSettings:
     """What the padding rules need to know about a codebase."""
 
     sources: tuple[str, ...] = setting(
-        ("max_seq_lens",),
+        (),
         description=(
-            "Names that hold the single source of truth for padded lengths (one entry per "
-            "sample). Values read from one are the owner's; code deriving geometry from them "
-            "is a consumer. A parameter named like a source's singular (`max_seq_len`) is "
-            "taken to carry one entry."
+            "Optional hint: names that hold the single source of truth for padded lengths (one "
+            "entry per sample). The linter finds such fields by use (a field written with each "
+            "sample's rounded-up length, or read as the padded length); a name listed here is "
+            "recognised even where the tree shows no such use. A parameter named like a source's "
+            "singular (`max_seq_len`) is taken to carry one entry."
         ),
     )
     packed_sources: tuple[str, ...] = setting(
-        ("cu_seqlens",),
+        (),
         description=(
-            "Names that describe a packed (THD) micro-batch. A function that writes one builds "
-            "the packed layout and so owns its padding, without being listed in `owners.thd`."
+            "Optional hint: names that describe a packed (THD) micro-batch. The linter finds them by "
+            "use (a cumulative sum of sample lengths stored into the batch); a function that writes "
+            "one builds the packed layout and so owns its padding, without being listed in `owners.thd`."
         ),
     )
     owners: dict[Layout, tuple[str, ...]] = setting(
@@ -130,44 +122,44 @@ class LintSettings:
         ),
     )
     length_names: tuple[str, ...] = setting(
-        ("*seq_len*", "*seqlen*", "*total_length*", "*token_len*", "cu_seqlens*"),
+        (),
         description=(
-            "Patterns for names that hold sequence lengths (the `T` a padded length is derived "
-            "from). Response and prompt lengths are left out on purpose: padding in response "
-            "space (log-probs, advantages) is not the token layout."
+            "Optional hint: patterns for names that hold sequence lengths (the `T` a padded length is "
+            "derived from). Lengths are found by use without it: sizes of per-sample tensors, "
+            "values fed to a cumulative sum, values rounded up to an alignment unit."
         ),
     )
     token_names: tuple[str, ...] = setting(
-        ("tokens", "unconcat_tokens"),
+        (),
         description=(
-            "Patterns for names that hold token tensors (or lists of them); their sizes are "
-            "sequence lengths. Kept narrow by default: `input_ids` and `*_tokens` also name "
-            "prompts for generation and reward-model inputs, which are not the training layout."
+            "Optional hint: patterns for names that hold per-sample token tensors (or lists of them); "
+            "their sizes are sequence lengths. Found by use without it: lists whose elements are "
+            "sized, padded or concatenated into a stream."
         ),
     )
     pad_multiplier_names: tuple[str, ...] = setting(
-        ("*pad_multiplier*", "*pad_size_multiplier*"),
+        (),
         description=(
-            "Patterns for names that hold the pad multiplier of the alignment unit `A`. A "
-            "round-up by a unit built from one is a padded sequence length whatever it pads; "
-            "an int literal bound to one must be a multiple of `pad-multiple-quantum`."
+            "Optional hint: patterns for names that hold the pad multiplier of the alignment unit `A`. "
+            "Found by use without it: a name that is a factor of the unit an owner pads sequence "
+            "lengths to. A round-up by a unit built from one is a padded sequence length whatever it "
+            "pads; an int literal bound to one must be a multiple of `pad-multiple-quantum`."
         ),
     )
     foreign_unit_names: tuple[str, ...] = setting(
-        (
-            "*block*", "*tile*", "*warp*", "*page*", "*group_size*", "*chunk*",
-            "*window*", "*patch*", "*sector*",
-        ),
+        (),
         description=(
-            "Patterns for multiples that belong to kernels, quantisation, I/O or vision, not "
-            "to the token layout: a round-up by one is never reported."
+            "Optional hint: patterns for multiples that belong to kernels, quantisation, I/O or vision, "
+            "not to the token layout: a round-up by one is never reported. Without it such round-ups "
+            "are left alone unless they pad what an owner pads (the same lengths or the same unit)."
         ),
     )
     config_roots: tuple[str, ...] = setting(
-        ("args", "config", "cfg", "conf", "hparams", "opt", "opts", "self"),
+        (),
         description=(
-            "Objects whose attributes are configuration (`args.max_seq_len`) rather than a "
-            "sample's length, so length-like attribute names on them are not sequence lengths."
+            "Optional hint: objects whose attributes are configuration (`args.max_seq_len`) rather "
+            "than a sample's length, so length-like attribute names (`length-names`) on them are not "
+            "sequence lengths."
         ),
     )
     model_bases: tuple[str, ...] = setting(
@@ -179,16 +171,21 @@ class LintSettings:
         ),
     )
     owner_inputs: tuple[str, ...] = setting(
-        ("total_lengths", "tokens"),
+        (),
         description=(
-            "Per-sample fields the owner derives padded lengths from. Rewriting one (an entry, "
-            "or a whole length field) leaves the source stale unless it is written again."
+            "Optional hint: per-sample fields the owner derives padded lengths from. Found by use "
+            "without it (the fields the owner's round-ups read, and the tensors those lengths "
+            "measure). Rewriting one (an entry, or a whole length field) leaves the source stale "
+            "unless it is written again."
         ),
     )
     cp_helpers: dict[str, dict[str, NonNegativeInt]] = setting(
         factory=lambda: {name: dict(spec) for name, spec in DEFAULT_CP_HELPERS.items()},
         description=(
-            "CP slicing/offset helpers and their layout parameters: the layout kind "
+            "Optional hint: CP slicing/offset helpers and their layout parameters. Helpers defined in "
+            "the checked tree are found by what they do (a parameter compared with `\"thd\"`/`\"bshd\"`, "
+            "one used as the padded length under BSHD); this names helpers defined elsewhere. "
+            "The layout kind "
             "(`qkv_format`) and the padded length `P` (a source's singular such as `max_seq_len`, "
             "or a `max_*`/`padded*` length name such as `max_token_len`). When a helper's `def` is in "
             "the checked tree, its own parameters and positions are read and this entry only names "
@@ -223,13 +220,11 @@ class LintSettings:
         ),
     )
     bucket_names: tuple[str, ...] = setting(
-        (
-            "buckets", "*seq*bucket*", "*len*bucket*", "*bucket*len*", "*token*bucket*",
-            "*shape*bucket*", "*pad*bucket*",
-        ),
+        (),
         description=(
-            "Patterns for names that hold sequence-length bucket lists. Batch-size buckets "
-            "(`bs_buckets`) and hash buckets are not matched."
+            "Optional hint: patterns for names that hold sequence-length bucket lists. Found by use "
+            "without it: a list searched for the smallest entry that fits a length (`bisect`, "
+            "`min(b for b in buckets if b >= n)`, a loop returning the first `b >= n`)."
         ),
     )
     bucket_quantum: PositiveInt = setting(

@@ -1,11 +1,18 @@
-"""The linter's analysis: what the checked code says about padded layouts.
+"""The linter's analysis: what the checked code does with padded layouts, whatever its names.
 
 * per file (`extract`): one `ast` traversal into plain facts (`facts`), built on
-  the flow of values through locals (`flow`), the padding idioms (`idioms`),
-  where values go (`sinks`), alignment units in one spelling (`units`), the
-  names the settings give meaning to (`vocabulary`) and imports (`imports`);
-* per project (`project`): names resolved, calls bound to their ``def`` s, CP
-  helpers read from their signatures, owners, the call graph;
+  what each function does with each name and field (`uses`), the flow of values
+  through locals with the space each is in (`flow`: true length, padded length,
+  packed stream, cumulative lengths, next-token shifts in `shifts`), the padding
+  idioms (`idioms`), where values go (`sinks`), alignment units in one spelling
+  (`units`), the section-10 mismatches one function shows (`clashes`), where
+  each padded row's real tokens are placed and read (`padsides`), bucket lists,
+  unit literals and units picked by a branch (`literals`), the configured names as hints
+  (`vocabulary`) and imports (`imports`);
+* per project (`project`): names resolved, calls bound to their ``def`` s, what
+  fields and parameters hold (`spaces`), the side each field is padded on
+  (`sides`), layout helpers found by what their ``def`` s do (`helpers`),
+  owners and second owners (`owners`), the call graph;
 * for the rules (`queries`): the questions each rule asks about one file.
 
 The tool around it (discovery, cache, runner, output, the rule base) is

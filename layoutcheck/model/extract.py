@@ -3,14 +3,20 @@
 `extract` parses with the standard library's `ast` (positions included) and
 walks the tree once, statement by statement, keeping the flow state of
 `layoutcheck.model.flow` (locals, branch joins, what each value derives
-from, which layout a branch serves). On the way it records what the file
-says about padded layouts (`layoutcheck.model.facts`): definitions and
-their signatures, calls with what each argument derives from, reads and
-writes of the sources and of the packed batch's description, pads and
-round-ups with their units and where their values go, broadcasts, per-sample
-entries read as batch lengths, rewrites of the owner's inputs, and the
-literals the bucket rule judges. It decides nothing about the project: that
-is `layoutcheck.model.project`'s work, on these facts.
+from, which layout a branch serves). Before each function is walked,
+`layoutcheck.model.uses` reads what its body does with each name and field.
+On the way it records what the file says about padded layouts
+(`layoutcheck.model.facts`): definitions and their signatures, which
+parameters a function uses as a layout kind, a padded length or a true
+length, calls with what each argument derives from, stores into fields,
+pads and round-ups with their units and where their values go, broadcasts,
+per-sample entries read as batch lengths, rewrites of per-sample fields,
+per-sample transforms of fields, and the literals the bucket rule judges.
+
+What a value *is* comes from how it is computed and used, never from its
+name: the names the settings configure are hints that add a recognition.
+What a field holds is the project's question (several files write and read
+it): the facts keep the field names, and `layoutcheck.model.spaces` answers.
 
 Why `ast` and not libcst: the facts need no concrete syntax, and CPython's
 parser builds its tree about 8x faster than libcst's (measured in the README's
@@ -21,7 +27,6 @@ from __future__ import annotations
 
 import ast
 import builtins
-import re
 import warnings
 from collections.abc import Iterable, Sequence
 
@@ -29,16 +34,16 @@ from layoutcheck.lint.settings import LintSettings
 from layoutcheck.model.facts import (
     Arg,
     Broadcast,
-    BucketLiteral,
     Call,
     EntryRead,
+    FieldWrite,
     FileFacts,
     Function,
-    MaxCall,
     Pad,
     Param,
     Record,
     Rewrite,
+    Transform,
 )
 from layoutcheck.model.flow import (
     BCAST,
@@ -48,22 +53,28 @@ from layoutcheck.model.flow import (
     NOTHING,
     PACKED,
     PAD,
+    SAMPLE,
     SEQ,
     SRC,
     SRCLIST,
+    STREAM,
     TOK,
     UNIT,
     Flow,
     Frame,
     Value,
 )
+from layoutcheck.model.clashes import ClashesMixin
 from layoutcheck.model.idioms import (
     Idiom,
     broadcast_count,
     is_init_value,
+    library_helper,
     match_agreement,
     match_chunk_pad,
 )
+from layoutcheck.model.literals import LiteralsMixin
+from layoutcheck.model.padsides import SIDE_TAGS, SidesMixin
 from layoutcheck.model.sinks import Sinks
 from layoutcheck.model.syntax import (
     Source,
@@ -82,6 +93,7 @@ from layoutcheck.model.syntax import (
     walk,
 )
 from layoutcheck.model.units import canonical
+from layoutcheck.model.uses import Uses, body_uses, field_of
 from layoutcheck.model.vocabulary import LAYOUT_KINDS, is_check_name, vocabulary
 
 __all__ = ["extract", "extract_tree"]
@@ -102,7 +114,6 @@ _CONVERSIONS = frozenset({
     "numpy.array", "numpy.asarray", "torch.from_numpy",
 })
 _CONVERSION_METHODS = frozenset({"tolist", "to", "cuda", "cpu", "long", "int", "clone", "detach", "numpy"})
-_MAX_LENGTH_KEYWORDS = ("max_length", "max_len", "max_seq_len", "max_seq_length", "max_tokens")
 _BUILTINS = frozenset(dir(builtins))
 _EXTERNAL = frozenset({
     "torch", "numpy", "math", "os", "sys", "logging", "re", "json", "itertools", "functools", "collections",
@@ -121,15 +132,31 @@ _COMMON_METHODS = frozenset({
     "new_full", "new_ones", "new_empty", "info", "debug", "warning", "error", "exception", "isoformat",
     "encode", "decode", "read", "write", "close", "cumsum", "diff", "nonzero", "any", "all", "argmax",
     "softmax", "log_softmax", "exp", "log", "gather", "scatter_", "index_select", "repeat", "type_as",
-    "numpy", "tolist", "record", "wait", "synchronize", "register_buffer", "parameters", "named_parameters",
+    "numpy", "wait", "synchronize", "register_buffer", "parameters", "named_parameters",
 })
-_BATCH_COUNT = re.compile(
-    r"_*(micro_|global_|local_|mini_)?(batch_size|bsz|bs|mbs|num_samples|n_samples|num_seqs|num_sequences|"
-    r"n_seqs|batch|num_prompts)",
-    re.IGNORECASE,
+"""Methods of containers, tensors and loggers: a call of one is never the project's own function
+(`record_call` skips it unless the receiver is `self`/`cls` or an imported module)."""
+_SHAPED = SEQ | STREAM | SAMPLE | PAD | PACKED | MAX
+_SPACE_WORDS: tuple[tuple[int, str], ...] = (
+    (PAD, "padded length P"),
+    (MAX, "one length for many samples (a maximum)"),
+    (PACKED, "cumulative lengths (packed stream)"),
+    (STREAM, "packed stream"),
+    (SAMPLE, "one sample's tensor"),
+    (TOK, "per-sample tensors"),
+    (SEQ, "true length T"),
+    (UNIT, "alignment unit"),
+    (CP, "CP size or rank"),
 )
+"""How `layoutcheck model` names a space, most specific first."""
 _STATEMENT_LIMIT = 400
 """Deeper statement nesting than this is left unwalked (generated code): the file is still parsed."""
+def space_word(tags: int) -> str | None:
+    """The name `layoutcheck model` gives the most specific space in ``tags``."""
+    for tag, word in _SPACE_WORDS:
+        if tags & tag:
+            return word
+    return None
 
 
 def extract(source: str, settings: LintSettings) -> FileFacts:
@@ -163,7 +190,9 @@ class _FunctionState:
 
     __slots__ = (
         "calls", "source_ticks", "none_checked", "returns", "guarded", "samples", "iterates", "aliases",
-        "pads", "writes_source", "writes_packed", "reads_source", "reads_packed",
+        "pads", "writes_source", "writes_packed", "reads_source", "reads_packed", "layout_params",
+        "padded_params", "true_params", "rounds", "spaces", "guard_fields", "candidates", "positional", "reads",
+        "returns_calls",
     )
 
     def __init__(self) -> None:
@@ -171,6 +200,7 @@ class _FunctionState:
         self.source_ticks: list[int] = []
         self.none_checked: set[str] = set()
         self.returns = 0
+        self.returns_calls: set[str] = set()
         self.guarded: set[str | None] = set()
         self.samples: set[int] = set()
         self.iterates = False
@@ -181,9 +211,35 @@ class _FunctionState:
         self.writes_packed = False
         self.reads_source = False
         self.reads_packed = False
+        self.layout_params: set[str] = set()
+        self.padded_params: set[str] = set()
+        self.true_params: set[str] = set()
+        self.rounds: tuple[int, int] | None = None
+        self.spaces: dict[tuple[str, str], tuple[int, str]] = {}
+        """``(subject, space) -> (line, why)``: the first line that showed it."""
+        self.guard_fields: set[str] = set()
+        self.candidates: list[tuple[int, ast.Call]] = []
+        """Calls that may be the project's round-up helpers: their fate is read at the end."""
+        self.positional: tuple[str, ...] = ()
+        """The positional parameters, in order (for `rounds`)."""
+        self.reads: set[str] = set()
+        """Fields read by key (``d["k"]``) anywhere in the function."""
+
+    def note_space(self, subject: str, space: str | None, line: int, why: str) -> None:
+        if space is not None and len(self.spaces) < 64:
+            self.spaces.setdefault((subject, space), (line, why))
 
 
-class _Extractor(Flow):
+_USE_WHY = {
+    TOK: "sized, padded or concatenated per element",
+    SEQ: "fed to a cumulative sum, used as a tensor extent or rounded up",
+    UNIT: "the multiple of a round-up",
+    CP: "indexes the chunks of a zigzag split",
+    PACKED: "grown by its own last entry plus a length",
+}
+
+
+class _Extractor(ClashesMixin, LiteralsMixin, SidesMixin, Flow):
     def __init__(self, source: str, settings: LintSettings) -> None:
         super().__init__(vocabulary(settings))
         self.settings = settings
@@ -199,16 +255,32 @@ class _Extractor(Flow):
         self.expecting_error = 0
         self.claimed: set[int] = set()
         """Nodes inside an idiom already recorded: their parts are not judged again."""
-        self.seen_broadcasts: set[int] = set()
+        self.broadcasts: dict[int, Broadcast] = {}
+        """Broadcasts by their origin node: a later store into a field retargets the one recorded."""
         self.mentions_source = False
         self.depth = 0
+        self.field_uses: dict[str, int] = {}
+        self.unit_atoms: set[str] = set()
+        self.bucket_names: set[str] = set()
+        self.partners: set[tuple[str, ...]] = set()
+        self.in_class_body = 0
+        self.attribute_bases: set[int] = set()
+        self.pad_context = 0
+        self.positive: list[str] = []
+        """The tests of the enclosing ``if`` s and the function's asserts, as text: what holds here."""
+        self.loops: list[ast.For | ast.AsyncFor] = []
+        """The function's ``for`` loops around the node walked, outermost first."""
+        """Inside a pad's amount (`F.pad(x, (0, p - x.size(0)))`): ``p - size`` there makes ``p`` a padded length."""
+        """Subscripts whose attribute is read (``xs[0].device``): the entry is no length."""
 
     # ------------------------------------------------------------ driving
 
     def run(self, tree: ast.Module) -> None:
         module = Function("<module>", (1, 1, 1, 1))
         self.facts.functions.append(module)
-        frame = Frame(0, None, tree, model=False, cls=None)
+        uses = body_uses(tree.body, self.imports)
+        frame = Frame(0, None, tree, model=False, cls=None, uses=uses)
+        self._absorb(uses)
         self.frames.append(frame)
         self.states.append(_FunctionState())
         self.block(tree.body)
@@ -223,6 +295,16 @@ class _Extractor(Flow):
         facts.mentions_source = self.mentions_source or any(
             f.reads_source or f.writes_source or f.source_ticks for f in facts.functions
         )
+        facts.broadcasts = list(self.broadcasts.values())
+        facts.field_uses = tuple(sorted(self.field_uses.items()))
+        facts.unit_atoms = tuple(sorted(self.unit_atoms))
+        facts.bucket_names = tuple(sorted(self.bucket_names))
+        facts.partners = tuple(sorted(self.partners))
+
+    def _absorb(self, uses: Uses) -> None:
+        for key, tags in uses.fields.items():
+            self.field_uses[key] = self.field_uses.get(key, 0) | tags
+        self.unit_atoms |= uses.unit_atoms
 
     def next_tick(self) -> int:
         self.tick += 1
@@ -250,7 +332,10 @@ class _Extractor(Flow):
     def statement(self, node: ast.stmt) -> bool:
         kind = type(node)
         if kind is ast.Assign:
+            first = node.targets[0]
+            self.frame.data["assigning"] = first.id if isinstance(first, ast.Name) else None
             self.scan(node.value)
+            self.frame.data["assigning"] = None
             for target in node.targets:
                 self.scan_target(target)
             self.assign(node.targets, node.value)
@@ -265,7 +350,8 @@ class _Extractor(Flow):
                 self.scan(node.value)
                 value = self.classify(node.value)
                 self.state.returns |= value.tags
-                self.returned_broadcast(node.value)
+                self.state.returns_calls |= value.calls
+                self.returned(node.value)
             return True
         elif kind in (ast.FunctionDef, ast.AsyncFunctionDef):
             self.function(node)
@@ -341,10 +427,24 @@ class _Extractor(Flow):
         self.in_test += 1
         self.scan(node.test)
         self.in_test -= 1
+        test_text = self.source.segment(node.test)
+        # The body runs only when the test holds; after an `if ...: raise`, what follows has the
+        # test settled too (crudely: a value the test names is taken to be checked).
+        self.positive.append(test_text)
+        try:
+            return self._if(node, raises)
+        finally:
+            if not raises:
+                self.positive.remove(test_text)
+
+    def _if(self, node: ast.If, raises: bool) -> bool:
+        body_layout, else_layout = self.layout_of(node.test)
         if raises:
             self.guard(node.test, negated=True)
+            saved = self.frame.layout
+            self.frame.layout = else_layout or saved
             self.note_none_check(node.test, negated=True)
-        body_layout, else_layout = self.layout_of(node.test)
+            self.frame.layout = saved
         ended = self.branches([node.body, node.orelse], [body_layout, else_layout], exhaustive=True)
         if not ended:
             # An early `return`/`raise` narrows the layout of what follows.
@@ -364,8 +464,22 @@ class _Extractor(Flow):
     def for_(self, node: ast.For | ast.AsyncFor) -> None:
         self.scan(node.iter)
         self.walks(node.iter)
+        keys = _string_tuple(node.iter)
+        if keys is not None and isinstance(node.target, ast.Name):
+            # `for key in ("a", "b"): d[key] = f(d[key])`: each key is a field, treated alike.
+            self.frame.data.setdefault("keys", {})[node.target.id] = keys
+            self.bind(node.target.id, NOTHING)
+            if any(isinstance(t, ast.Subscript) and isinstance(t.slice, ast.Name) and t.slice.id == node.target.id
+                   for s in ast.walk(node) if isinstance(s, (ast.Assign, ast.AugAssign)) for t in _targets(s)):
+                self.partners.add(tuple(sorted(keys)))
+            self.loop_body(node.body, node.orelse)
+            self.frame.data["keys"].pop(node.target.id, None)
+            return
         self.bind_target(node.target, self.element(node.iter), None)
+        self.bucket_loop(node)
+        self.loops.append(node)
         self.loop_body(node.body, node.orelse)
+        self.loops.pop()
 
     def try_(self, node: ast.stmt) -> None:
         self.block(node.body)  # type: ignore[attr-defined]
@@ -395,6 +509,7 @@ class _Extractor(Flow):
         for side in sides:
             kind = LAYOUT_KINDS.get(string_value(side) or "")
             if kind is not None:
+                self.note_layout_param(sides[1] if side is sides[0] else sides[0], test)
                 other = "bshd" if kind == "thd" else "thd"
                 if isinstance(op, ast.Eq):
                     return kind, other
@@ -403,12 +518,22 @@ class _Extractor(Flow):
         if isinstance(op, (ast.In, ast.NotIn)) and isinstance(test.comparators[0], (ast.Tuple, ast.List, ast.Set)):
             kinds = {LAYOUT_KINDS.get(string_value(e) or "") for e in test.comparators[0].elts}
             if len(kinds) == 1 and None not in kinds:
+                self.note_layout_param(test.left, test)
                 kind = kinds.pop()
                 other = "bshd" if kind == "thd" else "thd"
                 return (kind, other) if isinstance(op, ast.In) else (other, kind)
         return None, None
 
+    def note_layout_param(self, node: ast.expr, test: ast.AST) -> None:
+        """A parameter compared with a layout kind is the function's layout parameter."""
+        if isinstance(node, ast.Name) and self.is_parameter(node.id):
+            state = self.state
+            if node.id not in state.layout_params:
+                state.layout_params.add(node.id)
+                state.note_space(node.id, "layout kind", test.lineno, "compared with a layout kind")  # type: ignore[attr-defined]
+
     def assert_(self, node: ast.Assert) -> None:
+        self.positive.append(self.source.segment(node.test))
         self.in_test += 1
         self.scan(node.test)
         if node.msg is not None:
@@ -421,13 +546,28 @@ class _Extractor(Flow):
             self.frame.layout = body
 
     def note_none_check(self, test: ast.expr, *, negated: bool) -> None:
-        """``assert p is not None`` / ``if p is None: raise``: omitting ``p`` fails loudly."""
+        """``assert p is not None`` / ``if p is None: raise``: omitting ``p`` fails loudly. Where
+        the layout is BSHD, it also says ``p`` is what BSHD needs: the padded length."""
         for part in (test.values if isinstance(test, ast.BoolOp) else [test]):
             if isinstance(part, ast.Compare) and len(part.ops) == 1 and isinstance(part.left, ast.Name):
                 none = isinstance(part.comparators[0], ast.Constant) and part.comparators[0].value is None
                 wanted = ast.Is if negated else ast.IsNot
                 if none and isinstance(part.ops[0], wanted) and self.is_parameter(part.left.id):
                     self.state.none_checked.add(part.left.id)
+                    if self.frame.layout == "bshd":
+                        self.note_padded_param(part.left.id, part, "required where the layout is BSHD")
+
+    def note_padded_param(self, name: str, node: ast.AST, why: str) -> None:
+        state = self.state
+        if name not in state.padded_params:
+            state.padded_params.add(name)
+            state.note_space(name, "padded length P (parameter)", getattr(node, "lineno", 0), why)
+
+    def note_true_param(self, name: str, node: ast.AST, why: str) -> None:
+        state = self.state
+        if name not in state.true_params:
+            state.true_params.add(name)
+            state.note_space(name, "true length T (parameter)", getattr(node, "lineno", 0), why)
 
     # -- definitions --
 
@@ -438,19 +578,24 @@ class _Extractor(Flow):
         defaults = [*([None] * (len(args.posonlyargs) + len(args.args) - len(args.defaults))), *args.defaults]
         params: list[Param] = []
         positional_params = [*args.posonlyargs, *args.args]
+        layout_params: set[str] = set()
         for i, (param, default) in enumerate(zip(positional_params, defaults)):
             kind = "posonly" if i < len(args.posonlyargs) else "pos"
             params.append(Param(param.arg, kind, None if default is None else self.source.snippet(default, 40)))
             if default is not None:
                 self.scan(default)
-                self.judge_literal(param.arg, default)
+                self.judge_literal(param.arg, default, binding=True)
+                if string_value(default) in LAYOUT_KINDS:
+                    layout_params.add(param.arg)
         if args.vararg is not None:
             params.append(Param(args.vararg.arg, "star", None))
         for param, default in zip(args.kwonlyargs, args.kw_defaults):
             params.append(Param(param.arg, "kwonly", None if default is None else self.source.snippet(default, 40)))
             if default is not None:
                 self.scan(default)
-                self.judge_literal(param.arg, default)
+                self.judge_literal(param.arg, default, binding=True)
+                if string_value(default) in LAYOUT_KINDS:
+                    layout_params.add(param.arg)
         if args.kwarg is not None:
             params.append(Param(args.kwarg.arg, "dstar", None))
         name = node.name
@@ -467,15 +612,26 @@ class _Extractor(Flow):
             named_for_source=self.vocab.mentions_source(name) and not is_check_name(name),
         )
         self.facts.functions.append(facts)
-        frame = Frame(index, parent, node, model=model, cls="<inside>")
+        uses = body_uses(node.body, self.imports)
+        self._absorb(uses)
+        frame = Frame(index, parent, node, model=model, cls="<inside>", uses=uses)
         self.frames.append(frame)
-        self.states.append(_FunctionState())
+        state = _FunctionState()
+        state.layout_params |= layout_params
+        for param in layout_params:
+            state.note_space(param, "layout kind", line, "defaults to a layout kind")
+        state.positional = tuple(p.arg for p in positional_params)
+        self.states.append(state)
         for param in params:
             frame.env[param.name] = Value(self.vocab.tags(param.name), None, frozenset((param.name,)))
         self.forget()
         saved_classes, self.classes = self.classes, []
+        saved_positive, self.positive = self.positive, []
+        saved_loops, self.loops = self.loops, []
         self.block(node.body)
         self.classes = saved_classes
+        self.positive = saved_positive
+        self.loops = saved_loops
         self._finish(frame, node.body)
         self.frames.pop()
         self.qual.pop()
@@ -496,7 +652,9 @@ class _Extractor(Flow):
         frame.env = dict(saved_env)  # class attributes are not the enclosing scope's locals
         frame.cls = None
         self.forget()
+        self.in_class_body += 1
         self.block(node.body)
+        self.in_class_body -= 1
         frame.env, frame.cls = saved_env, saved_cls
         self.forget()
         self.classes.pop()
@@ -507,16 +665,19 @@ class _Extractor(Flow):
         """The function has been walked: fix the fates of its pads and write its facts."""
         state = self.states.pop()
         facts = self.facts.functions[frame.index]
-        if state.pads:
-            vocab = self.vocab
-            helper = facts.qualname.rsplit(".", 1)[-1] in vocab.helpers or any(
-                vocab.is_padded_length_param(p.name) for p in facts.params
-            )
-            # A CP helper's or model code's pads are never judged: their fate is not worth a walk.
-            sinks = None if helper or frame.model else Sinks(body, self.imports, lambda n: self.classify(n).has(TOK))
+        if (state.pads or state.candidates) and not frame.model:
+            sinks = Sinks(body, self.imports, lambda n: self.classify(n).has(TOK | SAMPLE | STREAM))
             for pad, carrier in state.pads:
-                pad.fate = sinks.fate(carrier) if sinks is not None else "local"
-                self.facts.pads.append(pad)
+                pad.fate = sinks.fate(carrier)
+            calls = state.calls
+            for i, node in state.candidates:
+                calls[i] = calls[i]._replace(fate=sinks.fate(node))
+        for pad, _ in state.pads:
+            self.facts.pads.append(pad)
+        for key, tags in sorted(frame.uses.names.items()):
+            self._note_uses(state, frame.uses, "name", key, key, tags)
+        for key, tags in sorted(frame.uses.fields.items()):
+            self._note_uses(state, frame.uses, "field", key, f'field "{key}"', tags)
         facts.writes_source = state.writes_source or facts.named_for_source
         facts.writes_packed = state.writes_packed
         facts.reads_source = state.reads_source
@@ -524,13 +685,30 @@ class _Extractor(Flow):
         facts.source_ticks = tuple(state.source_ticks)
         facts.none_checked = tuple(sorted(state.none_checked))
         facts.returns_tags = state.returns
+        facts.returns_calls = tuple(sorted(state.returns_calls))
         facts.calls = tuple(state.calls)
         facts.guarded = tuple(sorted(g for g in state.guarded if g is not None)) + (
             ("",) if None in state.guarded else ()
         )
         facts.sample_indices = tuple(sorted(state.samples))
         facts.iterates = state.iterates
+        facts.layout_params = tuple(sorted(state.layout_params))
+        facts.padded_params = tuple(sorted(state.padded_params))
+        facts.true_params = tuple(sorted(state.true_params - state.padded_params))
+        facts.rounds = state.rounds
+        facts.guard_fields = tuple(sorted(state.guard_fields))
+        facts.reads = tuple(sorted(state.reads))
+        names = frame.uses.names
+        facts.param_uses = tuple((p.name, names[p.name]) for p in facts.params if names.get(p.name))
+        facts.spaces = tuple(sorted((subject, space, line, why) for (subject, space), (line, why) in state.spaces.items()))
         facts.end_tick = self.next_tick()
+
+    @staticmethod
+    def _note_uses(state: _FunctionState, uses: Uses, kind: str, key: str, subject: str, tags: int) -> None:
+        for tag in (TOK, SEQ, UNIT, CP, PACKED):
+            if tags & tag:
+                line = uses.lines.get((kind, key, tag), 0)
+                state.note_space(subject, space_word(tag), line, _USE_WHY[tag])
 
     # -- stores --
 
@@ -555,24 +733,58 @@ class _Extractor(Flow):
             return self.imports.qualify(value.func) in _FRESH_CALLS or last_name(value.func) in _FRESH_METHODS
         return False
 
-    def note_write(self, name: str | None, value: ast.expr | None = None) -> None:
-        """A store of ``value`` to ``name`` (a variable, attribute or string key) here.
+    def store_keys(self, target: ast.expr) -> tuple[tuple[str, ...], bool]:
+        """The fields a store target writes (``d["k"]``, ``obj.k``, ``d[key]`` in a loop over keys)
+        and whether it writes one entry of them (``d["k"][i] = ...``)."""
+        if isinstance(target, ast.Subscript):
+            key = string_key(target)
+            if key is not None:
+                return (key,), False
+            keys = self.loop_keys(target.slice)
+            if keys:
+                return keys, False
+            inner, _ = self.store_keys(target.value)  # type: ignore[arg-type]
+            return inner, True
+        if isinstance(target, ast.Attribute):
+            found = field_of(target)
+            return ((found,), False) if found is not None else ((), False)
+        return (), False
 
-        Storing what was read from the source (``max_seq_lens = batch["max_seq_lens"]``,
-        ``cu_seqlens = batch["cu_seqlens"]``) is a read under another name, not a write.
+    def note_write(self, name: str | None, value: ast.expr | None = None, *, node: ast.AST | None = None,
+                   entry: bool = False, fresh: bool = True) -> None:
+        """A store of ``value`` into field ``name`` here: a `FieldWrite`, and for a configured source
+        or packed name (hints) a write of it.
+
+        Storing what was read from the field (``max_seq_lens = batch["max_seq_lens"]``) is a read
+        under another name, not a write.
         """
-        vocab = self.vocab
-        if name is None or (name not in vocab.sources and name not in vocab.packed):
+        if name is None:
             return
+        vocab = self.vocab
+        found = self.classify(value) if value is not None else NOTHING
         if value is not None:
             if target_name(value) == (name, False) and not isinstance(value, ast.Name):
                 return
-            if isinstance(value, ast.Call) and last_name(value.func) == "get":
+            if isinstance(value, ast.Call) and last_name(value.func) in ("get", "pop"):
                 first = positional(value)[:1]
                 if first and string_value(first[0]) == name:
                     return
-            if self.classify(value).has(SRC):
-                return
+        where = node if node is not None else value
+        if where is not None:
+            self.facts.field_writes.append(FieldWrite(
+                self.frame.index, name, self.source.span(where), found.tags, tuple(sorted(found.fields)),
+                tuple(sorted(found.params)), entry, self.next_tick(),
+                self.source.snippet(value, 60) if value is not None else "",
+                entry or (value is not None and self.built_per_sample(value)),
+                fresh, tuple(sorted(found.calls)),
+            ))
+            word = space_word(found.tags & ~(UNIT | CP))
+            if word is not None and value is not None:
+                self.state.note_space(f'field "{name}"', word, where.lineno, f"stores {self.source.snippet(value, 40)}")  # type: ignore[attr-defined]
+        if name not in vocab.sources and name not in vocab.packed:
+            return
+        if found.has(SRC):
+            return
         if name in vocab.sources:
             self.state.writes_source = True
             self.state.source_ticks.append(self.next_tick())
@@ -582,23 +794,31 @@ class _Extractor(Flow):
     def assign(self, targets: Sequence[ast.expr], value: ast.expr) -> None:
         found = self.classify(value)
         for target in targets:
-            name, entry = target_name(target)
-            self.note_write(name, value)
+            if isinstance(target, ast.Subscript):
+                self.stored_side(target, value, self._rebind_side)
+            keys, entry = self.store_keys(target)
+            for key in keys:
+                self.note_write(key, value, node=target, entry=entry, fresh=self.fresh_root(target))
+                if not entry:
+                    self.check_broadcast(value, key, "field")
+                self.transform(target, key, value)
+            if isinstance(target, ast.Name):
+                self.check_broadcast(value, target.id, "name")
             self.rewrite(target, value)
-            if not entry:
-                self.check_broadcast(value, name)
             self.record(target, found)
             if not isinstance(target, (ast.Tuple, ast.List)):
-                field_name = name if not isinstance(target, ast.Name) else (last_name(target))
-                self.judge_literal(field_name if not isinstance(target, ast.Subscript) or string_key(target)
-                                   else None, value)
+                field_name = (target.id if isinstance(target, ast.Name) else keys[0] if keys and not entry else None)
+                self.judge_literal(field_name, value, binding=not isinstance(target, ast.Name) or self.at_top())
             if isinstance(target, ast.Name):
-                if found.tags & (SRCLIST | TOK):
+                if found.tags & (SRCLIST | TOK) or (found.fields and root_name(value) is not None):
                     self.state.aliases[target.id] = self.container(value)
                 unit = None
-                if found.tags & (UNIT | CP) or int_value(value) is not None:
+                if _unit_shaped(value):
                     unit = canonical(value, self.unit_of, self.vocab.is_pad_multiplier)
                 self.bind(target.id, found, value)
+                word = space_word(found.tags & _SHAPED)
+                if word is not None:
+                    self.state.note_space(target.id, word, target.lineno, f"= {self.source.snippet(value, 40)}")
                 if unit is not None:
                     self.frame.units[target.id] = unit
                 else:
@@ -614,29 +834,84 @@ class _Extractor(Flow):
                         self.assign([element], part)
                 else:
                     for element in elements:
-                        self.note_write(target_name(element)[0])
                         if isinstance(element, ast.Name):
                             self.bind(element.id, NOTHING)
                         elif isinstance(element, ast.Starred) and isinstance(element.value, ast.Name):
                             self.bind(element.value.id, NOTHING)
 
+    def _rebind_side(self, name: str, tag: int) -> None:
+        """A buffer written on one side of its rows is padded on that side from now on."""
+        current = self.frame.env.get(name)
+        if current is not None:
+            self.bind(name, current.with_tags((current.tags & ~SIDE_TAGS) | tag), self.bound_expr(name))
+
+    def built_per_sample(self, value: ast.expr) -> bool:
+        """Is ``value`` a list built entry by entry: a comprehension, a broadcast, ``torch.full((n,), v)``,
+        a list literal of several entries, or a local bound to one or grown by appends?"""
+        for _ in range(3):
+            if isinstance(value, ast.Name):
+                if value.id in self.frame.data.get("grown", {}):
+                    return True
+                bound = self.bound_expr(value.id)
+                if bound is None:
+                    return False
+                value = bound
+                continue
+            if isinstance(value, ast.Call) and self.imports.qualify(value.func) in _CONVERSIONS and value.args:
+                value = value.args[0]
+                continue
+            break
+        if isinstance(value, (ast.ListComp, ast.GeneratorExp)):
+            return True
+        if isinstance(value, ast.List) and len(value.elts) > 1:
+            return True
+        return self.idiom("broadcast", value) is not None
+
+    def at_top(self) -> bool:
+        """Module or class level: a binding there is configuration, not a local."""
+        return len(self.frames) == 1 or self.in_class_body > 0 and self.frame.cls is None
+
     def augment(self, node: ast.AugAssign) -> None:
         target = node.target
-        self.note_write(target_name(target)[0])
+        keys, _ = self.store_keys(target)
         self.rewrite(target, None)
         if isinstance(target, ast.Name):
             self.bind(target.id, self.lookup(target.id) | self.classify(node.value), None)
+        for key in keys:
+            self.note_write(key, node.value, node=target, entry=True, fresh=self.fresh_root(target))
 
     def record(self, target: ast.expr, value: Value) -> None:
         """A padded length stored into a field: later padding leaves it stale (LC105)."""
         if isinstance(target, ast.Name) or not value.tags & PAD or value.tags & SRC:
             return
         name, entry = target_name(target)
-        if name is None or entry or name in self.vocab.owner_inputs:
+        if name is None or entry:
             return
         self.facts.records.append(Record(self.frame.index, self.source.span(target), name, self.next_tick()))
 
-    # -- rewrites of the owner's inputs (LC105) --
+    # -- per-sample transforms of fields (partner fields left out) --
+
+    def transform(self, target: ast.expr, key: str, value: ast.expr) -> None:
+        """``d["k"] = [f(x, ...) for x in d["k"]]`` (or through ``zip``): ``f`` transforms field ``k``."""
+        if not isinstance(value, (ast.ListComp, ast.GeneratorExp)) or not value.generators:
+            return
+        walked = self.classify(value.generators[0].iter)
+        if key not in walked.fields and not _reads_key(value.generators[0].iter, key, self):
+            return
+        for part in walk(value.elt):
+            if isinstance(part, ast.Call):
+                name = self.imports.qualify(part.func) or ""
+                tail = last_name(part.func) or ""
+                root = name.split(".", 1)[0]
+                if not tail or root in _EXTERNAL or name.startswith("torch.") or (
+                    isinstance(part.func, ast.Name) and tail in _BUILTINS and tail not in self.imports.aliases
+                ) or (isinstance(part.func, ast.Attribute) and tail in _COMMON_METHODS):
+                    continue
+                self.facts.transforms.append(Transform(
+                    self.frame.index, key, name or tail, self.source.span(target), self.next_tick(),
+                ))
+
+    # -- rewrites of per-sample fields (LC105) --
 
     def fresh_root(self, container: ast.expr) -> bool:
         root = root_name(container)
@@ -657,81 +932,110 @@ class _Extractor(Flow):
     def rewrite(self, target: ast.expr, value: ast.expr | None) -> None:
         if not isinstance(target, ast.Subscript):
             return
-        vocab = self.vocab
-        inputs = vocab.owner_inputs
         key = string_key(target)
         if key is not None:
-            # A whole token list is replaced by conversions too (`.cuda()` per
-            # sample); only a whole *length* field says the lengths changed, and
-            # not when it is the same field converted.
-            if (key in inputs and not vocab.is_token(key) and not self.fresh_root(target.value)
-                    and not self.converted(value, target)):
-                self.add_rewrite(target, key)
+            # A whole per-sample list replaced: a rewrite of its lengths when the new list holds
+            # lengths (a token list is replaced by conversions too, `.cuda()` per sample); never
+            # the same field converted, nor a field of a container built here.
+            if self.fresh_root(target.value) or self.converted(value, target):
+                return
+            tags = self.classify(value).tags if value is not None else 0
+            if not tags & (TOK | SAMPLE | STREAM):
+                self.add_rewrite(target, key, entry=False, tags=tags)
             return
         base = target.value
         if isinstance(base, ast.Attribute) and root_name(base) == "self":
             return  # an object's own cache (`self.total_lengths[i] = n`), not the rollout's
-        name, _ = target_name(base)
-        if name not in inputs or self.fresh_root(base):
+        inner = string_key(base) if isinstance(base, ast.Subscript) else None
+        if inner is None or self.fresh_root(base):
             return
-        # A bare `tokens[i] = ...` is as often a lexer's or tokenizer's list of strings;
-        # a rollout's token list is reached through its container (`rollout_data["tokens"]`).
-        if isinstance(base, ast.Name) and vocab.is_token(name):
-            return
-        self.add_rewrite(target, name)
+        tags = self.classify(value).tags if value is not None else 0
+        self.add_rewrite(target, inner, entry=True, tags=tags)
 
-    def add_rewrite(self, node: ast.AST, name: str) -> None:
+    def add_rewrite(self, node: ast.AST, name: str, *, entry: bool, tags: int) -> None:
         self.facts.rewrites.append(Rewrite(
-            self.frame.index, self.source.span(node), self.source.snippet(node), name, self.next_tick(),
+            self.frame.index, self.source.span(node), self.source.snippet(node), name, self.next_tick(), entry, tags,
         ))
 
     # -- broadcasts (LC101) --
 
-    def check_broadcast(self, value: ast.expr, target: str | None) -> None:
+    def check_broadcast(self, value: ast.expr, target: str | None, kind: str) -> None:
+        """A list giving every entry one value, stored as ``target``; the project judges it."""
         if target is None:
-            return
-        vocab = self.vocab
-        is_source = target in vocab.sources
-        if not is_source and not vocab.tags(target) & SEQ:
             return
         found = self.classify(value)
         origin = found.origin
-        if not found.tags & BCAST or origin is None or id(origin) in self.seen_broadcasts:
+        if not found.tags & BCAST or origin is None:
             return
-        if not is_source and not found.tags & MAX:
-            return  # other length lists may legitimately repeat a configured length
-        self.seen_broadcasts.add(id(origin))
+        known = self.broadcasts.get(id(origin))
+        if known is not None:
+            if kind in ("field", "keyword") and known.target_kind == "name":
+                known.target, known.target_kind = target, kind  # stored on: judged as what it becomes
+            return
         repeated = self.idiom("broadcast", origin)
-        self.facts.broadcasts.append(Broadcast(
+        placeholder = is_init_value(repeated)
+        if kind == "name" and not found.tags & (MAX | PAD):
+            return  # a local list of one value: judged if it is stored into a field later
+        if placeholder and kind == "name":
+            return
+        self.broadcasts[id(origin)] = Broadcast(
             self.frame.index, self.source.span(origin), self.source.snippet(origin), target, found.tags,
-            self.per_sample(broadcast_count(origin, self.imports)), is_init_value(repeated),
-        ))
+            self.per_sample(broadcast_count(origin, self.imports)), placeholder, kind,
+            tuple(sorted(found.fields)), tuple(sorted(found.params)), tuple(sorted(found.calls)),
+        )
 
     def per_sample(self, count: ast.expr | None) -> bool:
-        """Does ``count`` (a broadcast's entry count) count samples?"""
-        if count is None:
-            return True  # unknown: give the broadcast the benefit of being per sample
-        if isinstance(count, ast.Call) and last_name(count.func) == "len" and count.args:
-            count = count.args[0]
-        if isinstance(count, (ast.Tuple, ast.List)) and count.elts:
-            count = count.elts[0]
-        tags = self.classify(count).tags
-        if tags & (TOK | SEQ | SRCLIST | PACKED):
-            return True
-        name = last_name(count) or ""
-        if _BATCH_COUNT.fullmatch(name) or name in self.vocab.owner_inputs:
-            return True
-        root = root_name(count)
-        return root is not None and any(s in root for s in ("rollout", "batch", "sample"))
+        """Does ``count`` (a broadcast's entry count) count samples: the length of a collection
+        (``len(xs)``, ``xs.size(0)``, ``xs.shape[0]``) or a walk over one, directly or through a
+        local bound to one?"""
+        for _ in range(3):
+            if count is None:
+                return False
+            if isinstance(count, (ast.Tuple, ast.List)) and count.elts:
+                count = count.elts[0]
+                continue
+            if isinstance(count, ast.Name):
+                bound = self.bound_expr(count.id)
+                if bound is None:
+                    return False
+                count = bound
+                continue
+            break
+        if isinstance(count, ast.Call):
+            func = count.func
+            if isinstance(func, ast.Name) and func.id == "len" and count.args:
+                return not isinstance(count.args[0], ast.Constant)
+            if isinstance(func, ast.Name) and func.id == "range":
+                args = positional(count)
+                return len(args) == 1 and self.per_sample(args[0])
+            if isinstance(func, ast.Attribute) and func.attr in ("size", "numel") and (
+                not count.args or int_value(count.args[0]) == 0
+            ):
+                return True
+            return False
+        if isinstance(count, ast.Subscript) and isinstance(count.value, ast.Attribute) and count.value.attr == "shape":
+            return int_value(count.slice) == 0
+        # A comprehension's iterable: a walk over a collection.
+        return isinstance(count, (ast.Name, ast.Subscript, ast.Attribute, ast.Call, ast.ListComp))
 
-    def returned_broadcast(self, value: ast.expr) -> None:
+    def returned(self, value: ast.expr) -> None:
+        """A returned broadcast, and a function returning its parameter rounded up (a round-up helper)."""
         frame = self.frame
         if frame.parent is None:
             return
         name = self.facts.functions[frame.index].qualname.rsplit(".", 1)[-1]
         if self.vocab.mentions_source(name):
-            # `def uniform_max_seq_lens(...): return [P] * n` produces the source.
-            self.check_broadcast(value, self.vocab.source_in(name))
+            # `def uniform_max_seq_lens(...): return [P] * n` names a configured source it produces (a hint).
+            self.check_broadcast(value, self.vocab.source_in(name), "field")
+        self.check_broadcast(value, "", "return")
+        idiom = self.idiom("round_up", value)
+        state = self.state
+        if frame.layout == "bshd" and isinstance(value, ast.Name) and self.is_parameter(value.id):
+            self.note_padded_param(value.id, value, "returned as the length where the layout is BSHD")
+        if idiom is not None and len(idiom.values) == 1:
+            n, m = idiom.values[0], idiom.unit
+            if isinstance(n, ast.Name) and isinstance(m, ast.Name) and n.id in state.positional and m.id in state.positional:
+                state.rounds = (state.positional.index(n.id), state.positional.index(m.id))
 
     # -- per-sample entries as batch lengths (LC103) --
 
@@ -746,14 +1050,21 @@ class _Extractor(Flow):
         state = self.state
         for kind, collection in match_agreement(test, self.imports, negated=negated):
             found = self.classify(collection)
-            if found.tags & SRCLIST or (kind == "single" and found.tags & TOK):
-                state.guarded.add(self.container(collection))
+            container = self.container(collection)
+            if kind == "single" or not found.fields:
+                state.guarded.add(container)  # one sample per micro-batch: nothing in it can disagree
+            for key in found.fields:
+                state.guard_fields.add(f"{container}:{key}")
+            for param in found.params:
+                state.guard_fields.add(f"param:{param}")
 
     def walks(self, iterable: ast.expr) -> None:
         state = self.state
         if not state.iterates:
             per_sample = SEQ | TOK | SRCLIST
-            state.iterates = any(self.classify(n).tags & per_sample for n in walk(iterable))
+            state.iterates = any(
+                self.classify(n).tags & per_sample or self.classify(n).fields for n in walk(iterable)
+            )
 
     # ------------------------------------------------------------ expressions
 
@@ -785,6 +1096,8 @@ class _Extractor(Flow):
                     idiom, label = match_chunk_pad(node, self.chunk_of), "chunk_pad"
                 if idiom is not None:
                     self.pad(idiom, label)
+            self.length_roles(node)  # type: ignore[arg-type]
+            self.shift_mismatch(node)  # type: ignore[arg-type]
             self.scan(node.left)  # type: ignore[attr-defined]
             self.scan(node.right)  # type: ignore[attr-defined]
             return
@@ -798,12 +1111,16 @@ class _Extractor(Flow):
                 self.mentions_source = True
             elif attr in self.vocab.packed:
                 self.state.reads_packed = True
+            if isinstance(node.value, ast.Subscript):  # type: ignore[attr-defined]
+                self.attribute_bases.add(id(node.value))  # type: ignore[attr-defined]
             self.scan(node.value)  # type: ignore[attr-defined]
             return
         if kind in (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp):
             for gen in node.generators:  # type: ignore[attr-defined]
                 self.scan(gen.iter)
                 self.walks(gen.iter)
+            if kind is not ast.DictComp:
+                self.bucket_search(node)  # type: ignore[arg-type]
             self.push_comprehension(node)  # type: ignore[arg-type]
             try:
                 for gen in node.generators:  # type: ignore[attr-defined]
@@ -823,9 +1140,10 @@ class _Extractor(Flow):
                     self.scan(key)
                 self.scan(value)
                 name = string_value(key)
-                self.note_write(name, value)
-                self.check_broadcast(value, name)
-                self.judge_literal(name, value)
+                if name is not None:
+                    self.note_write(name, value)
+                    self.check_broadcast(value, name, "field")
+                    self.judge_literal(name, value, binding=True)
             return
         if kind is ast.Lambda:
             args = node.args  # type: ignore[attr-defined]
@@ -844,11 +1162,13 @@ class _Extractor(Flow):
             self.in_test += 1
             self.scan(node.test)  # type: ignore[attr-defined]
             self.in_test -= 1
-            body, other = self.layout_of(node.test)  # type: ignore[attr-defined]
+            body, other = self.layout_arms_of(node)  # type: ignore[arg-type]
             frame = self.frame
             saved = frame.layout
             frame.layout = body or saved
+            self.positive.append(self.source.segment(node.test))  # type: ignore[attr-defined]
             self.scan(node.body)  # type: ignore[attr-defined]
+            self.positive.pop()
             frame.layout = other or saved
             self.scan(node.orelse)  # type: ignore[attr-defined]
             frame.layout = saved
@@ -861,9 +1181,55 @@ class _Extractor(Flow):
             elif isinstance(child, ast.comprehension):
                 self.scan(child.iter)
 
+    def length_roles(self, node: ast.BinOp) -> None:
+        """Which parameters this arithmetic shows to be a padded or a true length.
+
+        ``p - x.size(0)`` (a padded length less a sample's size) is a pad amount: ``p`` is a padded
+        length. A parameter rounded up, or divided into CP chunks, is the layout's length: the
+        padded one where the layout is BSHD, the true one where it is packed.
+        """
+        if isinstance(node.op, ast.Sub) and self.pad_context:
+            left, right = node.left, node.right
+            if isinstance(left, ast.Name) and self.is_parameter(left.id) and self.classify(right).tags & SEQ and (
+                not self.classify(left).tags & (SEQ | PAD | MAX)
+            ) and left.id not in {n.id for n in walk(right) if isinstance(n, ast.Name)}:
+                self.note_padded_param(left.id, node, f"`{self.source.snippet(node, 40)}` is a pad amount")
+        layout = self.frame.layout
+        if layout is None:
+            return
+        idiom = self.idiom("ceil_div", node) or self.idiom("round_up", node)
+        if idiom is None:
+            return
+        for value in idiom.values:
+            if isinstance(value, ast.Name) and self.is_parameter(value.id):
+                why = f"divided into chunks where the layout is {layout.upper()}"
+                if layout == "bshd":
+                    self.note_padded_param(value.id, node, why)
+                else:
+                    self.note_true_param(value.id, node, why)
+
+    def layout_arms_of(self, node: ast.IfExp) -> tuple[str | None, str | None]:
+        body, other = self.layout_of(node.test)
+        self.layout_arms(node, body, other)
+        return body, other
+
+    def layout_arms(self, node: ast.IfExp, body: str | None, other: str | None) -> None:
+        """``max_seq_len if qkv_format == "bshd" else tokens.size(0)``: the parameter the BSHD arm
+        picks where the packed arm takes a sample's size is the padded length; a parameter the packed
+        arm picks is the true length."""
+        for arm, layout, rest in ((node.body, body, node.orelse), (node.orelse, other, node.body)):
+            if layout is None or not isinstance(arm, ast.Name) or not self.is_parameter(arm.id):
+                continue
+            why = f"the {layout.upper()} arm of `{self.source.snippet(node, 40)}`"
+            if layout == "bshd":
+                self.note_padded_param(arm.id, node, why)
+            elif isinstance(rest, ast.Name) and self.is_parameter(rest.id) or self.classify(rest).tags & SEQ:
+                self.note_true_param(arm.id, node, why)
+
     def subscript(self, node: ast.Subscript) -> None:
         key = string_key(node)
         if key is not None:
+            self.state.reads.add(key)
             if key in self.vocab.sources:
                 self.state.reads_source = True
                 self.mentions_source = True
@@ -871,16 +1237,23 @@ class _Extractor(Flow):
                 self.state.reads_packed = True
         self.scan(node.value)
         self.scan(node.slice)
+        if not self.in_test:
+            self.clashes_at(node)
+            self.read_side(node)
         index = int_value(index_of(node))
-        if self.in_test or index is None:
-            return
+        if self.in_test or index is None or id(node) in self.attribute_bases:
+            return  # a check, a key, or an entry whose attribute is read (`xs[0].device`): no length used
         found = self.classify(node.value)
-        if not found.tags & SRCLIST:
-            if found.tags & SEQ:
-                self.state.samples.add(index)
+        if found.tags & (SAMPLE | STREAM):
+            return
+        if found.tags & SEQ and not found.tags & SRCLIST:
+            self.state.samples.add(index)
+        params = found.params if isinstance(node.value, ast.Name) else frozenset()
+        if not (found.tags & SRCLIST or found.fields or params):
             return
         self.facts.entry_reads.append(EntryRead(
             self.frame.index, self.source.span(node), self.source.snippet(node), self.container(node.value), index,
+            tuple(sorted(found.fields)), tuple(sorted(params)), bool(found.tags & SRCLIST),
         ))
 
     # -- pads (LC102, LC107) --
@@ -895,9 +1268,9 @@ class _Extractor(Flow):
         unit = self.classify(idiom.unit)
         unit_foreign = unit.tags & FOREIGN and not unit.tags & (CP | UNIT)
         if value.tags & SRC or unit_foreign or (value.tags & FOREIGN and not value.tags & (SEQ | TOK)):
-            return  # a consumer of the owner's P, or a kernel/quantisation multiple
-        if not (value.tags & (SEQ | TOK | PACKED) or unit.tags & (UNIT | CP)):
-            return  # a multiple of the CP size is a CP layout's, whatever it pads
+            return  # a consumer of a configured source, or a configured kernel/quantisation multiple
+        if not self.in_test:
+            self.unit_picked(idiom.unit, node)
         self.add_pad(kind, node, value, unit, node, unit_node=idiom.unit,
                      rounding="next" if kind == "pad_amount" and isinstance(node.op, ast.Sub) else "ceil")  # type: ignore[attr-defined]
 
@@ -907,15 +1280,23 @@ class _Extractor(Flow):
         pad = Pad(
             self.frame.index, kind, self.source.span(node), self.source.snippet(node), value.tags, unit.tags,
             text, rounding, self.frame.layout, "local", self.next_tick(), tuple(sorted(value.params)),
+            tuple(sorted(value.fields)), tuple(sorted(unit.params)),
         )
         self.state.pads.append((pad, carrier))
+        if kind in ("round_up", "pad_amount", "chunk_pad"):
+            self.state.note_space(self.source.snippet(node, 40), "padded length P", node.lineno,  # type: ignore[attr-defined]
+                                  f"rounded up to a multiple of `{text}`" if text else "rounded up")
 
     def pad_target(self, expr: ast.expr, carrier: ast.AST) -> None:
         """``expr`` sizes a pad or a new tensor (``carrier``, whose fate decides)."""
         found = self.classify(expr)
         if found.tags & MAX and not found.tags & (PAD | SRC | BCAST | FOREIGN):
             origin = found.origin or expr
+            if not self.in_test:
+                self.wide_max(origin)
             self.add_pad("pad_target", origin, found, NOTHING, carrier)
+            self.state.note_space(self.source.snippet(origin, 40), "one length for many samples (a maximum)",
+                                  origin.lineno, "a maximum over lengths sizes a tensor")  # type: ignore[attr-defined]
 
     # -- calls --
 
@@ -943,6 +1324,11 @@ class _Extractor(Flow):
                 amount = argument(node, "pad", 1)
                 if amount is not None:
                     self.pad_target(amount, node)
+                    self.pad_context += 1
+                    for part in walk(amount):
+                        if isinstance(part, ast.BinOp):
+                            self.length_roles(part)
+                    self.pad_context -= 1
             elif name in _FILLED or tail == "new_full":
                 size = argument(node, "size", 0)
                 if size is not None:
@@ -951,37 +1337,66 @@ class _Extractor(Flow):
                 for size in (*args, keyword(node, "size")):
                     if size is not None:
                         self.pad_target(size, node)
-            elif tail == "pad_sequence":
+            if (name in _PAD or tail == "pad_sequence") and not self.in_test:
+                self.pad_call_placed(node, name or tail)
+            if tail == "pad_sequence":
                 sequences = argument(node, "sequences", 0)
                 if sequences is not None and self.classify(sequences).has(TOK):
                     self.add_pad("pad_sequence", node, self.classify(sequences), NOTHING, node)
         if name in _MAXES:
             self.max_of_units(node, args)
-        # Writes through calls: `d.update(max_seq_lens=...)`, `dict(...)`, `.append`.
+        if tail in ("bisect", "bisect_left", "bisect_right") and args and name.split(".", 1)[0] in ("bisect", ""):
+            self.note_bucket_list(args[0])
+        # Writes through calls: `d.update(k=...)`, `dict(k=...)`, `.append`.
         if tail == "update" or name == "dict":
             for kw in node.keywords:
                 if kw.arg is not None:
-                    self.note_write(kw.arg, kw.value)
+                    self.note_write(kw.arg, kw.value, node=kw.value)
+                    self.check_broadcast(kw.value, kw.arg, "field")
             if tail == "update" and isinstance(func, ast.Attribute) and not self.fresh_root(func.value):
+                for kw in node.keywords:
+                    if kw.arg is not None:
+                        self.note_write(kw.arg, kw.value, node=kw.value, fresh=False)
                 self.update_rewrite(node)
         elif tail in ("append", "extend", "insert") and isinstance(func, ast.Attribute):
-            self.note_write(target_name(func.value)[0])
-        elif tail == "get" and args and string_value(args[0]) in vocab.sources:
-            state.reads_source = True
-            self.mentions_source = True
-        for kw in node.keywords:  # `Batch(max_seq_lens=...)`
-            if kw.arg is not None:
-                self.check_broadcast(kw.value, kw.arg)
+            keys, _ = self.store_keys(func.value) if isinstance(func.value, (ast.Subscript, ast.Attribute)) else ((), False)
+            for key in keys:
+                self.note_write(key, args[-1] if args else None, node=node, entry=True,
+                                fresh=self.fresh_root(func.value))
+            if isinstance(func.value, ast.Name) and args:
+                self.frame.data.setdefault("grown", {}).setdefault(func.value.id, []).append(args[-1])
+            if isinstance(func.value, ast.Name) and args and func.value.id in self.frame.env:
+                # A list grown here carries what it is grown with (lengths appended: a list of lengths).
+                grown = self.classify(args[-1])
+                if tail != "extend" and grown.tags & SAMPLE:
+                    grown = grown.with_tags((grown.tags & ~SAMPLE) | TOK)
+                current = self.frame.env[func.value.id]
+                self.frame.env[func.value.id] = current | Value(grown.tags & ~BCAST, None, grown.params, grown.fields)
+                self.forget()
+        elif tail in ("get", "pop") and args and string_value(args[0]) is not None:
+            state.reads.add(string_value(args[0]))  # type: ignore[arg-type]
+            if string_value(args[0]) in vocab.sources:
+                state.reads_source = True
+                self.mentions_source = True
+        else:
+            for kw in node.keywords:  # `Batch(max_seq_lens=[m] * n)`: a record's field
+                if kw.arg is not None:
+                    self.check_broadcast(kw.value, kw.arg, "keyword")
+                    if self.classify(kw.value).tags & PACKED and tail[:1].isupper():
+                        # `PackedSeqParams(cu_seqlens_q=cu)`: a record built with the packed batch's
+                        # description (a class is called by its CapWords name).
+                        self.note_write(kw.arg, kw.value, node=kw.value)
         if tail and tail != "update" and not is_check_name(tail) and (
             vocab.mentions_source(tail) or tail in vocab.owner_names
         ):
-            # Calling the owner (or a `recompute_max_seq_lens`) rewrites the source.
+            # Calling a configured owner (or a `recompute_max_seq_lens`) rewrites the source.
             state.source_ticks.append(self.next_tick())
             self.mentions_source = True
-        if is_check_name(tail):
+        if is_check_name(tail) and library_helper(func, imports) is not None or (
+            is_check_name(tail) and tail in vocab.owner_names
+        ):
             for value in (*node.args, *(k.value for k in node.keywords)):
-                if self.classify(value).has(SRCLIST) or root_name(value) is not None:
-                    state.guarded.add(self.container(value))
+                state.guarded.add(self.container(value))
         self.bucket_call(node, tail, args)
         self.record_call(node, name, tail)
 
@@ -1014,9 +1429,14 @@ class _Extractor(Flow):
                 # each key is passed as if by keyword.
                 arguments.extend(self.arg(key, value) for key, value in self.splat_items(kw.value))
         callee = name if name else tail
-        self.state.calls.append(Call(
+        state = self.state
+        unit = ""
+        if len(node.args) == 2 and not node.keywords and library_helper(func, self.imports) is None:
+            state.candidates.append((len(state.calls), node))  # maybe the project's round-up helper
+            unit = canonical(node.args[1], self.unit_of, self.vocab.is_pad_multiplier)
+        state.calls.append(Call(
             callee, self.source.span(node), self.next_tick(), self.frame.layout, tuple(arguments),
-            bool(self.expecting_error), self.source.snippet(node, 60) if tail in self.vocab.helpers else "",
+            bool(self.expecting_error), self.source.snippet(node, 60), "", unit,
         ))
 
     def arg(self, keyword_name: str | None, value: ast.expr) -> Arg:
@@ -1025,7 +1445,7 @@ class _Extractor(Flow):
         text = ""
         span = None
         keys = None
-        if tags & (SEQ | MAX | TOK | SRC | PAD | PACKED) or (
+        if tags & (SEQ | MAX | TOK | SRC | PAD | PACKED | STREAM | SAMPLE) or found.fields or found.params or found.calls or (
             isinstance(value, ast.Constant) and isinstance(value.value, str) and value.value in LAYOUT_KINDS
         ):
             text = self.source.snippet(value, 40)
@@ -1033,9 +1453,12 @@ class _Extractor(Flow):
         if keyword_name == "**":
             keys = self.splat_keys(value)
         params = tuple(sorted(found.params)) if found.params else ()
+        bare = False
         if isinstance(value, ast.Name) and self.is_parameter(value.id):
             params = (value.id,)
-        return Arg(keyword_name, tags, params, text, span, keys)
+            bare = True
+        return Arg(keyword_name, tags, params, text, span, keys, tuple(sorted(found.fields)), bare,
+                   tuple(sorted(found.calls)))
 
     def splat_items(self, value: ast.expr) -> list[tuple[str, ast.expr]]:
         """The keys and values of ``**kw`` when ``kw`` is a dict literal or ``dict(...)`` here."""
@@ -1063,76 +1486,52 @@ class _Extractor(Flow):
         return None
 
     def update_rewrite(self, node: ast.Call) -> None:
-        inputs = self.vocab.owner_inputs
         for kw in node.keywords:
-            if kw.arg in inputs and not self.vocab.is_token(kw.arg):
-                self.add_rewrite(node, kw.arg)
-                return
+            if kw.arg is not None:
+                tags = self.classify(kw.value).tags
+                if not tags & (TOK | SAMPLE | STREAM):
+                    self.add_rewrite(node, kw.arg, entry=False, tags=tags)
         for arg in node.args:
             if isinstance(arg, ast.Dict):
-                for key in arg.keys:
+                for key, value in zip(arg.keys, arg.values):
                     name = string_value(key)
-                    if name in inputs and not self.vocab.is_token(name):
-                        self.add_rewrite(node, name)
-                        return
+                    tags = self.classify(value).tags
+                    if name is not None and not tags & (TOK | SAMPLE | STREAM):
+                        self.add_rewrite(node, name, entry=False, tags=tags)
 
-    # -- alignment units combined with max() (LC106) --
 
-    def max_of_units(self, node: ast.Call, args: list[ast.expr]) -> None:
-        collection = self.idiom("max_over", node)
-        if collection is not None:
-            combined = self.classify(collection).has(UNIT)
-        else:
-            # `max(a, 1)` clamps; two or more units are being combined.
-            values = [a for a in args if (n := int_value(a)) is None or n > 1]
-            combined = len(values) >= 2 and any(self.classify(a).has(UNIT) for a in values)
-        if combined:
-            self.facts.max_calls.append(MaxCall(self.frame.index, self.source.span(node), self.source.snippet(node)))
+def _unit_shaped(value: ast.expr) -> bool:
+    """Could ``value`` be an alignment unit: a literal, a name, an attribute, a product, ``lcm``/``max``?"""
+    if isinstance(value, (ast.Constant, ast.Name, ast.Attribute)):
+        return True
+    if isinstance(value, ast.BinOp):
+        return isinstance(value.op, (ast.Mult, ast.LShift)) and _unit_shaped(value.left) and _unit_shaped(value.right)
+    if isinstance(value, ast.Call):
+        return (last_name(value.func) or "") in ("lcm", "max", "int", "get_world_size") or not value.args
+    return False
 
-    # -- bucket and pad-multiplier literals (LC201) --
 
-    @staticmethod
-    def _literal(value: ast.expr | None) -> ast.expr | None:
-        """The literal a dataclass field defaults to: ``field(default_factory=lambda: [...])``."""
-        if isinstance(value, ast.Call) and last_name(value.func) == "field":
-            value = keyword(value, "default") or keyword(value, "default_factory")
-            if isinstance(value, ast.Lambda):
-                value = value.body
-        return value
+def _string_tuple(node: ast.AST) -> tuple[str, ...] | None:
+    """``("a", "b")``: the strings of a literal tuple or list of two or more string constants."""
+    if isinstance(node, (ast.Tuple, ast.List)) and len(node.elts) >= 2:
+        found = [string_value(e) for e in node.elts]
+        if all(f is not None for f in found):
+            return tuple(found)  # type: ignore[arg-type]
+    return None
 
-    def judge_literal(self, name: str | None, value: ast.expr | None, max_length: int | None = None) -> None:
-        value = self._literal(value)
-        if name is None or value is None or self.expecting_error:
-            return
-        vocab = self.vocab
-        if vocab.is_bucket(name) and isinstance(value, (ast.List, ast.Tuple)) and value.elts:
-            numbers = [int_value(e) for e in value.elts]
-            if all(n is not None for n in numbers):
-                self.facts.buckets.append(BucketLiteral(
-                    self.source.span(value), name, "buckets", tuple(numbers), max_length,  # type: ignore[arg-type]
-                ))
-        if vocab.is_pad_multiplier(name):
-            number = int_value(value)
-            if number is not None:
-                self.facts.buckets.append(BucketLiteral(self.source.span(value), name, "multiplier", (number,)))
 
-    def bucket_call(self, node: ast.Call, tail: str, args: list[ast.expr]) -> None:
-        named = [k for k in node.keywords if k.arg is not None]
-        vocab = self.vocab
-        if any(vocab.is_bucket(k.arg) for k in named):  # type: ignore[arg-type]
-            max_length = next(
-                (v for k in _MAX_LENGTH_KEYWORDS if (v := int_value(keyword(node, k))) is not None), None
-            )
-        else:
-            max_length = None
-        for kw in named:
-            self.judge_literal(kw.arg, kw.value, max_length)
-        if tail == "add_argument":
-            # `parser.add_argument("--seq-len-buckets", nargs="+", default=[...])`
-            flags = [string_value(a) for a in args]
-            names = [f.lstrip("-").replace("-", "_") for f in flags if f and f.startswith("-")]
-            for name in names[-1:]:
-                self.judge_literal(name, keyword(node, "default"))
+def _targets(node: ast.Assign | ast.AugAssign) -> list[ast.expr]:
+    return list(node.targets) if isinstance(node, ast.Assign) else [node.target]
+
+
+def _reads_key(node: ast.AST, key: str, flow: Flow) -> bool:
+    """Does ``node`` read field ``key`` (directly, or through a local bound to a read of it)?"""
+    for part in walk(node):
+        if isinstance(part, ast.Name):
+            bound = flow.bound_expr(part.id)
+            if bound is not None and key in flow.classify(bound).fields:
+                return True
+    return False
 
 
 def _ends(body: Iterable[ast.stmt]) -> bool:

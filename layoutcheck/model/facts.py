@@ -22,15 +22,17 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 __all__ = [
-    "FACTS_VERSION", "Arg", "Broadcast", "BucketLiteral", "Call", "EntryRead", "FileFacts", "Function",
-    "MaxCall", "Pad", "Param", "Record", "Rewrite", "cache_data", "call_names", "ensure_calls", "from_cache_data",
+    "FACTS_VERSION", "Arg", "FunctionRef", "Broadcast", "BucketLiteral", "Call", "Clash", "EntryRead", "PadSide", "FieldWrite", "FileFacts", "Function",
+    "MaxCall", "Pad", "Param", "Record", "Rewrite", "Transform", "cache_data", "call_names", "ensure_calls", "from_cache_data",
     "from_data", "object_hook", "to_data",
 ]
 
-FACTS_VERSION = 1
+FACTS_VERSION = 3
 """Bumped whenever the shape or the meaning of the facts changes (cached facts are then misses)."""
 
 Span = tuple[int, int, int, int]
+FunctionRef = tuple[int, int]
+"""(file index, function index) of a ``def`` in the project."""
 
 
 class Param(NamedTuple):
@@ -57,6 +59,13 @@ class Arg(NamedTuple):
     span: Span | None = None
     keys: tuple[str, ...] | None = None
     """For ``**kw``: the keys of the dict ``kw`` was built as (``dict(qkv_format="bshd")``), when known."""
+    fields: tuple[str, ...] = ()
+    """Fields the value was read from (``batch["max_seq_lens"][i]``: ``max_seq_lens``); the project
+    says what each holds."""
+    bare: bool = False
+    """The value is a parameter of the calling function passed on unchanged."""
+    calls: tuple[str, ...] = ()
+    """The project's functions whose results the value is (resolved by the project)."""
 
 
 class Call(NamedTuple):
@@ -76,6 +85,11 @@ class Call(NamedTuple):
     expects_error: bool = False
     """Inside ``with pytest.raises(...)``: the call is meant to fail."""
     text: str = ""
+    fate: str = ""
+    """Where the call's result goes (`layoutcheck.model.sinks`), for calls that may be the project's
+    round-up helpers (two positional arguments); empty otherwise."""
+    unit: str = ""
+    """For those calls: the second argument as a canonical unit (`layoutcheck.model.units`)."""
 
 
 def _call(data: Any) -> Call:
@@ -125,6 +139,27 @@ class Function:
     """Containers whose per-sample entries a check in this function shows to agree (LC103)."""
     sample_indices: tuple[int, ...] = ()
     """Constant indices also used on other per-sample lengths (``total_lengths[0]``)."""
+    layout_params: tuple[str, ...] = ()
+    """Parameters compared with a layout kind (``qkv_format == "thd"``) or defaulting to one."""
+    padded_params: tuple[str, ...] = ()
+    """Parameters used as one sample's padded length `P`: a pad target (``p - x.size(0)``), or a
+    length where the layout is BSHD, or asserted present there (local evidence; the project adds
+    those passed on to another function's)."""
+    true_params: tuple[str, ...] = ()
+    """Parameters used as a true length where the layout is packed (the THD branch's length)."""
+    rounds: tuple[int, int] | None = None
+    """The function returns its parameter ``i`` rounded up to a multiple of parameter ``j``."""
+    spaces: tuple[tuple[str, str, int, str], ...] = ()
+    """What the function's own code shows each name or field is: ``(subject, space, line, why)``."""
+    guard_fields: tuple[str, ...] = ()
+    """Fields whose entries an agreement check in this function shows to agree."""
+    reads: tuple[str, ...] = ()
+    """Fields the function reads by key (``d["k"]``, ``d.get("k")``)."""
+    param_uses: tuple[tuple[str, int], ...] = ()
+    """Per parameter: what its uses in the body show (`layoutcheck.model.uses`), as `Tag` flags."""
+    returns_calls: tuple[str, ...] = ()
+    """The project's functions whose results it returns (``return build(x)``): what they return, it
+    returns (`layoutcheck.model.spaces`)."""
 
     def __post_init__(self) -> None:
         # Cached facts arrive with parameters and calls in their compact forms (`to_data`).
@@ -155,7 +190,7 @@ class Pad:
     value_tags: int
     unit_tags: int
     unit: str
-    """The alignment unit, canonical (`layoutcheck.model.units`): ``pad_multiplier*tp``."""
+    """The alignment unit, canonical (`layoutcheck.model.units`): ``data_pad_size_multiplier*tp.size``."""
     rounding: str
     """``ceil`` (to the next multiple when not one already) or ``next`` (``m - n % m``: a whole
     extra unit when ``n`` is already a multiple)."""
@@ -165,43 +200,65 @@ class Pad:
     into a field, or sizing or padding something that is), ``local``."""
     tick: int
     params: tuple[str, ...] = ()
+    fields: tuple[str, ...] = ()
+    """Fields the padded value was read from (``d["total_lengths"]``)."""
+    unit_params: tuple[str, ...] = ()
+    """Parameters the unit derives from (resolved against callers by the project)."""
 
 
 @dataclass
 class Broadcast:
-    """One value given to every entry of a list stored as lengths (LC101)."""
+    """One value given to every entry of a list (LC101)."""
 
     function: int
     span: Span
     text: str
     target: str
+    """The field, name, keyword it is stored as, or ``""`` when returned."""
     value_tags: int
     count_per_sample: bool
-    """The entry count is the number of samples (``len(tokens)``, a batch size)."""
+    """The entry count is the number of samples: ``len(xs)``, ``xs.size(0)``, a walk over ``xs``."""
     placeholder: bool
     """The repeated value is a placeholder filled later (``[0] * n``, ``[None] * n``)."""
+    target_kind: str = "field"
+    """``field`` (``d["k"] = ...``, ``{"k": ...}``, ``obj.k = ...``), ``name``, ``keyword`` or ``return``."""
+    value_fields: tuple[str, ...] = ()
+    value_params: tuple[str, ...] = ()
+    value_calls: tuple[str, ...] = ()
 
 
 @dataclass
 class EntryRead:
-    """One sample's padded length read as a micro-batch length (``max_seq_lens[0]``)."""
+    """One entry of a per-sample list read as a micro-batch length (``max_seq_lens[0]``)."""
 
     function: int
     span: Span
     text: str
     container: str | None
     index: int
+    fields: tuple[str, ...] = ()
+    """The field the list is (``batch["max_seq_lens"][0]``: ``max_seq_lens``)."""
+    params: tuple[str, ...] = ()
+    """The parameter the list is (``max_seq_lens[0]`` with ``max_seq_lens`` a parameter)."""
+    source: bool = False
+    """The list is a configured source (`sources`)."""
+    spread: bool = False
+    """The entry is used for many samples: a pad target or extent inside a walk over samples."""
 
 
 @dataclass
 class Rewrite:
-    """A rewrite of a per-sample field the owner derives padded lengths from (LC105)."""
+    """A rewrite of a per-sample field (LC105 judges it when the owner derives padded lengths from it)."""
 
     function: int
     span: Span
     text: str
     field: str
     tick: int
+    entry: bool = False
+    """One entry is stored (``d["tokens"][i] = t``), not the whole field."""
+    tags: int = 0
+    """What the stored value is (`layoutcheck.model.vocabulary.Tag`)."""
 
 
 @dataclass
@@ -216,11 +273,69 @@ class Record:
 
 @dataclass
 class MaxCall:
-    """``max(...)`` combining alignment units (LC106)."""
+    """``max(...)`` that may combine alignment units (LC106): the project judges its atoms."""
 
     function: int
     span: Span
     text: str
+    atoms: tuple[str, ...] = ()
+    """Factors of the combined values (attributes, fields, parameters)."""
+    unit: bool = False
+    """The result is used as a round-up unit here, or a combined value is one."""
+
+
+@dataclass
+class Clash:
+    """Two spaces meeting in one function without a conversion (the section-10 classes the file
+    alone shows): ``double_shift`` (a shift applied to what is already shifted), ``shift_mismatch``
+    (values shifted opposite ways combined), ``zero_slice`` (``x[-n:]`` / ``x[:-n]`` with an ``n``
+    that can be 0), ``padded_offset`` (true-length data sliced at a padded length's offsets)."""
+
+    function: int
+    kind: str
+    span: Span
+    text: str
+    detail: str = ""
+    """What the rule's message needs (the other value, the shift)."""
+    params: tuple[str, ...] = ()
+    fields: tuple[str, ...] = ()
+    """What the judged value derives from, for the project to resolve (``zero_slice``'s ``n``)."""
+
+
+@dataclass
+class FieldWrite:
+    """A value stored into a field (``d["k"] = v``, ``{"k": v}``, ``obj.k = v``, ``d.update(k=v)``)."""
+
+    function: int
+    key: str
+    span: Span
+    tags: int
+    """What the value is (`layoutcheck.model.vocabulary.Tag`), from how it was computed."""
+    fields: tuple[str, ...] = ()
+    params: tuple[str, ...] = ()
+    entry: bool = False
+    """One entry stored (``d["k"][i] = v``) or appended."""
+    tick: int = 0
+    text: str = ""
+    per_sample: bool = False
+    """The value is a list built per sample (a comprehension, a broadcast, a list grown by appends)
+    or one entry of one: its tags describe each sample's entry."""
+    fresh: bool = False
+    """Stored into a container built here (a dict literal, ``{}``), not into a record passed in."""
+    calls: tuple[str, ...] = ()
+    """The project's functions whose results the value is (``_round_up(t, unit)``)."""
+
+
+@dataclass
+class Transform:
+    """A per-sample transform applied to a field: ``d["k"] = [f(x, ...) for x in d["k"]]``."""
+
+    function: int
+    key: str
+    callee: str
+    """The transform's callee as written (``slice_log_prob_with_cp``); the project resolves it."""
+    span: Span
+    tick: int
 
 
 @dataclass
@@ -233,6 +348,30 @@ class BucketLiteral:
     """``buckets`` or ``multiplier``."""
     values: tuple[int, ...]
     max_length: int | None = None
+    configured: bool = False
+    """The name matched a configured pattern (`bucket-names`, `pad-multiplier-names`)."""
+
+
+@dataclass
+class PadSide:
+    """Where a per-sample tensor's real tokens sit in its padded row (DESIGN.md section 10, class 7).
+
+    ``act`` is ``place`` when the code puts them there (``F.pad(x, (0, k))``, ``pad_sequence``,
+    ``buf[i, P - n:] = x``) and ``read`` when it reads them assuming that side (``x[i, :n]`` with a
+    true length ``n``)."""
+
+    function: int
+    side: str
+    """``left`` (real tokens at the row's end) or ``right`` (at its start)."""
+    act: str
+    span: Span
+    text: str
+    extent: tuple[str, ...] = ()
+    """The padded length the placement pads to (``P`` of ``F.pad(x, (0, P - len(x)))``, the sizes
+    of the buffer written): two placements in one function to the same extent are partners."""
+    fields: tuple[str, ...] = ()
+    params: tuple[str, ...] = ()
+    """What the tensor read derives from, for the project to resolve (``read``)."""
 
 
 @dataclass
@@ -257,6 +396,18 @@ class FileFacts:
     records: list[Record] = field(default_factory=list)
     max_calls: list[MaxCall] = field(default_factory=list)
     buckets: list[BucketLiteral] = field(default_factory=list)
+    field_writes: list[FieldWrite] = field(default_factory=list)
+    field_uses: tuple[tuple[str, int], ...] = ()
+    """Per field read in the file: what its uses show (`layoutcheck.model.uses`), as `Tag` flags."""
+    unit_atoms: tuple[str, ...] = ()
+    """Attributes and fields that are factors of a round-up unit in this file."""
+    bucket_names: tuple[str, ...] = ()
+    """Names, attributes and fields searched for the smallest entry that fits a length."""
+    partners: tuple[tuple[str, ...], ...] = ()
+    """Groups of fields transformed alike in one loop (``for key in ("a", "b"): d[key] = f(d[key])``)."""
+    transforms: list[Transform] = field(default_factory=list)
+    clashes: list[Clash] = field(default_factory=list)
+    sides: list[PadSide] = field(default_factory=list)
     extracted: bool = False
     """The file was parsed and walked (False: the text prefilter cleared it, or it does not parse)."""
     syntax_error: tuple[int | None, int | None, str] | None = None
@@ -267,7 +418,8 @@ class FileFacts:
 
 _CLASSES: dict[str, type] = {
     cls.__name__: cls
-    for cls in (Function, Pad, Broadcast, EntryRead, Rewrite, Record, MaxCall, BucketLiteral, FileFacts)
+    for cls in (Function, Pad, Broadcast, EntryRead, Rewrite, Record, MaxCall, BucketLiteral, FieldWrite, Transform,
+                Clash, PadSide, FileFacts)
 }
 _FIELDS: dict[type, tuple[str, ...]] = {
     cls: tuple(f.name for f in dataclasses.fields(cls)) for cls in _CLASSES.values()
@@ -308,7 +460,8 @@ def to_data(value: Any) -> Any:
     if kind is Arg:
         # Most arguments carry nothing but their tags: a positional one is then just its
         # tags, a keyword one `[keyword, tags]` (calls are most of a file's facts).
-        if not value.params and not value.text and value.span is None and value.keys is None:
+        if (not value.params and not value.text and value.span is None and value.keys is None
+                and not value.fields and not value.bare and not value.calls):
             return value.tags if value.keyword is None else [value.keyword, value.tags]
         return [to_data(v) for v in value]
     if kind is list or kind is tuple or kind is Call:

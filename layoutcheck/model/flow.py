@@ -16,6 +16,7 @@ It is cheap, and precise enough for the idioms trainers use.
 from __future__ import annotations
 
 import ast
+import builtins
 from collections.abc import Sequence
 from typing import Any
 
@@ -28,7 +29,11 @@ from layoutcheck.model.idioms import (
     match_round_up,
 )
 from layoutcheck.model.imports import Imports
-from layoutcheck.model.syntax import index_of, last_name, positional, root_name, string_key
+from layoutcheck.model.padsides import SIDE_TAGS, pad_call_side, side_tag
+from layoutcheck.model.shifts import data_side, is_mask_selection, shift_kind, shift_root
+from layoutcheck.model.shifts import rolls_left as _rolls_left
+from layoutcheck.model.syntax import index_of, int_value, last_name, positional, root_name, string_key
+from layoutcheck.model.uses import EXTERNAL_ATTRIBUTES, Uses
 from layoutcheck.model.vocabulary import Tag, Vocabulary
 
 __all__ = ["NOTHING", "Flow", "Frame", "Value"]
@@ -36,19 +41,36 @@ __all__ = ["NOTHING", "Flow", "Frame", "Value"]
 SEQ, TOK, SRC, SRCLIST = int(Tag.SEQ), int(Tag.TOK), int(Tag.SRC), int(Tag.SRCLIST)
 MAX, PAD, UNIT, FOREIGN = int(Tag.MAX), int(Tag.PAD), int(Tag.UNIT), int(Tag.FOREIGN)
 BCAST, CP, PACKED = int(Tag.BCAST), int(Tag.CP), int(Tag.PACKED)
+STREAM, SAMPLE, MASKED, ENTRY = int(Tag.STREAM), int(Tag.SAMPLE), int(Tag.MASKED), int(Tag.ENTRY)
 _EMPTY: frozenset[str] = frozenset()
+_NO_SHIFTS: frozenset[tuple[str, str, str]] = frozenset()
+_SHAPED = SEQ | STREAM | SAMPLE | PAD | PACKED | MAX
+"""Tags a value gets from how it was computed; evidence of use never overrides them."""
 
 
 class Value:
-    """Tags of an expression, the node that made it a maximum or a broadcast, and the
-    parameters of the enclosing function it derives from."""
+    """Tags of an expression, the node that made it a maximum or a broadcast, the parameters of
+    the enclosing function it derives from, and the fields (``d["k"]``, ``obj.k``) it was read from.
 
-    __slots__ = ("tags", "origin", "params")
+    Fields are the project's to judge: a file cannot tell whether ``batch["x"]`` holds padded
+    lengths, so the value keeps ``"x"`` and the project phase adds what the field is
+    (`layoutcheck.model.spaces`)."""
 
-    def __init__(self, tags: int = 0, origin: ast.AST | None = None, params: frozenset[str] = _EMPTY) -> None:
+    __slots__ = ("tags", "origin", "params", "fields", "shifts", "calls")
+
+    def __init__(self, tags: int = 0, origin: ast.AST | None = None, params: frozenset[str] = _EMPTY,
+                 fields: frozenset[str] = _EMPTY, shifts: frozenset[tuple[str, str, str]] = _NO_SHIFTS,
+                 calls: frozenset[str] = _EMPTY) -> None:
         self.tags = tags
         self.origin = origin
         self.params = params
+        self.fields = fields
+        self.shifts = shifts
+        self.calls = calls
+        """The project's functions whose results the value is (``_round_up(t, unit)``): the project
+        phase adds what they return (`layoutcheck.model.spaces`)."""
+        """Next-token shifts applied on the way (`layoutcheck.model.shifts`): ``(kind, side, root)``,
+        the root being the name the shifted value was read through."""
 
     def __or__(self, other: Value) -> Value:
         if other is NOTHING:
@@ -56,13 +78,21 @@ class Value:
         if self is NOTHING:
             return other
         params = self.params | other.params if other.params else self.params
-        return Value(self.tags | other.tags, self.origin or other.origin, params)
+        fields = self.fields | other.fields if other.fields else self.fields
+        shifts = self.shifts | other.shifts if other.shifts else self.shifts
+        calls = self.calls | other.calls if other.calls else self.calls
+        return Value(self.tags | other.tags, self.origin or other.origin, params, fields, shifts, calls)
+
+    def with_tags(self, tags: int, origin: ast.AST | None = None) -> Value:
+        """The same derivation (parameters, fields, shifts, calls) with other tags."""
+        return Value(tags, origin if origin is not None else self.origin, self.params, self.fields, self.shifts,
+                     self.calls)
 
     def has(self, tag: int) -> bool:
         return bool(self.tags & tag)
 
     def __repr__(self) -> str:  # pragma: no cover - debugging aid
-        return f"Value({Tag(self.tags)!r}, params={sorted(self.params)})"
+        return f"Value({Tag(self.tags)!r}, params={sorted(self.params)}, fields={sorted(self.fields)})"
 
 
 NOTHING = Value()
@@ -70,21 +100,35 @@ NOTHING = Value()
 _PASS_FUNCTIONS = frozenset({
     "int", "float", "round", "abs", "list", "tuple", "sorted", "reversed", "math.ceil", "math.floor",
     "torch.tensor", "torch.as_tensor", "torch.LongTensor", "torch.IntTensor", "numpy.array",
-    "numpy.asarray", "torch.cat", "torch.stack", "torch.nn.functional.pad", "torch.from_numpy",
+    "numpy.asarray", "torch.nn.functional.pad", "torch.from_numpy",
 })
 _PASS_METHODS = frozenset({
     "item", "tolist", "to", "cuda", "cpu", "long", "int", "float", "contiguous", "clone", "detach",
-    "view", "reshape", "flatten", "squeeze", "unsqueeze", "numpy", "copy", "cumsum", "diff",
+    "view", "reshape", "flatten", "squeeze", "unsqueeze", "numpy", "copy", "diff",
 })
-_SIZE_METHODS = frozenset({"size", "numel", "__len__", "dim"})
+_SIZE_METHODS = frozenset({"size", "numel", "__len__"})
+_STACKERS = frozenset({"torch.cat", "torch.concat", "torch.concatenate", "numpy.concatenate"})
+_STACKS = frozenset({"torch.stack", "numpy.stack", "torch.vstack", "numpy.vstack"})
+_CUMULATIVE = frozenset({"torch.cumsum", "numpy.cumsum", "itertools.accumulate", "accumulate"})
+_NOT_PROJECT = frozenset({
+    "torch", "numpy", "math", "itertools", "functools", "collections", "os", "sys", "json", "re", "time",
+    "random", "copy", "logging", "typing", "dataclasses", "operator", "statistics",
+})
+_BUILTIN_NAMES = frozenset(dir(builtins))
+_CP_API = frozenset({
+    "get_context_parallel_world_size", "get_context_parallel_rank", "get_context_parallel_group",
+})
+"""Megatron's context-parallel state (an API's names: what the library says they are)."""
 
 
 class Frame:
     """One function (or the module) being walked."""
 
-    __slots__ = ("index", "parent", "env", "exprs", "units", "fresh", "layout", "node", "data", "model", "cls")
+    __slots__ = ("index", "parent", "env", "exprs", "units", "fresh", "layout", "node", "data", "model", "cls",
+                 "uses")
 
-    def __init__(self, index: int, parent: Frame | None, node: ast.AST, *, model: bool, cls: str | None) -> None:
+    def __init__(self, index: int, parent: Frame | None, node: ast.AST, *, model: bool, cls: str | None,
+                 uses: Uses | None = None) -> None:
         self.index = index
         self.parent = parent
         self.env: dict[str, Value] = {}
@@ -101,6 +145,8 @@ class Frame:
         self.data: dict[str, Any] = {}
         self.model = model
         self.cls = cls
+        self.uses = uses if uses is not None else Uses()
+        """What the body does with each name and field (`layoutcheck.model.uses`), read before the walk."""
 
 
 class Flow:
@@ -171,6 +217,13 @@ class Flow:
                 return name in frame.env[name].params and frame.exprs.get(name) is None
         return False
 
+    def use_tags(self, kind: str, key: str) -> int:
+        """What the uses of name or field ``key`` in the innermost function show (`Uses`)."""
+        if not self.frames:
+            return 0
+        uses = self.frames[-1].uses
+        return (uses.names if kind == "name" else uses.fields).get(key, 0)
+
     def lookup(self, name: str) -> Value:
         for scope in reversed(self.scopes):
             if name in scope:
@@ -179,18 +232,33 @@ class Flow:
         for frame in reversed(self.frames):
             local = frame.env.get(name)
             if local is not None:
+                used = frame.uses.names.get(name, 0)
+                if used and not local.tags & _SHAPED:
+                    # Evidence of use says what a value computed from nothing visible is (a
+                    # parameter sized in a loop holds per-sample tensors).
+                    local = Value(local.tags | used, local.origin, local.params, local.fields)
+                elif used & PACKED and not local.tags & PACKED:
+                    # A list grown by its own last entry plus a length is cumulative, whatever it adds.
+                    local = Value(local.tags | PACKED, local.origin, local.params, local.fields)
                 if name not in frame.exprs and name in local.params:
-                    return local  # a parameter: judged by its name (and its callers)
+                    return local  # a parameter: judged by its uses, its name hints and its callers
                 # A local assignment decides whether a source-like name holds the
-                # owner's value (`max_seq_len = max(lengths)` does not), and a value
-                # built from the CP size is no kernel's block whatever its name.
+                # owner's value (`max_seq_len = max(lengths)` does not).
                 keep = by_name & ~(SRC | SRCLIST)
                 if local.tags & CP:
                     keep &= ~FOREIGN
                 if not keep:
                     return local
-                return Value(local.tags | keep, local.origin, local.params)
-        return Value(by_name) if by_name else NOTHING
+                return Value(local.tags | keep, local.origin, local.params, local.fields)
+        used = self.use_tags("name", name)
+        return Value(by_name | used) if by_name or used else NOTHING
+
+    def field_value(self, key: str, node: ast.AST | None = None) -> Value:
+        """A read of field ``key``: its name hints, its uses here, and the field itself for the project."""
+        tags = self.vocab.tags(key) | self.use_tags("field", key)
+        if key in self.vocab.sources:
+            tags |= SRC | SRCLIST
+        return Value(tags, None, _EMPTY, frozenset((key,)))
 
     # -- classification --
 
@@ -208,6 +276,16 @@ class Flow:
             out = out | self.classify(node)
         return out
 
+    def size_of(self, inner: Value) -> Value:
+        """The size of a value: a sample's true length, a stream's length, or (of a list of
+        samples or of padded lengths) a count, which is no length at all."""
+        tags = inner.tags
+        if tags & (SRCLIST | TOK) and not tags & (SAMPLE | STREAM):
+            return Value(0, None, inner.params, inner.fields)  # how many samples
+        if tags & STREAM:
+            return Value(SEQ | STREAM, None, inner.params, inner.fields)
+        return Value(SEQ, None, inner.params, inner.fields)
+
     def _classify(self, node: ast.AST) -> Value:
         vocab = self.vocab
         kind = type(node)
@@ -218,25 +296,42 @@ class Flow:
         if kind is ast.Attribute:
             attr = node.attr  # type: ignore[attr-defined]
             if attr in vocab.sources:
-                return Value(SRC | SRCLIST)
-            base = node.value  # type: ignore[attr-defined]
-            if attr in ("size", "world_size") and last_name(base) in ("cp", "context_parallel"):
-                return Value(CP)  # `parallel_state.cp.size`
-            if root_name(node) in vocab.config_roots:
-                return Value(vocab.tags(attr) & (UNIT | FOREIGN | CP))
-            tags = vocab.tags(attr)
-            return Value(tags) if tags else NOTHING
+                return Value(SRC | SRCLIST, None, _EMPTY, frozenset((attr,)))
+            root = root_name(node)
+            if root is not None and root in self.imports.aliases and not self._is_local(root):
+                return NOTHING  # a module's attribute (`torch.long`)
+            if attr in EXTERNAL_ATTRIBUTES:
+                return NOTHING
+            value = self.field_value(attr)
+            if root in vocab.config_roots:
+                return Value(vocab.tags(attr) & (UNIT | FOREIGN | CP), None, _EMPTY, value.fields)
+            return value
         if kind is ast.Subscript:
             key = string_key(node)  # type: ignore[arg-type]
             if key is not None:
-                tags = vocab.tags(key)
-                return Value(tags) if tags else NOTHING
+                return self.field_value(key, node)
+            keys = self.loop_keys(node.slice)  # type: ignore[attr-defined]
+            if keys:
+                return self._fields_of(keys)
             base = node.value  # type: ignore[attr-defined]
             if isinstance(base, ast.Attribute) and base.attr == "shape":
-                return Value(SEQ) if self.classify(base.value).has(TOK) else NOTHING
+                return self.size_of(self.classify(base.value))
             inner = self.classify(base)
+            if is_mask_selection(node):  # type: ignore[arg-type]
+                return Value((inner.tags | MASKED) & ~TOK, inner.origin, inner.params, inner.fields, inner.shifts)
             if index_of(node) is not None:  # type: ignore[arg-type]
-                return Value(inner.tags & ~SRCLIST, inner.origin, inner.params) if inner.tags & SRCLIST else inner
+                # One entry: of per-sample tensors, a sample; of the source list, one padded length.
+                tags = (inner.tags & ~SRCLIST) | ENTRY
+                if inner.tags & TOK and not inner.tags & (SAMPLE | STREAM):
+                    tags = (tags & ~TOK) | SAMPLE
+                return Value(tags, inner.origin, inner.params, inner.fields, inner.shifts)
+            kind = shift_kind(node.slice)  # type: ignore[attr-defined]
+            if kind is not None:
+                if isinstance(node.slice, ast.Tuple):  # type: ignore[attr-defined]
+                    kind += "+"  # a tensor's axis (`x[:, 1:]`): a list or a string is never indexed so
+                side = data_side(base, self.bound_expr, self.imports)
+                shift = (kind, side, shift_root(base, self.bound_expr))
+                return Value(inner.tags, inner.origin, inner.params, inner.fields, inner.shifts | {shift})
             return inner
         if kind is ast.BinOp:
             idiom = self.idiom("round_up", node) or self.idiom("pad_amount", node)
@@ -244,11 +339,15 @@ class Flow:
                 idiom = match_chunk_pad(node, self.chunk_of)
             if idiom is not None:
                 found = self._union(idiom.values)
-                return Value(found.tags | PAD, found.origin, found.params)
+                return Value(found.tags | PAD, found.origin, found.params, found.fields)
             value = self.idiom("broadcast", node)
             if value is not None:
-                return Value(self.classify(value).tags | BCAST, node)
-            return self.classify(node.left) | self.classify(node.right)  # type: ignore[attr-defined]
+                inner = self.classify(value)
+                return Value(inner.tags | BCAST, node, _EMPTY, inner.fields)
+            found = self.classify(node.left) | self.classify(node.right)  # type: ignore[attr-defined]
+            if _offset_differences(node):  # type: ignore[arg-type]
+                return Value(SEQ, None, found.params, found.fields)  # lengths from cumulative offsets
+            return found
         if kind is ast.Call:
             return self._classify_call(node)  # type: ignore[arg-type]
         if kind is ast.UnaryOp:
@@ -258,7 +357,13 @@ class Flow:
         if kind is ast.BoolOp:
             return self._union(node.values)  # type: ignore[attr-defined]
         if kind in (ast.Tuple, ast.List, ast.Set):
-            return self._union(node.elts)  # type: ignore[attr-defined]
+            elements = node.elts  # type: ignore[attr-defined]
+            found = self._union(elements)
+            if kind is ast.List and len(elements) >= 2 and int_value(elements[0]) == 0 and found.tags & (
+                SEQ | STREAM | PAD
+            ):
+                return found.with_tags(found.tags | PACKED)  # `[0, n + pad]`: one packed segment's bounds
+            return found
         if kind in (ast.ListComp, ast.GeneratorExp, ast.SetComp, ast.DictComp):
             value = self.idiom("broadcast", node)
             self.push_comprehension(node)  # type: ignore[arg-type]
@@ -267,11 +372,31 @@ class Flow:
             finally:
                 self.pop_scope()
             if value is not None:
-                return Value(element.tags | BCAST, node, element.params)
+                return Value(element.tags | BCAST, node, element.params, element.fields)
+            if element.tags & SAMPLE:
+                element = element.with_tags((element.tags & ~SAMPLE) | TOK)  # a list of samples
             return element
         if kind in (ast.NamedExpr, ast.Starred, ast.Await):
             return self.classify(node.value)  # type: ignore[attr-defined]
         return NOTHING
+
+    def loop_keys(self, node: ast.AST) -> tuple[str, ...]:
+        """The string keys a loop variable walks (``for key in ("a", "b")``), else ()."""
+        if isinstance(node, ast.Name):
+            for frame in reversed(self.frames):
+                keys = frame.data.get("keys")
+                if keys and node.id in keys:
+                    return keys[node.id]
+        return ()
+
+    def _fields_of(self, keys: tuple[str, ...]) -> Value:
+        out = NOTHING
+        for key in keys:
+            out = out | self.field_value(key)
+        return out
+
+    def _is_local(self, name: str) -> bool:
+        return any(name in scope for scope in self.scopes) or any(name in f.env for f in self.frames)
 
     def chunk_of(self, name: str) -> tuple[ast.expr, ast.expr] | None:
         """``(n, k)`` when local ``name`` was bound to ``ceil(n / k)`` (a zigzag chunk size)."""
@@ -288,53 +413,114 @@ class Flow:
         idiom = self.idiom("round_up", node)
         if idiom is not None:
             found = self._union(idiom.values)
-            return Value(found.tags | PAD, found.origin, found.params)
+            return Value(found.tags | PAD, found.origin, found.params, found.fields)
         collection = self.idiom("max_over", node)
         if collection is not None:
             inner = self.classify(collection)
-            if inner.tags & (SEQ | TOK):
-                return Value((inner.tags | MAX | SEQ) & ~(SRCLIST | TOK), node, inner.params)
             if inner.tags & SRC:
-                return Value(inner.tags & ~SRCLIST, inner.origin, inner.params)
-            return NOTHING
+                return Value(inner.tags & ~SRCLIST, inner.origin, inner.params, inner.fields)
+            # A maximum over a collection: over lengths (judged here or, for a field, by the project)
+            # it is one length for the whole collection.
+            tags = (inner.tags | MAX) & ~(SRCLIST | TOK | SAMPLE)
+            if inner.tags & (TOK | SAMPLE):
+                tags |= SEQ
+            return Value(tags, node, inner.params, inner.fields)
         broadcast = self.idiom("broadcast", node)
         if broadcast is not None:
-            return Value(self.classify(broadcast).tags | BCAST, node)
+            inner = self.classify(broadcast)
+            return Value(inner.tags | BCAST, node, inner.params, inner.fields)
         ceil = self.idiom("ceil_div", node)
         if ceil is not None:  # a chunk size: still derived from what it divides
             return self._union(ceil.values) | Value(self.classify(ceil.unit).tags & CP)
         func = node.func
         tail = last_name(func) or ""
         args = positional(node)
+        name = imports.qualify(func) or ""
         if isinstance(func, ast.Attribute):
             if tail in _SIZE_METHODS:
-                return Value(SEQ) if self.classify(func.value).has(TOK) else NOTHING
+                return self.size_of(self.classify(func.value))
+            if tail == "cumsum":
+                inner = self.classify(func.value)
+                return inner.with_tags((inner.tags | PACKED) & ~(TOK | SAMPLE))
             if tail in _PASS_METHODS:
                 return self.classify(func.value)
             if tail == "sum":
                 inner = self.classify(func.value)
-                return Value(inner.tags & SEQ, None, inner.params) if inner.tags & SEQ else NOTHING
-            if tail == "get" and args:
+                if inner.tags & SEQ:
+                    return inner.with_tags(SEQ | STREAM)  # a sum of lengths: a stream's length
+                if node.args or node.keywords:
+                    return inner.with_tags(SEQ | (inner.tags & ENTRY))  # `mask.sum(-1)`: each row's length
+                # One sample's mask summed: its length; a whole batch's: a count.
+                return inner.with_tags((SEQ | ENTRY) if inner.tags & (ENTRY | SAMPLE) else 0)
+            if tail in ("get", "pop") and args:
                 key = args[0]
                 if isinstance(key, ast.Constant) and isinstance(key.value, str):
-                    if key.value in self.vocab.sources:
-                        return Value(SRC | SRCLIST)
-                    tags = self.vocab.tags(key.value)
-                    return Value(tags) if tags else NOTHING
-        if self.vocab.is_cp_size(tail):
+                    return self.field_value(key.value)
+                keys = self.loop_keys(key)
+                if keys:
+                    return self._fields_of(keys)
+        if tail in _CP_API and not name.startswith("."):
             return Value(CP)  # mpu.get_context_parallel_world_size()
-        name = imports.qualify(func) or ""
         if name == "len" and args:
-            return Value(SEQ) if self.classify(args[0]).has(TOK) else NOTHING
+            return self.size_of(self.classify(args[0]))
         if name == "map" and len(args) == 2 and isinstance(args[0], ast.Name) and args[0].id == "len":
-            return Value(SEQ) if self.classify(args[1]).has(TOK) else NOTHING
+            inner = self.classify(args[1])
+            return inner.with_tags(SEQ)
         if name in ("max", "min", "math.lcm", "lcm", "numpy.lcm", "math.gcd"):  # of several values: all their tags
             return self._union(args)
         if name == "sum" and args:
             inner = self.classify(args[0])
-            return Value(inner.tags & SEQ, None, inner.params) if inner.tags & SEQ else NOTHING
+            return inner.with_tags(SEQ | STREAM) if inner.tags & SEQ else inner.with_tags(0)
+        if name in _CUMULATIVE or tail in ("cumsum", "accumulate"):
+            inner = self._union(args[:1])
+            return inner.with_tags((inner.tags | PACKED) & ~(TOK | SAMPLE))
+        if name in _STACKERS and args:
+            inner = self.classify(args[0])
+            if inner.tags & TOK:
+                return inner.with_tags((inner.tags | STREAM) & ~(TOK | SAMPLE))
+            return inner
         if name in _PASS_FUNCTIONS and args:
-            return self.classify(args[0])
+            inner = self.classify(args[0])
+            if name == "torch.nn.functional.pad":
+                tags = inner.tags & ~MASKED  # padded: no longer exactly the true tokens
+                side = pad_call_side(node, name)
+                if side is not None and not tags & PACKED:
+                    tags = (tags & ~SIDE_TAGS) | side_tag(side[0])
+                return inner.with_tags(tags)
+            return inner
+        # Any other call: its result derives from its arguments (the fields they were read from),
+        # though what it is the call's own affair.
+        fields: frozenset[str] = frozenset()
+        shifts = _NO_SHIFTS
+        carried = 0
+        origin = None
+        for arg in (*node.args, *(k.value for k in node.keywords)):
+            found = self.classify(arg)
+            if found.fields:
+                fields = fields | found.fields
+            if found.shifts:
+                shifts = shifts | found.shifts
+            if found.tags & MAX:
+                # `round_up(max(lengths), unit)`: computed from one maximum, still one length for many
+                carried |= found.tags & (MAX | SEQ)
+                origin = origin or found.origin
+            if name in _STACKS:
+                carried |= found.tags & SIDE_TAGS  # rows stacked keep the side they were padded on
+        if tail == "pad_sequence":
+            side = pad_call_side(node, name or tail)
+            if side is not None:
+                carried |= side_tag(side[0])
+        if tail == "roll" and _rolls_left(node):
+            rolled = args[0] if args else func
+            shifts = shifts | {("first+", data_side(rolled, self.bound_expr, self.imports),
+                                shift_root(rolled, self.bound_expr))}
+        calls = _EMPTY
+        if tail and name.split(".", 1)[0] not in _NOT_PROJECT and not (
+            isinstance(func, ast.Name) and tail in _BUILTIN_NAMES and tail not in imports.aliases
+        ) and not (isinstance(func, ast.Attribute) and tail in _PASS_METHODS):
+            calls = frozenset((name or tail,))
+        if fields or shifts or calls or carried:
+            return Value(carried, origin, _EMPTY, fields, shifts, calls)
         return NOTHING
 
     # -- loops and comprehensions --
@@ -354,9 +540,10 @@ class Flow:
         whole = self.classify(iterable)
         if whole.tags & BCAST:
             return NOTHING
-        if whole.tags & SRCLIST:
-            return Value(whole.tags & ~SRCLIST, whole.origin, whole.params)
-        return whole
+        tags = (whole.tags & ~SRCLIST) | ENTRY
+        if whole.tags & TOK and not whole.tags & (SAMPLE | STREAM):
+            tags = (tags & ~TOK) | SAMPLE  # an element of per-sample tensors: one sample
+        return Value(tags, whole.origin, whole.params, whole.fields)
 
     def bind_target(self, target: ast.expr, value: Value | tuple[Any, ...], into: dict[str, Value] | None) -> None:
         """Bind the names of a ``for``/comprehension target (``into`` None: the frame)."""
@@ -394,3 +581,13 @@ class Flow:
     def forget(self) -> None:
         """Drop cached classifications (a binding changed)."""
         self._cache.clear()
+
+
+def _offset_differences(node: ast.BinOp) -> bool:
+    """``cu[1:] - cu[:-1]``: each entry minus the one before, the lengths cumulative offsets hold."""
+    left, right = node.left, node.right
+    if not (isinstance(node.op, ast.Sub) and isinstance(left, ast.Subscript) and isinstance(right, ast.Subscript)):
+        return False
+    a, b = left.slice, right.slice
+    return (isinstance(a, ast.Slice) and isinstance(b, ast.Slice) and int_value(a.lower) == 1 and a.upper is None
+            and b.lower is None and int_value(b.upper) == -1 and ast.dump(left.value) == ast.dump(right.value))

@@ -19,7 +19,7 @@ from layoutcheck.model.imports import Imports
 from layoutcheck.model.syntax import int_value, keyword, last_name, names_in, positional, same
 
 __all__ = [
-    "Idiom", "is_init_value", "match_agreement", "match_broadcast", "match_ceil_div", "match_max_over",
+    "LIBRARY_ROOTS", "Idiom", "library_helper", "is_init_value", "match_agreement", "match_broadcast", "match_ceil_div", "match_max_over",
     "match_pad_amount", "match_round_up",
 ]
 
@@ -41,6 +41,21 @@ _ROUND_UP_HELPER = re.compile(
     r"|pad_to_multiple(_of)?|next_multiple(_of)?|round_to_multiple(_of)?)"
 )
 _PASS_INT = frozenset({"int", "math.floor", "floor"})
+LIBRARY_ROOTS = frozenset({
+    "layoutcheck", "triton", "math", "numpy", "torch", "megatron", "transformer_engine", "flash_attn", "apex",
+    "deepspeed", "vllm", "sglang", "cutlass", "tilelang", "einops", "transformers", "flashinfer",
+})
+"""Libraries whose helpers are read by their names (`triton.cdiv`, `layoutcheck.geometry.round_up`):
+an API's name is its meaning. A helper the project defines is read from its body instead (its name
+is the project's to choose), by the project phase."""
+
+
+def library_helper(func: ast.expr, imports: Imports) -> str | None:
+    """The last name of ``func`` when it is a library's function (see `LIBRARY_ROOTS`), else None."""
+    name = imports.qualify(func) or ""
+    if name.split(".", 1)[0] in LIBRARY_ROOTS and "." in name:
+        return name.rsplit(".", 1)[-1]
+    return None
 _CEIL = frozenset({"math.ceil", "numpy.ceil", "torch.ceil", "ceil"})
 
 
@@ -116,7 +131,7 @@ def match_ceil_div(node: ast.AST, imports: Imports) -> Idiom | None:
             name = imports.qualify(node.func) or ""
             if name in _CEIL or name.endswith(".ceil"):
                 return Idiom(node, (args[0].left,), args[0].right)  # type: ignore[attr-defined]
-        elif len(args) == 2 and _CEIL_DIV_HELPER.fullmatch(last_name(node.func) or ""):
+        elif len(args) == 2 and _CEIL_DIV_HELPER.fullmatch(library_helper(node.func, imports) or ""):
             return Idiom(node, (args[0],), args[1])
     return None
 
@@ -133,7 +148,7 @@ def match_round_up(node: ast.AST, imports: Imports) -> Idiom | None:
         return None
     if isinstance(node, ast.Call):
         args = positional(node)
-        if len(args) == 2 and _ROUND_UP_HELPER.fullmatch(last_name(node.func) or ""):
+        if len(args) == 2 and _ROUND_UP_HELPER.fullmatch(library_helper(node.func, imports) or ""):
             return Idiom(node, (args[0],), args[1])
     return None
 
@@ -156,11 +171,12 @@ def match_pad_amount(node: ast.AST) -> Idiom | None:
 
 
 def match_chunk_pad(node: ast.AST, chunk_of: Callable[[str], tuple[ast.expr, ast.expr] | None]) -> Idiom | None:
-    """``k * c - n`` where ``c`` was bound to ``ceil(n / k)``: the pad to a multiple of ``k``.
+    """``k * c - n`` where ``c`` was bound to ``ceil(x / k)``: the pad to a multiple of ``k``.
 
     The zigzag spelling ``c = (T + 2 * cp - 1) // (2 * cp); pad = 2 * cp * c - T``
-    pads ``T`` to a multiple of ``2 cp`` in two statements; ``chunk_of`` maps a
-    local name to the ``(n, k)`` of the ceil-division it holds.
+    pads ``T`` to a multiple of ``2 cp`` in two statements (``x`` may be the padded
+    length the chunks are cut from while ``n`` is the sample's own size); ``chunk_of``
+    maps a local name to the ``(x, k)`` of the ceil-division it holds.
     """
     if not (isinstance(node, ast.BinOp) and isinstance(node.op, ast.Sub)):
         return None
@@ -184,8 +200,8 @@ def match_chunk_pad(node: ast.AST, chunk_of: Callable[[str], tuple[ast.expr, ast
         if bound is None:
             continue
         value, unit = bound
-        if not same(value, n):
-            continue
+        # `pad = 2 * cp * c - T` with `c = ceil(P / (2 * cp))`: the pad that materialises whole CP
+        # chunks of the padded length `P` (the sample's own `T` under THD), a pad to a multiple of `2 * cp`.
         rest = factors[:i] + factors[i + 1:]
         unit_factors: list[ast.expr] = []
         if _op(unit, ast.Mult):

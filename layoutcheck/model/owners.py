@@ -1,20 +1,76 @@
-"""Matching `owners` entries against a function: the configured half of owner inference.
+"""Who owns padded lengths: owner inference, and the configured half of it.
 
 A function owns padded lengths when `owners` lists it (per layout), or when
-the project sees it decide them (`layoutcheck.model.project`: it writes a
-source, builds a packed batch's `cu_seqlens`, or is the only padding
-decision on its path). This module answers the configuration half: does an
-entry name this function?
+the project sees it decide them: it stores each sample's rounded-up length
+into a record (BSHD), or a packed batch's cumulative lengths (THD), or it is
+the only padding decision on its path (an inferred owner). A pad elsewhere
+is a second owner when an owner pads the same lengths (fields it reads) or
+to the same unit (`ProjectOwners.owners_for`); two owners of one layout must
+pad alike (`ProjectOwners.disagreements`).
+
+`ProjectOwners` is the project's layer that finds them, over `ProjectHelpers`;
+`configured_layouts` answers whether an `owners` entry names a function.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from functools import cached_property
 from typing import TYPE_CHECKING
+
+from layoutcheck.model.facts import FunctionRef, Pad, ensure_calls
+from layoutcheck.model.helpers import ProjectHelpers
+from layoutcheck.model.units import atoms, shape
+from layoutcheck.model.vocabulary import Tag
 
 if TYPE_CHECKING:
     from layoutcheck.lint.settings import LintSettings
 
-__all__ = ["configured_layouts", "owner_matches"]
+__all__ = ["Owner", "ProjectOwners", "configured_layouts", "owner_matches"]
+
+SRC, PAD, SEQ, MAX = int(Tag.SRC), int(Tag.PAD), int(Tag.SEQ), int(Tag.MAX)
+PACKED, TOK, STREAM, SAMPLE = int(Tag.PACKED), int(Tag.TOK), int(Tag.STREAM), int(Tag.SAMPLE)
+
+
+@dataclass(frozen=True)
+class Owner:
+    """A function that decides padded lengths, and why the linter thinks so."""
+
+    ref: FunctionRef
+    layouts: tuple[str, ...]
+    """``bshd``, ``thd``."""
+    why: str
+    """``writes `max_seq_lens```, ``builds `cu_seqlens```, ``listed in `owners.thd```, ``inside `f```."""
+
+
+def _shape_within(theirs: str, mine: str, *, loose: bool) -> bool:
+    """Is a unit of shape ``theirs`` a factor of one of shape ``mine`` (``2*?`` within ``2*?*?``)?
+
+    Factors written ``?`` match anything, so only shapes with an operator count, and only for a
+    pad of a stream or of per-sample tensors (``loose``) or when the factors include a literal."""
+    if "?" not in theirs or ("*" not in theirs and "(" not in theirs) or "(" in mine or "(" in theirs:
+        return theirs == mine and "?" in mine and ("*" in mine or "(" in mine) and (loose or _literal(mine))
+    left, right = theirs.split("*"), mine.split("*")
+    for factor in left:
+        if factor not in right:
+            return False
+        right.remove(factor)
+    return loose or _literal(theirs)
+
+
+def _literal(text: str) -> bool:
+    return any(part.isdigit() and int(part) > 1 for part in text.replace("(", "*").replace(")", "*").replace(",", "*").split("*"))
+
+
+def _deciding(pad: Pad, layout_of: str) -> bool:
+    """The pad that decides an owner's layout: of the packed stream (THD), of each sample (BSHD);
+    units of one factor are a parameter's, whose value is the callers' (not compared)."""
+    unit_shape = shape(pad.unit)
+    if "*" not in unit_shape and "(" not in unit_shape:
+        return False
+    if layout_of == "thd":
+        return bool(pad.value_tags & STREAM)
+    return not pad.value_tags & STREAM
 
 
 def _module_of_path(path: str) -> str:
@@ -60,3 +116,408 @@ def configured_layouts(settings: LintSettings, qualname: str, path: str, module_
         layout for layout, entries in settings.owners.items()
         if any(owner_matches(entry, qualname, path, module_name) for entry in entries)
     ]
+
+
+class ProjectOwners(ProjectHelpers):
+    """The project, with its owners and what they decide (see the module docs)."""
+
+    @cached_property
+    def owners(self) -> dict[FunctionRef, Owner]:
+        """Every function that decides padded lengths (`Owner`), nested ones included: listed in
+        `owners`, or seen to store each sample's padded length (BSHD) or a packed batch's cumulative
+        lengths (THD) into a field."""
+        out: dict[FunctionRef, Owner] = {}
+        vocab = self.vocab
+        spaces = self.spaces
+        for ref, function in self.functions():
+            if ref[1] == 0:
+                continue
+            file = self.files[ref[0]]
+            if function.in_model or (file.facts.kernel and function.cls is None):
+                continue  # a model's or a kernel's own geometry is not the data layout's
+            layouts: list[str] = []
+            why: list[str] = []
+            configured = configured_layouts(self.settings, function.qualname, file.relpath, file.module)
+            if configured:
+                layouts += configured
+                why.append("listed in " + " and ".join(f"`owners.{layout}`" for layout in configured))
+            if function.writes_source:
+                layouts.append("bshd")
+                written = next((w.key for w in self.writes(ref) if w.key in vocab.sources), vocab.source)
+                why.append(f"writes `{written}`")
+            if function.writes_packed:
+                layouts.append("thd")
+                why.append(f"builds `{vocab.packed_order[0] if vocab.packed_order else 'cu_seqlens'}`")
+            for write in self.writes(ref):
+                if write.entry and not write.tags & (PAD | MAX):
+                    continue
+                resolved = spaces.resolve(write.tags, write.fields, write.params, ref)
+                if spaces.is_padded_field(write.key) and write.tags & (PAD | MAX) and not resolved & SRC:
+                    if "bshd" not in layouts or not any(w.startswith("writes") for w in why):
+                        layouts.append("bshd")
+                        why.append(f"writes each sample's padded length to `{write.key}`")
+                elif spaces.field(write.key) & PACKED and write.tags & PACKED and not resolved & SRC and not (
+                    spaces.read(write.fields) & PACKED
+                ):
+                    if not any(w.startswith("builds") for w in why):
+                        layouts.append("thd")
+                        why.append(f"builds `{write.key}` (cumulative lengths of the packed batch)")
+            if layouts:
+                out[ref] = Owner(ref, tuple(sorted(set(layouts))), ", ".join(why))
+        # An owner around a nested function owns it too.
+        for ref, _ in self.functions():
+            if ref in out or ref[1] == 0:
+                continue
+            for outer in self.enclosing(ref):
+                if outer in out and outer != ref:
+                    found = out[outer]
+                    out[ref] = Owner(ref, found.layouts, f"inside `{self.function(outer).qualname}`")
+                    break
+        return out
+
+    @cached_property
+    def owner_fields(self) -> dict[FunctionRef, frozenset[str]]:
+        """The lengths each owner pads: the fields its padded values are computed from (the rollout's
+        ``total_lengths``, the micro-batch's ``tokens`` it packs), and the per-sample tensors those
+        lengths measure. Padding derived from one of them derives the owner's layout a second time."""
+        out: dict[FunctionRef, frozenset[str]] = {}
+        spaces = self.spaces
+        for ref in self.owners:
+            found: set[str] = set()
+            for write in self.writes(ref):
+                if spaces.is_padded_field(write.key) and write.tags & (PAD | MAX):
+                    found |= set(write.fields)
+            for pad in self.pads_of(ref[0]):
+                if pad.function == ref[1] and pad.fate != "metric":
+                    found |= set(pad.fields)
+            for key in list(found):
+                found |= self.measured.get(key, frozenset())
+            out[ref] = frozenset(found - {k for k in found if spaces.is_padded_field(k)})
+        return out
+
+    @cached_property
+    def measured(self) -> dict[str, frozenset[str]]:
+        """Per field of lengths: the fields of per-sample tensors it was written from (the lengths of
+        ``tokens``, stored as ``total_lengths``)."""
+        out: dict[str, set[str]] = {}
+        spaces = self.spaces
+        for i, file in enumerate(self.files):
+            if file.is_test:
+                continue
+            for original in file.facts.field_writes:
+                write = next(w for w in self.writes((i, original.function)) if w.tick == original.tick)
+                if write.tags & SEQ and not write.tags & (PAD | PACKED):
+                    tensors = {f for f in write.fields if spaces.field(f) & TOK and f != write.key}
+                    if tensors:
+                        out.setdefault(write.key, set()).update(tensors)
+        return {key: frozenset(found) for key, found in out.items()}
+
+    @cached_property
+    def delegated(self) -> frozenset[FunctionRef]:
+        """Functions an owner calls (directly or through one more call): their padding is the owner's,
+        decided through them."""
+        found: set[FunctionRef] = set()
+        frontier = [ref for ref in self.owners if not self.owners[ref].why.startswith("inside ")]
+        for _ in range(2):
+            following = []
+            for ref in frontier:
+                ensure_calls(self.files[ref[0]].facts)
+                for call in self.function(ref).calls:
+                    target = self.resolve(ref, call)
+                    if target is not None and target not in found and target not in self.owners:
+                        found.add(target)
+                        following.append(target)
+            frontier = following
+        return frozenset(found)
+
+    @cached_property
+    def disagreements(self) -> list[tuple[Pad, FunctionRef, FunctionRef, Pad, str]]:
+        """Owner pads that another owner of the same layout pads otherwise: another unit shape (``?*?``
+        against ``lcm(16,?*?)``), other factors of one shape where both are known, or another rounding:
+        ``(pad, owner, other owner, the other's pad, layout)`` (LC107)."""
+        out = []
+        units = {ref: tuple(p for p in pads if _deciding(p, layout_of=self._deciding_layout(ref)))
+                 for ref, pads in self.owner_units.items()}
+        for layout in ("thd", "bshd"):
+            owners = [ref for ref in self.owners_of_layout(layout) if units.get(ref)]
+            if len(owners) < 2:
+                continue
+            keys = {ref: {(shape(p.unit), p.rounding) for p in units[ref]} for ref in owners}
+            holders: dict[tuple[str, str], set[FunctionRef]] = {}
+            for ref, owned in keys.items():
+                for key in owned:
+                    holders.setdefault(key, set()).add(ref)
+            for ref in owners:
+                for pad in units[ref]:
+                    having = holders[(shape(pad.unit), pad.rounding)]
+                    if len(having) == len(owners):
+                        continue  # every owner pads this way too
+                    other = next(o for o in owners if o not in having)
+                    out.append((pad, ref, other, units[other][0], layout))
+        return out
+
+    def _deciding_layout(self, ref: FunctionRef) -> str:
+        owner = self.owners.get(ref)
+        return owner.layouts[0] if owner is not None and len(owner.layouts) == 1 else ""
+
+    def owner_of(self, ref: FunctionRef) -> Owner | None:
+        return self.owners.get(ref)
+
+    def owners_of_layout(self, layout: str) -> list[FunctionRef]:
+        """The owners of ``layout`` (``bshd``/``thd``), not counting nested ones, in path order."""
+        return list(self._owners_by_layout.get(layout, ()))
+
+    @cached_property
+    def _owners_by_layout(self) -> dict[str, list[FunctionRef]]:
+        out: dict[str, list[FunctionRef]] = {}
+        for ref, owner in sorted(self.owners.items(), key=lambda item: self.where(item[0])):
+            if owner.why.startswith("inside "):
+                continue
+            for layout in owner.layouts:
+                out.setdefault(layout, []).append(ref)
+        return out
+
+    @cached_property
+    def cp_helper_defs(self) -> list[FunctionRef]:
+        """The layout helpers of the tree (found by use, or configured)."""
+        return sorted(self.layout_helpers, key=self.where)
+
+    def family(self, pad: Pad) -> str:
+        """What a pad pads: ``bshd`` (to the longest sample) or ``unit`` (to a multiple)."""
+        if pad.kind in ("pad_target", "pad_sequence"):
+            return "bshd"
+        return "unit"
+
+    def pad_value(self, pad: Pad, file_index: int) -> int:
+        """What a pad pads, resolved against the project (`Spaces.resolve`)."""
+        return self.spaces.resolve(pad.value_tags, pad.fields, pad.params, (file_index, pad.function))
+
+    def owners_for(self, pad: Pad, file_index: int | None = None) -> list[FunctionRef]:
+        """Who owns what ``pad`` pads, in this project: a pad with an owner elsewhere is a second owner.
+
+        * the same lengths: a pad of lengths read from a field an owner reads or writes (the sizes of
+          the rollout's ``tokens``) re-derives that owner's layout, whatever the unit;
+        * the same unit: an owner or layout helper pads to the same factors (``tp.size`` and
+          ``data_pad_size_multiplier`` within ``cp.size*data_pad_size_multiplier*tp.size``; a parameter
+          is no factor, its value is the callers'), or to a unit of the same shape (``2*?``,
+          ``?*?``) when the pad is of a stream or of per-sample tensors, or the shape has a literal
+          factor. Best first: the same lengths, the same factors, the same shape.
+        """
+        value = self.pad_value(pad, file_index) if file_index is not None else pad.value_tags
+        if value & SRC:
+            return []
+        ranked: dict[FunctionRef, int] = {}
+        fields = set(pad.fields)
+        if file_index is not None:
+            for param in pad.params:
+                fields |= self.spaces.param_fields((file_index, pad.function), param)
+        if fields:
+            for ref in self.owners_of_layout("bshd") + self.owners_of_layout("thd"):
+                if fields & self.owner_fields.get(ref, frozenset()):
+                    ranked[ref] = 0
+        if self.family(pad) == "unit" and pad.unit:
+            mine = atoms(pad.unit) - set(pad.unit_params)
+            my_shape = shape(pad.unit)
+            layoutish = bool(value & (STREAM | TOK | SAMPLE))
+            for ref, pads in self.unit_holders.items():
+                best = ranked.get(ref)
+                for other in pads:
+                    theirs = atoms(other.unit) - set(other.unit_params)
+                    if theirs and theirs <= mine:
+                        # The more factors shared the better: a unit's owner before a helper's CP factor.
+                        score = 10 - min(len(theirs), 9)
+                        best = score if best is None else min(best, score)
+                    elif _shape_within(shape(other.unit), my_shape, loose=layoutish):
+                        best = 20 if best is None else min(best, 20)
+                if best is not None:
+                    ranked[ref] = best
+        return [ref for ref, _ in sorted(ranked.items(), key=lambda item: (
+            item[1], item[0] in self.layout_helpers, self.where(item[0])))]
+
+    @cached_property
+    def _all_owner_fields(self) -> frozenset[str]:
+        return frozenset(f for fields in self.owner_fields.values() for f in fields)
+
+    @cached_property
+    def owner_units(self) -> dict[FunctionRef, tuple[Pad, ...]]:
+        """Each owner's pads to a multiple (those nested in it included)."""
+        out: dict[FunctionRef, list[Pad]] = {}
+        for i, file in enumerate(self.files):
+            if file.is_test:
+                continue
+            for pad in self.pads_of(i):
+                if pad.kind not in ("round_up", "pad_amount", "chunk_pad") or not pad.unit or pad.fate == "metric":
+                    continue
+                for ref in self.enclosing((i, pad.function)):
+                    if ref in self.owners:
+                        out.setdefault(ref, []).append(pad)
+                        break
+        return {ref: tuple(pads) for ref, pads in out.items()}
+
+    @cached_property
+    def unit_holders(self) -> dict[FunctionRef, tuple[Pad, ...]]:
+        """The owners' pads and the layout helpers' own pads: the units the layout is decided in."""
+        out = {ref: list(pads) for ref, pads in self.owner_units.items()}
+        helpers = set(self.layout_helpers)
+        for i, file in enumerate(self.files):
+            if file.is_test:
+                continue
+            for pad in self.pads_of(i):
+                if pad.kind not in ("round_up", "pad_amount", "chunk_pad") or not pad.unit:
+                    continue
+                for ref in self.enclosing((i, pad.function)):
+                    if ref in helpers:
+                        out.setdefault(ref, []).append(pad)
+                        break
+        return {ref: tuple(pads) for ref, pads in out.items()}
+
+    @cached_property
+    def unit_atoms(self) -> frozenset[str]:
+        """Factors of the units the owners pad sequence lengths to (``data_pad_size_multiplier``), and
+        the file's own unit factors: a literal bound to one is an alignment unit's factor (LC201)."""
+        found: set[str] = set()
+        for pads in self.owner_units.values():
+            for pad in pads:
+                found |= atoms(pad.unit) - set(pad.unit_params)
+        return frozenset(found)
+
+    @cached_property
+    def owner_inputs(self) -> frozenset[str]:
+        """The fields the owners derive per-sample padded lengths from (``total_lengths``), and the
+        per-sample tensors those lengths measure (``tokens``): rewriting one leaves them stale."""
+        found = set(self.vocab.owner_inputs)
+        spaces = self.spaces
+        for ref in self.owners_of_layout("bshd"):
+            for write in self.writes(ref):
+                if spaces.is_padded_field(write.key) and write.tags & (PAD | MAX):
+                    found |= set(write.fields)
+            for pad in self.files[ref[0]].facts.pads:
+                if pad.function == ref[1]:
+                    found |= set(pad.fields)
+        measured: set[str] = set()
+        for i, file in enumerate(self.files):
+            if file.is_test:
+                continue
+            for original in file.facts.field_writes:
+                write = next(w for w in self.writes((i, original.function)) if w.tick == original.tick)
+                if write.key in found and write.tags & SEQ:
+                    measured |= {f for f in write.fields if spaces.field(f) & TOK}
+        return frozenset((found | measured) - {k for k in found | measured if spaces.is_padded_field(k)})
+
+    def owns(self, ref: FunctionRef) -> bool:
+        """Does ``ref`` decide padded lengths (an owner, a layout helper, or model or kernel code)?"""
+        if ref in self.owners or self.is_layout_helper(ref) or any(r in self.delegated for r in self.enclosing(ref)):
+            return True
+        function = self.function(ref)
+        file = self.files[ref[0]]
+        if function.in_model:
+            return True
+        return file.facts.kernel and all(self.function(r).cls is None for r in self.enclosing(ref))
+
+    @cached_property
+    def inferred_owners(self) -> dict[FunctionRef, list[Pad]]:
+        """Functions that are the only padding decision on their path: they pad, nothing in the
+        project owns what they pad, and their callers read the result (it leaves the function)."""
+        out: dict[FunctionRef, list[Pad]] = {}
+        for i, file in enumerate(self.files):
+            if file.is_test:
+                continue
+            for pad in self.pads_of(i):
+                ref = (i, pad.function)
+                if pad.function == 0 or pad.fate != "escapes" or self.owns(ref):
+                    continue
+                if not self.pad_value(pad, i) & (SEQ | STREAM | TOK | SAMPLE | MAX):
+                    continue
+                if self.owners_for(pad, i):
+                    continue
+                out.setdefault(ref, []).append(pad)
+        return out
+
+    # ------------------------------------------------------------ sources
+
+    @cached_property
+    def has_source(self) -> bool:
+        """Does anything in the project write per-sample padded lengths?"""
+        return bool(self.owners_of_layout("bshd"))
+
+    def ranked(self, refs: list[FunctionRef], layout: str) -> list[FunctionRef]:
+        """``refs`` best first for a message: configured owners of ``layout``, then those that pad to
+        a unit themselves, then the rest, each in path order."""
+        def rank(ref: FunctionRef) -> tuple[int, str]:
+            owner = self.owners.get(ref)
+            if owner is not None and "listed in" in owner.why and layout in owner.layouts:
+                return 0, self.where(ref)
+            return (1 if self.owner_units.get(ref) else 2), self.where(ref)
+
+        return sorted(refs, key=rank)
+
+    def source_writers(self) -> list[FunctionRef]:
+        """The owners that write per-sample padded lengths (model and kernel code left out), in path order."""
+        return [ref for ref in self.owners_of_layout("bshd") if not self._configured_only(ref)]
+
+    def packed_writers(self) -> list[FunctionRef]:
+        """The owners that build a packed batch's description (model and kernel code left out)."""
+        return [ref for ref in self.owners_of_layout("thd") if not self._configured_only(ref)]
+
+    def _configured_only(self, ref: FunctionRef) -> bool:
+        owner = self.owners[ref]
+        return owner.why.startswith("listed in") and "," not in owner.why
+
+    def padded_field_of(self, ref: FunctionRef) -> str | None:
+        """The field an owner writes each sample's padded length to (or a configured source it writes)."""
+        for write in self.writes(ref):
+            if self.spaces.is_padded_field(write.key) and write.tags & (PAD | MAX):
+                return write.key
+        return self.vocab.source if self.function(ref).writes_source else None
+
+    def packed_field_of(self, ref: FunctionRef) -> str | None:
+        """The field an owner stores a packed batch's cumulative lengths in."""
+        for write in self.writes(ref):
+            if self.spaces.field(write.key) & PACKED and write.tags & PACKED:
+                return write.key
+        return None
+
+    def source_ticks(self, ref: FunctionRef) -> tuple[int, ...]:
+        """When ``ref`` writes per-sample padded lengths: its own writes, and its calls of any project
+        function that writes them (the producer, by whatever name)."""
+        ensure_calls(self.files[ref[0]].facts)
+        function = self.function(ref)
+        ticks = list(function.source_ticks)
+        spaces = self.spaces
+        for write in self.writes(ref):
+            if spaces.is_padded_field(write.key) and write.tags & (PAD | MAX):
+                ticks.append(write.tick)
+        bshd = set(self.owners_of_layout("bshd"))
+        for call in function.calls:
+            target = self.resolve(ref, call)
+            if target is not None and target != ref and (target in bshd or self.function(target).writes_source):
+                ticks.append(call.tick)
+        return tuple(sorted(set(ticks)))
+
+    def reads_padded(self, ref: FunctionRef) -> bool:
+        """Does ``ref`` read per-sample padded lengths (a configured source, or a field an owner writes)?"""
+        function = self.function(ref)
+        if function.reads_source:
+            return True
+        facts = self.files[ref[0]].facts
+        spaces = self.spaces
+        for read in facts.entry_reads:
+            if read.function == ref[1] and any(spaces.is_padded_field(f) for f in read.fields):
+                return True
+        for call in function.calls:
+            if any(spaces.is_padded_field(f) for a in call.args for f in a.fields):
+                return True
+        return any(spaces.is_padded_field(f) for f in self.fields_read.get(ref, ()))
+
+    def param_fed_from_source(self, ref: FunctionRef, param: str, depth: int = 0) -> bool | None:
+        """Do the callers of ``ref`` pass the owner's value into ``param``?
+
+        True when a call site passes a value read from per-sample padded lengths (or a round-up),
+        directly or through its own parameter; False when call sites exist and none does; None when
+        the project has no call of ``ref`` to judge by.
+        """
+        sites = self.callers_of(ref)
+        if not sites:
+            return None
+        tags = self.spaces.param(ref, param)
+        return bool(tags & (SRC | PAD))

@@ -16,16 +16,15 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from layoutcheck.model.facts import Arg, Call, FileFacts, Function, Pad, Record, Rewrite, ensure_calls
+from layoutcheck.model.facts import Arg, Call, FileFacts, Function, Pad, Record, Rewrite, Transform, ensure_calls
 from layoutcheck.model.project import FileModel, FunctionRef, HelperSignature, Project
+from layoutcheck.model.sides import SideDisagreement
 from layoutcheck.model.vocabulary import LAYOUT_KINDS, Tag
 
 __all__ = ["FileQueries", "HelperCall", "OwnerDisagreement", "PaddedArgument", "StaleRewrite"]
 
 SRC, PAD, SEQ, MAX, TOK = int(Tag.SRC), int(Tag.PAD), int(Tag.SEQ), int(Tag.MAX), int(Tag.TOK)
 UNIT, FOREIGN, BCAST = int(Tag.UNIT), int(Tag.FOREIGN), int(Tag.BCAST)
-_CARRIERS = ("max_", "padded", "pad_")
-"""Parameters named like this carry a padded length from the caller (`max_token_len`)."""
 
 
 @dataclass(frozen=True)
@@ -99,32 +98,34 @@ class FileQueries:
 
     def owner_hint(self, owner: FunctionRef) -> str:
         """Where ``owner``'s decision can be read, as an imperative sentence."""
-        function = self.project.function(owner)
-        packed = self.vocab.packed_order[0] if self.vocab.packed_order else "cu_seqlens"
-        if function.writes_source:
-            return f"Read the sample's `{self.vocab.source}` entry instead"
-        if function.writes_packed:
+        project = self.project
+        padded = project.padded_field_of(owner)
+        if padded is not None:
+            return f"Read the sample's `{padded}` entry instead"
+        packed = project.packed_field_of(owner)
+        if packed is not None:
             return f"Read the padding from the batch it builds (its `{packed}`) instead"
         return "Read the padded length it decided instead"
 
     def source_hint(self, layout: str | None = None) -> str:
         """Where the owner's padded length lives in this project, as an imperative sentence.
 
-        Never advises a field the project does not have: with no ``max_seq_lens``
-        writer, it points at the packed batch's builder, or at `owners`.
+        Never advises a field the project does not have: with no per-sample padded lengths,
+        it points at the packed batch's builder, or at `owners`.
         """
         project = self.project
-        source = self.vocab.source
-        packed = self.vocab.packed_order[0] if self.vocab.packed_order else "cu_seqlens"
         writers = project.ranked(project.source_writers(), "bshd")
         builders = project.ranked(project.packed_writers(), "thd")
         if layout != "thd" and writers:
-            return f"Read the sample's `{source}` entry (written by {project.label(writers[0])})"
+            field = project.padded_field_of(writers[0])
+            return f"Read the sample's `{field}` entry (written by {project.label(writers[0])})"
         if builders:
+            packed = project.packed_field_of(builders[0]) or "cumulative lengths"
             return (f"Read the padding the batch builder {project.label(builders[0])} decided "
                     f"(its `{packed}`)")
         if writers:
-            return f"Read the sample's `{source}` entry (written by {project.label(writers[0])})"
+            field = project.padded_field_of(writers[0])
+            return f"Read the sample's `{field}` entry (written by {project.label(writers[0])})"
         configured = [e for entries in self.settings.owners.values() for e in entries]
         if configured:
             return f"Read the padded length the configured owner `{configured[0]}` decided"
@@ -133,21 +134,31 @@ class FileQueries:
     # ------------------------------------------------------------ LC102: second owners
 
     def second_owner_pads(self) -> Iterator[tuple[Pad, list[FunctionRef]]]:
-        """Pads decided here that an owner elsewhere in the project decides already."""
+        """Pads decided here that an owner elsewhere in the project decides already; each padding
+        decision once per function (a function that pads tokens and their mask to one longest
+        sample decides one layout)."""
         project = self.project
-        for pad in self.facts.pads:
+        seen: set[tuple[int, str, str]] = set()
+        for pad in project.pads_of(self.index):
             if pad.fate == "metric":
                 continue
             ref = self.ref(pad.function)
             if project.owns(ref):
-                continue  # an owner decides; a CP helper defines the packed rule; model code pads locally
-            owners = [o for o in project.owners_for(pad) if o != ref]
-            if owners:
-                yield pad, owners
+                continue  # an owner decides; a layout helper defines the packed rule; model code pads locally
+            owners = [o for o in project.owners_for(pad, self.index) if o != ref]
+            if not owners:
+                continue
+            key = (pad.function, project.family(pad), pad.unit)
+            if key in seen:
+                continue
+            seen.add(key)
+            yield pad, owners
 
     def padded_arguments(self) -> Iterator[PaddedArgument]:
-        """Values passed where a ``def`` of the tree (or a configured helper) takes `P`."""
+        """Values passed where a ``def`` of the tree (or a configured helper) takes `P`: a padded-length
+        parameter, or a list whose entries it passes on as one (``max_seq_lens[i]``)."""
         project = self.project
+        spaces = project.spaces
         for j, function in enumerate(self.facts.functions):
             caller = self.ref(j)
             for call in function.calls:
@@ -155,22 +166,12 @@ class FileQueries:
                 tail = call.callee.rsplit(".", 1)[-1]
                 if target is not None:
                     callee = project.function(target)
-                    params = callee.params
+                    bound = project.bind(callee.params, call, callee.cls is not None)
+                    slots = spaces.padded_slots(target)
                     name = callee.qualname.rsplit(".", 1)[-1]
-                    if name in self.vocab.helpers:
-                        signature = project.helper(name, target)
-                        padded = signature.padded
-                    elif any(self.vocab.is_layout_param(p.name) for p in params):
-                        # A layout-aware function of the tree: it takes the layout kind and `P`.
-                        padded = next(((p.name, None) for p in params if self.vocab.is_padded_length_param(p.name)),
-                                      None)
-                    else:
-                        continue
-                    if padded is None:
-                        continue
-                    arg = project.bind(params, call, callee.cls is not None).get(padded[0])
-                    if arg is not None:
-                        yield PaddedArgument(call, caller, name, padded[0], arg)
+                    for param, arg in bound.items():
+                        if param in slots or (arg.fields and spaces.list_slot(target, param) == "padded"):
+                            yield PaddedArgument(call, caller, name, param, arg)
                 elif tail in self.vocab.helpers:
                     signature = project.helper(tail)
                     if signature.padded is None:
@@ -183,29 +184,30 @@ class FileQueries:
     def true_length_as_padded(self, found: PaddedArgument) -> bool:
         """Is ``found`` a true length (or a batch maximum) rather than the owner's `P`?"""
         arg = found.arg
-        tags = arg.tags
-        if tags & (SRC | PAD) or not tags & (SEQ | MAX):
-            return False
-        if arg.params:
-            fed = [self.project.param_fed_from_source(found.caller, p) for p in arg.params]
-            if any(fed):
-                return False  # every call site passes the owner's value in (cause 3)
-            if all(f is None for f in fed) and all(p.startswith(_CARRIERS) for p in arg.params):
-                return False  # forwards the caller's padded length; the caller is judged where it calls
-        return True
+        if arg.bare and arg.params and arg.params[0] in self.project.spaces.padded_slots(found.caller):
+            return False  # a padded length passed on: its callers are judged where they call
+        tags = self.project.spaces.arg(arg, found.caller)
+        return bool(tags & (SEQ | MAX)) and not tags & (SRC | PAD)
 
     # ------------------------------------------------------------ LC104: CP helpers
 
     def helper_calls(self) -> Iterator[HelperCall]:
+        """Calls of layout helpers: those of the tree (found by use) and configured ones."""
         project = self.project
         for j, function in enumerate(self.facts.functions):
             caller = self.ref(j)
             for call in function.calls:
-                tail = call.callee.rsplit(".", 1)[-1]
-                if tail not in self.vocab.helpers or call.expects_error:
+                if call.expects_error:
                     continue
+                tail = call.callee.rsplit(".", 1)[-1]
                 target = project.resolve(caller, call)
-                signature = project.helper(tail, target)
+                if target is not None and target in project.layout_helpers:
+                    signature = project.layout_helpers[target]
+                elif tail in self.vocab.helpers and (target is None or project.function(target).qualname.rsplit(
+                        ".", 1)[-1] == tail):
+                    signature = project.helper(tail, target)
+                else:
+                    continue
                 yield HelperCall(call, caller, signature, self._layout_at(call, signature))
 
     @staticmethod
@@ -228,6 +230,9 @@ class FileQueries:
         if layout is not None and not passes(call, *layout):
             if found.layout == "thd":
                 return []
+            if (signature.layout_default or "").strip("'\"").lower() == "bshd" and padded is not None \
+                    and passes(call, *padded):
+                return []  # the default is the padded rule, and the call gives it `P`: nothing falls back
             missing.append(layout[0])
             if padded is not None and not passes(call, *padded):
                 missing.append(padded[0])
@@ -244,31 +249,39 @@ class FileQueries:
     # ------------------------------------------------------------ LC105: stale lengths
 
     def stale_rewrites(self) -> Iterator[StaleRewrite]:
-        """Rewrites of the owner's inputs (``total_lengths``, ``tokens``) that run after the owner."""
+        """Rewrites of the fields the owner derives padded lengths from, run after the owner."""
         project = self.project
+        inputs = project.owner_inputs
+        spaces = project.spaces
         by_function: dict[int, list[Rewrite]] = {}
         for rewrite in self.facts.rewrites:
+            if rewrite.field not in inputs:
+                continue
+            if not rewrite.entry and (not spaces.field(rewrite.field) & SEQ or spaces.field(rewrite.field) & TOK):
+                continue  # a whole per-sample tensor list replaced (converted, sliced): no length changed
             by_function.setdefault(rewrite.function, []).append(rewrite)
         for j, rewrites in sorted(by_function.items()):
-            function = self.function(j)
-            last_write = max(function.source_ticks, default=-1)
+            ref = self.ref(j)
+            last_write = max(project.source_ticks(ref), default=-1)
             stale = [r for r in rewrites if r.tick > last_write]
             if not stale:
                 continue
-            ref = self.ref(j)
-            if function.reads_source or function.source_ticks:
+            if project.reads_padded(ref) or project.source_ticks(ref):
                 yield StaleRewrite(stale[0], ref, None)
                 continue
             via = self._after_owner(ref)
             if via is not None:
                 yield StaleRewrite(stale[0], ref, via)
-            elif not project.callers_of(ref) and self.facts.mentions_source:
-                # Called from nowhere the project can see: the module's own use of the
-                # source is the evidence that this runs after the owner.
+            elif not project.callers_of(ref) and any(
+                project.reads_padded(self.ref(k)) or project.source_ticks(self.ref(k))
+                for k in range(len(self.facts.functions))
+            ):
+                # Called from nowhere the project can see: the module's own use of the padded
+                # lengths is the evidence that this runs after the owner.
                 yield StaleRewrite(stale[0], ref, None)
 
     def _after_owner(self, ref: FunctionRef) -> tuple[FunctionRef, Call] | None:
-        """A call that runs ``ref`` after the owner wrote the source, with no recompute after it."""
+        """A call that runs ``ref`` after the owner wrote the padded lengths, with no recompute after it."""
         project = self.project
         seen = {ref}
         frontier = [ref]
@@ -276,11 +289,10 @@ class FileQueries:
             following: list[FunctionRef] = []
             for target in frontier:
                 for caller, call in project.callers_of(target):
-                    function = project.function(caller)
                     writes = project.source_ticks(caller)
                     if any(t > call.tick for t in writes):
-                        continue  # the caller recomputes the source afterwards
-                    if function.reads_source or any(t < call.tick for t in writes):
+                        continue  # the caller recomputes the padded lengths afterwards
+                    if project.reads_padded(caller) or any(t < call.tick for t in writes):
                         return caller, call
                     if caller not in seen:
                         seen.add(caller)
@@ -305,6 +317,47 @@ class FileQueries:
                 if not rewritten:
                     yield pad, record
                     break
+
+    # ------------------------------------------------------------ LC112: partners left out
+
+    def partners_left_out(self) -> Iterator[tuple[Transform, list[str], str]]:
+        """Transforms of a field here that a loop elsewhere applies to the field and its partners
+        alike, while this function leaves some partner out: ``(transform, partners, where)``."""
+        project = self.project
+        groups = project.partner_transforms
+        if not groups:
+            return
+        mine: dict[int, list[Transform]] = {}
+        for transform in self.facts.transforms:
+            mine.setdefault(transform.function, []).append(transform)
+        for j, transforms in sorted(mine.items()):
+            ref = self.ref(j)
+            done: dict[str, set[FunctionRef]] = {}
+            for transform in transforms:
+                target = project.resolve_callee(ref, transform.callee)
+                if target is not None:
+                    done.setdefault(transform.key, set()).add(target)
+            reported: set[str] = set()
+            for transform in transforms:
+                target = project.resolve_callee(ref, transform.callee)
+                if target is None or transform.key in reported:
+                    continue
+                for keys, callees, where in groups:
+                    if transform.key not in keys or target not in callees or where[0] == ref:
+                        continue
+                    missing = [k for k in keys if target not in done.get(k, set())]
+                    if missing:
+                        reported.add(transform.key)
+                        yield transform, missing, project.label(where[0])
+                        break
+
+    # ------------------------------------------------------------ LC113: pad sides
+
+    def side_disagreements(self) -> Iterator[SideDisagreement]:
+        """This file's placements on one side where the layout's other users take the other."""
+        for found in self.project.sides.disagreements:
+            if found.function[0] == self.index:
+                yield found
 
     # ------------------------------------------------------------ LC107: owners that disagree
 

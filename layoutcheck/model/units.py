@@ -1,12 +1,13 @@
 """Alignment units in one spelling, so two owners' units can be compared.
 
-``pad_size = mpu.get_tensor_model_parallel_world_size() * args.data_pad_size_multiplier``
-and ``tp_size * pad_multiplier`` are the same unit: `canonical` writes both
-``pad_multiplier*tp``. Names are folded to the roles they play (``tp``,
-``cp``, ``pad_multiplier``), locals are replaced by what they were bound to,
-products are sorted, and ``math.lcm`` / ``max`` keep their names, so
-``lcm(16,pad_multiplier*tp)`` and ``pad_multiplier*tp`` differ, as they do
-for fp8.
+``pad_size = parallel_state.tp.size * args.data_pad_size_multiplier`` is
+written ``data_pad_size_multiplier*tp.size``: locals are replaced by what they
+were bound to, an attribute read from a local object keeps its own name
+(``args.x`` is ``x``), a parameter its name, products are sorted, and
+``math.lcm`` / ``max`` keep their names. No name is given a meaning: two units
+are the same when they are spelt with the same factors (`atoms`), and may be
+the same when they have the same `shape` (``?*?``), while
+``lcm(16,?*?)`` and ``?*?`` differ, as they do for fp8.
 """
 
 from __future__ import annotations
@@ -15,32 +16,32 @@ import ast
 import re
 from collections.abc import Callable
 
-__all__ = ["canonical"]
+__all__ = ["atoms", "canonical", "shape"]
 
-_TP = re.compile(
-    r"_*(tp|tp_size|tp_world_size|tp_ws|tensor_parallel_size|tensor_model_parallel_size"
-    r"|get_tensor_model_parallel_world_size|tensor_model_parallel_world_size|tp_degree)",
-    re.IGNORECASE,
-)
-_CP = re.compile(
-    r"_*(cp|cp_size|cp_world_size|cp_ws|context_parallel_size|context_parallel_world_size"
-    r"|get_context_parallel_world_size|cp_degree)",
-    re.IGNORECASE,
-)
 _LCM = frozenset({"lcm", "math.lcm", "numpy.lcm"})
 _MAX = frozenset({"max", "builtins.max"})
 _PASS = frozenset({"int", "abs"})
 _DEPTH = 6
+_ATOM = re.compile(r"(?<![\w.])(?!(?:lcm|max)\()[A-Za-z_][\w.]*(?:\(\))?")
 
 
 def _role(name: str, is_multiplier: Callable[[str], bool]) -> str | None:
-    if _TP.fullmatch(name):
-        return "tp"
-    if _CP.fullmatch(name):
-        return "cp"
-    if is_multiplier(name):
-        return "pad_multiplier"
-    return None
+    """A configured pad multiplier name folds to one spelling (`pad-multiplier-names`, a hint)."""
+    return "pad_multiplier" if is_multiplier(name) else None
+
+
+def atoms(text: str) -> frozenset[str]:
+    """The factors of a canonical unit that are not literals: ``{"tp.size", "pad_multiplier"}``."""
+    return frozenset(_ATOM.findall(text))
+
+
+def shape(text: str) -> str:
+    """A canonical unit with every factor that is not a literal written ``?``: two units of one
+    shape (``?*?``) may be the same unit under other names; ``?*?`` and ``lcm(16,?*?)`` are not."""
+    out = _ATOM.sub("?", text)
+    if "*" in out and "(" not in out:
+        out = "*".join(sorted(out.split("*")))
+    return out
 
 
 def _factors(node: ast.expr, out: list[ast.expr]) -> None:
@@ -74,12 +75,10 @@ def canonical(
         value = bound(node.id)
         return value if value is not None else node.id
     if isinstance(node, ast.Attribute):
-        # `parallel_state.tp.size`, `ps.cp.size`: the group's size.
-        if node.attr in ("size", "world_size") and isinstance(node.value, (ast.Attribute, ast.Name)):
-            group = node.value.attr if isinstance(node.value, ast.Attribute) else node.value.id
-            role = _role(group, is_multiplier)
-            if role is not None:
-                return role
+        # `parallel_state.tp.size`: the group's size, `tp.size` (the object it is read from is
+        # a local's name, not part of the unit).
+        if node.attr in ("size", "world_size", "rank") and isinstance(node.value, ast.Attribute):
+            return f"{node.value.attr}.{node.attr}"
         return _role(node.attr, is_multiplier) or node.attr
     if isinstance(node, ast.Call):
         func = node.func

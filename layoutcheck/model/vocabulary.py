@@ -49,7 +49,20 @@ class Tag(IntFlag):
     CP = 512
     """Derived from the context-parallel size (``2 * cp``, a CP chunk)."""
     PACKED = 1024
-    """Read from a packed batch's description (``cu_seqlens``): the builder's stream geometry."""
+    """Cumulative lengths of a packed batch (``cu_seqlens``): a cumulative sum of lengths, a running
+    sum, ``[0, n]``; the builder's stream geometry."""
+    STREAM = 2048
+    """A packed stream (``torch.cat`` of per-sample tensors), or its length."""
+    SAMPLE = 4096
+    """One sample's tensor (an entry or element of per-sample tensors); its size is a true length."""
+    MASKED = 8192
+    """Data selected by a mask (``x[i, mask[i]]``): exactly the sample's true tokens, ``T`` long."""
+    ENTRY = 16384
+    """One entry of a per-sample collection (an element walked, ``xs[i]``): one sample's value."""
+    LEFT = 32768
+    """Padded on the left: each row's real tokens placed at its end (``F.pad(x, (k, 0))``)."""
+    RIGHT = 65536
+    """Padded on the right: each row's real tokens placed at its start (``F.pad(x, (0, k))``)."""
 
 
 CHECK_PREFIXES = ("check", "assert", "validate", "ensure", "verify")
@@ -155,8 +168,10 @@ class Vocabulary:
         sources, packed sources, CP helpers, owners and the owner's inputs (defs, owners, callers)."""
 
     def matters(self, source: str) -> bool:
-        """May ``source`` hold facts the project model needs (see `needles`)? A cheap text test."""
-        return any(needle in source for needle in self.needles)
+        """May ``source`` hold facts the project model needs? Spaces are found by use, so any file
+        with a definition or a call may (a helper's ``def``, an owner, a caller); `needles` (configured
+        names) make a file without either matter too."""
+        return "def " in source or "(" in source or any(needle in source for needle in self.needles)
 
     @staticmethod
     def _match(pattern: re.Pattern[str] | None, name: str) -> bool:
@@ -190,14 +205,14 @@ class Vocabulary:
     def is_padded_length_param(self, name: str) -> bool:
         """Does a parameter ``name`` take one sample's padded length `P`?
 
-        A source's singular (`max_seq_len`), a length name spelt as a bound
-        (`max_token_len`, `max_seqlen`) or `padded*`. A true length
+        Only for configured helpers (`cp-helpers`), whose `def` the linter cannot
+        read: a configured source's singular (`max_seq_len`), or a configured
+        length name spelt as a bound (`max_token_len`). A true length
         (`total_length`) is not one.
         """
-        lowered_name = name.lower()
-        if name in self.source_singulars or lowered_name.startswith("padded"):
+        if name in self.source_singulars:
             return True
-        return bool(self.tags(name) & _SEQ) and lowered_name.lstrip("_").startswith("max_")
+        return bool(self.tags(name) & _SEQ) and name.lower().lstrip("_").startswith("max_")
 
     def is_padded_list_param(self, name: str) -> bool:
         """``max_seq_lens``: a parameter that takes every sample's `P` (a source)."""
@@ -232,8 +247,6 @@ class Vocabulary:
                     found |= Tag.UNIT
                 if self._match(self._foreign, name):
                     found |= Tag.FOREIGN
-                if _CP_SIZE.fullmatch(name):
-                    found |= Tag.CP
             found = self._tags[name] = int(found)
         return found
 

@@ -1,0 +1,215 @@
+"""Two spaces meeting in one function: the section-10 mismatches a file alone shows.
+
+Part of the per-file walk (`layoutcheck.model.extract`): at each slice and
+each elementwise combination, what the values are (`layoutcheck.model.flow`)
+says whether two spaces meet without a conversion, and a `Clash` records it:
+
+* ``double_shift``: a next-token shift on a value already shifted that way;
+* ``shift_mismatch``: two of the batch's own tensors shifted opposite ways,
+  combined elementwise;
+* ``zero_slice`` (``zero_slice?`` when the project must say what ``n`` is):
+  ``x[-n:]`` / ``x[:-n]`` with a per-sample length or a pad amount ``n`` that
+  no enclosing test shows positive;
+* ``padded_offset``: mask-selected data (a sample's ``T`` true tokens) sliced
+  up to an end computed from a padded length, not clamped to its size;
+* ``wide_max``: a maximum over a whole collection, computed before a loop over
+  chunks of it (micro-batches), sizing a pad or a tensor inside the loop: one
+  length for the samples of every chunk.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+
+from layoutcheck.model.facts import Clash
+from layoutcheck.model.flow import ENTRY, MASKED, NOTHING, PACKED, PAD, SEQ, Value
+from layoutcheck.model.idioms import match_max_over
+from layoutcheck.model.imports import Imports
+from layoutcheck.model.shifts import shift_kind
+from layoutcheck.model.syntax import int_value, last_name, names_in, positional, root_name, walk
+
+__all__ = ["ClashesMixin"]
+
+_SHIFT_TEXT = {"first": "[..., 1:]", "last": "[..., :-1]"}
+
+
+def _negated(node: ast.expr | None) -> ast.expr | None:
+    """``n`` of ``-n`` when ``n`` is not a literal (``x[-n:]``), else None."""
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub) and not isinstance(node.operand, ast.Constant):
+        return node.operand
+    return None
+
+
+class ClashesMixin:
+    """The clash checks of the per-file walk (mixed into its extractor)."""
+
+    def clashes_at(self, node: ast.Subscript) -> None:
+        """A shift on what is already shifted, ``x[-n:]`` with an ``n`` that can be 0, true-length
+        data sliced up to a padded length's offset (`Clash`)."""
+        index = node.slice
+        kind = shift_kind(index)
+        if kind is not None:
+            before = self.classify(node.value)
+            tensor = isinstance(index, ast.Tuple)
+            # Only a tensor's shift is judged: one of the two cuts an axis of several (`x[:, :-1]`),
+            # as a list or a path (`loc[:-1]`, trimmed twice on purpose) never is.
+            if any(k.rstrip("+") == kind and (tensor or k.endswith("+")) for k, _, _ in before.shifts):
+                self.add_clash("double_shift", node, kind)
+            return
+        if isinstance(index, ast.Tuple) and index.elts and isinstance(index.elts[-1], ast.Slice) and all(
+            isinstance(e, ast.Slice) and e.lower is None and e.upper is None for e in index.elts[:-1]
+        ):
+            index = index.elts[-1]  # `x[:, -n:]`: the last axis's slice
+        if isinstance(index, ast.Slice) and index.step is None:
+            n = _negated(index.lower) if index.upper is None else _negated(index.upper) if index.lower is None else None
+            if n is not None and not self.nonzero(n):
+                found = self.classify(n)
+                if found.tags & (SEQ | PAD) and found.tags & (ENTRY | PAD):
+                    form = f"[-{self.source.snippet(n, 30)}:]" if index.upper is None else f"[:-{self.source.snippet(n, 30)}]"
+                    self.add_clash("zero_slice", node, form, found)
+                elif found.params or found.fields:
+                    form = f"[-{self.source.snippet(n, 30)}:]" if index.upper is None else f"[:-{self.source.snippet(n, 30)}]"
+                    self.add_clash("zero_slice?", node, form, found)
+            base = self.classify(node.value)
+            if base.tags & MASKED and index.upper is not None and index.lower is not None and (
+                int_value(index.lower) != 0
+            ):
+                end = self.classify(index.upper)
+                if end.tags & PAD and not self.clamped(index.upper, node.value):
+                    self.add_clash("padded_offset", node, self.source.snippet(index.upper, 40))
+
+    def wide_max(self, origin: ast.AST) -> None:
+        """``m = max(...)`` over ``samples`` before ``for batch in split(samples, k):``, sizing a pad in it."""
+        collection = match_max_over(origin, self.imports)
+        if collection is None or not self.loops:
+            return
+        roots = self._collection_roots(collection)
+        line = getattr(origin, "lineno", 0)
+        for loop in self.loops:
+            if loop.lineno <= line <= (loop.end_lineno or loop.lineno):
+                continue  # computed inside the loop: one maximum per chunk
+            if _chunks(loop, roots, self.imports):
+                done = self.frame.data.setdefault("wide_max", set())
+                if id(origin) not in done:
+                    done.add(id(origin))
+                    self.add_clash("wide_max", origin, self.source.snippet(loop.iter, 40))
+                return
+
+    def _collection_roots(self, collection: ast.expr) -> set[str]:
+        """The names a maximum's collection is read through (``lengths = [len(s) for s in samples]``:
+        ``lengths`` and ``samples``)."""
+        roots: set[str] = set()
+        todo = [collection]
+        for _ in range(3):
+            following: list[ast.expr] = []
+            for node in todo:
+                if isinstance(node, (ast.GeneratorExp, ast.ListComp)):
+                    node = node.generators[0].iter
+                if isinstance(node, ast.Call) and last_name(node.func) == "map" and len(node.args) == 2:
+                    node = node.args[1]
+                root = root_name(node)
+                if root is None or root in roots:
+                    continue
+                roots.add(root)
+                bound = self.bound_expr(root)
+                if bound is not None:
+                    following.append(bound)
+            todo = following
+        return roots
+
+    def add_clash(self, kind: str, node: ast.AST, detail: str, value: Value = NOTHING) -> None:
+        self.facts.clashes.append(Clash(
+            self.frame.index, kind, self.source.span(node), self.source.snippet(node, 60), detail,
+            tuple(sorted(value.params)), tuple(sorted(value.fields)),
+        ))
+
+    def nonzero(self, n: ast.expr) -> bool:
+        """Is ``n`` known to be positive here (``if n > 0:``, ``assert n``, ``max(n, 1)``)?"""
+        text = self.source.segment(n)
+        word = re.compile(r"(?<![\w.])" + re.escape(text) + r"(?![\w(])")
+        if any(word.search(guard) for guard in self.positive):
+            return True
+        if isinstance(n, ast.Name):
+            bound = self.bound_expr(n.id)
+            if isinstance(bound, ast.Call) and last_name(bound.func) == "max" and any(
+                (int_value(a) or 0) >= 1 for a in bound.args
+            ):
+                return True
+        return False
+
+    def clamped(self, end: ast.expr, data: ast.expr) -> bool:
+        """Is a slice's end bounded by the sliced data's own size (``min(e, d.shape[0])``)?"""
+        root = root_name(data)
+        for _ in range(4):
+            if isinstance(end, ast.Call) and last_name(end.func) == "min":
+                return any(root is not None and root in {n.id for n in walk(a) if isinstance(n, ast.Name)}
+                           for a in end.args)
+            if isinstance(end, ast.Name):
+                bound = self.bound_expr(end.id)
+                if bound is None:
+                    return False
+                end = bound
+                continue
+            return False
+        return False
+
+    def shift_mismatch(self, node: ast.BinOp) -> None:
+        """Two values shifted opposite ways (the targets' ``[:, 1:]`` against ``[:, :-1]``) combined."""
+        if not isinstance(node.op, (ast.Mult, ast.Add, ast.Sub, ast.Div)):
+            return
+        left, right = self.classify(node.left), self.classify(node.right)
+        if (left.tags | right.tags) & PACKED:
+            return  # `cu[1:] - cu[:-1]`: lengths from cumulative offsets
+        if not any(k.endswith("+") for k, _, _ in (*left.shifts, *right.shifts)):
+            return  # no tensor axis shifted (`bins[:-1] + bins[1:]` of a list)
+        mine = {k.rstrip("+") for k, side, _ in left.shifts if side == "data"}
+        theirs = {k.rstrip("+") for k, side, _ in right.shifts if side == "data"}
+        roots = {r for _, side, r in left.shifts if side == "data"} & {r for _, side, r in right.shifts if side == "data"}
+        if len(mine) == 1 and len(theirs) == 1 and mine != theirs and not roots:
+            self.add_clash("shift_mismatch", node,
+                           f"`{self.source.snippet(node.left, 30)}` is shifted `{_SHIFT_TEXT[mine.pop()]}`, "
+                           f"`{self.source.snippet(node.right, 30)}` `{_SHIFT_TEXT[theirs.pop()]}`")
+
+
+_PER_ITEM = frozenset({"zip", "len", "sorted", "reversed", "list", "iter", "tuple", "set", "filter", "map"})
+_SPLITS = frozenset({"split", "chunk", "tensor_split", "array_split"})
+
+
+def _chunks(loop: ast.For | ast.AsyncFor, roots: set[str], imports: Imports) -> bool:
+    """Does ``loop`` walk chunks of a collection read through ``roots`` (``split(samples, k)``,
+    ``samples.split(k)``, ``range(0, len(samples), k)``), each chunk walked in its body?"""
+    node = loop.iter
+    target = loop.target
+    if isinstance(node, ast.Call) and imports.qualify(node.func) == "enumerate" and node.args:
+        node = node.args[0]
+        if isinstance(target, ast.Tuple) and len(target.elts) == 2:
+            target = target.elts[1]
+    if not isinstance(node, ast.Call):
+        return False
+    tail = last_name(node.func) or ""
+    args = positional(node)
+    if tail == "range":
+        # `for i in range(0, len(samples), k)`: chunk starts; the chunk is sliced in the body.
+        return len(args) == 3 and bool(names_in(args[1]) & roots)
+    if tail in _PER_ITEM:
+        return False
+    if isinstance(node.func, ast.Attribute) and tail in _SPLITS and root_name(node.func.value) in roots:
+        pass
+    elif not any(root_name(a) in roots for a in args):
+        return False
+    if not isinstance(target, ast.Name):
+        return False
+    name = target.id
+    # A chunk is a collection: the body walks it (`for s in batch`, `[... for s in batch]`, `stack(batch)`).
+    for part in ast.walk(loop):
+        if isinstance(part, (ast.For, ast.comprehension)) and part is not loop and _walks(part.iter, name):
+            return True
+    return False
+
+
+def _walks(iterable: ast.expr, name: str) -> bool:
+    """``name``, ``enumerate(name)``, ``zip(name, ...)``: a loop over the collection ``name``."""
+    if isinstance(iterable, ast.Call) and last_name(iterable.func) in ("enumerate", "zip", "sorted", "reversed"):
+        return any(_walks(a, name) for a in iterable.args)
+    return isinstance(iterable, ast.Name) and iterable.id == name

@@ -1,0 +1,422 @@
+"""The project's files joined by names and calls: what every later question stands on.
+
+`ProjectGraph` holds the `FileFacts` of every file of a run (`FileModel`: the
+checked files and the project's other files) and answers, without any notion
+of layout spaces:
+
+* names: each module's name, its imports resolved (relative ones against
+  its own package), and each call bound to the ``def`` it reaches when
+  that ``def`` is in the tree (`ProjectGraph.resolve`), which gives the call
+  graph (`ProjectGraph.callers`, `ProjectGraph.callers_of`);
+* arguments: which argument each parameter of a called ``def`` receives
+  (`ProjectGraph.bind`, `ProjectGraph.bound_calls`);
+* what each function reads (`ProjectGraph.fields_read`) and which fields a
+  loop over literal keys transforms alike (`ProjectGraph.partner_transforms`);
+* tests and benchmarks (`test-paths`) are not the trainer: they are left
+  out of the model unless trainer code imports them.
+
+The layers above it add what values hold (`layoutcheck.model.values`), layout
+helpers (`layoutcheck.model.helpers`) and owners (`layoutcheck.model.owners`);
+`layoutcheck.model.project.Project` is the top one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
+
+from layoutcheck.lint.globs import any_match
+from layoutcheck.lint.settings import LintSettings
+from layoutcheck.model.facts import Arg, Call, FieldWrite, FileFacts, Function, FunctionRef, Param, call_names, ensure_calls
+from layoutcheck.model.vocabulary import Vocabulary, vocabulary
+
+__all__ = ["FileModel", "FunctionRef", "ProjectGraph"]
+
+
+@dataclass
+class FileModel:
+    """One file of the project."""
+
+    display: str
+    """How findings name it (relative to the working folder when under it)."""
+    relpath: str
+    """Relative to the configuration root, ``/``-separated."""
+    module: str | None
+    facts: FileFacts
+    checked: bool = True
+    """Named by the run (findings are reported); False for a file read only for context."""
+    is_test: bool = False
+    """`test-paths` matches it and no trainer module imports it."""
+    is_package: bool = False
+    """An ``__init__.py``: relative imports start at its own package."""
+
+
+@dataclass
+class _Index:
+    by_qualname: dict[tuple[int, str], int] = field(default_factory=dict)
+    by_name: dict[str, list[FunctionRef]] = field(default_factory=dict)
+
+
+class ProjectGraph:
+    """Every file's facts, joined by names and calls; see the module docs."""
+
+    def __init__(self, files: Sequence[FileModel], settings: LintSettings) -> None:
+        self.files = list(files)
+        self.settings = settings
+        self.vocab: Vocabulary = vocabulary(settings)
+        self.modules: dict[str, int] = {}
+        for i, file in enumerate(self.files):
+            if file.module and file.module not in self.modules:
+                self.modules[file.module] = i
+        self._index = _Index()
+        for i, file in enumerate(self.files):
+            for j, function in enumerate(file.facts.functions):
+                if j == 0:
+                    continue
+                self._index.by_qualname[(i, function.qualname)] = j
+                self._index.by_name.setdefault(function.qualname.rsplit(".", 1)[-1], []).append((i, j))
+        self._mark_tests()
+        self._resolved: dict[tuple[int, int, int], FunctionRef | None] = {}
+        self._callers_of: dict[FunctionRef, list[tuple[FunctionRef, Call]]] = {}
+        self._by_name_cache: dict[str, list[tuple[FunctionRef, Call]]] = {}
+        self._by_name_index: dict[str, list[tuple[FunctionRef, Call]]] = {}
+        self._indexed_files: set[int] = set()
+
+    # ------------------------------------------------------------ files
+
+    def _mark_tests(self) -> None:
+        """`test-paths` files are not the trainer, unless a trainer module imports one."""
+        patterns = self.settings.test_paths
+        if self.settings.lint_tests or not patterns:
+            return
+        candidates = {i for i, f in enumerate(self.files) if any_match(patterns, f.relpath) is not None}
+        if not candidates:
+            return
+        imported: set[int] = set()
+        for i, file in enumerate(self.files):
+            if i in candidates:
+                continue
+            for module in file.facts.imported:
+                target = self._module_file(self._absolute(i, module))
+                if target is not None:
+                    imported.add(target)
+            for _, qualified in file.facts.imports:
+                target = self._module_file(self._absolute(i, qualified))
+                if target is not None:
+                    imported.add(target)
+        for i in candidates - imported:
+            self.files[i].is_test = True
+
+    def in_model(self, index: int) -> bool:
+        """Is file ``index`` part of the trainer model (not a test or benchmark)?"""
+        return not self.files[index].is_test
+
+    def function(self, ref: FunctionRef) -> Function:
+        """The ``def`` ``ref`` names, its calls decoded (a cached file keeps them as a string until asked)."""
+        facts = self.files[ref[0]].facts
+        ensure_calls(facts)
+        return facts.functions[ref[1]]
+
+    def functions(self) -> Iterator[tuple[FunctionRef, Function]]:
+        """Every ``def`` of the trainer model (tests and benchmarks left out), calls decoded: a warm
+        run must see the calls a cold one sees."""
+        for i, file in enumerate(self.files):
+            if file.is_test:
+                continue
+            ensure_calls(file.facts)
+            for j, function in enumerate(file.facts.functions):
+                yield (i, j), function
+
+    def where(self, ref: FunctionRef) -> str:
+        """``path:line`` of a ``def``."""
+        return f"{self.files[ref[0]].display}:{self.function(ref).span[0]}"
+
+    def label(self, ref: FunctionRef) -> str:
+        """``get_batch`` (``data.py:14``), for messages."""
+        return f"`{self.function(ref).qualname}` ({self.where(ref)})"
+
+    def enclosing(self, ref: FunctionRef) -> Iterator[FunctionRef]:
+        """The function itself, then the functions it is nested in (not the module)."""
+        i, j = ref
+        functions = self.files[i].facts.functions
+        while j > 0:
+            yield (i, j)
+            j = functions[j].parent
+
+    # ------------------------------------------------------------ names
+
+    def _absolute(self, file_index: int, name: str) -> str:
+        """``name`` with leading dots resolved against file ``file_index``'s package."""
+        if not name.startswith("."):
+            return name
+        file = self.files[file_index]
+        module = file.module or ""
+        level = len(name) - len(name.lstrip("."))
+        parts = module.split(".") if module else []
+        if not file.is_package:
+            parts = parts[:-1]
+        if level > 1:
+            parts = parts[: len(parts) - (level - 1)] if level - 1 <= len(parts) else []
+        rest = name[level:]
+        return ".".join([*parts, rest] if rest else parts)
+
+    def _module_file(self, dotted: str) -> int | None:
+        """The project file of module ``dotted`` or of its longest module prefix."""
+        while dotted:
+            found = self.modules.get(dotted)
+            if found is not None:
+                return found
+            if "." not in dotted:
+                return None
+            dotted = dotted.rsplit(".", 1)[0]
+        return None
+
+    def _lookup(self, dotted: str) -> FunctionRef | None:
+        """The ``def`` a fully qualified name (``pkg.mod.func``, ``pkg.mod.Class.method``) names."""
+        parts = dotted.split(".")
+        for cut in range(len(parts) - 1, 0, -1):
+            module = ".".join(parts[:cut])
+            index = self.modules.get(module)
+            if index is not None:
+                qualname = ".".join(parts[cut:])
+                j = self._index.by_qualname.get((index, qualname))
+                if j is None and len(parts) - cut == 1:
+                    # A class called by name: its constructor.
+                    j = self._index.by_qualname.get((index, f"{qualname}.__init__"))
+                return (index, j) if j is not None else None
+        return None
+
+    def resolve(self, caller: FunctionRef, call: Call) -> FunctionRef | None:
+        """The ``def`` a call reaches when the tree has it: by import, in the same module
+        (``self.method`` included), or by a name only one ``def`` of the project has."""
+        key = (caller[0], caller[1], call.tick)
+        if key in self._resolved:
+            return self._resolved[key]
+        found = self._resolve(caller, call.callee)
+        self._resolved[key] = found
+        return found
+
+    def _resolve(self, caller: FunctionRef, callee: str) -> FunctionRef | None:
+        i, j = caller
+        file = self.files[i]
+        functions = file.facts.functions
+        head, _, rest = callee.partition(".")
+        if head in ("self", "cls") and rest and "." not in rest:
+            cls = None
+            for ref in self.enclosing(caller):
+                cls = cls or self.function(ref).cls
+            if cls is not None:
+                found = self._index.by_qualname.get((i, f"{cls}.{rest}"))
+                if found is not None:
+                    return (i, found)
+            return self._unique(rest)
+        if callee.startswith("."):
+            return self._lookup(self._absolute(i, callee))
+        if "." not in callee:
+            # A nested def of an enclosing function, then a module-level one.
+            for ref in self.enclosing(caller):
+                found = self._index.by_qualname.get((i, f"{functions[ref[1]].qualname}.{callee}"))
+                if found is not None:
+                    return (i, found)
+            found = self._index.by_qualname.get((i, callee))
+            if found is not None:
+                return (i, found)
+            init = self._index.by_qualname.get((i, f"{callee}.__init__"))
+            if init is not None:
+                return (i, init)
+            return self._unique(callee)
+        found = self._lookup(self._absolute(i, callee))
+        if found is not None:
+            return found
+        if file.module:  # `Class.method` of this module
+            found = self._lookup(f"{file.module}.{callee}")
+            if found is not None:
+                return found
+        return self._unique(callee.rsplit(".", 1)[-1])
+
+    def _unique(self, name: str) -> FunctionRef | None:
+        """The one trainer ``def`` named ``name``, when the name is distinctive enough to trust."""
+        if "_" not in name.strip("_") or len(name) < 8:
+            return None
+        refs = self._trainer_defs.get(name, ())
+        return refs[0] if len(refs) == 1 else None
+
+    @cached_property
+    def _trainer_defs(self) -> dict[str, list[FunctionRef]]:
+        return {
+            name: [r for r in refs if not self.files[r[0]].is_test]
+            for name, refs in self._index.by_name.items()
+        }
+
+    @cached_property
+    def callers(self) -> dict[FunctionRef, list[tuple[FunctionRef, Call]]]:
+        """Per ``def``, the calls that reach it (from trainer code), with the calling function."""
+        for file in self.files:
+            ensure_calls(file.facts)
+        out: dict[FunctionRef, list[tuple[FunctionRef, Call]]] = {}
+        for ref, function in self.functions():
+            for call in function.calls:
+                target = self.resolve(ref, call)
+                if target is not None and target != ref:
+                    out.setdefault(target, []).append((ref, call))
+        return out
+
+    def _calls_named(self, name: str) -> list[tuple[FunctionRef, Call]]:
+        """Every trainer call whose last name is ``name``; only files that call the name have their
+        cached calls decoded (`layoutcheck.model.facts.call_names`)."""
+        found = self._by_name_cache.get(name)
+        if found is None:
+            found = []
+            for i, file in enumerate(self.files):
+                if file.is_test or i in self._indexed_files:
+                    continue
+                names = call_names(file.facts)
+                if names is not None and name not in names:
+                    continue
+                # Index every call of the file by its last name once: later names are lookups.
+                ensure_calls(file.facts)
+                self._indexed_files.add(i)
+                for j, function in enumerate(file.facts.functions):
+                    for call in function.calls:
+                        self._by_name_index.setdefault(call.callee.rsplit(".", 1)[-1], []).append(((i, j), call))
+            found = self._by_name_cache[name] = list(self._by_name_index.get(name, ()))
+        return found
+
+    def callers_of(self, ref: FunctionRef) -> list[tuple[FunctionRef, Call]]:
+        """The calls that reach ``ref``, resolving only the calls spelt with its name (a one-file
+        run asks this of a few functions; `callers` resolves every call of the project)."""
+        found = self._callers_of.get(ref)
+        if found is None:
+            if "callers" in self.__dict__:
+                found = self.callers.get(ref, [])
+            else:
+                qualname = self.function(ref).qualname
+                name = qualname.rsplit(".", 1)[-1]
+                if name == "__init__" and "." in qualname:
+                    name = qualname.rsplit(".", 2)[-2]  # `Replay(...)` reaches `Replay.__init__`
+                found = [
+                    (caller, call) for caller, call in self._calls_named(name)
+                    if caller != ref and self.resolve(caller, call) == ref
+                ]
+            self._callers_of[ref] = found
+        return found
+
+    def defs_named(self, name: str) -> list[FunctionRef]:
+        """Every trainer ``def`` whose own name is ``name``."""
+        return list(self._trainer_defs.get(name, ()))
+
+    # ------------------------------------------------------------ arguments
+
+    @staticmethod
+    def bind(params: Sequence[Param], call: Call, method: bool) -> dict[str, Arg]:
+        """Which argument of ``call`` each parameter receives (``**kw`` expanded when known)."""
+        positional = [p for p in params if p.kind in ("posonly", "pos")]
+        if method and positional and positional[0].name in ("self", "cls"):
+            positional = positional[1:]
+        out: dict[str, Arg] = {}
+        index = 0
+        for arg in call.args:
+            if arg.keyword is None:
+                if index < len(positional):
+                    out[positional[index].name] = arg
+                index += 1
+            elif arg.keyword not in ("*", "**"):
+                out[arg.keyword] = arg
+        return out
+
+    def bound_calls(self, ref: FunctionRef, want: Callable[[Call], bool] | None = None,
+                    ) -> Iterator[tuple[Call, FunctionRef, dict[str, Arg]]]:
+        """The calls of ``ref`` (those ``want`` keeps) that reach a ``def`` of the tree, with the
+        argument each of its parameters receives."""
+        for call in self.function(ref).calls:
+            if want is not None and not want(call):
+                continue
+            target = self.resolve(ref, call)
+            if target is None:
+                continue
+            callee = self.function(target)
+            yield call, target, self.bind(callee.params, call, callee.cls is not None)
+
+    @staticmethod
+    def passes(call: Call, name: str, position: int | None) -> bool:
+        """Does ``call`` pass parameter ``name`` (at ``position``)? ``*a`` and an unknown ``**k`` might."""
+        count = 0
+        for arg in call.args:
+            if arg.keyword == name:
+                return True
+            if arg.keyword is None:
+                count += 1
+            elif arg.keyword == "*":
+                return True
+            elif arg.keyword == "**" and (arg.keys is None or name in arg.keys):
+                return True
+        return position is not None and count > position
+
+    def resolve_callee(self, caller: FunctionRef, callee: str) -> FunctionRef | None:
+        """The ``def`` a callee as written reaches from ``caller`` (`resolve` for a call's name)."""
+        return self._resolve(caller, callee)
+
+    @cached_property
+    def partner_transforms(self) -> list[tuple[tuple[str, ...], frozenset[FunctionRef], tuple[FunctionRef, int]]]:
+        """Fields a loop over literal keys transforms alike (``for key in ("a", "b"): d[key] = ...``):
+        ``(keys, the functions every key is transformed by, (the loop's function, its line))``."""
+        out = []
+        for i, file in enumerate(self.files):
+            if file.is_test or not file.facts.partners:
+                continue
+            by_function: dict[int, dict[str, set[FunctionRef]]] = {}
+            lines: dict[int, int] = {}
+            for transform in file.facts.transforms:
+                target = self._resolve((i, transform.function), transform.callee)
+                if target is not None:
+                    by_function.setdefault(transform.function, {}).setdefault(transform.key, set()).add(target)
+                    lines.setdefault(transform.function, transform.span[0])
+            for keys in file.facts.partners:
+                for j, per_key in by_function.items():
+                    if not all(k in per_key for k in keys):
+                        continue
+                    common = frozenset.intersection(*(frozenset(per_key[k]) for k in keys))
+                    if common:
+                        out.append((tuple(keys), common, ((i, j), lines[j])))
+        return out
+
+    @cached_property
+    def bucket_names(self) -> frozenset[str]:
+        """Names, attributes and fields the project searches for the smallest entry that fits."""
+        return frozenset(n for f in self.files if not f.is_test for n in f.facts.bucket_names)
+
+    @cached_property
+    def fields_read(self) -> dict[FunctionRef, frozenset[str]]:
+        """Fields each function reads, as far as the facts show (guards, entries, arguments, pads)."""
+        out: dict[FunctionRef, set[str]] = {}
+        for i, file in enumerate(self.files):
+            facts = file.facts
+            for j, function in enumerate(facts.functions):
+                found = out.setdefault((i, j), set())
+                found |= set(function.guard_fields) | set(function.reads)
+            for read in facts.entry_reads:
+                out.setdefault((i, read.function), set()).update(read.fields)
+            for pad in facts.pads:
+                out.setdefault((i, pad.function), set()).update(pad.fields)
+            for write in facts.field_writes:
+                out.setdefault((i, write.function), set()).update(write.fields)
+            for read in facts.broadcasts:
+                out.setdefault((i, read.function), set()).update(read.value_fields)
+            ensure_calls(facts)
+            for j, function in enumerate(facts.functions):
+                for call in function.calls:
+                    for arg in call.args:
+                        out.setdefault((i, j), set()).update(arg.fields)
+            for key, _ in facts.field_uses:
+                out.setdefault((i, 0), set()).add(key)
+        return {ref: frozenset(fields) for ref, fields in out.items()}
+
+    @cached_property
+    def writes_by_function(self) -> dict[FunctionRef, list[FieldWrite]]:
+        """The stores into fields each function makes, as its file's facts have them."""
+        out: dict[FunctionRef, list[FieldWrite]] = {}
+        for i, file in enumerate(self.files):
+            for write in file.facts.field_writes:
+                out.setdefault((i, write.function), []).append(write)
+        return out

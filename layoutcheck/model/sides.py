@@ -1,0 +1,196 @@
+"""The sides a project pads its fields on, and where they disagree (DESIGN.md section 10, class 7).
+
+Each file says where its functions place a tensor's real tokens, left or right of the padding,
+and where they read a row assuming a side (`layoutcheck.model.padsides`). The project joins:
+
+* a field's placements: the stores into it (`FieldWrite`) of a tensor padded on one side, the side
+  followed out of the functions returning it and into the parameters it was passed as (`Spaces`),
+  each traced back to the placement that decided it;
+* a field's reads: rows read from it directly (``batch["k"][i, :n]``) or through a parameter the
+  callers fill from it (`Spaces.param_fields`);
+* `Sides.disagreements`: a placement whose side differs from the field's reads (with no reads:
+  from the field's other placements, the fewer side flagged), and two partners padded to one
+  length on different sides in one function.
+
+A field name joins two places only because the code stores and reads the same key, which a
+consistent rename keeps.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+from typing import TYPE_CHECKING
+
+from layoutcheck.model.facts import FieldWrite, PadSide
+from layoutcheck.model.vocabulary import Tag
+
+if TYPE_CHECKING:
+    from layoutcheck.model.facts import FunctionRef
+    from layoutcheck.model.values import ProjectValues
+
+__all__ = ["SideDisagreement", "Sides"]
+
+_LEFT, _RIGHT = int(Tag.LEFT), int(Tag.RIGHT)
+_SIDE = {_LEFT: "left", _RIGHT: "right"}
+_DEPTH = 4
+_BySide = dict[str, list[tuple["FunctionRef", PadSide]]]
+
+
+@dataclass(frozen=True)
+class SideDisagreement:
+    """A placement on one side where the layout's other users take the other side."""
+
+    function: FunctionRef
+    place: PadSide
+    other: str
+    """Where the other side is taken: ``read at data.py:12 (`x[i, :n]`)``."""
+    field: str | None
+    """The field both meet in (None: two partners in one function)."""
+
+
+class Sides:
+    """Pad sides of one project (see the module docs)."""
+
+    def __init__(self, project: ProjectValues) -> None:
+        self.project = project
+        self.places: dict[FunctionRef, list[PadSide]] = {}
+        self.reads: dict[FunctionRef, list[PadSide]] = {}
+        for i, file in enumerate(project.files):
+            if file.is_test:
+                continue
+            for side in file.facts.sides:
+                table = self.places if side.act == "place" else self.reads
+                table.setdefault((i, side.function), []).append(side)
+
+    # ------------------------------------------------------------ tracing a side to its placement
+
+    def origins(self, ref: FunctionRef, side: str, own: bool, calls: tuple[str, ...], params: tuple[str, ...],
+                depth: int = 0) -> list[tuple[FunctionRef, PadSide]]:
+        """The placements that gave a value of ``ref`` its ``side``: ``ref``'s own (``own``), those of the
+        functions whose results it is (``calls``), those of the arguments it was passed as (``params``)."""
+        found: list[tuple[FunctionRef, PadSide]] = []
+        if own:
+            found += [(ref, p) for p in self.places.get(ref, ()) if p.side == side]
+        if depth >= _DEPTH:
+            return found
+        project = self.project
+        for callee in calls:
+            target = project.resolve_callee(ref, callee)
+            if target is not None:
+                function = project.function(target)
+                found += self.origins(target, side, True, function.returns_calls, (), depth + 1)
+        for name in params:
+            function = project.function(ref)
+            for caller, call in project.callers_of(ref):
+                arg = project.bind(function.params, call, function.cls is not None).get(name)
+                if arg is not None:
+                    found += self.origins(caller, side, bool(arg.tags & (_LEFT | _RIGHT)), arg.calls, arg.params,
+                                          depth + 1)
+        return found
+
+    def _write_side(self, ref: FunctionRef, write: FieldWrite) -> str | None:
+        spaces = self.project.spaces
+        tags = write.tags | spaces.returned(ref, write.calls)
+        for name in write.params:
+            tags |= spaces.param(ref, name)
+        sides = tags & (_LEFT | _RIGHT)
+        return _SIDE.get(sides)
+
+    # ------------------------------------------------------------ the join
+
+    @cached_property
+    def fields(self) -> dict[str, tuple[_BySide, _BySide]]:
+        """Per field: the placements of its rows by side (traced to the code that placed them), and
+        the reads of its rows by the side they assume."""
+        project = self.project
+        places: dict[str, _BySide] = {}
+        for i, file in enumerate(project.files):
+            if file.is_test:
+                continue
+            for write in file.facts.field_writes:
+                ref = (i, write.function)
+                side = self._write_side(ref, write)
+                if side is None:
+                    continue
+                own = bool(write.tags & (_LEFT | _RIGHT))
+                found = self.origins(ref, side, own, write.calls, write.params)
+                if not found:
+                    found = [(ref, PadSide(ref[1], side, "place", write.span, write.text))]
+                bucket = places.setdefault(write.key, {}).setdefault(side, [])
+                bucket += [f for f in found if f not in bucket]
+        reads: dict[str, _BySide] = {}
+        copied = self._copied()
+        for ref, found in sorted(self.reads.items()):
+            for read in found:
+                keys = set(read.fields)
+                for name in read.params:
+                    keys |= project.spaces.param_fields(ref, name)
+                for _ in range(_DEPTH):
+                    more = {c for key in keys for c in copied.get(key, ())} - keys
+                    if not more:
+                        break
+                    keys |= more
+                for key in keys:
+                    reads.setdefault(key, {}).setdefault(read.side, []).append((ref, read))
+        return {key: (places.get(key, {}), reads.get(key, {})) for key in sorted(set(places) | set(reads))}
+
+    def describe(self, found: tuple[FunctionRef, PadSide]) -> str:
+        """``rollout.py:16 (`out[0, start : start + n]`)``."""
+        ref, side = found
+        return f"{self.project.files[ref[0]].display}:{side.span[0]} (`{side.text}`)"
+
+    @cached_property
+    def disagreements(self) -> list[SideDisagreement]:
+        """Placements on one side where the field's readers, its other placements or a partner take the other."""
+        out: list[SideDisagreement] = []
+        seen: set[tuple[FunctionRef, tuple[int, int, int, int]]] = set()
+
+        def flag(ref: FunctionRef, place: PadSide, other: str, key: str | None) -> None:
+            if (ref, place.span) not in seen:
+                seen.add((ref, place.span))
+                out.append(SideDisagreement(ref, place, other, key))
+
+        for key, (by_side, read) in self.fields.items():
+            if len(read) == 1:
+                (expected, readers), = read.items()
+                where = self._where(readers[0], "read")
+                for side, found in by_side.items():
+                    if side != expected:
+                        for ref, place in found:
+                            flag(ref, place, where, key)
+            elif not read and len(by_side) == 2:
+                left, right = by_side["left"], by_side["right"]
+                # The fewer placements are the odd ones out; of as many, the later.
+                if len(left) != len(right):
+                    fewer, more = (left, right) if len(left) < len(right) else (right, left)
+                else:
+                    fewer, more = (left, right) if _last(left) > _last(right) else (right, left)
+                where = self._where(more[0], "placed")
+                for ref, place in fewer:
+                    flag(ref, place, where, key)
+        for ref, found in sorted(self.places.items()):
+            for i, later in enumerate(found):
+                for earlier in found[:i]:
+                    if earlier.side != later.side and set(earlier.extent) & set(later.extent):
+                        flag(ref, later, self._where((ref, earlier), "placed") + " to the same length", None)
+                        break
+        return out
+
+    def _copied(self) -> dict[str, set[str]]:
+        """Fields stored from other fields' values (``self.parts = split(batch["x"])``): a row read
+        from the copy reads the originals' rows."""
+        out: dict[str, set[str]] = {}
+        for file in self.project.files:
+            if file.is_test:
+                continue
+            for write in file.facts.field_writes:
+                out.setdefault(write.key, set()).update(f for f in write.fields if f != write.key)
+        return out
+
+    def _where(self, found: tuple[FunctionRef, PadSide], verb: str) -> str:
+        return f"{verb} on the {found[1].side} at {self.describe(found)}"
+
+
+def _last(found: list[tuple[FunctionRef, PadSide]]) -> tuple[int, int]:
+    return max((ref[0], side.span[0]) for ref, side in found)

@@ -1,0 +1,301 @@
+"""The project phase's answer to "what is this?": the space of fields, parameters and values.
+
+A file knows what it computes (``t.numel()`` is a sample's length, a round-up
+is a padded length) and how it uses each name and field; it cannot know what
+a field read from a record (``batch["x"]``) or a parameter holds: other files
+write the field and call the function. `Spaces` joins every file's facts:
+
+* a field's space is what is stored into it (each entry rounded up: per-sample
+  padded lengths `P`; sizes of samples: true lengths `T`; tensors: per-sample
+  tensors; a cumulative sum: the packed description) and what its uses show,
+  followed through fields read to write others;
+* a parameter's space is what its uses in the body show plus what every call
+  site passes (`Spaces.param`), and whether it is a *slot* for a padded length
+  (used as one, or passed on to another function's padded-length parameter:
+  `Spaces.padded_slots`) or for a true length (`Spaces.true_slots`);
+* a value's space (`Spaces.resolve`) is its own tags plus those of the fields
+  and parameters it derives from. Reading per-sample padded lengths gives the
+  owner's value (``SRC``): code that derives geometry from it is a consumer.
+
+Names are never looked up here: two places meet through a field name or a
+call, which a consistent rename keeps. `Spaces.why` says which line decided a
+field's space, for `layoutcheck model` and for messages.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+from layoutcheck.model.facts import Arg, Call
+from layoutcheck.model.vocabulary import Tag
+
+if TYPE_CHECKING:
+    from layoutcheck.model.facts import FunctionRef
+    from layoutcheck.model.graph import ProjectGraph
+
+__all__ = ["FIELD_TAGS", "Spaces"]
+
+SEQ, TOK, SRC, SRCLIST = int(Tag.SEQ), int(Tag.TOK), int(Tag.SRC), int(Tag.SRCLIST)
+MAX, PAD, UNIT, BCAST = int(Tag.MAX), int(Tag.PAD), int(Tag.UNIT), int(Tag.BCAST)
+PACKED, STREAM, SAMPLE, CP = int(Tag.PACKED), int(Tag.STREAM), int(Tag.SAMPLE), int(Tag.CP)
+SIDES = int(Tag.LEFT) | int(Tag.RIGHT)
+
+FIELD_TAGS = SEQ | TOK | PAD | PACKED | STREAM | SRC | SRCLIST
+"""What a field can be: lengths, tensors, padded lengths (``PAD``: per-sample ``P``), the packed
+description; ``SRC``/``SRCLIST`` for a configured source."""
+_COMPUTED = SEQ | TOK | PAD | PACKED | STREAM | SAMPLE | MAX | BCAST
+_DEPTH = 4
+_ROUNDS = 4
+
+
+class Spaces:
+    """Fields, parameters and values of one project, resolved (see the module docs)."""
+
+    def __init__(self, project: ProjectGraph) -> None:
+        self.project = project
+        self.fields: dict[str, int] = {}
+        self.why: dict[tuple[str, int], tuple[FunctionRef | None, int, str]] = {}
+        """``(field, tag) -> (function, line, what)``: the first store or use that showed it."""
+        self._params: dict[tuple[FunctionRef, str], int] = {}
+        self._param_fields: dict[tuple[FunctionRef, str], frozenset[str]] = {}
+        self._slots: dict[FunctionRef, tuple[frozenset[str], frozenset[str]]] | None = None
+        self.fed: dict[str, str] = {}
+        """Fields passed where a function takes padded lengths (``padded``): consumer evidence."""
+        self._compute_fields()
+        self._fields_from_slots()
+
+    # ------------------------------------------------------------ fields
+
+    def _note(self, key: str, tag: int, ref: FunctionRef | None, line: int, what: str) -> None:
+        if not self.fields.get(key, 0) & tag:
+            self.fields[key] = self.fields.get(key, 0) | tag
+            self.why.setdefault((key, tag), (ref, line, what))
+
+    def _compute_fields(self) -> None:
+        project = self.project
+        vocab = project.vocab
+        for key in vocab.sources:
+            self._note(key, PAD | SRCLIST, None, 0, "configured in `sources`")
+        for key in vocab.packed:
+            self._note(key, PACKED, None, 0, "configured in `packed-sources`")
+        writes = []
+        readers: dict[str, set[FunctionRef]] = {}
+        for ref, fields in project.fields_read.items():
+            for key in fields:
+                readers.setdefault(key, set()).add(ref)
+        read_elsewhere: dict[FunctionRef, set[str]] = {}
+        for i, file in enumerate(project.files):
+            if file.is_test:
+                continue
+            for key, tags in file.facts.field_uses:
+                for tag, what in ((TOK, "its entries are sized or concatenated"),
+                                  (SEQ, "its entries are used as lengths")):
+                    if tags & tag:
+                        self._note(key, tag, None, 0, f"{what} ({file.display})")
+            for write in file.facts.field_writes:
+                ref = (i, write.function)
+                writes.append((ref, write))
+                if readers.get(write.key, set()) - {ref}:
+                    read_elsewhere.setdefault(ref, set()).add(write.key)
+        for _ in range(_ROUNDS):
+            before = dict(self.fields)
+            for ref, write in writes:
+                tags = write.tags | (self.returned(ref, write.calls) if write.calls else 0)
+                if not tags & _COMPUTED and not write.calls and len(write.fields) == 1:
+                    # A field copied or converted from another (`d["x"] = torch.tensor(e["y"])`) holds
+                    # what the other holds; a value computed from one (its sizes) is something else.
+                    for field in write.fields:
+                        if field != write.key:
+                            tags |= self.fields.get(field, 0) & (SEQ | TOK | PACKED)
+                line = write.span[0]
+                if tags & PAD and (write.per_sample or tags & BCAST) and not tags & (SRC | PACKED) and (
+                    write.key in read_elsewhere.get(ref, ()) or not write.fresh
+                ):
+                    self._note(write.key, PAD, ref, line, f"each sample's entry is rounded up: `{write.text}`")
+                if tags & PACKED and not tags & (TOK | SAMPLE):
+                    self._note(write.key, PACKED, ref, line, f"stores cumulative lengths: `{write.text}`")
+                if tags & SEQ and not tags & (PAD | MAX | PACKED | TOK | SAMPLE | STREAM):
+                    self._note(write.key, SEQ, ref, line, f"stores lengths: `{write.text}`")
+                if tags & (TOK | SAMPLE) and not tags & (SEQ | PAD) and write.per_sample:
+                    self._note(write.key, TOK, ref, line, f"stores per-sample tensors: `{write.text}`")
+            if self.fields == before:
+                break
+
+    def _fields_from_slots(self) -> None:
+        """A field passed where a function takes true lengths holds true lengths (``SEQ``)."""
+        project = self.project
+        for ref, _ in project.functions():
+            for call, target, bound in project.bound_calls(ref, lambda c: any(a.fields for a in c.args)):
+                callee = project.function(target)
+                for param, arg in bound.items():
+                    if not arg.fields:
+                        continue
+                    kind = "true" if param in self.true_slots(target) else (
+                        "padded" if param in self.padded_slots(target) else self.list_slot(target, param))
+                    for key in arg.fields:
+                        if kind == "true":
+                            self._note(key, SEQ, ref, call.span[0],
+                                       f"passed as `{param}` of `{callee.qualname}`, which takes a true length")
+                        elif kind == "padded":
+                            self.fed.setdefault(key, f"`{callee.qualname}`")
+
+    def field(self, key: str) -> int:
+        """What field ``key`` holds, as `Tag` flags (0: nothing known)."""
+        return self.fields.get(key, 0)
+
+    def is_padded_field(self, key: str) -> bool:
+        """Does ``key`` hold each sample's padded length (written so by an owner, or configured)?"""
+        return bool(self.fields.get(key, 0) & PAD)
+
+    def read(self, fields: Iterable[str]) -> int:
+        """What reading ``fields`` gives: per-sample padded lengths are the owner's value (``SRC``)."""
+        out = 0
+        for key in fields:
+            tags = self.fields.get(key, 0)
+            if tags & PAD:
+                out |= SRC
+            out |= tags & (SEQ | TOK | PACKED | STREAM | SRCLIST)
+            if tags & SRC:
+                out |= SRC
+        if out & SRC:
+            out &= ~SEQ  # a padded length read from its owner's field is no true length
+        return out
+
+    # ------------------------------------------------------------ values and parameters
+
+    def returned(self, ref: FunctionRef, calls: Iterable[str], depth: int = 0) -> int:
+        """What the project's functions named in ``calls`` return, called from ``ref``: a round-up
+        helper's result is a padded length; otherwise what their ``return`` s compute, through the
+        functions whose results they return in turn."""
+        out = 0
+        for callee in calls:
+            key = (ref, "call:" + callee)
+            found = self._params.get(key)
+            if found is None:
+                found = 0
+                self._params[key] = found  # a cycle returns what is known so far
+                target = self.project.resolve_callee(ref, callee)
+                if target is not None:
+                    function = self.project.function(target)
+                    if function.rounds is not None:
+                        found |= PAD
+                    found |= function.returns_tags & (SEQ | PAD | MAX | PACKED | STREAM | SIDES)
+                    if function.returns_calls and depth < _DEPTH:
+                        found |= self.returned(target, function.returns_calls, depth + 1) & SIDES
+                self._params[key] = found
+            out |= found
+        return out
+
+    def resolve(self, tags: int, fields: Iterable[str], params: Iterable[str], ref: FunctionRef,
+                depth: int = 0, calls: Iterable[str] = ()) -> int:
+        """``tags`` plus what the fields, parameters and calls a value derives from hold."""
+        out = tags | self.read(fields) | self.returned(ref, calls)
+        for name in params:
+            out |= self.param(ref, name, depth + 1)
+        if out & SRC and not tags & SEQ:
+            out &= ~SEQ
+        return out
+
+    def arg(self, arg: Arg, caller: FunctionRef, depth: int = 0) -> int:
+        return self.resolve(arg.tags, arg.fields, arg.params, caller, depth, arg.calls)
+
+    def param(self, ref: FunctionRef, name: str, depth: int = 0) -> int:
+        """What parameter ``name`` of ``ref`` holds: its uses in the body, and every call's argument."""
+        key = (ref, name)
+        found = self._params.get(key)
+        if found is not None:
+            return found
+        function = self.project.function(ref)
+        own = dict(function.param_uses).get(name, 0) & (SEQ | TOK | UNIT | CP | PACKED)
+        if depth > _DEPTH:
+            return own
+        self._params[key] = own  # a cycle reads what is known so far
+        out = own
+        for caller, call in self.project.callers_of(ref):
+            arg = self.project.bind(function.params, call, function.cls is not None).get(name)
+            if arg is not None:
+                out |= self.arg(arg, caller, depth + 1) & ~(BCAST | MAX)
+        self._params[key] = out
+        return out
+
+    def param_fields(self, ref: FunctionRef, name: str, depth: int = 0) -> frozenset[str]:
+        """The fields the callers of ``ref`` read what they pass as parameter ``name``."""
+        key = (ref, "fields:" + name)
+        if key in self._param_fields:
+            return self._param_fields[key]
+        self._param_fields[key] = frozenset()
+        function = self.project.function(ref)
+        found: set[str] = set()
+        if depth <= _DEPTH:
+            for caller, call in self.project.callers_of(ref):
+                arg = self.project.bind(function.params, call, function.cls is not None).get(name)
+                if arg is not None:
+                    found |= set(arg.fields)
+                    for outer in arg.params:
+                        found |= self.param_fields(caller, outer, depth + 1)
+        self._param_fields[key] = frozenset(found)
+        return self._param_fields[key]
+
+    # ------------------------------------------------------------ slots: what a parameter is for
+
+    def _compute_slots(self) -> dict[FunctionRef, tuple[frozenset[str], frozenset[str]]]:
+        """Per function: the parameters that take a padded length and those that take a true length,
+        from their use in the body and, through calls, from the parameters they are passed on to."""
+        project = self.project
+        padded: dict[FunctionRef, set[str]] = {}
+        true: dict[FunctionRef, set[str]] = {}
+        for ref, function in project.functions():
+            if function.padded_params:
+                padded[ref] = set(function.padded_params)
+            if function.true_params:
+                true[ref] = set(function.true_params)
+        passes: list[tuple[FunctionRef, str, FunctionRef, str]] = []
+        for ref, function in project.functions():
+            if not function.params:
+                continue
+            for _, target, bound in project.bound_calls(ref, lambda c: any(a.bare and a.params for a in c.args)):
+                for param, arg in bound.items():
+                    if arg.bare and arg.params:
+                        passes.append((ref, arg.params[0], target, param))
+        for _ in range(_ROUNDS):
+            changed = False
+            for ref, mine, target, theirs in passes:
+                for table in (padded, true):
+                    if theirs in table.get(target, ()) and mine not in table.get(ref, ()):
+                        table.setdefault(ref, set()).add(mine)
+                        changed = True
+            if not changed:
+                break
+        refs = set(padded) | set(true)
+        return {ref: (frozenset(padded.get(ref, ())), frozenset(true.get(ref, set()) - padded.get(ref, set())))
+                for ref in refs}
+
+    @property
+    def slots(self) -> dict[FunctionRef, tuple[frozenset[str], frozenset[str]]]:
+        if self._slots is None:
+            self._slots = self._compute_slots()
+        return self._slots
+
+    def padded_slots(self, ref: FunctionRef) -> frozenset[str]:
+        """Parameters of ``ref`` that take one sample's padded length `P`."""
+        return self.slots.get(ref, (frozenset(), frozenset()))[0]
+
+    def true_slots(self, ref: FunctionRef) -> frozenset[str]:
+        """Parameters of ``ref`` that take a true length (the packed layout's length)."""
+        return self.slots.get(ref, (frozenset(), frozenset()))[1]
+
+    def list_slot(self, ref: FunctionRef, name: str) -> str | None:
+        """``padded`` / ``true`` when ``ref`` passes entries of list parameter ``name`` to a padded or
+        true-length slot (``helper(..., max_seq_lens[i])``), else None."""
+        for _, target, bound in self.project.bound_calls(ref):
+            for param, arg in bound.items():
+                if name in arg.params and not arg.bare:
+                    if param in self.padded_slots(target):
+                        return "padded"
+                    if param in self.true_slots(target):
+                        return "true"
+        return None
+
+    def call_fields(self, call: Call) -> frozenset[str]:
+        return frozenset(f for a in call.args for f in a.fields)

@@ -1,0 +1,78 @@
+"""What values hold, project-wide: the layer of `Spaces` over the project graph.
+
+`ProjectValues` adds to `ProjectGraph` what fields, parameters and values hold
+(`ProjectValues.spaces`, `layoutcheck.model.spaces`), the stores into fields
+with what the project's own functions return folded in
+(`ProjectValues.writes`), and the pads of each file, calls of the project's
+round-up helpers included (`ProjectValues.pads_of`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from functools import cached_property
+
+from layoutcheck.model.facts import FieldWrite, FunctionRef, Pad
+from layoutcheck.model.graph import ProjectGraph
+from layoutcheck.model.spaces import Spaces
+
+__all__ = ["ProjectValues"]
+
+
+class ProjectValues(ProjectGraph):
+    """The project graph, with what its values hold (see the module docs)."""
+
+    @cached_property
+    def spaces(self) -> Spaces:
+        """What fields, parameters and values hold, from every file's facts (`layoutcheck.model.spaces`)."""
+        return Spaces(self)
+
+    @cached_property
+    def _resolved_writes(self) -> dict[FunctionRef, list[FieldWrite]]:
+        return {}
+
+    def writes(self, ref: FunctionRef) -> list[FieldWrite]:
+        """The stores into fields ``ref`` makes, with what the project's functions they call return
+        folded into their tags (``[_round_up(t, unit) for t in ...]`` stores padded lengths)."""
+        found = self._resolved_writes.get(ref)
+        if found is None:
+            found = []
+            for write in self.writes_by_function.get(ref, []):
+                if write.calls:
+                    extra = self.spaces.returned(ref, write.calls)
+                    if extra & ~write.tags:
+                        write = dataclasses.replace(write, tags=write.tags | extra)
+                found.append(write)
+            self._resolved_writes[ref] = found
+        return found
+
+    @cached_property
+    def _call_pads(self) -> dict[int, list[Pad]]:
+        """Calls of the project's own round-up helpers (``_round_up(n, m)``, found by their bodies:
+        they return a parameter rounded up to another), as pads at the call."""
+        out: dict[int, list[Pad]] = {}
+        for ref, function in self.functions():
+            for call in function.calls:
+                if not call.fate:
+                    continue
+                target = self.resolve(ref, call)
+                if target is None or self.function(target).rounds is None:
+                    continue
+                i, j = self.function(target).rounds  # type: ignore[misc]
+                args = [a for a in call.args if a.keyword is None]
+                if len(args) <= max(i, j):
+                    continue
+                value, unit = args[i], args[j]
+                out.setdefault(ref[0], []).append(Pad(
+                    ref[1], "round_up", call.span, call.text, value.tags, unit.tags, call.unit, "ceil", call.layout,
+                    call.fate, call.tick, value.params, value.fields, unit.params,
+                ))
+        return out
+
+    def pads_of(self, file_index: int) -> list[Pad]:
+        """The pads of a file: its own idioms, and calls of the project's round-up helpers (whose own
+        round-up is judged at each call, where its arguments say what it pads)."""
+        functions = self.files[file_index].facts.functions
+        own = [p for p in self.files[file_index].facts.pads if functions[p.function].rounds is None]
+        return [*own, *self._call_pads.get(file_index, ())]
+

@@ -1,0 +1,163 @@
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from layoutcheck.lint.rule import Invalid, ModelRule, Report, Valid
+from layoutcheck.lint.settings import LintSettings
+from layoutcheck.model.queries import FileQueries
+
+
+class DisagreeingShifts(ModelRule):
+    """Two of the batch's own tensors shifted opposite ways, then combined.
+
+    ## What it does
+    Marks each slice that drops the first position of an axis (`x[:, 1:]`,
+    `torch.roll(x, -1)`: the targets' shift) or the last (`x[:, :-1]`: the
+    inputs' shift), and whether the sliced value is the batch's own data (read
+    from a field or a parameter, through locals and conversions) or what a
+    call computed (a model's logits). The marks follow the values through
+    calls and arithmetic. Combining, elementwise (`*`, `+`, `-`, `/`), a
+    value whose data was shifted one way only with one whose data was shifted
+    the other way only is flagged: a loss computed from `labels[:, 1:]` masked
+    with `loss_mask[:, :-1]`.
+
+    ## Why it matters
+    Every field aligned with the targets (loss masks, advantages, old
+    log-probs) must be shifted like the targets: of a sample's `T` positions,
+    both keep `T - 1`, but only one of the two windows holds the targets. A mask shifted like the
+    inputs is one position off: the first generated token is never trained
+    and a prompt token is (DESIGN.md section 10, class 5; volcengine/verl
+    2d6c6dbb3 fixed the SFT loss mask, which masked the first generated token).
+
+    ## Example
+    ```python
+    labels = input_ids[:, 1:]
+    loss_mask = batch.pop("loss_mask")[:, :-1].reshape(-1)
+    loss = loss_fct(logits[..., :-1, :].reshape(-1, vocab), labels.reshape(-1))
+    loss = loss * loss_mask
+    ```
+
+    ## How to fix
+    Shift the partner like the targets: `batch.pop("loss_mask")[:, 1:]`.
+
+    ## Known problems
+    Within one function; values mixing both shifts already (a loss computed
+    from inputs `x[:, :-1]` and targets `y[:, 1:]`) are not judged further.
+
+    ## Fix safety
+    No autofix: which side is right depends on what the mask marks.
+    """
+
+    code = "LC109"
+    message = (
+        "`loss * loss_mask` combines values shifted opposite ways (`[..., 1:]` against `[..., :-1]`). Shift "
+        "the partner like the targets."
+    )
+
+    @classmethod
+    def could_match(cls, source: str, settings: LintSettings) -> bool:
+        return ":-1" in source or "1:" in source or "roll(" in source
+
+    def check(self, file: FileQueries) -> Iterator[Report]:
+        for found in file.facts.clashes:
+            if found.kind != "shift_mismatch":
+                continue
+            yield self.report(
+                found.span,
+                f"`{found.text}` combines values shifted opposite ways: {found.detail}, so they are one "
+                "position apart. Shift both like the targets (`[..., 1:]`).",
+            )
+
+    valid = [
+        Valid(
+            """
+import torch
+
+def sample_lengths(lengths):
+    cu_seqlens = torch.cumsum(lengths, dim=0)
+    return cu_seqlens[1:] - cu_seqlens[:-1]
+"""
+        ),
+        Valid(
+            """
+def midpoints(bins):
+    return (bins[:-1] + bins[1:]) / 2
+"""
+        ),
+        Valid(
+            """
+def masked_logits(model, batch):
+    # the model's logits (computed, not read) against the targets' mask: the right pairing
+    logits = model(batch["input_ids"]).logits
+    return logits[:, :-1] * batch["loss_mask"][:, 1:].unsqueeze(-1)
+"""
+        ),
+        Valid(
+            """
+def sft_loss(batch, model, loss_fct, vocab):
+    input_ids = batch["input_ids"]
+    logits = model(input_ids=input_ids).logits
+    labels = input_ids[:, 1:]
+    loss_mask = batch.pop("loss_mask")[:, 1:].reshape(-1)
+    loss = loss_fct(logits[..., :-1, :].reshape(-1, vocab), labels.reshape(-1))
+    return (loss * loss_mask).sum()
+"""
+        ),
+        Valid(
+            """
+def teacher_forcing(batch, model, loss_fct):
+    logits = model(batch["input_ids"][:, :-1]).logits
+    loss = loss_fct(logits, batch["labels"][:, 1:])
+    return loss * batch["loss_mask"][:, 1:]
+"""
+        ),
+    ]
+    invalid = [
+        Invalid(
+            """
+def kl_penalty(batch):
+    old = batch["old_log_probs"][:, 1:]
+    ref = batch["ref_log_probs"][:, :-1]
+    return ref - old
+""",
+            line=5,
+            column=12,
+        ),
+        Invalid(
+            """
+def policy_loss(batch, log_probs_of):
+    labels = batch["input_ids"][:, 1:]
+    advantages = batch["advantages"][:, :-1]
+    log_probs = log_probs_of(labels)
+    return -(log_probs * advantages).mean()
+""",
+            line=6,
+            column=14,
+        ),
+        Invalid(
+            """
+import torch
+
+def rolled_loss(batch, loss_fct, logits):
+    targets = torch.roll(batch["input_ids"], shifts=-1, dims=-1)
+    loss = loss_fct(logits, targets)
+    return loss * batch["loss_mask"][:, :-1]
+""",
+            line=7,
+            column=12,
+        ),
+        Invalid(
+            """
+def sft_loss(batch, model, loss_fct, vocab):
+    input_ids = batch["input_ids"]
+    logits = model(input_ids=input_ids).logits
+    labels = input_ids[:, 1:]
+    loss_mask = batch.pop("loss_mask")[:, :-1].reshape(-1)
+    loss = loss_fct(logits[..., :-1, :].reshape(-1, vocab), labels.reshape(-1))
+    return (loss * loss_mask).sum()
+""",
+            line=8,
+            column=13,
+            message="shifted opposite ways",
+        ),
+    ]

@@ -1,0 +1,260 @@
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from layoutcheck.lint.rule import Invalid, ModelRule, Report, Valid
+from layoutcheck.lint.settings import LintSettings
+from layoutcheck.model.queries import FileQueries
+
+_CONSUMER = '''
+def align_routing(routing, cu_seqlens, max_len):
+    lengths = (cu_seqlens[1:] - cu_seqlens[:-1]).tolist()
+    out = routing.new_zeros(len(lengths), max_len, *routing.shape[2:])
+    for i, length in enumerate(lengths):
+        n = min(length, routing.shape[1], max_len)
+        out[i, :n] = routing[i, :n]
+    return out
+
+
+def replay_inputs(batch, cu_seqlens, max_len):
+    return align_routing(batch["routing"], cu_seqlens, max_len)
+'''
+"""The trainer reads each sample's routing rows from the start of the row (right padding)."""
+
+
+class PadSidesDisagree(ModelRule):
+    """A tensor padded on one side where the rest of its layout takes the other.
+
+    ## What it does
+    Finds where each padded row's real tokens sit from what the code does:
+    `F.pad(x, (0, k))` and `pad_sequence(xs)` pad on the right,
+    `F.pad(x, (k, 0))` and `pad_sequence(xs, padding_side="left")` on the
+    left; a store into a buffer built in the function, `P` wide, places a
+    sample's `T` real tokens on the right (`buf[i, :n] = x`) or on the left
+    (`buf[i, P - n:] = x`, `buf[i, off:off + n] = x` with `off = P - n`); a
+    row read `x[i, :n]` with a true length `n` (`T`: a mask's sum, a
+    difference of cumulative offsets, a size) assumes the right side,
+    `x[i, -n:]` the left. The
+    side follows the tensor into the fields it is stored in, out of the
+    functions that return it and through the parameters it is passed as.
+    Flagged, at the placement:
+
+    * a field placed on one side and read, elsewhere, assuming the other;
+    * a field placed on both sides by different code (the fewer placements,
+      or the later one);
+    * two tensors padded to the same length on different sides in one
+      function (partners: `input_ids` right-padded, its mask left-padded).
+
+    `F.pad(cu_seqlens, (1, 0))` (a leading zero of cumulative lengths) is
+    no row padding. Names play no part.
+
+    ## Why it matters
+    Partner tensors of one layout must hold each sample's tokens at the same
+    positions: a mask, labels or per-token routing data padded on the other
+    side than the tokens pairs every real token with padding, and nothing
+    fails (the shapes agree). DESIGN.md section 10, class 7;
+    inclusionAI/AReaL 52dac7f29 moved per-token router choices, placed at the
+    end of each row, to its start, where the trainer reads them.
+
+    ## Example
+    ```python
+    start = seq_len - real
+    out[0, start : start + n] = choices[:n]   # left-padded...
+    ...
+    out[i, :n] = routing[i, :n]                # ...read from the row's start
+    ```
+
+    ## How to fix
+    Pad every partner on one side, the side the consumers read:
+    ```python
+    out[0, :n] = choices[:n]
+    ```
+
+    ## Known problems
+    A field joins a placement and a read only through the field's key and
+    the calls that carry the tensor: a tensor handed on through containers
+    the model does not follow (a list split by a helper, a side channel on an
+    object) is not linked. A buffer padded on both sides is not judged.
+
+    ## Fix safety
+    No autofix: which side is right is the consumers' choice.
+    """
+
+    code = "LC113"
+    message = (
+        "`out[0, start : start + n]` pads field `routing` on the left, but it is read on the right at "
+        "replay.py:9. Pad partners on one side, the side their consumers read."
+    )
+
+    @classmethod
+    def could_match(cls, source: str, settings: LintSettings) -> bool:
+        return "pad" in source or "] =" in source
+
+    def check(self, file: FileQueries) -> Iterator[Report]:
+        for found in file.side_disagreements():
+            place = found.place
+            subject = f"field `{found.field}`" if found.field is not None else "this tensor"
+            yield self.report(
+                place.span,
+                f"`{place.text}` pads {subject} on the {place.side}, but it is {found.other}. "
+                "Pad partners on one side, the side their consumers read.",
+            )
+
+    valid = [
+        Valid(
+            """
+import torch
+
+
+def routing_tensor(choices, input_ids, attention_mask):
+    seq_len = input_ids.shape[1]
+    out = torch.zeros(1, seq_len, choices.shape[1], dtype=torch.int32)
+    n = min(choices.shape[0], int(attention_mask.sum()))
+    out[0, :n] = choices[:n]
+    return out
+
+
+def finish_sample(sample, choices):
+    sample["routing"] = routing_tensor(choices, sample["input_ids"], sample["attention_mask"])
+    return sample
+""",
+            path="rollout.py",
+            files={"replay.py": _CONSUMER},
+        ),
+        Valid(
+            """
+import torch.nn.functional as F
+
+
+def pad_prompt_and_response(prompt, response, max_prompt, max_response, pad_id):
+    # prompts left-padded, responses right-padded: two layouts, two lengths
+    prompt = F.pad(prompt, (max_prompt - prompt.size(0), 0), value=pad_id)
+    response = F.pad(response, (0, max_response - response.size(0)), value=pad_id)
+    return prompt, response
+""",
+        ),
+        Valid(
+            """
+import torch
+import torch.nn.functional as F
+
+
+def packed_offsets(lengths):
+    # a leading zero of cumulative lengths is no row padding
+    cu_seqlens = F.pad(torch.cumsum(lengths, 0), (1, 0))
+    return cu_seqlens
+
+
+def pad_row(x, length):
+    return F.pad(x, (0, length - x.size(0)))
+""",
+        ),
+        Valid(
+            """
+import torch.nn.functional as F
+
+
+def pad_partners(input_ids, mask, length):
+    input_ids = F.pad(input_ids, (0, length - input_ids.size(0)))
+    mask = F.pad(mask, (0, length - mask.size(0)))
+    return input_ids, mask
+""",
+        ),
+        Valid(
+            """
+from torch.nn.utils.rnn import pad_sequence
+
+
+def collate(batch):
+    # left-padded prompts, read from the end of each row
+    batch["prompts"] = pad_sequence([s["prompt"] for s in batch["samples"]], batch_first=True, padding_side="left")
+    return batch
+
+
+def last_prompt_tokens(batch, lengths):
+    return [batch["prompts"][i, -n:] for i, n in enumerate(lengths)]
+""",
+        ),
+    ]
+    invalid = [
+        Invalid(
+            """
+import torch
+
+
+def routing_tensor(choices, input_ids, attention_mask):
+    seq_len = input_ids.shape[1]
+    real = int(attention_mask.sum())
+    out = torch.zeros(1, seq_len, choices.shape[1], dtype=torch.int32)
+    start = seq_len - real
+    n = min(choices.shape[0], real)
+    out[0, start : start + n] = choices[:n]
+    return out
+
+
+def finish_sample(sample, choices):
+    routing = routing_tensor(choices, sample["input_ids"], sample["attention_mask"])
+    sample["routing"] = routing
+    return sample
+""",
+            path="rollout.py",
+            files={"replay.py": _CONSUMER},
+            line=11,
+            message="read on the right at replay.py:",
+        ),
+        Invalid(
+            """
+import torch.nn.functional as F
+
+
+def pad_partners(input_ids, mask, length):
+    input_ids = F.pad(input_ids, (0, length - input_ids.size(0)))
+    mask = F.pad(mask, (length - mask.size(0), 0))
+    return input_ids, mask
+""",
+            line=7,
+            message="to the same length",
+        ),
+        Invalid(
+            """
+import torch
+from torch.nn.utils.rnn import pad_sequence
+
+
+def collate(samples):
+    return {"tokens": pad_sequence([s["tokens"] for s in samples], batch_first=True)}
+
+
+def collate_eval(samples, length):
+    tokens = torch.zeros(len(samples), length, dtype=torch.long)
+    for i, s in enumerate(samples):
+        n = s["tokens"].size(0)
+        tokens[i, length - n:] = s["tokens"]
+    return {"tokens": tokens}
+
+
+def score(batch):
+    return [batch["tokens"][i, : int(m.sum())] for i, m in enumerate(batch["mask"])]
+""",
+            line=14,
+            message="read on the right",
+        ),
+        Invalid(
+            """
+import torch
+import torch.nn.functional as F
+
+
+def collate_train(samples, length, ignore):
+    labels = [F.pad(s["labels"], (0, length - s["labels"].size(0)), value=ignore) for s in samples]
+    return {"labels": torch.stack(labels)}
+
+
+def collate_eval(samples, length, ignore):
+    labels = [F.pad(s["labels"], (length - s["labels"].size(0), 0), value=ignore) for s in samples]
+    return {"labels": torch.stack(labels)}
+""",
+            line=12,
+            message="placed on the right",
+        ),
+    ]

@@ -1,0 +1,166 @@
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from layoutcheck.lint.rule import Invalid, ModelRule, Report, Valid
+from layoutcheck.lint.settings import LintSettings
+from layoutcheck.model.queries import FileQueries
+
+_WHAT = {"first": "drops the first position again (`[..., 1:]`)", "last": "drops the last position again (`[..., :-1]`)"}
+
+
+class TransformAppliedTwice(ModelRule):
+    """A next-token shift applied to a value that is already shifted.
+
+    ## What it does
+    Follows each value through its function: a slice that drops the first
+    position of one axis (`x[:, 1:]`, `x[..., 1:, :]`), or the last
+    (`x[:-1]`, `logits[..., :-1, :]`), marks the value as shifted, through
+    rebinding (`logits = logits[:-1]`, also under a condition:
+    `logits = logits if last else logits[:-1]`), conversions and arithmetic.
+    A second slice of the same kind on a shifted value is flagged. Names play
+    no part: the shift is what the code does.
+
+    ## Why it matters
+    A language model's logit at position `t` predicts the token at `t + 1`,
+    so logits lose their last position once, targets their first. Shifting
+    twice drops a real token (a sample of `T` tokens yields `T - 2` positions
+    where `T - 1` are meant):
+    the last CP rank's log-probs and entropy are one position short, or misaligned with their targets, with no error
+    (DESIGN.md section 10, class 4; THUDM/slime 2a3969205 fixed such a double
+    trim in the entropy computation of the last CP rank).
+
+    ## Example
+    ```python
+    logits = logits if cp_rank < cp_size - 1 else logits[:-1, :]
+    log_probs = gather(logits, tokens)
+    shifted = logits[:-1, :] if cp_rank == cp_size - 1 else logits  # trimmed again
+    entropy = entropy_of(shifted)
+    ```
+
+    ## How to fix
+    Shift once, into a new name, and use that name everywhere:
+    ```python
+    shifted = logits if cp_rank < cp_size - 1 else logits[:-1, :]
+    log_probs = gather(shifted, tokens)
+    entropy = entropy_of(shifted)
+    ```
+
+    ## Known problems
+    Within one function; a value shifted in a callee and shifted again by
+    its caller is not followed. A loop that trims one position per iteration
+    is walked once, so it is not flagged.
+
+    ## Fix safety
+    No autofix: which of the two shifts is meant is the author's call.
+    """
+
+    code = "LC108"
+    message = (
+        "`logits[:-1, :]` drops the last position of a value already shifted that way. Shift once, into "
+        "a new name, and use it everywhere."
+    )
+
+    @classmethod
+    def could_match(cls, source: str, settings: LintSettings) -> bool:
+        return ":-1" in source or "1:" in source
+
+    def check(self, file: FileQueries) -> Iterator[Report]:
+        for found in file.facts.clashes:
+            if found.kind != "double_shift":
+                continue
+            yield self.report(
+                found.span,
+                f"`{found.text}` {_WHAT.get(found.detail, 'shifts again')} on a value already shifted that way, "
+                "so a real token is dropped. Shift once, into a new name, and use it everywhere.",
+            )
+
+    valid = [
+        Valid(
+            """
+def next_token_targets(batch):
+    labels = batch["input_ids"][:, 1:]
+    loss_mask = batch["loss_mask"][:, 1:]
+    return labels, loss_mask
+"""
+        ),
+        Valid(
+            """
+import torch
+
+def rolled_targets(input_ids):
+    # rolled left, then the wrapped-around last position dropped: one shift, not two
+    targets = torch.roll(input_ids, shifts=-1, dims=-1)
+    return targets[:, :-1]
+"""
+        ),
+        Valid(
+            """
+def log_probs_and_entropy(logits, tokens, cp_rank, cp_size):
+    shifted = logits if cp_rank < cp_size - 1 else logits[:-1, :]
+    log_probs = shifted.log_softmax(-1).gather(-1, tokens.unsqueeze(-1))
+    entropy = -(shifted.softmax(-1) * shifted.log_softmax(-1)).sum(-1)
+    return log_probs, entropy
+"""
+        ),
+        Valid(
+            """
+def next_token_pairs(logits, input_ids):
+    return logits[:, :-1], input_ids[:, 1:]
+"""
+        ),
+        Valid(
+            """
+def strip_trailing(ids, pad_id):
+    while len(ids) and ids[-1] == pad_id:
+        ids = ids[:-1]
+    return ids
+"""
+        ),
+    ]
+    invalid = [
+        Invalid(
+            """
+import torch
+
+def targets(input_ids):
+    rolled = torch.roll(input_ids, shifts=-1, dims=-1)
+    return rolled[:, 1:]
+""",
+            line=6,
+            column=12,
+            message="drops the first position again",
+        ),
+        Invalid(
+            """
+def token_log_probs(model, batch):
+    logits = model(batch["input_ids"]).logits[:, :-1].float()
+    return logits[:, :-1].log_softmax(-1)
+""",
+            line=4,
+            column=12,
+        ),
+        Invalid(
+            """
+def log_probs_and_entropy(logits, tokens, cp_rank, cp_size):
+    logits = logits if cp_rank < cp_size - 1 else logits[:-1, :]
+    log_probs = logits.log_softmax(-1).gather(-1, tokens.unsqueeze(-1))
+    shifted = logits[:-1, :] if cp_rank == cp_size - 1 else logits
+    entropy = -(shifted.softmax(-1) * shifted.log_softmax(-1)).sum(-1)
+    return log_probs, entropy
+""",
+            line=5,
+            column=15,
+            message="drops the last position again",
+        ),
+        Invalid(
+            """
+def targets(batch):
+    labels = batch["input_ids"][:, 1:]
+    labels = labels.contiguous()
+    return labels[:, 1:]
+""",
+            line=5,
+            column=12,
+        ),
+    ]
