@@ -176,6 +176,23 @@ class GlobalMaxPadding(ModelRule):
     valid = [
         Valid(
             """
+import torch
+import torch.distributed as dist
+
+def gather_lengths(lengths, group):
+    # one receive buffer per rank, each sized to the largest rank's count: all_gather needs equal sizes
+    count = torch.tensor([lengths.numel()])
+    counts = [torch.zeros_like(count) for _ in range(group.size())]
+    dist.all_gather(counts, count, group=group)
+    widest = int(torch.cat(counts).max())
+    padded = torch.cat([lengths, lengths.new_zeros(widest - lengths.numel())])
+    gathered = [torch.empty_like(padded) for _ in range(group.size())]
+    dist.all_gather(gathered, padded, group=group)
+    return torch.cat([g[: int(c)] for g, c in zip(gathered, counts)])
+"""
+        ),
+        Valid(
+            """
 def get_rollout_data(args, rollout_data, pad_size):
     rollout_data["max_seq_lens"] = [
         (t + pad_size - 1) // pad_size * pad_size for t in rollout_data["total_lengths"]

@@ -50,7 +50,11 @@ class LengthsMutatedAfterOwner(ModelRule):
     It also flags padding raised after a padded length was recorded: a
     round-up or pad amount that follows a store of a padded length into a
     field (`batch["padded_to_length"] = P`) in the same function, with no
-    later store to that field: the record is stale.
+    later store to that field: the record is stale. The pad must round what
+    the record describes: the stored local itself (`P += -P % m`) or a
+    measured size (`x.numel()`, `len(x)`, `x.shape[0]`). A pad of another
+    quantity (a buffer budget scaled from `P`, a stream total taken as a
+    parameter) leaves the record true.
 
     Left alone: a bare `tokens[i] = ...` (lexers and tokenizers name their
     string lists so); the same field stored back converted
@@ -238,6 +242,30 @@ def build_stream(tokens, tp_size, pad_multiplier, cp_size):
     return batch
 """
         ),
+        Valid(
+            """
+def plan_buffers(counts, topk, capacity, align, state):
+    # the record keeps the padded row count; the later pad rounds a budget derived from it
+    rows = max(counts)
+    rows += -rows % align
+    state.padded_rows = rows
+    budget = int(rows * topk * capacity)
+    budget += -budget % align
+    state.budget = budget
+    return state
+"""
+        ),
+        Valid(
+            """
+def pad_stream(batch, stream_length, unit):
+    # `longest` records one sample's padded length; the stream total rounded later is another quantity
+    lengths = [-(-n // unit) * unit for n in batch["lengths"]]
+    longest = max(lengths)
+    batch["longest"] = longest
+    stream_length = (stream_length + unit - 1) // unit * unit
+    return batch, stream_length
+"""
+        ),
     ]
     invalid = [
         Invalid(
@@ -327,5 +355,17 @@ def build_stream(tokens, tp_size, pad_multiplier, cp_size):
             line=11,
             column=13,
             message="raises the padding after `padded_to_length` recorded the padded length (line 10)",
+        ),
+        Invalid(
+            """
+def pad_rows(rows, tp_size, cp_size, state):
+    padded = rows + (-rows) % tp_size
+    state.padded_rows = padded
+    padded += (-padded) % (2 * cp_size)
+    return padded
+""",
+            line=5,
+            column=15,
+            message="raises the padding after `padded_rows` recorded the padded length (line 4)",
         ),
     ]

@@ -73,6 +73,7 @@ from layoutcheck.model.idioms import (
     library_helper,
     match_agreement,
     match_chunk_pad,
+    padded_operand,
 )
 from layoutcheck.model.literals import LiteralsMixin
 from layoutcheck.model.padsides import SIDE_TAGS, SidesMixin
@@ -820,7 +821,7 @@ class _Extractor(ClashesMixin, LiteralsMixin, SidesMixin, Flow):
             if isinstance(target, ast.Name):
                 self.check_broadcast(value, target.id, "name")
             self.rewrite(target, value)
-            self.record(target, found)
+            self.record(target, found, value)
             if not isinstance(target, (ast.Tuple, ast.List)):
                 field_name = (target.id if isinstance(target, ast.Name) else keys[0] if keys and not entry else None)
                 self.judge_literal(field_name, value, binding=not isinstance(target, ast.Name) or self.at_top())
@@ -897,14 +898,15 @@ class _Extractor(ClashesMixin, LiteralsMixin, SidesMixin, Flow):
         for key in keys:
             self.note_write(key, node.value, node=target, entry=True, fresh=self.fresh_root(target))
 
-    def record(self, target: ast.expr, value: Value) -> None:
+    def record(self, target: ast.expr, value: Value, stored: ast.expr) -> None:
         """A padded length stored into a field: later padding leaves it stale (LC105)."""
         if isinstance(target, ast.Name) or not value.tags & PAD or value.tags & SRC:
             return
         name, entry = target_name(target)
         if name is None or entry:
             return
-        self.facts.records.append(Record(self.frame.index, self.source.span(target), name, self.next_tick()))
+        local = stored.id if isinstance(stored, ast.Name) else ""
+        self.facts.records.append(Record(self.frame.index, self.source.span(target), name, self.next_tick(), local))
 
     # -- per-sample transforms of fields (partner fields left out) --
 
@@ -997,19 +999,21 @@ class _Extractor(ClashesMixin, LiteralsMixin, SidesMixin, Flow):
             return
         self.broadcasts[id(origin)] = Broadcast(
             self.frame.index, self.source.span(origin), self.source.snippet(origin), target, found.tags,
-            self.per_sample(broadcast_count(origin, self.imports)), placeholder, kind,
+            self.per_sample(broadcast_count(origin, self.imports), shape=_sized_by_shape(origin)), placeholder, kind,
             tuple(sorted(found.fields)), tuple(sorted(found.params)), tuple(sorted(found.calls)),
         )
 
-    def per_sample(self, count: ast.expr | None) -> bool:
+    def per_sample(self, count: ast.expr | None, *, shape: bool = False) -> bool:
         """Does ``count`` (a broadcast's entry count) count samples: the length of a collection
         (``len(xs)``, ``xs.size(0)``, ``xs.shape[0]``) or a walk over one, directly or through a
-        local bound to one?"""
+        local bound to one? ``xs.size()`` with no argument is a tensor's only where a shape is
+        taken (``shape``: ``torch.full(xs.size(), m)``); where an integer is (``range(g.size())``,
+        ``[m] * n``), it is a process group's or a container's count, not the samples."""
         for _ in range(3):
             if count is None:
                 return False
             if isinstance(count, (ast.Tuple, ast.List)) and count.elts:
-                count = count.elts[0]
+                count, shape = count.elts[0], False
                 continue
             if isinstance(count, ast.Name):
                 bound = self.bound_expr(count.id)
@@ -1025,11 +1029,9 @@ class _Extractor(ClashesMixin, LiteralsMixin, SidesMixin, Flow):
             if isinstance(func, ast.Name) and func.id == "range":
                 args = positional(count)
                 return len(args) == 1 and self.per_sample(args[0])
-            if isinstance(func, ast.Attribute) and func.attr in ("size", "numel") and (
-                not count.args or int_value(count.args[0]) == 0
-            ):
-                return True
-            return False
+            if isinstance(func, ast.Attribute) and func.attr == "size":
+                return int_value(count.args[0]) == 0 if count.args else shape
+            return isinstance(func, ast.Attribute) and func.attr == "numel"
         if isinstance(count, ast.Subscript) and isinstance(count.value, ast.Attribute) and count.value.attr == "shape":
             return int_value(count.slice) == 0
         # A comprehension's iterable: a walk over a collection.
@@ -1289,15 +1291,16 @@ class _Extractor(ClashesMixin, LiteralsMixin, SidesMixin, Flow):
         if not self.in_test:
             self.unit_picked(idiom.unit, node)
         self.add_pad(kind, node, value, unit, node, unit_node=idiom.unit,
-                     rounding="next" if kind == "pad_amount" and isinstance(node.op, ast.Sub) else "ceil")  # type: ignore[attr-defined]
+                     rounding="next" if kind == "pad_amount" and isinstance(node.op, ast.Sub) else "ceil",  # type: ignore[attr-defined]
+                     operand=padded_operand(idiom.values, self.imports))
 
     def add_pad(self, kind: str, node: ast.AST, value: Value, unit: Value, carrier: ast.AST, *,
-                unit_node: ast.expr | None = None, rounding: str = "ceil") -> None:
+                unit_node: ast.expr | None = None, rounding: str = "ceil", operand: str = "") -> None:
         text = canonical(unit_node, self.unit_of, self.vocab.is_pad_multiplier) if unit_node is not None else ""
         pad = Pad(
             self.frame.index, kind, self.source.span(node), self.source.snippet(node), value.tags, unit.tags,
             text, rounding, self.frame.layout, "local", self.next_tick(), tuple(sorted(value.params)),
-            tuple(sorted(value.fields)), tuple(sorted(unit.params)),
+            tuple(sorted(value.fields)), tuple(sorted(unit.params)), operand,
         )
         self.state.pads.append((pad, carrier))
         if kind in ("round_up", "pad_amount", "chunk_pad"):
@@ -1529,6 +1532,14 @@ class _Extractor(ClashesMixin, LiteralsMixin, SidesMixin, Flow):
                     tags = self.classify(value).tags
                     if name is not None and not tags & (TOK | SAMPLE | STREAM):
                         self.add_rewrite(node, name, entry=False, tags=tags)
+
+
+def _sized_by_shape(broadcast: ast.AST) -> bool:
+    """Does ``broadcast`` take its entry count as a shape (``torch.full(shape, m)``,
+    ``torch.ones(shape) * m``), not as an integer (``[m] * n``) or an iterable (a comprehension)?"""
+    if isinstance(broadcast, ast.Call):
+        return (last_name(broadcast.func) or "").endswith("full")
+    return isinstance(broadcast, ast.BinOp) and not any(isinstance(s, ast.List) for s in (broadcast.left, broadcast.right))
 
 
 def _gathers(value: ast.expr) -> bool:

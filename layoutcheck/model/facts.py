@@ -27,7 +27,7 @@ __all__ = [
     "from_data", "object_hook", "to_data",
 ]
 
-FACTS_VERSION = 4
+FACTS_VERSION = 5
 """Bumped whenever the shape or the meaning of the facts changes (cached facts are then misses)."""
 
 Span = tuple[int, int, int, int]
@@ -204,6 +204,9 @@ class Pad:
     """Fields the padded value was read from (``d["total_lengths"]``)."""
     unit_params: tuple[str, ...] = ()
     """Parameters the unit derives from (resolved against callers by the project)."""
+    operand: str = ""
+    """What is rounded, when plain (`layoutcheck.model.idioms.padded_operand`): a local's name,
+    ``"size"`` for a measured size, else ``""``."""
 
 
 @dataclass
@@ -269,6 +272,8 @@ class Record:
     span: Span
     field: str
     tick: int
+    value: str = ""
+    """The local stored, when the value is one (``P``), else ``""``."""
 
 
 @dataclass

@@ -20,7 +20,7 @@ from layoutcheck.model.syntax import int_value, keyword, last_name, names_in, po
 
 __all__ = [
     "LIBRARY_ROOTS", "Idiom", "library_helper", "is_init_value", "match_agreement", "match_broadcast", "match_ceil_div", "match_max_over",
-    "match_pad_amount", "match_round_up",
+    "match_pad_amount", "match_round_up", "padded_operand",
 ]
 
 
@@ -168,6 +168,26 @@ def match_pad_amount(node: ast.AST) -> Idiom | None:
     elif isinstance(node.op, ast.Sub) and _op(node.right, ast.Mod) and same(node.left, node.right.right):  # type: ignore[attr-defined]
         return Idiom(node, (node.right.left,), node.left)  # type: ignore[attr-defined]
     return None
+
+
+def padded_operand(values: tuple[ast.expr, ...], imports: Imports) -> str:
+    """What a pad rounds, when it is plain: a local's name (``P`` in ``P += -P % m``), ``"size"``
+    for a measured size (``x.numel()``, ``x.size(0)``, ``len(x)``, ``x.shape[0]``), else ``""``
+    (an expression of several terms, a parameter scaled by a factor...)."""
+    if len(values) != 1:
+        return ""
+    node = _unwrap_int(values[0], imports)
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Call):
+        func = node.func
+        if isinstance(func, ast.Attribute) and func.attr in ("size", "numel") and len(node.args) <= 1:
+            return "size"
+        if isinstance(func, ast.Name) and func.id == "len" and len(node.args) == 1:
+            return "size"
+    if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Attribute) and node.value.attr == "shape":
+        return "size"
+    return ""
 
 
 def match_chunk_pad(node: ast.AST, chunk_of: Callable[[str], tuple[ast.expr, ast.expr] | None]) -> Idiom | None:

@@ -303,7 +303,8 @@ class FileQueries:
         return None
 
     def stale_records(self) -> Iterator[tuple[Pad, Record]]:
-        """Pads that raise the padding after a padded length was recorded, the record not updated."""
+        """Pads that raise the padding after a padded length was recorded, the record not updated: a
+        pad of the recorded local itself, or of a measured size (the data the record describes)."""
         records: dict[int, list[Record]] = {}
         for record in self.facts.records:
             records.setdefault(record.function, []).append(record)
@@ -313,6 +314,8 @@ class FileQueries:
             for record in records.get(pad.function, ()):
                 if record.tick >= pad.tick:
                     continue
+                if pad.operand != "size" and (not pad.operand or pad.operand != record.value):
+                    continue  # rounds another quantity (a budget scaled from it, a stream total): not this one
                 rewritten = any(r.field == record.field and r.tick > pad.tick for r in records[pad.function])
                 if not rewritten:
                     yield pad, record
