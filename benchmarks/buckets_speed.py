@@ -8,7 +8,7 @@ so start-up is not counted):
   the current buckets, warnings and verdict), against the target of one
   second;
 * its parts side by side: simulating the micro-batches, the distribution of
-  maxima, and the dynamic programme alone (DESIGN.md section 8 measured about
+  maxima, and the dynamic programme alone (docs/development.md#what-the-runtime-is-built-on measured about
   4 ms for it);
 * the same for the length-grouped sampler at batch size 8;
 * the whole command, ``layoutcheck buckets FILE`` on a file of one length

@@ -63,8 +63,7 @@ def metadata_only() -> AbstractContextManager[object]:
     ``torch._C.DisableTorchFunction`` turns off both modes and subclass
     overrides (``DisableTorchFunctionSubclass`` would leave modes on): an
     active ``TorchFunctionMode`` (a tracer's, a profiler's) or a tensor
-    subclass would otherwise see ``.shape`` and ``.size()`` (DESIGN.md
-    section 8). When torch was never imported there are no tensors and
+    subclass would otherwise see ``.shape`` and ``.size()`` (docs/development.md#what-the-runtime-is-built-on). When torch was never imported there are no tensors and
     nothing to disable. It lives here, not in `layoutcheck.runtime.contract.meta`
     (which re-exports it), so that formatting a value never loads the runtime.
     """
@@ -151,7 +150,7 @@ class Violation:
     """
 
     invariant: str
-    """The invariant id from DESIGN.md section 3 (``O1``..``O5``, ``G1``..``G6``, ``X1``; ``B1``..``B6`` for a boundary contract;
+    """The invariant id from docs/design.md#the-invariants (``O1``..``O5``, ``G1``..``G6``, ``X1``; ``B1``..``B6`` for a boundary contract;
     ``S1``..``S5`` for the tracer's space rules)."""
     where: str
     """The function (owner, hook or check) that saw it, e.g. ``get_batch``."""

@@ -2,7 +2,7 @@
 
 Pure Python (no torch, no libcst), so the linter's docs, the runtime checks
 and the bucket advisor all read the same definitions. Names follow
-DESIGN.md section 2:
+docs/design.md#vocabulary:
 
 =========  ===============================================================
 ``T``      true total length of a sample (prompt + response tokens)
@@ -182,7 +182,7 @@ def alignment_unit(
     compression_ratio: int | None = None,
     scheme: str = "zigzag",
 ) -> AlignmentUnit:
-    """The alignment unit ``A`` of DESIGN.md section 2.
+    """The alignment unit ``A`` of docs/design.md#vocabulary.
 
     ``A`` is a multiple of ``tp_size * pad_multiplier``; with compressed
     attention of ratio ``k`` it is also a multiple of ``k * cp`` when

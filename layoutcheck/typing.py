@@ -17,7 +17,7 @@ the first time it is seen in a call and must mean the same length in every
 other argument, annotated local and the return value of that call (a
 direct ``typeguard.check_type`` is a call of its own).
 
-Four names are geometry (DESIGN.md section 2) and, on a tensor the tracer
+Four names are geometry (docs/design.md#vocabulary) and, on a tensor the tracer
 tagged, read the tag at the tag's sequence dimension instead of the size:
 
 =====  ===============================================================
@@ -42,8 +42,8 @@ one at a reused address without holding the memo, and with it the call's
 arguments (tensors), alive. The locals mapping lives exactly as long as the
 call.
 
-The module is ``layoutcheck.typing`` (as ``numpy.typing``, and DESIGN.md's
-layout): annotations are what users import from it, and nothing in it needs
+The module is ``layoutcheck.typing`` (as ``numpy.typing``, and as the
+design's architecture lays out): annotations are what users import from it, and nothing in it needs
 torch or typeguard until a check runs (package modules import the standard
 ``typing`` absolutely, so the name shadows nothing).
 

@@ -1,6 +1,6 @@
 """Would-be GPU syncs made loud on CPU, and windows that put them around layoutcheck's own code only.
 
-A `SyncGuard` fails any value read while it enforces (DESIGN.md section 8:
+A `SyncGuard` fails any value read while it enforces (docs/development.md#what-the-runtime-is-built-on:
 ``torch.cuda.set_sync_debug_mode`` exists on CUDA builds only):
 
 * a ``TorchDispatchMode`` that raises on any aten op issued while enforcing,

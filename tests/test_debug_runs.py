@@ -111,7 +111,7 @@ def test_static_buckets_from_the_configuration(tmp_path):
 
 
 MILES_MODULES = {
-    # Modules at the Miles paths of DESIGN.md's appendix, here re-exporting the reference pipeline:
+    # Modules at the Miles paths of docs/design.md#a-real-data-path-miles, here re-exporting the reference pipeline:
     # the preset's hooks find the functions there and rebind every copy (minitrainer's own included).
     "data": "from minitrainer.data import DataIterator, get_batch, get_data_iterator, get_rollout_data",
     "replay_data": "from minitrainer.replay_data import fill_replay_data",

@@ -35,7 +35,7 @@ from layoutcheck.geometry import (
 cp_sizes = st.sampled_from([1, 2, 3, 4, 8])
 
 
-# --- examples from the incidents in DESIGN.md ----------------------------
+# --- examples from the incidents of docs/design.md ------------------------
 
 
 def test_rollout_global_padding_inflates_short_samples():

@@ -3,7 +3,7 @@
 Every CP rank runs in this one process (``with parallel_state(cp_rank=r)``),
 and the ranks' slices are put back together here with formulas written in
 this file, independent of ``minitrainer.cp_utils``. The signatures are those
-of DESIGN.md's appendix (Miles at 31f1ca961), checked here too.
+of docs/design.md#a-real-data-path-miles (Miles at 31f1ca961), checked here too.
 """
 
 from __future__ import annotations

@@ -29,7 +29,7 @@ from layoutcheck.model.queries import FileQueries
 
 ROOT = Path(__file__).resolve().parents[1]
 
-# A small trainer shaped like DESIGN.md's appendix (its signatures, in our own code).
+# A small trainer shaped like docs/design.md#a-real-data-path-miles (its signatures, in our own code).
 APPENDIX = {
     "trainer/__init__.py": "",
     "trainer/cp_utils.py": '''
@@ -361,7 +361,7 @@ def test_model_command_reports_a_missing_path_and_a_bad_config(tmp_path) -> None
     assert done.returncode == 2 and "bucket-quantum" in done.stderr
 
 
-# The reference pipeline, against DESIGN.md's appendix signatures (issue 11's "done when").
+# The reference pipeline, against docs/design.md#a-real-data-path-miles signatures (issue 11's "done when").
 APPENDIX_SIGNATURES = {
     "get_logits_and_tokens_offset_with_cp": (
         'get_logits_and_tokens_offset_with_cp(total_length, response_length, qkv_format="thd", max_seq_len=None, '
@@ -390,7 +390,7 @@ def _pipeline_matches_the_appendix() -> bool:
 
 
 @pytest.mark.xfail(not _pipeline_matches_the_appendix(), strict=True,
-                   reason="fixtures/minitrainer is being rewritten to DESIGN.md's appendix signatures (branch pipeline)")
+                   reason="fixtures/minitrainer is being rewritten to docs/design.md#a-real-data-path-miles signatures (branch pipeline)")
 def test_model_of_the_reference_pipeline_matches_the_appendix() -> None:
     done = model_command("fixtures/minitrainer", "--output-format", "json", cwd=ROOT)
     assert done.returncode == 0, done.stderr

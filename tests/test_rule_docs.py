@@ -93,6 +93,6 @@ def test_reported_messages_state_the_problem_then_the_fix(rule: type[LintRule]) 
 
 @pytest.mark.parametrize("rule", RULES, ids=_ids)
 def test_docs_use_the_geometry_vocabulary(rule: type[LintRule]) -> None:
-    """Docs speak DESIGN.md's names (T, P, A, cp, the invariants) rather than restating formulas."""
+    """Docs speak the design page's names (T, P, A, cp, the invariants) rather than restating formulas."""
     docs = _docs(rule)
     assert re.search(r"`(P|T|A|cp)`|invariant|geometry", docs), rule.name

@@ -1,4 +1,4 @@
-"""CP helpers with the real trainer's signatures (DESIGN.md appendix), for the tracer tests.
+"""CP helpers with the real trainer's signatures (docs/design.md#a-real-data-path-miles), for the tracer tests.
 
 ``slice_with_cp(tokens, pad_value, qkv_format="thd", max_seq_len=None,
 parallel_state=None)`` (``pad_value`` may be a pad function) and

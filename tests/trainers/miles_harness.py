@@ -11,7 +11,7 @@ in-process object store (`trainers.miles_rank`); `run_miles` runs any script
 there, `run_miles_step` runs `trainers.miles_step` (one step's data path).
 
 The real functions (``miles/backends/training_utils``, identical at
-31f1ca961 and e78cfb3 but for the fix), in layout terms (DESIGN.md appendix
+31f1ca961 and e78cfb3 but for the fix), in layout terms (docs/design.md#a-real-data-path-miles
 and section 10; `SIGNATURES` is checked against the checkout by the tests):
 
 ``data.get_rollout_data(args, rollout_data_ref, witness_info=None) -> (rollout_data, store_get_result)``

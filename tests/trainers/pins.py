@@ -22,7 +22,7 @@ _HF_TOKENIZERS = ("tokenizers==0.22.2", "safetensors==0.8.0", "regex==2026.11.19
 _HTTPX = ("httpx==0.28.1", "httpcore==1.0.9", "h11==0.16.0")
 
 VERL_BUGGY = "0.7.0"
-"""verl release whose ``preprocess_packed_seqs`` still slices T-long data at P-space offsets (DESIGN 10, class 3)."""
+"""verl release whose ``preprocess_packed_seqs`` still slices T-long data at P-space offsets (docs/design.md#layout-spaces-and-bug-classes, class 3)."""
 VERL_FIXED = "0.9.1"
 """verl release with the fix (the first chunk's end clamped to the sample, empty slices skipped)."""
 
@@ -39,7 +39,7 @@ VERL: dict[str, PinnedSet] = {
 """verl version -> verl with what ``verl.models.mcore.util`` and ``verl.utils.seqlen_balancing`` import."""
 
 MILES = {"buggy": "31f1ca961a94cb860cec3b2dea34ec332bfa8f76", "fixed": "e78cfb3fb62de66311177611eceaf4600a12f23a"}
-"""radixark/miles: rollout-global BSHD padding (DESIGN 1) at ``buggy``; per-sample padding at ``fixed``."""
+"""radixark/miles: rollout-global BSHD padding (docs/design.md#the-domain-padded-lengths-are-layout) at ``buggy``; per-sample padding at ``fixed``."""
 
 MILES_DEPS = PinnedSet("miles-deps", (
     "transformers==5.12.1", "huggingface-hub==1.33.0", *_HF_TOKENIZERS, *_HTTPX, "anyio==4.16.0", "sniffio==1.3.1",

@@ -5,7 +5,7 @@ ranks of one real CP group (cp = 2, tp = 2), `trainers.verl_preset_job`
 driving verl's micro-batching, packing and unpacking as its Megatron actor
 does. The configuration is one line, ``preset = "verl"``; the job never
 mentions layoutcheck. 0.7.0 cuts a sample's true tokens at offsets computed
-from its padded length (DESIGN.md section 10, class 3): a sample of 3
+from its padded length (docs/design.md#layout-spaces-and-bug-classes, class 3): a sample of 3
 tokens (padded to 8, chunks of 2) leaves one token for cp rank 1's first
 chunk, which verl broadcasts over the chunk, so a pad position holds a
 token, with no error; unpacking hides it. 0.9.1 clamps the chunk.

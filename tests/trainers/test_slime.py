@@ -2,8 +2,7 @@
 
 Runs when ``LAYOUTCHECK_SLIME_CHECKOUT`` names checkouts at those commits
 (README), skipped otherwise. Two CP ranks of a real gloo group, Megatron's
-parallel state from megatron-core, the actor's own methods. The bug (DESIGN.md
-section 10, classes 3 and 8): at 2dffecc08 ``fill_routing_replay`` slices each
+parallel state from megatron-core, the actor's own methods. The bug (docs/design.md#layout-spaces-and-bug-classes, classes 3 and 8): at 2dffecc08 ``fill_routing_replay`` slices each
 sample's ``T - 1`` replay rows with the packed CP rule as they are, and pads
 the stream to ``tp * 128`` while ``get_batch`` pads the tokens to
 ``tp * data_pad_size_multiplier``. So the replay rows a rank records do not

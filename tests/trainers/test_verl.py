@@ -3,7 +3,7 @@
 These are facts about verl, asserted to prove the harness runs the real code
 as Megatron would: both CP ranks of a real gloo group, Megatron's parallel
 state set by megatron-core itself, the TP size declared with its setter.
-The bug (DESIGN.md section 10, class 3): 0.7.0's ``preprocess_packed_seqs``
+The bug (docs/design.md#layout-spaces-and-bug-classes, class 3): 0.7.0's ``preprocess_packed_seqs``
 cuts the T-long sample at P-space offsets. With ``A = tp*cp*2 = 8`` a
 sample of ``T <= 3`` pads to ``P = 8`` (chunk ``c = 2``); rank 1's first
 chunk ``d[2:4]`` is empty for ``T = 2`` (a shape error) and one token for

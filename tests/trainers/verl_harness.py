@@ -11,7 +11,7 @@ script the tests run; a preset's test can run it too, with hooks switched on
 through ``env``.
 
 The real functions, at both pinned versions (`SIGNATURES` is checked against
-the installed code by the tests), in layout terms (DESIGN.md section 10):
+the installed code by the tests), in layout terms (docs/design.md#layout-spaces-and-bug-classes):
 
 ``verl.models.mcore.util.preprocess_packed_seqs(input_ids, attention_mask, pre_process=True, use_fp8_padding=False)
 -> (input_ids_rmpad, packed_seq_params)``

@@ -1,4 +1,4 @@
-"""How to read a Miles/slime-shaped data path (DESIGN.md appendix).
+"""How to read a Miles/slime-shaped data path (docs/design.md#a-real-data-path-miles).
 
 All trainer-specific knowledge of the runtime lives here: which parameters
 each hooked role must have (checked when a function is wrapped), where the

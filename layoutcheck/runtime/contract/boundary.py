@@ -445,7 +445,7 @@ ROLE_CONTRACTS: Mapping[str, RoleContract] = {
 }
 """The roles (``hooks`` in the configuration, or ``role`` in a boundary), as contracts.
 
-Their checks are the invariants named (DESIGN.md section 3), read by the
+Their checks are the invariants named (docs/design.md#the-invariants), read by the
 Miles preset's reader (`layoutcheck.runtime.contract.adapters`). A function
 that takes what a role reads under other names says where with ``inputs``.
 """

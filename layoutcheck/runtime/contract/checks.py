@@ -1,4 +1,4 @@
-"""The runtime invariants of DESIGN.md section 3, over ints, shapes and tensors.
+"""The runtime invariants of docs/design.md#the-invariants, over ints, shapes and tensors.
 
 This module is the one place to import the checks from; they live in
 `layoutcheck.runtime.contract.owner` (O1-O5) and `layoutcheck.runtime.contract.consumers`

@@ -4,7 +4,7 @@ Every check reads tensors through these helpers, and only inside
 `metadata_only()` (defined in `layoutcheck.errors`, which formats values with
 it too), which switches torch-function handling off: an active
 ``TorchFunctionMode`` (the tracer's, a profiler's) or a tensor subclass would
-otherwise see ``.shape`` and ``.size()`` (DESIGN.md section 8). Nothing here
+otherwise see ``.shape`` and ``.size()`` (docs/development.md#what-the-runtime-is-built-on). Nothing here
 calls ``.item()``, ``.tolist()``, ``.cpu()``, ``.numpy()`` or ``bool()`` on a
 tensor: reading a shape never synchronises a GPU.
 
@@ -13,7 +13,7 @@ exist, so there is nothing to switch off. Values are duck-typed: a torch
 tensor and a numpy array both have ``.shape``; a Python list or tuple counts
 its entries.
 
-A future tracer (tags on tensors, DESIGN.md section 8) plugs in beside this
+A future tracer (tags on tensors, docs/development.md#what-the-runtime-is-built-on) plugs in beside this
 module: the checks take plain ints and shapes, so a tag lookup can supply the
 same arguments without any check changing.
 """

@@ -1,4 +1,4 @@
-"""The owner's exit (the rollout-data producer): invariants O1-O5 of DESIGN.md section 3."""
+"""The owner's exit (the rollout-data producer): invariants O1-O5 of docs/design.md#the-invariants."""
 
 from __future__ import annotations
 

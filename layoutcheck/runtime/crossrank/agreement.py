@@ -39,7 +39,7 @@ __all__ = [
 ]
 
 INVARIANT = "X1"
-"""Across ranks: every CP rank of a micro-batch agrees on its layout (DESIGN.md section 3)."""
+"""Across ranks: every CP rank of a micro-batch agrees on its layout (docs/design.md#the-invariants)."""
 
 ROLES: dict[str, int] = {"batch": 1, "replay": 2, "boundary": 3}
 """The checks that exchange: the batch builder's, the replay filler's and a boundary contract's, by wire code."""

@@ -7,7 +7,7 @@ ranks of one CP group and reports every disagreement as an ``X1``
 `Violation` on every rank, naming the rank that differs
 (`layoutcheck.runtime.crossrank.agreement` builds and compares the values).
 
-How it stays cheap and never hangs (DESIGN.md section 8):
+How it stays cheap and never hangs (docs/development.md#what-the-runtime-is-built-on):
 
 * the values travel on a **gloo side group** created for the CP group
   (`torch.distributed.new_group(backend="gloo")`), never on the trainer's

@@ -4,7 +4,7 @@ Each preset is written in the configuration's own vocabulary (hooks by
 role, ``[runtime.boundaries]`` tables, coordinate sources), against the
 real signatures at the versions named:
 
-* ``miles``: radixark/miles at 31f1ca961 (DESIGN.md's appendix,
+* ``miles``: radixark/miles at 31f1ca961 (docs/design.md#a-real-data-path-miles,
   ``miles/backends/training_utils``): the roles, read by
   `layoutcheck.runtime.contract.adapters`;
 * ``slime``: THUDM/slime at a93386e51 and its parent 2dffecc08

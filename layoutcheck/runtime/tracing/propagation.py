@@ -7,7 +7,7 @@ these rules around each traced op. A rule returns the output's tag (``None``:
 the output is not tagged) and the violations it saw, with ``where`` left
 empty: the tracer fills in the operation and the user's source line.
 
-What is flagged, and under which invariant (DESIGN.md section 3):
+What is flagged, and under which invariant (docs/design.md#the-invariants):
 
 * a pad of a tensor's sequence dimension to a length that is not one of its
   layout's lengths (``T``, ``P``, the length zigzag CP materialises, or the

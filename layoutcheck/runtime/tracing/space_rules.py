@@ -4,7 +4,7 @@ Pure Python over `Tag` values, shapes and the ops' integer arguments, like
 `layoutcheck.runtime.tracing.propagation` (whose rules judge lengths). Each
 rule names a part of the layout space (`layoutcheck.spaces`) that two tensors,
 or a tensor and an op, disagree on; none of them changes a shape, so no
-check at a function boundary sees them (DESIGN.md section 10, classes 3-7):
+check at a function boundary sees them (docs/design.md#layout-spaces-and-bug-classes, classes 3-7):
 
 ==== ===============================================================================
 S1   a CP slice of a tensor that is already CP-local (its positions would be cut

@@ -11,7 +11,7 @@ never references a tensor, so keeping a tag (or a violation built from one)
 never keeps a tensor alive.
 
 The side table is keyed by tensor identity and holds each tensor weakly
-(DESIGN.md section 8): a plain attribute on a tensor is lost by slicing,
+(docs/development.md#what-the-runtime-is-built-on): a plain attribute on a tensor is lost by slicing,
 ``view``, ``detach``, ``clone`` and dtype changes, and a tensor subclass costs
 3-7x per op and breaks ``torch.compile(fullgraph=True)``. It is a dict from
 ``id(tensor)`` to a weakref that carries the tag and whose callback drops the

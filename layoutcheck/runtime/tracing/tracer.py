@@ -16,7 +16,7 @@ layout (G1, G2, G3, G4, G6). A violation is reported *before* the op runs
 the first frame outside torch and layoutcheck. Every other op passes
 through untouched; its result is not tagged.
 
-Cost and safety (DESIGN.md section 8): a function mode costs about 1-4 us
+Cost and safety (docs/development.md#what-the-runtime-is-built-on): a function mode costs about 1-4 us
 per op while it is active and nothing once it exits, so it is entered only
 around the data path; the tracer's own reads run with torch-function
 handling off (`metadata_only`), read shapes and Python ints only (no GPU
