@@ -50,8 +50,10 @@ class GlobalMaxPadding(ModelRule):
 
     A maximum repeated over something that is not the samples (one
     `max_seqlen` per attention layer or head: the kernel's per-micro-batch
-    scalar) is not per-sample padding and is left alone, and so is a
-    placeholder filled in later (`[0] * n`).
+    scalar; one `all_gather` buffer per rank of `range(group.size())`, an
+    argument-less `.size()` being a process group's, not a tensor's) is not
+    per-sample padding and is left alone, and so is a placeholder filled in
+    later (`[0] * n`).
 
     ## Why it matters
     Each sample's padded length `P` must be its own total length `T` rounded
