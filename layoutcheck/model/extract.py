@@ -76,6 +76,7 @@ from layoutcheck.model.idioms import (
 )
 from layoutcheck.model.literals import LiteralsMixin
 from layoutcheck.model.padsides import SIDE_TAGS, SidesMixin
+from layoutcheck.model.pieceroll import rolled_pieces
 from layoutcheck.model.partners import (
     combined_before_restore,
     unit_switches,
@@ -286,6 +287,8 @@ class _Extractor(ClashesMixin, LiteralsMixin, SidesMixin, Flow):
         self.bucket_names: set[str] = set()
         self.partners: set[tuple[str, ...]] = set()
         self.window_partners: dict[str, frozenset[str]] = {}
+        self.rolled_pieces: dict[ast.AST, list[tuple[ast.AST, str]]] = {}
+        """Pieces of a split sequence rolled, by function node (`layoutcheck.model.pieceroll`)."""
         """Fields placed into windows their partners' lengths size (`layoutcheck.model.records`)."""
         self.gathered: set[str] = set()
         self.in_class_body = 0
@@ -309,6 +312,7 @@ class _Extractor(ClashesMixin, LiteralsMixin, SidesMixin, Flow):
         self.frames.append(frame)
         self.states.append(_FunctionState())
         self.window_partners = window_partners(tree)
+        self.rolled_pieces = rolled_pieces(tree)
         self.block(tree.body)
         self._finish(frame, tree.body)
         self.frames.pop()
@@ -695,6 +699,8 @@ class _Extractor(ClashesMixin, LiteralsMixin, SidesMixin, Flow):
                 self.add_clash(kind, node, detail)
         for node, detail in record_cut_apart(body, self.window_partners):
             self.add_clash("record_cut_apart", node, detail)
+        for node, detail in self.rolled_pieces.get(frame.node, ()):
+            self.add_clash("rolled_piece", node, detail)
         state = self.states.pop()
         facts = self.facts.functions[frame.index]
         if (state.pads or state.candidates) and not frame.model:
