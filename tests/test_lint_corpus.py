@@ -69,8 +69,6 @@ PENDING_PAIRS = {
     "openrlhf_6b1849b9_pad_segment_id",
     "specforge_20924186_shift_applied_twice",
     "specforge_bcb2ec2a_rank_offset_missing",
-    "verl_575d5a8ab_roll_after_sp_split",
-    "verl_2239fd0ff_routes_not_truncated",
 }
 """Static pairs the linter does not flag yet: each is an expected failure until it passes (then it leaves
 this set, and its test must pass)."""

@@ -77,6 +77,7 @@ from layoutcheck.model.idioms import (
 )
 from layoutcheck.model.literals import LiteralsMixin
 from layoutcheck.model.padsides import SIDE_TAGS, SidesMixin
+from layoutcheck.model.pieceroll import rolled_pieces
 from layoutcheck.model.partners import (
     combined_before_restore,
     unit_switches,
@@ -86,6 +87,7 @@ from layoutcheck.model.partners import (
     truncated_apart,
     unmasked_mean,
 )
+from layoutcheck.model.records import record_cut_apart, window_partners
 from layoutcheck.model.sinks import Sinks
 from layoutcheck.model.syntax import (
     Source,
@@ -285,6 +287,10 @@ class _Extractor(ClashesMixin, LiteralsMixin, SidesMixin, Flow):
         self.unit_atoms: set[str] = set()
         self.bucket_names: set[str] = set()
         self.partners: set[tuple[str, ...]] = set()
+        self.window_partners: dict[str, frozenset[str]] = {}
+        self.rolled_pieces: dict[ast.AST, list[tuple[ast.AST, str]]] = {}
+        """Pieces of a split sequence rolled, by function node (`layoutcheck.model.pieceroll`)."""
+        """Fields placed into windows their partners' lengths size (`layoutcheck.model.records`)."""
         self.gathered: set[str] = set()
         self.in_class_body = 0
         self.attribute_bases: set[int] = set()
@@ -306,6 +312,8 @@ class _Extractor(ClashesMixin, LiteralsMixin, SidesMixin, Flow):
         self._absorb(uses)
         self.frames.append(frame)
         self.states.append(_FunctionState())
+        self.window_partners = window_partners(tree)
+        self.rolled_pieces = rolled_pieces(tree)
         self.block(tree.body)
         self._finish(frame, tree.body)
         self.frames.pop()
@@ -690,6 +698,10 @@ class _Extractor(ClashesMixin, LiteralsMixin, SidesMixin, Flow):
         for kind, check in _PARTNER_CHECKS:
             for node, detail in check(body):
                 self.add_clash(kind, node, detail)
+        for node, detail in record_cut_apart(body, self.window_partners):
+            self.add_clash("record_cut_apart", node, detail)
+        for node, detail in self.rolled_pieces.get(frame.node, ()):
+            self.add_clash("rolled_piece", node, detail)
         state = self.states.pop()
         facts = self.facts.functions[frame.index]
         if (state.pads or state.candidates) and not frame.model:
