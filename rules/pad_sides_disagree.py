@@ -50,7 +50,9 @@ class PadSidesDisagree(ModelRule):
       element of a returned tuple included): the fewer side is flagged.
 
     `F.pad(cu_seqlens, (1, 0))` (a leading zero of cumulative lengths) is
-    no row padding. Names play no part.
+    no row padding, and neither is a window copied into a buffer with both
+    bounds moved by one base (`out[lo - first:hi - first] = ...`: a rank's
+    slice of a packed stream). Names play no part.
 
     ## Why it matters
     Partner tensors of one layout must hold each sample's tokens at the same
@@ -105,6 +107,33 @@ class PadSidesDisagree(ModelRule):
             )
 
     valid = [
+        Valid(
+            """
+import torch
+
+
+def pack_rank_window(rows, lengths, starts, width, rank):
+    # this rank's window of the packed stream: `lo - first` moves global offsets into the buffer
+    out = torch.zeros(width, dtype=rows.dtype)
+    first = width * rank
+    for i, n in enumerate(lengths):
+        lo = max(first, starts[i])
+        hi = min(first + width, starts[i] + n)
+        if lo < hi:
+            out[lo - first:hi - first] = rows[i, lo - starts[i]:hi - starts[i]]
+    return out
+
+
+def build(batch, lengths, starts, width, rank):
+    batch["tokens"] = pack_rank_window(batch["rows"], lengths, starts, width, rank)
+    return batch
+
+
+def first_row(batch, mask):
+    n = int(mask[0].sum())
+    return batch["tokens"][0, :n]
+"""
+        ),
         Valid(
             """
 import torch

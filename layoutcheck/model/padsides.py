@@ -23,7 +23,7 @@ import ast
 from collections.abc import Callable
 
 from layoutcheck.model.facts import PadSide
-from layoutcheck.model.syntax import argument, int_value, keyword, last_name, root_name, string_value
+from layoutcheck.model.syntax import argument, int_value, keyword, last_name, root_name, same, string_value
 from layoutcheck.model.vocabulary import Tag
 
 __all__ = ["SIDE_TAGS", "SidesMixin", "pad_call_side", "side_tag"]
@@ -112,6 +112,23 @@ class SidesMixin:
             return False
         return False
 
+    def _subtrahend(self, node: ast.expr | None) -> ast.expr | None:
+        """``b`` of ``a - b``, directly or through a name bound to one."""
+        for _ in range(3):
+            if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Sub):
+                return node.right
+            if not isinstance(node, ast.Name):
+                return None
+            node = self.bound_expr(node.id)  # type: ignore[attr-defined]
+        return None
+
+    def _rebased(self, lower: ast.expr, upper: ast.expr | None) -> bool:
+        """Do both bounds subtract one base (``lo - base``, ``hi - base``)? A copy of a global window
+        into a local buffer, not a row's tokens placed at its end."""
+        base = self._subtrahend(lower)
+        other = self._subtrahend(upper)
+        return base is not None and other is not None and same(base, other)
+
     def _is_true_length(self, node: ast.expr) -> bool:
         tags = self.classify(node).tags  # type: ignore[attr-defined]
         return bool(tags & _SEQ) and not tags & (_PAD | _SRC | _MAX | _PACKED | _STREAM)
@@ -158,6 +175,8 @@ class SidesMixin:
             return
         if part.lower is None or int_value(part.lower) == 0:
             side = "right" if part.upper is not None else None
+        elif self._rebased(part.lower, part.upper):
+            side = None  # `buf[lo - base:hi - base]`: a window moved into local coordinates, no side
         else:
             side = "left" if self._from_end(part.lower) else None
         if side is None:
