@@ -83,6 +83,7 @@ from layoutcheck.model.partners import (
     empty_segment,
     misplaced_positions,
     moving_reference,
+    row_count_as_size,
     truncated_apart,
     unmasked_mean,
 )
@@ -170,6 +171,7 @@ _PARTNER_CHECKS = (
     ("empty_segment", empty_segment),
     ("unmasked_mean", unmasked_mean),
     ("combined_before_restore", combined_before_restore),
+    ("row_count_as_size", row_count_as_size),
 )
 """The function-level checks of `layoutcheck.model.partners`, by the clash kind each records."""
 """Deeper statement nesting than this is left unwalked (generated code): the file is still parsed."""
