@@ -84,10 +84,12 @@ from layoutcheck.model.partners import (
     empty_segment,
     misplaced_positions,
     moving_reference,
+    row_count_as_size,
     truncated_apart,
     unmasked_mean,
 )
 from layoutcheck.model.records import record_cut_apart, window_partners
+from layoutcheck.model.reshift import reshifted_fields
 from layoutcheck.model.sinks import Sinks
 from layoutcheck.model.syntax import (
     Source,
@@ -170,6 +172,7 @@ _PARTNER_CHECKS = (
     ("empty_segment", empty_segment),
     ("unmasked_mean", unmasked_mean),
     ("combined_before_restore", combined_before_restore),
+    ("row_count_as_size", row_count_as_size),
 )
 """The function-level checks of `layoutcheck.model.partners`, by the clash kind each records."""
 """Deeper statement nesting than this is left unwalked (generated code): the file is still parsed."""
@@ -288,9 +291,11 @@ class _Extractor(ClashesMixin, LiteralsMixin, SidesMixin, Flow):
         self.bucket_names: set[str] = set()
         self.partners: set[tuple[str, ...]] = set()
         self.window_partners: dict[str, frozenset[str]] = {}
+        """Fields placed into windows their partners' lengths size (`layoutcheck.model.records`)."""
         self.rolled_pieces: dict[ast.AST, list[tuple[ast.AST, str]]] = {}
         """Pieces of a split sequence rolled, by function node (`layoutcheck.model.pieceroll`)."""
-        """Fields placed into windows their partners' lengths size (`layoutcheck.model.records`)."""
+        self.reshifted: dict[ast.AST, list[tuple[ast.AST, str]]] = {}
+        """Fields stored shifted and shifted again, by function node (`layoutcheck.model.reshift`)."""
         self.gathered: set[str] = set()
         self.in_class_body = 0
         self.attribute_bases: set[int] = set()
@@ -314,6 +319,7 @@ class _Extractor(ClashesMixin, LiteralsMixin, SidesMixin, Flow):
         self.states.append(_FunctionState())
         self.window_partners = window_partners(tree)
         self.rolled_pieces = rolled_pieces(tree)
+        self.reshifted = reshifted_fields(tree)
         self.block(tree.body)
         self._finish(frame, tree.body)
         self.frames.pop()
@@ -702,6 +708,8 @@ class _Extractor(ClashesMixin, LiteralsMixin, SidesMixin, Flow):
             self.add_clash("record_cut_apart", node, detail)
         for node, detail in self.rolled_pieces.get(frame.node, ()):
             self.add_clash("rolled_piece", node, detail)
+        for node, detail in self.reshifted.get(frame.node, ()):
+            self.add_clash("reshifted_field", node, detail)
         state = self.states.pop()
         facts = self.facts.functions[frame.index]
         if (state.pads or state.candidates) and not frame.model:

@@ -21,17 +21,13 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from layoutcheck.model.shifts import rolls_left
-from layoutcheck.model.syntax import last_name, positional
+from layoutcheck.model.shifts import rolled_left
+from layoutcheck.model.syntax import last_name, param_names
 
 __all__ = ["rolled_pieces"]
 
 _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
 
-
-def _params(function: ast.FunctionDef | ast.AsyncFunctionDef) -> list[str]:
-    args = function.args
-    return [a.arg for a in (*args.posonlyargs, *args.args, *args.kwonlyargs)]
 
 
 def _piece_window(node: ast.expr) -> bool:
@@ -56,7 +52,7 @@ def _splitters(functions: list[ast.FunctionDef | ast.AsyncFunctionDef]) -> set[s
     """Functions returning a piece of a parameter (`_piece_window`), directly or through one local."""
     out: set[str] = set()
     for function in functions:
-        params = set(_params(function))
+        params = set(param_names(function))
         bound = {t.id: s.value for s in ast.walk(function) if isinstance(s, ast.Assign)
                  for t in s.targets if isinstance(t, ast.Name)}
         for node in ast.walk(function):
@@ -80,21 +76,9 @@ def _skip_tests(test: ast.expr) -> tuple[str | None, bool]:
     return None, False
 
 
-def _rolled(node: ast.AST) -> ast.expr | None:
-    """What ``torch.roll(x, -1)`` or ``x.roll(-1)`` rolls left (position ``t`` gets ``t + 1``)."""
-    if not (isinstance(node, ast.Call) and last_name(node.func) == "roll" and rolls_left(node)):
-        return None
-    func = node.func
-    if isinstance(func, ast.Name) or isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) \
-            and func.value.id == "torch":
-        args = positional(node)
-        return args[0] if args else None
-    return func.value if isinstance(func, ast.Attribute) else None
-
-
 def _rolls(function: ast.FunctionDef | ast.AsyncFunctionDef) -> dict[str, frozenset[str]]:
     """The parameters ``function`` rolls left -> the parameters whose presence skips that roll."""
-    params = set(_params(function))
+    params = set(param_names(function))
     out: dict[str, frozenset[str]] = {}
 
     def note(rolled: ast.expr, skipped_by: frozenset[str]) -> None:
@@ -127,7 +111,7 @@ def _rolls(function: ast.FunctionDef | ast.AsyncFunctionDef) -> dict[str, frozen
             for stmt in node.orelse:
                 visit(stmt, orelse_skip)
             return
-        rolled = _rolled(node)
+        rolled = rolled_left(node)
         if rolled is not None:
             note(rolled, skipped_by)
         for child in ast.iter_child_nodes(node):
@@ -167,7 +151,7 @@ def rolled_pieces(tree: ast.Module) -> dict[ast.AST, list[tuple[ast.AST, str]]]:
         for node in ast.walk(function):
             if not isinstance(node, ast.Call):
                 continue
-            rolled = _rolled(node)
+            rolled = rolled_left(node)
             if rolled is not None:
                 split = piece(rolled)
                 if split is not None:
@@ -177,7 +161,7 @@ def rolled_pieces(tree: ast.Module) -> dict[ast.AST, list[tuple[ast.AST, str]]]:
             if callee is None:
                 continue
             target, rolled = callee
-            names = _params(target)
+            names = param_names(target)
             if names and names[0] in ("self", "cls") and isinstance(node.func, ast.Attribute):
                 names = names[1:]
             given = {k.arg for k in node.keywords if not (isinstance(k.value, ast.Constant) and k.value.value is None)}

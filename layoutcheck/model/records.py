@@ -20,6 +20,8 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator, Sequence
 
+from layoutcheck.model.syntax import own_nodes
+
 __all__ = ["record_cut_apart", "window_partners"]
 
 _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
@@ -101,17 +103,10 @@ def _whole(value: ast.expr) -> bool:
     return _field(value) is not None and not isinstance(getattr(value, "slice", None), ast.Slice)
 
 
-def _own(node: ast.AST) -> Iterator[ast.AST]:
-    """``node`` and what it holds, nested functions, classes and lambdas left out (they are walked alone)."""
-    yield node
-    for child in ast.iter_child_nodes(node):
-        if not isinstance(child, _FUNCTIONS + (ast.ClassDef, ast.Lambda)):
-            yield from _own(child)
-
 
 def _records(stmt: ast.stmt) -> Iterator[dict[str, ast.expr]]:
     """Records built in one expression of ``stmt``: a call's keyword arguments, a dict literal's str keys."""
-    for node in _own(stmt):
+    for node in own_nodes(stmt):
         if isinstance(node, ast.Call) and node.keywords:
             yield {k.arg: k.value for k in node.keywords if k.arg is not None}
         elif isinstance(node, ast.Dict):
