@@ -12,9 +12,9 @@ class RowCountAsSize(ModelRule):
 
     ## What it does
     Reads from the code that a tensor is one row: it is concatenated along
-    its columns (`dim=1`, `dim=-1`) with a block built with a leading 1
-    (`x.new_full((1, k), v)`, `torch.ones(1, k)`), which only a one-row
-    tensor allows. `len(x)` of that tensor, used in arithmetic in the same
+    its columns (`dim=1`, `dim=-1`) with a block one row high (built with
+    a leading 1, `x.new_full((1, k), v)`, `torch.ones(1, k)`, or given one,
+    `t.unsqueeze(0)`, `t[None]`), which only a one-row tensor allows. `len(x)` of that tensor, used in arithmetic in the same
     function (`len(tokens) + 1`), is flagged: `len` counts rows, and there
     is one.
 
@@ -117,6 +117,17 @@ def pad_row(tokens, extra, pad_id):
     return tokens
 """
         ),
+        Valid(
+            """
+import torch
+
+def stack(rows, extra):
+    # a block of `extra` rows (not one): `len` counts real rows
+    block = torch.zeros(extra, rows.shape[1])
+    rows = torch.cat([rows, block], dim=1)
+    return len(rows) + 1
+"""
+        ),
     ]
     invalid = [
         Invalid(
@@ -168,5 +179,21 @@ def pad_rows(ids, positions, extra):
 """,
             line=7,
             column=71,
+        ),
+        Invalid(
+            """
+import torch
+
+def pad_sequences(sequences, attention_mask, ring, pad_id):
+    seqlen = sequences.shape[-1]
+    pad_len = (ring - seqlen % ring) % ring
+    padded = torch.tensor([pad_id] * pad_len, dtype=sequences.dtype).unsqueeze(0)
+    sequences = torch.cat([sequences, padded], dim=1)
+    attention_mask = torch.cat([attention_mask, (len(sequences) + 1) * torch.ones(1, pad_len)], dim=-1)
+    return sequences, attention_mask
+""",
+            line=9,
+            column=50,
+            message="`len(sequences)` counts the rows of `sequences`",
         ),
     ]
