@@ -26,8 +26,7 @@ class AlignmentUnitPickedByBranch(ModelRule):
     (`2 cp` for zigzag CP, `tp` for sequence parallelism's reduce-scatter);
     an `elif` picks one. When both conditions hold, padded lengths are a
     multiple of the first factor only, and the other layer fails on a
-    length it cannot divide or splits tokens across ranks unevenly. DESIGN.md
-    section 10, class 8 (one factor picked where every factor must divide);
+    length it cannot divide or splits tokens across ranks unevenly. docs/design.md#layout-spaces-and-bug-classes, class 8 (one factor picked where every factor must divide);
     `layoutcheck.geometry.alignment_unit` combines them with `lcm`.
 
     ## Example

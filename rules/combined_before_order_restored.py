@@ -26,7 +26,7 @@ class CombinedBeforeOrderRestored(ModelRule):
     outputs come back in the regrouped order until the inverse permutation
     is applied. A mask applied before that multiplies sample `i`'s values
     with sample `j`'s mask, silently: the shapes agree whenever the padded
-    widths do (DESIGN.md section 10, class 9; volcengine/verl f147ede20
+    widths do (docs/design.md#layout-spaces-and-bug-classes, class 9; volcengine/verl f147ede20
     masked the critic's values before restoring their order). The invariant
     is the sample order of the layout: entry `i` is sample `i`.
 

@@ -45,7 +45,7 @@ class DisagreeingShifts(ModelRule):
     log-probs) must be shifted like the targets: of a sample's `T` positions,
     both keep `T - 1`, but only one of the two windows holds the targets. A mask shifted like the
     inputs is one position off: the first generated token is never trained
-    and a prompt token is (DESIGN.md section 10, class 5; volcengine/verl
+    and a prompt token is (docs/design.md#layout-spaces-and-bug-classes, class 5; volcengine/verl
     2d6c6dbb3 fixed the SFT loss mask, which masked the first generated token).
     A piece rolled after the split wraps its own first token to its last
     position: on every rank but the last, the last target is wrong

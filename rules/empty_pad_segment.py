@@ -24,8 +24,7 @@ class EmptyPadSegment(ModelRule):
     and the new boundary repeats the last one: an empty sequence joins the
     batch, one more entry in every per-sample list the offsets describe,
     and attention kernels that take `cu_seqlens` see a zero-length sequence
-    (the sample count is off by one, and a sample's `T` is 0). DESIGN.md
-    section 10, class 7; inclusionAI/AReaL be621da55 returned the batch
+    (the sample count is off by one, and a sample's `T` is 0). docs/design.md#layout-spaces-and-bug-classes, class 7; inclusionAI/AReaL be621da55 returned the batch
     unchanged for a zero pad.
 
     ## Example

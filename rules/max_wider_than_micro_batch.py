@@ -25,7 +25,7 @@ class MaxWiderThanMicroBatch(ModelRule):
     `max(T)` over the micro-batch; the longest sample of the whole batch
     pads every micro-batch to its length, so one outlier multiplies the
     tokens every later micro-batch computes on (the rollout-global padding
-    of DESIGN.md section 10, class 1; radixark/miles e78cfb3 fixed its
+    of docs/design.md#layout-spaces-and-bug-classes, class 1; radixark/miles e78cfb3 fixed its
     per-sample form, which `global-max-padding` flags). Invariant O3 bounds
     each sample's padded length `P` by its own `T`, `T <= P < T + A`.
 

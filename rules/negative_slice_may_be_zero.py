@@ -26,7 +26,7 @@ class NegativeSliceMayBeZero(ModelRule):
     of it: a response of length 0 reads all `T` positions, and a sample whose
     `T` is already a multiple of `A` (pad amount 0) unpads to nothing. An empty response (a generation cut at its first token) or a
     sample already aligned (pad amount 0) then takes the whole sequence as
-    its response, or unpads to nothing, with no error (DESIGN.md section 10,
+    its response, or unpads to nothing, with no error (docs/design.md#layout-spaces-and-bug-classes,
     class 7).
 
     ## Example

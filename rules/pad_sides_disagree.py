@@ -58,7 +58,7 @@ class PadSidesDisagree(ModelRule):
     Partner tensors of one layout must hold each sample's tokens at the same
     positions: a mask, labels or per-token routing data padded on the other
     side than the tokens pairs every real token with padding, and nothing
-    fails (the shapes agree). DESIGN.md section 10, class 7;
+    fails (the shapes agree). docs/design.md#layout-spaces-and-bug-classes, class 7;
     inclusionAI/AReaL 52dac7f29 moved per-token router choices, placed at the
     end of each row, to its start, where the trainer reads them.
 

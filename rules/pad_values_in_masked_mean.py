@@ -23,7 +23,7 @@ class PadValuesInMaskedMean(ModelRule):
     0. A partner summed unmasked adds whatever sits at the pad positions
     (advantages broadcast over the row, stale values), silently, and only on
     the padded path: the packed path of the same function is right.
-    DESIGN.md section 10, class 7; inclusionAI/AReaL b2fb234d9 masked the
+    docs/design.md#layout-spaces-and-bug-classes, class 7; inclusionAI/AReaL b2fb234d9 masked the
     advantages before its sequence-level mean.
 
     ## Example

@@ -22,7 +22,7 @@ class PaddedOffsetIntoTrueLength(ModelRule):
     data: a CP rank whose chunk lies in the padding slices fewer tokens than
     its chunk holds, or none, and the packed buffer is filled short or
     misaligned, silently, for every sample shorter than its padding
-    (DESIGN.md section 10, class 3: volcengine/verl b178a3cd5,
+    (docs/design.md#layout-spaces-and-bug-classes, class 3: volcengine/verl b178a3cd5,
     `preprocess_packed_seqs`, fixed in verl 0.9.1 by clamping each chunk's end
     to `d.shape[0]`).
 

@@ -75,7 +75,7 @@ class PartnerFieldLeftOut(ModelRule):
     log-probs are sliced for context parallelism and the teacher's log-probs
     are not, each rank pairs its local log-probs with the whole response's
     teacher log-probs, and the distillation loss reads the wrong positions
-    (DESIGN.md section 10, class 2; radixark/miles 9469b7239 added the
+    (docs/design.md#layout-spaces-and-bug-classes, class 2; radixark/miles 9469b7239 added the
     teacher's log-probs, and a third partner, to the producer's CP slicing).
 
     The same holds for any per-sample reorder or truncation: fields that

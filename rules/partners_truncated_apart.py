@@ -25,7 +25,7 @@ class PartnersTruncatedApart(ModelRule):
     while the positions (or segment boundaries, or masks) kept are the
     first `limit`: every token gets another token's position and the
     packed sample's boundaries no longer match its tokens, silently (the
-    sample's `T` still agrees; DESIGN.md section 10, class 7;
+    sample's `T` still agrees; docs/design.md#layout-spaces-and-bug-classes, class 7;
     NVIDIA/Megatron-LM 7952d7eff1 cut packed SFT tokens from the left and
     their positions from the right).
 

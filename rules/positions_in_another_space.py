@@ -37,8 +37,7 @@ class PositionsInAnotherSpace(ModelRule):
     over `R` (`T - R` later). Positions written beside a chunk of tokens must be those
     tokens' own: when the back chunk of a zigzag split gets the positions of
     the sequence's last chunk on every rank, rotary embeddings place the
-    tokens wrongly and nothing fails (volcengine/verl b916f6036; DESIGN.md
-    section 10, class 6).
+    tokens wrongly and nothing fails (volcengine/verl b916f6036; docs/design.md#layout-spaces-and-bug-classes, class 6).
 
     ## Example
     ```python

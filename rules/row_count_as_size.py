@@ -24,7 +24,7 @@ class RowCountAsSize(ModelRule):
     their segment ids or lengths. `len(x)` is 1 whatever the batch holds:
     a pad segment's id computed from it (`len(tokens) + 1`) is 2, the id of
     a real sample, and the pad tokens join that sample's attention
-    (DESIGN.md section 10, class 7; openrlhf/OpenRLHF 6b1849b9 took the pad
+    (docs/design.md#layout-spaces-and-bug-classes, class 7; openrlhf/OpenRLHF 6b1849b9 took the pad
     segment's id from `len()` of a one-row tensor, where the list branch of
     the same function counted the samples).
 

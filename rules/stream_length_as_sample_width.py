@@ -24,7 +24,7 @@ class StreamLengthAsSampleWidth(ModelRule):
     not the longest sample's `T`: each row padded to it is as wide as the
     batch, memory grows with the batch size squared, and the padded rows no
     longer line up with a rectangular partner padded to its longest sample
-    (DESIGN.md section 10, class 3; volcengine/verl 40a2ee785 took the
+    (docs/design.md#layout-spaces-and-bug-classes, class 3; volcengine/verl 40a2ee785 took the
     largest offset of the packed responses as the widest response).
 
     ## Example

@@ -30,7 +30,7 @@ class StreamUnitsDisagree(ModelRule):
     of the unit `A` must divide it. A replay stream padded to another unit
     than the tokens has more or fewer rows than the token positions, and
     the model path that needs fp8's multiple of 16 fails or silently reads
-    padding (DESIGN.md section 10, class 8; THUDM/slime a93386e51 padded the
+    padding (docs/design.md#layout-spaces-and-bug-classes, class 8; THUDM/slime a93386e51 padded the
     replay stream to `tp * 128` while the tokens used the configured
     multiplier; volcengine/verl 9bda8b9ac packed the replay without the fp8
     unit the model inputs used).

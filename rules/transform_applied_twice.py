@@ -33,7 +33,7 @@ class TransformAppliedTwice(ModelRule):
     twice drops a real token (a sample of `T` tokens yields `T - 2` positions
     where `T - 1` are meant):
     the last CP rank's log-probs and entropy are one position short, or misaligned with their targets, with no error
-    (DESIGN.md section 10, class 4; THUDM/slime 2a3969205 fixed such a double
+    (docs/design.md#layout-spaces-and-bug-classes, class 4; THUDM/slime 2a3969205 fixed such a double
     trim in the entropy computation of the last CP rank; sgl-project/SpecForge
     20924186 stored shifted targets in an offline dataset whose consumer
     shifted them again).

@@ -3,13 +3,13 @@
 ``fixtures/lint/corpus/`` holds one folder per fix found in a trainer's history,
 with ``before.py`` (the bug) and ``after.py`` (the fix) written in this
 project's own names, and ``corpus.toml``, the manifest: where each fix comes
-from, its bug class (DESIGN.md section 10), and the lines of ``before.py`` a
+from, its bug class (docs/design.md#layout-spaces-and-bug-classes), and the lines of ``before.py`` a
 linter should point at.
 
 The first tests check the corpus: files present and parsing, attributed in
 their docstrings, the pointed lines on the code the fix changes, and the
 breadth the issue asks for (15 pairs or more, four trainers or more, the
-public examples of DESIGN.md section 10 among them).
+public examples of the design page's bug classes among them).
 
 The last tests run ``layoutcheck check`` as a new user would: a subprocess, on a
 temporary copy of one file with an empty ``layoutcheck.toml`` beside it (no
@@ -51,7 +51,7 @@ DESIGN_EXAMPLES = {
     "52dac7f29": 7,  # inclusionAI/AReaL
     "416687f437": 8,  # NVIDIA/Megatron-LM
 }
-"""The public examples of DESIGN.md section 10, by the hash that section names, with their class."""
+"""The public examples of the design page's bug classes (docs/design.md), by the hash it names, with their class."""
 
 REQUIRED = {
     "folder": str, "trainer": str, "repo": str, "mirrors": list, "commit": str, "paths": list,
@@ -110,9 +110,11 @@ def test_every_corpus_folder_is_in_the_manifest():
 def test_corpus_breadth():
     assert len(PAIRS) >= 15
     assert len({p["trainer"] for p in PAIRS}) >= 4
+    design_page = (ROOT / "docs" / "design.md").read_text()
     for ref, bug_class in DESIGN_EXAMPLES.items():
+        assert ref in design_page, f"docs/design.md does not name the example {ref}"
         found = [p for p in PAIRS if any(r.startswith(ref) for r in _refs(p))]
-        assert found, f"DESIGN.md section 10's example {ref} has no pair"
+        assert found, f"the design page's example {ref} has no pair"
         assert all(p["bug_class"] == bug_class for p in found), f"{ref} is class {bug_class}"
 
 

@@ -32,7 +32,7 @@ def test_second_owner_fixture_exits_1_and_json_names_rule_file_and_line():
 
 
 def test_layoutcheck_is_clean_on_its_own_source():
-    # Dogfood (STYLE.md 12): the project's own code passes its own linter,
+    # Dogfood: the project's own code passes its own linter,
     # with every suppression used. The fixtures are deliberately buggy and
     # excluded by [tool.layoutcheck] in pyproject.toml.
     proc = layoutcheck(".", "--report-unused-suppressions", "--output-format", "concise")

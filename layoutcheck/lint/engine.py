@@ -1,6 +1,6 @@
 """Lints a project: per-file facts, the project model, the rules' queries, suppressions.
 
-The order is chosen for speed (DESIGN.md section 9, README's development section):
+The order is chosen for speed (docs/development.md#what-the-linter-avoids):
 
 1. per file, the selected model rules' text prefilters run on the source; a
    file none of them can match is only syntax-checked (CPython's symbol

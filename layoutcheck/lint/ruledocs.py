@@ -2,7 +2,7 @@
 
 ``layoutcheck rules``, ``layoutcheck rule NAME`` and the docs' rules page
 all come from here, so docs are written once, in the rule's docstring, and
-never retyped (STYLE.md: no lists kept by hand in several places).
+never retyped (no list is kept by hand in several places).
 """
 
 from __future__ import annotations

@@ -23,9 +23,9 @@ named only in annotations (this module never evaluates them).
 
 Name patterns are `fnmatch` globs matched case-insensitively against a
 variable, attribute, parameter or string-key name (``batch["tokens"]``
-is the name ``tokens``). The defaults describe the Megatron-based RL
-trainer of DESIGN.md's appendix; a codebase with other names configures
-its own.
+is the name ``tokens``). They are hints only: the defaults
+are empty, and the rules find layouts by what the code does; a name
+listed adds a recognition, never the only way to one.
 """
 
 from __future__ import annotations

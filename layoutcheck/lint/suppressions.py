@@ -17,7 +17,7 @@ continuation it ends). A ``noqa`` code of another tool (``E501``) neither
 suppresses a layoutcheck finding nor is reported as unused, and a bare
 ``# noqa`` is never reported as unused (it may serve another tool).
 
-Cost (DESIGN.md section 9: Fixit pays a parent-metadata walk for this on
+Cost (docs/development.md#what-the-linter-avoids: Fixit pays a parent-metadata walk for this on
 every file): nothing for a file whose text holds neither ``layoutcheck:`` nor
 ``# noqa``; otherwise one `tokenize` pass, and only when the file has
 findings or unused suppressions are being reported. No libcst is involved.

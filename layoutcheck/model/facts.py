@@ -380,7 +380,7 @@ class BucketLiteral:
 
 @dataclass
 class PadSide:
-    """Where a per-sample tensor's real tokens sit in its padded row (DESIGN.md section 10, class 7).
+    """Where a per-sample tensor's real tokens sit in its padded row (docs/design.md#layout-spaces-and-bug-classes, class 7).
 
     ``act`` is ``place`` when the code puts them there (``F.pad(x, (0, k))``, ``pad_sequence``,
     ``buf[i, P - n:] = x``) and ``read`` when it reads them assuming that side (``x[i, :n]`` with a

@@ -1,4 +1,4 @@
-"""Pad sides: where each padded row's real tokens sit (DESIGN.md section 10, class 7).
+"""Pad sides: where each padded row's real tokens sit (docs/design.md#layout-spaces-and-bug-classes, class 7).
 
 What the code does decides, never a name:
 

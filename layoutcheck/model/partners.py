@@ -1,4 +1,4 @@
-"""Co-indexed values in one function, and where they fall out of step (DESIGN.md section 10).
+"""Co-indexed values in one function, and where they fall out of step (docs/design.md#layout-spaces-and-bug-classes).
 
 Part of the per-file walk (`layoutcheck.model.extract`): these checks read
 one function's statements as written (no names, no project), each yielding

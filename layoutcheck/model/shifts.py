@@ -5,7 +5,7 @@ trainers shift: the targets drop their first position (``labels[:, 1:]``,
 ``torch.roll(ids, -1)``), the predictions their last (``logits[:, :-1]``). Every
 field that is aligned with the targets must be shifted the same way; a shift
 applied twice, or two partners shifted opposite ways, misaligns them by one
-token with no error (DESIGN.md section 10, classes 4 and 5).
+token with no error (docs/design.md#layout-spaces-and-bug-classes, classes 4 and 5).
 
 * `shift_kind`: ``"first"`` for a slice dropping the first position of an axis
   (``[1:]``, ``[:, 1:]``, ``[..., 1:, :]``), ``"last"`` for one dropping the last

@@ -1,4 +1,4 @@
-"""The sides a project pads its fields on, and where they disagree (DESIGN.md section 10, class 7).
+"""The sides a project pads its fields on, and where they disagree (docs/design.md#layout-spaces-and-bug-classes, class 7).
 
 Each file says where its functions place a tensor's real tokens, left or right of the padding,
 and where they read a row assuming a side (`layoutcheck.model.padsides`). The project joins:

@@ -1,8 +1,8 @@
 """Where a value goes in one function: into metrics, out of the function, or nowhere.
 
 A round-up of lengths summed for a throughput figure, or a maximum over
-lengths that sizes a logging grid, decides no sample's layout; DESIGN.md
-section 5 wants both left alone. A pad whose value the function returns (or
+lengths that sizes a logging grid, decides no sample's layout; docs/development.md#what-the-linter-avoids
+wants both left alone. A pad whose value the function returns (or
 stores into a field, or uses to size or pad what it returns) is a decision
 its callers read. `Sinks` reads one function once, top down, and gives
 every expression a *context* (what its value feeds) and every local the
