@@ -19,7 +19,16 @@ class DisagreeingShifts(ModelRule):
     calls and arithmetic. Combining, elementwise (`*`, `+`, `-`, `/`), a
     value whose data was shifted one way only with one whose data was shifted
     the other way only is flagged: a loss computed from `labels[:, 1:]` masked
-    with `loss_mask[:, :-1]`.
+    with `loss_mask[:, :-1]`. The finding points at the shift like the
+    inputs' (`loss_mask[:, :-1]`), the one to change, and names the line
+    where the two meet.
+
+    It also flags a window whose two ends sit in different spaces:
+    `x[:, n:-1]` with `n` a length (a prompt's, `prompt_ids.size(1)`). The
+    start counts tokens, the end drops the last position as the logits do,
+    so the window is one position off either way: the response's tokens
+    are `x[:, n:]`, the logits that predict them `x[:, n - 1 : -1]`
+    (openrlhf/OpenRLHF 37aad73e: an action mask one position late).
 
     ## Why it matters
     Every field aligned with the targets (loss masks, advantages, old
@@ -39,6 +48,8 @@ class DisagreeingShifts(ModelRule):
 
     ## How to fix
     Shift the partner like the targets: `batch.pop("loss_mask")[:, 1:]`.
+    For a window, pick one space: `seqs[:, prompt_len - 1 : -1]` for what
+    the logits at those positions predict.
 
     ## Known problems
     Within one function; values mixing both shifts already (a loss computed
@@ -50,8 +61,8 @@ class DisagreeingShifts(ModelRule):
 
     code = "LC109"
     message = (
-        "`loss * loss_mask` combines values shifted opposite ways (`[..., 1:]` against `[..., :-1]`). Shift "
-        "the partner like the targets."
+        "`loss_mask[:, :-1]` drops the last position (the inputs' shift), but it is combined with `loss`, whose "
+        "data is shifted `[..., 1:]` (the targets'). Shift it like the targets."
     )
 
     @classmethod
@@ -60,12 +71,20 @@ class DisagreeingShifts(ModelRule):
 
     def check(self, file: FileQueries) -> Iterator[Report]:
         for found in file.facts.clashes:
+            if found.kind == "mixed_window":
+                yield self.report(
+                    found.span,
+                    f"`{found.text}` starts at `{found.detail}`, a length counted in tokens, but ends at `-1` as the "
+                    "logits do: the window is one position off in either space. Take the tokens' window "
+                    f"(`[..., {found.detail}:]`) or the logits' (`[..., {found.detail} - 1 : -1]`).",
+                )
+                continue
             if found.kind != "shift_mismatch":
                 continue
             yield self.report(
                 found.span,
-                f"`{found.text}` combines values shifted opposite ways: {found.detail}, so they are one "
-                "position apart. Shift both like the targets (`[..., 1:]`).",
+                f"`{found.text}` drops the last position (the inputs' shift), but {found.detail} (the targets'): "
+                "the two are one position apart. Shift it like the targets (`[..., 1:]`).",
             )
 
     valid = [
@@ -111,8 +130,33 @@ def teacher_forcing(batch, model, loss_fct):
     return loss * batch["loss_mask"][:, 1:]
 """
         ),
+        Valid(
+            """
+def action_mask(sequences, prompt_ids, eos_id):
+    # the logits' window of the response: positions prompt - 1 .. T - 2 predict its tokens
+    start = prompt_ids.size(1)
+    return sequences[:, start - 1 : -1].ne(eos_id)
+"""
+        ),
+        Valid(
+            """
+def strip_braces(s, left):
+    # a string's window, not a tensor axis
+    return s[len(left) : -1]
+"""
+        ),
     ]
     invalid = [
+        Invalid(
+            """
+def action_mask(sequences, prompt_ids, eos_id):
+    start = prompt_ids.size(1)
+    return sequences[:, start:-1].ne(eos_id)
+""",
+            line=4,
+            column=12,
+            message="a length counted in tokens, but ends at `-1` as the logits do",
+        ),
         Invalid(
             """
 def kl_penalty(batch):
@@ -120,8 +164,9 @@ def kl_penalty(batch):
     ref = batch["ref_log_probs"][:, :-1]
     return ref - old
 """,
-            line=5,
-            column=12,
+            line=4,
+            column=11,
+            message="combined at line 5 (`ref - old`) with `old`",
         ),
         Invalid(
             """
@@ -131,8 +176,8 @@ def policy_loss(batch, log_probs_of):
     log_probs = log_probs_of(labels)
     return -(log_probs * advantages).mean()
 """,
-            line=6,
-            column=14,
+            line=4,
+            column=18,
         ),
         Invalid(
             """
@@ -144,7 +189,7 @@ def rolled_loss(batch, loss_fct, logits):
     return loss * batch["loss_mask"][:, :-1]
 """,
             line=7,
-            column=12,
+            column=19,
         ),
         Invalid(
             """
@@ -156,8 +201,8 @@ def sft_loss(batch, model, loss_fct, vocab):
     loss = loss_fct(logits[..., :-1, :].reshape(-1, vocab), labels.reshape(-1))
     return (loss * loss_mask).sum()
 """,
-            line=8,
-            column=13,
-            message="shifted opposite ways",
+            line=6,
+            column=17,
+            message="drops the last position (the inputs' shift)",
         ),
     ]

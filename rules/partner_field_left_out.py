@@ -35,6 +35,10 @@ def reslice_after_expansion(rollout_data, old_lengths, new_lengths, response_len
 '''
 
 
+def _names(fields: list[str]) -> str:
+    return ", ".join(f"`{f}`" for f in fields)
+
+
 class PartnerFieldLeftOut(ModelRule):
     """A per-sample transform applied to some co-indexed fields and not to their partners.
 
@@ -47,6 +51,18 @@ class PartnerFieldLeftOut(ModelRule):
     to some of those fields and not to the others is flagged, at its
     transform, naming the partner it leaves out.
 
+    Two more ways a partner is left out, each read from one place:
+
+    * a `zip` of a record's fields (`zip(data["score"], data["sizes"])`,
+      entries paired as one sample's) where some field is reordered or
+      partitioned elsewhere in the project by an index list
+      (`data["sizes"] = [data["sizes"][i] for i in order]`) and another
+      never is: the zip pairs one sample's entry with another's;
+    * a loop that rewrites every entry of a record while it compares each
+      with one of those entries (`for k, v in d.items(): if v.shape ==
+      d["mask"].shape: d[k] = v[:, :n]`): once the reference entry is cut,
+      the entries after it no longer match it and stay whole.
+
     ## Why it matters
     Co-indexed per-sample fields must stay in one layout (invariant O4: after
     CP slicing, each response field holds the count the CP offset rule gives
@@ -56,6 +72,13 @@ class PartnerFieldLeftOut(ModelRule):
     teacher log-probs, and the distillation loss reads the wrong positions
     (DESIGN.md section 10, class 2; radixark/miles 9469b7239 added the
     teacher's log-probs, and a third partner, to the producer's CP slicing).
+
+    The same holds for any per-sample reorder or truncation: fields that
+    describe the same samples must move together, or entry `i` of one no
+    longer describes sample `i` of the other (thudm/slime c1dd9ab24 paired
+    each rank's share of the samples with the whole rollout's rewards;
+    inclusionAI/AReaL a9b4b511d trimmed a record's fields against a mask it
+    had already trimmed).
 
     ## Example
     ```python
@@ -74,6 +97,9 @@ class PartnerFieldLeftOut(ModelRule):
         if key in rollout_data:
             rollout_data[key] = [slice_log_prob_with_cp(v, t, r) for v, t, r in zip(rollout_data[key], totals, responses)]
     ```
+    Reorder a zipped field with its partners (or zip the reordered copy),
+    and take a loop's reference before the loop rewrites it
+    (`shape = d["mask"].shape`).
 
     ## Known problems
     Partners are learnt from loops over literal keys; fields that are never
@@ -92,9 +118,24 @@ class PartnerFieldLeftOut(ModelRule):
 
     @classmethod
     def could_match(cls, source: str, settings: LintSettings) -> bool:
-        return " for " in source
+        return " for " in source or "zip(" in source
 
     def check(self, file: FileQueries) -> Iterator[Report]:
+        for found, moved, kept in file.zips_out_of_step():
+            yield self.report(
+                found.span,
+                f"`{found.text}` pairs {_names(moved)}, which the project reorders per sample by an index list, "
+                f"with {_names(kept)}, which it never does: entry `i` of one is not sample `i` of the other. "
+                "Reorder every partner the same way.",
+            )
+        for found in file.facts.clashes:
+            if found.kind == "moving_reference":
+                yield self.report(
+                    found.span,
+                    f"`{found.text}` is the reference the loop compares every entry with, and the loop rewrites "
+                    "it too: the entries after it are compared with the rewritten one and left out. Take the "
+                    "reference before the loop.",
+                )
         for transform, missing, where in file.partners_left_out():
             names = ", ".join(f"`{m}`" for m in missing)
             yield self.report(
@@ -185,8 +226,66 @@ def get_rollout_data(rollout_data, totals, responses):
             path="data.py",
             files={"cp_utils.py": _CP_UTILS, "mm_data.py": _MM_DATA},
         ),
+        Valid(
+            """
+def solved_sizes(rollout, order):
+    rollout["sizes"] = [rollout["sizes"][i] for i in order]
+    rollout["rank_score"] = [rollout["score"][i] for i in order]
+    return [size for score, size in zip(rollout["rank_score"], rollout["sizes"]) if score > 0]
+"""
+        ),
+        Valid(
+            """
+def keep_share(rollout, order):
+    # every field of the record is reordered alike: no zip can pair two orders
+    for key in list(rollout):
+        rollout[key] = [rollout[key][i] for i in order]
+    return [s for s, n in zip(rollout["score"], rollout["sizes"]) if s > 0]
+"""
+        ),
+        Valid(
+            """
+def trim(groups):
+    for fields in groups:
+        keep = int(fields["valid"].sum(-1).max())
+        grid = fields["valid"].shape
+        for name, value in fields.items():
+            if value.shape[:2] == grid[:2]:
+                fields[name] = value[:, :keep]
+    return groups
+"""
+        ),
     ]
     invalid = [
+        Invalid(
+            """
+def keep_share(rollout, order):
+    for key in ("sizes", "weights"):
+        rollout[key] = [rollout[key][i] for i in order]
+    return rollout
+
+
+def solved_sizes(rollout):
+    return [size for score, size in zip(rollout["score"], rollout["sizes"]) if score > 0]
+""",
+            line=9,
+            column=37,
+            message="pairs `sizes`, which the project reorders per sample by an index list, with `score`",
+        ),
+        Invalid(
+            """
+def trim(groups):
+    for fields in groups:
+        keep = int(fields["valid"].sum(-1).max())
+        for name, value in fields.items():
+            if value.shape[:2] == fields["valid"].shape[:2]:
+                fields[name] = value[:, :keep]
+    return groups
+""",
+            line=6,
+            column=35,
+            message="the loop rewrites it too",
+        ),
         Invalid(
             """
 from .cp_utils import all_gather_with_cp

@@ -51,8 +51,10 @@ CASES = {
     "d3": "true-length data sliced at padded offsets (class 3)",
     "d4": "a shift applied twice (class 4)",
     "d5": "partners shifted opposite ways (class 5)",
+    "d6": "positions computed in one space used in another (class 6)",
     "d7": "x[-n:] with an n that can be 0 (class 7)",
     "d7b": "a producer padding on the left what its consumer reads from the right (class 7)",
+    "d7c": "partner lists cut from opposite ends (class 7)",
     "d8": "an alignment unit picked by an if/elif chain where every factor must divide (class 8)",
 }
 """Issue 11's seven false-positive causes and five misses, and issue 21's section-10 classes (our own

@@ -6,12 +6,17 @@ says whether two spaces meet without a conversion, and a `Clash` records it:
 
 * ``double_shift``: a next-token shift on a value already shifted that way;
 * ``shift_mismatch``: two of the batch's own tensors shifted opposite ways,
-  combined elementwise;
+  combined elementwise (recorded at the shift like the inputs', ``[:, :-1]``);
 * ``zero_slice`` (``zero_slice?`` when the project must say what ``n`` is):
   ``x[-n:]`` / ``x[:-n]`` with a per-sample length or a pad amount ``n`` that
   no enclosing test shows positive;
 * ``padded_offset``: mask-selected data (a sample's ``T`` true tokens) sliced
   up to an end computed from a padded length, not clamped to its size;
+* ``moved_origin``: ``x[a - q : b - q]`` with ``q`` a length less another (a
+  prompt's): whole-sequence positions moved to the response's origin with no
+  clamp at 0;
+* ``mixed_window``: ``x[:, n:-1]`` with ``n`` a length: a window that starts in
+  token space and ends in the logits' (one position off in either);
 * ``wide_max``: a maximum over a whole collection, computed before a loop over
   chunks of it (micro-batches), sizing a pad or a tensor inside the loop: one
   length for the samples of every chunk.
@@ -34,6 +39,17 @@ __all__ = ["ClashesMixin"]
 _SHIFT_TEXT = {"first": "[..., 1:]", "last": "[..., :-1]"}
 
 
+def _difference(node: ast.expr | None) -> bool:
+    """``t - r`` of two values that are not literals: a length less another (a prompt's length)."""
+    return (isinstance(node, ast.BinOp) and isinstance(node.op, ast.Sub) and int_value(node.left) is None
+            and int_value(node.right) is None and not isinstance(node.left, ast.Call))
+
+
+def _minus_one(node: ast.expr) -> bool:
+    """``n - 1``: a start already moved to the logits' space."""
+    return isinstance(node, ast.BinOp) and isinstance(node.op, ast.Sub) and int_value(node.right) == 1
+
+
 def _negated(node: ast.expr | None) -> ast.expr | None:
     """``n`` of ``-n`` when ``n`` is not a literal (``x[-n:]``), else None."""
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub) and not isinstance(node.operand, ast.Constant):
@@ -54,14 +70,16 @@ class ClashesMixin:
             tensor = isinstance(index, ast.Tuple)
             # Only a tensor's shift is judged: one of the two cuts an axis of several (`x[:, :-1]`),
             # as a list or a path (`loc[:-1]`, trimmed twice on purpose) never is.
-            if any(k.rstrip("+") == kind and (tensor or k.endswith("+")) for k, _, _ in before.shifts):
+            if any(k.rstrip("+") == kind and (tensor or k.endswith("+")) for k, _, _, _ in before.shifts):
                 self.add_clash("double_shift", node, kind)
             return
         if isinstance(index, ast.Tuple) and index.elts and isinstance(index.elts[-1], ast.Slice) and all(
             isinstance(e, ast.Slice) and e.lower is None and e.upper is None for e in index.elts[:-1]
         ):
             index = index.elts[-1]  # `x[:, -n:]`: the last axis's slice
+            self.mixed_window(node, index)
         if isinstance(index, ast.Slice) and index.step is None:
+            self.moved_origin(node, index)
             n = _negated(index.lower) if index.upper is None else _negated(index.upper) if index.lower is None else None
             if n is not None and not self.nonzero(n):
                 found = self.classify(n)
@@ -78,6 +96,58 @@ class ClashesMixin:
                 end = self.classify(index.upper)
                 if end.tags & PAD and not self.clamped(index.upper, node.value):
                     self.add_clash("padded_offset", node, self.source.snippet(index.upper, 40))
+
+    def moved_origin(self, node: ast.Subscript, window: ast.Slice) -> None:
+        """``x[a - q : b - q]`` with ``q = t - r`` (a prompt's length: a sample's total less its
+        response): whole-sequence positions moved to the response's origin, not clamped at 0. A
+        position before the response goes negative, and a negative bound counts from the end."""
+        lower, upper = window.lower, window.upper
+        if not (isinstance(lower, ast.BinOp) and isinstance(upper, ast.BinOp) and isinstance(lower.op, ast.Sub)
+                and isinstance(upper.op, ast.Sub)):
+            return
+        origin = lower.right
+        if int_value(origin) is not None or ast.dump(origin) != ast.dump(upper.right):
+            return
+        if not _difference(self.bound_expr(origin.id) if isinstance(origin, ast.Name) else origin):
+            return
+        text = self.source.segment(origin)
+        for bound in (lower.left, upper.left):
+            # `s = max(start, q)`: the position is at or after the origin already.
+            expr = self.bound_expr(bound.id) if isinstance(bound, ast.Name) else None
+            if isinstance(expr, ast.Call) and last_name(expr.func) == "max" and any(
+                    self.source.segment(a) == text for a in expr.args):
+                return
+        if any(re.search(r"(?<![\w.])" + re.escape(self.source.segment(lower.left)) + r"\s*>=?\s*" + re.escape(text), g)
+               for g in self.positive):
+            return
+        calls = frozenset(c for b in (lower.left, upper.left) for c in [self.computed_by(b)] if c)
+        self.add_clash("moved_origin", node, text, Value(0, None, calls=calls))
+
+    def computed_by(self, node: ast.expr) -> str | None:
+        """The function whose result ``node`` is read from (``offsets[0][1]`` with ``_, offsets = f(...)``)."""
+        for _ in range(4):
+            root = root_name(node)
+            if root is None:
+                return None
+            source = self.bound_expr(root) or self.frame.data.get("unpacked", {}).get(root)
+            if isinstance(source, ast.Call):
+                return self.imports.qualify(source.func) or last_name(source.func)
+            if source is None:
+                return None
+            node = source
+        return None
+
+    def mixed_window(self, node: ast.Subscript, window: ast.Slice) -> None:
+        """``x[:, n:-1]`` with ``n`` a length (a prompt's): the start counts tokens, the end drops the
+        last position as the logits do; the window is one position off in either space."""
+        if window.step is not None or int_value(window.upper) != -1 or window.lower is None:
+            return
+        start = window.lower
+        if int_value(start) is not None or _minus_one(start):
+            return
+        found = self.classify(start)
+        if found.tags & SEQ and not found.tags & (PAD | PACKED):
+            self.add_clash("mixed_window", node, self.source.snippet(start, 30))
 
     def wide_max(self, origin: ast.AST) -> None:
         """``m = max(...)`` over ``samples`` before ``for batch in split(samples, k):``, sizing a pad in it."""
@@ -121,7 +191,7 @@ class ClashesMixin:
     def add_clash(self, kind: str, node: ast.AST, detail: str, value: Value = NOTHING) -> None:
         self.facts.clashes.append(Clash(
             self.frame.index, kind, self.source.span(node), self.source.snippet(node, 60), detail,
-            tuple(sorted(value.params)), tuple(sorted(value.fields)),
+            tuple(sorted(value.params)), tuple(sorted(value.fields)), tuple(sorted(value.calls)),
         ))
 
     def nonzero(self, n: ast.expr) -> bool:
@@ -155,21 +225,31 @@ class ClashesMixin:
         return False
 
     def shift_mismatch(self, node: ast.BinOp) -> None:
-        """Two values shifted opposite ways (the targets' ``[:, 1:]`` against ``[:, :-1]``) combined."""
+        """Two values shifted opposite ways (the targets' ``[:, 1:]`` against ``[:, :-1]``) combined:
+        recorded at the shift like the inputs', the one to change (the targets' shift is the norm)."""
         if not isinstance(node.op, (ast.Mult, ast.Add, ast.Sub, ast.Div)):
             return
         left, right = self.classify(node.left), self.classify(node.right)
         if (left.tags | right.tags) & PACKED:
             return  # `cu[1:] - cu[:-1]`: lengths from cumulative offsets
-        if not any(k.endswith("+") for k, _, _ in (*left.shifts, *right.shifts)):
+        if not any(k.endswith("+") for k, _, _, _ in (*left.shifts, *right.shifts)):
             return  # no tensor axis shifted (`bins[:-1] + bins[1:]` of a list)
-        mine = {k.rstrip("+") for k, side, _ in left.shifts if side == "data"}
-        theirs = {k.rstrip("+") for k, side, _ in right.shifts if side == "data"}
-        roots = {r for _, side, r in left.shifts if side == "data"} & {r for _, side, r in right.shifts if side == "data"}
-        if len(mine) == 1 and len(theirs) == 1 and mine != theirs and not roots:
-            self.add_clash("shift_mismatch", node,
-                           f"`{self.source.snippet(node.left, 30)}` is shifted `{_SHIFT_TEXT[mine.pop()]}`, "
-                           f"`{self.source.snippet(node.right, 30)}` `{_SHIFT_TEXT[theirs.pop()]}`")
+        mine = {k.rstrip("+") for k, side, _, _ in left.shifts if side == "data"}
+        theirs = {k.rstrip("+") for k, side, _, _ in right.shifts if side == "data"}
+        roots = {r for _, side, r, _ in left.shifts if side == "data"} & {
+            r for _, side, r, _ in right.shifts if side == "data"}
+        if len(mine) != 1 or len(theirs) != 1 or mine == theirs or roots:
+            return
+        odd, other, other_node = (left, right, node.right) if mine == {"last"} else (right, left, node.left)
+        shift = min((n for k, side, _, n in odd.shifts if side == "data" and k.rstrip("+") == "last"),
+                    key=lambda n: (n.lineno, n.col_offset))  # type: ignore[attr-defined]
+        done = self.frame.data.setdefault("shift_mismatch", set())
+        if id(shift) in done:
+            return  # one finding per wrong shift, however often its value is combined
+        done.add(id(shift))
+        self.add_clash("shift_mismatch", shift,
+                       f"it is combined at line {node.lineno} (`{self.source.snippet(node, 40)}`) with "
+                       f"`{self.source.snippet(other_node, 30)}`, whose data is shifted `{_SHIFT_TEXT['first']}`")
 
 
 _PER_ITEM = frozenset({"zip", "len", "sorted", "reversed", "list", "iter", "tuple", "set", "filter", "map"})

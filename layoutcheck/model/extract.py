@@ -44,6 +44,7 @@ from layoutcheck.model.facts import (
     Record,
     Rewrite,
     Transform,
+    Zip,
 )
 from layoutcheck.model.flow import (
     BCAST,
@@ -75,6 +76,7 @@ from layoutcheck.model.idioms import (
 )
 from layoutcheck.model.literals import LiteralsMixin
 from layoutcheck.model.padsides import SIDE_TAGS, SidesMixin
+from layoutcheck.model.partners import misplaced_positions, moving_reference, truncated_apart
 from layoutcheck.model.sinks import Sinks
 from layoutcheck.model.syntax import (
     Source,
@@ -150,6 +152,12 @@ _SPACE_WORDS: tuple[tuple[int, str], ...] = (
 )
 """How `layoutcheck model` names a space, most specific first."""
 _STATEMENT_LIMIT = 400
+_PARTNER_CHECKS = (
+    ("misplaced_positions", misplaced_positions),
+    ("truncated_apart", truncated_apart),
+    ("moving_reference", moving_reference),
+)
+"""The function-level checks of `layoutcheck.model.partners`, by the clash kind each records."""
 """Deeper statement nesting than this is left unwalked (generated code): the file is still parsed."""
 def space_word(tags: int) -> str | None:
     """The name `layoutcheck model` gives the most specific space in ``tags``."""
@@ -263,6 +271,7 @@ class _Extractor(ClashesMixin, LiteralsMixin, SidesMixin, Flow):
         self.unit_atoms: set[str] = set()
         self.bucket_names: set[str] = set()
         self.partners: set[tuple[str, ...]] = set()
+        self.gathered: set[str] = set()
         self.in_class_body = 0
         self.attribute_bases: set[int] = set()
         self.pad_context = 0
@@ -300,6 +309,7 @@ class _Extractor(ClashesMixin, LiteralsMixin, SidesMixin, Flow):
         facts.unit_atoms = tuple(sorted(self.unit_atoms))
         facts.bucket_names = tuple(sorted(self.bucket_names))
         facts.partners = tuple(sorted(self.partners))
+        facts.gathered = tuple(sorted(self.gathered))
 
     def _absorb(self, uses: Uses) -> None:
         for key, tags in uses.fields.items():
@@ -663,6 +673,9 @@ class _Extractor(ClashesMixin, LiteralsMixin, SidesMixin, Flow):
 
     def _finish(self, frame: Frame, body: Sequence[ast.stmt]) -> None:
         """The function has been walked: fix the fates of its pads and write its facts."""
+        for kind, check in _PARTNER_CHECKS:
+            for node, detail in check(body):
+                self.add_clash(kind, node, detail)
         state = self.states.pop()
         facts = self.facts.functions[frame.index]
         if (state.pads or state.candidates) and not frame.model:
@@ -802,6 +815,8 @@ class _Extractor(ClashesMixin, LiteralsMixin, SidesMixin, Flow):
                 if not entry:
                     self.check_broadcast(value, key, "field")
                 self.transform(target, key, value)
+            if isinstance(target, ast.Subscript) and _gathers(value):
+                self.gathered |= set(keys) if keys else {"*"} if isinstance(target.slice, ast.Name) else set()
             if isinstance(target, ast.Name):
                 self.check_broadcast(value, target.id, "name")
             self.rewrite(target, value)
@@ -833,9 +848,11 @@ class _Extractor(ClashesMixin, LiteralsMixin, SidesMixin, Flow):
                     for element, part in zip(elements, value.elts):
                         self.assign([element], part)
                 else:
+                    unpacked = self.frame.data.setdefault("unpacked", {})
                     for element in elements:
                         if isinstance(element, ast.Name):
                             self.bind(element.id, NOTHING)
+                            unpacked[element.id] = value  # `a, b = f(x)`: what `a` was unpacked from
                         elif isinstance(element, ast.Starred) and isinstance(element.value, ast.Name):
                             self.bind(element.value.id, NOTHING)
 
@@ -1345,6 +1362,8 @@ class _Extractor(ClashesMixin, LiteralsMixin, SidesMixin, Flow):
                     self.add_pad("pad_sequence", node, self.classify(sequences), NOTHING, node)
         if name in _MAXES:
             self.max_of_units(node, args)
+        if name == "zip" and len(args) > 1 and not self.in_test:
+            self.zipped(node, args)
         if tail in ("bisect", "bisect_left", "bisect_right") and args and name.split(".", 1)[0] in ("bisect", ""):
             self.note_bucket_list(args[0])
         # Writes through calls: `d.update(k=...)`, `dict(k=...)`, `.append`.
@@ -1399,6 +1418,18 @@ class _Extractor(ClashesMixin, LiteralsMixin, SidesMixin, Flow):
                 state.guarded.add(self.container(value))
         self.bucket_call(node, tail, args)
         self.record_call(node, name, tail)
+
+    def zipped(self, node: ast.Call, args: Sequence[ast.expr]) -> None:
+        """``zip(d["a"], d["b"], ...)``: fields of one record walked entry for entry (`Zip`)."""
+        by_record: dict[str, list[str]] = {}
+        for arg in args:
+            key = string_key(arg) if isinstance(arg, ast.Subscript) else None
+            if key is not None:
+                by_record.setdefault(ast.dump(arg.value), []).append(key)  # type: ignore[attr-defined]
+        for keys in by_record.values():
+            if len(set(keys)) > 1:
+                self.facts.zips.append(Zip(self.frame.index, self.source.span(node), self.source.snippet(node, 60),
+                                           tuple(keys)))
 
     def record_call(self, node: ast.Call, name: str, tail: str) -> None:
         func = node.func
@@ -1498,6 +1529,15 @@ class _Extractor(ClashesMixin, LiteralsMixin, SidesMixin, Flow):
                     tags = self.classify(value).tags
                     if name is not None and not tags & (TOK | SAMPLE | STREAM):
                         self.add_rewrite(node, name, entry=False, tags=tags)
+
+
+def _gathers(value: ast.expr) -> bool:
+    """``[xs[i] for i in order]``: entries picked by an index list (reordered, or a share of them)."""
+    if not isinstance(value, ast.ListComp) or len(value.generators) != 1:
+        return False
+    target, elt = value.generators[0].target, value.elt
+    return (isinstance(target, ast.Name) and isinstance(elt, ast.Subscript) and isinstance(elt.slice, ast.Name)
+            and elt.slice.id == target.id and not value.generators[0].ifs)
 
 
 def _unit_shaped(value: ast.expr) -> bool:

@@ -23,11 +23,11 @@ from typing import Any, NamedTuple
 
 __all__ = [
     "FACTS_VERSION", "Arg", "FunctionRef", "Broadcast", "BucketLiteral", "Call", "Clash", "EntryRead", "PadSide", "FieldWrite", "FileFacts", "Function",
-    "MaxCall", "Pad", "Param", "Record", "Rewrite", "Transform", "cache_data", "call_names", "ensure_calls", "from_cache_data",
+    "MaxCall", "Pad", "Param", "Record", "Rewrite", "Transform", "Zip", "cache_data", "call_names", "ensure_calls", "from_cache_data",
     "from_data", "object_hook", "to_data",
 ]
 
-FACTS_VERSION = 3
+FACTS_VERSION = 4
 """Bumped whenever the shape or the meaning of the facts changes (cached facts are then misses)."""
 
 Span = tuple[int, int, int, int]
@@ -300,6 +300,8 @@ class Clash:
     params: tuple[str, ...] = ()
     fields: tuple[str, ...] = ()
     """What the judged value derives from, for the project to resolve (``zero_slice``'s ``n``)."""
+    calls: tuple[str, ...] = ()
+    """The project's functions whose results the judged value is (``moved_origin``'s positions)."""
 
 
 @dataclass
@@ -336,6 +338,16 @@ class Transform:
     """The transform's callee as written (``slice_log_prob_with_cp``); the project resolves it."""
     span: Span
     tick: int
+
+
+@dataclass
+class Zip:
+    """Fields of one record walked together (``zip(d["a"], d["b"])``): co-indexed, entry for entry."""
+
+    function: int
+    span: Span
+    text: str
+    fields: tuple[str, ...]
 
 
 @dataclass
@@ -406,6 +418,10 @@ class FileFacts:
     partners: tuple[tuple[str, ...], ...] = ()
     """Groups of fields transformed alike in one loop (``for key in ("a", "b"): d[key] = f(d[key])``)."""
     transforms: list[Transform] = field(default_factory=list)
+    gathered: tuple[str, ...] = ()
+    """Fields rewritten as a gather by an index list (``d["k"] = [d["k"][i] for i in order]``): reordered
+    or partitioned per sample; ``*`` when a loop does it to every key of a record."""
+    zips: list[Zip] = field(default_factory=list)
     clashes: list[Clash] = field(default_factory=list)
     sides: list[PadSide] = field(default_factory=list)
     extracted: bool = False
@@ -419,7 +435,7 @@ class FileFacts:
 _CLASSES: dict[str, type] = {
     cls.__name__: cls
     for cls in (Function, Pad, Broadcast, EntryRead, Rewrite, Record, MaxCall, BucketLiteral, FieldWrite, Transform,
-                Clash, PadSide, FileFacts)
+                Clash, PadSide, Zip, FileFacts)
 }
 _FIELDS: dict[type, tuple[str, ...]] = {
     cls: tuple(f.name for f in dataclasses.fields(cls)) for cls in _CLASSES.values()

@@ -43,7 +43,7 @@ MAX, PAD, UNIT, FOREIGN = int(Tag.MAX), int(Tag.PAD), int(Tag.UNIT), int(Tag.FOR
 BCAST, CP, PACKED = int(Tag.BCAST), int(Tag.CP), int(Tag.PACKED)
 STREAM, SAMPLE, MASKED, ENTRY = int(Tag.STREAM), int(Tag.SAMPLE), int(Tag.MASKED), int(Tag.ENTRY)
 _EMPTY: frozenset[str] = frozenset()
-_NO_SHIFTS: frozenset[tuple[str, str, str]] = frozenset()
+_NO_SHIFTS: frozenset[tuple[str, str, str, ast.AST]] = frozenset()
 _SHAPED = SEQ | STREAM | SAMPLE | PAD | PACKED | MAX
 """Tags a value gets from how it was computed; evidence of use never overrides them."""
 
@@ -59,7 +59,7 @@ class Value:
     __slots__ = ("tags", "origin", "params", "fields", "shifts", "calls")
 
     def __init__(self, tags: int = 0, origin: ast.AST | None = None, params: frozenset[str] = _EMPTY,
-                 fields: frozenset[str] = _EMPTY, shifts: frozenset[tuple[str, str, str]] = _NO_SHIFTS,
+                 fields: frozenset[str] = _EMPTY, shifts: frozenset[tuple[str, str, str, ast.AST]] = _NO_SHIFTS,
                  calls: frozenset[str] = _EMPTY) -> None:
         self.tags = tags
         self.origin = origin
@@ -69,8 +69,8 @@ class Value:
         self.calls = calls
         """The project's functions whose results the value is (``_round_up(t, unit)``): the project
         phase adds what they return (`layoutcheck.model.spaces`)."""
-        """Next-token shifts applied on the way (`layoutcheck.model.shifts`): ``(kind, side, root)``,
-        the root being the name the shifted value was read through."""
+        """Next-token shifts applied on the way (`layoutcheck.model.shifts`): ``(kind, side, root, node)``,
+        the root being the name the shifted value was read through, the node the shift itself."""
 
     def __or__(self, other: Value) -> Value:
         if other is NOTHING:
@@ -330,7 +330,7 @@ class Flow:
                 if isinstance(node.slice, ast.Tuple):  # type: ignore[attr-defined]
                     kind += "+"  # a tensor's axis (`x[:, 1:]`): a list or a string is never indexed so
                 side = data_side(base, self.bound_expr, self.imports)
-                shift = (kind, side, shift_root(base, self.bound_expr))
+                shift = (kind, side, shift_root(base, self.bound_expr), node)
                 return Value(inner.tags, inner.origin, inner.params, inner.fields, inner.shifts | {shift})
             return inner
         if kind is ast.BinOp:
@@ -513,7 +513,7 @@ class Flow:
         if tail == "roll" and _rolls_left(node):
             rolled = args[0] if args else func
             shifts = shifts | {("first+", data_side(rolled, self.bound_expr, self.imports),
-                                shift_root(rolled, self.bound_expr))}
+                                shift_root(rolled, self.bound_expr), node)}
         calls = _EMPTY
         if tail and name.split(".", 1)[0] not in _NOT_PROJECT and not (
             isinstance(func, ast.Name) and tail in _BUILTIN_NAMES and tail not in imports.aliases

@@ -387,6 +387,12 @@ class ProjectGraph:
         return frozenset(n for f in self.files if not f.is_test for n in f.facts.bucket_names)
 
     @cached_property
+    def gathered_fields(self) -> frozenset[str]:
+        """Fields the trainer rewrites as a gather by an index list (reordered or partitioned per
+        sample; ``*``: some loop does it to every key of a record)."""
+        return frozenset(k for f in self.files if not f.is_test for k in f.facts.gathered)
+
+    @cached_property
     def fields_read(self) -> dict[FunctionRef, frozenset[str]]:
         """Fields each function reads, as far as the facts show (guards, entries, arguments, pads)."""
         out: dict[FunctionRef, set[str]] = {}

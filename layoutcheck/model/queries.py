@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from layoutcheck.model.facts import Arg, Call, FileFacts, Function, Pad, Record, Rewrite, Transform, ensure_calls
+from layoutcheck.model.facts import Arg, Call, FileFacts, Function, Pad, Record, Rewrite, Transform, Zip, ensure_calls
 from layoutcheck.model.project import FileModel, FunctionRef, HelperSignature, Project
 from layoutcheck.model.sides import SideDisagreement
 from layoutcheck.model.vocabulary import LAYOUT_KINDS, Tag
@@ -350,6 +350,18 @@ class FileQueries:
                         reported.add(transform.key)
                         yield transform, missing, project.label(where[0])
                         break
+
+    def zips_out_of_step(self) -> Iterator[tuple[Zip, list[str], list[str]]]:
+        """Zips here of a record's fields that the project reorders (or partitions) by an index list
+        with fields it never does: ``(zip, reordered, left in their order)``."""
+        gathered = self.project.gathered_fields
+        if not gathered or "*" in gathered:
+            return  # nothing reordered, or some loop reorders every field: no field is left out
+        for found in self.facts.zips:
+            moved = [f for f in found.fields if f in gathered]
+            kept = [f for f in found.fields if f not in gathered]
+            if moved and kept:
+                yield found, moved, kept
 
     # ------------------------------------------------------------ LC113: pad sides
 

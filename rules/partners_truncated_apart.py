@@ -1,0 +1,141 @@
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from layoutcheck.lint.rule import Invalid, ModelRule, Report, Valid
+from layoutcheck.lint.settings import LintSettings
+from layoutcheck.model.queries import FileQueries
+
+
+class PartnersTruncatedApart(ModelRule):
+    """Partner lists grown together, then cut from opposite ends.
+
+    ## What it does
+    Learns which lists are partners from the code: lists one loop grows by
+    one entry per token of the same piece (`ids.extend(turn)`,
+    `targets.extend(turn_targets)`, `positions.extend(range(len(turn)))`).
+    When, in one block, some of them are cut keeping their end
+    (`ids = ids[-limit:]`) and others keeping their start
+    (`positions = positions[:limit]`), the cuts keeping the end are
+    flagged, naming the partners that keep their start.
+
+    ## Why it matters
+    Partners hold one entry per token, entry `i` of each describing token
+    `i`. Cut from opposite ends, the tokens kept are the last `limit`
+    while the positions (or segment boundaries, or masks) kept are the
+    first `limit`: every token gets another token's position and the
+    packed sample's boundaries no longer match its tokens, silently (the
+    sample's `T` still agrees; DESIGN.md section 10, class 7;
+    NVIDIA/Megatron-LM 7952d7eff1 cut packed SFT tokens from the left and
+    their positions from the right).
+
+    ## Example
+    ```python
+    for turn_ids, turn_targets in turns:
+        ids.extend(turn_ids)
+        targets.extend(turn_targets)
+        positions.extend(range(len(turn_ids)))
+        if len(ids) > limit:
+            ids = ids[-limit:]
+            targets = targets[-limit:]
+            positions = positions[:limit]
+    ```
+
+    ## How to fix
+    Cut every partner from the same end: `ids[:limit]`, `targets[:limit]`,
+    `positions[:limit]`.
+
+    ## Known problems
+    Only partners grown by `extend` in one loop, and cut by re-binding in a
+    block of that loop, are read.
+
+    ## Fix safety
+    No autofix: which end to keep is the trainer's choice.
+    """
+
+    code = "LC117"
+    message = (
+        "`ids[-limit:]` keeps the end of `ids`, but its partner `positions` keeps its start: the tokens and their "
+        "positions no longer match. Cut every partner from the same end."
+    )
+
+    @classmethod
+    def could_match(cls, source: str, settings: LintSettings) -> bool:
+        return ".extend(" in source
+
+    def check(self, file: FileQueries) -> Iterator[Report]:
+        for found in file.facts.clashes:
+            if found.kind != "truncated_apart":
+                continue
+            yield self.report(
+                found.span,
+                f"`{found.text}` keeps the end of a list grown with partners, but {found.detail} keep their start: "
+                "entry `i` of one no longer describes token `i` of the other. Cut every partner from the same end.",
+            )
+
+    valid = [
+        Valid(
+            """
+def pack(turns, limit):
+    ids, targets, positions = [], [], []
+    for turn_ids, turn_targets in turns:
+        ids.extend(turn_ids)
+        targets.extend(turn_targets)
+        positions.extend(range(len(turn_ids)))
+        if len(ids) > limit:
+            ids = ids[:limit]
+            targets = targets[:limit]
+            positions = positions[:limit]
+            break
+    return ids, targets, positions
+"""
+        ),
+        Valid(
+            """
+def recent(events, limit):
+    # one list cut from its end: no partner keeps the other end
+    kept, sizes = [], []
+    for event in events:
+        kept.extend(event.items)
+        sizes.extend([len(event.items)])
+    kept = kept[-limit:]
+    return kept, sizes
+"""
+        ),
+    ]
+    invalid = [
+        Invalid(
+            """
+def pack(turns, limit):
+    ids, targets, positions = [], [], []
+    for turn_ids, turn_targets in turns:
+        ids.extend(turn_ids)
+        targets.extend(turn_targets)
+        positions.extend(range(len(turn_ids)))
+        if len(ids) > limit:
+            ids = ids[-limit:]
+            targets = targets[:limit]
+            positions = positions[:limit]
+            break
+    return ids, targets, positions
+""",
+            line=9,
+            column=19,
+            message="`targets`, `positions` keep their start",
+        ),
+        Invalid(
+            """
+def window(chunks, limit):
+    tokens, mask = [], []
+    for chunk in chunks:
+        tokens.extend(chunk.tokens)
+        mask.extend(chunk.mask)
+        if len(tokens) >= limit:
+            mask = mask[:limit]
+            tokens = tokens[-limit:]
+    return tokens, mask
+""",
+            line=9,
+            column=22,
+        ),
+    ]

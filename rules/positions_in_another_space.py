@@ -1,0 +1,208 @@
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from layoutcheck.lint.rule import Invalid, ModelRule, Report, Valid
+from layoutcheck.lint.settings import LintSettings
+from layoutcheck.model.queries import FileQueries
+
+
+class PositionsInAnotherSpace(ModelRule):
+    """Positions computed in one space used in another: whole-sequence against response, data against its labels.
+
+    ## What it does
+    Flags two ways a position leaves the space it was computed in, read
+    from what the code does:
+
+    * a slice whose two bounds are moved to a new origin by the same
+      amount, `x[a - q : b - q]`, where `q` is one length less another (a
+      prompt's length: a sample's total less its response), with no clamp
+      at 0: neither `max(0, a - q)` nor a bound already computed as
+      `max(..., q)`, nor a test `a >= q` around it. Bounds that a function
+      of the project computes (a CP offset helper that clamps its offsets)
+      are that function's to clamp and are not flagged here;
+    * positions stored beside a window of data, into the same slots of
+      another buffer (`ids[w] = row[lo:hi]` then `pos[w] = arange(a, b)`),
+      whose start is neither 0 (positions counted from each piece's own
+      start) nor computed from the window's start (`lo`, or `lo + offset`
+      for another origin).
+
+    ## Why it matters
+    A context-parallel rank holds chunks of the whole sequence, so its
+    bounds are whole-sequence positions; the response starts at the prompt's
+    length. A chunk that lies (partly) in the prompt moves to a negative
+    start, and a negative bound counts from the end in Python: the rank
+    reads the wrong part of the response mask, silently (thudm/slime
+    afda55394): the rank's positions run over `P` (or `T`), the response's
+    over `R` (`T - R` later). Positions written beside a chunk of tokens must be those
+    tokens' own: when the back chunk of a zigzag split gets the positions of
+    the sequence's last chunk on every rank, rotary embeddings place the
+    tokens wrongly and nothing fails (volcengine/verl b916f6036; DESIGN.md
+    section 10, class 6).
+
+    ## Example
+    ```python
+    prompt = total - response
+    (lo, hi), (lo2, hi2) = chunk_bounds(total, response)
+    local = torch.cat([mask[lo - prompt : hi - prompt], mask[lo2 - prompt : hi2 - prompt]])
+    ```
+    ```python
+    tokens[dst : dst + n] = row[back_lo:back_hi]
+    positions[dst : dst + n] = torch.arange(padded - n, padded)
+    ```
+
+    ## How to fix
+    Clamp the moved bounds and skip empty parts:
+    `lo, hi = max(0, lo - prompt), max(0, hi - prompt)`. Give a window the
+    positions it was read from: `torch.arange(back_lo, back_hi)`.
+
+    ## Known problems
+    Only the spellings above are read: bounds moved through a helper, or
+    positions computed in another function, are not followed.
+
+    ## Fix safety
+    No autofix: whether an empty part is skipped or kept depends on the caller.
+    """
+
+    code = "LC116"
+    message = (
+        "`mask[lo - prompt : hi - prompt]` moves whole-sequence positions to the response's origin with no clamp "
+        "at 0: a chunk in the prompt gets a negative bound, which counts from the end. Clamp them first."
+    )
+
+    @classmethod
+    def could_match(cls, source: str, settings: LintSettings) -> bool:
+        return "arange(" in source or " - " in source
+
+    def check(self, file: FileQueries) -> Iterator[Report]:
+        project = file.project
+        for found in file.facts.clashes:
+            if found.kind == "moved_origin":
+                ref = file.ref(found.function)
+                if any(project.resolve_callee(ref, callee) is not None for callee in found.calls):
+                    continue  # positions the project's own function computes: judged where it clamps them
+                yield self.report(
+                    found.span,
+                    f"`{found.text}` moves whole-sequence positions to an origin `{found.detail}` later (a length "
+                    "less another) with no clamp at 0: a position before it becomes a negative bound, which "
+                    f"counts from the end. Clamp each bound (`max(0, a - {found.detail})`) and skip empty parts.",
+                )
+            elif found.kind == "misplaced_positions":
+                yield self.report(
+                    found.span,
+                    f"`{found.text}` fills the slots that the window starting at `{found.detail}` fills with data, "
+                    f"but its positions do not start at `{found.detail}`: each token gets another token's position. "
+                    "Give the window the positions it was read from.",
+                )
+
+    valid = [
+        Valid(
+            """
+import torch
+
+def local_mask(mask, total, response, lo, hi):
+    prompt = total - response
+    lo, hi = max(0, lo - prompt), max(0, hi - prompt)
+    return mask[lo:hi] if hi > lo else mask[:0]
+"""
+        ),
+        Valid(
+            """
+def token_offsets(total, response, rank, chunk):
+    prompt = total - response
+    lo = max(rank * chunk, prompt)
+    return lo, max(lo, (rank + 1) * chunk)
+
+
+def local_mask(mask, total, response, rank, chunk):
+    prompt = total - response
+    lo, hi = token_offsets(total, response, rank, chunk)
+    return mask[lo - prompt : hi - prompt]
+"""
+        ),
+        Valid(
+            """
+def chunk_logits(logits, start, end, chunk_start):
+    # the position is clamped to the chunk first: never before the new origin
+    s = max(start, chunk_start)
+    return logits[s - chunk_start : end - chunk_start]
+"""
+        ),
+        Valid(
+            """
+def chunk_logits(logits, s, e, rank, chunk):
+    # the origin is a chunk's start (a product), not a prompt: the bounds come from the chunk
+    chunk_start = rank * chunk
+    return logits[s - chunk_start : e - chunk_start]
+"""
+        ),
+        Valid(
+            """
+import torch
+
+def place(row, out, positions, dst, lo, hi):
+    out[dst : dst + hi - lo] = row[lo:hi]
+    positions[dst : dst + hi - lo] = torch.arange(lo, hi)
+"""
+        ),
+        Valid(
+            """
+import torch
+
+def to_global(row, out, positions, dst, lo, hi, offset):
+    # a rank's piece, labelled with whole-sequence positions: the window's start moved by its offset
+    out[dst : dst + hi - lo] = row[lo:hi]
+    positions[dst : dst + hi - lo] = torch.arange(lo + offset, hi + offset)
+"""
+        ),
+        Valid(
+            """
+import torch
+
+def pack(rows, out, positions, starts):
+    for row, dst in zip(rows, starts):
+        n = row.shape[0]
+        out[dst : dst + n] = row[0:n]
+        positions[dst : dst + n] = torch.arange(0, n)  # each sample's own positions, from 0
+"""
+        ),
+    ]
+    invalid = [
+        Invalid(
+            """
+import torch
+
+def response_mask_chunks(masks, totals, responses, bounds_of):
+    pieces = []
+    for mask, total, response in zip(masks, totals, responses):
+        prompt = total - response
+        lo, hi = bounds_of(total, response)
+        pieces.append(mask[lo - prompt : hi - prompt])
+    return torch.cat(pieces)
+""",
+            line=9,
+            column=23,
+            message="moves whole-sequence positions to an origin `prompt` later",
+        ),
+        Invalid(
+            """
+def response_window(mask, total, response, lo, hi):
+    return mask[lo - (total - response) : hi - (total - response)]
+""",
+            line=3,
+            column=12,
+        ),
+        Invalid(
+            """
+import torch
+
+def back_chunk(row, out, positions, dst, half, padded, back_lo, back_hi):
+    n = back_hi - back_lo
+    out[dst + half : dst + half + n] = row[back_lo:back_hi]
+    positions[dst + half : dst + half + n] = torch.arange(padded - n, padded)
+""",
+            line=7,
+            column=46,
+            message="its positions do not start at `back_lo`",
+        ),
+    ]
