@@ -30,6 +30,14 @@ class DisagreeingShifts(ModelRule):
     are `x[:, n:]`, the logits that predict them `x[:, n - 1 : -1]`
     (openrlhf/OpenRLHF 37aad73e: an action mask one position late).
 
+    And a roll of one piece of a split sequence: a function of the module
+    that returns the `k`-th of equal pieces of its argument
+    (`x[..., k * w : (k + 1) * w]`, a sequence- or context-parallel split)
+    gives a piece that must not be rolled (`torch.roll(piece, -1)`), here
+    or in a function of the module it is passed to (unless the call passes
+    the argument that skips that roll: `if targets is None: targets =
+    ids.roll(-1)`).
+
     ## Why it matters
     Every field aligned with the targets (loss masks, advantages, old
     log-probs) must be shifted like the targets: of a sample's `T` positions,
@@ -37,6 +45,10 @@ class DisagreeingShifts(ModelRule):
     inputs is one position off: the first generated token is never trained
     and a prompt token is (DESIGN.md section 10, class 5; volcengine/verl
     2d6c6dbb3 fixed the SFT loss mask, which masked the first generated token).
+    A piece rolled after the split wraps its own first token to its last
+    position: on every rank but the last, the last target is wrong
+    (volcengine/verl 575d5a8ab rolled the labels inside the fused kernel,
+    after the sequence-parallel split).
 
     ## Example
     ```python
@@ -49,10 +61,11 @@ class DisagreeingShifts(ModelRule):
     ## How to fix
     Shift the partner like the targets: `batch.pop("loss_mask")[:, 1:]`.
     For a window, pick one space: `seqs[:, prompt_len - 1 : -1]` for what
-    the logits at those positions predict.
+    the logits at those positions predict. Roll before splitting:
+    `split(torch.roll(ids, -1, dims=-1), world, rank)`.
 
     ## Known problems
-    Within one function; values mixing both shifts already (a loss computed
+    Within one function (a split piece's roll: within one module); values mixing both shifts already (a loss computed
     from inputs `x[:, :-1]` and targets `y[:, 1:]`) are not judged further.
 
     ## Fix safety
@@ -71,6 +84,13 @@ class DisagreeingShifts(ModelRule):
 
     def check(self, file: FileQueries) -> Iterator[Report]:
         for found in file.facts.clashes:
+            if found.kind == "rolled_piece":
+                yield self.report(
+                    found.span,
+                    f"`{found.text}`, one piece of a sequence split by `{found.detail}`, is rolled by one position "
+                    "(here or where it is passed): its first token wraps to its last position, where the next "
+                    "piece's first token belongs. Roll the whole sequence, then split it.",
+                )
             if found.kind == "mixed_window":
                 yield self.report(
                     found.span,
@@ -145,6 +165,43 @@ def strip_braces(s, left):
     return s[len(left) : -1]
 """
         ),
+        Valid(
+            """
+import torch
+
+
+def my_piece(seq, world, rank):
+    width = seq.shape[-1] // world
+    return seq[..., rank * width : (rank + 1) * width]
+
+
+def local_targets(ids, world, rank):
+    # rolled whole, then split: each piece's last target is the next piece's first token
+    return my_piece(torch.roll(ids, shifts=-1, dims=-1), world, rank)
+"""
+        ),
+        Valid(
+            """
+import torch
+
+
+def my_piece(seq, world, rank):
+    width = seq.shape[-1] // world
+    return seq[..., rank * width : (rank + 1) * width]
+
+
+def token_logp(model, ids, targets=None):
+    if targets is None:
+        targets = torch.roll(ids, shifts=-1, dims=-1)
+    return model(ids).log_softmax(-1).gather(-1, targets.unsqueeze(-1)).squeeze(-1)
+
+
+def forward(model, ids, world, rank):
+    # the targets are rolled whole and split like the inputs: the callee's roll is skipped
+    targets = my_piece(torch.roll(ids, shifts=-1, dims=-1), world, rank)
+    return token_logp(model, my_piece(ids, world, rank), targets=targets)
+"""
+        ),
     ]
     invalid = [
         Invalid(
@@ -204,5 +261,45 @@ def sft_loss(batch, model, loss_fct, vocab):
             line=6,
             column=17,
             message="drops the last position (the inputs' shift)",
+        ),
+        Invalid(
+            """
+import torch
+
+
+def my_piece(seq, world, rank):
+    width = seq.shape[-1] // world
+    return seq[..., rank * width : (rank + 1) * width]
+
+
+def local_targets(ids, world, rank):
+    local = my_piece(ids, world, rank)
+    return torch.roll(local, shifts=-1, dims=-1)
+""",
+            line=12,
+            column=23,
+            message="`local`, one piece of a sequence split by `my_piece`",
+        ),
+        Invalid(
+            """
+import torch
+
+
+def my_piece(seq, world, rank):
+    width = seq.shape[-1] // world
+    return seq[..., rank * width : (rank + 1) * width]
+
+
+def token_logp(model, ids, targets=None):
+    if targets is None:
+        targets = ids.roll(-1, dims=-1)
+    return model(ids).log_softmax(-1).gather(-1, targets.unsqueeze(-1)).squeeze(-1)
+
+
+def forward(model, ids, world, rank):
+    return token_logp(model, my_piece(ids, world, rank))
+""",
+            line=17,
+            column=30,
         ),
     ]

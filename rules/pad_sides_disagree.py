@@ -43,7 +43,11 @@ class PadSidesDisagree(ModelRule):
     * a field placed on both sides by different code (the fewer placements,
       or the later one);
     * two tensors padded to the same length on different sides in one
-      function (partners: `input_ids` right-padded, its mask left-padded).
+      function (partners: `input_ids` right-padded, its mask left-padded);
+    * fields stored into one record in one expression (a dict literal:
+      partners, which every consumer indexes alike) from placements on
+      different sides, traced through the functions that return them (an
+      element of a returned tuple included): the fewer side is flagged.
 
     `F.pad(cu_seqlens, (1, 0))` (a leading zero of cumulative lengths) is
     no row padding. Names play no part.
@@ -175,8 +179,58 @@ def last_prompt_tokens(batch, lengths):
     return [batch["prompts"][i, -n:] for i, n in enumerate(lengths)]
 """,
         ),
+        Valid(
+            """
+import torch
+
+def padded_row(tokens, width, pad_id):
+    row = torch.full((1, width), pad_id)
+    row[0, : len(tokens)] = torch.tensor(tokens)
+    mask = torch.zeros((1, width), dtype=torch.bool)
+    mask[0, : len(tokens)] = True
+    return row, mask
+
+
+def choices_grid(raw, width, n):
+    out = torch.zeros(1, width, raw.shape[1])
+    out[0, :n] = raw[:n]
+    return out
+
+
+def sample(tokens, raw, width, pad_id):
+    row, mask = padded_row(tokens, width, pad_id)
+    return {"ids": row, "mask": mask, "choices": choices_grid(raw, width, len(tokens))}
+"""
+        ),
     ]
     invalid = [
+        Invalid(
+            """
+import torch
+
+def padded_row(tokens, width, pad_id):
+    row = torch.full((1, width), pad_id)
+    row[0, : len(tokens)] = torch.tensor(tokens)
+    mask = torch.zeros((1, width), dtype=torch.bool)
+    mask[0, : len(tokens)] = True
+    return row, mask
+
+
+def choices_grid(raw, width, n):
+    out = torch.zeros(1, width, raw.shape[1])
+    lead = width - n
+    out[0, lead : lead + n] = raw[:n]
+    return out
+
+
+def sample(tokens, raw, width, pad_id):
+    row, mask = padded_row(tokens, width, pad_id)
+    return {"ids": row, "mask": mask, "choices": choices_grid(raw, width, len(tokens))}
+""",
+            line=15,
+            column=5,
+            message="for `ids` in the same record",
+        ),
         Invalid(
             """
 import torch

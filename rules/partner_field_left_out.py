@@ -61,7 +61,12 @@ class PartnerFieldLeftOut(ModelRule):
     * a loop that rewrites every entry of a record while it compares each
       with one of those entries (`for k, v in d.items(): if v.shape ==
       d["mask"].shape: d[k] = v[:, :n]`): once the reference entry is cut,
-      the entries after it no longer match it and stay whole.
+      the entries after it no longer match it and stay whole;
+    * a record built in one expression (keyword arguments, a dict literal)
+      that cuts some fields to a bound (`reply=s.reply[:limit]`) and stores
+      whole a field the code places into a window those fields' lengths
+      size (`buf[a : a + len(r.prompt) + len(r.reply)] = r.trace`, in the
+      same module): the whole field no longer fits its window.
 
     ## Why it matters
     Co-indexed per-sample fields must stay in one layout (invariant O4: after
@@ -78,7 +83,9 @@ class PartnerFieldLeftOut(ModelRule):
     longer describes sample `i` of the other (thudm/slime c1dd9ab24 paired
     each rank's share of the samples with the whole rollout's rewards;
     inclusionAI/AReaL a9b4b511d trimmed a record's fields against a mask it
-    had already trimmed).
+    had already trimmed; volcengine/verl 2239fd0ff cut a finished episode's
+    response to the length budget and kept its per-token routing record
+    whole, which then overran the window the response's tokens size).
 
     ## Example
     ```python
@@ -135,6 +142,13 @@ class PartnerFieldLeftOut(ModelRule):
                     f"`{found.text}` is the reference the loop compares every entry with, and the loop rewrites "
                     "it too: the entries after it are compared with the rewritten one and left out. Take the "
                     "reference before the loop.",
+                )
+            elif found.kind == "record_cut_apart":
+                yield self.report(
+                    found.span,
+                    f"`{found.text}` is stored whole while its partner {found.detail} is cut to a bound: the code "
+                    "fills a window sized by the partners' lengths with it, which it no longer fits. Cut it to the "
+                    "same bound.",
                 )
         for transform, missing, where in file.partners_left_out():
             names = ", ".join(f"`{m}`" for m in missing)
@@ -255,6 +269,38 @@ def trim(groups):
     return groups
 """
         ),
+        Valid(
+            """
+from dataclasses import dataclass
+
+
+@dataclass
+class Finished:
+    prompt: list
+    reply: list
+    trace: object
+
+
+def finish(state, prompt, limit):
+    return Finished(prompt=prompt, reply=state.reply[:limit], trace=state.trace[: len(prompt) + limit])
+
+
+def place(buf, done, at):
+    width = len(done.prompt) + len(done.reply)
+    buf[0, at : at + width] = done.trace
+"""
+        ),
+        Valid(
+            """
+def finish(state, limit):
+    # the record's metadata is not placed beside the tokens: nothing sizes it
+    return {"ids": state["ids"][:limit], "meta": state["meta"]}
+
+
+def place(buf, rec, at):
+    buf[at : at + len(rec["ids"])] = rec["ids"]
+"""
+        ),
     ]
     invalid = [
         Invalid(
@@ -358,5 +404,42 @@ def get_rollout_data(rollout_data, totals, responses):
             line=6,
             column=5,
             message="partner `teacher_log_probs`",
+        ),
+        Invalid(
+            """
+from dataclasses import dataclass
+
+
+@dataclass
+class Finished:
+    prompt: list
+    reply: list
+    trace: object
+
+
+def finish(state, prompt, limit):
+    return Finished(prompt=prompt, reply=state.reply[:limit], trace=state.trace)
+
+
+def place(buf, done, at):
+    width = len(done.prompt) + len(done.reply)
+    buf[0, at : at + width] = done.trace
+""",
+            line=13,
+            column=69,
+            message="`state.trace` is stored whole while its partner `reply` is cut",
+        ),
+        Invalid(
+            """
+def finish(state, limit):
+    return {"ids": state["ids"][:limit], "logp": state["logp"][:limit], "scores": state["scores"]}
+
+
+def place(buf, rec, at):
+    n = len(rec["ids"])
+    buf[at : at + n] = rec["scores"]
+""",
+            line=3,
+            column=83,
         ),
     ]

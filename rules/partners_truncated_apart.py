@@ -102,6 +102,44 @@ def recent(events, limit):
     return kept, sizes
 """
         ),
+        Valid(
+            """
+def keep_recent(turns, limit):
+    # every partner keeps its end: the last `limit` tokens with their own labels
+    ids, labels = [], []
+    for turn in turns:
+        ids.extend(turn.ids)
+        labels.extend(turn.labels)
+        if len(ids) > limit:
+            ids = ids[-limit:]
+            labels = labels[-limit:]
+    return ids, labels
+"""
+        ),
+        Valid(
+            """
+def history_and_head(batches, limit):
+    # grown in two loops, not together: not partners
+    seen, heads = [], []
+    for batch in batches:
+        seen.extend(batch)
+    for batch in batches:
+        heads.extend(batch[:1])
+    return seen[-limit:], heads[:limit]
+"""
+        ),
+        Valid(
+            """
+def pack(turns, limit):
+    ids, positions = [], []
+    for turn in turns:
+        ids.extend(turn)
+        positions.extend(range(len(turn)))
+    ids = ids[:limit]
+    positions = positions[:limit]
+    return ids, positions
+"""
+        ),
     ]
     invalid = [
         Invalid(
@@ -134,6 +172,40 @@ def window(chunks, limit):
             mask = mask[:limit]
             tokens = tokens[-limit:]
     return tokens, mask
+""",
+            line=9,
+            column=22,
+        ),
+        Invalid(
+            """
+def pack(samples, budget):
+    ids, segs, pos = [], [], []
+    for k, sample in enumerate(samples):
+        ids.extend(sample)
+        segs.extend([k] * len(sample))
+        pos.extend(range(len(sample)))
+        if len(ids) > budget:
+            ids = ids[:budget]
+            segs = segs[-budget:]
+            pos = pos[:budget]
+    return ids, segs, pos
+""",
+            line=10,
+            column=20,
+            message="`ids`, `pos` keep their start",
+        ),
+        Invalid(
+            """
+def fill(stream, seq_len):
+    tokens, labels = [], []
+    for doc in stream:
+        tokens.extend(doc.tokens)
+        labels.extend(doc.tokens[1:] + [-100])
+        if len(tokens) >= seq_len:
+            tokens = tokens[:seq_len]
+            labels = labels[-seq_len:]
+            break
+    return tokens, labels
 """,
             line=9,
             column=22,

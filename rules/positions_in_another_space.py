@@ -205,4 +205,18 @@ def back_chunk(row, out, positions, dst, half, padded, back_lo, back_hi):
             column=46,
             message="its positions do not start at `back_lo`",
         ),
+        Invalid(
+            """
+import torch
+
+def place_chunks(rows, out, positions, starts, bounds):
+    for row, dst, (lo, hi) in zip(rows, starts, bounds):
+        n = hi - lo
+        out[dst : dst + n] = row[lo:hi]
+        positions[dst : dst + n] = torch.arange(row.shape[0] - n, row.shape[0])
+""",
+            line=8,
+            column=36,
+            message="its positions do not start at `lo`",
+        ),
     ]

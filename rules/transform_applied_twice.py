@@ -21,6 +21,12 @@ class TransformAppliedTwice(ModelRule):
     A second slice of the same kind on a shifted value is flagged. Names play
     no part: the shift is what the code does.
 
+    Across functions of one module, through a record: a function that
+    returns a one-position shift of its argument (`cat([t[:, 1:], pad])`)
+    shifts; a record field stored as its result (`{"ids": shift(ids)}`)
+    and read back into a shift of the same kind (`shift(item["ids"])`, or a
+    function that applies one to that parameter) is flagged at the store.
+
     ## Why it matters
     A language model's logit at position `t` predicts the token at `t + 1`,
     so logits lose their last position once, targets their first. Shifting
@@ -28,7 +34,9 @@ class TransformAppliedTwice(ModelRule):
     where `T - 1` are meant):
     the last CP rank's log-probs and entropy are one position short, or misaligned with their targets, with no error
     (DESIGN.md section 10, class 4; THUDM/slime 2a3969205 fixed such a double
-    trim in the entropy computation of the last CP rank).
+    trim in the entropy computation of the last CP rank; sgl-project/SpecForge
+    20924186 stored shifted targets in an offline dataset whose consumer
+    shifted them again).
 
     ## Example
     ```python
@@ -47,8 +55,8 @@ class TransformAppliedTwice(ModelRule):
     ```
 
     ## Known problems
-    Within one function; a value shifted in a callee and shifted again by
-    its caller is not followed. A loop that trims one position per iteration
+    Within one function, or one module through a record's field; a value
+    shifted in a callee and shifted again by its caller is not followed. A loop that trims one position per iteration
     is walked once, so it is not flagged.
 
     ## Fix safety
@@ -67,6 +75,14 @@ class TransformAppliedTwice(ModelRule):
 
     def check(self, file: FileQueries) -> Iterator[Report]:
         for found in file.facts.clashes:
+            if found.kind == "reshifted_field":
+                yield self.report(
+                    found.span,
+                    f"`{found.text}` stores a value already shifted by one position, and `{found.detail}` shifts "
+                    "the field again once it is read back: each position then holds the value two ahead, not the "
+                    "next. Shift in one place only.",
+                )
+                continue
             if found.kind != "double_shift":
                 continue
             yield self.report(
@@ -117,6 +133,39 @@ def strip_trailing(ids, pad_id):
     return ids
 """
         ),
+        Valid(
+            """
+import torch
+
+
+def next_tokens(t):
+    return torch.cat([t[:, 1:], torch.zeros_like(t[:, :1])], dim=1)
+
+
+def make_item(row):
+    # stored unshifted; the consumer shifts once
+    return {"ids": row, "targets": row}
+
+
+def consume(item):
+    return item["ids"], next_tokens(item["targets"])
+"""
+        ),
+        Valid(
+            """
+def drop_first(t):
+    return t[..., 1:]
+
+
+def make_item(row):
+    # the stored targets are shifted; what is read back is used as it is
+    return {"ids": row[..., :-1], "targets": drop_first(row)}
+
+
+def consume(item):
+    return item["ids"], item["targets"]
+"""
+        ),
     ]
     invalid = [
         Invalid(
@@ -162,5 +211,49 @@ def targets(batch):
 """,
             line=5,
             column=12,
+        ),
+        Invalid(
+            """
+import torch
+
+
+def next_tokens(t):
+    return torch.cat([t[:, 1:], torch.zeros_like(t[:, :1])], dim=1)
+
+
+def make_item(row):
+    return {"ids": row, "targets": next_tokens(row)}
+
+
+def consume(item):
+    return item["ids"], next_tokens(item["targets"])
+""",
+            line=10,
+            column=36,
+            message="`next_tokens(row)` stores a value already shifted by one position, and `consume`",
+        ),
+        Invalid(
+            """
+def drop_first(t):
+    return t[..., 1:]
+
+
+class Head:
+    def prepare(self, targets, weights):
+        return drop_first(targets), weights
+
+
+def collate(rows, weights):
+    batch = {}
+    batch["targets"] = drop_first(rows)
+    batch["weights"] = weights
+    return batch
+
+
+def step(head, batch):
+    return head.prepare(batch["targets"], batch["weights"])
+""",
+            line=13,
+            column=24,
         ),
     ]

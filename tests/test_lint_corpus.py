@@ -61,23 +61,13 @@ REQUIRED = {
 PENDING = pytest.mark.xfail(strict=False, reason="linter by use: issue 21")
 PENDING_PAIRS = {
     "miles_9469b7239_teacher_logp_unsliced",
-    "areal_52dac7f29_routes_left_padded",
     "megatron_416687f437_sp_unit_missing",
-    "slime_a93386e51_replay_pad_unit",
     "slime_e9e42e5e8_logit_offsets_token_prompt",
     "openrlhf_6106fb22_prompt_sizes_not_doubled",
     "openrlhf_a32a7322_pair_rows_left_padded",
     "openrlhf_cd30d81a_receivers_count_short",
     "openrlhf_6b1849b9_pad_segment_id",
-    "specforge_20924186_shift_applied_twice",
     "specforge_bcb2ec2a_rank_offset_missing",
-    "areal_b2fb234d9_pad_values_in_mean",
-    "areal_be621da55_empty_pad_segment",
-    "verl_575d5a8ab_roll_after_sp_split",
-    "verl_2239fd0ff_routes_not_truncated",
-    "verl_f147ede20_mask_before_reorder",
-    "verl_9bda8b9ac_replay_without_fp8_unit",
-    "verl_40a2ee785_offsets_as_width",
 }
 """Static pairs the linter does not flag yet: each is an expected failure until it passes (then it leaves
 this set, and its test must pass)."""

@@ -49,13 +49,18 @@ CASES = {
     "d1": "micro-batches padded to the whole batch's longest sample (DESIGN 10, class 1)",
     "d2": "a partner field left out of a per-sample CP slice (DESIGN 10, class 2)",
     "d3": "true-length data sliced at padded offsets (class 3)",
+    "d3b": "padded rows as wide as the packed stream: a cumulative offset taken for a width (class 3)",
     "d4": "a shift applied twice (class 4)",
     "d5": "partners shifted opposite ways (class 5)",
     "d6": "positions computed in one space used in another (class 6)",
     "d7": "x[-n:] with an n that can be 0 (class 7)",
     "d7b": "a producer padding on the left what its consumer reads from the right (class 7)",
     "d7c": "partner lists cut from opposite ends (class 7)",
+    "d7d": "a boundary appended to cumulative offsets for a pad that can be 0 (class 7)",
+    "d7e": "a masked mean whose partner sums its pad positions (class 7)",
     "d8": "an alignment unit picked by an if/elif chain where every factor must divide (class 8)",
+    "d8b": "partner streams built by one builder with different units (class 8)",
+    "d9": "regrouped outputs combined with the batch before their order is restored (class 9)",
 }
 """Issue 11's seven false-positive causes and five misses, and issue 21's section-10 classes (our own
 code in the pattern of each public fix, the fixed code as the look-alike): each has a pair under pairs/."""

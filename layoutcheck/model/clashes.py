@@ -15,6 +15,8 @@ says whether two spaces meet without a conversion, and a `Clash` records it:
 * ``moved_origin``: ``x[a - q : b - q]`` with ``q`` a length less another (a
   prompt's): whole-sequence positions moved to the response's origin with no
   clamp at 0;
+* ``stream_width``: a pad amount ``w - n`` with ``w`` a cumulative offset (the
+  packed stream's length) and ``n`` one sample's length;
 * ``mixed_window``: ``x[:, n:-1]`` with ``n`` a length: a window that starts in
   token space and ends in the logits' (one position off in either);
 * ``wide_max``: a maximum over a whole collection, computed before a loop over
@@ -28,7 +30,7 @@ import ast
 import re
 
 from layoutcheck.model.facts import Clash
-from layoutcheck.model.flow import ENTRY, MASKED, NOTHING, PACKED, PAD, SEQ, Value
+from layoutcheck.model.flow import ENTRY, MASKED, NOTHING, PACKED, PAD, SEQ, STREAM, Value
 from layoutcheck.model.idioms import match_max_over
 from layoutcheck.model.imports import Imports
 from layoutcheck.model.shifts import shift_kind
@@ -136,6 +138,19 @@ class ClashesMixin:
                 return None
             node = source
         return None
+
+    def stream_width(self, node: ast.BinOp) -> None:
+        """A pad amount ``w - n`` with ``w`` a cumulative offset (``cu.max()``: the packed stream's
+        length) and ``n`` one sample's length: the stream taken as one sample's width."""
+        if not isinstance(node.op, ast.Sub):
+            return
+        width, size = self.classify(node.left), self.classify(node.right)
+        # `w` may be the stream's length on one path only (a branch for nested tensors): still flagged.
+        if width.tags & PACKED and not width.tags & STREAM and size.tags & SEQ and size.tags & ENTRY \
+                and not size.tags & (PACKED | STREAM):
+            # Flagged where the stream's length was taken for a width (`cu.max()`), when it is known.
+            origin = width.origin if isinstance(width.origin, ast.Call) else node
+            self.add_clash("stream_width", origin, self.source.snippet(node, 40))
 
     def mixed_window(self, node: ast.Subscript, window: ast.Slice) -> None:
         """``x[:, n:-1]`` with ``n`` a length (a prompt's): the start counts tokens, the end drops the

@@ -76,7 +76,18 @@ from layoutcheck.model.idioms import (
 )
 from layoutcheck.model.literals import LiteralsMixin
 from layoutcheck.model.padsides import SIDE_TAGS, SidesMixin
-from layoutcheck.model.partners import misplaced_positions, moving_reference, truncated_apart
+from layoutcheck.model.pieceroll import rolled_pieces
+from layoutcheck.model.partners import (
+    combined_before_restore,
+    unit_switches,
+    empty_segment,
+    misplaced_positions,
+    moving_reference,
+    truncated_apart,
+    unmasked_mean,
+)
+from layoutcheck.model.records import record_cut_apart, window_partners
+from layoutcheck.model.reshift import reshifted_fields
 from layoutcheck.model.sinks import Sinks
 from layoutcheck.model.syntax import (
     Source,
@@ -156,6 +167,9 @@ _PARTNER_CHECKS = (
     ("misplaced_positions", misplaced_positions),
     ("truncated_apart", truncated_apart),
     ("moving_reference", moving_reference),
+    ("empty_segment", empty_segment),
+    ("unmasked_mean", unmasked_mean),
+    ("combined_before_restore", combined_before_restore),
 )
 """The function-level checks of `layoutcheck.model.partners`, by the clash kind each records."""
 """Deeper statement nesting than this is left unwalked (generated code): the file is still parsed."""
@@ -200,7 +214,7 @@ class _FunctionState:
         "calls", "source_ticks", "none_checked", "returns", "guarded", "samples", "iterates", "aliases",
         "pads", "writes_source", "writes_packed", "reads_source", "reads_packed", "layout_params",
         "padded_params", "true_params", "rounds", "spaces", "guard_fields", "candidates", "positional", "reads",
-        "returns_calls",
+        "returns_calls", "unit_names",
     )
 
     def __init__(self) -> None:
@@ -232,6 +246,8 @@ class _FunctionState:
         """The positional parameters, in order (for `rounds`)."""
         self.reads: set[str] = set()
         """Fields read by key (``d["k"]``) anywhere in the function."""
+        self.unit_names: set[str] = set()
+        """Names a pad's unit is read through (``unit`` of ``(unit - n % unit) % unit``)."""
 
     def note_space(self, subject: str, space: str | None, line: int, why: str) -> None:
         if space is not None and len(self.spaces) < 64:
@@ -271,6 +287,12 @@ class _Extractor(ClashesMixin, LiteralsMixin, SidesMixin, Flow):
         self.unit_atoms: set[str] = set()
         self.bucket_names: set[str] = set()
         self.partners: set[tuple[str, ...]] = set()
+        self.window_partners: dict[str, frozenset[str]] = {}
+        """Fields placed into windows their partners' lengths size (`layoutcheck.model.records`)."""
+        self.rolled_pieces: dict[ast.AST, list[tuple[ast.AST, str]]] = {}
+        """Pieces of a split sequence rolled, by function node (`layoutcheck.model.pieceroll`)."""
+        self.reshifted: dict[ast.AST, list[tuple[ast.AST, str]]] = {}
+        """Fields stored shifted and shifted again, by function node (`layoutcheck.model.reshift`)."""
         self.gathered: set[str] = set()
         self.in_class_body = 0
         self.attribute_bases: set[int] = set()
@@ -292,6 +314,9 @@ class _Extractor(ClashesMixin, LiteralsMixin, SidesMixin, Flow):
         self._absorb(uses)
         self.frames.append(frame)
         self.states.append(_FunctionState())
+        self.window_partners = window_partners(tree)
+        self.rolled_pieces = rolled_pieces(tree)
+        self.reshifted = reshifted_fields(tree)
         self.block(tree.body)
         self._finish(frame, tree.body)
         self.frames.pop()
@@ -676,6 +701,12 @@ class _Extractor(ClashesMixin, LiteralsMixin, SidesMixin, Flow):
         for kind, check in _PARTNER_CHECKS:
             for node, detail in check(body):
                 self.add_clash(kind, node, detail)
+        for node, detail in record_cut_apart(body, self.window_partners):
+            self.add_clash("record_cut_apart", node, detail)
+        for node, detail in self.rolled_pieces.get(frame.node, ()):
+            self.add_clash("rolled_piece", node, detail)
+        for node, detail in self.reshifted.get(frame.node, ()):
+            self.add_clash("reshifted_field", node, detail)
         state = self.states.pop()
         facts = self.facts.functions[frame.index]
         if (state.pads or state.candidates) and not frame.model:
@@ -714,6 +745,11 @@ class _Extractor(ClashesMixin, LiteralsMixin, SidesMixin, Flow):
         names = frame.uses.names
         facts.param_uses = tuple((p.name, names[p.name]) for p in facts.params if names.get(p.name))
         facts.spaces = tuple(sorted((subject, space, line, why) for (subject, space), (line, why) in state.spaces.items()))
+        if frame.index:
+            read = {n.id for stmt in body for n in ast.walk(stmt) if isinstance(n, ast.Name)}
+            facts.unused_params = tuple(p.name for p in facts.params if p.name not in read
+                                        and p.kind not in ("star", "dstar") and p.name not in ("self", "cls"))
+            facts.unit_switches = unit_switches(body, state.unit_names, {p.name for p in facts.params})
         facts.end_tick = self.next_tick()
 
     @staticmethod
@@ -764,7 +800,7 @@ class _Extractor(ClashesMixin, LiteralsMixin, SidesMixin, Flow):
         return (), False
 
     def note_write(self, name: str | None, value: ast.expr | None = None, *, node: ast.AST | None = None,
-                   entry: bool = False, fresh: bool = True) -> None:
+                   entry: bool = False, fresh: bool = True, record: int = 0) -> None:
         """A store of ``value`` into field ``name`` here: a `FieldWrite`, and for a configured source
         or packed name (hints) a write of it.
 
@@ -789,7 +825,7 @@ class _Extractor(ClashesMixin, LiteralsMixin, SidesMixin, Flow):
                 tuple(sorted(found.params)), entry, self.next_tick(),
                 self.source.snippet(value, 60) if value is not None else "",
                 entry or (value is not None and self.built_per_sample(value)),
-                fresh, tuple(sorted(found.calls)),
+                fresh, tuple(sorted(found.calls)), record,
             ))
             word = space_word(found.tags & ~(UNIT | CP))
             if word is not None and value is not None:
@@ -849,10 +885,13 @@ class _Extractor(ClashesMixin, LiteralsMixin, SidesMixin, Flow):
                         self.assign([element], part)
                 else:
                     unpacked = self.frame.data.setdefault("unpacked", {})
+                    # `a, b = f(x)`: each an element of what `f` returns (`*f`: the project reads only the
+                    # side its elements are padded on, which the elements share or it is no side).
+                    element_of = Value(0, None, calls=frozenset({"*" + c for c in found.calls}))
                     for element in elements:
                         if isinstance(element, ast.Name):
-                            self.bind(element.id, NOTHING)
-                            unpacked[element.id] = value  # `a, b = f(x)`: what `a` was unpacked from
+                            self.bind(element.id, element_of if found.calls else NOTHING)
+                            unpacked[element.id] = value  # what `a` was unpacked from
                         elif isinstance(element, ast.Starred) and isinstance(element.value, ast.Name):
                             self.bind(element.value.id, NOTHING)
 
@@ -1152,13 +1191,14 @@ class _Extractor(ClashesMixin, LiteralsMixin, SidesMixin, Flow):
                 self.pop_scope()
             return
         if kind is ast.Dict:
+            record = self.next_tick()  # the fields of one literal are one record's
             for key, value in zip(node.keys, node.values):  # type: ignore[attr-defined]
                 if key is not None:
                     self.scan(key)
                 self.scan(value)
                 name = string_value(key)
                 if name is not None:
-                    self.note_write(name, value)
+                    self.note_write(name, value, record=record)
                     self.check_broadcast(value, name, "field")
                     self.judge_literal(name, value, binding=True)
             return
@@ -1294,12 +1334,18 @@ class _Extractor(ClashesMixin, LiteralsMixin, SidesMixin, Flow):
     def add_pad(self, kind: str, node: ast.AST, value: Value, unit: Value, carrier: ast.AST, *,
                 unit_node: ast.expr | None = None, rounding: str = "ceil") -> None:
         text = canonical(unit_node, self.unit_of, self.vocab.is_pad_multiplier) if unit_node is not None else ""
+        decided = unit_node
+        if isinstance(unit_node, ast.Name):
+            decided = self.bound_expr(unit_node.id) or unit_node
         pad = Pad(
             self.frame.index, kind, self.source.span(node), self.source.snippet(node), value.tags, unit.tags,
             text, rounding, self.frame.layout, "local", self.next_tick(), tuple(sorted(value.params)),
             tuple(sorted(value.fields)), tuple(sorted(unit.params)),
+            self.source.span(decided) if decided is not None else None,
         )
         self.state.pads.append((pad, carrier))
+        if unit_node is not None:
+            self.state.unit_names |= {n.id for n in walk(unit_node) if isinstance(n, ast.Name)}
         if kind in ("round_up", "pad_amount", "chunk_pad"):
             self.state.note_space(self.source.snippet(node, 40), "padded length P", node.lineno,  # type: ignore[attr-defined]
                                   f"rounded up to a multiple of `{text}`" if text else "rounded up")
@@ -1345,6 +1391,8 @@ class _Extractor(ClashesMixin, LiteralsMixin, SidesMixin, Flow):
                     for part in walk(amount):
                         if isinstance(part, ast.BinOp):
                             self.length_roles(part)
+                            if not self.in_test:
+                                self.stream_width(part)
                     self.pad_context -= 1
             elif name in _FILLED or tail == "new_full":
                 size = argument(node, "size", 0)

@@ -27,7 +27,7 @@ __all__ = [
     "from_data", "object_hook", "to_data",
 ]
 
-FACTS_VERSION = 4
+FACTS_VERSION = 5
 """Bumped whenever the shape or the meaning of the facts changes (cached facts are then misses)."""
 
 Span = tuple[int, int, int, int]
@@ -160,6 +160,10 @@ class Function:
     returns_calls: tuple[str, ...] = ()
     """The project's functions whose results it returns (``return build(x)``): what they return, it
     returns (`layoutcheck.model.spaces`)."""
+    unused_params: tuple[str, ...] = ()
+    """Parameters the body never reads."""
+    unit_switches: tuple[str, ...] = ()
+    """Parameters an ``if`` tests to change a pad's unit (``if fp8: unit = lcm(16, unit)``)."""
 
     def __post_init__(self) -> None:
         # Cached facts arrive with parameters and calls in their compact forms (`to_data`).
@@ -204,6 +208,8 @@ class Pad:
     """Fields the padded value was read from (``d["total_lengths"]``)."""
     unit_params: tuple[str, ...] = ()
     """Parameters the unit derives from (resolved against callers by the project)."""
+    unit_span: Span | None = None
+    """Where the unit is decided: the expression a local unit was bound to, else the unit as written."""
 
 
 @dataclass
@@ -325,7 +331,10 @@ class FieldWrite:
     fresh: bool = False
     """Stored into a container built here (a dict literal, ``{}``), not into a record passed in."""
     calls: tuple[str, ...] = ()
-    """The project's functions whose results the value is (``_round_up(t, unit)``)."""
+    """The project's functions whose results the value is (``_round_up(t, unit)``); ``*f`` for an
+    element of the tuple ``f`` returns (``a, b = f(x)``)."""
+    record: int = 0
+    """Writes of one record built in one expression (a dict literal) share this number; 0 for others."""
 
 
 @dataclass

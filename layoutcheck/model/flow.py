@@ -104,7 +104,7 @@ _PASS_FUNCTIONS = frozenset({
 })
 _PASS_METHODS = frozenset({
     "item", "tolist", "to", "cuda", "cpu", "long", "int", "float", "contiguous", "clone", "detach",
-    "view", "reshape", "flatten", "squeeze", "unsqueeze", "numpy", "copy", "diff",
+    "view", "reshape", "flatten", "squeeze", "unsqueeze", "numpy", "copy",
 })
 _SIZE_METHODS = frozenset({"size", "numel", "__len__"})
 _STACKERS = frozenset({"torch.cat", "torch.concat", "torch.concatenate", "numpy.concatenate"})
@@ -442,6 +442,19 @@ class Flow:
             if tail == "cumsum":
                 inner = self.classify(func.value)
                 return inner.with_tags((inner.tags | PACKED) & ~(TOK | SAMPLE))
+            if tail == "offsets" and not args:
+                # A nested (jagged) tensor's offsets: the cumulative lengths of its rows.
+                inner = self.classify(func.value)
+                return inner.with_tags((inner.tags | PACKED) & ~(TOK | SAMPLE | SEQ))
+            if tail == "diff":
+                inner = self.classify(func.value)
+                if inner.tags & PACKED:  # each offset less the one before: the lengths they hold
+                    return inner.with_tags((inner.tags & ~PACKED) | SEQ)
+                return inner
+            if tail in ("max", "amax") and not args and not node.keywords:
+                inner = self.classify(func.value)
+                if inner.tags & PACKED:  # the largest cumulative offset: the stream's length
+                    return inner.with_tags(inner.tags, origin=node)
             if tail in _PASS_METHODS:
                 return self.classify(func.value)
             if tail == "sum":

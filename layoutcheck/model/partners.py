@@ -14,7 +14,16 @@ the node to flag and what the rule's message needs:
 * `moving_reference` (class 2): a loop that rewrites every entry of a
   record while it compares each with one of those entries
   (``for k, v in d.items(): if v.shape == d["mask"].shape: d[k] = v[:, :n]``):
-  once that entry is rewritten, the later ones are compared with it cut.
+  once that entry is rewritten, the later ones are compared with it cut;
+* `empty_segment` (class 7): a boundary appended to cumulative offsets
+  (``F.pad(offsets, (0, 1), value=end)``) where the segment it closes,
+  ``n = end - ...``, can be 0: an empty sequence joins the batch;
+* `unmasked_mean` (class 7): ``x.sum(-1) / mask.sum(-1)`` with ``x`` not masked
+  while another sum over the same count is: the pad positions' values are
+  summed and divided by the real tokens' count;
+* `combined_before_restore` (class 9): a value built from regrouped pieces
+  (``groups, order = regroup(...)``) combined elementwise with the batch's own
+  data before it is put back in the batch's order (``v = v[index from order]``).
 """
 
 from __future__ import annotations
@@ -24,7 +33,10 @@ from collections.abc import Iterator, Sequence
 
 from layoutcheck.model.syntax import int_value, last_name, positional
 
-__all__ = ["misplaced_positions", "moving_reference", "truncated_apart"]
+__all__ = [
+    "unit_switches", "combined_before_restore", "empty_segment", "misplaced_positions", "moving_reference", "truncated_apart",
+    "unmasked_mean",
+]
 
 _NESTED = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
 
@@ -166,3 +178,273 @@ def moving_reference(body: Sequence[ast.stmt]) -> Iterator[tuple[ast.AST, str]]:
                             and isinstance(part.slice.value, str) and part.slice.value not in skipped:
                         yield part, part.slice.value
                         break
+
+
+def _own_nodes(stmt: ast.stmt) -> Iterator[ast.AST]:
+    """The expression nodes of ``stmt`` itself, not those of the statements nested in it."""
+    if isinstance(stmt, _NESTED):
+        return
+    for _, value in ast.iter_fields(stmt):
+        for item in value if isinstance(value, list) else [value]:
+            if isinstance(item, (ast.expr, ast.withitem, ast.keyword)):
+                yield from ast.walk(item)
+
+
+def _bindings(body: Sequence[ast.stmt]) -> dict[str, list[ast.expr]]:
+    """Every value each local name is assigned in ``body`` (nested functions left out)."""
+    out: dict[str, list[ast.expr]] = {}
+    for block in _blocks(body):
+        for stmt in block:
+            if isinstance(stmt, ast.Assign):
+                for target in stmt.targets:
+                    if isinstance(target, ast.Name):
+                        out.setdefault(target.id, []).append(stmt.value)
+            elif isinstance(stmt, ast.AnnAssign) and stmt.value is not None and isinstance(stmt.target, ast.Name):
+                out.setdefault(stmt.target.id, []).append(stmt.value)
+    return out
+
+
+def _ends(body: Sequence[ast.stmt]) -> bool:
+    return bool(body) and isinstance(body[-1], (ast.Return, ast.Raise, ast.Continue, ast.Break))
+
+
+def _zero_test(test: ast.expr, name: str) -> str | None:
+    """``"zero"`` for ``n == 0`` / ``not n``, ``"nonzero"`` for ``n``, ``n > 0``, ``n != 0``, ``n >= 1``."""
+    if isinstance(test, ast.Name) and test.id == name:
+        return "nonzero"
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not) and isinstance(test.operand, ast.Name) \
+            and test.operand.id == name:
+        return "zero"
+    if isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.left, ast.Name) \
+            and test.left.id == name:
+        op, value = test.ops[0], int_value(test.comparators[0])
+        if isinstance(op, ast.Eq) and value == 0:
+            return "zero"
+        if (isinstance(op, (ast.Gt, ast.NotEq)) and value == 0) or (isinstance(op, ast.GtE) and value == 1):
+            return "nonzero"
+    if isinstance(test, ast.BoolOp):
+        found = [_zero_test(v, name) for v in test.values]
+        if isinstance(test.op, ast.And) and "nonzero" in found:
+            return "nonzero"
+        if isinstance(test.op, ast.Or) and "zero" in found:
+            return "zero"
+    return None
+
+
+def _excludes_zero(body: Sequence[ast.stmt], stmt: ast.stmt, name: str) -> bool:
+    """Does ``stmt`` run only when ``name`` is not 0: inside ``if name:`` (or ``> 0``), or after an
+    ``if name == 0: return`` (an ``elif`` of a chain included) in a block around it?"""
+    def visit(block: Sequence[ast.stmt], guarded: bool) -> bool | None:
+        for s in block:
+            if s is stmt:
+                return guarded
+            if isinstance(s, ast.If):
+                branch = s
+                while True:
+                    kind = _zero_test(branch.test, name)
+                    if kind == "zero" and _ends(branch.body):
+                        guarded = True
+                    inner = visit(branch.body, guarded or kind == "nonzero")
+                    if inner is not None:
+                        return inner
+                    if len(branch.orelse) == 1 and isinstance(branch.orelse[0], ast.If):
+                        branch = branch.orelse[0]
+                        continue
+                    inner = visit(branch.orelse, guarded or kind == "zero")
+                    if inner is not None:
+                        return inner
+                    break
+            elif isinstance(s, (ast.For, ast.While, ast.With, ast.AsyncFor, ast.AsyncWith, ast.Try)):
+                for part in ("body", "orelse", "finalbody"):
+                    inner = visit(getattr(s, part, []) or [], guarded)
+                    if inner is not None:
+                        return inner
+            elif isinstance(s, ast.Assert) and _zero_test(s.test, name) == "nonzero":
+                guarded = True
+        return None
+
+    return bool(visit(body, False))
+
+
+def _appends_boundary(call: ast.Call) -> ast.expr | None:
+    """``F.pad(offsets, (0, 1), value=end)``: one entry ``end`` appended to ``offsets``; returns ``end``."""
+    if last_name(call.func) != "pad" or len(call.args) < 2:
+        return None
+    amount = call.args[1]
+    if not (isinstance(amount, ast.Tuple) and len(amount.elts) == 2 and int_value(amount.elts[0]) == 0
+            and int_value(amount.elts[1]) == 1):
+        return None
+    for kw in call.keywords:
+        if kw.arg == "value":
+            return kw.value
+    return call.args[3] if len(call.args) > 3 else None
+
+
+def empty_segment(body: Sequence[ast.stmt]) -> Iterator[tuple[ast.AST, str]]:
+    """A boundary ``end`` appended to cumulative offsets while the last segment's length ``n = end -
+    ...`` can be 0: nothing shows ``n`` is not 0 where the boundary is appended."""
+    bindings = _bindings(body)
+    for block in _blocks(body):
+        for stmt in block:
+            for node in _own_nodes(stmt):
+                if not isinstance(node, ast.Call):
+                    continue
+                end = _appends_boundary(node)
+                if end is None:
+                    continue
+                text = ast.dump(end)
+                lengths = [name for name, values in bindings.items() for v in values
+                           if isinstance(v, ast.BinOp) and isinstance(v.op, ast.Sub) and ast.dump(v.left) == text]
+                if lengths and not any(_excludes_zero(body, stmt, n) for n in lengths):
+                    yield node, lengths[0]
+
+
+_PASSING = frozenset({"clamp", "clamp_min", "float", "double", "to", "detach", "type_as", "expand_as", "unsqueeze"})
+
+
+def _strip(node: ast.expr) -> ast.expr:
+    """``x`` of ``x.clamp(min=1).float()``: conversions that keep what a value counts."""
+    while isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in _PASSING:
+        node = node.func.value
+    return node
+
+
+def _summed(node: ast.expr) -> ast.expr | None:
+    """``x`` of ``x.sum(...)`` / ``torch.sum(x, ...)``."""
+    node = _strip(node)
+    if isinstance(node, ast.Call) and last_name(node.func) == "sum":
+        if isinstance(node.func, ast.Attribute) and not (isinstance(node.func.value, ast.Name)
+                                                          and node.func.value.id in ("torch", "np", "numpy")):
+            return _strip(node.func.value)
+        return _strip(node.args[0]) if node.args else None
+    return None
+
+
+def _mentions(node: ast.expr, name: str, bindings: dict[str, list[ast.expr]], depth: int = 0) -> bool:
+    """Does ``node`` derive from ``name`` (through the locals it reads, a few bindings deep)?"""
+    for part in ast.walk(node):
+        if isinstance(part, ast.Name):
+            if part.id == name:
+                return True
+            if depth < 3 and any(_mentions(v, name, bindings, depth + 1) for v in bindings.get(part.id, ())):
+                return True
+    return False
+
+
+def _reaching(body: Sequence[ast.stmt], stmt: ast.stmt) -> dict[str, list[ast.expr]] | None:
+    """The assignments that may reach ``stmt``: those before it on its path through the blocks, and
+    every one inside a statement that ends before it (not those of a branch beside it)."""
+    for i, s in enumerate(body):
+        if s is stmt:
+            return _bindings(body[:i])
+        if isinstance(s, _NESTED):
+            continue
+        for name in ("body", "orelse", "finalbody"):
+            inner = getattr(s, name, None)
+            if isinstance(inner, list) and inner and isinstance(inner[0], ast.stmt):
+                found = _reaching(inner, stmt)
+                if found is not None:
+                    before = _bindings(body[:i])
+                    for key, values in found.items():
+                        before.setdefault(key, []).extend(values)
+                    return before
+    return None
+
+
+def unmasked_mean(body: Sequence[ast.stmt]) -> Iterator[tuple[ast.AST, str]]:
+    """``x.sum(-1) / n`` with ``n = mask.sum(-1)`` (the real tokens' count) and ``x`` not masked by
+    ``mask``, while another sum over the same count here is: pad positions summed, real ones counted."""
+    by_count: dict[str, list[tuple[ast.expr, bool, str]]] = {}
+    for block in _blocks(body):
+        for stmt in block:
+            bindings: dict[str, list[ast.expr]] | None = None
+            for node in _own_nodes(stmt):
+                if not (isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div)):
+                    continue
+                if bindings is None:
+                    bindings = _reaching(body, stmt) or {}
+                count = _strip(node.right)
+                counted = _summed(count)
+                if counted is None and isinstance(count, ast.Name):
+                    # a mask's sum among the count's bindings (one per branch: the padded branch's)
+                    counts = [c for c in (_summed(v) for v in bindings.get(count.id, ())) if isinstance(c, ast.Name)]
+                    counted = counts[0] if len(counts) == 1 else None
+                if not isinstance(counted, ast.Name):
+                    continue
+                summed = _summed(node.left)
+                if summed is None:
+                    continue
+                masked = _mentions(summed, counted.id, bindings)
+                by_count.setdefault(ast.dump(node.right), []).append((node.left, masked, counted.id))
+    for found in by_count.values():
+        if any(masked for _, masked, _ in found):
+            for numerator, masked, mask in found:
+                if not masked:
+                    yield numerator, mask
+
+
+_ELEMENTWISE = (ast.Mult, ast.Add, ast.Sub, ast.Div)
+
+
+def combined_before_restore(body: Sequence[ast.stmt]) -> Iterator[tuple[ast.AST, str]]:
+    """``groups, order = regroup(...)``; ``v = cat(f(g) for g in groups)``; ``v = v * data``; later
+    ``v = v[index from order]``: ``v`` is in the regrouped order until then, ``data`` in the batch's."""
+    bindings = _bindings(body)
+    pairs: list[tuple[str, str]] = []
+    assigns: list[ast.Assign] = []
+    for block in _blocks(body):
+        for stmt in block:
+            if not isinstance(stmt, ast.Assign) or len(stmt.targets) != 1:
+                continue
+            assigns.append(stmt)
+            target = stmt.targets[0]
+            if isinstance(target, ast.Tuple) and len(target.elts) == 2 and all(
+                    isinstance(e, ast.Name) for e in target.elts) and isinstance(stmt.value, ast.Call):
+                pairs.append((target.elts[0].id, target.elts[1].id))  # type: ignore[attr-defined]
+    if not pairs:
+        return
+    assigns.sort(key=lambda s: s.lineno)
+    for restore in assigns:
+        target, value = restore.targets[0], restore.value
+        if not (isinstance(target, ast.Name) and isinstance(value, ast.Subscript) and isinstance(value.value, ast.Name)
+                and value.value.id == target.id):
+            continue
+        name = target.id
+        for grouped, order in pairs:
+            if not _mentions(value.slice, order, bindings) or _mentions(value.slice, grouped, bindings):
+                continue
+            built = [s for s in assigns if s.lineno < restore.lineno and isinstance(s.targets[0], ast.Name)
+                     and s.targets[0].id == name and _mentions(s.value, grouped, bindings)]
+            if not built:
+                continue
+            for stmt in assigns:
+                if not (built[0].lineno < stmt.lineno < restore.lineno and isinstance(stmt.targets[0], ast.Name)
+                        and stmt.targets[0].id == name):
+                    continue
+                node = stmt.value
+                if not (isinstance(node, ast.BinOp) and isinstance(node.op, _ELEMENTWISE)):
+                    continue
+                other = node.right if _mentions(node.left, name, {}) else node.left
+                if int_value(other) is None and not isinstance(other, ast.Constant) and not any(
+                        _mentions(other, n, bindings) for n in (name, grouped, order)):
+                    yield node, ast.unparse(value)[:60]
+
+
+def unit_switches(body: Sequence[ast.stmt], units: set[str], params: set[str]) -> tuple[str, ...]:
+    """Parameters an ``if`` tests whose body rebinds a name a pad's unit is read through
+    (``if fp8: unit = math.lcm(16, unit)``): the unit depends on what the caller passes."""
+    found: set[str] = set()
+    if not units:
+        return ()
+    for block in _blocks(body):
+        for stmt in block:
+            if not isinstance(stmt, ast.If):
+                continue
+            tested = {n.id for n in ast.walk(stmt.test) if isinstance(n, ast.Name)} & params
+            if not tested:
+                continue
+            assigned = {t.id for s in stmt.body if isinstance(s, (ast.Assign, ast.AugAssign))
+                        for t in (s.targets if isinstance(s, ast.Assign) else [s.target]) if isinstance(t, ast.Name)}
+            if assigned & units:
+                found |= tested
+    return tuple(sorted(found))

@@ -19,9 +19,10 @@ from dataclasses import dataclass
 from layoutcheck.model.facts import Arg, Call, FileFacts, Function, Pad, Record, Rewrite, Transform, Zip, ensure_calls
 from layoutcheck.model.project import FileModel, FunctionRef, HelperSignature, Project
 from layoutcheck.model.sides import SideDisagreement
+from layoutcheck.model.units import atoms
 from layoutcheck.model.vocabulary import LAYOUT_KINDS, Tag
 
-__all__ = ["FileQueries", "HelperCall", "OwnerDisagreement", "PaddedArgument", "StaleRewrite"]
+__all__ = ["FileQueries", "HelperCall", "OwnerDisagreement", "PaddedArgument", "StaleRewrite", "UnitDisagreement"]
 
 SRC, PAD, SEQ, MAX, TOK = int(Tag.SRC), int(Tag.PAD), int(Tag.SEQ), int(Tag.MAX), int(Tag.TOK)
 UNIT, FOREIGN, BCAST = int(Tag.UNIT), int(Tag.FOREIGN), int(Tag.BCAST)
@@ -57,6 +58,20 @@ class StaleRewrite:
     function: FunctionRef
     via: tuple[FunctionRef, Call] | None
     """The call that runs it after the owner (None: the function itself uses the source)."""
+
+
+@dataclass(frozen=True)
+class UnitDisagreement:
+    """One build of a packed layout whose alignment unit differs from another build's of it."""
+
+    node: Call | Pad
+    """The call that leaves the unit's switch at its default, or the pad that ignores a factor."""
+    builder: FunctionRef
+    """The function whose unit it is (the one called, or the one padding)."""
+    detail: str
+    """What differs: the switch left at its default, or the factor ignored."""
+    other: FunctionRef
+    """The function that builds the layout otherwise (the caller passing the switch, the sibling pad's)."""
 
 
 @dataclass(frozen=True)
@@ -363,6 +378,48 @@ class FileQueries:
             if moved and kept:
                 yield found, moved, kept
 
+    # ------------------------------------------------------------ LC122: stream units that disagree
+
+    def unit_disagreements(self) -> Iterator[UnitDisagreement]:
+        """Builds of a packed layout here whose unit differs from another's: a call leaving a builder's
+        unit switch (`Function.unit_switches`) at its default where another call of this file sets it, and a stream
+        pad whose unit has a literal where a sibling stream pad of the project has a factor that this
+        function takes as a parameter and never reads."""
+        project = self.project
+        for j, function in enumerate(self.facts.functions):
+            caller = self.ref(j)
+            for call in function.calls:
+                target = project.resolve(caller, call)
+                if target is None:
+                    continue
+                callee = project.function(target)
+                for switch in callee.unit_switches:
+                    position = _position(callee, switch)
+                    if project.passes(call, switch, position):
+                        continue
+                    # Another call in this file sets it: one module building one layout two ways. (Calls in
+                    # other modules are other paths: a backend or a kernel path that never takes the switch.)
+                    setting = [c for c, other in project.callers_of(target)
+                               if c[0] == self.index and project.passes(other, switch, position)]
+                    if setting:
+                        yield UnitDisagreement(call, target, switch, setting[0])
+        stream_pads = project.stream_pads
+        for ref, pad in stream_pads:
+            if ref[0] != self.index:
+                continue
+            mine = atoms(pad.unit)
+            unused = set(project.function(ref).unused_params)
+            if not unused or not any(part.isdigit() for part in pad.unit.replace("(", "*").split("*")):
+                continue
+            for other_ref, other in stream_pads:
+                theirs = atoms(other.unit)
+                if other_ref == ref or not (mine & theirs):
+                    continue
+                ignored = sorted((theirs - mine) & unused)
+                if ignored:
+                    yield UnitDisagreement(pad, ref, ignored[0], other_ref)
+                    break
+
     # ------------------------------------------------------------ LC113: pad sides
 
     def side_disagreements(self) -> Iterator[SideDisagreement]:
@@ -392,3 +449,12 @@ def _argument(call: Call, name: str, position: int | None) -> Arg | None:
                 return arg
             count += 1
     return None
+
+
+def _position(function: Function, name: str) -> int | None:
+    """The 0-based position a call passes parameter ``name`` at (``self`` not counted), or None."""
+    positional = [p for p in function.params if p.kind in ("posonly", "pos")]
+    if function.cls is not None and positional and positional[0].name in ("self", "cls"):
+        positional = positional[1:]
+    names = [p.name for p in positional]
+    return names.index(name) if name in names else None

@@ -14,7 +14,8 @@ token with no error (DESIGN.md section 10, classes 4 and 5).
   parameter (through locals and conversions: the batch's own tensors),
   ``"model"`` when it is what a call computed (a model's logits);
 * `is_mask_selection`: ``x[mask]``, ``x[i, mask[i]]``: exactly a sample's true tokens;
-* `rolls_left`: ``torch.roll(x, -1)``, ``x.roll(shifts=-1)``: the targets' shift.
+* `rolls_left`: ``torch.roll(x, -1)``, ``x.roll(shifts=-1)``: the targets' shift;
+  `rolled_left`: the ``x`` such a call rolls.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from collections.abc import Callable
 from layoutcheck.model.imports import Imports
 from layoutcheck.model.syntax import int_value, keyword, last_name, positional
 
-__all__ = ["data_side", "is_mask_selection", "rolls_left", "shift_kind", "shift_root"]
+__all__ = ["data_side", "is_mask_selection", "rolled_left", "rolls_left", "shift_kind", "shift_root"]
 
 _PASS = frozenset({
     "to", "cuda", "cpu", "contiguous", "clone", "detach", "float", "long", "int", "bool", "view", "reshape",
@@ -152,3 +153,15 @@ def rolls_left(node: ast.Call) -> bool:
         )
         amount = args[0] if method and args else (args[1] if len(args) > 1 else None)
     return int_value(amount) == -1
+
+
+def rolled_left(node: ast.AST) -> ast.expr | None:
+    """What ``torch.roll(x, -1)`` or ``x.roll(-1)`` rolls left (position ``t`` gets ``t + 1``), else None."""
+    if not (isinstance(node, ast.Call) and last_name(node.func) == "roll" and rolls_left(node)):
+        return None
+    func = node.func
+    if isinstance(func, ast.Name) or isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) \
+            and func.value.id == "torch":
+        args = positional(node)
+        return args[0] if args else None
+    return func.value if isinstance(func, ast.Attribute) else None

@@ -9,8 +9,9 @@ and where they read a row assuming a side (`layoutcheck.model.padsides`). The pr
 * a field's reads: rows read from it directly (``batch["k"][i, :n]``) or through a parameter the
   callers fill from it (`Spaces.param_fields`);
 * `Sides.disagreements`: a placement whose side differs from the field's reads (with no reads:
-  from the field's other placements, the fewer side flagged), and two partners padded to one
-  length on different sides in one function.
+  from the field's other placements, the fewer side flagged), two partners padded to one
+  length on different sides in one function, and fields stored into one record (a dict literal)
+  from placements on different sides (the fewer side flagged).
 
 A field name joins two places only because the code stores and reads the same key, which a
 consistent rename keeps.
@@ -76,7 +77,7 @@ class Sides:
             return found
         project = self.project
         for callee in calls:
-            target = project.resolve_callee(ref, callee)
+            target = project.resolve_callee(ref, callee.lstrip("*"))
             if target is not None:
                 function = project.function(target)
                 found += self.origins(target, side, True, function.returns_calls, (), depth + 1)
@@ -169,12 +170,41 @@ class Sides:
                 where = self._where(more[0], "placed")
                 for ref, place in fewer:
                     flag(ref, place, where, key)
+        for (ref, _), by_side in self.records.items():
+            if len(by_side) == 2:
+                left, right = by_side["left"], by_side["right"]
+                fewer, more = (left, right) if len(left) < len(right) else (right, left)
+                if len(left) == len(right):
+                    continue  # as many each way: no odd one out to name
+                where = self._where(more[0][1], "placed") + f" for `{more[0][0]}` in the same record"
+                for key, (place_ref, place) in fewer:
+                    flag(place_ref, place, where, key)
         for ref, found in sorted(self.places.items()):
             for i, later in enumerate(found):
                 for earlier in found[:i]:
                     if earlier.side != later.side and set(earlier.extent) & set(later.extent):
                         flag(ref, later, self._where((ref, earlier), "placed") + " to the same length", None)
                         break
+        return out
+
+    @cached_property
+    def records(self) -> dict[tuple[FunctionRef, int], dict[str, list[tuple[str, tuple[FunctionRef, PadSide]]]]]:
+        """Fields stored into one record in one expression (a dict literal), by the side each is padded
+        on (traced to its placement): partners, which every consumer indexes alike."""
+        out: dict[tuple[FunctionRef, int], dict[str, list[tuple[str, tuple[FunctionRef, PadSide]]]]] = {}
+        for i, file in enumerate(self.project.files):
+            if file.is_test:
+                continue
+            for write in file.facts.field_writes:
+                if not write.record:
+                    continue
+                ref = (i, write.function)
+                side = self._write_side(ref, write)
+                if side is None:
+                    continue
+                found = self.origins(ref, side, bool(write.tags & (_LEFT | _RIGHT)), write.calls, write.params)
+                if found:
+                    out.setdefault((ref, write.record), {}).setdefault(side, []).append((write.key, found[0]))
         return out
 
     def _copied(self) -> dict[str, set[str]]:

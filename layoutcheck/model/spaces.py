@@ -170,6 +170,10 @@ class Spaces:
         functions whose results they return in turn."""
         out = 0
         for callee in calls:
+            if callee.startswith("*"):
+                # An element of the tuple it returns: only the side its elements share is known.
+                out |= self.returned(ref, (callee[1:],), depth) & SIDES
+                continue
             key = (ref, "call:" + callee)
             found = self._params.get(key)
             if found is None:

@@ -14,8 +14,8 @@ from collections.abc import Iterator, Sequence
 
 __all__ = [
     "Source", "argument", "dotted", "expects_error", "index_of", "int_value", "keyword", "last_name",
-    "names_in", "parts", "positional", "root_name", "same", "string_key", "string_value", "target_name",
-    "walk",
+    "names_in", "own_nodes", "param_names", "parts", "positional", "root_name", "same", "string_key",
+    "string_value", "target_name", "walk",
 ]
 
 Span = tuple[int, int, int, int]
@@ -127,6 +127,23 @@ def walk(node: ast.AST) -> Iterator[ast.AST]:
         current = stack.pop()
         yield current
         stack.extend(reversed(parts(current)))
+
+
+_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
+
+
+def own_nodes(node: ast.AST) -> Iterator[ast.AST]:
+    """``node`` and every node under it, nested functions, classes and lambdas left out (their own scopes)."""
+    yield node
+    for child in ast.iter_child_nodes(node):
+        if not isinstance(child, _SCOPES):
+            yield from own_nodes(child)
+
+
+def param_names(function: ast.FunctionDef | ast.AsyncFunctionDef) -> list[str]:
+    """A function's parameter names in order (positional-only, positional, keyword-only)."""
+    args = function.args
+    return [a.arg for a in (*args.posonlyargs, *args.args, *args.kwonlyargs)]
 
 
 def names_in(node: ast.AST) -> set[str]:

@@ -15,6 +15,7 @@ from functools import cached_property
 from layoutcheck.model.facts import FieldWrite, FunctionRef, Pad
 from layoutcheck.model.graph import ProjectGraph
 from layoutcheck.model.spaces import Spaces
+from layoutcheck.model.vocabulary import Tag
 
 __all__ = ["ProjectValues"]
 
@@ -76,3 +77,10 @@ class ProjectValues(ProjectGraph):
         own = [p for p in self.files[file_index].facts.pads if functions[p.function].rounds is None]
         return [*own, *self._call_pads.get(file_index, ())]
 
+
+    @cached_property
+    def stream_pads(self) -> list[tuple[FunctionRef, Pad]]:
+        """Every pad of a packed stream (its tail rounded up to a unit) in the trainer, by function."""
+        stream = int(Tag.STREAM)
+        return [((i, pad.function), pad) for i, file in enumerate(self.files) if not file.is_test
+                for pad in self.pads_of(i) if pad.value_tags & stream and pad.unit]

@@ -1,0 +1,174 @@
+"""A next-token roll applied to one piece of a split sequence (class 5), read once per module.
+
+A sequence split into equal pieces, one per rank (``x[..., k * w : (k + 1) * w]``
+with ``w = x.shape[-1] // world``: a context- or sequence-parallel split), must
+be rolled before the split: ``torch.roll(piece, -1)`` wraps the piece's own first
+token to its last position, where the next piece's first token belongs. What
+the code does decides, never names:
+
+* a *splitter* is a function of the module that returns such a piece of a
+  parameter (directly or through one local);
+* a *roller* is a function that rolls a parameter left (``torch.roll(p, -1)``,
+  also ``torch.roll(q if q is not None else p, -1)``), with the parameters
+  whose presence skips the roll (``if nxt is not None: ... else: roll``);
+* `rolled_pieces` yields, per function, a splitter's result rolled there or
+  passed to a roller's rolled parameter, unless the call passes a parameter
+  that skips the roll.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+
+from layoutcheck.model.shifts import rolled_left
+from layoutcheck.model.syntax import last_name, param_names
+
+__all__ = ["rolled_pieces"]
+
+_FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
+
+
+
+def _piece_window(node: ast.expr) -> bool:
+    """``x[..., k * w : (k + 1) * w]``: the ``k``-th of equal pieces (``k + 1`` in either order)."""
+    if not isinstance(node, ast.Subscript):
+        return False
+    parts = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+    for part in parts:
+        if not (isinstance(part, ast.Slice) and isinstance(part.lower, ast.BinOp) and isinstance(part.upper, ast.BinOp)
+                and isinstance(part.lower.op, ast.Mult) and isinstance(part.upper.op, ast.Mult)):
+            continue
+        low, up = part.lower, part.upper
+        for k, w in ((low.left, low.right), (low.right, low.left)):
+            for nxt, width in ((up.left, up.right), (up.right, up.left)):
+                if ast.dump(width) == ast.dump(w) and isinstance(nxt, ast.BinOp) and isinstance(nxt.op, ast.Add) \
+                        and {ast.dump(nxt.left), ast.dump(nxt.right)} == {ast.dump(k), ast.dump(ast.Constant(1))}:
+                    return True
+    return False
+
+
+def _splitters(functions: list[ast.FunctionDef | ast.AsyncFunctionDef]) -> set[str]:
+    """Functions returning a piece of a parameter (`_piece_window`), directly or through one local."""
+    out: set[str] = set()
+    for function in functions:
+        params = set(param_names(function))
+        bound = {t.id: s.value for s in ast.walk(function) if isinstance(s, ast.Assign)
+                 for t in s.targets if isinstance(t, ast.Name)}
+        for node in ast.walk(function):
+            if isinstance(node, ast.Return) and node.value is not None:
+                value = node.value
+                if isinstance(value, ast.Name) and value.id in bound:
+                    value = bound[value.id]
+                if _piece_window(value) and isinstance(value.value, ast.Name) and value.value.id in params:
+                    out.add(function.name)
+    return out
+
+
+def _skip_tests(test: ast.expr) -> tuple[str | None, bool]:
+    """``q is not None`` -> (q, True): the body runs when ``q`` is given; ``q is None`` -> (q, False)."""
+    if isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.left, ast.Name) \
+            and isinstance(test.comparators[0], ast.Constant) and test.comparators[0].value is None:
+        if isinstance(test.ops[0], ast.IsNot):
+            return test.left.id, True
+        if isinstance(test.ops[0], ast.Is):
+            return test.left.id, False
+    return None, False
+
+
+def _rolls(function: ast.FunctionDef | ast.AsyncFunctionDef) -> dict[str, frozenset[str]]:
+    """The parameters ``function`` rolls left -> the parameters whose presence skips that roll."""
+    params = set(param_names(function))
+    out: dict[str, frozenset[str]] = {}
+
+    def note(rolled: ast.expr, skipped_by: frozenset[str]) -> None:
+        if isinstance(rolled, ast.IfExp):  # `q if q is not None else p`: passing `q` skips rolling `p`
+            name, given_runs_body = _skip_tests(rolled.test)
+            extra = frozenset({name}) if name in params else frozenset()
+            note(rolled.body, skipped_by | extra if not given_runs_body else skipped_by)
+            note(rolled.orelse, skipped_by | extra if given_runs_body else skipped_by)
+            return
+        for part in ast.walk(rolled):
+            if isinstance(part, ast.Name) and part.id in params:
+                # rolled in several places: skipped only by what skips every one of them
+                out[part.id] = out[part.id] & skipped_by if part.id in out else skipped_by
+
+    def visit(node: ast.AST, skipped_by: frozenset[str]) -> None:
+        if isinstance(node, _FUNCTIONS + (ast.ClassDef, ast.Lambda)):
+            return
+        if isinstance(node, ast.If):
+            name, given_runs_body = _skip_tests(node.test)
+            visit(node.test, skipped_by)
+            body_skip = orelse_skip = skipped_by
+            if name in params:
+                # the roll in the branch taken when `name` is absent is skipped by passing `name`
+                if given_runs_body:
+                    orelse_skip = skipped_by | {name}
+                else:
+                    body_skip = skipped_by | {name}
+            for stmt in node.body:
+                visit(stmt, body_skip)
+            for stmt in node.orelse:
+                visit(stmt, orelse_skip)
+            return
+        rolled = rolled_left(node)
+        if rolled is not None:
+            note(rolled, skipped_by)
+        for child in ast.iter_child_nodes(node):
+            visit(child, skipped_by)
+
+    for stmt in function.body:
+        visit(stmt, frozenset())
+    return out
+
+
+def rolled_pieces(tree: ast.Module) -> dict[ast.AST, list[tuple[ast.AST, str]]]:
+    """Function node -> (node, splitter) for each piece of a split sequence rolled there or handed to
+    a function that rolls it (see the module docs)."""
+    functions = [n for n in ast.walk(tree) if isinstance(n, _FUNCTIONS)]
+    by_name: dict[str, list] = {}
+    for function in functions:
+        by_name.setdefault(function.name, []).append(function)
+    splitters = _splitters(functions)
+    if not splitters:
+        return {}
+    rollers = {f.name: (f, _rolls(f)) for f in functions if len(by_name[f.name]) == 1}
+    out: dict[ast.AST, list[tuple[ast.AST, str]]] = {}
+    for function in functions:
+        pieces: dict[str, str] = {}  # local -> the splitter whose piece it holds
+        for node in ast.walk(function):
+            if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name) \
+                    and isinstance(node.value, ast.Call) and last_name(node.value.func) in splitters:
+                pieces[node.targets[0].id] = last_name(node.value.func)
+
+        def piece(arg: ast.expr) -> str | None:
+            if isinstance(arg, ast.Name):
+                return pieces.get(arg.id)
+            if isinstance(arg, ast.Call) and last_name(arg.func) in splitters:
+                return last_name(arg.func)
+            return None
+
+        for node in ast.walk(function):
+            if not isinstance(node, ast.Call):
+                continue
+            rolled = rolled_left(node)
+            if rolled is not None:
+                split = piece(rolled)
+                if split is not None:
+                    out.setdefault(function, []).append((rolled, split))
+                continue
+            callee = rollers.get(last_name(node.func) or "")
+            if callee is None:
+                continue
+            target, rolled = callee
+            names = param_names(target)
+            if names and names[0] in ("self", "cls") and isinstance(node.func, ast.Attribute):
+                names = names[1:]
+            given = {k.arg for k in node.keywords if not (isinstance(k.value, ast.Constant) and k.value.value is None)}
+            given |= {n for n, a in zip(names, node.args) if not (isinstance(a, ast.Constant) and a.value is None)}
+            for name, arg in [*zip(names, node.args), *((k.arg, k.value) for k in node.keywords)]:
+                if name in rolled and not rolled[name] & given:
+                    split = piece(arg)
+                    if split is not None:
+                        out.setdefault(function, []).append((arg, split))
+    return out
