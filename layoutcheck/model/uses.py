@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 
 from layoutcheck.model.idioms import match_ceil_div, match_pad_amount, match_round_up
 from layoutcheck.model.imports import Imports
-from layoutcheck.model.syntax import int_value, last_name, positional, string_key
+from layoutcheck.model.syntax import child_fields, int_value, last_name, nodes, positional, string_key
 from layoutcheck.model.vocabulary import Tag
 
 __all__ = ["EXTERNAL_ATTRIBUTES", "Uses", "body_uses", "carrier", "field_of"]
@@ -99,10 +99,6 @@ def carrier(node: ast.AST) -> tuple[str, str] | None:
 
 
 _NESTED = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
-_LEAF_FIELDS = frozenset({"ctx", "op", "ops"})
-"""Fields that hold a load/store context or an operator: nodes with no children, never evidence."""
-_CHILD_FIELDS: dict[type, tuple[str, ...]] = {}
-"""Per node class, the fields that may hold child nodes (filled on first sight of the class)."""
 
 
 def _own_nodes(body: Iterable[ast.stmt], kinds: Collection[type]) -> Iterator[ast.AST]:
@@ -115,16 +111,12 @@ def _own_nodes(body: Iterable[ast.stmt], kinds: Collection[type]) -> Iterator[as
     matters: a use's line is the first one met.
     """
     stack: list[ast.AST] = [s for s in body if not isinstance(s, _NESTED)]
-    fields_of = _CHILD_FIELDS
     while stack:
         node = stack.pop()
         kind = type(node)  # `ast.parse` builds no subclasses: one look-up, not a chain of isinstance
         if kind in kinds:
             yield node
-        names = fields_of.get(kind)
-        if names is None:
-            names = fields_of[kind] = tuple(f for f in kind._fields if f not in _LEAF_FIELDS)
-        for name in names:
+        for name in child_fields(kind):
             value = getattr(node, name, None)
             if type(value) is list:
                 for item in value:
@@ -138,7 +130,7 @@ def _element_uses(node: ast.AST, imports: Imports) -> dict[str, int]:
     """In ``node``: names sized or padded (-> TOK of what they iterate) or used as an extent or
     rounded up (-> SEQ)."""
     out: dict[str, int] = {}
-    for part in ast.walk(node):
+    for part in nodes(node):
         if isinstance(part, ast.BinOp):
             idiom = match_round_up(part, imports) or match_pad_amount(part) or match_ceil_div(part, imports)
             if idiom is not None:
@@ -203,7 +195,7 @@ def _zigzag(node: ast.BinOp) -> tuple[str, str] | None:
 
 
 def _unit_atoms(unit: ast.AST, uses: Uses, line: int) -> None:
-    for part in ast.walk(unit):
+    for part in nodes(unit):
         if isinstance(part, ast.Name):
             uses.add("name", part.id, UNIT, line)
         elif isinstance(part, ast.Attribute) and part.attr not in EXTERNAL_ATTRIBUTES:
