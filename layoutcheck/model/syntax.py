@@ -181,12 +181,7 @@ def _walk(node: ast.AST) -> Iterator[ast.AST]:
     todo = deque((node,))
     while todo:
         current = todo.popleft()
-        for name in child_fields(type(current)):
-            value = getattr(current, name, None)
-            if type(value) is list:
-                todo.extend([item for item in value if isinstance(item, ast.AST)])
-            elif isinstance(value, ast.AST):
-                todo.append(value)
+        todo.extend(children(current))
         yield current
 
 
