@@ -42,19 +42,23 @@ _NESTED = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
 
 
 def _blocks(body: Sequence[ast.stmt]) -> Iterator[Sequence[ast.stmt]]:
-    """``body`` and every statement list inside it, nested functions and classes left out."""
-    yield body
-    for stmt in body:
-        if isinstance(stmt, _NESTED):
-            continue
-        for name in ("body", "orelse", "finalbody"):
-            inner = getattr(stmt, name, None)
-            if isinstance(inner, list) and inner and isinstance(inner[0], ast.stmt):
-                yield from _blocks(inner)
-        for handler in getattr(stmt, "handlers", ()):
-            yield from _blocks(handler.body)
-        for case in getattr(stmt, "cases", ()):
-            yield from _blocks(case.body)
+    """``body`` and every statement list inside it (depth first, in source order), nested functions
+    and classes left out. A stack, not recursion: each check here walks every function's blocks."""
+    stack = [body]
+    while stack:
+        block = stack.pop()
+        yield block
+        inside: list[Sequence[ast.stmt]] = []
+        for stmt in block:
+            if isinstance(stmt, _NESTED):
+                continue
+            for name in ("body", "orelse", "finalbody"):
+                inner = getattr(stmt, name, None)
+                if isinstance(inner, list) and inner and isinstance(inner[0], ast.stmt):
+                    inside.append(inner)
+            inside.extend(handler.body for handler in getattr(stmt, "handlers", ()))
+            inside.extend(case.body for case in getattr(stmt, "cases", ()))
+        stack.extend(reversed(inside))
 
 
 def _window(node: ast.expr) -> ast.Slice | None:
@@ -180,15 +184,24 @@ def moving_reference(body: Sequence[ast.stmt]) -> Iterator[tuple[ast.AST, str]]:
                         break
 
 
-def _own_nodes(stmt: ast.stmt) -> Iterator[ast.AST]:
-    """The expression nodes of ``stmt`` itself, not those of the statements nested in it."""
-    if isinstance(stmt, _NESTED):
-        return
-    for name in child_fields(type(stmt)):
-        value = getattr(stmt, name, None)
-        for item in value if isinstance(value, list) else [value]:
-            if isinstance(item, (ast.expr, ast.withitem, ast.keyword)):
-                yield from nodes(item)
+def _own_nodes(stmt: ast.stmt) -> list[ast.AST]:
+    """The expression nodes of ``stmt`` itself, not those of the statements nested in it.
+
+    Several checks read them for every statement: listed once and kept on the statement (like
+    `nodes`: the list lives with its tree, which nothing changes once parsed).
+    """
+    found = stmt.__dict__.get("_layoutcheck_own_nodes")
+    if found is not None:
+        return found
+    found = []
+    if not isinstance(stmt, _NESTED):
+        for name in child_fields(type(stmt)):
+            value = getattr(stmt, name, None)
+            for item in value if isinstance(value, list) else [value]:
+                if isinstance(item, (ast.expr, ast.withitem, ast.keyword)):
+                    found.extend(nodes(item))
+    stmt.__dict__["_layoutcheck_own_nodes"] = found
+    return found
 
 
 def _bindings(body: Sequence[ast.stmt]) -> dict[str, list[ast.expr]]:
