@@ -31,9 +31,11 @@ class DisagreeingShifts(ModelRule):
     (openrlhf/OpenRLHF 37aad73e: an action mask one position late).
 
     And a roll of one piece of a split sequence: a function of the module
-    that returns the `k`-th of equal pieces of its argument
-    (`x[..., k * w : (k + 1) * w]`, a sequence- or context-parallel split)
-    gives a piece that must not be rolled (`torch.roll(piece, -1)`), here
+    that returns the `k`-th of equal pieces of its argument's last axis
+    (`x[..., k * w : (k + 1) * w]`, or `w = x.shape[-1] // n`: a sequence-
+    or context-parallel split, not a split of the batch's rows) gives a
+    piece that must not be rolled along that axis
+    (`torch.roll(piece, -1, dims=-1)`, or flattened), here
     or in a function of the module it is passed to (unless the call passes
     the argument that skips that roll: `if targets is None: targets =
     ids.roll(-1)`).
@@ -202,6 +204,36 @@ def forward(model, ids, world, rank):
     return token_logp(model, my_piece(ids, world, rank), targets=targets)
 """
         ),
+        Valid(
+            """
+import torch
+
+
+def micro_batch(batch, i, size):
+    # a split of the batch's rows: each row keeps its whole sequence
+    return batch[i * size : (i + 1) * size]
+
+
+def targets(batch, i, size):
+    rows = micro_batch(batch, i, size)
+    return torch.roll(rows, shifts=-1, dims=-1)
+"""
+        ),
+        Valid(
+            """
+import torch
+
+
+def take_slice(x, world, rank):
+    width = x.shape[-1] // world
+    return x[..., rank * width : (rank + 1) * width]
+
+
+def rows_rolled(x, world, rank):
+    # rolled along the rows, not the sequence
+    return torch.roll(take_slice(x, world, rank), shifts=-1, dims=0)
+"""
+        ),
     ]
     invalid = [
         Invalid(
@@ -301,5 +333,21 @@ def forward(model, ids, world, rank):
 """,
             line=17,
             column=30,
+        ),
+        Invalid(
+            """
+import torch
+
+
+def take_slice(stream, world, rank):
+    width = stream.shape[-1] // world
+    return stream[rank * width : (rank + 1) * width]
+
+
+def targets(stream, world, rank):
+    return torch.roll(take_slice(stream, world, rank), shifts=-1, dims=-1)
+""",
+            line=11,
+            column=23,
         ),
     ]

@@ -66,7 +66,6 @@ PENDING_PAIRS = {
     "openrlhf_6106fb22_prompt_sizes_not_doubled",
     "openrlhf_a32a7322_pair_rows_left_padded",
     "openrlhf_cd30d81a_receivers_count_short",
-    "openrlhf_6b1849b9_pad_segment_id",
     "specforge_bcb2ec2a_rank_offset_missing",
 }
 """Static pairs the linter does not flag yet: each is an expected failure until it passes (then it leaves

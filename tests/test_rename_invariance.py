@@ -6,7 +6,9 @@ attributes, keyword arguments, field-name strings, module files; one bijection
 for the whole project, so the code means exactly what it meant) and linted with
 no configuration beyond the fixture's own, itself renamed. The findings must be
 the same: same files (by their original names), lines and rules. A rule that
-needed a name to fire finds nothing on the copy and fails here.
+needed a name to fire finds nothing on the copy and fails here. The corpus of
+real fixes (``fixtures/lint/corpus``) is renamed and linted the same way, each
+file alone in its own project.
 
 A real tree can be checked too: point ``LAYOUTCHECK_RENAME_TREE`` at a checkout
 (Miles at 31f1ca961, extracted outside the repository); the test is skipped
@@ -87,3 +89,32 @@ def test_a_real_tree_has_the_same_findings_renamed(tmp_path: Path) -> None:
     assert original, "the tree has findings to compare"
     assert renamed_findings == original, {"only on the original": sorted(original - renamed_findings),
                                           "only on the copy": sorted(renamed_findings - original)}
+
+
+CORPUS = ROOT / "corpus"
+
+
+def test_corpus_findings_do_not_depend_on_names(tmp_path: Path) -> None:
+    """Each file of the corpus of real fixes (`tests/test_lint_corpus.py`), alone in its own project with
+    no configuration, renamed consistently: the same findings, lines and rules (and the copy is renamed)."""
+    src, out = tmp_path / "src", tmp_path / "out"
+    projects = []
+    for pair in sorted(p for p in CORPUS.iterdir() if p.is_dir()):
+        for half in ("before", "after"):
+            project = src / pair.name / half
+            project.mkdir(parents=True)
+            (project / f"{half}.py").write_text((pair / f"{half}.py").read_text())
+            (project / "layoutcheck.toml").write_text("")
+            projects.append(f"{pair.name}/{half}")
+    renaming = rename_project(src, out, rename_modules=False)
+    assert len(renaming.names) > 300
+    code = (out / "specforge_20924186_shift_applied_twice" / "before" / "before.py").read_text().split('"""', 2)[2]
+    assert "step_left" not in code and '"ids"' not in code and "torch.cat" in code  # renamed, the library kept
+    flagged = 0
+    for project in projects:
+        original = _findings(src, project, None)
+        copy = _findings(out, project, None)
+        assert copy == original, (project, {"only on the original": sorted(original - copy),
+                                            "only on the copy": sorted(copy - original)})
+        flagged += bool(original)
+    assert flagged >= 20, "the corpus has findings to compare"

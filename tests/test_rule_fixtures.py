@@ -58,6 +58,7 @@ CASES = {
     "d7c": "partner lists cut from opposite ends (class 7)",
     "d7d": "a boundary appended to cumulative offsets for a pad that can be 0 (class 7)",
     "d7e": "a masked mean whose partner sums its pad positions (class 7)",
+    "d7f": "a pad segment's id taken from len() of a one-row tensor (class 7)",
     "d8": "an alignment unit picked by an if/elif chain where every factor must divide (class 8)",
     "d8b": "partner streams built by one builder with different units (class 8)",
     "d9": "regrouped outputs combined with the batch before their order is restored (class 9)",

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import re
 import warnings
 from collections.abc import Iterable, Sequence
 
@@ -83,6 +84,7 @@ from layoutcheck.model.partners import (
     empty_segment,
     misplaced_positions,
     moving_reference,
+    row_count_as_size,
     truncated_apart,
     unmasked_mean,
 )
@@ -165,6 +167,11 @@ _SPACE_WORDS: tuple[tuple[int, str], ...] = (
 )
 """How `layoutcheck model` names a space, most specific first."""
 _STATEMENT_LIMIT = 400
+"""Deeper statement nesting than this is left unwalked (generated code): the file is still parsed."""
+_WINDOW_STORE = re.compile(r"\+[^\]\n]*\]\s*=[^=]")
+"""A store into a window ``buf[a : a + n] = ...``: where `window_partners` can find something."""
+_RETURNED_SHIFT = re.compile(r"return[^\n]*(?:1:|-1\]|roll\()")
+"""A function returning a shift (``return t[:, 1:]``): where `reshifted_fields` can find something."""
 _PARTNER_CHECKS = (
     ("misplaced_positions", misplaced_positions),
     ("truncated_apart", truncated_apart),
@@ -172,9 +179,11 @@ _PARTNER_CHECKS = (
     ("empty_segment", empty_segment),
     ("unmasked_mean", unmasked_mean),
     ("combined_before_restore", combined_before_restore),
+    ("row_count_as_size", row_count_as_size),
 )
 """The function-level checks of `layoutcheck.model.partners`, by the clash kind each records."""
-"""Deeper statement nesting than this is left unwalked (generated code): the file is still parsed."""
+
+
 def space_word(tags: int) -> str | None:
     """The name `layoutcheck model` gives the most specific space in ``tags``."""
     for tag, word in _SPACE_WORDS:
@@ -316,9 +325,14 @@ class _Extractor(ClashesMixin, LiteralsMixin, SidesMixin, Flow):
         self._absorb(uses)
         self.frames.append(frame)
         self.states.append(_FunctionState())
-        self.window_partners = window_partners(tree)
-        self.rolled_pieces = rolled_pieces(tree)
-        self.reshifted = reshifted_fields(tree)
+        # Module-wide readers, each run only where its spelling can occur (most files have none).
+        text = self.source.text
+        if "len(" in text and _WINDOW_STORE.search(text):
+            self.window_partners = window_partners(tree)
+        if "roll(" in text:
+            self.rolled_pieces = rolled_pieces(tree)
+        if _RETURNED_SHIFT.search(text):
+            self.reshifted = reshifted_fields(tree)
         self.block(tree.body)
         self._finish(frame, tree.body)
         self.frames.pop()

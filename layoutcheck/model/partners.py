@@ -23,7 +23,10 @@ the node to flag and what the rule's message needs:
   summed and divided by the real tokens' count;
 * `combined_before_restore` (class 9): a value built from regrouped pieces
   (``groups, order = regroup(...)``) combined elementwise with the batch's own
-  data before it is put back in the batch's order (``v = v[index from order]``).
+  data before it is put back in the batch's order (``v = v[index from order]``);
+* `row_count_as_size` (class 7): ``len(x)`` in arithmetic where ``x`` is one row
+  (concatenated along its columns with a ``(1, k)`` block): the count of rows,
+  always 1, taken for a size or an id.
 """
 
 from __future__ import annotations
@@ -35,7 +38,7 @@ from layoutcheck.model.syntax import child_fields, int_value, last_name, nodes, 
 
 __all__ = [
     "unit_switches", "combined_before_restore", "empty_segment", "misplaced_positions", "moving_reference", "truncated_apart",
-    "unmasked_mean",
+    "row_count_as_size", "unmasked_mean",
 ]
 
 _NESTED = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
@@ -462,3 +465,61 @@ def unit_switches(body: Sequence[ast.stmt], units: set[str], params: set[str]) -
             if assigned & units:
                 found |= tested
     return tuple(sorted(found))
+
+
+_ONE_ROW_BUILDERS = frozenset({"full", "new_full", "zeros", "new_zeros", "ones", "new_ones", "empty", "new_empty"})
+
+
+def _one_row_block(node: ast.expr, bound: dict[str, list[ast.expr]] | None = None) -> bool:
+    """A tensor built with a literal leading 1 (``x.new_full((1, k), v)``, ``torch.zeros(1, k)``), or
+    given one (``t.unsqueeze(0)``, ``t[None]``), also scaled (``v * torch.ones(1, k)``) or bound to a
+    local first (through ``bound``, the function's bindings, when each binding is one)."""
+    if isinstance(node, ast.Name) and bound and node.id in bound:
+        return all(_one_row_block(value) for value in bound[node.id])
+    if isinstance(node, ast.BinOp):
+        return _one_row_block(node.left) or _one_row_block(node.right)
+    if isinstance(node, ast.Call) and last_name(node.func) == "unsqueeze" and isinstance(node.func, ast.Attribute) \
+            and len(node.args) == 1 and int_value(node.args[0]) == 0:
+        return True
+    if isinstance(node, ast.Subscript):
+        first = node.slice.elts[0] if isinstance(node.slice, ast.Tuple) and node.slice.elts else node.slice
+        return isinstance(first, ast.Constant) and first.value is None
+    if not (isinstance(node, ast.Call) and last_name(node.func) in _ONE_ROW_BUILDERS and node.args):
+        return False
+    shape = node.args[0]
+    first = shape.elts[0] if isinstance(shape, (ast.Tuple, ast.List)) and shape.elts else shape
+    return int_value(first) == 1 and (isinstance(shape, (ast.Tuple, ast.List)) and len(shape.elts) > 1
+                                      or len(node.args) > 1)
+
+
+def _one_row(value: ast.expr, name: str, bound: dict[str, list[ast.expr]]) -> bool:
+    """``name = cat([name, one-row block], dim=1)``: the concatenation along the columns keeps one row."""
+    if not (isinstance(value, ast.Call) and last_name(value.func) in ("cat", "concat", "concatenate")
+            and value.args and isinstance(value.args[0], (ast.List, ast.Tuple))):
+        return False
+    dim = next((k.value for k in value.keywords if k.arg in ("dim", "axis")), value.args[1] if len(value.args) > 1 else None)
+    pieces = value.args[0].elts
+    return int_value(dim) not in (None, 0) and any(_one_row_block(p, bound) for p in pieces) and any(
+        isinstance(p, ast.Name) and p.id == name for p in pieces)
+
+
+def row_count_as_size(body: Sequence[ast.stmt]) -> Iterator[tuple[ast.AST, str]]:
+    """``len(x)`` in arithmetic where ``x`` is one row (`_one_row`): the count of rows, always 1."""
+    one_row: set[str] = set()
+    bound = _bindings(body)
+    for block in _blocks(body):
+        for stmt in block:
+            if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name) \
+                    and _one_row(stmt.value, stmt.targets[0].id, bound):
+                one_row.add(stmt.targets[0].id)
+    if not one_row:
+        return
+    for block in _blocks(body):
+        for stmt in block:
+            for node in _own_nodes(stmt):
+                if isinstance(node, ast.BinOp):
+                    for side in (node.left, node.right):
+                        if isinstance(side, ast.Call) and isinstance(side.func, ast.Name) and side.func.id == "len" \
+                                and len(side.args) == 1 and isinstance(side.args[0], ast.Name) \
+                                and side.args[0].id in one_row:
+                            yield side, side.args[0].id

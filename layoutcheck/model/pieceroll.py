@@ -22,16 +22,32 @@ import ast
 from collections.abc import Iterator
 
 from layoutcheck.model.shifts import rolled_left
-from layoutcheck.model.syntax import last_name, nodes, param_names
+from layoutcheck.model.syntax import int_value, keyword, last_name, nodes, param_names, positional
 
 __all__ = ["rolled_pieces"]
 
 _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
 
 
+def _last_axis(part: ast.Slice, parts: list[ast.expr], width: ast.expr, bound: dict[str, ast.expr]) -> bool:
+    """Is the window on the last axis: after an ellipsis (``x[..., a:b]``), or ``w`` measured along the
+    last axis (``w = x.shape[-1] // n``, ``x.size(-1) // n``)? A split of the batch (``x[a:b]`` of rows)
+    is not one of the sequence."""
+    if len(parts) > 1 and parts[-1] is part and isinstance(parts[0], ast.Constant) and parts[0].value is Ellipsis:
+        return True
+    if isinstance(width, ast.Name) and width.id in bound:
+        width = bound[width.id]
+    for node in ast.walk(width):
+        if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Attribute) and node.value.attr == "shape" \
+                and int_value(node.slice) == -1:
+            return True
+        if isinstance(node, ast.Call) and last_name(node.func) == "size" and node.args and int_value(node.args[0]) == -1:
+            return True
+    return False
 
-def _piece_window(node: ast.expr) -> bool:
-    """``x[..., k * w : (k + 1) * w]``: the ``k``-th of equal pieces (``k + 1`` in either order)."""
+
+def _piece_window(node: ast.expr, bound: dict[str, ast.expr]) -> bool:
+    """``x[..., k * w : (k + 1) * w]``: the ``k``-th of equal pieces of the last axis (`_last_axis`)."""
     if not isinstance(node, ast.Subscript):
         return False
     parts = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
@@ -43,7 +59,8 @@ def _piece_window(node: ast.expr) -> bool:
         for k, w in ((low.left, low.right), (low.right, low.left)):
             for nxt, width in ((up.left, up.right), (up.right, up.left)):
                 if ast.dump(width) == ast.dump(w) and isinstance(nxt, ast.BinOp) and isinstance(nxt.op, ast.Add) \
-                        and {ast.dump(nxt.left), ast.dump(nxt.right)} == {ast.dump(k), ast.dump(ast.Constant(1))}:
+                        and {ast.dump(nxt.left), ast.dump(nxt.right)} == {ast.dump(k), ast.dump(ast.Constant(1))} \
+                        and _last_axis(part, parts, w, bound):
                     return True
     return False
 
@@ -60,9 +77,23 @@ def _splitters(functions: list[ast.FunctionDef | ast.AsyncFunctionDef]) -> set[s
                 value = node.value
                 if isinstance(value, ast.Name) and value.id in bound:
                     value = bound[value.id]
-                if _piece_window(value) and isinstance(value.value, ast.Name) and value.value.id in params:
+                if _piece_window(value, bound) and isinstance(value.value, ast.Name) and value.value.id in params:
                     out.add(function.name)
     return out
+
+
+def _rolled_along_last(node: ast.AST) -> ast.expr | None:
+    """What a left roll along the last axis (``dims=-1``) or the flattened tensor (no ``dims``) rolls."""
+    rolled = rolled_left(node)
+    if rolled is None:
+        return None
+    method = isinstance(node.func, ast.Attribute) and node.func.value is rolled
+    dims = keyword(node, "dims")
+    if dims is None:
+        args = positional(node)
+        index = 1 if method else 2
+        dims = args[index] if len(args) > index else None
+    return rolled if dims is None or int_value(dims) == -1 else None
 
 
 def _skip_tests(test: ast.expr) -> tuple[str | None, bool]:
@@ -111,7 +142,7 @@ def _rolls(function: ast.FunctionDef | ast.AsyncFunctionDef) -> dict[str, frozen
             for stmt in node.orelse:
                 visit(stmt, orelse_skip)
             return
-        rolled = rolled_left(node)
+        rolled = _rolled_along_last(node)
         if rolled is not None:
             note(rolled, skipped_by)
         for child in ast.iter_child_nodes(node):
@@ -151,7 +182,7 @@ def rolled_pieces(tree: ast.Module) -> dict[ast.AST, list[tuple[ast.AST, str]]]:
         for node in nodes(function):
             if not isinstance(node, ast.Call):
                 continue
-            rolled = rolled_left(node)
+            rolled = _rolled_along_last(node)
             if rolled is not None:
                 split = piece(rolled)
                 if split is not None:
