@@ -60,7 +60,6 @@ REQUIRED = {
 
 PENDING = pytest.mark.xfail(strict=False, reason="linter by use: issue 21")
 PENDING_PAIRS = {
-    "miles_9469b7239_teacher_logp_unsliced",
     "megatron_416687f437_sp_unit_missing",
     "slime_e9e42e5e8_logit_offsets_token_prompt",
     "openrlhf_6106fb22_prompt_sizes_not_doubled",
