@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import symtable
 import warnings
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -229,11 +229,14 @@ def analyse_project(
     *,
     known_rules: Collection[str] | None = None,
     all_rules: Sequence[type[LintRule]] = (),
+    extract_many: Callable[[Sequence[str]], list[FileFacts]] | None = None,
 ) -> tuple[dict[str, Analysis], Project]:
     """Lint every checked file of ``files`` against the project they make together.
 
     ``all_rules`` are the run's selected rules (for the text prefilter of
     files read only for context); each checked file runs its own ``rules``.
+    ``extract_many`` extracts the texts of the files the project asks for
+    (the runner's worker processes); by default, here, one after another.
     """
     from layoutcheck.model.project import FileModel, Project
     from layoutcheck.model.queries import FileQueries
@@ -263,10 +266,14 @@ def analyse_project(
         more = _demanded(project, files, settings)
         if not more:
             break
-        from layoutcheck.model.extract import extract
+        if extract_many is None:
+            from layoutcheck.model.extract import extract
 
-        for i in more:
-            files[i].facts = models[i].facts = extract(files[i].source or "", settings)
+            found = [extract(files[i].source or "", settings) for i in more]
+        else:
+            found = extract_many([files[i].source or "" for i in more])
+        for i, facts in zip(more, found):
+            files[i].facts = models[i].facts = facts
         project = Project(models, settings)
     out: dict[str, Analysis] = {}
     for index, file in enumerate(files):

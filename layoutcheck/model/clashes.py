@@ -34,7 +34,7 @@ from layoutcheck.model.flow import ENTRY, MASKED, NOTHING, PACKED, PAD, SEQ, STR
 from layoutcheck.model.idioms import match_max_over
 from layoutcheck.model.imports import Imports
 from layoutcheck.model.shifts import shift_kind
-from layoutcheck.model.syntax import int_value, last_name, names_in, positional, root_name, walk
+from layoutcheck.model.syntax import int_value, last_name, names_in, nodes, positional, root_name, walk
 
 __all__ = ["ClashesMixin"]
 
@@ -297,7 +297,7 @@ def _chunks(loop: ast.For | ast.AsyncFor, roots: set[str], imports: Imports) -> 
         return False
     name = target.id
     # A chunk is a collection: the body walks it (`for s in batch`, `[... for s in batch]`, `stack(batch)`).
-    for part in ast.walk(loop):
+    for part in nodes(loop):
         if isinstance(part, (ast.For, ast.comprehension)) and part is not loop and _walks(part.iter, name):
             return True
     return False

@@ -95,11 +95,13 @@ from layoutcheck.model.sinks import Sinks
 from layoutcheck.model.syntax import (
     Source,
     argument,
+    children,
     expects_error,
     index_of,
     int_value,
     keyword,
     last_name,
+    nodes,
     positional,
     root_name,
     same,
@@ -520,7 +522,7 @@ class _Extractor(ClashesMixin, LiteralsMixin, SidesMixin, Flow):
             self.frame.data.setdefault("keys", {})[node.target.id] = keys
             self.bind(node.target.id, NOTHING)
             if any(isinstance(t, ast.Subscript) and isinstance(t.slice, ast.Name) and t.slice.id == node.target.id
-                   for s in ast.walk(node) if isinstance(s, (ast.Assign, ast.AugAssign)) for t in _targets(s)):
+                   for s in nodes(node) if isinstance(s, (ast.Assign, ast.AugAssign)) for t in _targets(s)):
                 self.partners.add(tuple(sorted(keys)))
             self.loop_body(node.body, node.orelse)
             self.frame.data["keys"].pop(node.target.id, None)
@@ -761,7 +763,7 @@ class _Extractor(ClashesMixin, LiteralsMixin, SidesMixin, Flow):
         facts.param_uses = tuple((p.name, names[p.name]) for p in facts.params if names.get(p.name))
         facts.spaces = tuple(sorted((subject, space, line, why) for (subject, space), (line, why) in state.spaces.items()))
         if frame.index:
-            read = {n.id for stmt in body for n in ast.walk(stmt) if isinstance(n, ast.Name)}
+            read = {n.id for stmt in body for n in nodes(stmt) if isinstance(n, ast.Name)}
             facts.unused_params = tuple(p.name for p in facts.params if p.name not in read
                                         and p.kind not in ("star", "dstar") and p.name not in ("self", "cls"))
             facts.unit_switches = unit_switches(body, state.unit_names, {p.name for p in facts.params})
@@ -1246,7 +1248,7 @@ class _Extractor(ClashesMixin, LiteralsMixin, SidesMixin, Flow):
             self.scan(node.orelse)  # type: ignore[attr-defined]
             frame.layout = saved
             return
-        for child in ast.iter_child_nodes(node):
+        for child in children(node):
             if isinstance(child, ast.expr):
                 self.scan(child)
             elif isinstance(child, ast.keyword):

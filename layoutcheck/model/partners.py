@@ -34,7 +34,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator, Sequence
 
-from layoutcheck.model.syntax import int_value, last_name, positional
+from layoutcheck.model.syntax import child_fields, int_value, last_name, nodes, positional
 
 __all__ = [
     "unit_switches", "combined_before_restore", "empty_segment", "misplaced_positions", "moving_reference", "truncated_apart",
@@ -45,19 +45,23 @@ _NESTED = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
 
 
 def _blocks(body: Sequence[ast.stmt]) -> Iterator[Sequence[ast.stmt]]:
-    """``body`` and every statement list inside it, nested functions and classes left out."""
-    yield body
-    for stmt in body:
-        if isinstance(stmt, _NESTED):
-            continue
-        for name in ("body", "orelse", "finalbody"):
-            inner = getattr(stmt, name, None)
-            if isinstance(inner, list) and inner and isinstance(inner[0], ast.stmt):
-                yield from _blocks(inner)
-        for handler in getattr(stmt, "handlers", ()):
-            yield from _blocks(handler.body)
-        for case in getattr(stmt, "cases", ()):
-            yield from _blocks(case.body)
+    """``body`` and every statement list inside it (depth first, in source order), nested functions
+    and classes left out. A stack, not recursion: each check here walks every function's blocks."""
+    stack = [body]
+    while stack:
+        block = stack.pop()
+        yield block
+        inside: list[Sequence[ast.stmt]] = []
+        for stmt in block:
+            if isinstance(stmt, _NESTED):
+                continue
+            for name in ("body", "orelse", "finalbody"):
+                inner = getattr(stmt, name, None)
+                if isinstance(inner, list) and inner and isinstance(inner[0], ast.stmt):
+                    inside.append(inner)
+            inside.extend(handler.body for handler in getattr(stmt, "handlers", ()))
+            inside.extend(case.body for case in getattr(stmt, "cases", ()))
+        stack.extend(reversed(inside))
 
 
 def _window(node: ast.expr) -> ast.Slice | None:
@@ -94,7 +98,7 @@ def misplaced_positions(body: Sequence[ast.stmt]) -> Iterator[tuple[ast.AST, str
                 continue
             start = positional(call)[0]
             lower = ast.dump(window.lower)
-            if int_value(start) == 0 or any(ast.dump(part) == lower for part in ast.walk(start)):
+            if int_value(start) == 0 or any(ast.dump(part) == lower for part in nodes(start)):
                 continue  # from 0, or from the window's start (moved by an offset: another origin)
             yield call, ast.unparse(window.lower)
 
@@ -164,18 +168,18 @@ def moving_reference(body: Sequence[ast.stmt]) -> Iterator[tuple[ast.AST, str]]:
                     and len(loop.target.elts) == 2 and isinstance(loop.target.elts[0], ast.Name)):
                 continue
             record, key = loop.iter.func.value.id, loop.target.elts[0].id
-            writes = [t for node in ast.walk(loop) if isinstance(node, ast.Assign) for t in node.targets
+            writes = [t for node in nodes(loop) if isinstance(node, ast.Assign) for t in node.targets
                       if isinstance(t, ast.Subscript) and isinstance(t.value, ast.Name) and t.value.id == record
                       and isinstance(t.slice, ast.Name) and t.slice.id == key]
             if not writes:
                 continue
-            skipped = {c.value for node in ast.walk(loop) if isinstance(node, ast.Compare)
+            skipped = {c.value for node in nodes(loop) if isinstance(node, ast.Compare)
                        and isinstance(node.left, ast.Name) and node.left.id == key
                        for c in node.comparators if isinstance(c, ast.Constant)}
-            for node in ast.walk(loop):
+            for node in nodes(loop):
                 if not isinstance(node, ast.If):
                     continue
-                for part in ast.walk(node.test):
+                for part in nodes(node.test):
                     if isinstance(part, ast.Subscript) and isinstance(part.value, ast.Name) \
                             and part.value.id == record and isinstance(part.slice, ast.Constant) \
                             and isinstance(part.slice.value, str) and part.slice.value not in skipped:
@@ -183,14 +187,24 @@ def moving_reference(body: Sequence[ast.stmt]) -> Iterator[tuple[ast.AST, str]]:
                         break
 
 
-def _own_nodes(stmt: ast.stmt) -> Iterator[ast.AST]:
-    """The expression nodes of ``stmt`` itself, not those of the statements nested in it."""
-    if isinstance(stmt, _NESTED):
-        return
-    for _, value in ast.iter_fields(stmt):
-        for item in value if isinstance(value, list) else [value]:
-            if isinstance(item, (ast.expr, ast.withitem, ast.keyword)):
-                yield from ast.walk(item)
+def _own_nodes(stmt: ast.stmt) -> list[ast.AST]:
+    """The expression nodes of ``stmt`` itself, not those of the statements nested in it.
+
+    Several checks read them for every statement: listed once and kept on the statement (like
+    `nodes`: the list lives with its tree, which nothing changes once parsed).
+    """
+    found = stmt.__dict__.get("_layoutcheck_own_nodes")
+    if found is not None:
+        return found
+    found = []
+    if not isinstance(stmt, _NESTED):
+        for name in child_fields(type(stmt)):
+            value = getattr(stmt, name, None)
+            for item in value if isinstance(value, list) else [value]:
+                if isinstance(item, (ast.expr, ast.withitem, ast.keyword)):
+                    found.extend(nodes(item))
+    stmt.__dict__["_layoutcheck_own_nodes"] = found
+    return found
 
 
 def _bindings(body: Sequence[ast.stmt]) -> dict[str, list[ast.expr]]:
@@ -325,7 +339,7 @@ def _summed(node: ast.expr) -> ast.expr | None:
 
 def _mentions(node: ast.expr, name: str, bindings: dict[str, list[ast.expr]], depth: int = 0) -> bool:
     """Does ``node`` derive from ``name`` (through the locals it reads, a few bindings deep)?"""
-    for part in ast.walk(node):
+    for part in nodes(node):
         if isinstance(part, ast.Name):
             if part.id == name:
                 return True
@@ -443,7 +457,7 @@ def unit_switches(body: Sequence[ast.stmt], units: set[str], params: set[str]) -
         for stmt in block:
             if not isinstance(stmt, ast.If):
                 continue
-            tested = {n.id for n in ast.walk(stmt.test) if isinstance(n, ast.Name)} & params
+            tested = {n.id for n in nodes(stmt.test) if isinstance(n, ast.Name)} & params
             if not tested:
                 continue
             assigned = {t.id for s in stmt.body if isinstance(s, (ast.Assign, ast.AugAssign))

@@ -22,7 +22,7 @@ import ast
 from collections.abc import Iterator
 
 from layoutcheck.model.shifts import rolled_left
-from layoutcheck.model.syntax import int_value, keyword, last_name, param_names, positional
+from layoutcheck.model.syntax import int_value, keyword, last_name, nodes, param_names, positional
 
 __all__ = ["rolled_pieces"]
 
@@ -70,9 +70,9 @@ def _splitters(functions: list[ast.FunctionDef | ast.AsyncFunctionDef]) -> set[s
     out: set[str] = set()
     for function in functions:
         params = set(param_names(function))
-        bound = {t.id: s.value for s in ast.walk(function) if isinstance(s, ast.Assign)
+        bound = {t.id: s.value for s in nodes(function) if isinstance(s, ast.Assign)
                  for t in s.targets if isinstance(t, ast.Name)}
-        for node in ast.walk(function):
+        for node in nodes(function):
             if isinstance(node, ast.Return) and node.value is not None:
                 value = node.value
                 if isinstance(value, ast.Name) and value.id in bound:
@@ -119,7 +119,7 @@ def _rolls(function: ast.FunctionDef | ast.AsyncFunctionDef) -> dict[str, frozen
             note(rolled.body, skipped_by | extra if not given_runs_body else skipped_by)
             note(rolled.orelse, skipped_by | extra if given_runs_body else skipped_by)
             return
-        for part in ast.walk(rolled):
+        for part in nodes(rolled):
             if isinstance(part, ast.Name) and part.id in params:
                 # rolled in several places: skipped only by what skips every one of them
                 out[part.id] = out[part.id] & skipped_by if part.id in out else skipped_by
@@ -156,7 +156,7 @@ def _rolls(function: ast.FunctionDef | ast.AsyncFunctionDef) -> dict[str, frozen
 def rolled_pieces(tree: ast.Module) -> dict[ast.AST, list[tuple[ast.AST, str]]]:
     """Function node -> (node, splitter) for each piece of a split sequence rolled there or handed to
     a function that rolls it (see the module docs)."""
-    functions = [n for n in ast.walk(tree) if isinstance(n, _FUNCTIONS)]
+    functions = [n for n in nodes(tree) if isinstance(n, _FUNCTIONS)]
     by_name: dict[str, list] = {}
     for function in functions:
         by_name.setdefault(function.name, []).append(function)
@@ -167,7 +167,7 @@ def rolled_pieces(tree: ast.Module) -> dict[ast.AST, list[tuple[ast.AST, str]]]:
     out: dict[ast.AST, list[tuple[ast.AST, str]]] = {}
     for function in functions:
         pieces: dict[str, str] = {}  # local -> the splitter whose piece it holds
-        for node in ast.walk(function):
+        for node in nodes(function):
             if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name) \
                     and isinstance(node.value, ast.Call) and last_name(node.value.func) in splitters:
                 pieces[node.targets[0].id] = last_name(node.value.func)
@@ -179,7 +179,7 @@ def rolled_pieces(tree: ast.Module) -> dict[ast.AST, list[tuple[ast.AST, str]]]:
                 return last_name(arg.func)
             return None
 
-        for node in ast.walk(function):
+        for node in nodes(function):
             if not isinstance(node, ast.Call):
                 continue
             rolled = _rolled_along_last(node)

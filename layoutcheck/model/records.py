@@ -20,7 +20,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator, Sequence
 
-from layoutcheck.model.syntax import own_nodes
+from layoutcheck.model.syntax import nodes, own_nodes
 
 __all__ = ["record_cut_apart", "window_partners"]
 
@@ -57,7 +57,7 @@ def _measured(width: ast.expr, bound: dict[str, ast.expr]) -> set[str]:
     if isinstance(width, ast.Name) and width.id in bound:
         width = bound[width.id]
     fields: set[str] = set()
-    for node in ast.walk(width):
+    for node in nodes(width):
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "len" \
                 and len(node.args) == 1:
             field = _field(node.args[0])
@@ -69,11 +69,11 @@ def _measured(width: ast.expr, bound: dict[str, ast.expr]) -> set[str]:
 def window_partners(tree: ast.Module) -> dict[str, frozenset[str]]:
     """Field -> the fields whose lengths size the window it is placed into, in any function of the module."""
     found: dict[str, set[str]] = {}
-    for function in ast.walk(tree):
+    for function in nodes(tree):
         if not isinstance(function, _FUNCTIONS):
             continue
         bound: dict[str, ast.expr] = {}
-        for stmt in ast.walk(function):
+        for stmt in nodes(function):
             if not isinstance(stmt, ast.Assign) or len(stmt.targets) != 1:
                 continue
             target = stmt.targets[0]

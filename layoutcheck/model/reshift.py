@@ -16,7 +16,7 @@ import ast
 from collections.abc import Iterator
 
 from layoutcheck.model.shifts import rolled_left, shift_kind
-from layoutcheck.model.syntax import last_name, own_nodes, param_names
+from layoutcheck.model.syntax import last_name, nodes, own_nodes, param_names
 
 __all__ = ["reshifted_fields"]
 
@@ -26,7 +26,7 @@ _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
 
 def _shift_of(node: ast.AST, name: str) -> str | None:
     """``first``/``last`` when ``node`` holds a one-position shift of the name ``name``."""
-    for part in ast.walk(node):
+    for part in nodes(node):
         if isinstance(part, ast.Subscript) and isinstance(part.value, ast.Name) and part.value.id == name:
             kind = shift_kind(part.slice)
             if kind is not None:
@@ -44,7 +44,7 @@ def _shifters(functions: list[ast.FunctionDef | ast.AsyncFunctionDef]) -> dict[s
         params = param_names(function)
         if not params or params[0] in ("self", "cls"):
             continue
-        returns = [n.value for n in ast.walk(function) if isinstance(n, ast.Return) and n.value is not None]
+        returns = [n.value for n in nodes(function) if isinstance(n, ast.Return) and n.value is not None]
         kinds = {_shift_of(value, params[0]) for value in returns}
         if len(returns) == 1 and len(kinds) == 1 and None not in kinds:
             out[function.name] = kinds.pop()
@@ -78,7 +78,7 @@ def _read_field(node: ast.expr, bound: dict[str, ast.expr]) -> str | None:
 def reshifted_fields(tree: ast.Module) -> dict[ast.AST, list[tuple[ast.AST, str]]]:
     """Function (or module) node -> (stored value, where it is shifted again) for each field stored shifted
     and shifted again once read (see the module docs)."""
-    functions = [n for n in ast.walk(tree) if isinstance(n, _FUNCTIONS)]
+    functions = [n for n in nodes(tree) if isinstance(n, _FUNCTIONS)]
     shifters = _shifters(functions)
     if not shifters:
         return {}
@@ -90,7 +90,7 @@ def reshifted_fields(tree: ast.Module) -> dict[ast.AST, list[tuple[ast.AST, str]
     for function in functions:
         params = param_names(function)
         offset = 1 if params and params[0] in ("self", "cls") else 0
-        for node in ast.walk(function):
+        for node in nodes(function):
             if isinstance(node, ast.Call) and last_name(node.func) in shifters and node.args \
                     and isinstance(node.args[0], ast.Name) and node.args[0].id in params:
                 position = params.index(node.args[0].id) - offset
@@ -98,9 +98,9 @@ def reshifted_fields(tree: ast.Module) -> dict[ast.AST, list[tuple[ast.AST, str]
     # Fields read back and shifted: field -> (kind, the function that shifts it again).
     again: dict[tuple[str, str], str] = {}
     for function in functions:
-        bound = {t.id: s.value for s in ast.walk(function) if isinstance(s, ast.Assign)
+        bound = {t.id: s.value for s in nodes(function) if isinstance(s, ast.Assign)
                  for t in s.targets if isinstance(t, ast.Name)}
-        for node in ast.walk(function):
+        for node in nodes(function):
             if not isinstance(node, ast.Call):
                 continue
             callee = last_name(node.func) or ""

@@ -29,12 +29,12 @@ classes are their own functions and are not read.
 from __future__ import annotations
 
 import ast
-from collections.abc import Iterable, Iterator
+from collections.abc import Collection, Iterable, Iterator
 from dataclasses import dataclass, field
 
 from layoutcheck.model.idioms import match_ceil_div, match_pad_amount, match_round_up
 from layoutcheck.model.imports import Imports
-from layoutcheck.model.syntax import int_value, last_name, positional, string_key
+from layoutcheck.model.syntax import child_fields, int_value, last_name, nodes, positional, string_key
 from layoutcheck.model.vocabulary import Tag
 
 __all__ = ["EXTERNAL_ATTRIBUTES", "Uses", "body_uses", "carrier", "field_of"]
@@ -98,22 +98,39 @@ def carrier(node: ast.AST) -> tuple[str, str] | None:
     return ("field", found) if found is not None else None
 
 
-def _own_nodes(body: Iterable[ast.stmt]) -> Iterator[ast.AST]:
-    """Every node of ``body`` outside nested functions, classes and lambdas."""
-    stack: list[ast.AST] = [s for s in body if not isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))]
+_NESTED = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
+
+
+def _own_nodes(body: Iterable[ast.stmt], kinds: Collection[type]) -> Iterator[ast.AST]:
+    """Every node of ``body`` of one of the classes ``kinds`` outside nested functions, classes and
+    lambdas, in the order of a stack walk over `ast.iter_child_nodes`.
+
+    `body_uses` runs it over every function of every file: reading the fields directly, instead of
+    through `ast.iter_child_nodes` (two generators per node), and skipping the leaves that never
+    count, and yielding only what the caller reads, makes it several times faster. The order
+    matters: a use's line is the first one met.
+    """
+    stack: list[ast.AST] = [s for s in body if not isinstance(s, _NESTED)]
     while stack:
         node = stack.pop()
-        yield node
-        for child in ast.iter_child_nodes(node):
-            if not isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
-                stack.append(child)
+        kind = type(node)  # `ast.parse` builds no subclasses: one look-up, not a chain of isinstance
+        if kind in kinds:
+            yield node
+        for name in child_fields(kind):
+            value = getattr(node, name, None)
+            if type(value) is list:
+                for item in value:
+                    if isinstance(item, ast.AST) and not isinstance(item, _NESTED):
+                        stack.append(item)
+            elif isinstance(value, ast.AST) and not isinstance(value, _NESTED):
+                stack.append(value)
 
 
 def _element_uses(node: ast.AST, imports: Imports) -> dict[str, int]:
     """In ``node``: names sized or padded (-> TOK of what they iterate) or used as an extent or
     rounded up (-> SEQ)."""
     out: dict[str, int] = {}
-    for part in ast.walk(node):
+    for part in nodes(node):
         if isinstance(part, ast.BinOp):
             idiom = match_round_up(part, imports) or match_pad_amount(part) or match_ceil_div(part, imports)
             if idiom is not None:
@@ -178,7 +195,7 @@ def _zigzag(node: ast.BinOp) -> tuple[str, str] | None:
 
 
 def _unit_atoms(unit: ast.AST, uses: Uses, line: int) -> None:
-    for part in ast.walk(unit):
+    for part in nodes(unit):
         if isinstance(part, ast.Name):
             uses.add("name", part.id, UNIT, line)
         elif isinstance(part, ast.Attribute) and part.attr not in EXTERNAL_ATTRIBUTES:
@@ -189,12 +206,19 @@ def _unit_atoms(unit: ast.AST, uses: Uses, line: int) -> None:
                 uses.unit_atoms.add(key)
 
 
+_LOOPS = frozenset({ast.For, ast.AsyncFor, ast.comprehension})
+_COMPREHENSIONS = frozenset({ast.ListComp, ast.GeneratorExp, ast.SetComp, ast.DictComp})
+_EVIDENCE = _LOOPS | _COMPREHENSIONS | {ast.Call, ast.BinOp}
+"""The node classes `body_uses` reads; the others only lead to them."""
+
+
 def body_uses(body: Iterable[ast.stmt], imports: Imports) -> Uses:
     """The evidence of use in one function's ``body`` (see the module docs)."""
     uses = Uses()
-    for node in _own_nodes(body):
+    for node in _own_nodes(body, _EVIDENCE):
+        kind = type(node)
         line = getattr(node, "lineno", 0)
-        if isinstance(node, (ast.For, ast.AsyncFor, ast.comprehension)):
+        if kind in _LOOPS:
             pairs = _iterated(node.target, node.iter)
             scope: ast.AST = node if not isinstance(node, ast.comprehension) else None  # type: ignore[assignment]
             if pairs:
@@ -207,7 +231,7 @@ def body_uses(body: Iterable[ast.stmt], imports: Imports) -> Uses:
                     for name, tags in _element_uses(statement, imports).items():
                         found[name] = found.get(name, 0) | tags
                 _credit(uses, pairs, found, line)
-        elif isinstance(node, (ast.ListComp, ast.GeneratorExp, ast.SetComp, ast.DictComp)):
+        elif kind in _COMPREHENSIONS:
             element = node.elt if not isinstance(node, ast.DictComp) else node.value
             found = _element_uses(element, imports)
             for gen in node.generators:
@@ -216,9 +240,9 @@ def body_uses(body: Iterable[ast.stmt], imports: Imports) -> Uses:
                         found[name] = found.get(name, 0) | tags
             for gen in node.generators:
                 _credit(uses, _iterated(gen.target, gen.iter), found, line)
-        elif isinstance(node, ast.Call):
-            _call_uses(node, uses, imports, line)
-        elif isinstance(node, ast.BinOp):
+        elif kind is ast.Call:
+            _call_uses(node, uses, imports, line)  # type: ignore[arg-type]
+        else:  # a binary operation
             idiom = match_round_up(node, imports) or match_pad_amount(node)
             if idiom is not None:
                 _unit_atoms(idiom.unit, uses, line)
