@@ -80,6 +80,8 @@ from layoutcheck.model.literals import LiteralsMixin
 from layoutcheck.model.padsides import SIDE_TAGS, SidesMixin
 from layoutcheck.model.pieceroll import rolled_pieces
 from layoutcheck.model.partners import (
+    SPELLINGS,
+    Body,
     combined_before_restore,
     unit_switches,
     empty_segment,
@@ -173,7 +175,7 @@ _WINDOW_STORE = re.compile(r"\+[^\]\n]*\]\s*=[^=]")
 """A store into a window ``buf[a : a + n] = ...``: where `window_partners` can find something."""
 _RETURNED_SHIFT = re.compile(r"return[^\n]*(?:1:|-1\]|roll\()")
 """A function returning a shift (``return t[:, 1:]``): where `reshifted_fields` can find something."""
-_PARTNER_CHECKS = (
+_PARTNER_CHECKS = tuple((kind, check, SPELLINGS[kind]) for kind, check in (
     ("misplaced_positions", misplaced_positions),
     ("truncated_apart", truncated_apart),
     ("moving_reference", moving_reference),
@@ -181,8 +183,9 @@ _PARTNER_CHECKS = (
     ("unmasked_mean", unmasked_mean),
     ("combined_before_restore", combined_before_restore),
     ("row_count_as_size", row_count_as_size),
-)
-"""The function-level checks of `layoutcheck.model.partners`, by the clash kind each records."""
+))
+"""The function-level checks of `layoutcheck.model.partners`, by the clash kind each records, with
+the words a function must spell for each to find anything (`partners.SPELLINGS`)."""
 
 
 def space_word(tags: int) -> str | None:
@@ -715,9 +718,14 @@ class _Extractor(ClashesMixin, LiteralsMixin, SidesMixin, Flow):
 
     def _finish(self, frame: Frame, body: Sequence[ast.stmt]) -> None:
         """The function has been walked: fix the fates of its pads and write its facts."""
-        for kind, check in _PARTNER_CHECKS:
-            for node, detail in check(body):
-                self.add_clash(kind, node, detail)
+        shared = Body(body)
+        node = frame.node
+        first, last = (node.lineno, node.end_lineno) if frame.index else (1, None)  # type: ignore[attr-defined]
+        may_spell = self.source.may_spell
+        for kind, check, words in _PARTNER_CHECKS:
+            if all(may_spell(word, first, last) for word in words):
+                for found, detail in check(shared):
+                    self.add_clash(kind, found, detail)
         for node, detail in record_cut_apart(body, self.window_partners):
             self.add_clash("record_cut_apart", node, detail)
         for node, detail in self.rolled_pieces.get(frame.node, ()):
@@ -766,7 +774,7 @@ class _Extractor(ClashesMixin, LiteralsMixin, SidesMixin, Flow):
             read = {n.id for stmt in body for n in nodes(stmt) if isinstance(n, ast.Name)}
             facts.unused_params = tuple(p.name for p in facts.params if p.name not in read
                                         and p.kind not in ("star", "dstar") and p.name not in ("self", "cls"))
-            facts.unit_switches = unit_switches(body, state.unit_names, {p.name for p in facts.params})
+            facts.unit_switches = unit_switches(shared, state.unit_names, {p.name for p in facts.params})
         facts.end_tick = self.next_tick()
 
     @staticmethod

@@ -32,12 +32,12 @@ the node to flag and what the rule's message needs:
 from __future__ import annotations
 
 import ast
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 
 from layoutcheck.model.syntax import child_fields, int_value, last_name, nodes, positional
 
 __all__ = [
-    "unit_switches", "combined_before_restore", "empty_segment", "misplaced_positions", "moving_reference", "truncated_apart",
+    "SPELLINGS", "Body", "unit_switches", "combined_before_restore", "empty_segment", "misplaced_positions", "moving_reference", "truncated_apart",
     "row_count_as_size", "unmasked_mean",
 ]
 
@@ -64,6 +64,39 @@ def _blocks(body: Sequence[ast.stmt]) -> Iterator[Sequence[ast.stmt]]:
         stack.extend(reversed(inside))
 
 
+class Body:
+    """One function's statements as the checks here read them: its blocks (`_blocks`) listed once,
+    and its local bindings (`_bindings`) once asked for, shared by every check of the function."""
+
+    __slots__ = ("stmts", "blocks", "_bound")
+
+    def __init__(self, stmts: Sequence[ast.stmt]) -> None:
+        self.stmts = stmts
+        self.blocks = list(_blocks(stmts))
+        self._bound: dict[str, list[ast.expr]] | None = None
+
+    def bindings(self) -> dict[str, list[ast.expr]]:
+        """Every value each local name is assigned (nested functions left out); do not change it."""
+        if self._bound is None:
+            self._bound = _bindings(self.blocks)
+        return self._bound
+
+
+SPELLINGS: dict[str, tuple[str, ...]] = {
+    "misplaced_positions": ("arange",),
+    "truncated_apart": ("extend",),
+    "moving_reference": ("items",),
+    "empty_segment": ("pad",),
+    "unmasked_mean": ("sum", "/"),
+    "combined_before_restore": (),
+    "row_count_as_size": ("len", "cat"),
+}
+"""Per check, what a function's text must spell for the check to find anything there: the library
+call or the operator it matches (``arange``, ``.extend``, ``.items()``, ``pad``, ``sum`` and ``/``,
+``len`` and ``cat``). A function that spells none of one check's words is not read by it (most
+functions: each check re-read every function before)."""
+
+
 def _window(node: ast.expr) -> ast.Slice | None:
     """The slice of ``x[a:b]`` or of the last axis of ``x[i, a:b]``."""
     if not isinstance(node, ast.Subscript):
@@ -74,10 +107,10 @@ def _window(node: ast.expr) -> ast.Slice | None:
     return index if isinstance(index, ast.Slice) and index.step is None else None
 
 
-def misplaced_positions(body: Sequence[ast.stmt]) -> Iterator[tuple[ast.AST, str]]:
+def misplaced_positions(body: Body) -> Iterator[tuple[ast.AST, str]]:
     """Positions ``arange(a, b)`` stored into the slots a data window ``row[lo:hi]`` fills, with
     ``a`` neither 0 (positions counted from each piece's own start) nor computed from ``lo``."""
-    for block in _blocks(body):
+    for block in body.blocks:
         data: dict[str, ast.Slice] = {}
         positions: list[tuple[str, ast.Call]] = []
         for stmt in block:
@@ -131,10 +164,10 @@ def _cut_side(value: ast.expr, name: str) -> str | None:
     return None
 
 
-def truncated_apart(body: Sequence[ast.stmt]) -> Iterator[tuple[ast.AST, str]]:
+def truncated_apart(body: Body) -> Iterator[tuple[ast.AST, str]]:
     """Lists a loop grows together (`_grown`), re-bound in one block to cuts that keep opposite ends:
     the cut keeping the end (``ids = ids[-k:]``) is flagged when a partner keeps the start."""
-    for block in _blocks(body):
+    for block in body.blocks:
         for loop in block:
             if not isinstance(loop, (ast.For, ast.While)):
                 continue
@@ -158,9 +191,9 @@ def truncated_apart(body: Sequence[ast.stmt]) -> Iterator[tuple[ast.AST, str]]:
                         yield stmt.value, ", ".join(f"`{n}`" for n in kept_start)
 
 
-def moving_reference(body: Sequence[ast.stmt]) -> Iterator[tuple[ast.AST, str]]:
+def moving_reference(body: Body) -> Iterator[tuple[ast.AST, str]]:
     """``for k, v in d.items():`` rewriting ``d[k]`` while a test in the loop reads ``d["key"]``."""
-    for block in _blocks(body):
+    for block in body.blocks:
         for loop in block:
             if not (isinstance(loop, ast.For) and isinstance(loop.iter, ast.Call)
                     and isinstance(loop.iter.func, ast.Attribute) and loop.iter.func.attr == "items"
@@ -207,10 +240,10 @@ def _own_nodes(stmt: ast.stmt) -> list[ast.AST]:
     return found
 
 
-def _bindings(body: Sequence[ast.stmt]) -> dict[str, list[ast.expr]]:
-    """Every value each local name is assigned in ``body`` (nested functions left out)."""
+def _bindings(blocks: Iterable[Sequence[ast.stmt]]) -> dict[str, list[ast.expr]]:
+    """Every value each local name is assigned in ``blocks`` (`_blocks` of a body)."""
     out: dict[str, list[ast.expr]] = {}
-    for block in _blocks(body):
+    for block in blocks:
         for stmt in block:
             if isinstance(stmt, ast.Assign):
                 for target in stmt.targets:
@@ -297,11 +330,10 @@ def _appends_boundary(call: ast.Call) -> ast.expr | None:
     return call.args[3] if len(call.args) > 3 else None
 
 
-def empty_segment(body: Sequence[ast.stmt]) -> Iterator[tuple[ast.AST, str]]:
+def empty_segment(body: Body) -> Iterator[tuple[ast.AST, str]]:
     """A boundary ``end`` appended to cumulative offsets while the last segment's length ``n = end -
     ...`` can be 0: nothing shows ``n`` is not 0 where the boundary is appended."""
-    bindings = _bindings(body)
-    for block in _blocks(body):
+    for block in body.blocks:
         for stmt in block:
             for node in _own_nodes(stmt):
                 if not isinstance(node, ast.Call):
@@ -310,9 +342,9 @@ def empty_segment(body: Sequence[ast.stmt]) -> Iterator[tuple[ast.AST, str]]:
                 if end is None:
                     continue
                 text = ast.dump(end)
-                lengths = [name for name, values in bindings.items() for v in values
+                lengths = [name for name, values in body.bindings().items() for v in values
                            if isinstance(v, ast.BinOp) and isinstance(v.op, ast.Sub) and ast.dump(v.left) == text]
-                if lengths and not any(_excludes_zero(body, stmt, n) for n in lengths):
+                if lengths and not any(_excludes_zero(body.stmts, stmt, n) for n in lengths):
                     yield node, lengths[0]
 
 
@@ -353,7 +385,7 @@ def _reaching(body: Sequence[ast.stmt], stmt: ast.stmt) -> dict[str, list[ast.ex
     every one inside a statement that ends before it (not those of a branch beside it)."""
     for i, s in enumerate(body):
         if s is stmt:
-            return _bindings(body[:i])
+            return _bindings(_blocks(body[:i]))
         if isinstance(s, _NESTED):
             continue
         for name in ("body", "orelse", "finalbody"):
@@ -361,25 +393,25 @@ def _reaching(body: Sequence[ast.stmt], stmt: ast.stmt) -> dict[str, list[ast.ex
             if isinstance(inner, list) and inner and isinstance(inner[0], ast.stmt):
                 found = _reaching(inner, stmt)
                 if found is not None:
-                    before = _bindings(body[:i])
+                    before = _bindings(_blocks(body[:i]))
                     for key, values in found.items():
                         before.setdefault(key, []).extend(values)
                     return before
     return None
 
 
-def unmasked_mean(body: Sequence[ast.stmt]) -> Iterator[tuple[ast.AST, str]]:
+def unmasked_mean(body: Body) -> Iterator[tuple[ast.AST, str]]:
     """``x.sum(-1) / n`` with ``n = mask.sum(-1)`` (the real tokens' count) and ``x`` not masked by
     ``mask``, while another sum over the same count here is: pad positions summed, real ones counted."""
     by_count: dict[str, list[tuple[ast.expr, bool, str]]] = {}
-    for block in _blocks(body):
+    for block in body.blocks:
         for stmt in block:
             bindings: dict[str, list[ast.expr]] | None = None
             for node in _own_nodes(stmt):
                 if not (isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div)):
                     continue
                 if bindings is None:
-                    bindings = _reaching(body, stmt) or {}
+                    bindings = _reaching(body.stmts, stmt) or {}
                 count = _strip(node.right)
                 counted = _summed(count)
                 if counted is None and isinstance(count, ast.Name):
@@ -403,13 +435,12 @@ def unmasked_mean(body: Sequence[ast.stmt]) -> Iterator[tuple[ast.AST, str]]:
 _ELEMENTWISE = (ast.Mult, ast.Add, ast.Sub, ast.Div)
 
 
-def combined_before_restore(body: Sequence[ast.stmt]) -> Iterator[tuple[ast.AST, str]]:
+def combined_before_restore(body: Body) -> Iterator[tuple[ast.AST, str]]:
     """``groups, order = regroup(...)``; ``v = cat(f(g) for g in groups)``; ``v = v * data``; later
     ``v = v[index from order]``: ``v`` is in the regrouped order until then, ``data`` in the batch's."""
-    bindings = _bindings(body)
     pairs: list[tuple[str, str]] = []
     assigns: list[ast.Assign] = []
-    for block in _blocks(body):
+    for block in body.blocks:
         for stmt in block:
             if not isinstance(stmt, ast.Assign) or len(stmt.targets) != 1:
                 continue
@@ -420,6 +451,7 @@ def combined_before_restore(body: Sequence[ast.stmt]) -> Iterator[tuple[ast.AST,
                 pairs.append((target.elts[0].id, target.elts[1].id))  # type: ignore[attr-defined]
     if not pairs:
         return
+    bindings = body.bindings()
     assigns.sort(key=lambda s: s.lineno)
     for restore in assigns:
         target, value = restore.targets[0], restore.value
@@ -447,13 +479,13 @@ def combined_before_restore(body: Sequence[ast.stmt]) -> Iterator[tuple[ast.AST,
                     yield node, ast.unparse(value)[:60]
 
 
-def unit_switches(body: Sequence[ast.stmt], units: set[str], params: set[str]) -> tuple[str, ...]:
+def unit_switches(body: Body, units: set[str], params: set[str]) -> tuple[str, ...]:
     """Parameters an ``if`` tests whose body rebinds a name a pad's unit is read through
     (``if fp8: unit = math.lcm(16, unit)``): the unit depends on what the caller passes."""
     found: set[str] = set()
     if not units:
         return ()
-    for block in _blocks(body):
+    for block in body.blocks:
         for stmt in block:
             if not isinstance(stmt, ast.If):
                 continue
@@ -503,18 +535,17 @@ def _one_row(value: ast.expr, name: str, bound: dict[str, list[ast.expr]]) -> bo
         isinstance(p, ast.Name) and p.id == name for p in pieces)
 
 
-def row_count_as_size(body: Sequence[ast.stmt]) -> Iterator[tuple[ast.AST, str]]:
+def row_count_as_size(body: Body) -> Iterator[tuple[ast.AST, str]]:
     """``len(x)`` in arithmetic where ``x`` is one row (`_one_row`): the count of rows, always 1."""
     one_row: set[str] = set()
-    bound = _bindings(body)
-    for block in _blocks(body):
+    for block in body.blocks:
         for stmt in block:
             if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name) \
-                    and _one_row(stmt.value, stmt.targets[0].id, bound):
+                    and _one_row(stmt.value, stmt.targets[0].id, body.bindings()):
                 one_row.add(stmt.targets[0].id)
     if not one_row:
         return
-    for block in _blocks(body):
+    for block in body.blocks:
         for stmt in block:
             for node in _own_nodes(stmt):
                 if isinstance(node, ast.BinOp):

@@ -10,6 +10,7 @@ can be read without another parse. `ast` counts columns in UTF-8 bytes;
 from __future__ import annotations
 
 import ast
+import re
 from collections import deque
 from collections.abc import Iterable, Iterator, Sequence
 
@@ -22,6 +23,7 @@ __all__ = [
 Span = tuple[int, int, int, int]
 """(line, column, end line, end column): 1-based lines and columns, columns in characters."""
 
+_NEWLINE = re.compile(r"\r\n?|\n")
 _RAISES = frozenset({"raises", "assertRaises", "assertRaisesRegex", "raises_regex"})
 
 
@@ -32,6 +34,21 @@ class Source:
         self.text = text
         self.lines = text.splitlines(keepends=True)
         self._ascii = [line.isascii() for line in self.lines]
+        self._starts: list[int] | None = None
+
+    def may_spell(self, token: str, first: int = 1, last: int | None = None) -> bool:
+        """Could lines ``first`` to ``last`` (1-based, as `ast` counts them; None: to the end) hold an identifier or
+        operator spelled ``token``? False only when their text lacks it: an ASCII identifier in
+        the tree is spelled in the text as it is, while a non-ASCII one may be a compatibility
+        spelling of it (``ｐad`` is ``pad`` to the parser), so non-ASCII lines always may."""
+        starts = self._starts
+        if starts is None:
+            # The parser's lines (`\n`, `\r\n`, `\r`), not `splitlines`' (which also splits at `\f`).
+            starts = self._starts = [0, *(m.end() for m in _NEWLINE.finditer(self.text))]
+        begin = starts[first - 1] if 0 < first <= len(starts) else 0
+        end = starts[last] if last is not None and 0 <= last < len(starts) else len(self.text)
+        text = self.text
+        return text.find(token, begin, end) >= 0 or not (text.isascii() or text[begin:end].isascii())
 
     def _column(self, line: int, offset: int) -> int:
         """The 0-based character column of UTF-8 byte ``offset`` on 1-based ``line``."""
