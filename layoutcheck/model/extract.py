@@ -771,9 +771,9 @@ class _Extractor(ClashesMixin, LiteralsMixin, SidesMixin, Flow):
         facts.param_uses = tuple((p.name, names[p.name]) for p in facts.params if names.get(p.name))
         facts.spaces = tuple(sorted((subject, space, line, why) for (subject, space), (line, why) in state.spaces.items()))
         if frame.index:
-            read = {n.id for stmt in body for n in nodes(stmt) if isinstance(n, ast.Name)}
-            facts.unused_params = tuple(p.name for p in facts.params if p.name not in read
-                                        and p.kind not in ("star", "dstar") and p.name not in ("self", "cls"))
+            mentions = frame.uses.mentions
+            facts.unused_params = tuple(p.name for p in facts.params if p.kind not in ("star", "dstar")
+                                        and p.name not in ("self", "cls") and not mentions(p.name))
             facts.unit_switches = unit_switches(shared, state.unit_names, {p.name for p in facts.params})
         facts.end_tick = self.next_tick()
 

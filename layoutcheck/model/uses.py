@@ -63,6 +63,21 @@ class Uses:
     """``("name"|"field", key, tag) -> line`` of the use that showed it first."""
     unit_atoms: set[str] = field(default_factory=set)
     """Attribute and field names that are factors of an alignment unit (``args.pad_multiplier``)."""
+    own_names: set[str] = field(default_factory=set)
+    """The names (`ast.Name`, read or bound) of the body outside its nested scopes, gathered on the
+    same walk: `mentions` answers from them, so the unused parameters cost no walk of their own."""
+    scopes: list[ast.AST] = field(default_factory=list)
+    """The nested functions, classes and lambdas the walk left out."""
+    _nested_names: set[str] | None = None
+
+    def mentions(self, name: str) -> bool:
+        """Does the body mention ``name`` anywhere, its nested scopes included?"""
+        if name in self.own_names:
+            return True
+        if self._nested_names is None:  # walked once asked (a nested function's listing is kept on it: `nodes`)
+            self._nested_names = {part.id for scope in self.scopes for part in nodes(scope)  # type: ignore[attr-defined]
+                                  if type(part) is ast.Name}
+        return name in self._nested_names
 
     def add(self, kind: str, key: str, tag: int, line: int) -> None:
         table = self.names if kind == "name" else self.fields
@@ -101,29 +116,35 @@ def carrier(node: ast.AST) -> tuple[str, str] | None:
 _NESTED = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
 
 
-def _own_nodes(body: Iterable[ast.stmt], kinds: Collection[type]) -> Iterator[ast.AST]:
+def _own_nodes(body: Iterable[ast.stmt], kinds: Collection[type], names: set[str],
+               nested: list[ast.AST]) -> Iterator[ast.AST]:
     """Every node of ``body`` of one of the classes ``kinds`` outside nested functions, classes and
-    lambdas, in the order of a stack walk over `ast.iter_child_nodes`.
+    lambdas, in the order of a stack walk over `ast.iter_child_nodes`; on the way, the names met
+    go into ``names`` and the nested scopes left out into ``nested``.
 
     `body_uses` runs it over every function of every file: reading the fields directly, instead of
     through `ast.iter_child_nodes` (two generators per node), and skipping the leaves that never
     count, and yielding only what the caller reads, makes it several times faster. The order
     matters: a use's line is the first one met.
     """
+    nested.extend(s for s in body if isinstance(s, _NESTED))
     stack: list[ast.AST] = [s for s in body if not isinstance(s, _NESTED)]
     while stack:
         node = stack.pop()
         kind = type(node)  # `ast.parse` builds no subclasses: one look-up, not a chain of isinstance
+        if kind is ast.Name:
+            names.add(node.id)  # type: ignore[attr-defined]
+            continue  # a leaf
         if kind in kinds:
             yield node
         for name in child_fields(kind):
             value = getattr(node, name, None)
             if type(value) is list:
                 for item in value:
-                    if isinstance(item, ast.AST) and not isinstance(item, _NESTED):
-                        stack.append(item)
-            elif isinstance(value, ast.AST) and not isinstance(value, _NESTED):
-                stack.append(value)
+                    if isinstance(item, ast.AST):
+                        (nested if isinstance(item, _NESTED) else stack).append(item)
+            elif isinstance(value, ast.AST):
+                (nested if isinstance(value, _NESTED) else stack).append(value)
 
 
 def _element_uses(node: ast.AST, imports: Imports) -> dict[str, int]:
@@ -215,7 +236,7 @@ _EVIDENCE = _LOOPS | _COMPREHENSIONS | {ast.Call, ast.BinOp}
 def body_uses(body: Iterable[ast.stmt], imports: Imports) -> Uses:
     """The evidence of use in one function's ``body`` (see the module docs)."""
     uses = Uses()
-    for node in _own_nodes(body, _EVIDENCE):
+    for node in _own_nodes(body, _EVIDENCE, uses.own_names, uses.scopes):
         kind = type(node)
         line = getattr(node, "lineno", 0)
         if kind in _LOOPS:
