@@ -721,9 +721,9 @@ class _Extractor(ClashesMixin, LiteralsMixin, SidesMixin, Flow):
         shared = Body(body)
         node = frame.node
         first, last = (node.lineno, node.end_lineno) if frame.index else (1, None)  # type: ignore[attr-defined]
-        may_spell = self.source.may_spell
+        spells = self.source.spells(first, last)
         for kind, check, words in _PARTNER_CHECKS:
-            if all(may_spell(word, first, last) for word in words):
+            if all(spells(word) for word in words):
                 for found, detail in check(shared):
                     self.add_clash(kind, found, detail)
         for node, detail in record_cut_apart(body, self.window_partners):

@@ -53,27 +53,49 @@ def _blocks(body: Sequence[ast.stmt]) -> Iterator[Sequence[ast.stmt]]:
         yield block
         inside: list[Sequence[ast.stmt]] = []
         for stmt in block:
-            if isinstance(stmt, _NESTED):
-                continue
-            for name in ("body", "orelse", "finalbody"):
-                inner = getattr(stmt, name, None)
-                if isinstance(inner, list) and inner and isinstance(inner[0], ast.stmt):
+            kind = type(stmt)
+            fields = _BLOCK_FIELDS.get(kind)
+            if fields is None:
+                fields = _block_fields(kind)
+            for name in fields:  # none for most statements (an assignment, a call, a return)
+                inner = getattr(stmt, name)
+                if name == "handlers" or name == "cases":
+                    inside.extend(part.body for part in inner)
+                elif inner and isinstance(inner[0], ast.stmt):
                     inside.append(inner)
-            inside.extend(handler.body for handler in getattr(stmt, "handlers", ()))
-            inside.extend(case.body for case in getattr(stmt, "cases", ()))
         stack.extend(reversed(inside))
+
+
+_BLOCK_FIELDS: dict[type, tuple[str, ...]] = {}
+
+
+def _block_fields(kind: type) -> tuple[str, ...]:
+    """The fields of statement class ``kind`` that hold statement lists, in the order `_blocks`
+    reads them (``handlers`` and ``cases`` hold lists of parts with a body each)."""
+    found = () if issubclass(kind, _NESTED) else tuple(
+        name for name in ("body", "orelse", "finalbody", "handlers", "cases") if name in kind._fields  # type: ignore[attr-defined]
+    )
+    _BLOCK_FIELDS[kind] = found
+    return found
 
 
 class Body:
     """One function's statements as the checks here read them: its blocks (`_blocks`) listed once,
     and its local bindings (`_bindings`) once asked for, shared by every check of the function."""
 
-    __slots__ = ("stmts", "blocks", "_bound")
+    __slots__ = ("stmts", "_blocks", "_bound")
 
     def __init__(self, stmts: Sequence[ast.stmt]) -> None:
         self.stmts = stmts
-        self.blocks = list(_blocks(stmts))
+        self._blocks: list[Sequence[ast.stmt]] | None = None
         self._bound: dict[str, list[ast.expr]] | None = None
+
+    @property
+    def blocks(self) -> list[Sequence[ast.stmt]]:
+        """`_blocks` of the body, listed when first asked for."""
+        if self._blocks is None:
+            self._blocks = list(_blocks(self.stmts))
+        return self._blocks
 
     def bindings(self) -> dict[str, list[ast.expr]]:
         """Every value each local name is assigned (nested functions left out); do not change it."""

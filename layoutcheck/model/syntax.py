@@ -12,7 +12,7 @@ from __future__ import annotations
 import ast
 import re
 from collections import deque
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 
 __all__ = [
     "Source", "argument", "children", "dotted", "expects_error", "index_of", "int_value", "keyword", "last_name",
@@ -24,6 +24,13 @@ Span = tuple[int, int, int, int]
 """(line, column, end line, end column): 1-based lines and columns, columns in characters."""
 
 _NEWLINE = re.compile(r"\r\n?|\n")
+
+
+def _any_word(word: str) -> bool:
+    """`Source.spells` of non-ASCII lines: any word may be spelled there."""
+    return True
+
+
 _RAISES = frozenset({"raises", "assertRaises", "assertRaisesRegex", "raises_regex"})
 
 
@@ -36,19 +43,23 @@ class Source:
         self._ascii = [line.isascii() for line in self.lines]
         self._starts: list[int] | None = None
 
-    def may_spell(self, token: str, first: int = 1, last: int | None = None) -> bool:
-        """Could lines ``first`` to ``last`` (1-based, as `ast` counts them; None: to the end) hold an identifier or
-        operator spelled ``token``? False only when their text lacks it: an ASCII identifier in
-        the tree is spelled in the text as it is, while a non-ASCII one may be a compatibility
-        spelling of it (``ｐad`` is ``pad`` to the parser), so non-ASCII lines always may."""
+    def spells(self, first: int = 1, last: int | None = None) -> Callable[[str], bool]:
+        """Whether lines ``first`` to ``last`` (1-based, as `ast` counts them; None: to the end) may
+        hold an identifier or operator spelled as the word asked about: False only when their text
+        lacks it. An ASCII identifier in the tree is spelled in the text as it is; a non-ASCII one
+        may be a compatibility spelling (``ｐad`` is ``pad`` to the parser), so non-ASCII lines may
+        spell anything."""
         starts = self._starts
         if starts is None:
             # The parser's lines (`\n`, `\r\n`, `\r`), not `splitlines`' (which also splits at `\f`).
             starts = self._starts = [0, *(m.end() for m in _NEWLINE.finditer(self.text))]
-        begin = starts[first - 1] if 0 < first <= len(starts) else 0
-        end = starts[last] if last is not None and 0 <= last < len(starts) else len(self.text)
         text = self.text
-        return text.find(token, begin, end) >= 0 or not (text.isascii() or text[begin:end].isascii())
+        begin = starts[first - 1] if 0 < first <= len(starts) else 0
+        end = starts[last] if last is not None and 0 <= last < len(starts) else len(text)
+        if not (text.isascii() or text[begin:end].isascii()):
+            return _any_word
+        find = text.find
+        return lambda word: find(word, begin, end) >= 0
 
     def _column(self, line: int, offset: int) -> int:
         """The 0-based character column of UTF-8 byte ``offset`` on 1-based ``line``."""
