@@ -154,6 +154,34 @@ def test_spans_count_characters_not_bytes() -> None:
     assert pad.span[:2] == (2, 16)  # `ast` says byte 16 (0-based); the finding shows character 16
 
 
+_CLOSED_OFFSETS = """import torch.nn.functional as F
+
+
+def close(offsets, end, start):
+    n = end - start
+    return F.pad(offsets, (0, 1), value=end)
+"""
+
+
+@pytest.mark.parametrize("source, line", [
+    (_CLOSED_OFFSETS, 6),
+    # `ｐad` (a compatibility spelling) is `pad` to the parser: the function's text lacks `pad`.
+    (_CLOSED_OFFSETS.replace("F.pad", "F.\uff50ad"), 6),
+    # Form feeds end lines for `str.splitlines`, not for the parser; `\r\n` ends one line.
+    ("x = 1\x0c\r\n\x0c\r\ny = 2\r\n" + _CLOSED_OFFSETS.replace("\n", "\r\n"), 9),
+    ('"""\x0c\x0c\x0c\x0c\n\x0c\x0c"""\n' + _CLOSED_OFFSETS, 8),
+], ids=["ascii", "compatibility-spelling", "crlf-and-form-feeds", "form-feeds-in-a-string"])
+def test_a_check_skipped_where_the_text_lacks_its_words_still_runs_where_the_parser_sees_them(
+    source: str, line: int,
+) -> None:
+    # Each function-level check runs only where the function's lines spell what it matches
+    # (`partners.SPELLINGS`): the lines are the parser's, and a non-ASCII spelling may be the word.
+    facts = extract(source, LintSettings())
+    assert [(c.kind, c.span[0]) for c in facts.clashes] == [("empty_segment", line)]
+    plain = extract(source.replace("F.pad", "F.grow").replace("F.\uff50ad", "F.grow"), LintSettings())
+    assert plain.clashes == []
+
+
 def test_branches_are_joined_and_their_layout_is_recorded() -> None:
     facts = extract(textwrap.dedent('''
         def advantages(values, max_seq_lens, qkv_format, cp_size, total_lengths):
