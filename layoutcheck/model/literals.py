@@ -172,6 +172,8 @@ class LiteralsMixin:
 
     def bucket_call(self, node: ast.Call, tail: str, args: list[ast.expr]) -> None:
         named = [k for k in node.keywords if k.arg is not None]
+        if not named and tail != "add_argument":
+            return  # most calls: nothing to judge
         # A sibling keyword that bounds the buckets (`BucketSampler(buckets=..., max_length=4096)`).
         max_length = next((v for k in _MAX_LENGTH_KEYWORDS if (v := int_value(keyword(node, k))) is not None), None)
         for kw in named:

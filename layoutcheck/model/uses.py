@@ -114,6 +114,7 @@ def carrier(node: ast.AST) -> tuple[str, str] | None:
 
 
 _NESTED = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
+_NESTED_KINDS = frozenset(_NESTED)
 
 
 def _own_nodes(body: Iterable[ast.stmt], kinds: Collection[type], names: set[str],
@@ -135,6 +136,8 @@ def _own_nodes(body: Iterable[ast.stmt], kinds: Collection[type], names: set[str
         if kind is ast.Name:
             names.add(node.id)  # type: ignore[attr-defined]
             continue  # a leaf
+        if kind is ast.Constant:
+            continue  # a leaf (a third of the nodes with the names)
         if kind in kinds:
             yield node
         for name in child_fields(kind):
@@ -142,9 +145,9 @@ def _own_nodes(body: Iterable[ast.stmt], kinds: Collection[type], names: set[str
             if type(value) is list:
                 for item in value:
                     if isinstance(item, ast.AST):
-                        (nested if isinstance(item, _NESTED) else stack).append(item)
+                        (nested if type(item) in _NESTED_KINDS else stack).append(item)
             elif isinstance(value, ast.AST):
-                (nested if isinstance(value, _NESTED) else stack).append(value)
+                (nested if type(value) in _NESTED_KINDS else stack).append(value)
 
 
 def _element_uses(node: ast.AST, imports: Imports) -> dict[str, int]:
