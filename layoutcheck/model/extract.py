@@ -1480,15 +1480,14 @@ class _Extractor(ClashesMixin, LiteralsMixin, SidesMixin, Flow):
                         # `PackedSeqParams(cu_seqlens_q=cu)`: a record built with the packed batch's
                         # description (a class is called by its CapWords name).
                         self.note_write(kw.arg, kw.value, node=kw.value)
-        if tail and tail != "update" and not is_check_name(tail) and (
+        check = is_check_name(tail)
+        if tail and tail != "update" and not check and (
             vocab.mentions_source(tail) or tail in vocab.owner_names
         ):
             # Calling a configured owner (or a `recompute_max_seq_lens`) rewrites the source.
             state.source_ticks.append(self.next_tick())
             self.mentions_source = True
-        if is_check_name(tail) and library_helper(func, imports) is not None or (
-            is_check_name(tail) and tail in vocab.owner_names
-        ):
+        if check and (library_helper(func, imports) is not None or tail in vocab.owner_names):
             for value in (*node.args, *(k.value for k in node.keywords)):
                 state.guarded.add(self.container(value))
         self.bucket_call(node, tail, args)
