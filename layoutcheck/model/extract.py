@@ -278,6 +278,10 @@ _USE_WHY = {
 }
 
 
+_NOTED = TOK | SEQ | UNIT | CP | PACKED
+"""The use tags `_note_uses` names (those of `_USE_WHY`)."""
+
+
 class _Extractor(ClashesMixin, LiteralsMixin, SidesMixin, Flow):
     def __init__(self, source: str, settings: LintSettings) -> None:
         super().__init__(vocabulary(settings))
@@ -743,9 +747,10 @@ class _Extractor(ClashesMixin, LiteralsMixin, SidesMixin, Flow):
                 calls[i] = calls[i]._replace(fate=sinks.fate(node))
         for pad, _ in state.pads:
             self.facts.pads.append(pad)
-        for key, tags in sorted(frame.uses.names.items()):
+        # Only uses that show a space are noted (most names' show none): sorted after that filter.
+        for key, tags in sorted((k, t) for k, t in frame.uses.names.items() if t & _NOTED):
             self._note_uses(state, frame.uses, "name", key, key, tags)
-        for key, tags in sorted(frame.uses.fields.items()):
+        for key, tags in sorted((k, t) for k, t in frame.uses.fields.items() if t & _NOTED):
             self._note_uses(state, frame.uses, "field", key, f'field "{key}"', tags)
         facts.writes_source = state.writes_source or facts.named_for_source
         facts.writes_packed = state.writes_packed

@@ -110,13 +110,14 @@ SPELLINGS: dict[str, tuple[str, ...]] = {
     "moving_reference": ("items",),
     "empty_segment": ("pad",),
     "unmasked_mean": ("sum", "/"),
-    "combined_before_restore": (),
+    "combined_before_restore": (",", "["),
     "row_count_as_size": ("len", "cat"),
 }
 """Per check, what a function's text must spell for the check to find anything there: the library
-call or the operator it matches (``arange``, ``.extend``, ``.items()``, ``pad``, ``sum`` and ``/``,
-``len`` and ``cat``). A function that spells none of one check's words is not read by it (most
-functions: each check re-read every function before)."""
+call or the syntax it matches (``arange``, ``.extend``, ``.items()``, ``pad``, ``sum`` and ``/``,
+``len`` and ``cat``; the pair unpacked ``a, b = f(...)`` and the restore ``v = v[...]``). A
+function whose text lacks one of a check's words is not read by it (most functions: each check
+re-read every function before). Words, never names: a rename changes no gate."""
 
 
 def _window(node: ast.expr) -> ast.Slice | None:
