@@ -13,10 +13,11 @@ import ast
 import re
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from itertools import accumulate
 
 __all__ = [
     "Source", "argument", "children", "dotted", "expects_error", "index_of", "int_value", "keyword", "last_name",
-    "child_fields", "names_in", "nodes", "own_nodes", "param_names", "parts", "positional", "root_name", "same", "string_key",
+    "CHILD_FIELDS", "child_fields", "names_in", "nodes", "own_nodes", "param_names", "parts", "positional", "root_name", "same", "string_key",
     "string_value", "target_name", "walk",
 ]
 
@@ -52,7 +53,12 @@ class Source:
         starts = self._starts
         if starts is None:
             # The parser's lines (`\n`, `\r\n`, `\r`), not `splitlines`' (which also splits at `\f`).
-            starts = self._starts = [0, *(m.end() for m in _NEWLINE.finditer(self.text))]
+            if "\r" in self.text:
+                starts = [0, *(m.end() for m in _NEWLINE.finditer(self.text))]
+            else:
+                starts = [0, *accumulate([len(line) + 1 for line in self.text.split("\n")])]
+                starts.pop()  # past the end: no line starts there
+            self._starts = starts
         text = self.text
         begin = starts[first - 1] if 0 < first <= len(starts) else 0
         end = starts[last] if last is not None and 0 <= last < len(starts) else len(text)
@@ -160,22 +166,43 @@ def walk(node: ast.AST) -> Iterator[ast.AST]:
 
 _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
 _LEAF_FIELDS = frozenset({"ctx", "op", "ops"})
-_CHILD_FIELDS: dict[type, tuple[str, ...]] = {}
+_SCALAR_FIELDS = frozenset({
+    "id", "attr", "arg", "name", "asname", "module", "level", "conversion", "is_async", "simple", "type_comment",
+    "kind", "rest", "kwd_attrs", "tag", "lineno",
+})
+"""Fields that hold a string, a number or None in every node class that has them (``Name.id``,
+``alias.name``, ``ImportFrom.level``): never a child node."""
+_SCALAR_ONLY = {ast.Constant: ("value",), ast.MatchSingleton: ("value",), ast.Global: ("names",), ast.Nonlocal: ("names",)}
+"""Fields that hold no node in these classes alone (``Import.names`` holds nodes, ``Global.names`` strings)."""
+
+
+class _ChildFields(dict):  # type: ignore[type-arg]
+    """Node class -> `child_fields`, filled on first look-up (a subscript, not a call, per node)."""
+
+    def __missing__(self, kind: type) -> tuple[str, ...]:
+        scalar = _SCALAR_ONLY.get(kind, ())
+        names = self[kind] = tuple(
+            f for f in kind._fields  # type: ignore[attr-defined]
+            if f not in _LEAF_FIELDS and f not in _SCALAR_FIELDS and f not in scalar
+        )
+        return names
+
+
+CHILD_FIELDS: dict[type, tuple[str, ...]] = _ChildFields()
+"""`child_fields` as a table, for the walks that look it up once per node."""
 
 
 def child_fields(kind: type) -> tuple[str, ...]:
     """The fields of node class ``kind`` that may hold child nodes, the load/store contexts and the
-    operators left out (nodes with no children that no reader of the model looks for)."""
-    names = _CHILD_FIELDS.get(kind)
-    if names is None:
-        names = _CHILD_FIELDS[kind] = tuple(f for f in kind._fields if f not in _LEAF_FIELDS)  # type: ignore[attr-defined]
-    return names
+    operators left out (nodes with no children that no reader of the model looks for), and the
+    fields that only ever hold a string or a number (a name's ``id``: no look-up spent on them)."""
+    return CHILD_FIELDS[kind]
 
 
 def children(node: ast.AST) -> list[ast.AST]:
     """`ast.iter_child_nodes` as a list, without the contexts and operators (see `nodes`)."""
     out: list[ast.AST] = []
-    for name in child_fields(type(node)):
+    for name in CHILD_FIELDS[type(node)]:
         value = getattr(node, name, None)
         if type(value) is list:
             out.extend([item for item in value if isinstance(item, ast.AST)])

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 
 from layoutcheck.model.idioms import match_ceil_div, match_pad_amount, match_round_up
 from layoutcheck.model.imports import Imports
-from layoutcheck.model.syntax import child_fields, int_value, last_name, nodes, positional, string_key
+from layoutcheck.model.syntax import CHILD_FIELDS, int_value, last_name, nodes, positional, string_key
 from layoutcheck.model.vocabulary import Tag
 
 __all__ = ["EXTERNAL_ATTRIBUTES", "Uses", "body_uses", "carrier", "field_of"]
@@ -140,7 +140,7 @@ def _own_nodes(body: Iterable[ast.stmt], kinds: Collection[type], names: set[str
             continue  # a leaf (a third of the nodes with the names)
         if kind in kinds:
             yield node
-        for name in child_fields(kind):
+        for name in CHILD_FIELDS[kind]:
             value = getattr(node, name, None)
             if type(value) is list:
                 for item in value:
