@@ -4,7 +4,10 @@
 walks the tree once, statement by statement, keeping the flow state of
 `layoutcheck.model.flow` (locals, branch joins, what each value derives
 from, which layout a branch serves). Before each function is walked,
-`layoutcheck.model.uses` reads what its body does with each name and field.
+`layoutcheck.model.uses` reads what its body does with each name and field;
+after it, the function-level checks of `layoutcheck.model.partners` read
+its statements, each only where the function's text spells what the check
+matches (`partners.SPELLINGS`).
 On the way it records what the file says about padded layouts
 (`layoutcheck.model.facts`): definitions and their signatures, which
 parameters a function uses as a layout kind, a padded length or a true
