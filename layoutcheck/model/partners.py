@@ -37,8 +37,8 @@ from collections.abc import Iterable, Iterator, Sequence
 from layoutcheck.model.syntax import child_fields, int_value, last_name, nodes, positional
 
 __all__ = [
-    "SPELLINGS", "Body", "unit_switches", "combined_before_restore", "empty_segment", "misplaced_positions", "moving_reference", "truncated_apart",
-    "row_count_as_size", "unmasked_mean",
+    "SPELLINGS", "Body", "unit_switches", "combined_before_restore", "empty_segment", "misplaced_positions",
+    "moving_reference", "truncated_apart", "row_count_as_size", "unmasked_mean",
 ]
 
 _NESTED = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
@@ -72,8 +72,9 @@ _BLOCK_FIELDS: dict[type, tuple[str, ...]] = {}
 def _block_fields(kind: type) -> tuple[str, ...]:
     """The fields of statement class ``kind`` that hold statement lists, in the order `_blocks`
     reads them (``handlers`` and ``cases`` hold lists of parts with a body each)."""
+    fields = kind._fields  # type: ignore[attr-defined]
     found = () if issubclass(kind, _NESTED) else tuple(
-        name for name in ("body", "orelse", "finalbody", "handlers", "cases") if name in kind._fields  # type: ignore[attr-defined]
+        name for name in ("body", "orelse", "finalbody", "handlers", "cases") if name in fields
     )
     _BLOCK_FIELDS[kind] = found
     return found

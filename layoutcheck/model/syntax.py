@@ -17,8 +17,8 @@ from itertools import accumulate
 
 __all__ = [
     "Source", "argument", "children", "dotted", "expects_error", "index_of", "int_value", "keyword", "last_name",
-    "CHILD_FIELDS", "child_fields", "names_in", "nodes", "own_nodes", "param_names", "parts", "positional", "root_name", "same", "string_key",
-    "string_value", "target_name", "walk",
+    "CHILD_FIELDS", "child_fields", "names_in", "nodes", "own_nodes", "param_names", "parts", "positional", "root_name",
+    "same", "string_key", "string_value", "target_name", "walk",
 ]
 
 Span = tuple[int, int, int, int]
@@ -172,7 +172,9 @@ _SCALAR_FIELDS = frozenset({
 })
 """Fields that hold a string, a number or None in every node class that has them (``Name.id``,
 ``alias.name``, ``ImportFrom.level``): never a child node."""
-_SCALAR_ONLY = {ast.Constant: ("value",), ast.MatchSingleton: ("value",), ast.Global: ("names",), ast.Nonlocal: ("names",)}
+_SCALAR_ONLY = {
+    ast.Constant: ("value",), ast.MatchSingleton: ("value",), ast.Global: ("names",), ast.Nonlocal: ("names",),
+}
 """Fields that hold no node in these classes alone (``Import.names`` holds nodes, ``Global.names`` strings)."""
 
 

@@ -75,8 +75,10 @@ class Uses:
         if name in self.own_names:
             return True
         if self._nested_names is None:  # walked once asked (a nested function's listing is kept on it: `nodes`)
-            self._nested_names = {part.id for scope in self.scopes for part in nodes(scope)  # type: ignore[attr-defined]
-                                  if type(part) is ast.Name}
+            self._nested_names = {
+                part.id  # type: ignore[attr-defined]
+                for scope in self.scopes for part in nodes(scope) if type(part) is ast.Name
+            }
         return name in self._nested_names
 
     def add(self, kind: str, key: str, tag: int, line: int) -> None:
