@@ -172,6 +172,31 @@ def test_changing_a_file_relints_only_that_file(tmp_path):
     assert ("pkg/m01.py", 1, 11, "pad-call") in keyed(result)
 
 
+def test_a_changed_file_read_aside_while_the_cache_loads_gives_the_same_result(tmp_path, monkeypatch):
+    from layoutcheck.lint import runner
+
+    tree(tmp_path, files=6)
+    go(tmp_path)
+    write(tmp_path, "pkg/m01.py", "changed = pad_me\ny = max(changed, 1)\n")
+    serial = go(tmp_path, "pkg/m01.py", jobs=1, use_cache=False)
+    forked: list[int] = []
+    real = runner._read_aside
+
+    def spy(reader, tasks):
+        forked.append(len(tasks))
+        return real(reader, tasks)
+
+    monkeypatch.setattr(runner, "_read_aside", spy)
+    monkeypatch.setattr(runner, "ASIDE_ENTRIES", 2)
+    monkeypatch.setattr(runner, "ASIDE_BYTES", 1)
+    monkeypatch.setattr(runner, "_cpu_count", lambda: 2)
+    aside = go(tmp_path, "pkg/m01.py")
+    assert forked == [1]  # the changed file, in a child; its project from the cache meanwhile
+    assert aside.stats.linted == 1 and aside.stats.cached == 0
+    assert aside.findings == serial.findings and aside.errors == serial.errors
+    assert ("pkg/m01.py", 1, 11, "pad-call") in keyed(aside)
+
+
 def test_changing_the_config_or_selection_relints_everything(tmp_path):
     tree(tmp_path, files=3)
     go(tmp_path)
