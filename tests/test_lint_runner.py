@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -191,7 +192,9 @@ def test_a_changed_file_read_aside_while_the_cache_loads_gives_the_same_result(t
     monkeypatch.setattr(runner, "ASIDE_BYTES", 1)
     monkeypatch.setattr(runner, "_cpu_count", lambda: 2)
     aside = go(tmp_path, "pkg/m01.py")
-    assert forked == [1]  # the changed file, in a child; its project from the cache meanwhile
+    # The changed file, in a child, its project loaded from the cache meanwhile; never a fork once
+    # torch (and its threads) is loaded in this process (another test of the session may load it).
+    assert forked == ([] if "torch" in sys.modules else [1])
     assert aside.stats.linted == 1 and aside.stats.cached == 0
     assert aside.findings == serial.findings and aside.errors == serial.errors
     assert ("pkg/m01.py", 1, 11, "pad-call") in keyed(aside)

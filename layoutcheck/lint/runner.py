@@ -17,7 +17,9 @@ keeps start-up and warm runs cheap:
    file's facts from its file entry, extracting the misses (`ast`, one
    traversal each) in this process or, past `PARALLEL_THRESHOLD` files, in a
    process pool whose workers receive the rules and settings once, through
-   the pool initializer; the other files of the project are read for context
+   the pool initializer; a pre-commit run's few changed files are read by
+   one forked child while this process loads the others' entries
+   (`ASIDE_ENTRIES`); the other files of the project are read for context
    only when their text mentions what the model needs;
 4. run the project phase and the rules' queries (`layoutcheck.lint.engine`),
    write fixes, store the new entries, and sort everything by path, line,
