@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
@@ -171,33 +170,6 @@ def test_changing_a_file_relints_only_that_file(tmp_path):
     result = go(tmp_path)
     assert result.stats.linted == 1 and result.stats.cached == result.stats.files - 1
     assert ("pkg/m01.py", 1, 11, "pad-call") in keyed(result)
-
-
-def test_a_changed_file_read_aside_while_the_cache_loads_gives_the_same_result(tmp_path, monkeypatch):
-    from layoutcheck.lint import runner
-
-    tree(tmp_path, files=6)
-    go(tmp_path)
-    write(tmp_path, "pkg/m01.py", "changed = pad_me\ny = max(changed, 1)\n")
-    serial = go(tmp_path, "pkg/m01.py", jobs=1, use_cache=False)
-    forked: list[int] = []
-    real = runner._read_aside
-
-    def spy(reader, tasks):
-        forked.append(len(tasks))
-        return real(reader, tasks)
-
-    monkeypatch.setattr(runner, "_read_aside", spy)
-    monkeypatch.setattr(runner, "ASIDE_ENTRIES", 2)
-    monkeypatch.setattr(runner, "ASIDE_BYTES", 1)
-    monkeypatch.setattr(runner, "_cpu_count", lambda: 2)
-    aside = go(tmp_path, "pkg/m01.py")
-    # The changed file, in a child, its project loaded from the cache meanwhile; never a fork once
-    # torch (and its threads) is loaded in this process (another test of the session may load it).
-    assert forked == ([] if "torch" in sys.modules else [1])
-    assert aside.stats.linted == 1 and aside.stats.cached == 0
-    assert aside.findings == serial.findings and aside.errors == serial.errors
-    assert ("pkg/m01.py", 1, 11, "pad-call") in keyed(aside)
 
 
 def test_changing_the_config_or_selection_relints_everything(tmp_path):

@@ -237,10 +237,6 @@ class ResultCache:
         except OSError:
             pass  # a full disk or a read-only folder costs speed, never the run
 
-    def has_file(self, key: str) -> bool:
-        """Is there a file entry for ``key`` (readable or not: `get_file` tells)? One ``stat``."""
-        return self.enabled and self._entry("files", key).is_file()
-
     def get_file(self, key: str) -> dict[str, Any] | None:
         """A file entry: ``facts`` (a `FileFacts`, built while the JSON is parsed; its calls
         decoded when the project asks for them), ``findings`` and ``errors`` rows, ``parsed``."""

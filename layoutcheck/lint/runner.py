@@ -17,9 +17,7 @@ keeps start-up and warm runs cheap:
    file's facts from its file entry, extracting the misses (`ast`, one
    traversal each) in this process or, past `PARALLEL_THRESHOLD` files, in a
    process pool whose workers receive the rules and settings once, through
-   the pool initializer; a pre-commit run's few changed files are read by
-   one forked child while this process loads the others' entries
-   (`ASIDE_ENTRIES`); the other files of the project are read for context
+   the pool initializer; the other files of the project are read for context
    only when their text mentions what the model needs;
 4. run the project phase and the rules' queries (`layoutcheck.lint.engine`),
    write fixes, store the new entries, and sort everything by path, line,
@@ -55,11 +53,6 @@ __all__ = ["PARALLEL_THRESHOLD", "RunResult", "RunStats", "run", "select_rules",
 
 PARALLEL_THRESHOLD = 8
 """With ``jobs`` unset, files to lint beyond which a process pool pays for its start-up."""
-ASIDE_ENTRIES = 64
-ASIDE_BYTES = 16_000
-"""A run with too few files to read for a pool still reads them in one forked child while this
-process loads the cache entries of the others, when there are at least `ASIDE_ENTRIES` of those and
-`ASIDE_BYTES` of source to read: below that, the fork costs more than it saves."""
 
 
 @dataclass
@@ -365,15 +358,6 @@ class _Workers:
         found = self._map(_work, tasks, [len(task[2]) for task in tasks])
         return found if found is not None else [self.reader(task) for task in tasks]
 
-    def start_reading(self, tasks: list[_Task], *, aside: bool) -> Callable[[], list[Any]]:
-        """`read`, as a call that gives the results. With ``aside`` and no pool, the tasks are read by
-        one forked child now, while this process goes on (`_read_aside`); otherwise when called."""
-        # Forking is safe where the pool would fork (`_start_method`), without importing multiprocessing.
-        if aside and self._pool is None and tasks and sys.platform == "linux" and "torch" not in sys.modules:
-            wait = _read_aside(self.reader, tasks)
-            return lambda: wait() or [self.reader(task) for task in tasks]
-        return lambda: self.read(tasks)
-
     def extract(self, sources: Sequence[str]) -> list[Any]:
         """The facts of each text (`layoutcheck.model.extract.extract`), as the project phase asks."""
         found = self._map(_extract, sources, [len(text) for text in sources])
@@ -382,39 +366,6 @@ class _Workers:
         from layoutcheck.model.extract import extract
 
         return [extract(text, self.reader.settings) for text in sources]
-
-
-def _read_aside(reader: _Reader, tasks: list[_Task]) -> Callable[[], list[Any] | None]:
-    """Read ``tasks`` in one forked child (no pool: `multiprocessing` alone takes 20 ms to import,
-    a tenth of a pre-commit run); the returned call waits for its results, None if it failed."""
-    import pickle
-
-    try:
-        out, into = os.pipe()
-        pid = os.fork()
-    except OSError:
-        return lambda: None
-    if pid == 0:  # the child: read, send, and leave without running the parent's exit handlers
-        try:
-            os.close(out)
-            data = pickle.dumps([reader(task) for task in tasks], protocol=pickle.HIGHEST_PROTOCOL)
-            with os.fdopen(into, "wb") as handle:
-                handle.write(data)
-        finally:
-            os._exit(0)
-    os.close(into)
-
-    def wait() -> list[Any] | None:
-        with os.fdopen(out, "rb") as handle:
-            data = handle.read()
-        os.waitpid(pid, 0)
-        try:
-            found = pickle.loads(data)
-        except Exception:  # the child died (killed, out of memory): read them here
-            return None
-        return found if isinstance(found, list) and len(found) == len(tasks) else None
-
-    return wait
 
 
 def _extract(source: str) -> Any:
@@ -626,57 +577,35 @@ def run(
                     continue
             kept.append(entry)
         entries = kept
-        def task_of(entry: _Entry) -> _Task:
-            rule_indexes = tuple(index[r] for r in chosen.for_path(entry.source.relpath)) if entry.checked else ()
-            light = bool(tests) and any_match(tests, entry.source.relpath) is not None
-            return (entry.source.display, entry.source.module_name, entry.data, entry.checked, light, rule_indexes)
-
-        def load(entry: _Entry) -> bool:
-            """Take ``entry`` 's facts (and local results) from its file entry; False on a miss."""
-            assert cache is not None and entry.key is not None
-            stored = cache.get_file(entry.key)
-            if stored is not None and fix and any(row[7] for row in stored["findings"]):
-                return False  # --fix must redo a file whose cached findings it could fix
-            if stored is None or stored["facts"] is None:
-                return False
-            try:
-                entry.facts = stored["facts"]
-                if entry.checked:
-                    from layoutcheck.lint.cache import errors_of, findings_of
-
-                    entry.local = (findings_of(stored["findings"], entry.source.display),
-                                   errors_of(stored["errors"], entry.source.display), stored["parsed"])
-            except (KeyError, TypeError, ValueError):
-                entry.facts = entry.local = None
-                return False
-            entry.from_cache = True
-            stats.cached += entry.checked
-            return True
-
         tasks: list[_Task] = []
         pending: list[_Entry] = []
-        stored: list[_Entry] = []
         for entry in entries:
             if cache is not None:
                 entry.key = cache.key(entry.source.relpath, entry.source.module_name, entry.digest)
-                if cache.has_file(entry.key):
-                    stored.append(entry)  # loaded below, while the files without one are read
-                    continue
-            tasks.append(task_of(entry))
+                stored = cache.get_file(entry.key)
+                if stored is not None and fix and any(row[7] for row in stored["findings"]):
+                    stored = None  # --fix must redo a file whose cached findings it could fix
+                if stored is not None and stored["facts"] is not None:
+                    try:
+                        entry.facts = stored["facts"]
+                        if entry.checked:
+                            from layoutcheck.lint.cache import errors_of, findings_of
+
+                            entry.local = (findings_of(stored["findings"], entry.source.display),
+                                           errors_of(stored["errors"], entry.source.display), stored["parsed"])
+                        entry.from_cache = True
+                        stats.cached += entry.checked
+                        continue
+                    except (KeyError, TypeError, ValueError):
+                        entry.facts = None
+            rule_indexes = tuple(index[r] for r in chosen.for_path(entry.source.relpath)) if entry.checked else ()
+            light = bool(tests) and any_match(tests, entry.source.relpath) is not None
+            tasks.append((entry.source.display, entry.source.module_name, entry.data, entry.checked, light,
+                          rule_indexes))
             pending.append(entry)
         reader = _Reader(chosen.rules, settings)
-        count = worker_count(jobs, len(tasks))
-        workers = stack.enter_context(_Workers(reader, count, warnings, collect))
-        # A pre-commit run reads one or two changed files and loads the rest of its project from
-        # the cache: a forked child reads them meanwhile, when both take long enough to pay for it.
-        aside = (jobs != 1 and len(stored) >= ASIDE_ENTRIES and sum(len(task[2]) for task in tasks) >= ASIDE_BYTES
-                 and _cpu_count() > 1)
-        reading = workers.start_reading(tasks, aside=aside)
-        late = [entry for entry in stored if not load(entry)]
-        outcomes = reading()
-        if late:  # an entry that did not load (torn, another version, or --fix): read the file now
-            outcomes += workers.read([task_of(entry) for entry in late])
-            pending += late
+        workers = stack.enter_context(_Workers(reader, worker_count(jobs, len(tasks)), warnings, collect))
+        outcomes = workers.read(tasks)
         stats.workers = workers.count
         failed: set[str] = set()
         for entry, outcome in zip(pending, outcomes):
