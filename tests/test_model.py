@@ -276,6 +276,29 @@ def test_rewrites_after_the_owner_are_followed_through_the_call_graph() -> None:
     assert project.function(caller).qualname == "step" and call.callee.endswith("prepare")
 
 
+def test_a_test_that_runs_a_rewrite_after_the_owner_is_neither_evidence_nor_read() -> None:
+    """A test's call order is not the trainer's: the project never reads a test in full to find
+    callers of an undecided rewrite (a pre-commit or cold run would pay for every test that names it)."""
+    files = {
+        "t/__init__.py": "",
+        "t/mm.py": "def expand(d):\n    d['total_lengths'] = [n + 1 for n in d['total_lengths']]\n",
+        "t/data.py": ("def get_rollout_data(args, ref):\n"
+                      "    ref['max_seq_lens'] = [-(-t // 128) * 128 for t in ref['total_lengths']]\n    return ref\n"),
+        "tests/test_mm.py": ("from t.data import get_rollout_data\nfrom t.mm import expand\n\n"
+                             "def test_expand(args, ref):\n    d = get_rollout_data(args, ref)\n    expand(d)\n"),
+    }
+    entries = [
+        ProjectFile(name, name, module_name_of(name), text, checked=True, rules=tuple(all_rules()),
+                    is_package=name.endswith("__init__.py"), light=name.startswith("tests/"))
+        for name, text in files.items()
+    ]
+    analyses, project = analyse_project(entries, LintSettings(), all_rules=list(all_rules()))
+    test = project.files[-1]
+    assert test.is_test and not test.facts.extracted
+    assert not project.callers_of(next(ref for ref, f in project.functions() if f.qualname == "expand"))
+    assert [f.rule for f in analyses["t/mm.py"].findings] == []
+
+
 def test_kernel_and_model_code_owns_its_own_geometry() -> None:
     files = {
         "k.py": "import triton\n\ndef pad(seq_len, cp_size):\n    return (-seq_len) % (2 * cp_size)\n",

@@ -173,18 +173,22 @@ _DEMAND_ROUNDS = 4
 def _demanded(project: Project, files: Sequence[ProjectFile], settings: LintSettings) -> list[int]:
     """Files the prefilter cleared whose facts the project needs after all: those that mention a
     function whose rewrites of the owner's inputs have no caller the model sees yet (a chain of
-    calls through modules that name no length may still run them after the owner)."""
+    calls through modules that name no length may still run them after the owner).
+
+    Tests and benchmarks are never asked for: their calls are not the trainer's
+    (`ProjectGraph.callers_of` leaves them out), so their order says nothing about
+    whether the trainer runs a rewrite after the owner."""
     import re
 
     from layoutcheck.model.queries import FileQueries
 
     candidates = [
         i for i, (file, model) in enumerate(zip(files, project.files))
-        if not model.facts.extracted and model.facts.syntax_error is None and file.source and "(" in file.source
+        if not model.is_test and not model.facts.extracted and model.facts.syntax_error is None
+        and file.source and "(" in file.source
     ]
-    promoted = _promoted(project, files)
     if not candidates:
-        return promoted
+        return []
     wanted: set[str] = set()
     for i, model in enumerate(project.files):
         if model.is_test or not model.facts.rewrites:
@@ -206,12 +210,11 @@ def _demanded(project: Project, files: Sequence[ProjectFile], settings: LintSett
                         stack.append(caller)
     candidates = [i for i in candidates if any(name in (files[i].source or "") for name in wanted)]
     if not candidates:
-        return promoted
+        return []
     names = "|".join(sorted(map(re.escape, wanted)))
     # A call of one of them, or an import of it (a call through an alias follows the import).
     pattern = re.compile(rf"\b(?:{names})\s*\(|^[ \t]*(?:from|import)\b[^\n]*\b(?:{names})\b", re.MULTILINE)
-    out = [i for i in candidates if pattern.search(files[i].source or "")]
-    return sorted({*out, *promoted})
+    return [i for i in candidates if pattern.search(files[i].source or "")]
 
 
 def _promoted(project: Project, files: Sequence[ProjectFile]) -> list[int]:
@@ -262,10 +265,8 @@ def analyse_project(
         models.append(FileModel(file.display, file.relpath, file.module, facts, file.checked,
                                 is_package=file.is_package))
     project = Project(models, settings)
-    for _ in range(_DEMAND_ROUNDS):
-        more = _demanded(project, files, settings)
-        if not more:
-            break
+
+    def read_in_full(more: list[int]) -> Project:
         if extract_many is None:
             from layoutcheck.model.extract import extract
 
@@ -274,7 +275,18 @@ def analyse_project(
             found = extract_many([files[i].source or "" for i in more])
         for i, facts in zip(more, found):
             files[i].facts = models[i].facts = facts
-        project = Project(models, settings)
+        return Project(models, settings)
+
+    # Which tests trainer code imports is known from the imports alone: read them before anything
+    # is asked of the project, so the analysis is built once when nothing else is demanded.
+    promoted = _promoted(project, files)
+    if promoted:
+        project = read_in_full(promoted)
+    for _ in range(_DEMAND_ROUNDS):
+        more = _demanded(project, files, settings)
+        if not more:
+            break
+        project = read_in_full(more)
     out: dict[str, Analysis] = {}
     for index, file in enumerate(files):
         if not file.checked:

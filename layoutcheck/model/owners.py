@@ -205,7 +205,7 @@ class ProjectOwners(ProjectHelpers):
             if file.is_test:
                 continue
             for original in file.facts.field_writes:
-                write = next(w for w in self.writes((i, original.function)) if w.tick == original.tick)
+                write = self.write_at((i, original.function), original.tick)
                 if write.tags & SEQ and not write.tags & (PAD | PACKED):
                     tensors = {f for f in write.fields if spaces.field(f) & TOK and f != write.key}
                     if tensors:
@@ -399,7 +399,7 @@ class ProjectOwners(ProjectHelpers):
             if file.is_test:
                 continue
             for original in file.facts.field_writes:
-                write = next(w for w in self.writes((i, original.function)) if w.tick == original.tick)
+                write = self.write_at((i, original.function), original.tick)
                 if write.key in found and write.tags & SEQ:
                     measured |= {f for f in write.fields if spaces.field(f) & TOK}
         return frozenset((found | measured) - {k for k in found | measured if spaces.is_padded_field(k)})

@@ -60,6 +60,7 @@ class Spaces:
         self._params: dict[tuple[FunctionRef, str], int] = {}
         self._param_fields: dict[tuple[FunctionRef, str], frozenset[str]] = {}
         self._slots: dict[FunctionRef, tuple[frozenset[str], frozenset[str]]] | None = None
+        self._list_slots: dict[tuple[FunctionRef, str], str | None] = {}
         self.fed: dict[str, str] = {}
         """Fields passed where a function takes padded lengths (``padded``): consumer evidence."""
         self._compute_fields()
@@ -292,6 +293,12 @@ class Spaces:
     def list_slot(self, ref: FunctionRef, name: str) -> str | None:
         """``padded`` / ``true`` when ``ref`` passes entries of list parameter ``name`` to a padded or
         true-length slot (``helper(..., max_seq_lens[i])``), else None."""
+        key = (ref, name)
+        if key not in self._list_slots:  # asked once per call site passing a field: the answer is the def's
+            self._list_slots[key] = self._list_slot(ref, name)
+        return self._list_slots[key]
+
+    def _list_slot(self, ref: FunctionRef, name: str) -> str | None:
         for _, target, bound in self.project.bound_calls(ref):
             for param, arg in bound.items():
                 if name in arg.params and not arg.bare:

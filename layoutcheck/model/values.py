@@ -47,6 +47,20 @@ class ProjectValues(ProjectGraph):
             self._resolved_writes[ref] = found
         return found
 
+    def write_at(self, ref: FunctionRef, tick: int) -> FieldWrite:
+        """`writes` ' store of ``ref`` at ``tick`` (the first, when one statement stores twice), for
+        code that walks the files' own `FieldWrite` s: a lookup, not a scan of the function's stores."""
+        by_tick = self._writes_at.get(ref)
+        if by_tick is None:
+            by_tick = self._writes_at[ref] = {}
+            for write in self.writes(ref):
+                by_tick.setdefault(write.tick, write)
+        return by_tick[tick]
+
+    @cached_property
+    def _writes_at(self) -> dict[FunctionRef, dict[int, FieldWrite]]:
+        return {}
+
     @cached_property
     def _call_pads(self) -> dict[int, list[Pad]]:
         """Calls of the project's own round-up helpers (``_round_up(n, m)``, found by their bodies:
