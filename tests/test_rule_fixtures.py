@@ -62,6 +62,7 @@ CASES = {
     "d8": "an alignment unit picked by an if/elif chain where every factor must divide (class 8)",
     "d8b": "partner streams built by one builder with different units (class 8)",
     "d9": "regrouped outputs combined with the batch before their order is restored (class 9)",
+    "d9b": "receivers of a broadcast counting fewer micro-batches than the sender makes (class 9)",
 }
 """Issue 11's seven false-positive causes and five misses, and issue 21's section-10 classes (our own
 code in the pattern of each public fix, the fixed code as the look-alike): each has a pair under pairs/."""

@@ -67,6 +67,8 @@ from layoutcheck.model.flow import (
     Value,
 )
 from layoutcheck.model.clashes import ClashesMixin
+from layoutcheck.model.counts import short_receives
+from layoutcheck.model.floors import token_bounds_on_logit_offsets
 from layoutcheck.model.idioms import (
     Idiom,
     broadcast_count,
@@ -304,6 +306,10 @@ class _Extractor(ClashesMixin, LiteralsMixin, SidesMixin, Flow):
         self.rolled_pieces: dict[ast.AST, list[tuple[ast.AST, str]]] = {}
         """Pieces of a split sequence rolled, by function node (`layoutcheck.model.pieceroll`)."""
         self.reshifted: dict[ast.AST, list[tuple[ast.AST, str]]] = {}
+        self.short_receives: dict[ast.AST, list[tuple[ast.AST, str]]] = {}
+        """Receivers' counts of a collective's list lacking a factor of the sender's (`layoutcheck.model.counts`)."""
+        self.logit_offsets: dict[ast.AST, list[tuple[ast.AST, str]]] = {}
+        """Next-token offsets converted with a token bound (`layoutcheck.model.floors`)."""
         """Fields stored shifted and shifted again, by function node (`layoutcheck.model.reshift`)."""
         self.gathered: set[str] = set()
         self.in_class_body = 0
@@ -334,6 +340,10 @@ class _Extractor(ClashesMixin, LiteralsMixin, SidesMixin, Flow):
             self.rolled_pieces = rolled_pieces(tree)
         if _RETURNED_SHIFT.search(text):
             self.reshifted = reshifted_fields(tree)
+        if "broadcast_object_list" in text:
+            self.short_receives = short_receives(tree)
+        if "min(" in text and "max(" in text and "- 1" in text:
+            self.logit_offsets = token_bounds_on_logit_offsets(tree)
         self.block(tree.body)
         self._finish(frame, tree.body)
         self.frames.pop()
@@ -724,6 +734,10 @@ class _Extractor(ClashesMixin, LiteralsMixin, SidesMixin, Flow):
             self.add_clash("rolled_piece", node, detail)
         for node, detail in self.reshifted.get(frame.node, ()):
             self.add_clash("reshifted_field", node, detail)
+        for node, detail in self.short_receives.get(frame.node, ()):
+            self.add_clash("short_receive", node, detail)
+        for node, detail in self.logit_offsets.get(frame.node, ()):
+            self.add_clash("token_bound_on_logits", node, detail)
         state = self.states.pop()
         facts = self.facts.functions[frame.index]
         if (state.pads or state.candidates) and not frame.model:
