@@ -63,7 +63,6 @@ PENDING_PAIRS = {
     "megatron_416687f437_sp_unit_missing",
     "openrlhf_6106fb22_prompt_sizes_not_doubled",
     "openrlhf_a32a7322_pair_rows_left_padded",
-    "specforge_bcb2ec2a_rank_offset_missing",
 }
 """Static pairs the linter does not flag yet: each is an expected failure until it passes (then it leaves
 this set, and its test must pass)."""

@@ -69,6 +69,7 @@ from layoutcheck.model.flow import (
 from layoutcheck.model.clashes import ClashesMixin
 from layoutcheck.model.counts import short_receives
 from layoutcheck.model.floors import token_bounds_on_logit_offsets
+from layoutcheck.model.poswidth import wide_positions_by_function
 from layoutcheck.model.idioms import (
     Idiom,
     broadcast_count,
@@ -310,6 +311,8 @@ class _Extractor(ClashesMixin, LiteralsMixin, SidesMixin, Flow):
         """Receivers' counts of a collective's list lacking a factor of the sender's (`layoutcheck.model.counts`)."""
         self.logit_offsets: dict[ast.AST, list[tuple[ast.AST, str]]] = {}
         """Next-token offsets converted with a token bound (`layoutcheck.model.floors`)."""
+        self.wide_positions: dict[ast.AST, list[tuple[ast.AST, str]]] = {}
+        """Positions for several slices stored beside one slice's tokens (`layoutcheck.model.poswidth`)."""
         """Fields stored shifted and shifted again, by function node (`layoutcheck.model.reshift`)."""
         self.gathered: set[str] = set()
         self.in_class_body = 0
@@ -344,6 +347,8 @@ class _Extractor(ClashesMixin, LiteralsMixin, SidesMixin, Flow):
             self.short_receives = short_receives(tree)
         if "min(" in text and "max(" in text and "- 1" in text:
             self.logit_offsets = token_bounds_on_logit_offsets(tree)
+        if "arange(" in text:
+            self.wide_positions = wide_positions_by_function(tree)
         self.block(tree.body)
         self._finish(frame, tree.body)
         self.frames.pop()
@@ -738,6 +743,8 @@ class _Extractor(ClashesMixin, LiteralsMixin, SidesMixin, Flow):
             self.add_clash("short_receive", node, detail)
         for node, detail in self.logit_offsets.get(frame.node, ()):
             self.add_clash("token_bound_on_logits", node, detail)
+        for node, detail in self.wide_positions.get(frame.node, ()):
+            self.add_clash("wide_positions", node, detail)
         state = self.states.pop()
         facts = self.facts.functions[frame.index]
         if (state.pads or state.candidates) and not frame.model:

@@ -20,46 +20,18 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from layoutcheck.model.syntax import int_value, last_name, nodes, own_nodes, param_names
+from layoutcheck.model.syntax import assigned_once, inline, int_value, last_name, nodes, own_nodes, param_names
 
 __all__ = ["token_bounds_on_logit_offsets"]
 
 _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
-_DEPTH = 6
 
 Bounds = tuple[str, str]
 """The token bounds ``p`` and ``t`` of a pair clamped to ``[p - 1, t - 1]``, as the callee's text."""
 
 
-def _locals(function: ast.AST) -> dict[str, ast.expr]:
-    """Locals assigned once (a plain name target), by name."""
-    seen: dict[str, list[ast.expr]] = {}
-    for node in own_nodes(function):
-        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
-            seen.setdefault(node.targets[0].id, []).append(node.value)
-    return {name: values[0] for name, values in seen.items() if len(values) == 1}
-
-
-class _Expand(ast.NodeTransformer):
-    """An expression with locals replaced by their one assignment and parameters by the call's arguments."""
-
-    def __init__(self, bound: dict[str, ast.expr], args: dict[str, ast.expr] | None = None, depth: int = 0):
-        self.bound, self.args, self.depth = bound, args or {}, depth
-
-    def visit_Name(self, node: ast.Name) -> ast.expr:
-        if node.id in self.args:
-            return self.args[node.id]
-        if node.id in self.bound and self.depth < _DEPTH:
-            return _Expand(self.bound, self.args, self.depth + 1).visit(_copy(self.bound[node.id]))
-        return node
-
-
-def _copy(node: ast.expr) -> ast.expr:
-    return ast.parse(ast.unparse(node), mode="eval").body
-
-
-def _text(node: ast.expr, bound: dict[str, ast.expr], args: dict[str, ast.expr] | None = None) -> str:
-    return ast.unparse(_Expand(bound, args).visit(_copy(node)))
+def _text(node: ast.expr, bound: dict[str, ast.expr]) -> str:
+    return ast.unparse(inline(node, bound))
 
 
 def _minus_one(node: ast.expr) -> ast.expr | None:
@@ -159,7 +131,7 @@ def token_bounds_on_logit_offsets(tree: ast.Module) -> dict[ast.AST, list[tuple[
         return {}
     out: dict[ast.AST, list[tuple[ast.AST, str]]] = {}
     for function in functions:
-        bound = _locals(function)
+        bound = assigned_once(function)
         names: dict[str, tuple[int, ...]] = {}
         calls: dict[str, tuple[ast.AST, dict[tuple[int, ...], tuple[ast.expr, ast.expr]], dict[str, ast.expr]]] = {}
         for node in own_nodes(function):
@@ -201,7 +173,7 @@ def token_bounds_on_logit_offsets(tree: ast.Module) -> dict[ast.AST, list[tuple[
                 clamp = pairs.get(at[:-1])
                 if clamp is None:
                     continue
-                expected = _Expand(_locals(callee), args).visit(_copy(clamp[side]))
+                expected = inline(clamp[side], assigned_once(callee), args)
                 if _text(other, bound) == _text(expected, bound):
                     bound_text, offset_text = ast.unparse(other), ast.unparse(offset)
                     fixed = f"{offset_text} - ({bound_text} - 1)" if side == 0 else f"{bound_text} - 1 - {offset_text}"

@@ -14,8 +14,8 @@ from collections import deque
 from collections.abc import Iterable, Iterator, Sequence
 
 __all__ = [
-    "Source", "argument", "children", "dotted", "expects_error", "index_of", "int_value", "keyword", "last_name",
-    "child_fields", "names_in", "nodes", "own_nodes", "param_names", "parts", "positional", "root_name", "same", "string_key",
+    "Source", "argument", "assigned_once", "children", "dotted", "expects_error", "index_of", "int_value", "keyword", "last_name",
+    "child_fields", "inline", "names_in", "nodes", "own_nodes", "param_names", "parts", "positional", "root_name", "same", "string_key",
     "string_value", "target_name", "walk",
 ]
 
@@ -358,3 +358,37 @@ def expects_error(node: ast.With | ast.AsyncWith) -> bool:
         isinstance(item.context_expr, ast.Call) and last_name(item.context_expr.func) in _RAISES
         for item in node.items
     )
+
+
+def assigned_once(function: ast.AST) -> dict[str, ast.expr]:
+    """A scope's locals assigned exactly once (a plain name target), by name: their value anywhere."""
+    seen: dict[str, list[ast.expr]] = {}
+    for node in own_nodes(function):
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            seen.setdefault(node.targets[0].id, []).append(node.value)
+    return {name: values[0] for name, values in seen.items() if len(values) == 1}
+
+
+_INLINE_DEPTH = 6
+
+
+class _Inline(ast.NodeTransformer):
+    def __init__(self, bound: dict[str, ast.expr], args: dict[str, ast.expr], depth: int) -> None:
+        self.bound, self.args, self.depth = bound, args, depth
+
+    def visit_Name(self, node: ast.Name) -> ast.expr:
+        if node.id in self.args:
+            return self.args[node.id]
+        if node.id in self.bound and self.depth < _INLINE_DEPTH:
+            return _Inline(self.bound, self.args, self.depth + 1).visit(_copy(self.bound[node.id]))
+        return node
+
+
+def _copy(node: ast.expr) -> ast.expr:
+    return ast.parse(ast.unparse(node), mode="eval").body
+
+
+def inline(node: ast.expr, bound: dict[str, ast.expr], args: dict[str, ast.expr] | None = None) -> ast.expr:
+    """A copy of ``node`` with the names of ``args`` replaced by their expressions (a callee's parameters by
+    a call's arguments) and those of ``bound`` by their values, recursively (`assigned_once`)."""
+    return _Inline(bound, args or {}, 0).visit(_copy(node))
