@@ -70,6 +70,7 @@ from layoutcheck.model.clashes import ClashesMixin
 from layoutcheck.model.counts import short_receives
 from layoutcheck.model.floors import token_bounds_on_logit_offsets
 from layoutcheck.model.poswidth import wide_positions_by_function
+from layoutcheck.model.stacked import unstacked_row_lists
 from layoutcheck.model.idioms import (
     Idiom,
     broadcast_count,
@@ -313,6 +314,8 @@ class _Extractor(ClashesMixin, LiteralsMixin, SidesMixin, Flow):
         """Next-token offsets converted with a token bound (`layoutcheck.model.floors`)."""
         self.wide_positions: dict[ast.AST, list[tuple[ast.AST, str]]] = {}
         """Positions for several slices stored beside one slice's tokens (`layoutcheck.model.poswidth`)."""
+        self.unstacked: dict[ast.AST, list[tuple[ast.AST, str]]] = {}
+        """Per-row lists passed unstacked beside stacked rows (`layoutcheck.model.stacked`)."""
         """Fields stored shifted and shifted again, by function node (`layoutcheck.model.reshift`)."""
         self.gathered: set[str] = set()
         self.in_class_body = 0
@@ -349,6 +352,8 @@ class _Extractor(ClashesMixin, LiteralsMixin, SidesMixin, Flow):
             self.logit_offsets = token_bounds_on_logit_offsets(tree)
         if "arange(" in text:
             self.wide_positions = wide_positions_by_function(tree)
+        if "zip(" in text and "cat(" in text:
+            self.unstacked = unstacked_row_lists(tree)
         self.block(tree.body)
         self._finish(frame, tree.body)
         self.frames.pop()
@@ -745,6 +750,8 @@ class _Extractor(ClashesMixin, LiteralsMixin, SidesMixin, Flow):
             self.add_clash("token_bound_on_logits", node, detail)
         for node, detail in self.wide_positions.get(frame.node, ()):
             self.add_clash("wide_positions", node, detail)
+        for node, detail in self.unstacked.get(frame.node, ()):
+            self.add_clash("unstacked_rows", node, detail)
         state = self.states.pop()
         facts = self.facts.functions[frame.index]
         if (state.pads or state.candidates) and not frame.model:

@@ -23,7 +23,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from layoutcheck.model.syntax import dotted, inline, int_value, last_name, nodes, own_nodes, same, string_value
+from layoutcheck.model.syntax import assigned_before, dotted, inline, int_value, last_name, nodes, own_nodes, same, string_value
 
 __all__ = ["wide_positions", "wide_positions_by_function"]
 
@@ -89,16 +89,6 @@ def _measured(node: ast.expr, record: str, key: str) -> str | None:
     return None
 
 
-def _bound_at(function: ast.AST, line: int) -> dict[str, ast.expr]:
-    """Each local's value as last assigned (a plain name target) on a line before ``line``."""
-    out: dict[str, ast.expr] = {}
-    stores = [n for n in own_nodes(function) if isinstance(n, ast.Assign) and len(n.targets) == 1
-              and isinstance(n.targets[0], ast.Name) and n.lineno < line]
-    for store in sorted(stores, key=lambda n: n.lineno):
-        out[store.targets[0].id] = store.value
-    return out
-
-
 def wide_positions(function: ast.AST) -> Iterator[tuple[ast.AST, str]]:
     """``(range, detail)`` for each range of positions stored into a record, wider than the tokens of the
     same record by a factor (see the module docs); ``detail`` is ``factor|field``."""
@@ -111,7 +101,7 @@ def wide_positions(function: ast.AST) -> Iterator[tuple[ast.AST, str]]:
         if width is None:
             continue
         record, key = field
-        bound = _bound_at(function, node.lineno)
+        bound = assigned_before(function, node.lineno)
         bound.pop(record, None)  # the record is read by its fields, not as what it was built from
         factors = list(_factors(width, bound))
         if len(factors) < 2:

@@ -14,7 +14,7 @@ from collections import deque
 from collections.abc import Iterable, Iterator, Sequence
 
 __all__ = [
-    "Source", "argument", "assigned_once", "children", "dotted", "expects_error", "index_of", "int_value", "keyword", "last_name",
+    "Source", "argument", "assigned_before", "assigned_once", "children", "dotted", "expects_error", "index_of", "int_value", "keyword", "last_name",
     "child_fields", "inline", "names_in", "nodes", "own_nodes", "param_names", "parts", "positional", "root_name", "same", "string_key",
     "string_value", "target_name", "walk",
 ]
@@ -367,6 +367,17 @@ def assigned_once(function: ast.AST) -> dict[str, ast.expr]:
         if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
             seen.setdefault(node.targets[0].id, []).append(node.value)
     return {name: values[0] for name, values in seen.items() if len(values) == 1}
+
+
+def assigned_before(function: ast.AST, line: int) -> dict[str, ast.expr]:
+    """Each local's value as last assigned (a plain name target) on a line before ``line`` (in source order,
+    whatever the branches)."""
+    out: dict[str, ast.expr] = {}
+    stores = [n for n in own_nodes(function) if isinstance(n, ast.Assign) and len(n.targets) == 1
+              and isinstance(n.targets[0], ast.Name) and n.lineno < line]
+    for store in sorted(stores, key=lambda n: n.lineno):
+        out[store.targets[0].id] = store.value  # type: ignore[union-attr]
+    return out
 
 
 _INLINE_DEPTH = 6
