@@ -391,15 +391,22 @@ class _Inline(ast.NodeTransformer):
         if node.id in self.args:
             return self.args[node.id]
         if node.id in self.bound and self.depth < _INLINE_DEPTH:
-            return _Inline(self.bound, self.args, self.depth + 1).visit(_copy(self.bound[node.id]))
+            value = _copy(self.bound[node.id])
+            if value is not None:
+                return _Inline(self.bound, self.args, self.depth + 1).visit(value)
         return node
 
 
-def _copy(node: ast.expr) -> ast.expr:
-    return ast.parse(ast.unparse(node), mode="eval").body
+def _copy(node: ast.expr) -> ast.expr | None:
+    """A fresh copy of an expression (None for one that is no expression alone: ``*xs``, ``yield x``)."""
+    try:
+        return ast.parse(ast.unparse(node), mode="eval").body
+    except SyntaxError:
+        return None
 
 
 def inline(node: ast.expr, bound: dict[str, ast.expr], args: dict[str, ast.expr] | None = None) -> ast.expr:
     """A copy of ``node`` with the names of ``args`` replaced by their expressions (a callee's parameters by
     a call's arguments) and those of ``bound`` by their values, recursively (`assigned_once`)."""
-    return _Inline(bound, args or {}, 0).visit(_copy(node))
+    copied = _copy(node)
+    return node if copied is None else _Inline(bound, args or {}, 0).visit(copied)
