@@ -61,7 +61,6 @@ REQUIRED = {
 PENDING = pytest.mark.xfail(strict=False, reason="linter by use: issue 21")
 PENDING_PAIRS = {
     "megatron_416687f437_sp_unit_missing",
-    "openrlhf_a32a7322_pair_rows_left_padded",
 }
 """Static pairs the linter does not flag yet: each is an expected failure until it passes (then it leaves
 this set, and its test must pass)."""

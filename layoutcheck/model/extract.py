@@ -70,6 +70,7 @@ from layoutcheck.model.clashes import ClashesMixin
 from layoutcheck.model.counts import short_receives
 from layoutcheck.model.floors import token_bounds_on_logit_offsets
 from layoutcheck.model.poswidth import wide_positions_by_function
+from layoutcheck.model.sidedefault import left_padded_into_head_readers
 from layoutcheck.model.stacked import unstacked_row_lists
 from layoutcheck.model.idioms import (
     Idiom,
@@ -316,6 +317,8 @@ class _Extractor(ClashesMixin, LiteralsMixin, SidesMixin, Flow):
         """Positions for several slices stored beside one slice's tokens (`layoutcheck.model.poswidth`)."""
         self.unstacked: dict[ast.AST, list[tuple[ast.AST, str]]] = {}
         """Per-row lists passed unstacked beside stacked rows (`layoutcheck.model.stacked`)."""
+        self.left_into_head: dict[ast.AST, list[tuple[ast.AST, str]]] = {}
+        """Left pads, by a parameter's value, reaching a reader of rows' heads (`layoutcheck.model.sidedefault`)."""
         """Fields stored shifted and shifted again, by function node (`layoutcheck.model.reshift`)."""
         self.gathered: set[str] = set()
         self.in_class_body = 0
@@ -354,6 +357,8 @@ class _Extractor(ClashesMixin, LiteralsMixin, SidesMixin, Flow):
             self.wide_positions = wide_positions_by_function(tree)
         if "zip(" in text and "cat(" in text:
             self.unstacked = unstacked_row_lists(tree)
+        if "zip(" in text and "pad(" in text and " if " in text:
+            self.left_into_head = left_padded_into_head_readers(tree)
         self.block(tree.body)
         self._finish(frame, tree.body)
         self.frames.pop()
@@ -752,6 +757,8 @@ class _Extractor(ClashesMixin, LiteralsMixin, SidesMixin, Flow):
             self.add_clash("wide_positions", node, detail)
         for node, detail in self.unstacked.get(frame.node, ()):
             self.add_clash("unstacked_rows", node, detail)
+        for node, detail in self.left_into_head.get(frame.node, ()):
+            self.add_clash("left_into_head", node, detail)
         state = self.states.pop()
         facts = self.facts.functions[frame.index]
         if (state.pads or state.candidates) and not frame.model:
