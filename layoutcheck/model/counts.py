@@ -28,7 +28,7 @@ from __future__ import annotations
 import ast
 from collections import Counter
 
-from layoutcheck.model.syntax import dotted, int_value, last_name, names_in, nodes, own_nodes, param_names
+from layoutcheck.model.syntax import call_arguments, dotted, functions_by_name, int_value, last_name, names_in, nodes, own_nodes
 
 __all__ = ["short_receives"]
 
@@ -208,11 +208,8 @@ def _sent(value: ast.expr, scope: _Scope, function: ast.AST, classes: dict, by_n
         returned = _returned(callee)
         if returned is None:
             return None
-        names = param_names(callee)
-        if names and names[0] in ("self", "cls") and isinstance(value.func, ast.Attribute):
-            names = names[1:]
         roots: dict[str, str] = {}
-        for name, arg in [*zip(names, value.args), *((k.arg, k.value) for k in value.keywords if k.arg)]:
+        for name, arg in call_arguments(callee, value).items():
             chain = scope.chain(arg, 0)
             if chain is not None:
                 roots[name] = chain
@@ -257,10 +254,7 @@ def _owner(atom: str) -> str | None:
 
 def short_receives(tree: ast.Module) -> dict[ast.AST, list[tuple[ast.AST, str]]]:
     """Function node -> (receiver's count, the sender's factor it lacks), see the module docs."""
-    functions = [n for n in nodes(tree) if isinstance(n, _FUNCTIONS)]
-    by_name: dict[str, list] = {}
-    for function in functions:
-        by_name.setdefault(function.name, []).append(function)
+    functions, by_name = functions_by_name(tree)
     classes: dict[ast.AST, ast.ClassDef] = {}
     for cls in (n for n in nodes(tree) if isinstance(n, ast.ClassDef)):
         for stmt in cls.body:

@@ -20,11 +20,10 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from layoutcheck.model.syntax import assigned_once, inline, int_value, last_name, nodes, own_nodes, param_names
+from layoutcheck.model.syntax import assigned_once, call_arguments, functions_by_name, inline, int_value, last_name, own_nodes
 
 __all__ = ["token_bounds_on_logit_offsets"]
 
-_FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
 
 Bounds = tuple[str, str]
 """The token bounds ``p`` and ``t`` of a pair clamped to ``[p - 1, t - 1]``, as the callee's text."""
@@ -117,10 +116,7 @@ def _position(node: ast.expr, names: dict[str, tuple[int, ...]]) -> tuple[int, .
 def token_bounds_on_logit_offsets(tree: ast.Module) -> dict[ast.AST, list[tuple[ast.AST, str]]]:
     """Function node -> (conversion, the conversion with the logits' bound) for each next-token offset converted with
     the token range's bound (see the module docs)."""
-    functions = [n for n in nodes(tree) if isinstance(n, _FUNCTIONS)]
-    by_name: dict[str, list] = {}
-    for function in functions:
-        by_name.setdefault(function.name, []).append(function)
+    functions, by_name = functions_by_name(tree)
     clampers = {}
     for name, found in by_name.items():
         if len(found) == 1:
@@ -140,11 +136,7 @@ def token_bounds_on_logit_offsets(tree: ast.Module) -> dict[ast.AST, list[tuple[
             value, target = node.value, node.targets[0]
             if isinstance(value, ast.Call) and last_name(value.func) in clampers:
                 callee, pairs = clampers[last_name(value.func)]
-                params = param_names(callee)
-                if params and params[0] in ("self", "cls") and isinstance(value.func, ast.Attribute):
-                    params = params[1:]
-                args = dict(zip(params, value.args))
-                args.update({k.arg: k.value for k in value.keywords if k.arg})
+                args = call_arguments(callee, value)
                 for name, path in _paths(target, ()):
                     names[name] = path
                     calls[name] = (callee, pairs, args)

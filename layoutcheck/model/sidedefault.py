@@ -26,11 +26,12 @@ import ast
 
 from layoutcheck.model.syntax import (
     assigned_before,
+    call_arguments,
     dotted,
+    functions_by_name,
     inline,
     int_value,
     last_name,
-    nodes,
     own_nodes,
     param_names,
     root_name,
@@ -39,7 +40,6 @@ from layoutcheck.model.syntax import (
 
 __all__ = ["left_padded_into_head_readers"]
 
-_FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
 _PADS = frozenset({"torch.nn.functional.pad", "F.pad", "nn.functional.pad"})
 
 
@@ -90,15 +90,6 @@ def _default(function: ast.FunctionDef | ast.AsyncFunctionDef, name: str) -> ast
     return None
 
 
-def _call_params(function: ast.FunctionDef | ast.AsyncFunctionDef, call: ast.Call) -> dict[str, ast.expr]:
-    names = param_names(function)
-    if names and names[0] in ("self", "cls") and isinstance(call.func, ast.Attribute):
-        names = names[1:]
-    given = dict(zip(names, call.args))
-    given.update({k.arg: k.value for k in call.keywords if k.arg})
-    return given
-
-
 def _head_reads(function: ast.FunctionDef | ast.AsyncFunctionDef) -> set[str]:
     """Parameters whose rows are zipped with a list and read from their head (``row[:n]``)."""
     params = set(param_names(function))
@@ -125,10 +116,7 @@ def _head_reads(function: ast.FunctionDef | ast.AsyncFunctionDef) -> set[str]:
 
 def left_padded_into_head_readers(tree: ast.Module) -> dict[ast.AST, list[tuple[ast.AST, str]]]:
     """Function node -> (left-padding call, the head reader it reaches) (see the module docs)."""
-    functions = [n for n in nodes(tree) if isinstance(n, _FUNCTIONS)]
-    by_name: dict[str, list] = {}
-    for function in functions:
-        by_name.setdefault(function.name, []).append(function)
+    functions, by_name = functions_by_name(tree)
     unique = {name: found[0] for name, found in by_name.items() if len(found) == 1}
     switches = {name: (f, s) for name, f in unique.items() if (s := _switch(f)) is not None}
     readers = {name: (f, r) for name, f in unique.items() if (r := _head_reads(f))}
@@ -144,7 +132,7 @@ def left_padded_into_head_readers(tree: ast.Module) -> dict[ast.AST, list[tuple[
                     and isinstance(node.value, ast.Call) and last_name(node.value.func) in switches):
                 continue
             callee, (param, const, equal, other) = switches[last_name(node.value.func)]
-            value = _call_params(callee, node.value).get(param, _default(callee, param))
+            value = call_arguments(callee, node.value).get(param, _default(callee, param))
             chosen = string_value(value) if value is not None else None
             if chosen is not None and (equal if chosen == const else other) == "left":
                 found[node.targets[0].id] = (node.value, function)
@@ -174,7 +162,7 @@ def left_padded_into_head_readers(tree: ast.Module) -> dict[ast.AST, list[tuple[
             if not (isinstance(node, ast.Call) and last_name(node.func) in readers):
                 continue
             reader, params = readers[last_name(node.func)]
-            for param, arg in _call_params(reader, node).items():
+            for param, arg in call_arguments(reader, node).items():
                 if param in params and isinstance(arg, ast.Name) and arg.id in padded:
                     call, where = padded[arg.id]
                     out.setdefault(where, []).append((call, f"{reader.name}|{node.lineno}"))

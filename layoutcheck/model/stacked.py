@@ -24,7 +24,9 @@ import ast
 from layoutcheck.model.syntax import (
     assigned_before,
     assigned_once,
+    call_arguments,
     dotted,
+    functions_by_name,
     inline,
     int_value,
     keyword,
@@ -37,16 +39,7 @@ from layoutcheck.model.syntax import (
 
 __all__ = ["unstacked_row_lists"]
 
-_FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
 _CATS = frozenset({"torch.cat", "torch.concat", "torch.concatenate"})
-
-
-def _params(function: ast.FunctionDef | ast.AsyncFunctionDef, call: ast.Call) -> list[str]:
-    """The callee's parameters that a call's positional arguments fill (``self`` left out for a method call)."""
-    names = param_names(function)
-    if names and names[0] in ("self", "cls") and isinstance(call.func, ast.Attribute):
-        names = names[1:]
-    return names
 
 
 def _row_stack(node: ast.expr) -> bool:
@@ -104,10 +97,7 @@ def _zipped_rows(function: ast.FunctionDef | ast.AsyncFunctionDef) -> list[tuple
 def unstacked_row_lists(tree: ast.Module) -> dict[ast.AST, list[tuple[ast.AST, str]]]:
     """Function node -> (the list argument, the stacked rows' name) for each per-row list passed unstacked
     beside stacked rows to a row zipper (see the module docs)."""
-    functions = [n for n in nodes(tree) if isinstance(n, _FUNCTIONS)]
-    by_name: dict[str, list] = {}
-    for function in functions:
-        by_name.setdefault(function.name, []).append(function)
+    functions, by_name = functions_by_name(tree)
     unique = {name: found[0] for name, found in by_name.items() if len(found) == 1}
     stackers = {name: positions for name, f in unique.items() if (positions := _stacked_positions(f))}
     zippers = {name: pairs for name, f in unique.items() if (pairs := _zipped_rows(f))}
@@ -140,8 +130,7 @@ def unstacked_row_lists(tree: ast.Module) -> dict[ast.AST, list[tuple[ast.AST, s
             if not (isinstance(node, ast.Call) and last_name(node.func) in zippers):
                 continue
             callee = unique[last_name(node.func)]
-            given = dict(zip(_params(callee, node), node.args))
-            given.update({k.arg: k.value for k in node.keywords if k.arg})
+            given = call_arguments(callee, node)
             for rows, entries in zippers[last_name(node.func)]:
                 row_arg, list_arg = given.get(rows), given.get(entries)
                 if isinstance(row_arg, ast.Name) and row_arg.id in stacked and isinstance(list_arg, ast.Name) \

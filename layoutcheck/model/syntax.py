@@ -14,7 +14,7 @@ from collections import deque
 from collections.abc import Iterable, Iterator, Sequence
 
 __all__ = [
-    "Source", "argument", "assigned_before", "assigned_once", "children", "dotted", "expects_error", "index_of", "int_value", "keyword", "last_name",
+    "Source", "argument", "assigned_before", "assigned_once", "call_arguments", "functions_by_name", "children", "dotted", "expects_error", "index_of", "int_value", "keyword", "last_name",
     "child_fields", "inline", "names_in", "nodes", "own_nodes", "param_names", "parts", "positional", "root_name", "same", "string_key",
     "string_value", "target_name", "walk",
 ]
@@ -410,3 +410,25 @@ def inline(node: ast.expr, bound: dict[str, ast.expr], args: dict[str, ast.expr]
     a call's arguments) and those of ``bound`` by their values, recursively (`assigned_once`)."""
     copied = _copy(node)
     return node if copied is None else _Inline(bound, args or {}, 0).visit(copied)
+
+
+_DEFS = (ast.FunctionDef, ast.AsyncFunctionDef)
+
+
+def functions_by_name(tree: ast.AST) -> tuple[list[ast.FunctionDef | ast.AsyncFunctionDef], dict[str, list]]:
+    """Every ``def`` under ``tree`` (methods and nested ones too), and the same by name."""
+    functions = [n for n in nodes(tree) if isinstance(n, _DEFS)]
+    by_name: dict[str, list] = {}
+    for function in functions:
+        by_name.setdefault(function.name, []).append(function)
+    return functions, by_name
+
+
+def call_arguments(function: ast.FunctionDef | ast.AsyncFunctionDef, call: ast.Call) -> dict[str, ast.expr]:
+    """The arguments a call passes, by the callee's parameter names (``self`` skipped for ``obj.m(...)``)."""
+    names = param_names(function)
+    if names and names[0] in ("self", "cls") and isinstance(call.func, ast.Attribute):
+        names = names[1:]
+    given = dict(zip(names, call.args))
+    given.update({k.arg: k.value for k in call.keywords if k.arg})
+    return given
