@@ -122,7 +122,9 @@ class PartnerFieldLeftOut(ModelRule):
     ## Known problems
     Partners are learnt from loops over literal keys; fields that are never
     transformed together anywhere in the project are not known to be
-    partners.
+    partners. A per-row list that a caller already stacked before passing it
+    in beside the blocks (as long as the stack) is flagged all the same: the
+    function cannot show it; stack it where the rows are stacked.
 
     ## Fix safety
     No autofix: adding a field to a transform changes what the loss reads.

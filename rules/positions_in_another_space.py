@@ -68,7 +68,10 @@ class PositionsInAnotherSpace(ModelRule):
 
     ## Known problems
     Only the spellings above are read: bounds moved through a helper, or
-    positions computed in another function, are not followed.
+    positions computed in another function, are not followed. Positions
+    meant for a sequence gathered later (as wide as the group's slices on
+    purpose) but stored in the record of one rank's tokens are flagged all
+    the same; store them apart.
 
     ## Fix safety
     No autofix: whether an empty part is skipped or kept depends on the caller.
