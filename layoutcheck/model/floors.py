@@ -20,7 +20,17 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from layoutcheck.model.syntax import assigned_once, call_arguments, functions_by_name, inline, int_value, last_name, own_nodes
+from layoutcheck.model.syntax import (
+    assigned_once,
+    call_arguments,
+    functions_by_name,
+    inline,
+    int_value,
+    last_name,
+    nodes,
+    own_nodes,
+    spanning,
+)
 
 __all__ = ["token_bounds_on_logit_offsets"]
 
@@ -116,18 +126,21 @@ def _position(node: ast.expr, names: dict[str, tuple[int, ...]]) -> tuple[int, .
 def token_bounds_on_logit_offsets(tree: ast.Module) -> dict[ast.AST, list[tuple[ast.AST, str]]]:
     """Function node -> (conversion, the conversion with the logits' bound) for each next-token offset converted with
     the token range's bound (see the module docs)."""
+    clamps = [n.lineno for n in nodes(tree) if isinstance(n, ast.Tuple) and _clamped(n) is not None]
+    if not clamps:
+        return {}
     functions, by_name = functions_by_name(tree)
     clampers = {}
-    for name, found in by_name.items():
-        if len(found) == 1:
-            pairs = _pairs(found[0])
+    for function in spanning(functions, clamps):
+        if len(by_name[function.name]) == 1:
+            pairs = _pairs(function)
             if pairs:
-                clampers[name] = (found[0], pairs)
+                clampers[function.name] = (function, pairs)
     if not clampers:
         return {}
     out: dict[ast.AST, list[tuple[ast.AST, str]]] = {}
-    for function in functions:
-        bound = assigned_once(function)
+    calls_at = [n.lineno for n in nodes(tree) if isinstance(n, ast.Call) and last_name(n.func) in clampers]
+    for function in spanning(functions, calls_at):
         names: dict[str, tuple[int, ...]] = {}
         calls: dict[str, tuple[ast.AST, dict[tuple[int, ...], tuple[ast.expr, ast.expr]], dict[str, ast.expr]]] = {}
         for node in own_nodes(function):
@@ -151,6 +164,7 @@ def token_bounds_on_logit_offsets(tree: ast.Module) -> dict[ast.AST, list[tuple[
                         calls[name] = calls[root.id]
         if not names:
             continue
+        bound = assigned_once(function)
         for node in own_nodes(function):
             if not (isinstance(node, ast.BinOp) and isinstance(node.op, ast.Sub)):
                 continue

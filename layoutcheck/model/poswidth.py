@@ -23,7 +23,19 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from layoutcheck.model.syntax import assigned_before, dotted, inline, int_value, last_name, nodes, own_nodes, same, string_value
+from layoutcheck.model.syntax import (
+    assigned_before,
+    dotted,
+    functions_by_name,
+    inline,
+    int_value,
+    last_name,
+    nodes,
+    own_nodes,
+    same,
+    spanning,
+    string_value,
+)
 
 __all__ = ["wide_positions", "wide_positions_by_function"]
 
@@ -115,9 +127,11 @@ def wide_positions(function: ast.AST) -> Iterator[tuple[ast.AST, str]]:
 
 def wide_positions_by_function(tree: ast.Module) -> dict[ast.AST, list[tuple[ast.AST, str]]]:
     """`wide_positions` of every function of a module, by function node."""
+    stores = [n.lineno for n in nodes(tree) if isinstance(n, ast.Assign) and len(n.targets) == 1
+              and _record_field(n.targets[0]) is not None and _range(n.value) is not None]
     out: dict[ast.AST, list[tuple[ast.AST, str]]] = {}
-    for function in nodes(tree):
-        if isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
+    if stores:
+        for function in spanning(functions_by_name(tree)[0], stores):
             found = list(wide_positions(function))
             if found:
                 out[function] = found

@@ -32,9 +32,11 @@ from layoutcheck.model.syntax import (
     inline,
     int_value,
     last_name,
+    nodes,
     own_nodes,
     param_names,
     root_name,
+    spanning,
     string_value,
 )
 
@@ -116,10 +118,17 @@ def _head_reads(function: ast.FunctionDef | ast.AsyncFunctionDef) -> set[str]:
 
 def left_padded_into_head_readers(tree: ast.Module) -> dict[ast.AST, list[tuple[ast.AST, str]]]:
     """Function node -> (left-padding call, the head reader it reaches) (see the module docs)."""
+    switched = [n.lineno for n in nodes(tree) if isinstance(n, ast.IfExp) and isinstance(n.test, ast.Compare)
+                and _pair_side(n.body) is not None and _pair_side(n.orelse) is not None]
+    zips = [n.lineno for n in nodes(tree) if isinstance(n, ast.For) and isinstance(n.iter, ast.Call)
+            and isinstance(n.iter.func, ast.Name) and n.iter.func.id == "zip"]
+    if not switched or not zips:
+        return {}
     functions, by_name = functions_by_name(tree)
     unique = {name: found[0] for name, found in by_name.items() if len(found) == 1}
-    switches = {name: (f, s) for name, f in unique.items() if (s := _switch(f)) is not None}
-    readers = {name: (f, r) for name, f in unique.items() if (r := _head_reads(f))}
+    switches = {f.name: (f, s) for f in spanning(functions, switched) if unique.get(f.name) is f
+                and (s := _switch(f)) is not None}
+    readers = {f.name: (f, r) for f in spanning(functions, zips) if unique.get(f.name) is f and (r := _head_reads(f))}
     if not switches or not readers:
         return {}
 

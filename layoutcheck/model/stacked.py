@@ -35,6 +35,7 @@ from layoutcheck.model.syntax import (
     own_nodes,
     param_names,
     root_name,
+    spanning,
 )
 
 __all__ = ["unstacked_row_lists"]
@@ -97,14 +98,22 @@ def _zipped_rows(function: ast.FunctionDef | ast.AsyncFunctionDef) -> list[tuple
 def unstacked_row_lists(tree: ast.Module) -> dict[ast.AST, list[tuple[ast.AST, str]]]:
     """Function node -> (the list argument, the stacked rows' name) for each per-row list passed unstacked
     beside stacked rows to a row zipper (see the module docs)."""
+    zips = [n.iter.lineno for n in nodes(tree) if isinstance(n, (ast.For, ast.comprehension))
+            and isinstance(n.iter, ast.Call) and isinstance(n.iter.func, ast.Name) and n.iter.func.id == "zip"]
+    if not zips:
+        return {}
     functions, by_name = functions_by_name(tree)
     unique = {name: found[0] for name, found in by_name.items() if len(found) == 1}
-    stackers = {name: positions for name, f in unique.items() if (positions := _stacked_positions(f))}
-    zippers = {name: pairs for name, f in unique.items() if (pairs := _zipped_rows(f))}
+    zippers = {f.name: pairs for f in spanning(functions, zips) if unique.get(f.name) is f
+               and (pairs := _zipped_rows(f))}
     if not zippers:
         return {}
+    cats = [n.lineno for n in nodes(tree) if isinstance(n, ast.Call) and _row_stack(n)]
+    stackers = {f.name: positions for f in spanning(functions, cats) if unique.get(f.name) is f
+                and (positions := _stacked_positions(f))}
+    calls_at = [n.lineno for n in nodes(tree) if isinstance(n, ast.Call) and last_name(n.func) in zippers]
     out: dict[ast.AST, list[tuple[ast.AST, str]]] = {}
-    for function in functions:
+    for function in spanning(functions, calls_at):
         params = set(param_names(function))
         rebuilt: set[str] = set()
         stacked: set[str] = set()

@@ -10,11 +10,12 @@ can be read without another parse. `ast` counts columns in UTF-8 bytes;
 from __future__ import annotations
 
 import ast
+from bisect import bisect_left
 from collections import deque
 from collections.abc import Iterable, Iterator, Sequence
 
 __all__ = [
-    "Source", "argument", "assigned_before", "assigned_once", "call_arguments", "functions_by_name", "children", "dotted", "expects_error", "index_of", "int_value", "keyword", "last_name",
+    "Source", "argument", "assigned_before", "assigned_once", "call_arguments", "functions_by_name", "spanning", "children", "dotted", "expects_error", "index_of", "int_value", "keyword", "last_name",
     "child_fields", "inline", "names_in", "nodes", "own_nodes", "param_names", "parts", "positional", "root_name", "same", "string_key",
     "string_value", "target_name", "walk",
 ]
@@ -432,3 +433,15 @@ def call_arguments(function: ast.FunctionDef | ast.AsyncFunctionDef, call: ast.C
     given = dict(zip(names, call.args))
     given.update({k.arg: k.value for k in call.keywords if k.arg})
     return given
+
+
+def spanning(functions: Sequence[ast.AST], lines: Iterable[int]) -> list:
+    """The functions whose lines hold one of ``lines`` (a reader's places of interest, found in one pass over
+    the module, so that only those functions are read closely)."""
+    marks = sorted(set(lines))
+    out = []
+    for function in functions:
+        i = bisect_left(marks, function.lineno)  # type: ignore[attr-defined]
+        if i < len(marks) and marks[i] <= function.end_lineno:  # type: ignore[attr-defined]
+            out.append(function)
+    return out
