@@ -40,6 +40,16 @@ class DisagreeingShifts(ModelRule):
     the argument that skips that roll: `if targets is None: targets =
     ids.roll(-1)`).
 
+    And a next-token offset converted with a token bound: a function of
+    the module clamps an offset pair into the logits' range,
+    `(max(a, p - 1), min(b, t - 1))` (a logit at `i` predicts token
+    `i + 1`, so the logits that score the positions `[p, t)` sit at
+    `[p - 1, t - 1)`), and returns it; where a caller takes the pair from
+    the result (by position: `_, spans = f(...)`, `spans[0][1]`) and
+    subtracts the token bound, `start - p` or `t - end`, instead of
+    `p - 1` or `t - 1`, the conversion is flagged (the bounds compared as
+    expressions, the callee's parameters read as the call's arguments).
+
     ## Why it matters
     Every field aligned with the targets (loss masks, advantages, old
     log-probs) must be shifted like the targets: of a sample's `T` positions,
@@ -51,6 +61,9 @@ class DisagreeingShifts(ModelRule):
     position: on every rank but the last, the last target is wrong
     (volcengine/verl 575d5a8ab rolled the labels inside the fused kernel,
     after the sequence-parallel split).
+    Logit offsets placed with the token bounds land one position early in
+    the response (THUDM/slime e9e42e5e8: a CP rank's log-probs put back
+    into the response buffer one position off).
 
     ## Example
     ```python
@@ -64,7 +77,8 @@ class DisagreeingShifts(ModelRule):
     Shift the partner like the targets: `batch.pop("loss_mask")[:, 1:]`.
     For a window, pick one space: `seqs[:, prompt_len - 1 : -1]` for what
     the logits at those positions predict. Roll before splitting:
-    `split(torch.roll(ids, -1, dims=-1), world, rank)`.
+    `split(torch.roll(ids, -1, dims=-1), world, rank)`. Convert logit
+    offsets with the logits' bounds: `start - (p - 1)`, `t - 1 - end`.
 
     ## Known problems
     Within one function (a split piece's roll: within one module); values mixing both shifts already (a loss computed
@@ -82,10 +96,18 @@ class DisagreeingShifts(ModelRule):
 
     @classmethod
     def could_match(cls, source: str, settings: LintSettings) -> bool:
-        return ":-1" in source or "1:" in source or "roll(" in source
+        return ":-1" in source or "1:" in source or "roll(" in source or ("min(" in source and "max(" in source)
 
     def check(self, file: FileQueries) -> Iterator[Report]:
         for found in file.facts.clashes:
+            if found.kind == "token_bound_on_logits":
+                yield self.report(
+                    found.span,
+                    f"`{found.text}` converts an offset that its function clamps into the logits' range (a logit "
+                    "predicts the next token, so the range runs one behind the tokens') with a token bound: it "
+                    f"lands one position off. Write `{found.detail}`.",
+                )
+                continue
             if found.kind == "rolled_piece":
                 yield self.report(
                     found.span,
@@ -234,6 +256,30 @@ def rows_rolled(x, world, rank):
     return torch.roll(take_slice(x, world, rank), shifts=-1, dims=0)
 """
         ),
+        Valid(
+            """
+def windows(total, answer, lo, hi):
+    prompt = total - answer
+    return (max(lo, prompt - 1), min(hi, total - 1))
+
+def place(chunk, total, answer, lo, hi):
+    start, end = windows(total, answer, lo, hi)
+    # converted with the logits' bounds
+    return start - (total - answer - 1), total - 1 - end
+"""
+        ),
+        Valid(
+            """
+def token_window(total, answer, lo, hi):
+    prompt = total - answer
+    return (max(lo, prompt), min(hi, total))
+
+def place(total, answer, lo, hi):
+    # a window clamped to the tokens' range, converted with the tokens' bounds
+    start, end = token_window(total, answer, lo, hi)
+    return start - (total - answer), total - end
+"""
+        ),
     ]
     invalid = [
         Invalid(
@@ -349,5 +395,36 @@ def targets(stream, world, rank):
 """,
             line=11,
             column=23,
+        ),
+        Invalid(
+            """
+def offsets(total, answer, lo, hi):
+    first = total - answer
+    logit = (max(lo, first - 1), min(hi, total - 1))
+    if logit[0] >= logit[1]:
+        logit = (0, 0)
+    return hi - lo, logit
+
+def fill_sizes(total, answer, lo, hi):
+    _, span = offsets(total, answer, lo, hi)
+    return span[0] - (total - answer)
+""",
+            line=11,
+            column=12,
+            message="Write `span[0] - (total - answer - 1)`",
+        ),
+        Invalid(
+            """
+def spans(total, answer, r, w):
+    prompt = total - answer
+    a = (max(r * w, prompt - 1), min((r + 1) * w, total - 1))
+    return (a,)
+
+def right_fill(total, answer, r, w):
+    ((s, e),) = spans(total, answer, r, w)
+    return total - e
+""",
+            line=9,
+            column=12,
         ),
     ]

@@ -47,7 +47,13 @@ class PadSidesDisagree(ModelRule):
     * fields stored into one record in one expression (a dict literal:
       partners, which every consumer indexes alike) from placements on
       different sides, traced through the functions that return them (an
-      element of a returned tuple included): the fewer side is flagged.
+      element of a returned tuple included): the fewer side is flagged;
+    * a pad whose side a parameter selects (`F.pad(x, (k, 0) if side ==
+      "left" else (0, k))`, in a function of the module), called with the
+      value, or left at the default, that pads on the left, whose tensor
+      (through locals and a returned tuple) reaches a function that zips its
+      rows with a list and reads each row's head (`for row, n in zip(mask,
+      sizes): row[:n] = False`): flagged at the call that pads.
 
     `F.pad(cu_seqlens, (1, 0))` (a leading zero of cumulative lengths) is
     no row padding, and neither is a window copied into a buffer with both
@@ -60,7 +66,10 @@ class PadSidesDisagree(ModelRule):
     side than the tokens pairs every real token with padding, and nothing
     fails (the shapes agree). docs/design.md#layout-spaces-and-bug-classes, class 7;
     inclusionAI/AReaL 52dac7f29 moved per-token router choices, placed at the
-    end of each row, to its start, where the trainer reads them.
+    end of each row, to its start, where the trainer reads them;
+    OpenRLHF/OpenRLHF a32a7322 padded preference rows on the left (its
+    helper's default) for a DPO loss that hides each row's prompt as the
+    row's first columns.
 
     ## Example
     ```python
@@ -80,7 +89,10 @@ class PadSidesDisagree(ModelRule):
     A field joins a placement and a read only through the field's key and
     the calls that carry the tensor: a tensor handed on through containers
     the model does not follow (a list split by a helper, a side channel on an
-    object) is not linked. A buffer padded on both sides is not judged.
+    object) is not linked. A buffer padded on both sides is not judged. A
+    side selected by a parameter is read within one module only, and a
+    tensor handed on by a data loader (`DataLoader(collate_fn=...)`) is not
+    followed to its consumer.
 
     ## Fix safety
     No autofix: which side is right is the consumers' choice.
@@ -97,6 +109,15 @@ class PadSidesDisagree(ModelRule):
         return "pad" in source or "] =" in source
 
     def check(self, file: FileQueries) -> Iterator[Report]:
+        for clash in file.facts.clashes:
+            if clash.kind == "left_into_head":
+                reader, line = clash.detail.split("|", 1)
+                yield self.report(
+                    clash.span,
+                    f"`{clash.text}` pads on the left (the side its parameter selects, by default or as passed), "
+                    f"but `{reader}` (called at line {line}) reads each row from its start, `row[:n]`, as if the "
+                    "real tokens began at column 0. Pad on the right where the rows are read from their start.",
+                )
         for found in file.side_disagreements():
             place = found.place
             subject = f"field `{found.field}`" if found.field is not None else "this tensor"
@@ -231,6 +252,43 @@ def sample(tokens, raw, width, pad_id):
     return {"ids": row, "mask": mask, "choices": choices_grid(raw, width, len(tokens))}
 """
         ),
+        Valid(
+            """
+import torch.nn.functional as F
+
+def pad_rows(rows, side="left"):
+    width = max(r.size(-1) for r in rows)
+    return [F.pad(r, (width - r.size(-1), 0) if side == "left" else (0, width - r.size(-1))) for r in rows]
+
+def hide_heads(mask, sizes):
+    for row, n in zip(mask, sizes):
+        row[:n] = 0
+    return mask
+
+def policy_masks(rows, sizes):
+    mask = pad_rows(rows, side="right")
+    return hide_heads(mask, sizes)
+"""
+        ),
+        Valid(
+            """
+import torch.nn.functional as F
+
+def pad_rows(rows, side="left"):
+    width = max(r.size(-1) for r in rows)
+    return [F.pad(r, (width - r.size(-1), 0) if side == "left" else (0, width - r.size(-1))) for r in rows]
+
+def hide_tails(mask, sizes):
+    # reads each row's end: right for left-padded rows
+    for row, n in zip(mask, sizes):
+        row[-n:] = 0
+    return mask
+
+def reward_masks(rows, sizes):
+    mask = pad_rows(rows)
+    return hide_tails(mask, sizes)
+"""
+        ),
     ]
     invalid = [
         Invalid(
@@ -339,5 +397,58 @@ def collate_eval(samples, length, ignore):
 """,
             line=12,
             message="placed on the right",
+        ),
+        Invalid(
+            """
+import torch.nn.functional as F
+
+def pad_rows(rows, side="left"):
+    width = max(r.size(-1) for r in rows)
+    out = []
+    for r in rows:
+        gap = width - r.size(-1)
+        amount = (gap, 0) if side == "left" else (0, gap)
+        out.append(F.pad(r, amount))
+    return out
+
+def hide_heads(mask, sizes):
+    for row, n in zip(mask, sizes):
+        row[:n] = 0
+    return mask
+
+def policy_masks(rows, sizes):
+    mask = pad_rows(rows)
+    return hide_heads(mask, sizes)
+""",
+            line=19,
+            column=12,
+            message="reads each row from its start",
+        ),
+        Invalid(
+            """
+import torch.nn.functional as F
+
+def pad_rows(rows, where="end"):
+    width = max(r.size(-1) for r in rows)
+    return [F.pad(r, (0, width - r.size(-1)) if where == "end" else (width - r.size(-1), 0)) for r in rows]
+
+class Collator:
+    def collate(self, rows, masks):
+        ids = pad_rows(rows)
+        mask = pad_rows(masks, "start")
+        return ids, mask
+
+def loss_mask(collator, rows, masks, sizes):
+    ids, mask = collator.collate(rows, masks)
+    return scored_rows(mask, sizes)
+
+def scored_rows(mask, sizes):
+    kept = mask.clone()
+    for row, n in zip(kept, sizes):
+        row[:n] = 0
+    return kept
+""",
+            line=11,
+            column=16,
         ),
     ]

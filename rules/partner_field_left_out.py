@@ -66,7 +66,14 @@ class PartnerFieldLeftOut(ModelRule):
       that cuts some fields to a bound (`reply=s.reply[:limit]`) and stores
       whole a field the code places into a window those fields' lengths
       size (`buf[a : a + len(r.prompt) + len(r.reply)] = r.trace`, in the
-      same module): the whole field no longer fits its window.
+      same module): the whole field no longer fits its window;
+    * rows stacked and their per-row list not: a function that gets two
+      blocks of rows stacked (`torch.cat([a, b])`, along the rows, here or
+      by a function of the module that returns them) and passes them to a
+      function that zips their rows with another parameter
+      (`for row, n in zip(mask, sizes)`), passing as that list one of its
+      own parameters, unchanged: it has one entry per row of a block, and
+      `zip` stops after the first block.
 
     ## Why it matters
     Co-indexed per-sample fields must stay in one layout (invariant O4: after
@@ -85,7 +92,10 @@ class PartnerFieldLeftOut(ModelRule):
     inclusionAI/AReaL a9b4b511d trimmed a record's fields against a mask it
     had already trimmed; volcengine/verl 2239fd0ff cut a finished episode's
     response to the length budget and kept its per-token routing record
-    whole, which then overran the window the response's tokens size).
+    whole, which then overran the window the response's tokens size;
+    OpenRLHF/OpenRLHF 6106fb22 stacked chosen and rejected rows for one
+    forward pass and hid the prompts of the chosen rows only, so the rejected
+    rows were scored on their prompts).
 
     ## Example
     ```python
@@ -106,12 +116,15 @@ class PartnerFieldLeftOut(ModelRule):
     ```
     Reorder a zipped field with its partners (or zip the reordered copy),
     and take a loop's reference before the loop rewrites it
-    (`shape = d["mask"].shape`).
+    (`shape = d["mask"].shape`). Stack a per-row list with its rows
+    (`sizes * 2`, or `sizes_a + sizes_b`).
 
     ## Known problems
     Partners are learnt from loops over literal keys; fields that are never
     transformed together anywhere in the project are not known to be
-    partners.
+    partners. A per-row list that a caller already stacked before passing it
+    in beside the blocks (as long as the stack) is flagged all the same: the
+    function cannot show it; stack it where the rows are stacked.
 
     ## Fix safety
     No autofix: adding a field to a transform changes what the loss reads.
@@ -142,6 +155,13 @@ class PartnerFieldLeftOut(ModelRule):
                     f"`{found.text}` is the reference the loop compares every entry with, and the loop rewrites "
                     "it too: the entries after it are compared with the rewritten one and left out. Take the "
                     "reference before the loop.",
+                )
+            elif found.kind == "unstacked_rows":
+                yield self.report(
+                    found.span,
+                    f"`{found.text}` is zipped with the rows of `{found.detail}`, which stacks blocks of rows, but "
+                    "it came in beside the blocks and was not stacked with them: `zip` stops after the first "
+                    "block, and the other rows are left out. Stack the list like its rows.",
                 )
             elif found.kind == "record_cut_apart":
                 yield self.report(
@@ -301,6 +321,40 @@ def place(buf, rec, at):
     buf[at : at + len(rec["ids"])] = rec["ids"]
 """
         ),
+        Valid(
+            """
+import torch
+
+def stack(a, a_mask, b, b_mask, sizes):
+    return torch.cat([a, b]), torch.cat([a_mask, b_mask]), sizes * 2
+
+def hide(mask, sizes):
+    out = mask.clone()
+    for row, n in zip(out, sizes):
+        row[:n] = 0
+    return out
+
+def both(a, a_mask, b, b_mask, sizes):
+    ids, mask, sizes = stack(a, a_mask, b, b_mask, sizes)
+    return hide(mask, sizes)
+"""
+        ),
+        Valid(
+            """
+import torch
+
+def hide(mask, sizes):
+    out = mask.clone()
+    for row, n in zip(out, sizes):
+        row[:n] = 0
+    return out
+
+def side_by_side(a_mask, b_mask, sizes):
+    # stacked along the columns: the rows are the same rows
+    mask = torch.cat([a_mask, b_mask], dim=1)
+    return hide(mask, sizes)
+"""
+        ),
     ]
     invalid = [
         Invalid(
@@ -441,5 +495,40 @@ def place(buf, rec, at):
 """,
             line=3,
             column=83,
+        ),
+        Invalid(
+            """
+import torch
+
+def stack(a, a_mask, b, b_mask):
+    return torch.cat([a, b]), torch.cat([a_mask, b_mask])
+
+def hide(mask, sizes):
+    out = mask.clone().bool()
+    for row, n in zip(out, sizes):
+        row[:n] = False
+    return out
+
+def both(a, a_mask, b, b_mask, sizes):
+    ids, mask = stack(a, a_mask, b, b_mask)
+    return hide(mask, sizes)
+""",
+            line=15,
+            column=23,
+            message="`sizes` is zipped with the rows of `mask`",
+        ),
+        Invalid(
+            """
+import torch
+
+def per_row_sums(values, lengths):
+    return [v[:n].sum() for v, n in zip(values, lengths)]
+
+def pair_sums(first, second, lengths):
+    values = torch.cat((first, second), dim=0)
+    return per_row_sums(values, lengths)
+""",
+            line=9,
+            column=33,
         ),
     ]

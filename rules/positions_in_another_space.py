@@ -25,7 +25,12 @@ class PositionsInAnotherSpace(ModelRule):
       another buffer (`ids[w] = row[lo:hi]` then `pos[w] = arange(a, b)`),
       whose start is neither 0 (positions counted from each piece's own
       start) nor computed from the window's start (`lo`, or `lo + offset`
-      for another origin).
+      for another origin);
+    * positions for several slices stored beside one slice's tokens: a
+      record field stored as `torch.arange(a, a + w)` whose width `w` is
+      (through locals) a product of the width of another field of the same
+      record (`r["ids"].shape[1] - overlap`) and a factor that is not a
+      constant (`peers = world // ring`).
 
     ## Why it matters
     A context-parallel rank holds chunks of the whole sequence, so its
@@ -38,6 +43,10 @@ class PositionsInAnotherSpace(ModelRule):
     tokens' own: when the back chunk of a zigzag split gets the positions of
     the sequence's last chunk on every rank, rotary embeddings place the
     tokens wrongly and nothing fails (volcengine/verl b916f6036; docs/design.md#layout-spaces-and-bug-classes, class 6).
+    Positions as wide as a group of slices, beside one slice's tokens, number
+    every rank of the group from the group's start: peers get the same
+    positions for different tokens (sgl-project/SpecForge bcb2ec2a, Ulysses
+    peers inside one ring group).
 
     ## Example
     ```python
@@ -53,11 +62,16 @@ class PositionsInAnotherSpace(ModelRule):
     ## How to fix
     Clamp the moved bounds and skip empty parts:
     `lo, hi = max(0, lo - prompt), max(0, hi - prompt)`. Give a window the
-    positions it was read from: `torch.arange(back_lo, back_hi)`.
+    positions it was read from: `torch.arange(back_lo, back_hi)`. Number
+    one slice, from the rank's own start:
+    `torch.arange(start + peer * own, start + peer * own + own)`.
 
     ## Known problems
     Only the spellings above are read: bounds moved through a helper, or
-    positions computed in another function, are not followed.
+    positions computed in another function, are not followed. Positions
+    meant for a sequence gathered later (as wide as the group's slices on
+    purpose) but stored in the record of one rank's tokens are flagged all
+    the same; store them apart.
 
     ## Fix safety
     No autofix: whether an empty part is skipped or kept depends on the caller.
@@ -85,6 +99,14 @@ class PositionsInAnotherSpace(ModelRule):
                     f"`{found.text}` moves whole-sequence positions to an origin `{found.detail}` later (a length "
                     "less another) with no clamp at 0: a position before it becomes a negative bound, which "
                     f"counts from the end. Clamp each bound (`max(0, a - {found.detail})`) and skip empty parts.",
+                )
+            elif found.kind == "wide_positions":
+                factor, partner = found.detail.split("|", 1)
+                yield self.report(
+                    found.span,
+                    f"`{found.text}` gives `{factor}` slices' positions, but it is stored beside `{partner}`, which "
+                    "holds one slice's tokens: every rank of the group gets the group's positions. Number this "
+                    "rank's slice only, from its own start.",
                 )
             elif found.kind == "misplaced_positions":
                 yield self.report(
@@ -165,6 +187,32 @@ def pack(rows, out, positions, starts):
         positions[dst : dst + n] = torch.arange(0, n)  # each sample's own positions, from 0
 """
         ),
+        Valid(
+            """
+import torch
+
+def shard(sample, rank, world, ring_rank, ring_world, overlap):
+    ids = sample["ids"]
+    chunk = (ids.shape[1] + world - 1) // world
+    out = {"ids": ids[:, rank * chunk : rank * chunk + chunk + overlap]}
+    peers = max(1, world // ring_world)
+    own = max(out["ids"].shape[1] - overlap, 0)
+    start = ring_rank * own * peers + (rank % peers) * own
+    out["positions"] = torch.arange(start, start + own).unsqueeze(0)
+    return out
+"""
+        ),
+        Valid(
+            """
+import torch
+
+def gathered(record, world):
+    # positions for the whole gathered sequence, stored apart from the local tokens
+    width = record["ids"].shape[1] * world
+    full = {"positions": torch.arange(width)}
+    return full
+"""
+        ),
     ]
     invalid = [
         Invalid(
@@ -217,5 +265,37 @@ def place_chunks(rows, out, positions, starts, bounds):
             line=8,
             column=36,
             message="its positions do not start at `lo`",
+        ),
+        Invalid(
+            """
+import torch
+
+def shard(sample, rank, world, ring_rank, ring_world, overlap):
+    ids = sample["ids"]
+    chunk = (ids.shape[1] + world - 1) // world
+    out = {"ids": ids[:, rank * chunk : rank * chunk + chunk + overlap]}
+    peers = max(1, world // ring_world)
+    own = max(out["ids"].shape[1] - overlap, 0)
+    span = own * peers
+    start = ring_rank * span
+    out["positions"] = torch.arange(start, start + span).unsqueeze(0)
+    return out
+""",
+            line=12,
+            column=24,
+            message="gives `peers` slices' positions, but it is stored beside `ids`",
+        ),
+        Invalid(
+            """
+import torch
+
+def local_rows(batch, group):
+    batch["tokens"] = batch["tokens"][:, : batch["width"]]
+    n = batch["tokens"].size(1)
+    batch["pos"] = torch.arange(n * group)
+    return batch
+""",
+            line=7,
+            column=20,
         ),
     ]

@@ -480,3 +480,25 @@ def f(tokens, qkv_format):
     rule = rule_by_name("cp-helper-without-geometry")
     found = lint_source(code, "example.py", [rule], LintSettings(), files={"cp_utils.py": CP_UTILS}).findings
     assert [(f.line, "without `max_seq_len`, where the layout is BSHD" in f.message) for f in found] == [(7, True)]
+
+
+def test_values_that_cannot_stand_alone_are_read_without_inlining() -> None:
+    """Readers that inline locals (zipped rows, the width of a range of positions) meet expressions that are no
+    expression alone (``zip(*parts)``: a starred value): they are kept as written, and the real finding comes."""
+    source = '''
+import torch
+
+def heads(parts, sizes):
+    rows = torch.cat(parts)
+    return [row[:n].sum() for row, n in zip(*parts)], rows
+
+def shard(record, ring_rank, world, ring_world):
+    peers = max(1, world // ring_world)
+    own = record["ids"].shape[1]
+    span = own * peers
+    record["pos"] = torch.arange(ring_rank * span, ring_rank * span + span)
+    return record
+'''
+    result = lint_source(source, "example.py", list(all_rules()), LintSettings())
+    assert not result.errors, result.errors
+    assert [(f.line, f.rule) for f in result.findings] == [(12, "positions-in-another-space")]

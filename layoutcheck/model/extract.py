@@ -70,6 +70,11 @@ from layoutcheck.model.flow import (
     Value,
 )
 from layoutcheck.model.clashes import ClashesMixin
+from layoutcheck.model.counts import short_receives
+from layoutcheck.model.floors import token_bounds_on_logit_offsets
+from layoutcheck.model.poswidth import wide_positions_by_function
+from layoutcheck.model.sidedefault import left_padded_into_head_readers
+from layoutcheck.model.stacked import unstacked_row_lists
 from layoutcheck.model.idioms import (
     Idiom,
     broadcast_count,
@@ -314,6 +319,16 @@ class _Extractor(ClashesMixin, LiteralsMixin, SidesMixin, Flow):
         self.rolled_pieces: dict[ast.AST, list[tuple[ast.AST, str]]] = {}
         """Pieces of a split sequence rolled, by function node (`layoutcheck.model.pieceroll`)."""
         self.reshifted: dict[ast.AST, list[tuple[ast.AST, str]]] = {}
+        self.short_receives: dict[ast.AST, list[tuple[ast.AST, str]]] = {}
+        """Receivers' counts of a collective's list lacking a factor of the sender's (`layoutcheck.model.counts`)."""
+        self.logit_offsets: dict[ast.AST, list[tuple[ast.AST, str]]] = {}
+        """Next-token offsets converted with a token bound (`layoutcheck.model.floors`)."""
+        self.wide_positions: dict[ast.AST, list[tuple[ast.AST, str]]] = {}
+        """Positions for several slices stored beside one slice's tokens (`layoutcheck.model.poswidth`)."""
+        self.unstacked: dict[ast.AST, list[tuple[ast.AST, str]]] = {}
+        """Per-row lists passed unstacked beside stacked rows (`layoutcheck.model.stacked`)."""
+        self.left_into_head: dict[ast.AST, list[tuple[ast.AST, str]]] = {}
+        """Left pads, by a parameter's value, reaching a reader of rows' heads (`layoutcheck.model.sidedefault`)."""
         """Fields stored shifted and shifted again, by function node (`layoutcheck.model.reshift`)."""
         self.gathered: set[str] = set()
         self.in_class_body = 0
@@ -344,6 +359,16 @@ class _Extractor(ClashesMixin, LiteralsMixin, SidesMixin, Flow):
             self.rolled_pieces = rolled_pieces(tree)
         if _RETURNED_SHIFT.search(text):
             self.reshifted = reshifted_fields(tree)
+        if "broadcast_object_list" in text:
+            self.short_receives = short_receives(tree)
+        if "min(" in text and "max(" in text and "- 1" in text:
+            self.logit_offsets = token_bounds_on_logit_offsets(tree)
+        if "arange(" in text:
+            self.wide_positions = wide_positions_by_function(tree)
+        if "zip(" in text and "cat(" in text:
+            self.unstacked = unstacked_row_lists(tree)
+        if "zip(" in text and "pad(" in text and " if " in text:
+            self.left_into_head = left_padded_into_head_readers(tree)
         self.block(tree.body)
         self._finish(frame, tree.body)
         self.frames.pop()
@@ -739,6 +764,16 @@ class _Extractor(ClashesMixin, LiteralsMixin, SidesMixin, Flow):
             self.add_clash("rolled_piece", node, detail)
         for node, detail in self.reshifted.get(frame.node, ()):
             self.add_clash("reshifted_field", node, detail)
+        for node, detail in self.short_receives.get(frame.node, ()):
+            self.add_clash("short_receive", node, detail)
+        for node, detail in self.logit_offsets.get(frame.node, ()):
+            self.add_clash("token_bound_on_logits", node, detail)
+        for node, detail in self.wide_positions.get(frame.node, ()):
+            self.add_clash("wide_positions", node, detail)
+        for node, detail in self.unstacked.get(frame.node, ()):
+            self.add_clash("unstacked_rows", node, detail)
+        for node, detail in self.left_into_head.get(frame.node, ()):
+            self.add_clash("left_into_head", node, detail)
         state = self.states.pop()
         facts = self.facts.functions[frame.index]
         if (state.pads or state.candidates) and not frame.model:

@@ -11,14 +11,16 @@ from __future__ import annotations
 
 import ast
 import re
+from bisect import bisect_left
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from itertools import accumulate
 
 __all__ = [
-    "Source", "argument", "children", "dotted", "expects_error", "index_of", "int_value", "keyword", "last_name",
-    "CHILD_FIELDS", "child_fields", "names_in", "nodes", "own_nodes", "param_names", "parts", "positional", "root_name",
-    "same", "string_key", "string_value", "target_name", "walk",
+    "CHILD_FIELDS", "Source", "argument", "assigned_before", "assigned_once", "call_arguments", "child_fields",
+    "children", "dotted", "expects_error", "functions_by_name", "index_of", "inline", "int_value", "keyword",
+    "last_name", "names_in", "nodes", "own_nodes", "param_names", "parts", "positional", "root_name", "same",
+    "spanning", "string_key", "string_value", "target_name", "walk",
 ]
 
 Span = tuple[int, int, int, int]
@@ -415,3 +417,89 @@ def expects_error(node: ast.With | ast.AsyncWith) -> bool:
         isinstance(item.context_expr, ast.Call) and last_name(item.context_expr.func) in _RAISES
         for item in node.items
     )
+
+
+def assigned_once(function: ast.AST) -> dict[str, ast.expr]:
+    """A scope's locals assigned exactly once (a plain name target), by name: their value anywhere."""
+    seen: dict[str, list[ast.expr]] = {}
+    for node in own_nodes(function):
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            seen.setdefault(node.targets[0].id, []).append(node.value)
+    return {name: values[0] for name, values in seen.items() if len(values) == 1}
+
+
+def assigned_before(function: ast.AST, line: int) -> dict[str, ast.expr]:
+    """Each local's value as last assigned (a plain name target) on a line before ``line`` (in source order,
+    whatever the branches)."""
+    out: dict[str, ast.expr] = {}
+    stores = [n for n in own_nodes(function) if isinstance(n, ast.Assign) and len(n.targets) == 1
+              and isinstance(n.targets[0], ast.Name) and n.lineno < line]
+    for store in sorted(stores, key=lambda n: n.lineno):
+        out[store.targets[0].id] = store.value  # type: ignore[union-attr]
+    return out
+
+
+_INLINE_DEPTH = 6
+
+
+class _Inline(ast.NodeTransformer):
+    def __init__(self, bound: dict[str, ast.expr], args: dict[str, ast.expr], depth: int) -> None:
+        self.bound, self.args, self.depth = bound, args, depth
+
+    def visit_Name(self, node: ast.Name) -> ast.expr:
+        if node.id in self.args:
+            return self.args[node.id]
+        if node.id in self.bound and self.depth < _INLINE_DEPTH:
+            value = _copy(self.bound[node.id])
+            if value is not None:
+                return _Inline(self.bound, self.args, self.depth + 1).visit(value)
+        return node
+
+
+def _copy(node: ast.expr) -> ast.expr | None:
+    """A fresh copy of an expression (None for one that is no expression alone: ``*xs``, ``yield x``)."""
+    try:
+        return ast.parse(ast.unparse(node), mode="eval").body
+    except SyntaxError:
+        return None
+
+
+def inline(node: ast.expr, bound: dict[str, ast.expr], args: dict[str, ast.expr] | None = None) -> ast.expr:
+    """A copy of ``node`` with the names of ``args`` replaced by their expressions (a callee's parameters by
+    a call's arguments) and those of ``bound`` by their values, recursively (`assigned_once`)."""
+    copied = _copy(node)
+    return node if copied is None else _Inline(bound, args or {}, 0).visit(copied)
+
+
+_DEFS = (ast.FunctionDef, ast.AsyncFunctionDef)
+
+
+def functions_by_name(tree: ast.AST) -> tuple[list[ast.FunctionDef | ast.AsyncFunctionDef], dict[str, list]]:
+    """Every ``def`` under ``tree`` (methods and nested ones too), and the same by name."""
+    functions = [n for n in nodes(tree) if isinstance(n, _DEFS)]
+    by_name: dict[str, list] = {}
+    for function in functions:
+        by_name.setdefault(function.name, []).append(function)
+    return functions, by_name
+
+
+def call_arguments(function: ast.FunctionDef | ast.AsyncFunctionDef, call: ast.Call) -> dict[str, ast.expr]:
+    """The arguments a call passes, by the callee's parameter names (``self`` skipped for ``obj.m(...)``)."""
+    names = param_names(function)
+    if names and names[0] in ("self", "cls") and isinstance(call.func, ast.Attribute):
+        names = names[1:]
+    given = dict(zip(names, call.args))
+    given.update({k.arg: k.value for k in call.keywords if k.arg})
+    return given
+
+
+def spanning(functions: Sequence[ast.AST], lines: Iterable[int]) -> list:
+    """The functions whose lines hold one of ``lines`` (a reader's places of interest, found in one pass over
+    the module, so that only those functions are read closely)."""
+    marks = sorted(set(lines))
+    out = []
+    for function in functions:
+        i = bisect_left(marks, function.lineno)  # type: ignore[attr-defined]
+        if i < len(marks) and marks[i] <= function.end_lineno:  # type: ignore[attr-defined]
+            out.append(function)
+    return out

@@ -1,0 +1,178 @@
+"""A pad side chosen by a parameter's value, and a consumer that reads rows from their start (class 7).
+
+Read once per module, from what the code does, never from names:
+
+* a *side switch* is a function of the module whose pad amount depends on one
+  of its parameters compared with a string: ``F.pad(x, (k, 0) if s == "l"
+  else (0, k))`` (or the amount through a local). ``(k, 0)`` pads on the
+  left, ``(0, k)`` on the right, so each call pads on the side its argument
+  for ``s`` (or the parameter's default) selects; a call passing anything but
+  a string constant is not judged;
+* a *head reader* is a function that zips the rows of one of its parameters
+  with a list (through its locals: ``m = mask.clone()``) and reads or writes
+  each row's head, ``row[:n]`` with ``n`` the list's entry: it takes the
+  row's first ``n`` columns for the sample's first ``n`` tokens, which holds
+  only for rows padded on the right;
+* the padded tensors follow locals, a tuple returned by a function of the
+  module and unpacked by its caller (``a, b = f(...)``).
+
+`left_padded_into_head_readers` flags each left-padding call whose tensor
+reaches a head reader.
+"""
+
+from __future__ import annotations
+
+import ast
+
+from layoutcheck.model.syntax import (
+    assigned_before,
+    call_arguments,
+    dotted,
+    functions_by_name,
+    inline,
+    int_value,
+    last_name,
+    nodes,
+    own_nodes,
+    param_names,
+    root_name,
+    spanning,
+    string_value,
+)
+
+__all__ = ["left_padded_into_head_readers"]
+
+_PADS = frozenset({"torch.nn.functional.pad", "F.pad", "nn.functional.pad"})
+
+
+def _pair_side(node: ast.expr) -> str | None:
+    """``left`` for ``(k, 0)``, ``right`` for ``(0, k)``."""
+    if isinstance(node, ast.Tuple) and len(node.elts) >= 2:
+        first, second = (int_value(e) == 0 for e in node.elts[:2])
+        if second and not first:
+            return "left"
+        if first and not second:
+            return "right"
+    return None
+
+
+def _switch(function: ast.FunctionDef | ast.AsyncFunctionDef) -> tuple[str, str, str, str] | None:
+    """``(parameter, constant, side when equal, side otherwise)`` of a side switch."""
+    params = set(param_names(function))
+    for node in own_nodes(function):
+        if not (isinstance(node, ast.Call) and (dotted(node.func) in _PADS or last_name(node.func) == "pad")
+                and len(node.args) >= 2):
+            continue
+        amount = node.args[1]
+        if isinstance(amount, ast.Name):
+            amount = assigned_before(function, node.lineno).get(amount.id, amount)
+        if not (isinstance(amount, ast.IfExp) and isinstance(amount.test, ast.Compare)
+                and len(amount.test.ops) == 1 and isinstance(amount.test.ops[0], (ast.Eq, ast.NotEq))):
+            continue
+        test = amount.test
+        sides = [_pair_side(amount.body), _pair_side(amount.orelse)]
+        if None in sides or sides[0] == sides[1]:
+            continue
+        for name, const in ((test.left, test.comparators[0]), (test.comparators[0], test.left)):
+            if isinstance(name, ast.Name) and name.id in params and string_value(const) is not None:
+                equal, other = sides if isinstance(test.ops[0], ast.Eq) else sides[::-1]
+                return name.id, string_value(const), equal, other  # type: ignore[return-value]
+    return None
+
+
+def _default(function: ast.FunctionDef | ast.AsyncFunctionDef, name: str) -> ast.expr | None:
+    args = function.args
+    positional = [*args.posonlyargs, *args.args]
+    for arg, default in zip(positional[len(positional) - len(args.defaults):], args.defaults):
+        if arg.arg == name:
+            return default
+    for arg, default in zip(args.kwonlyargs, args.kw_defaults):
+        if arg.arg == name:
+            return default
+    return None
+
+
+def _head_reads(function: ast.FunctionDef | ast.AsyncFunctionDef) -> set[str]:
+    """Parameters whose rows are zipped with a list and read from their head (``row[:n]``)."""
+    params = set(param_names(function))
+    out = set()
+    for node in own_nodes(function):
+        if not (isinstance(node, ast.For) and isinstance(node.iter, ast.Call) and isinstance(node.iter.func, ast.Name)
+                and node.iter.func.id == "zip" and isinstance(node.target, ast.Tuple)
+                and len(node.target.elts) == len(node.iter.args)):
+            continue
+        names = [t.id if isinstance(t, ast.Name) else None for t in node.target.elts]
+        bound = assigned_before(function, node.lineno)
+        for rows, row in zip(node.iter.args, names):
+            root = root_name(inline(rows, bound))
+            if root not in params or row is None:
+                continue
+            for sub in (n for stmt in node.body for n in ast.walk(stmt)):
+                if isinstance(sub, ast.Subscript) and isinstance(sub.value, ast.Name) and sub.value.id == row \
+                        and isinstance(sub.slice, ast.Slice) and sub.slice.lower is None \
+                        and sub.slice.step is None and isinstance(sub.slice.upper, ast.Name) \
+                        and sub.slice.upper.id in names and sub.slice.upper.id != row:
+                    out.add(root)
+    return out
+
+
+def left_padded_into_head_readers(tree: ast.Module) -> dict[ast.AST, list[tuple[ast.AST, str]]]:
+    """Function node -> (left-padding call, the head reader it reaches) (see the module docs)."""
+    switched = [n.lineno for n in nodes(tree) if isinstance(n, ast.IfExp) and isinstance(n.test, ast.Compare)
+                and _pair_side(n.body) is not None and _pair_side(n.orelse) is not None]
+    zips = [n.lineno for n in nodes(tree) if isinstance(n, ast.For) and isinstance(n.iter, ast.Call)
+            and isinstance(n.iter.func, ast.Name) and n.iter.func.id == "zip"]
+    if not switched or not zips:
+        return {}
+    functions, by_name = functions_by_name(tree)
+    unique = {name: found[0] for name, found in by_name.items() if len(found) == 1}
+    switches = {f.name: (f, s) for f in spanning(functions, switched) if unique.get(f.name) is f
+                and (s := _switch(f)) is not None}
+    readers = {f.name: (f, r) for f in spanning(functions, zips) if unique.get(f.name) is f and (r := _head_reads(f))}
+    if not switches or not readers:
+        return {}
+
+    # Each function's left-padded locals: name -> (the call, its function).
+    left: dict[ast.AST, dict[str, tuple[ast.AST, ast.AST]]] = {}
+    for function in functions:
+        found: dict[str, tuple[ast.AST, ast.AST]] = {}
+        for node in own_nodes(function):
+            if not (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
+                    and isinstance(node.value, ast.Call) and last_name(node.value.func) in switches):
+                continue
+            callee, (param, const, equal, other) = switches[last_name(node.value.func)]
+            value = call_arguments(callee, node.value).get(param, _default(callee, param))
+            chosen = string_value(value) if value is not None else None
+            if chosen is not None and (equal if chosen == const else other) == "left":
+                found[node.targets[0].id] = (node.value, function)
+        if found:
+            left[function] = found
+    # Tuples of left-padded locals returned: function name -> position -> the call.
+    returned: dict[str, dict[int, tuple[ast.AST, ast.AST]]] = {}
+    for function, found in left.items():
+        values = [n.value for n in own_nodes(function) if isinstance(n, ast.Return) and n.value is not None]
+        if len(values) == 1 and isinstance(values[0], ast.Tuple) and function.name in unique:
+            positions = {i: found[e.id] for i, e in enumerate(values[0].elts)
+                         if isinstance(e, ast.Name) and e.id in found}
+            if positions:
+                returned[function.name] = positions
+    out: dict[ast.AST, list[tuple[ast.AST, str]]] = {}
+    for function in functions:
+        padded = dict(left.get(function, {}))
+        for node in own_nodes(function):
+            if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Tuple) \
+                    and isinstance(node.value, ast.Call) and last_name(node.value.func) in returned:
+                for i, element in enumerate(node.targets[0].elts):
+                    if isinstance(element, ast.Name) and i in returned[last_name(node.value.func)]:
+                        padded[element.id] = returned[last_name(node.value.func)][i]
+        if not padded:
+            continue
+        for node in own_nodes(function):
+            if not (isinstance(node, ast.Call) and last_name(node.func) in readers):
+                continue
+            reader, params = readers[last_name(node.func)]
+            for param, arg in call_arguments(reader, node).items():
+                if param in params and isinstance(arg, ast.Name) and arg.id in padded:
+                    call, where = padded[arg.id]
+                    out.setdefault(where, []).append((call, f"{reader.name}|{node.lineno}"))
+    return out
