@@ -184,4 +184,31 @@ def forward_packed(model, rows):
             line=12,
             column=14,
         ),
+        Invalid(
+            """
+from megatron.core.packed_seq_params import PackedSeqParams
+
+def packed_logits(model, tokens, positions, packed):
+    n = packed.cu_seqlens_q[-1].item()
+    # a unit of its own, not the TP size the scatter needs
+    n = (n + 7) // 8 * 8
+    tokens = tokens[:, :n]
+    return model(tokens, positions, None, packed_seq_params=packed)
+""",
+            line=8,
+            column=14,
+        ),
+        Invalid(
+            """
+import megatron.core
+
+class Scorer:
+    def score(self, stream, params):
+        total = int(params.cu_seqlens_kv[-1])
+        stream = stream[:total]
+        return self.model(input_ids=stream, packed_seq_params=params)
+""",
+            line=7,
+            column=18,
+        ),
     ]
