@@ -59,13 +59,7 @@ REQUIRED = {
 }
 
 PENDING = pytest.mark.xfail(strict=False, reason="linter by use: issue 21")
-PENDING_PAIRS = {
-    # The packed stream is trimmed to its real total (the last cumulative boundary) and handed to the model; the
-    # unit it lacks (the TP size under sequence parallelism) is required only inside the model's own scatter, and
-    # neither the original function nor its module rounds or checks a stream against any unit: the source shows
-    # no second builder or unit for a rule to compare the trimmed length with.
-    "megatron_416687f437_sp_unit_missing",
-}
+PENDING_PAIRS: set[str] = set()
 """Static pairs the linter does not flag yet: each is an expected failure until it passes (then it leaves
 this set, and its test must pass)."""
 

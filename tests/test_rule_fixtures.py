@@ -65,6 +65,7 @@ CASES = {
     "d7g": "a pad side chosen by a parameter's default, read from the rows' start (class 7)",
     "d8": "an alignment unit picked by an if/elif chain where every factor must divide (class 8)",
     "d8b": "partner streams built by one builder with different units (class 8)",
+    "d8c": "a packed stream cut to its real length for a Megatron-core forward without the TP unit (class 8)",
     "d9": "regrouped outputs combined with the batch before their order is restored (class 9)",
     "d9b": "receivers of a broadcast counting fewer micro-batches than the sender makes (class 9)",
 }

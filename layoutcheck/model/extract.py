@@ -74,6 +74,7 @@ from layoutcheck.model.counts import short_receives
 from layoutcheck.model.floors import token_bounds_on_logit_offsets
 from layoutcheck.model.poswidth import wide_positions_by_function
 from layoutcheck.model.sidedefault import left_padded_into_head_readers
+from layoutcheck.model.spunit import unaligned_packed_cuts
 from layoutcheck.model.stacked import unstacked_row_lists
 from layoutcheck.model.idioms import (
     Idiom,
@@ -329,6 +330,8 @@ class _Extractor(ClashesMixin, LiteralsMixin, SidesMixin, Flow):
         """Per-row lists passed unstacked beside stacked rows (`layoutcheck.model.stacked`)."""
         self.left_into_head: dict[ast.AST, list[tuple[ast.AST, str]]] = {}
         """Left pads, by a parameter's value, reaching a reader of rows' heads (`layoutcheck.model.sidedefault`)."""
+        self.unaligned_cuts: dict[ast.AST, list[tuple[ast.AST, str]]] = {}
+        """Packed streams cut to their last boundary for a Megatron-core forward (`layoutcheck.model.spunit`)."""
         """Fields stored shifted and shifted again, by function node (`layoutcheck.model.reshift`)."""
         self.gathered: set[str] = set()
         self.in_class_body = 0
@@ -369,6 +372,8 @@ class _Extractor(ClashesMixin, LiteralsMixin, SidesMixin, Flow):
             self.unstacked = unstacked_row_lists(tree)
         if "zip(" in text and "pad(" in text and " if " in text:
             self.left_into_head = left_padded_into_head_readers(tree)
+        if "packed_seq_params=" in text and "megatron.core" in text:
+            self.unaligned_cuts = unaligned_packed_cuts(tree)
         self.block(tree.body)
         self._finish(frame, tree.body)
         self.frames.pop()
@@ -774,6 +779,8 @@ class _Extractor(ClashesMixin, LiteralsMixin, SidesMixin, Flow):
             self.add_clash("unstacked_rows", node, detail)
         for node, detail in self.left_into_head.get(frame.node, ()):
             self.add_clash("left_into_head", node, detail)
+        for node, detail in self.unaligned_cuts.get(frame.node, ()):
+            self.add_clash("cut_off_tp_unit", node, detail)
         state = self.states.pop()
         facts = self.facts.functions[frame.index]
         if (state.pads or state.candidates) and not frame.model:
