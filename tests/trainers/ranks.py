@@ -194,5 +194,16 @@ def main_guard(body: Callable[[], None]) -> None:
         report("crash", error_of(exc))
         write_report()
         raise
+    finally:
+        _leave_group()
     write_report()
     sys.stdout.flush()
+
+
+def _leave_group() -> None:
+    """Destroy the rank's process group, if it joined one, before the interpreter's teardown: left to
+    the teardown, gloo's threads can be destroyed still joinable and the rank aborts after its work
+    ("terminate called without an active exception", exit -6), more often on a loaded machine."""
+    dist = sys.modules.get("torch.distributed")
+    if dist is not None and dist.is_available() and dist.is_initialized():
+        dist.destroy_process_group()
