@@ -32,7 +32,7 @@ import ast
 import builtins
 import re
 import warnings
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 from layoutcheck.lint.settings import LintSettings
 from layoutcheck.model.facts import (
@@ -197,6 +197,25 @@ _PARTNER_CHECKS = tuple((kind, check, SPELLINGS[kind]) for kind, check in (
 the words a function must spell for each to find anything (`partners.SPELLINGS`)."""
 
 
+def _spells(*words: str) -> Callable[[str], bool]:
+    return lambda text: all(word in text for word in words)
+
+
+_ModuleReader = Callable[[ast.Module], "dict[ast.AST, list[tuple[ast.AST, str]]]"]
+_MODULE_READERS: tuple[tuple[str, Callable[[str], object], _ModuleReader], ...] = (
+    ("rolled_piece", _spells("roll("), rolled_pieces),
+    ("reshifted_field", _RETURNED_SHIFT.search, reshifted_fields),
+    ("short_receive", _spells("broadcast_object_list"), short_receives),
+    ("token_bound_on_logits", _spells("min(", "max(", "- 1"), token_bounds_on_logit_offsets),
+    ("wide_positions", _spells("arange("), wide_positions_by_function),
+    ("unstacked_rows", _spells("zip(", "cat("), unstacked_row_lists),
+    ("left_into_head", _spells("zip(", "pad(", " if "), left_padded_into_head_readers),
+    ("cut_off_tp_unit", _spells("packed_seq_params=", "megatron.core"), unaligned_packed_cuts),
+)
+"""The module-wide readers, each with the clash kind it records and the text a module must hold for it
+to find anything (most modules hold none): each returns its findings by function node."""
+
+
 def space_word(tags: int) -> str | None:
     """The name `layoutcheck model` gives the most specific space in ``tags``."""
     for tag, word in _SPACE_WORDS:
@@ -317,22 +336,8 @@ class _Extractor(ClashesMixin, LiteralsMixin, SidesMixin, Flow):
         self.partners: set[tuple[str, ...]] = set()
         self.window_partners: dict[str, frozenset[str]] = {}
         """Fields placed into windows their partners' lengths size (`layoutcheck.model.records`)."""
-        self.rolled_pieces: dict[ast.AST, list[tuple[ast.AST, str]]] = {}
-        """Pieces of a split sequence rolled, by function node (`layoutcheck.model.pieceroll`)."""
-        self.reshifted: dict[ast.AST, list[tuple[ast.AST, str]]] = {}
-        self.short_receives: dict[ast.AST, list[tuple[ast.AST, str]]] = {}
-        """Receivers' counts of a collective's list lacking a factor of the sender's (`layoutcheck.model.counts`)."""
-        self.logit_offsets: dict[ast.AST, list[tuple[ast.AST, str]]] = {}
-        """Next-token offsets converted with a token bound (`layoutcheck.model.floors`)."""
-        self.wide_positions: dict[ast.AST, list[tuple[ast.AST, str]]] = {}
-        """Positions for several slices stored beside one slice's tokens (`layoutcheck.model.poswidth`)."""
-        self.unstacked: dict[ast.AST, list[tuple[ast.AST, str]]] = {}
-        """Per-row lists passed unstacked beside stacked rows (`layoutcheck.model.stacked`)."""
-        self.left_into_head: dict[ast.AST, list[tuple[ast.AST, str]]] = {}
-        """Left pads, by a parameter's value, reaching a reader of rows' heads (`layoutcheck.model.sidedefault`)."""
-        self.unaligned_cuts: dict[ast.AST, list[tuple[ast.AST, str]]] = {}
-        """Packed streams cut to their last boundary for a Megatron-core forward (`layoutcheck.model.spunit`)."""
-        """Fields stored shifted and shifted again, by function node (`layoutcheck.model.reshift`)."""
+        self.module_clashes: dict[ast.AST, list[tuple[str, ast.AST, str]]] = {}
+        """What the module-wide readers (`_MODULE_READERS`) found, by function node: ``(kind, node, detail)``."""
         self.gathered: set[str] = set()
         self.in_class_body = 0
         self.attribute_bases: set[int] = set()
@@ -358,22 +363,10 @@ class _Extractor(ClashesMixin, LiteralsMixin, SidesMixin, Flow):
         text = self.source.text
         if "len(" in text and _WINDOW_STORE.search(text):
             self.window_partners = window_partners(tree)
-        if "roll(" in text:
-            self.rolled_pieces = rolled_pieces(tree)
-        if _RETURNED_SHIFT.search(text):
-            self.reshifted = reshifted_fields(tree)
-        if "broadcast_object_list" in text:
-            self.short_receives = short_receives(tree)
-        if "min(" in text and "max(" in text and "- 1" in text:
-            self.logit_offsets = token_bounds_on_logit_offsets(tree)
-        if "arange(" in text:
-            self.wide_positions = wide_positions_by_function(tree)
-        if "zip(" in text and "cat(" in text:
-            self.unstacked = unstacked_row_lists(tree)
-        if "zip(" in text and "pad(" in text and " if " in text:
-            self.left_into_head = left_padded_into_head_readers(tree)
-        if "packed_seq_params=" in text and "megatron.core" in text:
-            self.unaligned_cuts = unaligned_packed_cuts(tree)
+        for kind, gate, reader in _MODULE_READERS:
+            if gate(text):
+                for function, found in reader(tree).items():
+                    self.module_clashes.setdefault(function, []).extend((kind, n, d) for n, d in found)
         self.block(tree.body)
         self._finish(frame, tree.body)
         self.frames.pop()
@@ -765,22 +758,8 @@ class _Extractor(ClashesMixin, LiteralsMixin, SidesMixin, Flow):
                     self.add_clash(kind, found, detail)
         for node, detail in record_cut_apart(body, self.window_partners):
             self.add_clash("record_cut_apart", node, detail)
-        for node, detail in self.rolled_pieces.get(frame.node, ()):
-            self.add_clash("rolled_piece", node, detail)
-        for node, detail in self.reshifted.get(frame.node, ()):
-            self.add_clash("reshifted_field", node, detail)
-        for node, detail in self.short_receives.get(frame.node, ()):
-            self.add_clash("short_receive", node, detail)
-        for node, detail in self.logit_offsets.get(frame.node, ()):
-            self.add_clash("token_bound_on_logits", node, detail)
-        for node, detail in self.wide_positions.get(frame.node, ()):
-            self.add_clash("wide_positions", node, detail)
-        for node, detail in self.unstacked.get(frame.node, ()):
-            self.add_clash("unstacked_rows", node, detail)
-        for node, detail in self.left_into_head.get(frame.node, ()):
-            self.add_clash("left_into_head", node, detail)
-        for node, detail in self.unaligned_cuts.get(frame.node, ()):
-            self.add_clash("cut_off_tp_unit", node, detail)
+        for kind, found, detail in self.module_clashes.get(frame.node, ()):
+            self.add_clash(kind, found, detail)
         state = self.states.pop()
         facts = self.facts.functions[frame.index]
         if (state.pads or state.candidates) and not frame.model:
