@@ -214,6 +214,18 @@ def _run(name: str, rank: int, world: int) -> dict[str, Any]:
             hooked([torch.ones(n) for n in sizes], [-(-n // 8) * 8 for n in sizes])
         return _result(checker.violations, exchanges=checker._boundary_agreement({"cp": world, "tp": 1}).exchanges,
                        notes=checker.notes)
+    if name == "release":  # the trainer destroys every group at its end; the session's exit then closes its own
+        import torch.distributed as dist
+
+        from layoutcheck import LayoutChecker
+        from layoutcheck.runtime.checker.state import CrossRankOptions
+
+        checker = LayoutChecker("record", cross_rank=CrossRankOptions(timeout=TIMEOUT))
+        xr = checker._boundary_agreement({"cp": world, "tp": 1})
+        xr.check_boundary(0, count=2, padded=16, lengths=[5, 9], where="worker:pack")
+        dist.destroy_process_group()  # as a trainer ends: the side group goes with every other
+        checker.close_cross_rank()  # what the session's exit handler does next: nothing left to destroy
+        return _result(checker.violations, exchanges=xr.exchanges, initialized=dist.is_initialized())
     if name == "stop":  # rank 1 skips micro-batch 2's check (busy past the timeout), then checks micro-batch 3
         xr = CrossRankChecker(cp_size=world, timeout=TIMEOUT, mode="raise")
         start = time.monotonic()

@@ -42,6 +42,13 @@ def test_every_cp_rank_of_a_boundary_call_sees_the_same_schedule(two):
         assert x1[0]["problem"] == "cp rank 1 has total lengths [13, 5, 9] for micro-batch 3, cp rank 0 has [5, 13, 9]"
 
 
+def test_the_exit_closes_the_side_group_even_after_the_trainer_destroyed_every_group(tmp_path):
+    # the session's exit handler closes layoutcheck's gloo group; a trainer's destroy_process_group() came first
+    for rank, result in run_job(2, ["release"], tmp_path)["release"].items():
+        assert "error" not in result, result
+        assert result["exchanges"] == 1 and result["initialized"] is False, result
+
+
 # ---------------------------------------------------------------- 2 ranks
 
 

@@ -493,6 +493,10 @@ class Session:
                 self.checker.flush(wait=True)
             except Exception as err:  # noqa: BLE001 - the exit goes on
                 print(f"layoutcheck: deferred checks could not run at exit: {err}", file=sys.stderr)
+            try:  # layoutcheck's own gloo groups must not outlive the run into the interpreter's teardown
+                self.checker.close_cross_rank()
+            except Exception as err:  # noqa: BLE001 - the exit goes on
+                print(f"layoutcheck: the cross-rank side group could not be closed at exit: {err}", file=sys.stderr)
         if self.debug_run:
             self._settle_pending(at_exit=True)
         problems = self.debug_run and self.setup.has_problems()

@@ -227,6 +227,12 @@ class CheckerState:
         finally:
             self.mode = mode
 
+    def close_cross_rank(self) -> None:
+        """Destroy the cross-rank side groups (at exit: gloo's threads then end before the interpreter's teardown)."""
+        for checker in (self._agreement_checker, self._boundary_checker):
+            if checker:
+                checker.close()
+
     def _cross_rank_failed(self, err: CrossRankTimeout) -> bool:
         # A rank gone or stopped: raise mode stops the step; warn and record note it and go on (X1 stops).
         if self.mode == "raise":

@@ -302,10 +302,18 @@ class CrossRankChecker:
                            samples=list(order) if order is not None else list(range(count)), lengths=lengths)
 
     def close(self) -> None:
-        """Destroy the side group (after a failed exchange it is left to the process's exit)."""
-        if self._group is not None and self._failed is None:
-            _dist().destroy_process_group(self._group)
-        self._group = None
+        """Destroy the side group and drop it (after a failed exchange it is left to the process's exit).
+
+        A trainer's own ``destroy_process_group()`` destroys every group, this
+        one included: closing afterwards only drops the reference.
+        """
+        group, self._group = self._group, None
+        if group is None or self._failed is not None:
+            return
+        try:
+            _dist().destroy_process_group(group)
+        except ValueError:  # torch no longer holds it: the trainer destroyed every group first
+            pass
 
     # --- one exchange -------------------------------------------------
 
