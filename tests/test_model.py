@@ -148,6 +148,30 @@ def test_facts_survive_the_cache_as_plain_json() -> None:
         from_data({"t": "Pad", "v": [1, 2]})
 
 
+def test_a_walked_tree_holds_no_reference_cycle() -> None:
+    # The lint's workers run with the collector off: every tree must go by reference counting when its
+    # file is done, so no node may end up in a cycle (a memo listing its own node, a recursive closure).
+    import gc
+
+    sources = [p.read_text(encoding="utf-8") for p in sorted((ROOT / "fixtures").rglob("*.py"))]
+    extract(sources[0], LintSettings())  # the model's lazy imports leave their own garbage once
+    gc.collect()
+    was = gc.isenabled()
+    gc.disable()
+    gc.set_debug(gc.DEBUG_SAVEALL)
+    try:
+        for source in sources:
+            extract(source, LintSettings())
+        gc.collect()
+        left = sorted({type(o).__name__ for o in gc.garbage if isinstance(o, ast.AST)})
+    finally:
+        gc.set_debug(0)
+        gc.garbage.clear()
+        if was:
+            gc.enable()
+    assert len(sources) > 200 and left == []
+
+
 def test_spans_count_characters_not_bytes() -> None:
     facts = extract('# é\nx = "é"; pad = (-len(tokens)) % (2 * cp_size)\n', LintSettings())
     [pad] = facts.pads

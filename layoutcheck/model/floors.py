@@ -77,10 +77,11 @@ def _pairs(function: ast.AST) -> dict[tuple[int, ...], tuple[ast.expr, ast.expr]
     if len(returns) != 1:
         return {}
     out: dict[tuple[int, ...], tuple[ast.expr, ast.expr]] = {}
-
-    def visit(value: ast.expr, path: tuple[int, ...]) -> None:
+    todo: list[tuple[ast.expr, tuple[int, ...]]] = [(returns[0], ())]  # a stack, not a recursive closure (a cycle)
+    while todo:
+        value, path = todo.pop()
         if len(path) > 3:
-            return
+            continue
         if isinstance(value, ast.Name):
             # every store is the clamp or an empty pair ``(0, 0)``
             found = [_clamped(v) for v in stores.get(value.id, ())]
@@ -88,15 +89,12 @@ def _pairs(function: ast.AST) -> dict[tuple[int, ...], tuple[ast.expr, ast.expr]
             others = [v for v, c in zip(stores.get(value.id, ()), found) if c is None]
             if clamps and all(isinstance(v, ast.Tuple) and all(int_value(e) == 0 for e in v.elts) for v in others):
                 out[path] = clamps[0]
-            return
+            continue
         clamp = _clamped(value)
         if clamp is not None:
             out[path] = clamp
         elif isinstance(value, ast.Tuple):
-            for i, elt in enumerate(value.elts):
-                visit(elt, (*path, i))
-
-    visit(returns[0], ())
+            todo.extend(reversed([(elt, (*path, i)) for i, elt in enumerate(value.elts)]))  # popped in order
     return out
 
 

@@ -203,16 +203,14 @@ def match_chunk_pad(node: ast.AST, chunk_of: Callable[[str], tuple[ast.expr, ast
     product, n = node.left, node.right
     if not _op(product, ast.Mult):
         return None
-    factors: list[ast.expr] = []
-
-    def flatten(e: ast.expr) -> None:
+    factors: list[ast.expr] = []  # left to right
+    todo = [product]  # a stack, not a recursive closure (a reference cycle)
+    while todo:
+        e = todo.pop()
         if _op(e, ast.Mult):
-            flatten(e.left)  # type: ignore[attr-defined]
-            flatten(e.right)  # type: ignore[attr-defined]
+            todo += [e.right, e.left]  # type: ignore[attr-defined]
         else:
             factors.append(e)
-
-    flatten(product)
     for i, factor in enumerate(factors):
         if not isinstance(factor, ast.Name):
             continue

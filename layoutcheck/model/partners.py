@@ -308,36 +308,39 @@ def _zero_test(test: ast.expr, name: str) -> str | None:
 def _excludes_zero(body: Sequence[ast.stmt], stmt: ast.stmt, name: str) -> bool:
     """Does ``stmt`` run only when ``name`` is not 0: inside ``if name:`` (or ``> 0``), or after an
     ``if name == 0: return`` (an ``elif`` of a chain included) in a block around it?"""
-    def visit(block: Sequence[ast.stmt], guarded: bool) -> bool | None:
-        for s in block:
-            if s is stmt:
-                return guarded
-            if isinstance(s, ast.If):
-                branch = s
-                while True:
-                    kind = _zero_test(branch.test, name)
-                    if kind == "zero" and _ends(branch.body):
-                        guarded = True
-                    inner = visit(branch.body, guarded or kind == "nonzero")
-                    if inner is not None:
-                        return inner
-                    if len(branch.orelse) == 1 and isinstance(branch.orelse[0], ast.If):
-                        branch = branch.orelse[0]
-                        continue
-                    inner = visit(branch.orelse, guarded or kind == "zero")
-                    if inner is not None:
-                        return inner
-                    break
-            elif isinstance(s, (ast.For, ast.While, ast.With, ast.AsyncFor, ast.AsyncWith, ast.Try)):
-                for part in ("body", "orelse", "finalbody"):
-                    inner = visit(getattr(s, part, []) or [], guarded)
-                    if inner is not None:
-                        return inner
-            elif isinstance(s, ast.Assert) and _zero_test(s.test, name) == "nonzero":
-                guarded = True
-        return None
+    return bool(_guarded_at(body, False, stmt, name))
 
-    return bool(visit(body, False))
+
+def _guarded_at(block: Sequence[ast.stmt], guarded: bool, stmt: ast.stmt, name: str) -> bool | None:
+    """`_excludes_zero` in ``block``, entered ``guarded`` or not; None when ``stmt`` is not in it.
+    (A module function, not a recursive closure: that would be a reference cycle holding ``stmt``.)"""
+    for s in block:
+        if s is stmt:
+            return guarded
+        if isinstance(s, ast.If):
+            branch = s
+            while True:
+                kind = _zero_test(branch.test, name)
+                if kind == "zero" and _ends(branch.body):
+                    guarded = True
+                inner = _guarded_at(branch.body, guarded or kind == "nonzero", stmt, name)
+                if inner is not None:
+                    return inner
+                if len(branch.orelse) == 1 and isinstance(branch.orelse[0], ast.If):
+                    branch = branch.orelse[0]
+                    continue
+                inner = _guarded_at(branch.orelse, guarded or kind == "zero", stmt, name)
+                if inner is not None:
+                    return inner
+                break
+        elif isinstance(s, (ast.For, ast.While, ast.With, ast.AsyncFor, ast.AsyncWith, ast.Try)):
+            for part in ("body", "orelse", "finalbody"):
+                inner = _guarded_at(getattr(s, part, []) or [], guarded, stmt, name)
+                if inner is not None:
+                    return inner
+        elif isinstance(s, ast.Assert) and _zero_test(s.test, name) == "nonzero":
+            guarded = True
+    return None
 
 
 def _appends_boundary(call: ast.Call) -> ast.expr | None:

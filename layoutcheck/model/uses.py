@@ -198,16 +198,15 @@ def _iterated(target: ast.AST, iterable: ast.AST) -> list[tuple[str, ast.AST]]:
 
 def _zigzag(node: ast.BinOp) -> tuple[str, str] | None:
     """``(k, r)`` of ``2 * k - r - 1`` / ``2 * k - 1 - r``: the second zigzag chunk's index."""
-    terms: list[tuple[int, ast.expr]] = []
-
-    def flat(e: ast.expr, sign: int) -> None:
+    terms: list[tuple[int, ast.expr]] = []  # the signed terms, left to right
+    todo: list[tuple[int, ast.expr]] = [(1, node)]  # a stack, not a recursive closure (a reference cycle)
+    while todo:
+        sign, e = todo.pop()
         if isinstance(e, ast.BinOp) and isinstance(e.op, (ast.Add, ast.Sub)):
-            flat(e.left, sign)
-            flat(e.right, sign if isinstance(e.op, ast.Add) else -sign)
+            todo.append((sign if isinstance(e.op, ast.Add) else -sign, e.right))
+            todo.append((sign, e.left))
         else:
             terms.append((sign, e))
-
-    flat(node, 1)
     doubled = [e for s, e in terms if s > 0 and isinstance(e, ast.BinOp) and isinstance(e.op, ast.Mult)
                and (int_value(e.left) == 2 or int_value(e.right) == 2)]
     ranks = [e for s, e in terms if s < 0 and isinstance(e, ast.Name)]
