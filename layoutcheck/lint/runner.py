@@ -220,7 +220,7 @@ def _init_worker(reader: _Reader) -> None:
     # The collector stays off, as in the parent's `_gc_paused` (a forked worker inherits it off; a
     # spawned one turns it off): a walked tree goes by reference counting when its file is done (no
     # node of the model refers back to an ancestor), and with the collector on, its passes over
-    # every tree under construction cost a worker a third of its time (measured on verl: 5.4 s
+    # every tree under construction cost the workers a fifth of their time (measured on verl: 5.4 s
     # of CPU for the run with it on, 4.3 s off).
     gc.disable()
     # Import the extractor once per worker, not once per file.
