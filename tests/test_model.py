@@ -172,6 +172,15 @@ def test_a_walked_tree_holds_no_reference_cycle() -> None:
     assert len(sources) > 200 and left == []
 
 
+def test_code_python_parses_but_too_deep_to_walk_is_an_error_that_says_what_to_do() -> None:
+    source = "def f(a):\n    return " + " + ".join(["a"] * 1500) + "\n"
+    ast.parse(source)  # valid Python
+    facts = extract(source, LintSettings())
+    assert not facts.extracted and facts.syntax_error is not None
+    line, column, message = facts.syntax_error
+    assert message.startswith("code is nested too deeply to walk: not checked") and "`exclude`" in message
+
+
 def test_spans_count_characters_not_bytes() -> None:
     facts = extract('# é\nx = "é"; pad = (-len(tokens)) % (2 * cp_size)\n', LintSettings())
     [pad] = facts.pads

@@ -245,7 +245,9 @@ def extract_tree(tree: ast.Module, source: str, settings: LintSettings) -> FileF
     try:
         extractor.run(tree)
     except RecursionError:
-        return FileFacts(syntax_error=(None, None, "code is nested too deeply to walk"))
+        # Python parses deeper than the walk recurses (a chain of several hundred `+` already): say what to do
+        return FileFacts(syntax_error=(None, None, "code is nested too deeply to walk: not checked (split its "
+                                                   "deepest expression, or leave the file out with `exclude`)"))
     extractor.facts.extracted = True
     return extractor.facts
 
