@@ -101,6 +101,24 @@ def test_the_console_script_replays_through_a_pipe_and_exits_with_the_stored_sta
     assert [item["code"] for item in json.loads(done.stdout)] == ["LC101"]
 
 
+def test_the_first_run_in_a_fresh_folder_stores_a_stamp_the_second_run_replays(project):
+    # The first run creates the cache folder in the folder it lists: before listing it, so the
+    # listing it records is the one the second run finds.
+    assert not (project / ".layoutcheck_cache").exists()
+    code, linted, out, err = check(["."], project)
+    assert code == 1 and linted and len(stamps(project)) == 1
+    assert check(["."], project) == (code, False, out, err)
+
+
+def test_a_file_created_and_removed_again_in_a_listed_folder_still_replays(project):
+    # An editor's swap file changes the folder's modification time, not what the run read.
+    code, out, err = stamped(project, ["."])
+    swap = project / "pkg/sub/.ok.py.swp"
+    swap.write_text("")
+    swap.unlink()
+    assert check(["."], project) == (code, False, out, err)
+
+
 def _edit_bug_away(root: Path) -> None:
     (root / "pkg/pad.py").write_text(CLEAN)
 

@@ -145,7 +145,7 @@ class _Walker:
         while stack:
             folder = stack.pop()
             if self.log is not None:
-                self.log.probe(folder)  # before listing: an entry added meanwhile changes its mtime
+                self.log.probe(folder)  # before listing: an entry added meanwhile is missing from the log's names
             try:
                 with os.scandir(folder) as it:
                     entries = sorted(it, key=lambda e: e.name)

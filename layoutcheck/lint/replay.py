@@ -18,9 +18,11 @@ What a stamp holds, and so what a replay depends on:
   stderr are terminals (the output's colour);
 * every file read (checked files, the project's other files, the
   configuration file): kind, inode, size, modification and change times;
-* every folder listed (a file added, removed or renamed changes its
-  modification time) and every path probed for existence (``__init__.py``
-  and the configuration files up the tree), including those found missing;
+* every folder listed, by its entries' names (not its modification time,
+  which an editor's swap file, created and removed again, or the run's own
+  cache folder would change), and every path probed for existence
+  (``__init__.py`` and the configuration files up the tree), including those
+  found missing;
 * every layoutcheck module the run had loaded, so an upgraded or edited
   layoutcheck never replays an older one's output.
 
@@ -49,7 +51,10 @@ import zlib
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Iterable, Sequence
-    from typing import TextIO
+    from typing import TextIO, Union
+
+    StatKey = Union[tuple[int, int, int, int, int], tuple[int, int, tuple[str, ...]]]
+    """A file's (type, inode, size, mtime, ctime); a folder's (type, inode, sorted entry names)."""
 
 __all__ = ["REPLAY_DIR", "InputLog", "racy_window_ns", "replay", "stat_key", "store"]
 
@@ -77,13 +82,20 @@ def racy_window_ns(mtime_ns: int) -> int:
     return FINE_WINDOW_NS if mtime_ns % 1_000_000 else COARSE_WINDOW_NS
 
 
-def stat_key(path: str) -> tuple[int, int, int, int, int] | None:
-    """What a replay compares for ``path``: file type, inode, size, mtime and ctime (None: missing)."""
+_DIRECTORY = 0o04  # S_IFDIR >> 12
+
+
+def stat_key(path: str) -> StatKey | None:
+    """What a replay compares for ``path`` (None: missing): for a file, its type, inode, size, mtime
+    and ctime; for a folder, its type, inode and sorted entry names (exact, so never racy)."""
     try:
         st = os.stat(path)
+        kind = st.st_mode >> 12
+        if kind == _DIRECTORY:
+            return (kind, st.st_ino, tuple(sorted(os.listdir(path))))
     except OSError:
         return None
-    return (st.st_mode >> 12, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+    return (kind, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
 
 
 class InputLog:
@@ -91,9 +103,9 @@ class InputLog:
 
     def __init__(self) -> None:
         self.started_ns = time.time_ns()
-        self.paths: dict[str, tuple[int, int, int, int, int] | None] = {}
+        self.paths: dict[str, StatKey | None] = {}
 
-    def probe(self, path: str) -> tuple[int, int, int, int, int] | None:
+    def probe(self, path: str) -> StatKey | None:
         """Stat ``path`` (a file about to be read, a folder about to be listed, a name tested for existence)."""
         path = os.path.abspath(path)
         key = self.paths[path] = stat_key(path)
@@ -107,7 +119,8 @@ class InputLog:
     def racy(self) -> bool:
         """True when an input was modified too recently for its mtime to tell a later edit apart."""
         start = self.started_ns
-        return any(key is not None and key[3] >= start - racy_window_ns(key[3]) for key in self.paths.values())
+        return any(len(key) == 5 and key[3] >= start - racy_window_ns(key[3])  # type: ignore[operator]
+                   for key in self.paths.values() if key is not None)
 
 
 def _invocation(argv: Sequence[str], stdout: TextIO, stderr: TextIO) -> bytes:

@@ -516,6 +516,14 @@ def run(
     stats = RunStats()
     warnings: list[str] = []
 
+    cache: ResultCache | None = None
+    if use_cache:  # json and the cache stay unimported under --no-cache
+        from layoutcheck.lint.cache import ResultCache
+
+        cache = ResultCache(loaded.cache_dir, _settings_fingerprint(loaded, overrides, rules))
+        # Before discovery lists the folder that holds it: creating it later would change that
+        # folder's modification time after this run recorded it, and the next run could not replay.
+        cache.prepare()
     found = discover(paths, root=loaded.root, exclude=loaded.exclude,
                      skip_dirs=[loaded.cache_dir], cwd=base, force_exclude=force_exclude, log=log)
     results: dict[str, FileResult] = {}
@@ -543,12 +551,8 @@ def run(
             if isinstance(data, bytes):
                 entries.append(_Entry(source, data, sha256(data).hexdigest(), False))
 
-    cache: ResultCache | None = None
     run_key = None
-    if use_cache:  # json and the cache stay unimported under --no-cache
-        from layoutcheck.lint.cache import ResultCache
-
-        cache = ResultCache(loaded.cache_dir, _settings_fingerprint(loaded, overrides, rules))
+    if cache is not None:
         run_key = cache.run_key([
             (e.source.relpath, e.source.module_name or "", e.source.display, e.digest, "c" if e.checked else "x")
             for e in entries
@@ -623,10 +627,8 @@ def run(
             if entry.checked:
                 stats.linted += 1
                 stats.parsed += bool(entry.facts.extracted or (entry.local and entry.local[2]))
-        if cache is not None:
-            cache.prepare()
-            if cache.warning:
-                warnings.append(cache.warning)
+        if cache is not None and cache.warning:
+            warnings.append(cache.warning)
         project_files: list[ProjectFile] = []
         for entry in entries:
             if entry.facts is None or entry.source.path in failed:
