@@ -14,6 +14,7 @@ import json
 import subprocess
 import sys
 import textwrap
+import threading
 from pathlib import Path
 
 import pytest
@@ -172,10 +173,30 @@ def test_a_walked_tree_holds_no_reference_cycle() -> None:
     assert len(sources) > 200 and left == []
 
 
-def test_code_python_parses_but_too_deep_to_walk_is_an_error_that_says_what_to_do() -> None:
-    source = "def f(a):\n    return " + " + ".join(["a"] * 1500) + "\n"
-    ast.parse(source)  # valid Python
+def _deep_pad(terms: int) -> str:
+    # Valid Python nested deeper than the walk recurses by default (a left-nested chain of `+`), then a pad.
+    return ("import torch.nn.functional as F\n"
+            "def f(x, a, unit):\n"
+            "    total = " + " + ".join(["a"] * terms) + "\n"
+            "    return F.pad(x, (0, (-total) % unit))\n")
+
+
+@pytest.mark.parametrize("terms", [1500, 2500])
+def test_code_python_parses_is_walked_however_deep(terms: int) -> None:
+    source = _deep_pad(terms)
+    ast.parse(source)  # valid Python (a few more terms and it is not: "nested too deeply to parse")
+    limit = sys.getrecursionlimit()
     facts = extract(source, LintSettings())
+    assert facts.extracted and facts.syntax_error is None
+    assert [pad.span[0] for pad in facts.pads] == [4]  # the walk went past the chain, to the pad
+    assert sys.getrecursionlimit() == limit and threading.stack_size() == 0  # both restored
+
+
+def test_code_too_deep_even_for_the_deep_walk_is_an_error_that_says_what_to_do(monkeypatch) -> None:
+    from layoutcheck.model import extract as extract_module
+
+    monkeypatch.setattr(extract_module, "_DEEP_LIMIT", sys.getrecursionlimit())  # no deeper than the first try
+    facts = extract(_deep_pad(1500), LintSettings())
     assert not facts.extracted and facts.syntax_error is not None
     line, column, message = facts.syntax_error
     assert message.startswith("code is nested too deeply to walk: not checked") and "`exclude`" in message

@@ -31,6 +31,7 @@ from __future__ import annotations
 import ast
 import builtins
 import re
+import sys
 import warnings
 from collections.abc import Callable, Iterable, Sequence
 
@@ -239,17 +240,66 @@ def extract(source: str, settings: LintSettings) -> FileFacts:
     return extract_tree(tree, source, settings)
 
 
+_DEEP_STACK = 256 * 1024 * 1024
+"""Bytes of stack for the thread that walks a file too deep for the default recursion limit."""
+_DEEP_LIMIT = 30_000
+"""The recursion limit of that walk: ``ast.parse`` builds trees up to 3x the default limit (1000) deep,
+and the walk recurses a few frames per level."""
+
+
 def extract_tree(tree: ast.Module, source: str, settings: LintSettings) -> FileFacts:
     """The facts of an already parsed file."""
-    extractor = _Extractor(source, settings)
     try:
-        extractor.run(tree)
+        facts = _walk(tree, source, settings)
     except RecursionError:
-        # Python parses deeper than the walk recurses (a chain of several hundred `+` already): say what to do
-        return FileFacts(syntax_error=(None, None, "code is nested too deeply to walk: not checked (split its "
-                                                   "deepest expression, or leave the file out with `exclude`)"))
-    extractor.facts.extracted = True
+        # Python parses deeper than the walk recurses (a chain of several hundred `+` already): walk
+        # again where it may recurse deeper, which costs only such files.
+        try:
+            facts = _walk_deep(tree, source, settings)
+        except (RecursionError, MemoryError, RuntimeError):
+            return FileFacts(syntax_error=(None, None, "code is nested too deeply to walk: not checked (split "
+                                                       "its deepest expression, or leave the file out with "
+                                                       "`exclude`)"))
+    facts.extracted = True
+    return facts
+
+
+def _walk(tree: ast.Module, source: str, settings: LintSettings) -> FileFacts:
+    extractor = _Extractor(source, settings)
+    extractor.run(tree)
     return extractor.facts
+
+
+def _walk_deep(tree: ast.Module, source: str, settings: LintSettings) -> FileFacts:
+    """`_walk` in a thread with a large stack and a raised recursion limit, both restored after.
+
+    The limit is the interpreter's, not the thread's: raised only while this thread walks (the
+    caller waits for it), and the large stack keeps the C recursion beneath it from overflowing.
+    """
+    import threading
+
+    outcome: list[FileFacts | BaseException] = []
+
+    def work() -> None:
+        try:
+            outcome.append(_walk(tree, source, settings))
+        except BaseException as exc:  # handed to the caller's thread
+            outcome.append(exc)
+
+    limit = sys.getrecursionlimit()
+    size = threading.stack_size(_DEEP_STACK)
+    try:
+        thread = threading.Thread(target=work, name="layoutcheck-deep-walk")
+        sys.setrecursionlimit(max(limit, _DEEP_LIMIT))
+        thread.start()
+        thread.join()
+    finally:
+        threading.stack_size(size)
+        sys.setrecursionlimit(limit)
+    result = outcome[0]
+    if isinstance(result, BaseException):
+        raise result
+    return result
 
 
 class _FunctionState:
