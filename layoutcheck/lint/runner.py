@@ -521,8 +521,8 @@ def run(
         from layoutcheck.lint.cache import ResultCache
 
         cache = ResultCache(loaded.cache_dir, _settings_fingerprint(loaded, overrides, rules))
-        # Before discovery lists the folder that holds it: creating it later would change that
-        # folder's modification time after this run recorded it, and the next run could not replay.
+        # Before discovery lists the folder that holds it: created later, it would be missing from
+        # the listing this run records (`replay`), and the next run could not replay.
         cache.prepare()
     found = discover(paths, root=loaded.root, exclude=loaded.exclude,
                      skip_dirs=[loaded.cache_dir], cwd=base, force_exclude=force_exclude, log=log)

@@ -287,7 +287,10 @@ def _walk_deep(tree: ast.Module, source: str, settings: LintSettings) -> FileFac
             outcome.append(exc)
 
     limit = sys.getrecursionlimit()
-    size = threading.stack_size(_DEEP_STACK)
+    try:
+        size = threading.stack_size(_DEEP_STACK)
+    except (ValueError, RuntimeError):  # a platform whose threads take no stack size
+        raise RecursionError("no thread with a large stack here") from None
     try:
         thread = threading.Thread(target=work, name="layoutcheck-deep-walk")
         sys.setrecursionlimit(max(limit, _DEEP_LIMIT))
