@@ -144,16 +144,18 @@ class _Walker:
         stack = [top]
         while stack:
             folder = stack.pop()
-            if self.log is not None:
-                self.log.probe(folder)  # before listing: an entry added meanwhile is missing from the log's names
             try:
                 with os.scandir(folder) as it:
                     entries = sorted(it, key=lambda e: e.name)
             except OSError as exc:
+                if self.log is not None:
+                    self.log.probe(folder)
                 self.errors.append(FileError(self.display(folder), None,
                                              f"cannot read directory: {exc.strerror or exc}",
                                              kind=INVALID_INPUT))
                 continue
+            if self.log is not None:
+                self.log.listed(folder, [e.name for e in entries])  # what this run saw, not a second listing
             names = {e.name for e in entries}
             if folder != top and ("pyvenv.cfg" in names or "CACHEDIR.TAG" in names):
                 continue  # a virtual environment or a cache: never project code

@@ -111,6 +111,16 @@ class InputLog:
         key = self.paths[path] = stat_key(path)
         return key
 
+    def listed(self, folder: str, names: Sequence[str]) -> None:
+        """Record ``folder`` as listed, with the entry ``names`` the run saw (the `stat_key` of a folder)."""
+        path = os.path.abspath(folder)
+        try:
+            inode = os.stat(path).st_ino
+        except OSError:
+            self.paths[path] = None
+            return
+        self.paths[path] = (_DIRECTORY, inode, tuple(sorted(names)))
+
     def is_file(self, path: str) -> bool:
         """``os.path.isfile``, recorded."""
         key = self.probe(path)
