@@ -286,3 +286,13 @@ def test_comments_blank_lines_negations_and_folder_only_patterns():
     assert rules.ignored("/r/x/keep.py", is_dir=False)  # `*.py` comes after `!keep.py`: the last match wins
     assert not rules.ignored("/r/x/main.py", is_dir=False)
     assert not rules.ignored("/elsewhere/a.py", is_dir=False)
+
+
+def test_the_configuration_reference_lists_every_folder_discovery_skips():
+    from layoutcheck.lint.discovery import DEFAULT_EXCLUDED_DIRS
+
+    page = (Path(__file__).resolve().parents[1] / "docs" / "configuration.md").read_text()
+    section = page.split("## Which files are checked", 1)[1].split("\n## ", 1)[0]
+    for name in [*DEFAULT_EXCLUDED_DIRS, "*.egg-info", "pyvenv.cfg", "CACHEDIR.TAG", ".gitignore", ".ignore",
+                 ".git/info/exclude", "respect-gitignore", "--no-respect-gitignore"]:
+        assert f"`{name}`" in section, name
