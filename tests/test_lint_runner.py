@@ -128,6 +128,25 @@ def test_a_crashing_rule_in_a_worker_is_reported_and_the_run_goes_on(tmp_path):
     assert any(f.path == "pkg/m00.py" for f in result.findings)
 
 
+def test_lint_edit_lint_reads_cached_facts_as_fresh_ones(tmp_path):
+    # Issue 27: after `check .`, a comment appended to one file made LC113 crash on every file
+    # (`unhashable type: 'list'`: a span read back from the cache), and so did `check .` then `check SUB`.
+    import shutil
+
+    from layoutcheck.lint.registry import all_rules
+
+    root = tmp_path / "p"
+    shutil.copytree(Path(__file__).resolve().parents[1] / "fixtures/lint/pairs/d7b_pad_sides", root)
+    first = go(root, ".", rules=all_rules())
+    assert [f.rule for f in first.findings] == ["pad-sides-disagree"] and not first.errors
+    with open(root / "flagged" / "replay.py", "a") as handle:
+        handle.write("# an edit\n")
+    again = go(root, ".", rules=all_rules())
+    assert again.stats.cached and not again.errors and again.findings == first.findings
+    sub = go(root, "flagged", rules=all_rules())
+    assert not sub.errors and [f.rule for f in sub.findings] == ["pad-sides-disagree"]
+
+
 class CrashingModelRule(ModelRule):
     """Raises on every file in the project phase, as LC113 did on cached facts."""
 

@@ -160,10 +160,14 @@ class IgnoreRules:
     def ignored(self, path: str, is_dir: bool) -> bool:
         """Does the deepest ignore file with a pattern matching ``path`` (absolute) ignore it?"""
         for folder, patterns in reversed(self.chain):
-            rel = os.path.relpath(path, folder)
-            if rel.startswith(".."):
+            # Paths and folders are both absolute and normalised: a prefix test, not `relpath` (the walk
+            # asks for every entry of every folder).
+            prefix = folder if folder.endswith(os.sep) else folder + os.sep
+            if not path.startswith(prefix):
                 continue
-            rel = rel.replace(os.sep, "/")
+            rel = path[len(prefix):]
+            if os.sep != "/":
+                rel = rel.replace(os.sep, "/")
             for pattern in reversed(patterns):
                 if pattern.dir_only and not is_dir:
                     continue
