@@ -4,7 +4,9 @@
 traversal; the project phase (`layoutcheck.model.project`) reads nothing
 else, so the facts are what the result cache keeps per file content
 (`to_data` / `from_data`: JSON-able lists, never pickles, so a cache folder
-someone else wrote can do no harm). Facts do not depend on the file's path
+someone else wrote can do no harm; read back, every field has the type its
+annotation names, as when extracted, so a rule cannot tell cached facts from
+fresh ones). Facts do not depend on the file's path
 or module name: those are the project's to assign.
 
 Spans are ``(line, column, end_line, end_column)``, 1-based, columns in
