@@ -37,7 +37,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
-__all__ = ["IGNORE_FILES", "IgnoreRules", "Pattern", "parse_ignore_file"]
+__all__ = ["IGNORE_FILES", "IgnoreRules", "Pattern", "compile_line", "folder_patterns", "parse_ignore_file"]
 
 IGNORE_FILES = (".gitignore", ".ignore")
 """Read in this order from each folder: the later file's patterns take precedence."""

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple, Union, get_args, get_origin, get_type_hints
 
 __all__ = [
-    "FACTS_VERSION", "Arg", "FunctionRef", "Broadcast", "BucketLiteral", "Call", "Clash", "EntryRead", "PadSide", "FieldWrite", "FileFacts", "Function",
+    "FACTS_VERSION", "Arg", "FunctionRef", "Span", "Broadcast", "BucketLiteral", "Call", "Clash", "EntryRead", "PadSide", "FieldWrite", "FileFacts", "Function",
     "MaxCall", "Pad", "Param", "Record", "Rewrite", "Transform", "Zip", "cache_data", "call_names", "ensure_calls", "from_cache_data",
     "from_data", "object_hook", "to_data",
 ]
