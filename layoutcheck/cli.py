@@ -93,6 +93,10 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--force-exclude", action="store_true",
                      help="apply `exclude` to files and folders named on the command line too "
                           "(the pre-commit hook passes it)")
+    run.add_argument("--respect-gitignore", action=argparse.BooleanOptionalAction, default=None,
+                     help="skip what `.gitignore` and `.ignore` files ignore (default: the "
+                          "`respect-gitignore` setting, on unless configured off); files named on the "
+                          "command line are checked anyway")
     run.add_argument("--no-cache", action="store_true",
                      help="neither read nor write the result cache, nor replay an identical earlier run")
     run.add_argument("--jobs", "-j", type=whole_number(0, " (automatic)"), default=0, metavar="N",
@@ -274,7 +278,7 @@ def _check(args: argparse.Namespace, argv: Sequence[str]) -> int:
         result = run(paths, loaded=loaded, overrides=overrides, jobs=args.jobs or None,
                      use_cache=not args.no_cache, fix=args.fix or args.diff, unsafe_fixes=args.unsafe_fixes,
                      write_fixes=not args.diff, add_noqa=args.add_noqa,
-                     force_exclude=args.force_exclude, log=log)
+                     force_exclude=args.force_exclude, log=log, respect_gitignore=args.respect_gitignore)
     except ConfigError as exc:
         return _fail(str(exc))
 

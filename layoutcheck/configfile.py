@@ -161,6 +161,16 @@ class LoadedConfig:
             return tuple(value)
         return self.config.exclude  # raises the proper error
 
+    @property
+    def respect_gitignore(self) -> bool:
+        """The ``respect-gitignore`` switch (validated through the model unless plainly a boolean)."""
+        value = self._raw("respect-gitignore")
+        if value is None:
+            return True
+        if isinstance(value, bool):
+            return value
+        return self.config.respect_gitignore  # raises the proper error
+
 
 def _validation_key(table: Mapping[str, Any]) -> str:
     """What a validated table is stored under: a hash of the table and of what validates it.

@@ -144,6 +144,8 @@ per-file-ignores = { "tests/*" = ["LC1", 3] }
         ("pad-multiple-quantum = 16.0", "pad-multiple-quantum",
          "Expected a positive integer, got a float [value: 16.0, type: float]"),
         ('exclude = "build"', "exclude", 'Expected an array of strings, got a string [value: "build", type: string]'),
+        ('respect-gitignore = "no"', "respect-gitignore",
+         'Expected a boolean, got a string [value: "no", type: string]'),
         ('select = ["LC1", 101]', "select[1]", "`select` is an array of strings: this entry is an integer"),
         ('owners = { bshd = "get_rollout_data" }', "owners.bshd",
          "`owners` is a table (one of `bshd`, `thd` → array of strings): this entry is a string"),
@@ -211,6 +213,17 @@ def test_raw_paths_are_read_without_validation_but_bad_types_still_fail(tmp_path
     write(tmp_path / "layoutcheck.toml", "exclude = 3\n")
     with pytest.raises(ConfigError, match=r"exclude\n    Expected an array of strings, got an integer \[value: 3, type: integer\]"):
         resolve_config([str(tmp_path)]).exclude
+
+
+def test_respect_gitignore_is_read_without_validation_but_a_bad_type_still_fails(tmp_path):
+    assert resolve_config([str(tmp_path)]).respect_gitignore is True  # on by default, as in ruff
+    write(tmp_path / "layoutcheck.toml", "respect-gitignore = false\n")
+    loaded = resolve_config([str(tmp_path)])
+    assert loaded.respect_gitignore is False and loaded._config is None
+    assert loaded.config.settings().respect_gitignore is False
+    write(tmp_path / "layoutcheck.toml", 'respect-gitignore = "off"\n')
+    with pytest.raises(ConfigError, match=r"respect-gitignore\n    Expected a boolean, got a string"):
+        resolve_config([str(tmp_path)]).respect_gitignore
 
 
 def test_table_that_is_not_a_table(tmp_path):

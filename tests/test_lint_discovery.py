@@ -165,3 +165,134 @@ def test_unreadable_folder_is_reported_and_the_walk_goes_on(tmp_path, monkeypatc
 ])
 def test_glob_semantics(pattern, path, matches):
     assert compile_glob(pattern).matches(path) is matches
+
+
+# ---------------------------------------------------------------- .gitignore and .ignore
+
+
+def ignore_file(root: Path, name: str, *lines: str) -> None:
+    path = root / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(f"{line}\n" for line in lines))
+
+
+def test_what_gitignore_ignores_is_not_linted_and_with_the_setting_off_it_is(tmp_path):
+    # The everyday case: run outputs, experiment logs and generated code sit in the tree, ignored by git.
+    from layoutcheck.configfile import resolve_config
+    from layoutcheck.lint.runner import run
+
+    touch(tmp_path, "trainer/step.py", "outputs/run1/dump.py", "wandb/latest/code.py", "trainer/model.gen.py",
+          "trainer/outputs.py")
+    ignore_file(tmp_path, ".gitignore", "# run artefacts", "outputs/", "wandb/", "*.gen.py")
+    assert shown(discover(["."], root=tmp_path, cwd=tmp_path)) == ["trainer/outputs.py", "trainer/step.py"]
+    every = ["outputs/run1/dump.py", "trainer/model.gen.py", "trainer/outputs.py", "trainer/step.py",
+             "wandb/latest/code.py"]
+    assert shown(discover(["."], root=tmp_path, cwd=tmp_path, respect_gitignore=False)) == every
+
+    def checked(**kwargs) -> list[str]:
+        result = run(["."], cwd=tmp_path, loaded=resolve_config(["."], cwd=tmp_path), use_cache=False, **kwargs)
+        return [f.path for f in result.files]
+
+    assert checked() == ["trainer/outputs.py", "trainer/step.py"]
+    assert checked(respect_gitignore=False) == every
+    touch(tmp_path, "pyproject.toml")
+    (tmp_path / "pyproject.toml").write_text("[tool.layoutcheck]\nrespect-gitignore = false\n")
+    assert checked() == every
+    assert checked(respect_gitignore=True) == ["trainer/outputs.py", "trainer/step.py"]
+
+
+def test_nested_ignore_files_negations_and_their_precedence(tmp_path):
+    touch(tmp_path, "a.py", "b.py", "lib/c.py", "lib/d.py", "lib/deep/e.py", "lib/deep/f.py", "gen/g.py")
+    ignore_file(tmp_path, ".gitignore", "*.py", "!a.py", "!lib/", "!*/", "gen/")
+    ignore_file(tmp_path, "lib/.gitignore", "!c.py", "deep/f.py")  # deeper files decide over shallower ones
+    ignore_file(tmp_path, "lib/deep/.gitignore", "!*.py")
+    ignore_file(tmp_path, "lib/deep/.ignore", "f.py")  # `.ignore` over `.gitignore` in one folder
+    assert shown(discover(["."], root=tmp_path, cwd=tmp_path)) == ["a.py", "lib/c.py", "lib/deep/e.py"]
+
+
+def test_a_file_inside_an_ignored_folder_cannot_be_re_included(tmp_path):
+    touch(tmp_path, "out/keep.py", "src/s.py")
+    ignore_file(tmp_path, ".gitignore", "out/", "!out/keep.py")
+    assert shown(discover(["."], root=tmp_path, cwd=tmp_path)) == ["src/s.py"]
+
+
+def test_ignore_files_above_a_checked_folder_apply_up_to_the_repository_root(tmp_path):
+    # `check pkg` sees what `check .` sees in pkg: the ignore files above it count, up to `.git`.
+    touch(tmp_path, "repo/pkg/a.py", "repo/pkg/tmp_b.py", "repo/pkg/sub/c.py")
+    (tmp_path / "repo" / ".git" / "info").mkdir(parents=True)
+    (tmp_path / "repo" / ".git" / "info" / "exclude").write_text("sub/\n")
+    ignore_file(tmp_path, "repo/.gitignore", "tmp_*.py")
+    ignore_file(tmp_path, ".gitignore", "a.py")  # above the repository: not its business
+    whole = discover(["."], root=tmp_path / "repo", cwd=tmp_path / "repo")
+    part = discover(["pkg"], root=tmp_path / "repo", cwd=tmp_path / "repo")
+    assert shown(whole) == shown(part) == ["pkg/a.py"]
+
+
+def test_a_nested_repository_has_its_own_ignore_files(tmp_path):
+    touch(tmp_path, "vendor/lib/x.py", "vendor/lib/y.py", "y.py")
+    (tmp_path / "vendor" / "lib" / ".git").mkdir()
+    ignore_file(tmp_path, ".gitignore", "y.py")
+    ignore_file(tmp_path, "vendor/lib/.gitignore", "x.py")
+    assert shown(discover(["."], root=tmp_path, cwd=tmp_path)) == ["vendor/lib/y.py"]
+
+
+def test_files_named_on_the_command_line_are_checked_even_when_ignored(tmp_path):
+    touch(tmp_path, "outputs/dump.py", "gen/x.gen.py", "gen/y.py")
+    ignore_file(tmp_path, ".gitignore", "outputs/", "*.gen.py")
+    named = ["outputs/dump.py", "gen/x.gen.py"]
+    assert shown(discover(named, root=tmp_path, cwd=tmp_path)) == ["gen/x.gen.py", "outputs/dump.py"]
+    assert shown(discover(named, root=tmp_path, cwd=tmp_path, force_exclude=True)) == named[::-1]
+    # A named folder is walked, and the patterns still apply to what is inside it.
+    assert shown(discover(["outputs", "gen"], root=tmp_path, cwd=tmp_path)) == ["gen/y.py", "outputs/dump.py"]
+
+
+@pytest.mark.parametrize(("pattern", "matches", "misses"), [
+    ("build", ["build", "a/build", "a/b/build"], ["builds", "a/build.py"]),
+    ("/top.py", ["top.py"], ["a/top.py"]),
+    ("a/b.py", ["a/b.py"], ["x/a/b.py"]),  # a slash in the middle anchors it
+    ("*.gen.py", ["m.gen.py", "a/b/m.gen.py"], ["m.gen.pyc", "gen.py"]),
+    ("a/*/c", ["a/b/c"], ["a/b/x/c", "a/c"]),
+    ("**/logs", ["logs", "a/logs", "a/b/logs"], ["alogs"]),
+    ("a/**/z.py", ["a/z.py", "a/b/z.py", "a/b/c/z.py"], ["b/a/z.py"]),
+    ("data/**", ["data/x", "data/x/y.py"], ["data", "xdata/y"]),
+    ("ba**ar.py", ["baar.py", "bazzar.py"], ["b/ar.py"]),  # not at a slash: ordinary stars
+    ("file?.py", ["file1.py"], ["file10.py", "file/.py"]),
+    ("run[0-9].py", ["run3.py"], ["runx.py"]),
+    ("run[!0-9].py", ["runx.py"], ["run3.py", "run/.py"]),
+    ("\\#notes.py", ["#notes.py"], []),
+    ("\\!bang.py", ["!bang.py"], []),
+    ("trailing.py   ", ["trailing.py"], ["trailing.py   "]),
+    ("space.py\\ ", ["space.py "], ["space.py"]),
+])
+def test_gitignore_patterns_match_as_git_matches_them(pattern, matches, misses):
+    from layoutcheck.lint.ignorefiles import compile_line
+
+    compiled = compile_line(pattern)
+    assert compiled is not None and not compiled.negated
+    for path in matches:
+        assert compiled.regex.match(path), (pattern, path)
+    for path in misses:
+        assert not compiled.regex.match(path), (pattern, path)
+
+
+def test_comments_blank_lines_negations_and_folder_only_patterns():
+    from layoutcheck.lint.ignorefiles import IgnoreRules, compile_line, parse_ignore_file
+
+    assert compile_line("# a comment") is None and compile_line("   ") is None and compile_line("/") is None
+    patterns = parse_ignore_file("# runs\n\ncache/\n!keep.py\n*.py\n!main.py\n")
+    assert [p.text for p in patterns] == ["cache/", "!keep.py", "*.py", "!main.py"]
+    rules = IgnoreRules().inside("/r", patterns)
+    assert rules.ignored("/r/cache", is_dir=True) and not rules.ignored("/r/cache", is_dir=False)
+    assert rules.ignored("/r/x/keep.py", is_dir=False)  # `*.py` comes after `!keep.py`: the last match wins
+    assert not rules.ignored("/r/x/main.py", is_dir=False)
+    assert not rules.ignored("/elsewhere/a.py", is_dir=False)
+
+
+def test_the_configuration_reference_lists_every_folder_discovery_skips():
+    from layoutcheck.lint.discovery import DEFAULT_EXCLUDED_DIRS
+
+    page = (Path(__file__).resolve().parents[1] / "docs" / "configuration.md").read_text()
+    section = page.split("## Which files are checked", 1)[1].split("\n## ", 1)[0]
+    for name in [*DEFAULT_EXCLUDED_DIRS, "*.egg-info", "pyvenv.cfg", "CACHEDIR.TAG", ".gitignore", ".ignore",
+                 ".git/info/exclude", "respect-gitignore", "--no-respect-gitignore"]:
+        assert f"`{name}`" in section, name

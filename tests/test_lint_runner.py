@@ -11,6 +11,7 @@ from lint_test_rules import ALL_TEST_RULES, DEFAULT_TEST_RULES, CrashyRule, Glob
 from layoutcheck.configfile import resolve_config
 from layoutcheck.errors import ConfigError
 from layoutcheck.lint.findings import INTERNAL, INVALID_INPUT, MISSING_PATH
+from layoutcheck.lint.rule import ModelRule
 from layoutcheck.lint.runner import PARALLEL_THRESHOLD, run, worker_count
 from layoutcheck.lint.selection import SelectionOverrides
 
@@ -125,6 +126,56 @@ def test_a_crashing_rule_in_a_worker_is_reported_and_the_run_goes_on(tmp_path):
     assert error.path == "pkg/boom.py" and error.kind == INTERNAL and "crashy-rule" in error.message
     assert ("pkg/boom.py", 2, 5, "pad-call") in keyed(result)
     assert any(f.path == "pkg/m00.py" for f in result.findings)
+
+
+def test_lint_edit_lint_reads_cached_facts_as_fresh_ones(tmp_path):
+    # Issue 27: after `check .`, a comment appended to one file made LC113 crash on every file
+    # (`unhashable type: 'list'`: a span read back from the cache), and so did `check .` then `check SUB`.
+    import shutil
+
+    from layoutcheck.lint.registry import all_rules
+
+    root = tmp_path / "p"
+    shutil.copytree(Path(__file__).resolve().parents[1] / "fixtures/lint/pairs/d7b_pad_sides", root)
+    first = go(root, ".", rules=all_rules())
+    assert [f.rule for f in first.findings] == ["pad-sides-disagree"] and not first.errors
+    with open(root / "flagged" / "replay.py", "a") as handle:
+        handle.write("# an edit\n")
+    again = go(root, ".", rules=all_rules())
+    assert again.stats.cached and not again.errors and again.findings == first.findings
+    sub = go(root, "flagged", rules=all_rules())
+    assert not sub.errors and [f.rule for f in sub.findings] == ["pad-sides-disagree"]
+
+
+class CrashingModelRule(ModelRule):
+    """Raises on every file in the project phase, as LC113 did on cached facts."""
+
+    code = "LC989"
+    message = "never reported"
+
+    def check(self, file):
+        raise TypeError("unhashable type: 'list'")
+
+
+def test_a_crashing_model_rule_leaves_every_other_finding_and_names_what_is_missing(tmp_path):
+    # The real rules on a flagged project, plus one that crashes on every file: the others' findings
+    # are all there, cached or not, and each file says which rule's findings it lacks.
+    import shutil
+
+    from layoutcheck.lint.registry import all_rules
+
+    shutil.copytree(Path(__file__).resolve().parents[1] / "fixtures/lint/pairs/d7b_pad_sides/flagged", tmp_path / "p")
+    root = tmp_path / "p"
+    alone = go(root, rules=all_rules(), use_cache=False)
+    assert alone.findings and not alone.errors
+    for use_cache in (True, True, False):  # cold, then warm: the crash is never cached away
+        result = go(root, rules=(*all_rules(), CrashingModelRule), use_cache=use_cache)
+        assert result.findings == alone.findings
+        assert sorted(e.path for e in result.errors) == ["replay.py", "rollout.py"]
+        for error in result.errors:
+            assert error.kind == INTERNAL
+            assert error.message.startswith("rule `crashing-model-rule` (LC989) crashed on this file: TypeError")
+            assert error.message.endswith("its findings in this file are missing")
 
 
 def test_module_names_reach_the_rules_through_the_runner(tmp_path):

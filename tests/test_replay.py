@@ -143,9 +143,17 @@ def _package_marker(root: Path) -> None:
     (root / "pkg/sub/__init__.py").unlink()  # module names change: pkg.sub.ok becomes ok
 
 
+def _ignore_in_a_listed_folder(root: Path) -> None:
+    write(root, "pkg/.gitignore", "pad.py\n")
+
+
+def _ignore_above(root: Path) -> None:
+    write(root, ".gitignore", "pad.py\n")
+
+
 @pytest.mark.parametrize("change, findings", [
     (_edit_bug_away, 0), (_touch, 1), (_add_file, 2), (_remove_file, 0), (_add_config, 0),
-    (_package_marker, 1),
+    (_package_marker, 1), (_ignore_in_a_listed_folder, 0), (_ignore_above, 0),
 ])
 def test_any_change_to_what_the_run_read_makes_the_next_run_lint(project, change, findings):
     stamped(project, ["."])
@@ -161,6 +169,22 @@ def test_a_config_file_appearing_where_the_search_looked_is_seen(project):
     _add_config(project)
     code, linted, out, _ = check(["pkg"], project)
     assert linted and code == 0 and out == ""
+
+
+def test_an_edited_ignore_file_is_seen_in_the_checked_folder_and_above_it(project):
+    # The ignore files decide what is checked: editing one (not only adding it) makes the next run lint.
+    write(project, ".gitignore", "unrelated/\n")
+    write(project, "pkg/sub/.ignore", "nothing.py\n")
+    write(project, "pkg/sub/bug.py", BUG)
+    age(project)
+    assert stamped(project, ["pkg/sub"])[0] == 1
+    write(project, "pkg/sub/.ignore", "nothing.py\nbug.py\n")
+    code, linted, out, _ = check(["pkg/sub"], project)
+    assert linted and code == 0 and "global-max-padding" not in out
+    assert stamped(project, ["."])[0] == 1
+    write(project, ".gitignore", "unrelated/\npad.py\n")
+    code, linted, out, _ = check(["."], project)
+    assert linted and code == 0 and "global-max-padding" not in out
 
 
 @pytest.mark.parametrize("args, env", [

@@ -24,7 +24,11 @@ relative to another working folder) and only errors that the content itself
 explains (a syntax error, not an unreadable file). Writes go through a
 temporary file and `os.replace`, so a reader never sees half an entry; an
 entry that does not parse is a miss, never a crash. Facts are plain JSON,
-never pickles: a cache folder someone else wrote can do no harm.
+never pickles: a cache folder someone else wrote can do no harm. They are
+decoded field by field to the types extraction makes (a span is a tuple
+again, not a list), so no rule sees a difference between a cached file and
+a fresh one (`layoutcheck.model.facts.object_hook`; tests/test_cache_types.py,
+tests/test_cache_property.py).
 
 The same folder keeps, under ``config/``, the validated values of each
 configuration table a run validated (`read_validated_config`), so a later

@@ -1,14 +1,18 @@
 """Which files a run checks: Python sources under the given paths, minus the excluded.
 
 Folders are walked in name order (so the run is deterministic), skipping
-version-control and tool folders, virtual environments (any folder holding a
-``pyvenv.cfg``), build output, cache folders (``CACHEDIR.TAG``) and what the
+version-control and tool folders (`DEFAULT_EXCLUDED_DIRS`), virtual
+environments (any folder holding a ``pyvenv.cfg``), cache folders (holding a
+``CACHEDIR.TAG``), what ``.gitignore`` and ``.ignore`` files ignore (unless
+``respect-gitignore`` is off: `layoutcheck.lint.ignorefiles`) and what the
 configuration's ``exclude`` names. A file or folder named on the command line
-is checked even when ``exclude`` matches it, as in ruff: asking for a file
-by name and getting silence would look like a pass. With ``force_exclude``
-(ruff's ``--force-exclude``, which the pre-commit hook passes) ``exclude``
-applies to named paths too: pre-commit names every staged file, and the
-project's ``exclude`` must still keep vendored or generated code out.
+is checked even when ``exclude`` or an ignore file matches it, as in ruff:
+asking for a file by name and getting silence would look like a pass. With
+``force_exclude`` (ruff's ``--force-exclude``, which the pre-commit hook
+passes) ``exclude`` applies to named paths too: pre-commit names every staged
+file, and the project's ``exclude`` must still keep vendored or generated
+code out (ignore files do not: pre-commit never names an ignored file, and
+a file git tracks although its pattern ignores it was added on purpose).
 
 A path that does not exist, or a link loop that resolves to nothing, is an
 error (exit 2); unreadable folders and broken links are reported, and the
@@ -27,6 +31,7 @@ from typing import TYPE_CHECKING
 
 from layoutcheck.lint.findings import INVALID_INPUT, MISSING_PATH, FileError
 from layoutcheck.lint.globs import any_match
+from layoutcheck.lint.ignorefiles import IGNORE_FILES, IgnoreRules, folder_patterns
 
 if TYPE_CHECKING:
     from layoutcheck.lint.replay import InputLog
@@ -40,7 +45,12 @@ DEFAULT_EXCLUDED_DIRS = frozenset({
     ".tox", ".nox", "node_modules", ".eggs", ".mypy_cache", ".pytest_cache",
     ".ruff_cache", ".hypothesis", ".layoutcheck_cache", "__pypackages__",
 })
-"""Folder names never walked into (``*.egg-info`` and folders holding ``pyvenv.cfg`` too)."""
+"""Folder names never walked into, at any depth, whatever the configuration says: version control
+(``.git``, ``.hg``, ``.svn``, ``.bzr``), virtual environments (``.venv``, ``venv``, ``__pypackages__``;
+also any folder holding a ``pyvenv.cfg``), build output (``build``, ``dist``, ``.eggs``, ``*.egg-info``),
+tools' caches (``__pycache__``, ``.tox``, ``.nox``, ``.mypy_cache``, ``.pytest_cache``, ``.ruff_cache``,
+``.hypothesis``, ``.layoutcheck_cache``; also any folder holding a ``CACHEDIR.TAG``) and
+``node_modules``. A folder named on the command line is walked all the same."""
 
 
 @dataclass(frozen=True)
@@ -64,8 +74,8 @@ class Discovered:
     files: list[SourceFile] = field(default_factory=list)
     errors: list[FileError] = field(default_factory=list)
     excluded: int = 0
-    """Python files and folders left out because ``exclude`` matched them (a run with no files and none
-    excluded found no Python file at all)."""
+    """Python files and folders left out because ``exclude`` or an ignore file matched them (a run with
+    no files and none excluded found no Python file at all)."""
 
 
 def _under(path: str, folder: str) -> bool:
@@ -74,8 +84,9 @@ def _under(path: str, folder: str) -> bool:
 
 class _Walker:
     def __init__(self, root: Path, exclude: Sequence[str], skip: Iterable[Path], cwd: Path,
-                 log: InputLog | None = None):
+                 log: InputLog | None = None, respect_gitignore: bool = True):
         self.log = log
+        self.respect_gitignore = respect_gitignore
         self.root = os.path.abspath(root)
         self.cwd = os.path.abspath(cwd)
         self.exclude = tuple(exclude)
@@ -91,6 +102,41 @@ class _Walker:
 
     def exists(self, path: str) -> bool:
         return self.log.probe(path) is not None if self.log is not None else os.path.exists(path)
+
+    def read(self, path: str) -> str | None:
+        """An ignore file's text (None when it cannot be read), recorded in the log."""
+        if self.log is not None:
+            self.log.probe(path)
+        try:
+            with open(path, "rb") as handle:
+                return handle.read().decode("utf-8", "replace")
+        except OSError:
+            return None
+
+    def ancestor_rules(self, top: str) -> IgnoreRules:
+        """The ignore files of the folders above ``top``, up to its repository's root (the nearest
+        folder holding ``.git``; without one, the root of the file system): what a walk of the
+        whole repository would have read on its way down to ``top``."""
+        if not self.respect_gitignore or self.exists(os.path.join(top, ".git")):
+            return IgnoreRules()
+        folders = []
+        folder = top
+        repository = False
+        while True:
+            parent = os.path.dirname(folder)
+            if parent == folder:
+                break
+            folder = parent
+            folders.append(folder)
+            if self.exists(os.path.join(folder, ".git")):
+                repository = True
+                break
+        rules = IgnoreRules()
+        for folder in reversed(folders):
+            names = {n for n in IGNORE_FILES if self.is_file(os.path.join(folder, n))}
+            rules = rules.inside(folder, folder_patterns(
+                folder, names, self.read, repository_root=repository and folder == folders[-1]))
+        return rules
 
     def display(self, path: str) -> str:
         return os.path.relpath(path, self.cwd) if _under(path, self.cwd) and path != self.cwd else path
@@ -141,9 +187,9 @@ class _Walker:
         # it, unless `force_exclude` (the caller skips an excluded one).
         patterns = self.exclude if force_exclude else tuple(
             p for p in self.exclude if not self.excluded(top, True, (p,)))
-        stack = [top]
+        stack = [(top, self.ancestor_rules(top))]
         while stack:
-            folder = stack.pop()
+            folder, rules = stack.pop()
             try:
                 with os.scandir(folder) as it:
                     entries = sorted(it, key=lambda e: e.name)
@@ -160,6 +206,12 @@ class _Walker:
             if folder != top and ("pyvenv.cfg" in names or "CACHEDIR.TAG" in names):
                 continue  # a virtual environment or a cache: never project code
             self.has_init[folder] = "__init__.py" in names or "__init__.pyi" in names
+            if self.respect_gitignore:
+                repository = ".git" in names
+                if repository and folder != top:
+                    rules = IgnoreRules()  # a nested repository: its own ignore files, not the outer one's
+                if repository or not names.isdisjoint(IGNORE_FILES):
+                    rules = rules.inside(folder, folder_patterns(folder, names, self.read, repository))
             subfolders = []
             for entry in entries:
                 name = entry.name
@@ -167,12 +219,12 @@ class _Walker:
                     if entry.is_dir(follow_symlinks=False):
                         if name in DEFAULT_EXCLUDED_DIRS or name.endswith(".egg-info") or entry.path in self.skip:
                             continue
-                        if self.excluded(entry.path, True, patterns):
+                        if self.excluded(entry.path, True, patterns) or (rules and rules.ignored(entry.path, True)):
                             self.skipped += 1
                             continue
                         subfolders.append(entry.path)
                     elif name.endswith(PYTHON_SUFFIXES):
-                        if self.excluded(entry.path, False, patterns):
+                        if self.excluded(entry.path, False, patterns) or (rules and rules.ignored(entry.path, False)):
                             self.skipped += 1
                         elif entry.is_file():
                             self.add(entry.path)
@@ -184,7 +236,7 @@ class _Walker:
                     self.errors.append(FileError(self.display(entry.path), None,
                                                  f"cannot read: {exc.strerror or exc}", kind=INVALID_INPUT))
             # Reversed onto the stack so folders pop in name order.
-            stack.extend(reversed(subfolders))
+            stack.extend((sub, rules) for sub in reversed(subfolders))
 
 
 def discover(
@@ -196,6 +248,7 @@ def discover(
     cwd: Path | None = None,
     force_exclude: bool = False,
     log: InputLog | None = None,
+    respect_gitignore: bool = True,
 ) -> Discovered:
     """The Python files under ``paths`` (default: the working folder).
 
@@ -203,10 +256,12 @@ def discover(
     ``skip_dirs`` are folders never walked into (the cache folder);
     ``force_exclude`` applies ``exclude`` to the named paths themselves (a
     named path it matches is skipped silently, as in ruff); ``log`` records
-    every folder listed and every name tested (see `layoutcheck.lint.replay`).
+    every folder listed, every name tested and every ignore file read (see
+    `layoutcheck.lint.replay`); ``respect_gitignore`` skips what ``.gitignore``
+    and ``.ignore`` files ignore, except paths named here.
     """
     base = Path(cwd) if cwd is not None else Path.cwd()
-    walker = _Walker(root, exclude, skip_dirs, base, log)
+    walker = _Walker(root, exclude, skip_dirs, base, log, respect_gitignore)
     for raw in paths or (".",):
         path = os.path.normpath(os.path.join(base, os.fspath(raw)))
         if log is not None:

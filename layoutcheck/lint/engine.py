@@ -134,7 +134,10 @@ def _syntax_error(facts: FileFacts, path: str, source: str) -> FileError | None:
         before = source[: source.index("\0")]
         line, column = before.count("\n") + 1, len(before) - (before.rfind("\n") + 1) + 1
     if not message.startswith("code is nested"):
-        message = f"syntax error: {message}"
+        from layoutcheck.lint.newsyntax import hint
+
+        # Code a newer Python accepts (`f"{x["a"]}"` under 3.11) says so, naming the versions.
+        message = f"syntax error: {message}{hint(source, line)}"
     return FileError(path, line, message, column=column, kind=INVALID_INPUT)
 
 

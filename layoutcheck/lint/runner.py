@@ -490,6 +490,7 @@ def run(
     force_exclude: bool = False,
     keep_project: bool = False,
     log: InputLog | None = None,
+    respect_gitignore: bool | None = None,
 ) -> RunResult:
     """Check ``paths`` and return every finding and error, sorted.
 
@@ -504,7 +505,8 @@ def run(
     builds the project model even when the cache holds every result, and keeps
     it in `RunResult.project` (``layoutcheck model``); ``log`` records
     every file read, folder listed and name tested, for a later
-    `layoutcheck.lint.replay`. Raises `ConfigError` for a bad configuration
+    `layoutcheck.lint.replay`; ``respect_gitignore`` overrides the
+    configuration's ``respect-gitignore`` (None: as configured). Raises `ConfigError` for a bad configuration
     or an unknown rule.
     """
     from hashlib import sha256
@@ -524,8 +526,10 @@ def run(
         # Before discovery lists the folder that holds it: created later, it would be missing from
         # the listing this run records (`replay`), and the next run could not replay.
         cache.prepare()
+    gitignore = loaded.respect_gitignore if respect_gitignore is None else respect_gitignore
     found = discover(paths, root=loaded.root, exclude=loaded.exclude,
-                     skip_dirs=[loaded.cache_dir], cwd=base, force_exclude=force_exclude, log=log)
+                     skip_dirs=[loaded.cache_dir], cwd=base, force_exclude=force_exclude, log=log,
+                     respect_gitignore=gitignore)
     results: dict[str, FileResult] = {}
     entries: list[_Entry] = []
     for source in found.files:
@@ -541,7 +545,7 @@ def run(
     roots = _context_roots(paths, base, log)
     if roots:
         context = discover(roots, root=loaded.root, exclude=loaded.exclude, skip_dirs=[loaded.cache_dir],
-                           cwd=base, force_exclude=True, log=log)
+                           cwd=base, force_exclude=True, log=log, respect_gitignore=gitignore)
         for source in context.files:
             if source.path in checked_paths:
                 continue

@@ -269,6 +269,15 @@ class CheckSettings(LintSettings):
             "is given (the pre-commit hook gives it)."
         ),
     )
+    respect_gitignore: bool = setting(
+        True,
+        description=(
+            "Skip the files and folders that `.gitignore` and `.ignore` files ignore (those of the "
+            "checked folders and of the folders above them, up to the repository's root, and "
+            "`.git/info/exclude`), as ruff does; git need not be installed. Files named on the "
+            "command line are checked anyway. `--no-respect-gitignore` turns it off for one run."
+        ),
+    )
     per_file_ignores: dict[str, tuple[str, ...]] = setting(
         factory=dict, description="Glob pattern -> rules to disable in the files it matches."
     )

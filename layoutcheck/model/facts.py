@@ -4,7 +4,9 @@
 traversal; the project phase (`layoutcheck.model.project`) reads nothing
 else, so the facts are what the result cache keeps per file content
 (`to_data` / `from_data`: JSON-able lists, never pickles, so a cache folder
-someone else wrote can do no harm). Facts do not depend on the file's path
+someone else wrote can do no harm; read back, every field has the type its
+annotation names, as when extracted, so a rule cannot tell cached facts from
+fresh ones). Facts do not depend on the file's path
 or module name: those are the project's to assign.
 
 Spans are ``(line, column, end_line, end_column)``, 1-based, columns in
@@ -18,11 +20,13 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import types
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Union, get_args, get_origin, get_type_hints
 
 __all__ = [
-    "FACTS_VERSION", "Arg", "FunctionRef", "Broadcast", "BucketLiteral", "Call", "Clash", "EntryRead", "PadSide", "FieldWrite", "FileFacts", "Function",
+    "FACTS_VERSION", "Arg", "FunctionRef", "Span", "Broadcast", "BucketLiteral", "Call", "Clash", "EntryRead", "PadSide", "FieldWrite", "FileFacts", "Function",
     "MaxCall", "Pad", "Param", "Record", "Rewrite", "Transform", "Zip", "cache_data", "call_names", "ensure_calls", "from_cache_data",
     "from_data", "object_hook", "to_data",
 ]
@@ -93,12 +97,23 @@ class Call(NamedTuple):
 
 
 def _call(data: Any) -> Call:
-    """A call back from its cached form, arguments included (`to_data`)."""
+    """A call back from its cached form, arguments included (`to_data`), every field typed as fresh."""
     if type(data) is Call:
         return data
     callee, span, tick, layout, args, *rest = data
-    return Call(callee, span, tick, layout,
-                tuple(a if type(a) is Arg else Arg(None, a) if type(a) is int else Arg(*a) for a in args), *rest)
+    return Call(callee, tuple(span), tick, layout, tuple(map(_arg, args)), *rest)
+
+
+def _arg(data: Any) -> Arg:
+    """An argument back from its cached form: its tags alone, ``[keyword, tags]``, or every field."""
+    kind = type(data)
+    if kind is int:
+        return Arg(None, data)
+    if kind is Arg:
+        return data
+    if len(data) == 2:
+        return Arg(data[0], data[1])
+    return _typed(Arg, data)
 
 
 @dataclass
@@ -164,13 +179,6 @@ class Function:
     """Parameters the body never reads."""
     unit_switches: tuple[str, ...] = ()
     """Parameters an ``if`` tests to change a pad's unit (``if fp8: unit = lcm(16, unit)``)."""
-
-    def __post_init__(self) -> None:
-        # Cached facts arrive with parameters and calls in their compact forms (`to_data`).
-        if self.params and type(self.params[0]) is not Param:
-            self.params = tuple(_param(p) for p in self.params)
-        if self.calls and type(self.calls[0]) is not Call:
-            self.calls = tuple(_call(c) for c in self.calls)
 
 
 def _param(data: Any) -> Param:
@@ -541,7 +549,8 @@ def call_names(facts: FileFacts) -> frozenset[str] | None:
 
 def object_hook(data: dict[str, Any]) -> Any:
     """`json.loads`'s ``object_hook`` that builds the facts while the JSON is parsed (fast: the C
-    decoder does the lists and scalars; lists stay lists). Other objects pass through."""
+    decoder does the lists and scalars), each field typed as `extract` makes it (`_typed`). Other
+    objects pass through."""
     kind = data.get("t")
     if kind is None or "v" not in data or len(data) != 2:
         return data
@@ -551,18 +560,98 @@ def object_hook(data: dict[str, Any]) -> Any:
     values = data["v"]
     if not isinstance(values, list) or not _REQUIRED[cls] <= len(values) <= len(_FIELDS[cls]):
         raise ValueError(f"facts of {kind} have the wrong fields")
-    return cls(*values)
+    return _typed(cls, values)
 
 
 def from_data(data: Any) -> Any:
-    """The inverse of `to_data`; lists come back as tuples except where a field holds a list."""
+    """The inverse of `to_data`: the facts with every field of the type it had when extracted."""
     if isinstance(data, dict):
-        cls = _CLASSES[data["t"]]
-        names = _FIELDS[cls]
-        values = data["v"]
-        if not _REQUIRED[cls] <= len(values) <= len(names):
-            raise ValueError(f"facts of {cls.__name__} have {len(values)} fields, expected {len(names)}")
-        return cls(*(from_data(v) for v in values))
+        if set(data) != {"t", "v"} or not isinstance(data["v"], list):
+            raise ValueError("not facts data")
+        return object_hook({"t": data["t"], "v": [from_data(v) for v in data["v"]]})
     if isinstance(data, list):
-        return tuple(from_data(v) for v in data)
+        return [from_data(v) for v in data]
     return data
+
+
+# ---------------------------------------------------------------- the typed decode
+#
+# JSON has arrays, not tuples: read back as they are, a span would be a list, and a rule that
+# puts one in a set or a dict key crashes on cached facts only (it did: LC113, `unhashable type:
+# 'list'`). So every field is decoded once, here, to the type its annotation names, and a rule
+# reads the same types whether the facts are fresh or cached (tests/test_cache_types.py checks
+# every fixture's facts type by type).
+
+_Convert = Callable[[Any], Any]
+
+
+def _converter(hint: Any) -> _Convert | None:
+    """What turns a field's JSON form into ``hint``'s type; None where JSON gives that type already.
+
+    A field of a type this does not know fails at import, not on someone's cache.
+    """
+    special = _SPECIAL.get(hint)
+    if special is not None:
+        return special
+    if hint in _SCALARS or hint in _FIELDS:  # dataclasses: built by `object_hook` / `from_data`
+        return None
+    origin, args = get_origin(hint), get_args(hint)
+    if origin is Union or origin is types.UnionType:
+        inner = [a for a in args if a is not type(None)]
+        converts = [_converter(a) for a in inner]
+        if all(c is None for c in converts):
+            return None
+        if len(inner) != 1:
+            raise TypeError(f"facts field type {hint!r}: a union of containers has no decoding")
+        convert = converts[0]
+        assert convert is not None
+        return lambda v: None if v is None else convert(v)
+    if origin is tuple:
+        if len(args) == 2 and args[1] is Ellipsis:
+            item = _converter(args[0])
+            return tuple if item is None else (lambda v: tuple(map(item, v)))
+        items = [_converter(a) for a in args]
+        if all(c is None for c in items):
+            return _fixed(len(items))
+        return lambda v: tuple(x if c is None else c(x) for c, x in zip(items, v, strict=True))
+    if origin is list:
+        item = _converter(args[0])
+        return list if item is None else (lambda v: list(map(item, v)))
+    raise TypeError(f"facts field type {hint!r} has no decoding")
+
+
+def _fixed(size: int) -> _Convert:
+    """A tuple of ``size`` scalars (a span): a list of another length is a broken entry, not facts."""
+    def convert(v: Any) -> tuple[Any, ...]:
+        if len(v) != size:
+            raise ValueError(f"expected {size} values, got {len(v)}")
+        return tuple(v)
+    return convert
+
+
+_SCALARS = (int, str, bool, float, type(None), Any)
+_SPECIAL: dict[Any, _Convert] = {Param: _param, Arg: _arg, Call: _call}
+
+
+def _decoders(cls: type) -> tuple[tuple[int, _Convert], ...]:
+    hints = get_type_hints(cls)
+    names = _FIELDS[cls] if cls in _FIELDS else cls._fields  # type: ignore[attr-defined]
+    out = []
+    for i, name in enumerate(names):
+        convert = _converter(hints[name])
+        if convert is not None:
+            out.append((i, convert))
+    return tuple(out)
+
+
+_DECODE: dict[type, tuple[tuple[int, _Convert], ...]] = {cls: _decoders(cls) for cls in (*_FIELDS, Arg, Call, Param)}
+
+
+def _typed(cls: type, values: list[Any]) -> Any:
+    """``cls(*values)`` with each field converted to its annotated type (``values``, a fresh list, is
+    converted in place)."""
+    n = len(values)
+    for i, convert in _DECODE[cls]:
+        if i < n:
+            values[i] = convert(values[i])
+    return cls(*values)

@@ -1,0 +1,197 @@
+"""``.gitignore`` and ``.ignore`` files, read as git reads them, without git.
+
+Discovery (`layoutcheck.lint.discovery`) skips what these files ignore, as
+ruff does by default (``respect-gitignore``). git need not be installed, nor
+the tree be a repository: the files are read wherever they are.
+
+Which files apply to a path: the ``.gitignore`` and ``.ignore`` of every
+folder from the path's folder up to the repository's root (the nearest
+folder holding ``.git``; without one, the root of the file system), and the
+repository's ``.git/info/exclude``. The user's global ignore file
+(``core.excludesFile``) is not read: finding it needs git's configuration.
+
+The pattern format is git's (https://git-scm.com/docs/gitignore):
+
+* blank lines and lines starting with ``#`` are skipped; ``\\#`` and ``\\!``
+  start a pattern with that character; trailing spaces are dropped unless
+  escaped with ``\\``;
+* ``!`` re-includes what an earlier pattern excluded; a file inside an
+  excluded folder cannot be re-included (the folder is never walked);
+* a trailing ``/`` matches folders only;
+* a pattern with a ``/`` at its start or middle is relative to the ignore
+  file's folder; any other matches a name at any depth below it;
+* ``*`` and ``?`` stay within a path component, ``[...]`` is a character
+  class (``[!...]`` its complement), ``**/`` at the start and ``/**/`` in the
+  middle match any number of folders, a trailing ``/**`` everything inside.
+
+Precedence, as in git: a deeper folder's file over a shallower one's; within
+a folder, ``.ignore`` over ``.gitignore`` (ripgrep's and ruff's order) over
+``info/exclude``; within a file, the last matching pattern.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+
+__all__ = ["IGNORE_FILES", "IgnoreRules", "Pattern", "compile_line", "folder_patterns", "parse_ignore_file"]
+
+IGNORE_FILES = (".gitignore", ".ignore")
+"""Read in this order from each folder: the later file's patterns take precedence."""
+
+
+@dataclass(frozen=True)
+class Pattern:
+    """One line of an ignore file, compiled; `regex` matches a ``/`` path relative to the file's folder."""
+
+    text: str
+    regex: re.Pattern[str]
+    negated: bool
+    dir_only: bool
+
+
+def _class(pattern: str, i: int) -> tuple[str, int] | None:
+    """The regex for the character class opening at ``pattern[i] == "["`` and the index past it."""
+    j = i + 1
+    if j < len(pattern) and pattern[j] in "!^":
+        j += 1
+    if j < len(pattern) and pattern[j] == "]":
+        j += 1
+    while j < len(pattern) and pattern[j] != "]":
+        j += 1
+    if j >= len(pattern):
+        return None
+    body = pattern[i + 1 : j]
+    negate = body[:1] in ("!", "^")
+    if negate:
+        body = body[1:]
+    body = body.replace("\\", "\\\\").replace("[", "\\[")
+    return ("[^/" if negate else "[") + body + "]", j + 1
+
+
+def _translate(pattern: str) -> str:
+    out: list[str] = []
+    i, n = 0, len(pattern)
+    while i < n:
+        c = pattern[i]
+        if c == "*":
+            if pattern.startswith("**", i):
+                at_start = i == 0 or pattern[i - 1] == "/"
+                after = i + 2
+                if at_start and pattern.startswith("/", after):
+                    out.append("(?:[^/]*/)*")  # `**/`: zero or more folders
+                    i = after + 1
+                    continue
+                if at_start and after == n:
+                    out.append(".*")  # a trailing `/**`: everything inside
+                    i = after
+                    continue
+                # Any other `**` is two ordinary stars.
+            while i < n and pattern[i] == "*":
+                i += 1
+            out.append("[^/]*")
+            continue
+        if c == "?":
+            out.append("[^/]")
+        elif c == "[":
+            found = _class(pattern, i)
+            if found is not None:
+                out.append(found[0])
+                i = found[1]
+                continue
+            out.append("\\[")
+        elif c == "\\" and i + 1 < n:
+            i += 1
+            out.append(re.escape(pattern[i]))
+        else:
+            out.append(re.escape(c))
+        i += 1
+    return "".join(out)
+
+
+@lru_cache(maxsize=4096)
+def compile_line(line: str) -> Pattern | None:
+    """One ignore-file line as a `Pattern`; None for a blank line or a comment."""
+    text = line.rstrip("\n").rstrip("\r")
+    # Trailing spaces go, unless escaped with a backslash.
+    stripped = text.rstrip(" ")
+    if stripped.endswith("\\") and len(stripped) < len(text):
+        stripped += " "
+    body = stripped
+    if not body or body.startswith("#"):
+        return None
+    negated = body.startswith("!")
+    if negated:
+        body = body[1:]
+    elif body.startswith(("\\!", "\\#")):
+        body = body[1:]
+    dir_only = body.endswith("/")
+    body = body.rstrip("/")
+    if not body:
+        return None
+    anchored = "/" in body
+    body = body.lstrip("/")
+    regex = _translate(body)
+    if not anchored:
+        regex = "(?:[^/]*/)*" + regex
+    return Pattern(stripped, re.compile(regex + r"\Z", re.DOTALL), negated, dir_only)
+
+
+def parse_ignore_file(text: str) -> tuple[Pattern, ...]:
+    """Every pattern of one ignore file, in order."""
+    return tuple(p for p in map(compile_line, text.splitlines()) if p is not None)
+
+
+@dataclass(frozen=True)
+class IgnoreRules:
+    """The ignore files in effect inside one folder: ``(folder, patterns)``, the outermost first."""
+
+    chain: tuple[tuple[str, tuple[Pattern, ...]], ...] = ()
+
+    def inside(self, folder: str, patterns: Sequence[Pattern]) -> IgnoreRules:
+        """The rules inside ``folder``, whose own ignore files hold ``patterns``."""
+        if not patterns:
+            return self
+        return IgnoreRules((*self.chain, (folder, tuple(patterns))))
+
+    def ignored(self, path: str, is_dir: bool) -> bool:
+        """Does the deepest ignore file with a pattern matching ``path`` (absolute) ignore it?"""
+        for folder, patterns in reversed(self.chain):
+            # Paths and folders are both absolute and normalised: a prefix test, not `relpath` (the walk
+            # asks for every entry of every folder).
+            prefix = folder if folder.endswith(os.sep) else folder + os.sep
+            if not path.startswith(prefix):
+                continue
+            rel = path[len(prefix):]
+            if os.sep != "/":
+                rel = rel.replace(os.sep, "/")
+            for pattern in reversed(patterns):
+                if pattern.dir_only and not is_dir:
+                    continue
+                if pattern.regex.match(rel):
+                    return not pattern.negated
+        return False
+
+    def __bool__(self) -> bool:
+        return bool(self.chain)
+
+
+def folder_patterns(folder: str, names: Sequence[str] | set[str], read: Callable[[str], str | None],
+                    repository_root: bool = False) -> tuple[Pattern, ...]:
+    """The patterns of ``folder``'s own ignore files (``names``: its entries), in precedence order;
+    ``read`` gives a file's text (None when it cannot be read). A repository's root adds its
+    ``.git/info/exclude``, below the others."""
+    patterns: list[Pattern] = []
+    if repository_root:
+        text = read(os.path.join(folder, ".git", "info", "exclude"))
+        if text:
+            patterns.extend(parse_ignore_file(text))
+    for name in IGNORE_FILES:
+        if name in names:
+            text = read(os.path.join(folder, name))
+            if text:
+                patterns.extend(parse_ignore_file(text))
+    return tuple(patterns)

@@ -1,0 +1,90 @@
+"""Facts read back from the cache have exactly the types they had when extracted.
+
+The cache stores facts as JSON, which has arrays, not tuples: a span read back
+as a list once made LC113 crash (``unhashable type: 'list'``) on every file of
+a tree, on the second run only. So every fixture file's facts go through both
+cache forms (`cache_data` with its lazily decoded calls, and `to_data`) and
+are compared with the fresh ones value by value and type by type.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from layoutcheck.lint.settings import LintSettings
+from layoutcheck.model.extract import extract
+from layoutcheck.model.facts import (
+    FileFacts, Span, cache_data, ensure_calls, from_cache_data, from_data, object_hook, to_data,
+)
+
+ROOT = Path(__file__).resolve().parents[1]
+FIXTURES = sorted((ROOT / "fixtures").rglob("*.py"))
+
+
+def assert_same(fresh: Any, back: Any, where: str) -> None:
+    """``back`` equals ``fresh`` and every value in it has the same type, recursively."""
+    assert type(back) is type(fresh), f"{where}: {type(fresh).__name__} when fresh, {type(back).__name__} cached"
+    if dataclasses.is_dataclass(fresh):
+        for f in dataclasses.fields(fresh):
+            assert_same(getattr(fresh, f.name), getattr(back, f.name), f"{where}.{f.name}")
+    elif isinstance(fresh, (tuple, list)):
+        assert len(back) == len(fresh), f"{where}: {len(fresh)} items when fresh, {len(back)} cached"
+        names = getattr(fresh, "_fields", None)  # a NamedTuple: name its fields
+        for i, (a, b) in enumerate(zip(fresh, back)):
+            assert_same(a, b, f"{where}.{names[i]}" if names else f"{where}[{i}]")
+    else:
+        assert back == fresh, f"{where}: {fresh!r} when fresh, {back!r} cached"
+
+
+def through_cache(facts: FileFacts) -> FileFacts:
+    """What a later run reads: the file entry's JSON, parsed with the cache's hook, its calls decoded."""
+    blob = json.dumps({"facts": cache_data(facts)}, separators=(",", ":"))
+    back = from_cache_data(json.loads(blob, object_hook=object_hook)["facts"])
+    ensure_calls(back)
+    return back
+
+
+@pytest.fixture(scope="module")
+def fixture_facts() -> list[tuple[str, FileFacts]]:
+    out = []
+    for path in FIXTURES:
+        facts = extract(path.read_text(encoding="utf-8"), LintSettings())
+        out.append((str(path.relative_to(ROOT)), facts))
+    return out
+
+
+def test_every_fixture_file_reads_back_from_the_cache_with_its_types(fixture_facts) -> None:
+    assert len(fixture_facts) > 100
+    walked = [facts for _, facts in fixture_facts if facts.extracted]
+    # The fixtures exercise the typed fields (spans, pad sides, full arguments) that broke.
+    assert any(facts.sides for facts in walked)
+    assert any(arg.span is not None for facts in walked for f in facts.functions for c in f.calls for arg in c.args)
+    for name, facts in fixture_facts:
+        assert_same(facts, through_cache(facts), name)
+        assert_same(facts, from_data(json.loads(json.dumps(to_data(facts)))), name)
+
+
+def test_a_cached_span_is_hashable_as_the_rules_use_it(fixture_facts) -> None:
+    facts = next(facts for _, facts in fixture_facts if facts.sides)
+    back = through_cache(facts)
+    spans: set[Span] = {side.span for side in back.sides}  # what LC113 does (model/sides.py)
+    assert spans == {side.span for side in facts.sides}
+
+
+def test_a_syntax_error_reads_back_as_a_tuple() -> None:
+    facts = extract("def f(:\n", LintSettings())
+    assert facts.syntax_error is not None
+    assert_same(facts, through_cache(facts), "syntax error")
+
+
+def test_a_broken_entry_is_an_error_not_facts_of_another_shape() -> None:
+    facts = extract("def f(x):\n    return x\n", LintSettings())
+    data = json.loads(json.dumps(to_data(facts)))
+    data["v"][0][0]["v"][1] = [1, 1, 1]  # the module function's span, one value short
+    with pytest.raises(ValueError):
+        from_data(data)
