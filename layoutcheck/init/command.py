@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import os
 import re
 import sys
 from pathlib import Path
@@ -80,10 +81,18 @@ def main(args: argparse.Namespace) -> int:
     """Run ``layoutcheck init`` with parsed ``args``; returns the exit code."""
     from layoutcheck.configfile import resolve_config
     from layoutcheck.init.findings import find
+    from layoutcheck.init.importable import module_of, sys_path_roots
     from layoutcheck.init.proposal import propose, render
+    from layoutcheck.init.verify import verify
     from layoutcheck.lint.runner import run
 
     root = Path(args.path)
+    if not root.is_dir():
+        # Never linted: the runner would take the folder around a missing path (`/` for `/nope`) as its
+        # project and read the whole file system. A project is a folder.
+        what = "no such file or directory" if not os.path.lexists(root) else "not a folder (give the project's folder)"
+        print(f"layoutcheck: error: {root}: {what}", file=sys.stderr)
+        return EXIT_ERROR
     file = _target_file(root, args.config)
     try:
         loaded = resolve_config([str(root)], args.config if args.config and Path(args.config).is_file() else None)
@@ -92,11 +101,17 @@ def main(args: argparse.Namespace) -> int:
         print(f"layoutcheck: error: {exc}", file=sys.stderr)
         return EXIT_ERROR
     project = result.project
+    # Hooks name modules as the program imports them, from the project's folder (or its src/): folders
+    # without __init__.py on the way are namespace packages, which the linter's module names leave out.
+    roots = sys_path_roots(root)
+    names = [module_of(f.display, roots) for f in project.files]
     defined = {
-        f"{project.files[ref[0]].module}:{function.qualname}": tuple(p.name for p in function.params)
-        for ref, function in project.functions() if ref[1] and project.files[ref[0]].module
+        f"{names[ref[0]]}:{function.qualname}": tuple(p.name for p in function.params)
+        for ref, function in project.functions() if ref[1] and names[ref[0]]
     }
-    text = render(propose(find(project), defined), _prefix(file))
+    proposal = propose(find(project, names.__getitem__), defined)
+    verify(proposal, roots, cwd=roots[-1])  # each entry installs as written, or is written commented out
+    text = render(proposal, _prefix(file))
     if args.stdout:
         sys.stdout.write(text)
         return EXIT_OK
