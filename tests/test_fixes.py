@@ -39,7 +39,8 @@ def get_rollout_data(rollout, unit):
 """}
 """A producer that stores each sample's rounded-up length in `max_seq_lens` (the padded-length field)."""
 BUCKET_USES = {"buckets.py": """
-def smallest_fitting(n, sampler):
+def smallest_fitting(tokens, sampler):
+    n = tokens.size(0)  # a sequence length: the buckets searched must hold it
     first = next(b for b in TOKEN_BUCKETS if b >= n)
     second = min(b for b in SEQ_LEN_BUCKETS if b >= n)
     third = min(b for b in token_buckets if b >= n)

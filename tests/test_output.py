@@ -446,7 +446,7 @@ def test_json_carries_each_findings_fix_in_ruffs_shape_computed_on_a_real_run(tm
 
     (tmp_path / "uses.py").write_text(
         "def fit(tokens, config):\n"
-        "    n = len(tokens)\n"
+        "    n = max(t.size(0) for t in tokens)\n"
         "    return next(b for b in SEQ_LEN_BUCKETS if b >= n), min(b for b in config.seq_len_buckets if b >= n)\n")
     (tmp_path / "a.py").write_text("SEQ_LEN_BUCKETS = [1024, 512, 2048]\nseq_len_buckets = [1000, 2048]\n")
     proc = subprocess.run([sys.executable, "-m", "layoutcheck", "check", ".", "--no-cache", "--output-format", "json"],
