@@ -182,16 +182,22 @@ def test_a_target_that_does_not_exist_at_import_is_not_written(tmp_path):
     assert "\nproducer = " not in text
 
 
-def test_a_project_this_environment_cannot_import_gets_a_note_and_no_unverified_lines(tmp_path):
+def test_a_project_this_environment_cannot_import_is_judged_from_its_source_and_says_so(tmp_path):
     needs = "import a_dependency_this_environment_lacks\n\n" + _WORKER
     project = write_project(tmp_path, {"trainer/worker.py": needs})
     proc = init(".", cwd=project)
     assert proc.returncode == 0, proc.stderr
     text = flat((project / "layoutcheck.toml").read_text())
-    assert "could not check" in text and "run `layoutcheck init` where the trainer runs" in text
-    assert "needs `a_dependency_this_environment_lacks`, which this Python environment does not have" in text
-    assert '# producer = ["trainer.worker:Worker.forward"]' in text
-    assert load_config(project / "layoutcheck.toml").config.runtime.settings().hook_specs() == ()
+    assert "This Python environment could not import some of the functions below" in text
+    assert "Run `layoutcheck init` where the trainer runs" in text
+    # The one that fits, by the signature its source defines, is written, saying it was not imported...
+    fits = text.index('\nproducer = ["trainer.worker:Worker.forward"]\n')
+    assert "checked against its source only" in text[:fits]
+    assert "needs `a_dependency_this_environment_lacks`, which this Python environment does not have" in text[:fits]
+    # ...and the one whose signature does not fit the role stays out, as when imported.
+    assert '# producer = ["trainer.worker:pad_lengths"]' in text and "it has no parameter `args`" in text
+    hooks = load_config(project / "layoutcheck.toml").config.runtime.settings().hook_specs()
+    assert [(h.role, h.target) for h in hooks] == [("producer", "trainer.worker:Worker.forward")]
 
 
 def test_the_check_is_bounded_in_time_and_keeps_what_it_judged(tmp_path):

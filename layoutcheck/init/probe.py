@@ -31,7 +31,7 @@ import json
 import sys
 from typing import Any, TextIO
 
-__all__ = ["CHECKER_ROLES", "TRACER_ROLES", "main"]
+__all__ = ["CHECKER_ROLES", "TRACER_ROLES", "judge", "main", "run"]
 
 CHECKER_ROLES = ("producer", "batch-builder", "replay-filler", "offset-helper")
 TRACER_ROLES = ("cp-slicer", "response-slicer")
@@ -82,7 +82,8 @@ def _resolve(module: Any, target: str) -> tuple[Any, str]:
     return raw, ""
 
 
-def _judge(check: dict[str, Any], function: Any, checker: Any) -> tuple[str, str]:
+def judge(check: dict[str, Any], function: Any, checker: Any) -> tuple[str, str]:
+    """``("ok" | "refused" | "unchecked", why)``: does the wrapper of ``check["kind"]`` accept ``function``?"""
     from layoutcheck.errors import LayoutSpecError
 
     kind, target = check["kind"], check["target"]
@@ -119,7 +120,7 @@ def run(request: dict[str, Any], out: TextIO) -> None:
             function, why = _resolve(module, check["target"])
             status = "refused" if function is None else "ok"
             if function is not None:
-                status, why = _judge(check, function, checker)
+                status, why = judge(check, function, checker)
         out.write(json.dumps({"id": check["id"], "status": status, "why": why}) + "\n")
         out.flush()
 

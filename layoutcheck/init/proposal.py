@@ -54,7 +54,8 @@ DOCS = {
 
 @dataclass(frozen=True)
 class Verdict:
-    """What the probe found for one entry: ``ok``, ``refused`` (it would not install) or ``unchecked``."""
+    """Whether one entry installs: ``ok`` (imported and judged), ``source`` (it could not be imported here; its
+    source was judged: path, definition, signature), ``refused`` (it would not install) or ``unchecked``."""
 
     status: str
     why: str = ""
@@ -76,6 +77,8 @@ class Proposal:
     """Packers no preset describes: written as commented tables."""
     verdicts: dict[tuple[str, str], Verdict] = field(default_factory=dict)
     """``(kind, target)`` -> whether it installs (`layoutcheck.init.verify`); an entry without one is written."""
+    params: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    """Target -> its parameters as the source defines them (what is judged when it cannot be imported)."""
 
     def entries(self) -> list[tuple[str, str, Mapping[str, Any] | None]]:
         """Every ``(kind, target, boundary table or None)`` the probe must judge: roles (kind: the role),
@@ -92,7 +95,15 @@ class Proposal:
 
     def installs(self, kind: str, target: str) -> bool:
         verdict = self.verdicts.get((kind, target))
-        return verdict is None or verdict.status == "ok"
+        return verdict is None or verdict.status in ("ok", "source")
+
+    def caveat(self, kind: str, target: str) -> list[str]:
+        """The comment above an entry judged from its source only (empty for the others)."""
+        verdict = self.verdicts.get((kind, target))
+        if verdict is None or verdict.status != "source":
+            return []
+        return _why(f"checked against its source only (module path, definition, signature), not imported: "
+                    f"{verdict.why}. LAYOUTCHECK=raise refuses it at import if it does not fit")
 
     def why_not(self, kind: str, target: str) -> str:
         """The comment above an entry written commented out."""
@@ -115,6 +126,7 @@ def propose(findings: Sequence[Finding], defined: Mapping[str, Sequence[str]]) -
     described = _library(defined, out)
     for f in findings:
         hook = f.hook or f.target
+        out.params[hook] = f.params
         if f.hook is None:
             # Hooked by name, a function no dotted path imports would never be: written commented out.
             kind = "parallel-state" if f.kind == "parallel-state" else f.kind
@@ -147,6 +159,7 @@ def _library(defined: Mapping[str, Sequence[str]], out: Proposal) -> set[str]:
             missing = sorted(set(reads) - set(params))
             if missing:
                 continue  # another function under that name: never proposed under a wrong reading
+            out.params[target] = tuple(params)
             out.boundaries[target] = (table, f"the `{name}` preset's contract for this function: its parameters "
                                              f"({', '.join(params)}) are the ones it reads")
             described.add(target)
@@ -211,10 +224,10 @@ def render(proposal: Proposal, prefix: str = "") -> str:
         "# Each comment says why. Run with LAYOUTCHECK=raise (warn, record) to check these functions.",
         f"# What each table means: layoutcheck's {DOCS['contracts']} and {DOCS['init']}.",
     ]
-    unchecked = sorted({v.why for v in p.verdicts.values() if v.status == "unchecked"})
-    if unchecked:
-        lines += ["#", "# Some entries below are commented out because this Python environment could not check that",
-                  "# they install (each says why): run `layoutcheck init` where the trainer runs to check them."]
+    if any(v.status in ("unchecked", "source") for v in p.verdicts.values()):
+        lines += ["#", "# This Python environment could not import some of the functions below (each says why): those",
+                  "# were checked against their source only, or are commented out when not even that could be done.",
+                  "# Run `layoutcheck init` where the trainer runs (its Python environment) to check them for real."]
     if p.owners:
         lines += ["", f"[{prefix}owners]"]
         for layout, owners in p.owners.items():
@@ -227,7 +240,7 @@ def render(proposal: Proposal, prefix: str = "") -> str:
         entry = f"parallel-state = {_value(target)}"
         lines.append(f"# {why}")
         if p.installs("parallel-state", target):
-            lines.append(entry)
+            lines += [*p.caveat("parallel-state", target), entry]
         else:
             lines += [*_why(p.why_not("parallel-state", target)), f"# {entry}"]
     for key, (source, why) in p.coordinates.items():
@@ -235,13 +248,13 @@ def render(proposal: Proposal, prefix: str = "") -> str:
         if isinstance(source, str) and not p.installs("exists", source):
             lines += [f"# {why}", *_why(p.why_not("exists", source)), f"# {entry}"]
         else:
-            lines += [f"# {why}", entry]
+            lines += [f"# {why}", *(p.caveat("exists", source) if isinstance(source, str) else []), entry]
     if p.hooks:
         lines += ["", f"[{prefix}runtime.hooks]"]
         for role, targets in p.hooks.items():
             good = [(t, why) for t, why in targets if p.installs(role, t)]
             for target, why in good:
-                lines.append(f"# {target}: {why}")
+                lines += [f"# {target}: {why}", *p.caveat(role, target)]
             if good:
                 lines.append(f"{role} = {_value([t for t, _ in good])}")
             for target, why in targets:
@@ -251,7 +264,7 @@ def render(proposal: Proposal, prefix: str = "") -> str:
     for target, (table, why) in p.boundaries.items():
         body = [f"[{prefix}runtime.boundaries.{_key(target)}]", *_table_lines(table, "")]
         lines += ["", f"# {why}"]
-        lines += body if p.installs("boundary", target) else [*_why(p.why_not("boundary", target)),
+        lines += [*p.caveat("boundary", target), *body] if p.installs("boundary", target) else [*_why(p.why_not("boundary", target)),
                                                                *_commented(body)]
     for f in p.skeletons:
         target = f.hook or f.target

@@ -71,6 +71,33 @@ def verify(proposal: Proposal, roots: Sequence[str], *, cwd: str, timeout: float
                     except ValueError:  # the last line, cut by the time limit
                         continue
                     judged[got["id"]] = (got["status"], got["why"])
-    for i, (kind, target, _) in enumerate(entries):
+    for i, (kind, target, table) in enumerate(entries):
         status, why = judged.get(i, ("unchecked", late or "the check gave no answer"))
-        proposal.verdicts[(kind, target)] = Verdict(status, why)
+        verdict = Verdict(status, why)
+        if status == "unchecked":
+            verdict = _from_source(kind, target, table, proposal.params.get(target), why)
+        proposal.verdicts[(kind, target)] = verdict
+
+
+def _from_source(kind: str, target: str, table: Any, params: Sequence[str] | None, why: str) -> Verdict:
+    """The verdict on an entry that could not be imported here: its signature as the source defines it,
+    judged by the same checks as the real function (`probe`); the model found its definition."""
+    if params is None:
+        return Verdict("source", why) if kind in ("parallel-state", "exists") else Verdict("unchecked", why)
+    import inspect
+
+    from layoutcheck.init.probe import judge
+    from layoutcheck.runtime.checker.layout_checker import LayoutChecker
+
+    def stand_in(*args: Any, **kwargs: Any) -> None:  # pragma: no cover - never called
+        return None
+
+    module, _, qualname = target.partition(":")
+    stand_in.__module__, stand_in.__qualname__, stand_in.__name__ = module, qualname, qualname.rpartition(".")[2]
+    stand_in.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
+        [inspect.Parameter(p, inspect.Parameter.POSITIONAL_OR_KEYWORD) for p in params])
+    check = {"kind": kind, "target": target, **({"table": table} if table is not None else {})}
+    status, refusal = judge(check, stand_in, LayoutChecker(mode="record"))
+    if status == "refused":
+        return Verdict("refused", f"{refusal} (read from its source: {why})")
+    return Verdict("source" if status == "ok" else "unchecked", why)
