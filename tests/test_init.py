@@ -192,7 +192,7 @@ def test_a_project_this_environment_cannot_import_is_judged_from_its_source_and_
     assert "Run `layoutcheck init` where the trainer runs" in text
     # The one that fits, by the signature its source defines, is written, saying it was not imported...
     fits = text.index('\nproducer = ["trainer.worker:Worker.forward"]\n')
-    assert "checked against its source only" in text[:fits]
+    assert "not imported here, judged from the source" in text[:fits]
     assert "needs `a_dependency_this_environment_lacks`, which this Python environment does not have" in text[:fits]
     # ...and the one whose signature does not fit the role stays out, as when imported.
     assert '# producer = ["trainer.worker:pad_lengths"]' in text and "it has no parameter `args`" in text

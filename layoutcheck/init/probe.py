@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import os
 import sys
 from typing import Any, TextIO
 
@@ -45,7 +46,10 @@ def _imported(module: str, cache: dict[str, tuple[Any, str, str]], paths: list[s
         found: tuple[Any, str, str] = (importlib.import_module(module), "ok", "")
     except ModuleNotFoundError as exc:
         missing = exc.name or ""
-        if missing and (module == missing or module.startswith(missing + ".")):
+        top = missing.partition(".")[0]
+        ours = any(os.path.isdir(os.path.join(p, top)) or os.path.isfile(os.path.join(p, top + ".py")) for p in paths)
+        if missing and (module == missing or (module.startswith(missing + ".") and ours)):
+            # The project's own module is not there under this name (a dependency not installed here is not).
             found = (None, "refused", f"no module `{missing}` can be imported from the project's folder "
                                       f"(from {', '.join(paths)})")
         else:

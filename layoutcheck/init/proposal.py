@@ -102,8 +102,8 @@ class Proposal:
         verdict = self.verdicts.get((kind, target))
         if verdict is None or verdict.status != "source":
             return []
-        return _why(f"checked against its source only (module path, definition, signature), not imported: "
-                    f"{verdict.why}. LAYOUTCHECK=raise refuses it at import if it does not fit")
+        return _why(f"not imported here, judged from the source (module path, definition, signature) and the "
+                    f"presets only: {verdict.why}. LAYOUTCHECK=raise refuses it at import if it does not fit")
 
     def why_not(self, kind: str, target: str) -> str:
         """The comment above an entry written commented out."""

@@ -82,8 +82,8 @@ def verify(proposal: Proposal, roots: Sequence[str], *, cwd: str, timeout: float
 def _from_source(kind: str, target: str, table: Any, params: Sequence[str] | None, why: str) -> Verdict:
     """The verdict on an entry that could not be imported here: its signature as the source defines it,
     judged by the same checks as the real function (`probe`); the model found its definition."""
-    if params is None:
-        return Verdict("source", why) if kind in ("parallel-state", "exists") else Verdict("unchecked", why)
+    if params is None:  # a preset's coordinate function in a dependency: the preset was written against it
+        return Verdict("source", why)
     import inspect
 
     from layoutcheck.init.probe import judge
