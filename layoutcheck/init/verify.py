@@ -83,7 +83,7 @@ def _from_source(kind: str, target: str, table: Any, params: Sequence[str] | Non
     """The verdict on an entry that could not be imported here: its signature as the source defines it,
     judged by the same checks as the real function (`probe`); the model found its definition."""
     if params is None:  # a preset's coordinate function in a dependency: the preset was written against it
-        return Verdict("source", why)
+        return Verdict("source", why) if kind in ("exists", "parallel-state") else Verdict("unchecked", why)
     import inspect
 
     from layoutcheck.init.probe import judge
