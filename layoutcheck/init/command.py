@@ -8,6 +8,12 @@ replaces those tables (tables written inline in ``[tool.layoutcheck]`` are
 refused: edit them by hand). ``--stdout`` prints the tables, ``--diff`` the
 change to the file; neither writes. The written file is validated as any
 configuration is.
+
+PATH must be a folder that exists: the linter takes the folder around a
+named path as its project, so a missing one would be linted as the folder
+above it (``/`` for ``/nope``). Hooks name modules as the program imports
+them (`layoutcheck.init.importable`), and every entry is checked before it
+is written (`layoutcheck.init.verify`).
 """
 
 from __future__ import annotations
@@ -31,8 +37,11 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         "init", help="propose the debug mode's table and the linter's owners from the project model",
         description="Read the project (the linter's model: owners, CP helpers, the call graph), propose "
                     "[runtime] hooks, boundary contracts and coordinates and the linter's owners, each with a "
-                    "comment saying why, and write them into the configuration for review. An existing runtime "
-                    "table is kept unless --force. Exit 2 on a configuration error or a table in the way.",
+                    "comment saying why, and write them into the configuration for review. Each entry is first "
+                    "checked as the debug mode would install it, by importing the project in a subprocess (at "
+                    "most 120 s): one that would not install is written commented out, saying why. An existing "
+                    "runtime table is kept unless --force. Exit 2 on a missing PATH, a configuration error or a "
+                    "table in the way.",
     )
     init.add_argument("path", nargs="?", default=".", help="the project's folder (default: the working folder)")
     init.add_argument("--config", metavar="FILE", help="the configuration file to write (a pyproject.toml or "
