@@ -129,8 +129,8 @@ def propose(findings: Sequence[Finding], defined: Mapping[str, Sequence[str]]) -
         out.params[hook] = f.params
         if f.hook is None:
             # Hooked by name, a function no dotted path imports would never be: written commented out.
-            kind = "parallel-state" if f.kind == "parallel-state" else f.kind
-            out.verdicts[(kind, hook)] = Verdict("refused", f"no dotted path imports {f.where.rpartition(':')[0]} "
+            kind = "exists" if f.kind == "packer" else f.kind
+            out.verdicts[(kind, hook)] = Verdict("refused", f"no dotted path imports {f.where.split(':', 1)[0]} "
                                                             "from the project's folder (a folder on the way is no "
                                                             "Python name, or it lies outside the project)")
         if f.kind in _ROLE_KINDS and hook not in described:
