@@ -237,3 +237,10 @@ def test_every_doc_reference_init_writes_resolves_to_a_page_and_a_heading(tmp_pa
                     if h.startswith("#")}
         assert not anchor or anchor in headings, (page, anchor, sorted(headings))
     assert "README" not in text
+
+
+def test_a_file_no_dotted_path_imports_is_never_written_as_a_hook(tmp_path):
+    project = write_project(tmp_path, {"my-scripts/worker.py": _WORKER})  # `my-scripts` is no Python name
+    text = flat(init(".", "--stdout", cwd=project).stdout)
+    assert "no dotted path imports my-scripts/worker.py from the project's folder" in text
+    assert '# producer = ["worker:Worker.forward"]' in text and "\nproducer = " not in text
