@@ -52,6 +52,9 @@ def _imported(module: str, cache: dict[str, tuple[Any, str, str]], paths: list[s
             # The project's own module is not there under this name (a dependency not installed here is not).
             found = (None, "refused", f"no module `{missing}` can be imported from the project's folder "
                                       f"(from {', '.join(paths)})")
+        elif ours:
+            found = (None, "unchecked", f"importing `{module}` fails here: it imports `{missing}`, which the "
+                                        f"project's folder does not hold")
         else:
             found = (None, "unchecked", f"importing `{module}` needs `{missing or exc}`, which this Python "
                                         "environment does not have")
