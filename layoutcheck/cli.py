@@ -20,9 +20,11 @@ import sys
 TYPE_CHECKING = False  # typing costs a replay a few milliseconds; type checkers read this name too
 if TYPE_CHECKING:
     import argparse
-    from collections.abc import Sequence
+    from collections.abc import Mapping, Sequence
     from typing import NoReturn, TextIO
 
+    from layoutcheck.lint.findings import Finding
+    from layoutcheck.lint.fixdetail import FixView
     from layoutcheck.lint.replay import InputLog
     from layoutcheck.lint.rule import LintRule
     from layoutcheck.lint.runner import RunResult
@@ -196,8 +198,6 @@ def _fixes(n: int) -> str:
 
 
 def _summary(result: RunResult, args: argparse.Namespace) -> list[str]:
-    from layoutcheck.lint.findings import UNKNOWN_FIX
-
     lines = []
     files_with = len({f.path for f in result.findings})
     fixed = result.fixed_files
@@ -217,13 +217,10 @@ def _summary(result: RunResult, args: argparse.Namespace) -> list[str]:
             lines.append(f"Fixed {_plural(result.stats.fixed, 'finding')} in {_plural(len(fixed), 'file')}.")
         if result.findings:
             hints = []
+            # Fixes are computed before the summary (`layoutcheck.lint.fixdetail`): these are findings with one.
             fixable = sum(f.fixable for f in result.findings)
             if fixable and not args.fix:
                 hints.append(f"{fixable} fixable with --fix")
-            # A plain check never imports libcst, so it cannot know which of these a fix would resolve.
-            maybe = sum(f.fix == UNKNOWN_FIX for f in result.findings)
-            if maybe:
-                hints.append(f"{maybe} may be fixable: --diff --unsafe-fixes shows how")
             hint = f" ({'; '.join(hints)})" if hints else ""
             lines.append(f"Found {_plural(len(result.findings), 'finding')} in "
                          f"{_plural(files_with, 'file')}{hint}.")
@@ -281,8 +278,15 @@ def _check(args: argparse.Namespace, argv: Sequence[str]) -> int:
                      force_exclude=args.force_exclude, log=log, respect_gitignore=args.respect_gitignore)
     except ConfigError as exc:
         return _fail(str(exc))
+    fixes: Mapping[Finding, FixView] = {}
+    if not (args.diff or args.add_noqa) and any(f.fix is not None for f in result.findings):
+        # Which findings have a fix, and which this run's flags apply: computed before anything is shown.
+        from layoutcheck.lint.fixdetail import describe_fixes
 
-    printed = _check_output(result, args)
+        result.findings, fixes, result.stats.unsafe_hidden = describe_fixes(
+            result.findings, result.rules, loaded.settings(use_cache=not args.no_cache), unsafe=args.unsafe_fixes)
+
+    printed = _check_output(result, args, fixes)
     streams = (sys.stdout, sys.stderr)
     for which, text in printed:
         streams[which].write(text)
@@ -292,8 +296,10 @@ def _check(args: argparse.Namespace, argv: Sequence[str]) -> int:
     return code
 
 
-def _check_output(result: RunResult, args: argparse.Namespace) -> list[tuple[int, str]]:
-    """What ``check`` prints, in order: ``(0, text)`` for stdout, ``(1, text)`` for stderr."""
+def _check_output(result: RunResult, args: argparse.Namespace,
+                  fixes: Mapping[Finding, FixView] | None = None) -> list[tuple[int, str]]:
+    """What ``check`` prints, in order: ``(0, text)`` for stdout, ``(1, text)`` for stderr; ``fixes``: each
+    finding's fix (`layoutcheck.lint.fixdetail.describe_fixes`), which ``json`` shows."""
     from layoutcheck.lint.output import format_findings, format_statistics
 
     writes: list[tuple[int, str]] = []
@@ -316,7 +322,7 @@ def _check_output(result: RunResult, args: argparse.Namespace) -> list[tuple[int
             line(1, format_findings([], result.errors, output_format="concise", rules=(), color=False))
     else:
         text = format_findings(result.findings, result.errors, output_format=args.output_format,
-                               rules=result.rules, color=_use_color(sys.stdout))
+                               rules=result.rules, color=_use_color(sys.stdout), fixes=fixes)
         if text:
             line(0, text)
     if not args.quiet:

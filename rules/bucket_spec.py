@@ -12,17 +12,20 @@ from layoutcheck.model.queries import FileQueries
 _USES = '''
 import bisect
 
+import torch.nn.functional as F
 
-def smallest_fitting(n, config, cfg, sampler):
-    """Where this project searches its bucket lists for the smallest entry that fits."""
+
+def pad_to_bucket(tokens, config, cfg, sampler, lengths):
+    """Where this project pads each micro-batch to the smallest bucket that holds its longest sample."""
+    n = max(t.size(0) for t in tokens)
     first = next(b for b in SEQ_LEN_BUCKETS if b >= n)
     second = min(b for b in config.seq_len_buckets if b >= n)
-    third = bisect.bisect_left(config["length_buckets"], n)
+    third = bisect.bisect_left(config["length_buckets"], max(lengths))
     fourth = min(b for b in cfg.shape_buckets if b >= n)
     for b in sampler.buckets:
         if n <= b:
-            return first, second, third, fourth, b
-    return first, second, third, fourth, None
+            return [F.pad(t, (0, b - t.size(0))) for t in tokens], first, second, third, fourth
+    return tokens, first, second, third, fourth
 
 
 def get_rollout_data(args, rollout_data):
@@ -31,7 +34,22 @@ def get_rollout_data(args, rollout_data):
     rollout_data["max_seq_lens"] = [-(-t // unit) * unit for t in rollout_data["total_lengths"]]
     return rollout_data
 '''
-"""The rest of the project: it searches the bucket lists for a fit and pads to the multipliers."""
+"""The rest of the project: it searches the bucket lists for the smallest that holds a length, and pads to
+the multipliers."""
+
+_LORA = '''
+VALID_VLLM_LORA_RANKS = (8, 16, 32, 64, 128, 256, 320, 512)
+
+
+def serving_rank(lora_rank, engine_args):
+    """The smallest rank the inference engine accepts that holds the adapter's rank (a LoRA rank, no length)."""
+    for rank in VALID_VLLM_LORA_RANKS:
+        if rank >= lora_rank:
+            engine_args["max_lora_rank"] = rank
+            break
+    return engine_args
+'''
+"""A list searched just like buckets, for an entry that holds a LoRA rank: no sequence length flows in."""
 
 
 if TYPE_CHECKING:
@@ -44,9 +62,12 @@ class BucketSpec(ModelRule):
 
     ## What it does
     Checks int lists bound to a name the project uses as sequence-length
-    buckets (searched for the smallest entry that fits a length:
+    buckets (searched for the smallest entry that holds a length:
     `min(b for b in xs if b >= n)`, `next(...)`, `bisect(xs, n)`, a loop that
-    returns the first `b >= n`) against the bucket rules of
+    returns the first `b >= n`, where `n` is computed from sequence lengths,
+    such as `len(tokens)` or the longest sample; a list searched for the
+    smallest entry that holds something else, a LoRA rank, is no bucket list
+    whatever its name) against the bucket rules of
     `layoutcheck.geometry.bucket_problems`: positive multiples of
     `bucket-quantum` (128), strictly increasing, none above `max_length`
     (when a call also passes `max_length=` as a literal). It also checks int
@@ -191,6 +212,8 @@ class BucketSpec(ModelRule):
 
     valid = [
         Valid("SEQ_LEN_BUCKETS = [512, 1024, 2048, 4096]\n", files={"uses.py": _USES}),
+        Valid(_LORA),  # searched for the smallest entry that holds a rank: its 320 is no bucket to round
+        Valid("SEQ_LEN_BUCKETS = [1024, 512]\n", files={"uses.py": _LORA.replace("VALID_VLLM_LORA_RANKS", "SEQ_LEN_BUCKETS")}),
         Valid("sampler = BucketSampler(dataset, buckets=(1024, 2048, 4096), max_length=4096)\n", files={"uses.py": _USES}),
         Valid("cuda_graph_bs_buckets = [1, 2, 4, 8, 16, 32]\nbuckets = [1, 2, 4, 8]\n", files={"uses.py": _USES}),
         Valid("bucket_cap_mb = 25\nnum_buckets = 8\nbucket_boundaries = [0.5, 1.0, 2.0]\n", files={"uses.py": _USES}),
@@ -216,6 +239,34 @@ def test_unsorted_buckets_are_rejected():
         ),
     ]
     invalid = [
+        Invalid(  # the LoRA look-alike's name, but a sequence length is searched for in it: buckets
+            """
+import torch.nn.functional as F
+
+VALID_VLLM_LORA_RANKS = (8, 16, 32, 64, 128, 256, 320, 512)
+
+
+def pad_to_bucket(tokens):
+    for size in VALID_VLLM_LORA_RANKS:
+        if size >= tokens.size(0):
+            return F.pad(tokens, (0, size - tokens.size(0)))
+""",
+            line=4,
+            column=25,
+            message="bucket #0 is 8, not a multiple of 128",
+            replacement="""
+import torch.nn.functional as F
+
+VALID_VLLM_LORA_RANKS = (128, 256, 384, 512)
+
+
+def pad_to_bucket(tokens):
+    for size in VALID_VLLM_LORA_RANKS:
+        if size >= tokens.size(0):
+            return F.pad(tokens, (0, size - tokens.size(0)))
+""",
+            applicability="unsafe",
+        ),
         Invalid(
             "SEQ_LEN_BUCKETS = [1024, 512, 2048, 4096]  # tuned on ShareGPT\n",
             line=1,

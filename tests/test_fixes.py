@@ -39,7 +39,8 @@ def get_rollout_data(rollout, unit):
 """}
 """A producer that stores each sample's rounded-up length in `max_seq_lens` (the padded-length field)."""
 BUCKET_USES = {"buckets.py": """
-def smallest_fitting(n, sampler):
+def smallest_fitting(tokens, sampler):
+    n = tokens.size(0)  # a sequence length: the buckets searched must hold it
     first = next(b for b in TOKEN_BUCKETS if b >= n)
     second = min(b for b in SEQ_LEN_BUCKETS if b >= n)
     third = min(b for b in token_buckets if b >= n)
@@ -454,11 +455,44 @@ def test_diff_with_only_unsafe_fixes_exits_0_and_says_how_to_see_them(trainer, c
     assert check(capsys, "--diff") == (0, "", "No fixes available (2 fixes available with --unsafe-fixes).\n")
 
 
-def test_a_plain_check_says_fixes_may_exist_without_computing_them(trainer, capsys):
+def test_a_plain_check_counts_only_findings_that_have_a_fix_and_shows_each_fix_in_json(trainer, capsys):
     code, out, err = check(capsys, "--output-format", "json")
     assert code == 1
-    assert err == "Found 3 findings in 1 file (3 may be fixable: --diff --unsafe-fixes shows how).\n"
-    assert {f["fixable"] for f in json.loads(out)} == {False}
+    assert err == "Found 3 findings in 1 file (1 fixable with --fix).\n2 fixes available with --unsafe-fixes.\n"
+    items = json.loads(out)
+    assert [(f["fixable"], f["fix"]["applicability"]) for f in items] == [
+        (f["fix"]["applicability"] == "safe", f["fix"]["applicability"]) for f in items]
+    assert sorted(f["fix"]["applicability"] for f in items) == ["safe", "unsafe", "unsafe"]
+    # Each fix is what --fix would write: applying its edits to the file gives the fixed text's lines.
+    text = (trainer / "trainer/data.py").read_text()
+    starts = [0, *(i + 1 for i, c in enumerate(text) if c == "\n")]
+    safe = next(f for f in items if f["fixable"])
+    edits = sorted(safe["fix"]["edits"], key=lambda e: (e["location"]["row"], e["location"]["column"]))
+    for edit in reversed(edits):
+        a = starts[edit["location"]["row"] - 1] + edit["location"]["column"] - 1
+        b = starts[edit["end_location"]["row"] - 1] + edit["end_location"]["column"] - 1
+        text = text[:a] + edit["content"] + text[b:]
+    assert safe["fix"]["message"]
+    check(capsys, "--fix")
+    assert (trainer / "trainer/data.py").read_text() == text
+    code, out, err = check(capsys, "--output-format", "json", "--unsafe-fixes")
+    assert {f["fixable"] for f in json.loads(out)} == {True} and len(json.loads(out)) == 2
+    assert err == "Found 2 findings in 1 file (2 fixable with --fix).\n"
+
+
+def test_statistics_count_fixable_findings_as_the_summary_does(trainer, capsys):
+    write(trainer, "trainer/buckets.py", "LENGTH_BUCKETS = [4096, 1024]\n")
+    code, out, _ = check(capsys, "--statistics", "--output-format", "json")
+    counts = {row["code"]: (row["count"], row["fixable"], row["fixable_count"]) for row in json.loads(out)}
+    code, listed, err = check(capsys, "--output-format", "json")
+    fixable = {}
+    for f in json.loads(listed):
+        fixable[f["code"]] = fixable.get(f["code"], 0) + f["fixable"]
+    assert {c: n for c, (_, _, n) in counts.items()} == fixable
+    assert sum(fixable.values()) >= 1 and f"({sum(fixable.values())} fixable with --fix)" in err
+    code, text, _ = check(capsys, "--statistics")
+    marked = {line.split("\t")[1].strip() for line in text.splitlines() if "[*]" in line}
+    assert marked == {c for c, n in fixable.items() if n}
 
 
 def test_a_syntax_error_left_by_a_fix_is_refused(trainer, monkeypatch):
@@ -535,11 +569,15 @@ def _probe(tree: Path, *args: str) -> dict:
     return json.loads(done.stderr.strip().splitlines()[-1])
 
 
-def test_libcst_is_imported_only_when_a_fix_is_asked_for_and_torch_never(trainer):
+def test_libcst_is_imported_only_for_fixes_to_apply_or_show_and_torch_never(trainer):
     write(trainer, "trainer/buckets.py", "SEQ_LEN_BUCKETS = [2048, 1024]\n")
-    assert _probe(trainer, "trainer") == {"code": 1, "libcst": False, "torch": False}  # four fixable rules fire
+    # A plain check computes the fixes of the findings it shows (which have one, how to apply it)...
+    assert _probe(trainer, "trainer") == {"code": 1, "libcst": True, "torch": False}
     assert _probe(trainer, "trainer", "--diff") == {"code": 1, "libcst": True, "torch": False}
     assert _probe(trainer, "trainer", "--add-noqa") == {"code": 0, "libcst": False, "torch": False}
+    write(trainer, "trainer/buckets.py", "SEQ_LEN_BUCKETS = [1024, 2048]\n")
+    (trainer / "trainer/data.py").write_text("x = 1\n")
+    assert _probe(trainer, "trainer") == {"code": 0, "libcst": False, "torch": False}  # ...and only those
 
 
 def test_fix_after_a_cached_plain_check_still_fixes(trainer, capsys):

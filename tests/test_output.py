@@ -25,7 +25,7 @@ from layoutcheck.lint.registry import all_rules
 from layoutcheck.lint.rule import Invalid, LintRule, Valid
 
 SCHEMA_PATH = Path(__file__).parent / "data" / "sarif-schema-2.1.0.json"
-JSON_KEYS = ["rule", "code", "path", "line", "column", "end_line", "end_column", "message", "fixable"]
+JSON_KEYS = ["rule", "code", "path", "line", "column", "end_line", "end_column", "message", "fixable", "fix"]
 
 
 class WideningPad(LintRule):
@@ -163,7 +163,7 @@ def test_json_objects_have_the_documented_keys_in_order() -> None:
     items = json.loads(render("json", [f]))
     assert items == [{
         "rule": "widening-pad", "code": "LC901", "path": "a.py", "line": 3, "column": 5,
-        "end_line": 4, "end_column": 9, "message": "use `max_seq_lens`", "fixable": True,
+        "end_line": 4, "end_column": 9, "message": "use `max_seq_lens`", "fixable": True, "fix": None,
     }]
     assert list(items[0]) == JSON_KEYS
 
@@ -435,3 +435,31 @@ def test_statistics_of_nothing_is_empty() -> None:
 def test_unknown_format_names_the_choices() -> None:
     with pytest.raises(ValueError, match="unknown output format 'xml'; choose one of text, concise, json"):
         render("xml")
+
+
+# ------------------------------------------------------------------ fixes in json, from a real lint run
+
+
+def test_json_carries_each_findings_fix_in_ruffs_shape_computed_on_a_real_run(tmp_path) -> None:
+    import subprocess
+    import sys
+
+    (tmp_path / "uses.py").write_text(
+        "def fit(tokens, config):\n"
+        "    n = max(t.size(0) for t in tokens)\n"
+        "    return next(b for b in SEQ_LEN_BUCKETS if b >= n), min(b for b in config.seq_len_buckets if b >= n)\n")
+    (tmp_path / "a.py").write_text("SEQ_LEN_BUCKETS = [1024, 512, 2048]\nseq_len_buckets = [1000, 2048]\n")
+    proc = subprocess.run([sys.executable, "-m", "layoutcheck", "check", ".", "--no-cache", "--output-format", "json"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    items = json.loads(proc.stdout)
+    assert [list(i) for i in items] == [JSON_KEYS, JSON_KEYS]
+    reorder, rounded = items
+    assert reorder["fixable"] is True and reorder["fix"] == {
+        "applicability": "safe", "message": "use the valid buckets `[512, 1024, 2048]`",
+        "edits": [{"content": "512", "location": {"row": 1, "column": 20}, "end_location": {"row": 1, "column": 24}},
+                  {"content": "1024", "location": {"row": 1, "column": 26}, "end_location": {"row": 1, "column": 29}}],
+    }
+    assert rounded["fixable"] is False and rounded["fix"]["applicability"] == "unsafe"  # --unsafe-fixes applies it
+    assert rounded["fix"]["edits"] == [
+        {"content": "1024", "location": {"row": 2, "column": 20}, "end_location": {"row": 2, "column": 24}}]
+    assert proc.stderr == "Found 2 findings in 1 file (1 fixable with --fix).\n1 fix available with --unsafe-fixes.\n"

@@ -8,12 +8,19 @@ replaces those tables (tables written inline in ``[tool.layoutcheck]`` are
 refused: edit them by hand). ``--stdout`` prints the tables, ``--diff`` the
 change to the file; neither writes. The written file is validated as any
 configuration is.
+
+PATH must be a folder that exists: the linter takes the folder around a
+named path as its project, so a missing one would be linted as the folder
+above it (``/`` for ``/nope``). Hooks name modules as the program imports
+them (`layoutcheck.init.importable`), and every entry is checked before it
+is written (`layoutcheck.init.verify`).
 """
 
 from __future__ import annotations
 
 import argparse
 import difflib
+import os
 import re
 import sys
 from pathlib import Path
@@ -30,8 +37,11 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         "init", help="propose the debug mode's table and the linter's owners from the project model",
         description="Read the project (the linter's model: owners, CP helpers, the call graph), propose "
                     "[runtime] hooks, boundary contracts and coordinates and the linter's owners, each with a "
-                    "comment saying why, and write them into the configuration for review. An existing runtime "
-                    "table is kept unless --force. Exit 2 on a configuration error or a table in the way.",
+                    "comment saying why, and write them into the configuration for review. Each entry is first "
+                    "checked as the debug mode would install it, by importing the project in a subprocess (at "
+                    "most 120 s): one that would not install is written commented out, saying why. An existing "
+                    "runtime table is kept unless --force. Exit 2 on a missing PATH, a configuration error or a "
+                    "table in the way.",
     )
     init.add_argument("path", nargs="?", default=".", help="the project's folder (default: the working folder)")
     init.add_argument("--config", metavar="FILE", help="the configuration file to write (a pyproject.toml or "
@@ -80,10 +90,18 @@ def main(args: argparse.Namespace) -> int:
     """Run ``layoutcheck init`` with parsed ``args``; returns the exit code."""
     from layoutcheck.configfile import resolve_config
     from layoutcheck.init.findings import find
+    from layoutcheck.init.importable import module_of, sys_path_roots
     from layoutcheck.init.proposal import propose, render
+    from layoutcheck.init.verify import verify
     from layoutcheck.lint.runner import run
 
     root = Path(args.path)
+    if not root.is_dir():
+        # Never linted: the runner would take the folder around a missing path (`/` for `/nope`) as its
+        # project and read the whole file system. A project is a folder.
+        what = "no such file or directory" if not os.path.lexists(root) else "not a folder (give the project's folder)"
+        print(f"layoutcheck: error: {root}: {what}", file=sys.stderr)
+        return EXIT_ERROR
     file = _target_file(root, args.config)
     try:
         loaded = resolve_config([str(root)], args.config if args.config and Path(args.config).is_file() else None)
@@ -92,11 +110,17 @@ def main(args: argparse.Namespace) -> int:
         print(f"layoutcheck: error: {exc}", file=sys.stderr)
         return EXIT_ERROR
     project = result.project
+    # Hooks name modules as the program imports them, from the project's folder (or its src/): folders
+    # without __init__.py on the way are namespace packages, which the linter's module names leave out.
+    roots = sys_path_roots(root)
+    names = [module_of(f.display, roots) for f in project.files]
     defined = {
-        f"{project.files[ref[0]].module}:{function.qualname}": tuple(p.name for p in function.params)
-        for ref, function in project.functions() if ref[1] and project.files[ref[0]].module
+        f"{names[ref[0]]}:{function.qualname}": tuple(p.name for p in function.params)
+        for ref, function in project.functions() if ref[1] and names[ref[0]]
     }
-    text = render(propose(find(project), defined), _prefix(file))
+    proposal = propose(find(project, names.__getitem__), defined)
+    verify(proposal, roots, cwd=roots[-1])  # each entry installs as written, or is written commented out
+    text = render(proposal, _prefix(file))
     if args.stdout:
         sys.stdout.write(text)
         return EXIT_OK

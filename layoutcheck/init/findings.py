@@ -26,7 +26,7 @@ When the model learns more, it comes in here and nowhere else.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -46,12 +46,15 @@ class Finding:
     """One function and its part in the data path."""
 
     target: str
-    """``package.module:qualname``."""
+    """``package.module:qualname``, the module named as the linter names it (what ``owners`` match)."""
     kind: str
     why: str
     where: str
     """``path:line`` of its ``def``."""
     params: tuple[str, ...]
+    hook: str | None = None
+    """``package.module:qualname`` as the program imports it (`layoutcheck.init.importable`): what a hook
+    is written with; ``None`` when no dotted path imports its file."""
 
 
 def _target(project: Project, ref: FunctionRef) -> str | None:
@@ -89,15 +92,24 @@ def _callee(project: Project, caller: FunctionRef, call: object) -> str | None:
     return f"{module}:{function}" if module in project.modules else None
 
 
-def find(project: Project) -> list[Finding]:
-    """Every function whose part the model's answers give (see the module docs), in `KINDS` order."""
+def find(project: Project, module_name: Callable[[int], str | None] | None = None) -> list[Finding]:
+    """Every function whose part the model's answers give (see the module docs), in `KINDS` order.
+
+    ``module_name(file index)``: the dotted path the program imports that file
+    by (`Finding.hook`); default: the linter's module name.
+    """
     out: dict[str, Finding] = {}
+
+    def hook(index: int, qualname: str) -> str | None:
+        name = module_name(index) if module_name is not None else project.files[index].module
+        return f"{name}:{qualname}" if name else None
 
     def add(ref: FunctionRef, kind: str, why: str) -> None:
         target = _target(project, ref)
         if target is not None and target not in out:
-            params = tuple(p.name for p in project.function(ref).params)
-            out[target] = Finding(target, kind, why, project.where(ref), params)
+            function = project.function(ref)
+            params = tuple(p.name for p in function.params)
+            out[target] = Finding(target, kind, why, project.where(ref), params, hook(ref[0], function.qualname))
 
     bshd = [r for r in project.owners_of_layout("bshd") if _top(project, r)]
     thd = [r for r in project.owners_of_layout("thd") if _top(project, r)]
@@ -133,11 +145,12 @@ def find(project: Project) -> list[Finding]:
     state = _parallel_state(project, helpers)
     if state is not None and state[0] not in out:
         target, count = state
-        module = target.partition(":")[0]
+        module, _, qualname = target.partition(":")
+        index = project.modules[module]
         share = (f"every CP helper ({count}) calls" if count == len(helpers)
                  else f"most CP helpers ({count} of {len(helpers)}) call")
         out[target] = Finding(target, "parallel-state", f"{share} it with no argument (the CP rank and size)",
-                              project.files[project.modules[module]].display, ())
+                              project.files[index].display, (), hook(index, qualname))
     order = {kind: i for i, kind in enumerate(KINDS)}
     return sorted(out.values(), key=lambda f: (order[f.kind], f.target))
 

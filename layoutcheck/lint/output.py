@@ -9,7 +9,9 @@ Formats (``OUTPUT_FORMATS``):
   line of every entry is the concise line, so ``text`` greps as well as
   ``concise`` does, and a person sees the offending code without opening it.
 * ``json``: a list of objects with the same keys in the same order (see
-  `finding_to_json`); a file error is an object of the same shape whose
+  `finding_to_json`), each with its ``fix`` in ruff's shape
+  (`layoutcheck.lint.fixdetail.fix_json`: applicability, message, edits)
+  or ``null``; a file error is an object of the same shape whose
   ``rule`` is the error's kind (``invalid-input``, ``missing-path``,
   ``internal``) and whose ``code`` is ``null``, much as ruff reports syntax
   errors.
@@ -37,15 +39,17 @@ from __future__ import annotations
 import inspect
 import json
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path, PurePath
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 from layoutcheck.version import __version__
 from layoutcheck.lint.findings import INVALID_INPUT, FileError, Finding
+from layoutcheck.lint.fixdetail import fix_json
 
 if TYPE_CHECKING:
+    from layoutcheck.lint.fixdetail import FixView
     from layoutcheck.lint.rule import LintRule
 
 OUTPUT_FORMATS: tuple[str, ...] = ("text", "concise", "json", "sarif", "github")
@@ -162,8 +166,13 @@ def format_text(findings: Sequence[Finding], errors: Sequence[FileError], *, col
 # ---------------------------------------------------------------- json
 
 
-def finding_to_json(finding: Finding) -> dict[str, Any]:
-    """A finding as the ``json`` format writes it; the key order is part of the format."""
+def finding_to_json(finding: Finding, fix: FixView | None = None) -> dict[str, Any]:
+    """A finding as the ``json`` format writes it; the key order is part of the format.
+
+    ``fixable``: it has a fix that this run's flags apply (``--fix``, or
+    ``--unsafe-fixes`` for an unsafe one); ``fix``: that fix, whatever its
+    applicability (`layoutcheck.lint.fixdetail.describe_fixes` computes it), or null.
+    """
     return {
         "rule": finding.rule,
         "code": finding.code,
@@ -174,6 +183,7 @@ def finding_to_json(finding: Finding) -> dict[str, Any]:
         "end_column": finding.end_column,
         "message": finding.message,
         "fixable": finding.fixable,
+        "fix": fix_json(fix),
     }
 
 
@@ -189,13 +199,16 @@ def error_to_json(error: FileError) -> dict[str, Any]:
         "end_column": None,
         "message": error.message,
         "fixable": False,
+        "fix": None,
     }
 
 
-def format_json(findings: Sequence[Finding], errors: Sequence[FileError]) -> str:
-    """A JSON list of finding and file-error objects, in the stable order."""
+def format_json(findings: Sequence[Finding], errors: Sequence[FileError],
+                fixes: Mapping[Finding, FixView] | None = None) -> str:
+    """A JSON list of finding and file-error objects, in the stable order; ``fixes``: each finding's fix."""
+    fixes = fixes or {}
     items = [
-        finding_to_json(e) if isinstance(e, Finding) else error_to_json(e)
+        finding_to_json(e, fixes.get(e)) if isinstance(e, Finding) else error_to_json(e)
         for e in _ordered(findings, errors)
     ]
     return json.dumps(items, indent=2, ensure_ascii=False)
@@ -422,16 +435,18 @@ def format_findings(
     output_format: str,
     rules: Sequence[type[LintRule]],
     color: bool = False,
+    fixes: Mapping[Finding, FixView] | None = None,
 ) -> str:
     """Render ``findings`` and ``errors`` in ``output_format`` (one of `OUTPUT_FORMATS`).
 
     ``rules`` are the selected rules (SARIF lists their metadata); ``color``
-    adds ANSI colours to the line formats and is for terminals only.
+    adds ANSI colours to the line formats and is for terminals only;
+    ``fixes``: each finding's fix (`layoutcheck.lint.fixdetail.describe_fixes`), shown by ``json``.
     """
     renderers: dict[str, Callable[[], str]] = {
         "text": lambda: format_text(findings, errors, color=color),
         "concise": lambda: format_concise(findings, errors, color=color),
-        "json": lambda: format_json(findings, errors),
+        "json": lambda: format_json(findings, errors, fixes),
         "sarif": lambda: format_sarif(findings, errors, rules),
         "github": lambda: format_github(findings, errors),
     }

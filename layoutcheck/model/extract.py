@@ -1524,7 +1524,7 @@ class _Extractor(ClashesMixin, LiteralsMixin, SidesMixin, Flow):
         if name == "zip" and len(args) > 1 and not self.in_test:
             self.zipped(node, args)
         if tail in ("bisect", "bisect_left", "bisect_right") and args and name.split(".", 1)[0] in ("bisect", ""):
-            self.note_bucket_list(args[0])
+            self.bisect_search(args)
         # Writes through calls: `d.update(k=...)`, `dict(k=...)`, `.append`.
         if tail == "update" or name == "dict":
             for kw in node.keywords:

@@ -4,7 +4,10 @@ Part of the per-file walk (`layoutcheck.model.extract`). Literals are kept
 with the name they are bound to (`BucketLiteral`), and the names the file
 searches for the smallest entry that fits a length (bucket lists, found by
 use); ``max(...)`` calls that may combine alignment units are kept with the
-factors of what they combine (`MaxCall`). The project says which names are
+factors of what they combine (`MaxCall`). A list is a bucket list when the
+entry searched for must hold a sequence length (what the compared value is
+computed from, never its name): the smallest LoRA rank that holds a
+configured rank is searched the same way, and holds no lengths. The project says which names are
 buckets and which factors belong to an owner's unit (`bucket-spec`,
 `max-of-alignment-units`). A round-up's unit bound in an ``if``/``elif``
 chain whose arms test independent conditions and pick different factors is
@@ -25,6 +28,8 @@ from layoutcheck.model.vocabulary import Tag
 __all__ = ["LiteralsMixin"]
 
 UNIT = int(Tag.UNIT)
+_LENGTH = int(Tag.SEQ | Tag.MAX | Tag.PAD | Tag.SRC | Tag.STREAM)
+"""What a value a bucket must hold is computed from, for the list searched to be sequence-length buckets."""
 _MAX_LENGTH_KEYWORDS = ("max_length", "max_len", "max_seq_len", "max_seq_length", "max_tokens")
 """Keywords a call passes the bound of its bucket list with (the last bucket must be it)."""
 _INT_LITERAL_LIMIT = 1 << 22
@@ -34,25 +39,36 @@ _INT_LITERAL_LIMIT = 1 << 22
 class LiteralsMixin:
     """The literal and unit checks of the per-file walk (mixed into its extractor)."""
 
+    def holds_length(self, subject: ast.expr | None) -> bool:
+        """Is ``subject``, what the entry searched for must hold, a sequence length (by what it is computed
+        from: ``len(tokens)``, a maximum of lengths, a padded length)? A list searched for the smallest
+        entry that holds something else (a LoRA rank, a batch size) holds no sequence-length buckets."""
+        return subject is not None and bool(self.classify(subject).tags & _LENGTH)  # type: ignore[attr-defined]
+
     def bucket_search(self, node: ast.ListComp | ast.GeneratorExp | ast.SetComp) -> None:
-        """``min(b for b in xs if b >= n)``, ``next(b for b in xs if n <= b)``: ``xs`` holds buckets."""
+        """``min(b for b in xs if b >= n)``, ``next(b for b in xs if n <= b)`` with ``n`` a length: ``xs`` holds buckets."""
         if len(node.generators) != 1 or not isinstance(node.generators[0].target, ast.Name):
             return
         gen = node.generators[0]
         var = gen.target.id  # type: ignore[union-attr]
-        if any(_threshold(test, var) for test in gen.ifs):
+        if any(self.holds_length(_threshold(test, var)) for test in gen.ifs):
             self.note_bucket_list(gen.iter)
 
     def bucket_loop(self, node: ast.For | ast.AsyncFor) -> None:
-        """``for b in xs: if b >= n: return b``: ``xs`` holds buckets."""
+        """``for b in xs: if b >= n: return b`` with ``n`` a length: ``xs`` holds buckets."""
         if not isinstance(node.target, ast.Name):
             return
         for statement in node.body:
-            if isinstance(statement, ast.If) and _threshold(statement.test, node.target.id) and any(
+            if isinstance(statement, ast.If) and self.holds_length(_threshold(statement.test, node.target.id)) and any(
                 isinstance(s, (ast.Return, ast.Break)) for s in statement.body
             ):
                 self.note_bucket_list(node.iter)
                 return
+
+    def bisect_search(self, args: list[ast.expr]) -> None:
+        """``bisect(xs, n)`` with ``n`` a length: ``xs`` holds buckets."""
+        if len(args) > 1 and self.holds_length(args[1]):
+            self.note_bucket_list(args[0])
 
     def note_bucket_list(self, iterable: ast.expr) -> None:
         if isinstance(iterable, ast.Name):
@@ -187,16 +203,16 @@ class LiteralsMixin:
                 self.judge_literal(name, keyword(node, "default"))
 
 
-def _threshold(test: ast.expr, var: str) -> bool:
-    """``var >= n`` / ``n <= var`` (or strict): ``var`` compared with something that is not a literal."""
+def _threshold(test: ast.expr, var: str) -> ast.expr | None:
+    """The ``n`` of ``var >= n`` / ``n <= var`` (or strict) when it is no literal; else None."""
     if not isinstance(test, ast.Compare) or len(test.ops) != 1:
-        return False
+        return None
     left, right, op = test.left, test.comparators[0], test.ops[0]
     if isinstance(left, ast.Name) and left.id == var and isinstance(op, (ast.GtE, ast.Gt)):
-        return not isinstance(right, ast.Constant)
+        return None if isinstance(right, ast.Constant) else right
     if isinstance(right, ast.Name) and right.id == var and isinstance(op, (ast.LtE, ast.Lt)):
-        return not isinstance(left, ast.Constant)
-    return False
+        return None if isinstance(left, ast.Constant) else left
+    return None
 
 
 def _chains(function: ast.AST, before: int) -> list[ast.If]:
