@@ -11,6 +11,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import docblocks
+
 from layoutcheck.demo import main as demo_main
 
 if sys.version_info >= (3, 11):
@@ -176,12 +178,10 @@ def test_every_dotted_name_in_the_readme_and_the_docs_resolves():
 
 # --- the README's code blocks: run offline, or marked with why not --------------------------------
 
-BLOCK = re.compile(r"(?:^<!-- not run: (?P<why>[^\n]*?) -->\n)?^```(?P<lang>\w*)\n(?P<body>.*?)^```$", re.M | re.S)
-
 
 def readme_blocks() -> list[tuple[str, str, str | None]]:
     """``(language, body, why not run)`` of every fenced block of the README."""
-    return [(m["lang"], m["body"], m["why"]) for m in BLOCK.finditer(README)]
+    return [(b.lang, b.body, b.why) for b in docblocks.blocks(ROOT / "README.md")]
 
 
 def test_the_readme_is_a_front_door():
@@ -191,73 +191,31 @@ def test_the_readme_is_a_front_door():
     assert len(links) >= 10 and all((ROOT / link).is_file() for link in links), links
 
 
-def test_every_command_block_runs_or_says_why_not():
-    # Commands are `console` blocks (run by the test below) or `sh` blocks, each marked with the reason
-    # it cannot run here; a reason that names a test must name one that exists.
-    blocks = readme_blocks()
-    assert {lang for lang, _, _ in blocks} <= {"", "sh", "console", "toml", "yaml"}
-    for lang, body, why in blocks:
-        if lang == "sh":
-            assert why, f"an sh block without `<!-- not run: why -->`: {body!r}"
-            for named in re.findall(r"tests/\w+\.py", why):
-                assert (ROOT / named).is_file(), named
-        if lang == "console":
-            assert why is None and body.startswith("$ ")
-    assert sum(lang == "console" for lang, _, _ in blocks) >= 2
+def test_the_quick_starts_run_as_written_in_a_fresh_clone(tmp_path):
+    # A new user's clone (the checkout's files, nothing else: no mytrainer/, no layoutcheck.toml), with the
+    # README's install done (the environment running the tests). Every console block runs there, in order, as
+    # written, and prints what the README shows.
+    clone = docblocks.copy_of_checkout(tmp_path / "clone")
+    consoles = [b for b in docblocks.blocks(ROOT / "README.md") if b.lang == "console"]
+    assert len(consoles) >= 2
+    for block in consoles:
+        docblocks.run_console_block(block, clone)
+    assert (clone / "run.json").is_file() and (clone / "mytrainer" / "data.py").is_file()
 
 
-def run_console_block(body: str, cwd: Path) -> None:
-    """Run each ``$ command`` of a console block in ``cwd``; its expected lines must appear in order in the output
-    (``...`` stands for any lines)."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("LAYOUTCHECK", "PYTHONPATH", "NO_COLOR"))}
-    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env['PATH']}"  # `layoutcheck` and this `python`
-    commands: list[tuple[str, list[str]]] = []
-    for line in body.splitlines():
-        if line.startswith("$ "):
-            commands.append((line[2:], []))
-        else:
-            commands[-1][1].append(line.rstrip())
-    for command, expected in commands:
-        proc = subprocess.run(["bash", "-c", command], cwd=cwd, env=env, capture_output=True, text=True,
-                              timeout=300)
-        seen = [line.rstrip() for line in (proc.stdout + proc.stderr).splitlines()]
-        position = 0
-        for line in expected:
-            if line == "...":
-                continue
-            assert line in seen[position:], f"`{command}` did not print {line!r} (after line {position}):\n" + \
-                "\n".join(seen)
-            position = seen.index(line, position) + 1
-
-
-def test_the_quick_starts_run_as_written(tmp_path):
-    # A folder set up as the quick starts say: a copy of the reference pipeline as `mytrainer/`, the checkout's
-    # fixtures, and the README's toml block as layoutcheck.toml.
-    shutil.copytree(ROOT / "fixtures" / "minitrainer", tmp_path / "mytrainer",
-                    ignore=shutil.ignore_patterns("__pycache__"))
-    (tmp_path / "fixtures").symlink_to(ROOT / "fixtures")
-    tomls = [body for lang, body, _ in readme_blocks() if lang == "toml"]
-    assert len(tomls) == 1
-    (tmp_path / "layoutcheck.toml").write_text(tomls[0])
-    for lang, body, _ in readme_blocks():
-        if lang == "console":
-            run_console_block(body, tmp_path)
-    assert (tmp_path / "run.json").is_file()
+def test_the_debug_run_table_shown_is_the_one_the_quick_start_runs_with():
+    # Quick start 2 shows the table and runs with LAYOUTCHECK_CONFIG naming its file: they must be the same table.
+    (shown,) = [body for lang, body, _ in readme_blocks() if lang == "toml"]
+    quick_start = README.split("## Quick start 2", 1)[1].split("\n## ", 1)[0]
+    assert "`fixtures/debug-run.toml`" in quick_start
+    commands = [c for b in docblocks.blocks(ROOT / "README.md") if b.lang == "console" and "train.py" in b.body
+                for c, _ in docblocks.commands(b.body) if "train.py" in c]
+    assert commands and all("LAYOUTCHECK_CONFIG=fixtures/debug-run.toml" in c for c in commands)
+    assert tomllib.loads(shown) == tomllib.loads((ROOT / "fixtures" / "debug-run.toml").read_text())
 
 
 def _python_of(venv: Path) -> Path:
     return venv / ("Scripts" if os.name == "nt" else "bin") / "python"
-
-
-def _copy_of_checkout(to: Path) -> Path:
-    """The files of this checkout that git tracks or would track (what a fresh clone plus your edits has)."""
-    names = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=ROOT,
-                           capture_output=True, check=True, timeout=60).stdout.decode().split("\0")
-    for name in filter(None, names):
-        if (ROOT / name).is_file():
-            (to / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(ROOT / name, to / name)
-    return to
 
 
 def test_the_wheel_installs_offline_into_a_fresh_environment_and_runs(tmp_path):
@@ -272,7 +230,7 @@ def test_the_wheel_installs_offline_into_a_fresh_environment_and_runs(tmp_path):
     build_args[build_args.index("dist")] = str(dist)
     # Built in a copy of the checkout's files: setuptools writes ./build, which must neither land in the
     # user's checkout nor feed a stale file of an earlier build into this wheel.
-    source = _copy_of_checkout(tmp_path / "source")
+    source = docblocks.copy_of_checkout(tmp_path / "source")
     proc = subprocess.run([sys.executable, *build_args], cwd=source, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     (wheel,) = dist.glob("*.whl")
