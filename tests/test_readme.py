@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import importlib.metadata
 import json
 import os
@@ -290,3 +291,78 @@ def test_the_git_url_requirement_installs_from_a_git_repository(tmp_path):
                          capture_output=True, text=True, env={**env, "PYTHONPATH": str(target)}, timeout=60,
                          cwd=tmp_path)
     assert run.stdout.startswith(str(target)), run.stdout + run.stderr
+
+
+# --- fixtures/train.py, the quick start's trainer: each bug flag says what it needs, and does something there --
+
+
+def _fingerprint(value: object) -> object:
+    """What a training run produced, compared by value: tensors by shape, dtype and sum."""
+    import dataclasses
+
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        return tuple(value.shape), str(value.dtype), float(value.double().sum()) if value.numel() else 0.0
+    if dataclasses.is_dataclass(value):
+        return tuple((f.name, _fingerprint(getattr(value, f.name))) for f in dataclasses.fields(value))
+    if isinstance(value, dict):
+        return tuple(sorted((str(k), _fingerprint(v)) for k, v in value.items()))
+    if isinstance(value, (list, tuple)):
+        return tuple(_fingerprint(v) for v in value)
+    return value if isinstance(value, (int, float, str, bool, type(None))) else type(value).__name__
+
+
+def _train_script():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("readme_train_script", ROOT / "fixtures" / "train.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_quick_start_script_says_what_set_up_each_bug_needs_and_refuses_a_bug_without_it():
+    from minitrainer.bugs import BUG_NAMES
+
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "fixtures"), "COLUMNS": "200"}
+    env.pop("LAYOUTCHECK", None)
+    help_text = subprocess.run([sys.executable, "fixtures/train.py", "--help"], cwd=ROOT, env=env,
+                               capture_output=True, text=True, timeout=120, check=True).stdout
+    listed = dict(re.findall(r"^  ([a-z_]+) +(\S.*)$", help_text.split("the set-up it needs", 1)[1], flags=re.M))
+    assert set(listed) == set(BUG_NAMES)
+    assert "--buckets" in listed["wrong_bucket"] and "--layout thd" in listed["replay_thd_pad_multiplier"]
+    assert "LAYOUTCHECK_TRACE=1" in listed["loss_repad_to_rollout_max"]
+    refused = subprocess.run([sys.executable, "fixtures/train.py", "--bug", "wrong_bucket"], cwd=ROOT, env=env,
+                             capture_output=True, text=True, timeout=120)
+    assert refused.returncode == 2 and "--bug wrong_bucket does nothing in this set-up: add --buckets" in \
+        refused.stderr, refused.stderr
+    assert "trained" not in refused.stdout
+
+
+def test_each_bug_flag_changes_the_run_in_the_set_up_the_help_names_and_nothing_without_it():
+    # What `--help` lists is true: with the options it names, the bug changes what training produces (the same
+    # seeds, CP rank 0, one rollout); without them (or under THD, for a BSHD bug) it changes nothing, and the
+    # script refuses it instead of running with no bug.
+    from minitrainer.bugs import BUG_NAMES
+
+    script = _train_script()
+    cli = script.parser()
+
+    @functools.lru_cache(maxsize=None)  # the clean runs recur
+    def produced(*argv: str) -> tuple[object, str | None]:
+        options = cli.parse_args(["--rollouts", "1", *argv])
+        return _fingerprint(script.train(options)), script.problem(options)
+
+    for bug in BUG_NAMES:
+        named = script.setup_of(bug).split(" (")[0].split(";")[0]
+        setup = [] if named == "the default set-up" else named.split()
+        clean, _ = produced(*setup)
+        buggy, problem = produced("--bug", bug, *setup)
+        assert problem is None and buggy != clean, f"--bug {bug} changes nothing with {setup or 'the defaults'}"
+        if setup:
+            without, problem = produced("--bug", bug)
+            assert without == produced()[0] and problem and setup[0] in problem, bug
+        if bug in script.BSHD_ONLY:
+            thd, problem = produced("--bug", bug, "--layout", "thd", *setup)
+            assert thd == produced("--layout", "thd", *setup)[0] and "BSHD" in problem, bug
