@@ -23,11 +23,14 @@ import re
 import shutil
 import subprocess
 import sys
+import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-BLOCK = re.compile(r"(?:^<!-- not run: (?P<why>[^\n]*?) -->\n)?^```(?P<lang>\w*)\n(?P<body>.*?)^```$", re.M | re.S)
+BLOCK = re.compile(r"(?:^ *<!-- not run: (?P<why>[^\n]*?) -->\n)?^(?P<indent> *)```(?P<lang>\w*)\n(?P<body>.*?)^(?P=indent)```$",
+                   re.M | re.S)
+"""A fenced block (indented too: a block in a list item), with the `not run` reason on the line before it."""
 GENERATED = re.compile(r"^<!-- generate: [a-z-]+ -->$.*?^<!-- end generate -->$", re.M | re.S)
 EXIT = re.compile(r"#\s*exit (\d+)\b")
 ELIDED = "..."
@@ -54,7 +57,7 @@ def blocks(path: Path) -> list[Block]:
     """Every fenced block of a page outside its generated sections (those are the code's own text)."""
     text = GENERATED.sub(lambda m: "\n" * m.group(0).count("\n"), path.read_text(encoding="utf-8"))
     name = str(path.relative_to(ROOT))
-    return [Block(name, text.count("\n", 0, m.start("body")), m["lang"], m["body"], m["why"])
+    return [Block(name, text.count("\n", 0, m.start("body")), m["lang"], textwrap.dedent(m["body"]), m["why"])
             for m in BLOCK.finditer(text)]
 
 
