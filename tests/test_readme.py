@@ -14,7 +14,6 @@ from pathlib import Path
 
 import docblocks
 
-
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover - the core dependency tomli is the backport
