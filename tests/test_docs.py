@@ -18,6 +18,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import docblocks
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -97,11 +98,155 @@ def test_the_figures_page_is_the_benchmarks_readme(site):
     assert "3.12 s" in text and "Measured" in text  # report_ranks.py's 128-rank row, and the measured sections
 
 
-def test_a_marker_without_a_generator_fails_the_build():
+def test_the_committed_reference_sections_are_what_the_code_generates_now():
+    # The generated sections are committed so that the pages read right on GitHub; this fails while one is stale
+    # (after a change to a rule, a key, an environment variable, a check's message or an option).
     hook = load_hook()
-    assert hook.on_page_markdown("a\n<!-- generate: configuration -->\nb", None, None, None).startswith("a\n| Key |")
-    with pytest.raises(KeyError, match="no generator for `<!-- generate: nothing -->`"):
-        hook.on_page_markdown("<!-- generate: nothing -->", "page.md", None, None)
+    stale = hook.stale_sections()
+    assert not stale, (f"stale generated sections {({str(p.relative_to(ROOT)): n for p, n in stale.items()})}: "
+                       f"run `{hook.REGENERATE}` and commit the result")
+    names = {m["name"] for path in hook.pages() for m in hook.OPEN.finditer(path.read_text(encoding="utf-8"))}
+    assert names == set(hook.GENERATORS)  # every generator has its section, and every section its end marker
+    # the command the docs give for it is the one that checks and writes
+    proc = subprocess.run([sys.executable, "docs/hooks/reference.py", "--check"], cwd=ROOT, capture_output=True,
+                          text=True, timeout=120, env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"})
+    assert proc.returncode == 0 and "up to date" in proc.stdout, proc.stdout + proc.stderr
+    assert hook.REGENERATE in (ROOT / "docs" / "development.md").read_text()
+
+
+def test_a_stale_section_is_found_and_rewritten_and_bad_markers_are_errors():
+    hook = load_hook()
+    fresh = hook.configuration().strip()
+    page = "intro\n<!-- generate: configuration -->\n| Key | old |\n<!-- end generate -->\nafter\n"
+    text, stale = hook.regenerate(page, "page.md")
+    assert stale == ["configuration"]
+    assert text == f"intro\n<!-- generate: configuration -->\n\n{fresh}\n\n<!-- end generate -->\nafter\n"
+    assert hook.regenerate(text, "page.md") == (text, [])
+    with pytest.raises(hook.MarkerError, match=r"page.md:1: no generator for `<!-- generate: nothing -->`"):
+        hook.regenerate("<!-- generate: nothing -->\n<!-- end generate -->", "page.md")
+    with pytest.raises(hook.MarkerError, match=r"page.md:2: `<!-- generate: cli -->` has no `<!-- end generate -->`"):
+        hook.regenerate("a\n<!-- generate: cli -->\nb\n<!-- generate: rules -->\n<!-- end generate -->", "page.md")
+
+
+def test_the_site_build_warns_on_a_stale_section(caplog):
+    hook = load_hook()
+
+    class File:
+        src_uri = "configuration.md"
+
+    class Page:
+        file = File()
+
+    stale = "<!-- generate: environment -->\n| old |\n<!-- end generate -->\n"
+    with caplog.at_level("WARNING", logger="mkdocs.hooks.reference"):
+        built = hook.on_page_markdown(stale, Page(), None, None)
+    assert "`LAYOUTCHECK_CONFIG`" in built and "| old |" not in built  # the site shows the code's text
+    assert "configuration.md: generated section(s) environment differ from the code" in caplog.text
+
+
+def test_the_404_page_links_from_the_site_path(site):
+    # Without site_url, MkDocs writes the 404 page's links relative to the root, which breaks when the site is
+    # served under a sub-path (a GitHub Pages project site): they must be absolute, under site_url's path.
+    import yaml
+
+    class Loader(yaml.SafeLoader):
+        pass
+
+    Loader.add_constructor("!ENV", lambda loader, node: loader.construct_sequence(node)[-1])
+    url = yaml.load((ROOT / "mkdocs.yml").read_text(), Loader=Loader)["site_url"]
+    path = re.match(r"https?://[^/]+(/.*)$", url)[1]
+    assert path.endswith("/") and path != "/"
+    links = re.findall(r'(?:href|src)="([^"#]+)"', (site / "404.html").read_text(encoding="utf-8"))
+    local = [link for link in links if not link.startswith(("http:", "https:", "data:"))]
+    assert local and all(link.startswith(path) for link in local), local
+
+
+# --- the commands of the README and the docs, and the paths they cite ----------------------------------
+
+
+def test_every_command_block_runs_or_says_why_not():
+    # Commands are `console` blocks (run by the tests below and test_readme.py) or `sh` blocks, each marked with
+    # the reason it cannot run here; a reason that names a test must name one that exists.
+    found = {"console": 0, "sh": 0}
+    for path in docblocks.pages():
+        for block in docblocks.blocks(path):
+            assert block.lang in {"", "text", "sh", "console", "toml", "yaml", "python"}, str(block)
+            if block.lang == "sh":
+                assert block.why, f"{block}: an sh block without `<!-- not run: why -->` before it: {block.body!r}"
+                for named in re.findall(r"tests/[\w/]+\.py", block.why):
+                    assert (ROOT / named).is_file(), (str(block), named)
+            if block.lang == "console":
+                assert block.why is None and block.body.startswith("$ "), str(block)
+                docblocks.commands(block.body)
+            if block.lang in found:
+                found[block.lang] += 1
+    assert found["console"] >= 3 and found["sh"] >= 10, found
+
+
+DOC_CONSOLES = [path for path in docblocks.pages()[1:]
+                if any(b.lang == "console" for b in docblocks.blocks(path))]
+
+
+@pytest.mark.parametrize("path", DOC_CONSOLES, ids=lambda p: p.name)
+def test_the_console_blocks_of_a_page_run_as_written(path, tmp_path):
+    # Each page's console blocks run in order in a fresh copy of the checkout, as a reader in a clone runs them.
+    clone = docblocks.copy_of_checkout(tmp_path / "clone")
+    for block in docblocks.blocks(path):
+        if block.lang == "console":
+            docblocks.run_console_block(block, clone)
+
+
+def test_the_console_excerpts_are_compared_line_for_line():
+    # The comparison the two tests above rely on: `...` elides lines, and nothing else does.
+    seen = ["a", "b", "c", "d"]
+    assert docblocks.mismatch(["a", "b", "...", "d"], seen) is None
+    assert docblocks.mismatch(["...", "c", "d"], seen) is None
+    assert docblocks.mismatch(["a", "...", "d ..."], ["a", "x", "d /tmp/run.json"]) is None
+    assert docblocks.mismatch(["a", "c", "..."], seen)  # b is not shown and not elided
+    assert docblocks.mismatch(["b", "..."], seen)  # the first line shown is the first printed
+    assert docblocks.mismatch(["a", "..."], []) and docblocks.mismatch(["a", "b"], seen)  # nor d after b
+
+
+REPOSITORY_PATH = re.compile(r"(?<![\w./-])(?:\.ci|benchmarks|docs|fixtures|layoutcheck|rules|startup|tests)/[\w./+-]*")
+
+
+def cited_paths(path: Path) -> list[str]:
+    """The repository paths a page cites: in inline code, in `not run` reasons, and as relative links."""
+    text = re.sub(r"^```.*?^```$", "", path.read_text(encoding="utf-8"), flags=re.S | re.M)
+    cited = []
+    for span in re.findall(r"`([^`\n]+)`", text) + re.findall(r"<!-- not run: (.*?) -->", text):
+        cited += [m.rstrip(".") for m in REPOSITORY_PATH.findall(span) if not re.search(r"[*<>{]", m)]
+    for link in re.findall(r"\]\(([^)\s#]+)", text):
+        if not re.match(r"[a-z]+:", link):
+            cited.append(str((path.parent / link).resolve().relative_to(ROOT)))
+    return cited
+
+
+def test_every_repository_path_the_docs_cite_exists():
+    pages = [*docblocks.pages(), ROOT / "benchmarks" / "README.md", ROOT / "tests" / "trainers" / "README.md"]
+    cited = {(str(page.relative_to(ROOT)), name) for page in pages for name in cited_paths(page)}
+    assert len(cited) > 100 and ("docs/boundaries.md", "tests/trainers/test_presets.py") in cited
+    missing = sorted((page, name) for page, name in cited if not (ROOT / name).exists())
+    assert not missing, f"pages cite paths that do not exist: {missing}"
+
+
+def test_the_install_page_gives_the_readme_commands():
+    # docs/install.md repeats the README's install and set-up commands, which tests/test_readme.py runs or checks.
+    readme = {b.body for b in docblocks.blocks(ROOT / "README.md") if b.lang == "sh"}
+    install = [b.body for b in docblocks.blocks(ROOT / "docs" / "install.md") if b.lang == "sh"]
+    setup = [b.body for b in docblocks.blocks(ROOT / "README.md") if b.lang == "sh" and "pip install -e" in b.body]
+    assert len(install) == 3 and install[0] in readme and install[1] in readme
+    assert install[2] == "".join(setup), (install[2], setup)
+
+
+def test_ci_installs_layoutcheck_as_the_install_page_does():
+    # There is no release on a package index: a job that installs `layoutcheck` by name fails.
+    readme = (ROOT / "README.md").read_text()
+    (requirement,) = set(re.findall(r'"(layoutcheck @ git\+https://[^"]+)"', readme))
+    installs = [line for line in (ROOT / "docs" / "ci.md").read_text().splitlines() if "pip install" in line]
+    assert installs
+    for line in installs:
+        assert f'"{requirement}"' in line and not re.search(r"\slayoutcheck(\s|$)", line), line
 
 
 CITED_ELSEWHERE = ("DESIGN.md", "STYLE.md", "shared/")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import importlib.metadata
 import json
 import os
@@ -11,7 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from layoutcheck.demo import main as demo_main
+import docblocks
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -40,17 +41,15 @@ def test_two_setup_commands_and_ci_runs_the_test_command():
     assert all(line.startswith(("set ", "cd ")) for line in ci[:-1])
 
 
-def test_demo_excerpt_matches_the_demo(capsys):
-    assert demo_main(["--no-color"]) == 0
-    out = [line.strip() for line in capsys.readouterr().out.splitlines()]
-    excerpt = README.split("## What it finds", 1)[1].split("```", 2)[1].splitlines()[1:]
-    for line in (line.strip() for line in excerpt):
-        if not line or line == "...":
-            continue
-        if line.endswith("..."):
-            assert any(o.startswith(line[:-3].rstrip()) for o in out), line
-        else:
-            assert line in out, line
+def test_what_it_finds_is_the_demo_the_set_up_runs():
+    # The excerpt under "What it finds" is a console block, run as written (and compared, `...` eliding lines) by
+    # test_the_quick_starts_run_as_written_in_a_fresh_clone; it is the demo the set-up command ends with.
+    (block,) = [b for b in docblocks.blocks(ROOT / "README.md")
+                if b.lang == "console" and "layoutcheck demo" in b.body]
+    ((command, shown),) = docblocks.commands(block.body)
+    setup = README.split("## Set-up: two commands", 1)[1]
+    assert re.findall(r"```sh\n(.*?)\n```", setup, flags=re.S)[0].endswith(command)
+    assert "  FOUND  62 layout violations (O3 x62) in get_rollout_data ..." in shown
 
 
 def test_every_check_option_named_in_the_linter_docs_exists(capsys):
@@ -176,12 +175,10 @@ def test_every_dotted_name_in_the_readme_and_the_docs_resolves():
 
 # --- the README's code blocks: run offline, or marked with why not --------------------------------
 
-BLOCK = re.compile(r"(?:^<!-- not run: (?P<why>[^\n]*?) -->\n)?^```(?P<lang>\w*)\n(?P<body>.*?)^```$", re.M | re.S)
-
 
 def readme_blocks() -> list[tuple[str, str, str | None]]:
     """``(language, body, why not run)`` of every fenced block of the README."""
-    return [(m["lang"], m["body"], m["why"]) for m in BLOCK.finditer(README)]
+    return [(b.lang, b.body, b.why) for b in docblocks.blocks(ROOT / "README.md")]
 
 
 def test_the_readme_is_a_front_door():
@@ -191,73 +188,31 @@ def test_the_readme_is_a_front_door():
     assert len(links) >= 10 and all((ROOT / link).is_file() for link in links), links
 
 
-def test_every_command_block_runs_or_says_why_not():
-    # Commands are `console` blocks (run by the test below) or `sh` blocks, each marked with the reason
-    # it cannot run here; a reason that names a test must name one that exists.
-    blocks = readme_blocks()
-    assert {lang for lang, _, _ in blocks} <= {"", "sh", "console", "toml", "yaml"}
-    for lang, body, why in blocks:
-        if lang == "sh":
-            assert why, f"an sh block without `<!-- not run: why -->`: {body!r}"
-            for named in re.findall(r"tests/\w+\.py", why):
-                assert (ROOT / named).is_file(), named
-        if lang == "console":
-            assert why is None and body.startswith("$ ")
-    assert sum(lang == "console" for lang, _, _ in blocks) >= 2
+def test_the_quick_starts_run_as_written_in_a_fresh_clone(tmp_path):
+    # A new user's clone (the checkout's files, nothing else: no mytrainer/, no layoutcheck.toml), with the
+    # README's install done (the environment running the tests). Every console block runs there, in order, as
+    # written, and prints what the README shows.
+    clone = docblocks.copy_of_checkout(tmp_path / "clone")
+    consoles = [b for b in docblocks.blocks(ROOT / "README.md") if b.lang == "console"]
+    assert len(consoles) >= 2
+    for block in consoles:
+        docblocks.run_console_block(block, clone)
+    assert (clone / "run.json").is_file() and (clone / "mytrainer" / "data.py").is_file()
 
 
-def run_console_block(body: str, cwd: Path) -> None:
-    """Run each ``$ command`` of a console block in ``cwd``; its expected lines must appear in order in the output
-    (``...`` stands for any lines)."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("LAYOUTCHECK", "PYTHONPATH", "NO_COLOR"))}
-    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env['PATH']}"  # `layoutcheck` and this `python`
-    commands: list[tuple[str, list[str]]] = []
-    for line in body.splitlines():
-        if line.startswith("$ "):
-            commands.append((line[2:], []))
-        else:
-            commands[-1][1].append(line.rstrip())
-    for command, expected in commands:
-        proc = subprocess.run(["bash", "-c", command], cwd=cwd, env=env, capture_output=True, text=True,
-                              timeout=300)
-        seen = [line.rstrip() for line in (proc.stdout + proc.stderr).splitlines()]
-        position = 0
-        for line in expected:
-            if line == "...":
-                continue
-            assert line in seen[position:], f"`{command}` did not print {line!r} (after line {position}):\n" + \
-                "\n".join(seen)
-            position = seen.index(line, position) + 1
-
-
-def test_the_quick_starts_run_as_written(tmp_path):
-    # A folder set up as the quick starts say: a copy of the reference pipeline as `mytrainer/`, the checkout's
-    # fixtures, and the README's toml block as layoutcheck.toml.
-    shutil.copytree(ROOT / "fixtures" / "minitrainer", tmp_path / "mytrainer",
-                    ignore=shutil.ignore_patterns("__pycache__"))
-    (tmp_path / "fixtures").symlink_to(ROOT / "fixtures")
-    tomls = [body for lang, body, _ in readme_blocks() if lang == "toml"]
-    assert len(tomls) == 1
-    (tmp_path / "layoutcheck.toml").write_text(tomls[0])
-    for lang, body, _ in readme_blocks():
-        if lang == "console":
-            run_console_block(body, tmp_path)
-    assert (tmp_path / "run.json").is_file()
+def test_the_debug_run_table_shown_is_the_one_the_quick_start_runs_with():
+    # Quick start 2 shows the table and runs with LAYOUTCHECK_CONFIG naming its file: they must be the same table.
+    (shown,) = [body for lang, body, _ in readme_blocks() if lang == "toml"]
+    quick_start = README.split("## Quick start 2", 1)[1].split("\n## ", 1)[0]
+    assert "`fixtures/debug-run.toml`" in quick_start
+    commands = [c for b in docblocks.blocks(ROOT / "README.md") if b.lang == "console" and "train.py" in b.body
+                for c, _ in docblocks.commands(b.body) if "train.py" in c]
+    assert commands and all("LAYOUTCHECK_CONFIG=fixtures/debug-run.toml" in c for c in commands)
+    assert tomllib.loads(shown) == tomllib.loads((ROOT / "fixtures" / "debug-run.toml").read_text())
 
 
 def _python_of(venv: Path) -> Path:
     return venv / ("Scripts" if os.name == "nt" else "bin") / "python"
-
-
-def _copy_of_checkout(to: Path) -> Path:
-    """The files of this checkout that git tracks or would track (what a fresh clone plus your edits has)."""
-    names = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=ROOT,
-                           capture_output=True, check=True, timeout=60).stdout.decode().split("\0")
-    for name in filter(None, names):
-        if (ROOT / name).is_file():
-            (to / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(ROOT / name, to / name)
-    return to
 
 
 def test_the_wheel_installs_offline_into_a_fresh_environment_and_runs(tmp_path):
@@ -272,7 +227,7 @@ def test_the_wheel_installs_offline_into_a_fresh_environment_and_runs(tmp_path):
     build_args[build_args.index("dist")] = str(dist)
     # Built in a copy of the checkout's files: setuptools writes ./build, which must neither land in the
     # user's checkout nor feed a stale file of an earlier build into this wheel.
-    source = _copy_of_checkout(tmp_path / "source")
+    source = docblocks.copy_of_checkout(tmp_path / "source")
     proc = subprocess.run([sys.executable, *build_args], cwd=source, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     (wheel,) = dist.glob("*.whl")
@@ -332,3 +287,78 @@ def test_the_git_url_requirement_installs_from_a_git_repository(tmp_path):
                          capture_output=True, text=True, env={**env, "PYTHONPATH": str(target)}, timeout=60,
                          cwd=tmp_path)
     assert run.stdout.startswith(str(target)), run.stdout + run.stderr
+
+
+# --- fixtures/train.py, the quick start's trainer: each bug flag says what it needs, and does something there --
+
+
+def _fingerprint(value: object) -> object:
+    """What a training run produced, compared by value: tensors by shape, dtype and sum."""
+    import dataclasses
+
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        return tuple(value.shape), str(value.dtype), float(value.double().sum()) if value.numel() else 0.0
+    if dataclasses.is_dataclass(value):
+        return tuple((f.name, _fingerprint(getattr(value, f.name))) for f in dataclasses.fields(value))
+    if isinstance(value, dict):
+        return tuple(sorted((str(k), _fingerprint(v)) for k, v in value.items()))
+    if isinstance(value, (list, tuple)):
+        return tuple(_fingerprint(v) for v in value)
+    return value if isinstance(value, (int, float, str, bool, type(None))) else type(value).__name__
+
+
+def _train_script():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("readme_train_script", ROOT / "fixtures" / "train.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_quick_start_script_says_what_set_up_each_bug_needs_and_refuses_a_bug_without_it():
+    from minitrainer.bugs import BUG_NAMES
+
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "fixtures"), "COLUMNS": "200"}
+    env.pop("LAYOUTCHECK", None)
+    help_text = subprocess.run([sys.executable, "fixtures/train.py", "--help"], cwd=ROOT, env=env,
+                               capture_output=True, text=True, timeout=120, check=True).stdout
+    listed = dict(re.findall(r"^  ([a-z_]+) +(\S.*)$", help_text.split("the set-up it needs", 1)[1], flags=re.M))
+    assert set(listed) == set(BUG_NAMES)
+    assert "--buckets" in listed["wrong_bucket"] and "--layout thd" in listed["replay_thd_pad_multiplier"]
+    assert "LAYOUTCHECK_TRACE=1" in listed["loss_repad_to_rollout_max"]
+    refused = subprocess.run([sys.executable, "fixtures/train.py", "--bug", "wrong_bucket"], cwd=ROOT, env=env,
+                             capture_output=True, text=True, timeout=120)
+    assert refused.returncode == 2 and "--bug wrong_bucket does nothing in this set-up: add --buckets" in \
+        refused.stderr, refused.stderr
+    assert "trained" not in refused.stdout
+
+
+def test_each_bug_flag_changes_the_run_in_the_set_up_the_help_names_and_nothing_without_it():
+    # What `--help` lists is true: with the options it names, the bug changes what training produces (the same
+    # seeds, CP rank 0, one rollout); without them (or under THD, for a BSHD bug) it changes nothing, and the
+    # script refuses it instead of running with no bug.
+    from minitrainer.bugs import BUG_NAMES
+
+    script = _train_script()
+    cli = script.parser()
+
+    @functools.lru_cache(maxsize=None)  # the clean runs recur
+    def produced(*argv: str) -> tuple[object, str | None]:
+        options = cli.parse_args(["--rollouts", "1", "--samples", "12", *argv])
+        return _fingerprint(script.train(options)), script.problem(options)
+
+    for bug in BUG_NAMES:
+        named = script.setup_of(bug).split(" (")[0].split(";")[0]
+        setup = [] if named == "the default set-up" else named.split()
+        clean, _ = produced(*setup)
+        buggy, problem = produced("--bug", bug, *setup)
+        assert problem is None and buggy != clean, f"--bug {bug} changes nothing with {setup or 'the defaults'}"
+        if setup:
+            without, problem = produced("--bug", bug)
+            assert without == produced()[0] and problem and setup[0] in problem, bug
+        if bug in script.BSHD_ONLY:
+            thd, problem = produced("--bug", bug, "--layout", "thd", *setup)
+            assert thd == produced("--layout", "thd", *setup)[0] and "BSHD" in problem, bug

@@ -1,29 +1,48 @@
-"""MkDocs hook: the reference sections of the docs, generated from the code at build time.
+"""The reference sections of the docs, generated from the code and committed in the pages.
 
-A page asks for a section with a marker on a line of its own,
-``<!-- generate: NAME -->``, and the hook replaces it with the markdown that
-NAME's function returns (`GENERATORS`). Nothing generated is committed, so
-nothing generated can go stale: the rules' docs and examples come from the
-rule classes, the configuration keys from the settings dataclasses, the
-environment variables from their constants in the runtime settings, the
-invariants from the checks that report them, the command-line help from the
-argument parser. A marker with no generator fails the build.
+A page holds a generated section between two markers, each on a line of its
+own::
 
-Registered by ``hooks:`` in ``mkdocs.yml``; ``docs/hooks/`` is left out of
-the site (``exclude_docs``).
+    <!-- generate: NAME -->
+    ...the markdown NAME's function returns (`GENERATORS`)...
+    <!-- end generate -->
+
+so the pages read the same on GitHub as on the site. The rules' docs and
+examples come from the rule classes, the configuration keys from the settings
+dataclasses, the environment variables from their constants in the runtime
+settings, the invariants from the checks that report them, the command-line
+help from the argument parser. After a change to any of them::
+
+    python docs/hooks/reference.py --write     # rewrite every stale section of docs/*.md
+    python docs/hooks/reference.py --check     # exit 1, naming each stale section
+
+(``tests/test_docs.py`` fails while a committed section is stale.) Run as a
+script it reads the code of this checkout, whatever is installed.
+
+As an MkDocs hook (``hooks:`` in ``mkdocs.yml``; ``docs/hooks/`` is left out
+of the site by ``exclude_docs``) it builds every page with its sections
+generated afresh and warns (an error under ``strict``) when a committed
+section is stale. A marker with no generator, or with no end marker, is an
+error.
 """
 
 from __future__ import annotations
 
+import argparse
 import ast
 import inspect
+import logging
 import os
 import re
-from collections.abc import Callable
+import sys
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-MARKER = re.compile(r"^<!-- generate: ([a-z-]+) -->$", re.M)
+OPEN = re.compile(r"^<!-- generate: (?P<name>[a-z-]+) -->$", re.M)
+END = "<!-- end generate -->"
+REGENERATE = "python docs/hooks/reference.py --write"
+log = logging.getLogger("mkdocs.hooks.reference")
 CODE = re.compile(r"\A(?:O[1-5]|G[1-6]|B[1-6]|S[1-5]|X1)\Z")
 
 
@@ -53,7 +72,8 @@ def rules() -> str:
         lines.append(f"| {r.code} | [`{r.name}`](#{r.name}) | {'on' if r.default_enabled else 'off'} | {cell} |")
     for rule in universe:
         body = docs(rule).split("\n", 1)
-        lines += ["", f"## `{rule.name}` ({rule.code}) {{ #{rule.name} }}", "", body[0], "",
+        # An HTML anchor, not `{ #name }`: GitHub shows attribute lists as text, and both honour the anchor.
+        lines += ["", f'<a id="{rule.name}"></a>', "", f"## `{rule.name}` ({rule.code})", "", body[0], "",
                   _demote(body[1].strip()) if len(body) > 1 else "", "",
                   f"**Default**: {'on' if rule.default_enabled else 'off'}. **Message**: {rule.message}", ""]
         for title, cases in (("Flagged", rule.invalid), ("Not flagged", rule.valid)):
@@ -159,7 +179,7 @@ def invariants() -> str:
     lines = []
     for code in order:
         entry = found[code]
-        lines += [f"### {code} {{ #{code.lower()} }}", "", f"Reported by {', '.join(entry['where'])}.", ""]
+        lines += [f"### {code}", "", f"Reported by {', '.join(entry['where'])}.", ""]
         if entry["problems"]:
             lines += ["What the check says when it breaks:", ""]
             lines += [f"- {p}" for p in entry["problems"]]
@@ -179,8 +199,9 @@ def cli() -> str:
 
     from layoutcheck.cli import build_parser
 
-    old = os.environ.get("COLUMNS")
+    saved = {name: os.environ.get(name) for name in ("COLUMNS", "NO_COLOR")}
     os.environ["COLUMNS"] = "100"  # argparse wraps to the terminal: a fixed width, the same on every build
+    os.environ["NO_COLOR"] = "1"  # Python 3.14's argparse colours its help on a terminal
     try:
         parser = build_parser()
         lines = ["## `layoutcheck`", "", "```text", parser.format_help().rstrip(), "```", ""]
@@ -192,10 +213,11 @@ def cli() -> str:
                 continue
             lines += [f"## `layoutcheck {name}`", "", "```text", sub.format_help().rstrip(), "```", ""]
     finally:
-        if old is None:
-            os.environ.pop("COLUMNS", None)
-        else:
-            os.environ["COLUMNS"] = old
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
     return "\n".join(lines)
 
 
@@ -208,14 +230,92 @@ GENERATORS: dict[str, Callable[[], str]] = {
 }
 
 
-def on_page_markdown(markdown: str, page: object, config: object, files: object) -> str:
-    """Replace each ``<!-- generate: NAME -->`` marker with NAME's section."""
+class MarkerError(ValueError):
+    """A page's markers are malformed: an unknown name, or an opening marker with no end."""
 
-    def generate(match: re.Match[str]) -> str:
-        name = match.group(1)
+
+def regenerate(markdown: str, where: str = "<page>") -> tuple[str, list[str]]:
+    """``markdown`` with every generated section made afresh, and the names of the sections that changed.
+
+    A section runs from its ``<!-- generate: NAME -->`` line to the next ``<!-- end generate -->`` line;
+    what lies between is replaced, with one blank line inside each marker.
+    """
+    out, stale, at = [], [], 0
+    for match in OPEN.finditer(markdown):
+        if match.start() < at:
+            raise MarkerError(f"{where}: `<!-- generate: {match['name']} -->` opens inside another section")
+        name = match["name"]
+        line = markdown.count("\n", 0, match.start()) + 1
         if name not in GENERATORS:
-            raise KeyError(f"{getattr(page, 'file', page)}: no generator for `<!-- generate: {name} -->`; "
-                           f"known: {', '.join(GENERATORS)}")
-        return GENERATORS[name]()
+            raise MarkerError(f"{where}:{line}: no generator for `<!-- generate: {name} -->`; "
+                              f"known: {', '.join(GENERATORS)}")
+        end = re.compile(rf"^{re.escape(END)}$", re.M).search(markdown, match.end())
+        following = OPEN.search(markdown, match.end())
+        if end is None or (following is not None and following.start() < end.start()):
+            raise MarkerError(f"{where}:{line}: `<!-- generate: {name} -->` has no `{END}` line after it "
+                              f"(add one, then run `{REGENERATE}`)")
+        section = f"{match.group(0)}\n\n{GENERATORS[name]().strip()}\n\n{END}"
+        if markdown[match.start():end.end()] != section:
+            stale.append(name)
+        out += [markdown[at:match.start()], section]
+        at = end.end()
+    out.append(markdown[at:])
+    return "".join(out), stale
 
-    return MARKER.sub(generate, markdown)
+
+def pages(root: Path = ROOT) -> list[Path]:
+    """The pages that may hold generated sections: every markdown file of ``docs/``."""
+    return sorted((root / "docs").glob("*.md"))
+
+
+def stale_sections(root: Path = ROOT) -> dict[Path, list[str]]:
+    """Each page whose committed sections differ from what the generators return now, with those sections."""
+    found = {}
+    for path in pages(root):
+        _, stale = regenerate(path.read_text(encoding="utf-8"), str(path.relative_to(root)))
+        if stale:
+            found[path] = stale
+    return found
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``--write`` rewrites the stale sections; ``--check`` (the default) lists them and exits 1 if any."""
+    parser = argparse.ArgumentParser(prog="python docs/hooks/reference.py",
+                                     description="Regenerate the reference sections of docs/*.md from the code.")
+    what = parser.add_mutually_exclusive_group()
+    what.add_argument("--write", action="store_true", help="rewrite every stale section in place")
+    what.add_argument("--check", action="store_true", help="exit 1 when a section is stale (the default)")
+    options = parser.parse_args(argv)
+    stale = 0
+    for path in pages():
+        text = path.read_text(encoding="utf-8")
+        fresh, names = regenerate(text, str(path.relative_to(ROOT)))
+        if not names:
+            continue
+        stale += len(names)
+        if options.write:
+            path.write_text(fresh, encoding="utf-8")
+            print(f"{path.relative_to(ROOT)}: regenerated {', '.join(names)}")
+        else:
+            print(f"{path.relative_to(ROOT)}: stale: {', '.join(names)}")
+    if stale and not options.write:
+        print(f"{stale} generated section(s) stale: run `{REGENERATE}`")
+        return 1
+    if not stale:
+        print("every generated section is up to date")
+    return 0
+
+
+def on_page_markdown(markdown: str, page: object, config: object, files: object) -> str:
+    """The page with its generated sections made afresh; a stale committed section is a warning."""
+    where = str(getattr(getattr(page, "file", None), "src_uri", page))
+    fresh, stale = regenerate(markdown, where)
+    if stale:
+        log.warning("%s: generated section(s) %s differ from the code: run `%s` and commit the result",
+                    where, ", ".join(stale), REGENERATE)
+    return fresh
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(ROOT))  # this checkout's code (and its `rules/`), not whatever is installed
+    sys.exit(main())
