@@ -354,3 +354,12 @@ def test_fix_keeps_the_file_encoding(tmp_path):
 def test_every_test_rule_passes_through_a_run(tmp_path, rule):
     write(tmp_path, "a.py", "x = 1\n")
     assert go(tmp_path, rules=(rule,), use_cache=False).errors == []
+
+
+def test_a_missing_path_is_an_error_and_its_parent_is_not_read_as_its_project(tmp_path):
+    # `check /nope` once took `/` as the project around `/nope` and read the whole filesystem.
+    for i in range(3):
+        (tmp_path / f"sibling{i}.py").write_text("x = 1\n")
+    result = run([str(tmp_path / "nope.py")], rules=DEFAULT_TEST_RULES, cwd=tmp_path, use_cache=False)
+    assert [(e.kind, Path(e.path).name) for e in result.errors] == [(MISSING_PATH, "nope.py")]
+    assert result.stats.files == 0

@@ -443,6 +443,9 @@ def _context_roots(paths: Sequence[str | os.PathLike[str]], base: Path, log: Inp
     for raw in paths or (".",):
         path = os.path.normpath(os.path.join(base, os.fspath(raw)))
         is_dir = os.path.isdir(path)  # the named path itself: discovery records it
+        if not is_dir and not is_file(path):
+            # Discovery reports a missing path; its parent (`/` for `/nope`) is no project.
+            continue
         folder = path if is_dir else os.path.dirname(path)
         top = None
         while is_file(os.path.join(folder, "__init__.py")):
