@@ -86,7 +86,8 @@ def project(tmp_path: Path) -> Path:
 def run(project: Path, *args: str, env: dict[str, str] | None = None, **kw: object) -> subprocess.CompletedProcess[str]:
     environ = {k: v for k, v in os.environ.items() if not k.startswith("LAYOUTCHECK")}
     environ.update(env or {})
-    environ["PYTHONPATH"] = str(project)
+    # the layoutcheck under test (a checkout's, ahead of an installed copy), then the project
+    environ["PYTHONPATH"] = os.pathsep.join([str(project), str(Path(layoutcheck.__file__).resolve().parent.parent)])
     return subprocess.run(
         [sys.executable, *args], cwd=project, env=environ, capture_output=True, text=True, timeout=120, **kw
     )

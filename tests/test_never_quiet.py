@@ -40,7 +40,7 @@ def run(tmp: Path, config: Path | None, *, mode: str = "raise", extra_path: str 
     """The job's clean runs in a subprocess; its completed process and what each run raised (``None``: no file)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("LAYOUTCHECK")}
     env.update(LAYOUTCHECK=mode, LAYOUTCHECK_REPORT="report.json",
-               PYTHONPATH=os.pathsep.join(p for p in (str(ROOT / "fixtures"), str(ROOT / "tests"), extra_path) if p))
+               PYTHONPATH=os.pathsep.join(p for p in (str(ROOT / "fixtures"), str(ROOT / "tests"), extra_path, str(ROOT)) if p))
     if config is not None:
         env["LAYOUTCHECK_CONFIG"] = str(config)
     proc = subprocess.run([sys.executable, *(args or (str(JOB), "out.json", "--only", "none"))], cwd=tmp, env=env,
