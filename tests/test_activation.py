@@ -391,3 +391,122 @@ def test_a_hook_whose_function_does_not_fit_its_role_stops_at_install_naming_the
         assert (f"layoutcheck: configuration error: runtime.hooks.producer in {config}: cannot wrap "
                 "`tinytrainer.data:make_args` as the producer") in bad.stderr
         assert "it has no parameter `args`" in bad.stderr
+
+
+# --- the summary counts what really ran: a hook stays wrapped (issue 29, point 3) -------------------
+
+def summary_of(stderr: str) -> str:
+    return [line for line in stderr.splitlines() if line.startswith("layoutcheck: ")][-1]
+
+
+RELOAD = """
+import importlib, sys
+from tinytrainer import data
+data.get_rollout_data(data.make_args(), [300, 1000])
+importlib.reload(data)                      # the module body runs again: a new, unwrapped function
+data.get_rollout_data(data.make_args(global_padding=True), [300, 1000])
+sys.path.insert(0, "tinytrainer")
+import data as again                        # the same file under a second name: a second module object
+again.get_rollout_data(again.make_args(global_padding=True), [200, 1000])
+print("trained")
+"""
+
+
+def test_a_reloaded_or_reimported_hooked_module_stays_checked(project):
+    (project / "reload.py").write_text(RELOAD)
+    proc = run(project, "reload.py", env={"LAYOUTCHECK": "record", "LAYOUTCHECK_REPORT": "run.json"})
+    assert proc.returncode == 0 and "trained" in proc.stdout, proc.stderr
+    report = load_run_report(project / "run.json")
+    assert [(v.invariant, v.rollout) for v in report.violations] == [("O3", 1), ("O3", 2)]
+    assert summary_of(proc.stderr) == "layoutcheck: 1 of 1 hook installed; calls: get_rollout_data 3"
+    bad = run(project, "reload.py", env={"LAYOUTCHECK": "raise"})
+    assert bad.returncode == 1 and "layoutcheck.errors.LayoutError: 1 layout violation" in bad.stderr
+
+
+PATCH = """
+import importlib.util, sys
+from tinytrainer import data, other
+# the trainer's own replacement, loaded from a file under a name of its own: never wrapped by an import
+spec = importlib.util.spec_from_file_location("fresh_copy", "tinytrainer/data.py")
+fresh = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(fresh)
+data.get_rollout_data(data.make_args(), [300, 1000])
+data.get_rollout_data = fresh.get_rollout_data   # assigned over the wrapper
+if sys.argv[1:] == ["step"]:
+    other.get_rollout_data(data.make_args(), [300, 1000])   # a step boundary: the hook goes in again
+data.get_rollout_data(data.make_args(global_padding=True), [300, 1000])
+print("trained")
+"""
+
+
+def test_a_function_assigned_over_its_wrapper_is_reinstalled_at_the_step_boundary_or_said_lost(project):
+    (project / "patch.py").write_text(PATCH)
+    (project / "tinytrainer" / "other.py").write_text(TRAINER)
+    config = project / "layoutcheck.toml"
+    config.write_text(hooks_table(GOOD, "tinytrainer.other:get_rollout_data"))
+    # no step boundary after the assignment: the summary says the hook is lost, and raise mode fails
+    lost = run(project, "patch.py", env={"LAYOUTCHECK": "raise"})
+    assert lost.returncode == 1 and "trained" in lost.stdout, lost.stderr
+    assert ("layoutcheck: 1 of 2 hooks installed; calls: get_rollout_data 0; 1 lost: producer `tinytrainer.data:get_rollout_data` "
+            "(`tinytrainer.data:get_rollout_data` was replaced by `fresh_copy.get_rollout_data` after its hook went "
+            "in)") in lost.stderr
+    assert (f"  runtime.hooks.producer in {config}: `tinytrainer.data:get_rollout_data` lost its wrapper after 1 "
+            "calls:") in lost.stderr
+    assert "layoutcheck: exit status 1: raise mode, and the run was not checked as configured" in lost.stderr
+    # a step boundary after it: wrapped again, and the buggy call is caught
+    step = run(project, "patch.py", "step", env={"LAYOUTCHECK": "record", "LAYOUTCHECK_REPORT": "run.json"})
+    assert step.returncode == 0 and "trained" in step.stdout, step.stderr
+    assert [v.invariant for v in load_run_report(project / "run.json").violations] == ["O3"]
+    assert summary_of(step.stderr) == (
+        "layoutcheck: 2 of 2 hooks installed; calls: data.get_rollout_data 2, other.get_rollout_data 1; re-installed: "
+        "get_rollout_data (`tinytrainer.data:get_rollout_data` was replaced by `fresh_copy.get_rollout_data` after "
+        "its hook went in; re-installed at a step boundary (calls in between went unchecked))")
+
+
+# --- a preset covers every path of a trainer; one process runs some (issue 27, point 10) -------------
+
+MILES = "miles.backends.training_utils"
+
+
+@pytest.fixture
+def miles(project: Path) -> Path:
+    """Modules at the Miles paths: the producer (the tiny trainer's) and the parallel state; the replay
+    filler and the offset helper exist but this process never imports them."""
+    package = project / "miles" / "backends" / "training_utils"
+    package.mkdir(parents=True)
+    for folder in (project / "miles", project / "miles" / "backends", package):
+        (folder / "__init__.py").write_text("")
+    (package / "data.py").write_text(TRAINER + "\n\ndef get_batch(data_iterator, keys, pad_multiplier=128, "
+                                     "qkv_format='thd', "
+                                     "get_position_ids=False, allgather_cp=False):\n"
+                                     "    return {}\n")
+    (package / "parallel.py").write_text("from types import SimpleNamespace as N\n\ndef get_parallel_state():\n"
+                                         "    return N(tp=N(size=1, rank=0), cp=N(size=1, rank=0, group=None))\n")
+    (package / "replay_data.py").write_text("def fill_replay_data(*, args, models, rollout_data):\n    return None\n")
+    (package / "cp_utils.py").write_text("def get_logits_and_tokens_offset_with_cp(total_length, response_length,"
+                                         " qkv_format='thd', max_seq_len=None):\n    return None\n")
+    (project / "rank.py").write_text(f"from {MILES}.data import get_rollout_data, make_args\n"
+                                     "get_rollout_data(make_args(), [300, 1000])\nprint('trained')\n")
+    return project
+
+
+def test_a_presets_hook_this_process_never_imports_is_not_exercised(miles):
+    (miles / "layoutcheck.toml").write_text('[runtime]\npreset = "miles"\n')
+    proc = run(miles, "rank.py", env={"LAYOUTCHECK": "raise"})
+    assert proc.returncode == 0 and "trained" in proc.stdout, proc.stderr
+    assert summary_of(proc.stderr) == (
+        f"layoutcheck: 2 of 4 hooks installed; calls: get_rollout_data 1, get_batch 0; 2 not exercised (the "
+        f"preset's, in modules this process never imported: `{MILES}.replay_data:fill_replay_data`, "
+        f"`{MILES}.cp_utils:get_logits_and_tokens_offset_with_cp`); 3 tracer hooks off (LAYOUTCHECK_TRACE=1)")
+
+
+def test_a_hook_the_user_named_must_install_even_beside_a_preset(miles):
+    config = miles / "layoutcheck.toml"
+    config.write_text(f'[runtime]\npreset = "miles"\n[runtime.hooks]\nreplay-filler = '
+                      f'["{MILES}.replay_data:fill_replay_data"]\n')
+    proc = run(miles, "rank.py", env={"LAYOUTCHECK": "raise"})
+    assert proc.returncode == 1 and "trained" in proc.stdout, proc.stderr
+    assert (f"  runtime.hooks.replay-filler in {config}: `{MILES}.replay_data:fill_replay_data` was never installed: "
+            f"this process never imported `{MILES}.replay_data`") in proc.stderr
+    assert "1 not exercised (the preset's, in modules this process never imported: " \
+        f"`{MILES}.cp_utils:get_logits_and_tokens_offset_with_cp`)" in proc.stderr

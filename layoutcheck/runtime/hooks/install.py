@@ -153,8 +153,11 @@ class HookSet:
     @property
     def installed(self) -> tuple[InstalledHook, ...]:
         """The hooks in place: one per target (the latest wrapper of a target re-installed after a reload)."""
-        latest = {h.spec: h for h in self._installed if h.spec not in self._lost}
-        return tuple(latest.values())
+        return tuple(h for h in self._latest() if h.spec not in self._lost)
+
+    def _latest(self) -> list[InstalledHook]:
+        """The latest wrapper of each target installed (lost ones included)."""
+        return list({h.spec: h for h in self._installed}.values())
 
     @property
     def pending(self) -> tuple[HookSpec, ...]:
@@ -201,7 +204,7 @@ class HookSet:
         the wrappers they were, and a new import of it is watched.
         """
         with _LOCK:
-            for hook in self.installed:
+            for hook in self._latest():
                 spec = hook.spec
                 module = sys.modules.get(spec.module)
                 if module is None:
@@ -261,7 +264,7 @@ class HookSet:
         for spec in [s for s in self._pending if s.module == name]:
             self._pending.remove(spec)
             self._install(spec, module)
-        for hook in [h for h in self.installed if h.spec.module == name]:
+        for hook in [h for h in self._latest() if h.spec.module == name]:
             # a module executed again (a reload) or a second copy of it: its function is new, not yet wrapped
             try:
                 _, _, raw = _resolve(hook.spec, module)
