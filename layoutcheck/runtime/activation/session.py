@@ -17,19 +17,29 @@ up (`Session.setup`: each hook's calls, and what did not go in) and the run
 report (``report`` / ``$LAYOUTCHECK_REPORT``, appended at each rollout and
 at exit, `layoutcheck.runtime.reporting.runlog`).
 
-Never quiet by mistake. A debug run that checks less than its configuration
-says must not end looking checked. What was not set up (a key the file
-cannot contain, an unknown ``LAYOUTCHECK`` value, a hook whose module does
-not exist or was never imported, a function its module lacks) is reported
-at the **end of the first step** (the first hook call after the checks began
-a second rollout: a second producer call, or a consumer reading a second
-rollout dict), or at exit if that comes first: raise mode raises a
-`ConfigError` naming the key and the file (or the variable) there, and a
-process that ends with such a problem exits with status 1; warn mode warns;
-every mode puts it in the exit summary and the run report. The exit summary
-always has a second line with the hooks installed and the calls each saw.
-A process whose hooks saw no call (a launcher, a Ray driver, ``pip``) says
-nothing about hooks its program never imported.
+A configuration mistake stops the run before its first step. A debug run
+never checks on what a mistake left to a default: an unknown key, a table the
+file cannot contain, a bad value, an unknown ``LAYOUTCHECK`` value end the
+process at interpreter start, and a hook target that does not resolve ends it
+as soon as the program shows it (its package imported without the module,
+its module imported without the function or with one that does not fit, the
+first hooked call for a top-level package that cannot be found), each with
+one message naming the key and the file (or the variable) and the fix, no
+traceback, exit status 2 (`_stop`). What can only be known at exit (a module
+that exists but was never imported) is reported then: raise mode exits with
+status 1; every mode puts it in the exit summary and the run report. A
+preset's hook whose module the process never imports is "not exercised" (a
+preset covers every path of its trainer; a process runs some), never a
+problem. Through the API (`activate`), the mistakes raise `ConfigError`s as
+before, and what was not set up is reported at the **end of the first step**
+(the first hook call after the checks began a second rollout) or at exit.
+
+A hook stays wrapped: every hooked function is found again at each step
+boundary (a rollout beginning) and at exit; one replaced since is wrapped
+again at the boundary or reported as lost at exit (`Session._refresh_hooks`).
+The exit summary always has a second line with the hooks installed (wrapped
+now) and the calls each saw. A process whose hooks saw no call (a launcher,
+a Ray driver, ``pip``) says nothing about hooks its program never imported.
 """
 
 from __future__ import annotations

@@ -418,7 +418,7 @@ class _PostImportFinder:
             origin = os.path.realpath(spec.origin) if isinstance(getattr(spec, "origin", None), str) else None
             names = [n for n in self._leaves.get(fullname.rpartition(".")[2], ()) if self._files.get(n) == origin]
             if not names or origin is None:
-                return spec  # another module with the same last name: not ours
+                return None  # another module with the same last name: the import goes on as if we were not here
             self._aliases[fullname] = names[0]
         if spec.loader is not None and hasattr(spec.loader, "exec_module"):
             spec.loader = _NotifyingLoader(spec.loader, self)
