@@ -139,14 +139,14 @@ class Session:
         self.root = root
         self._key_prefix = key_prefix
         self.debug_run = True
+        """Whether the end of the first step and the exit report what was not set up (raise mode: fail there).
+
+        The pytest plugin sets it off: it reports per test, and a module no test imports is no mistake."""
         self.stop_on_mistake = stop_on_mistake
         """Whether a configuration mistake found while the program runs (a hook target that does not resolve or
         fit) ends the process at once with one message and status 2 (`_stop`): a session the environment started.
         Otherwise it is raised (raise mode) or reported, as an API caller expects."""
         self._called = False
-        """Whether the end of the first step and the exit report what was not set up (raise mode: fail there).
-
-        The pytest plugin sets it off: it reports per test, and a module no test imports is no mistake."""
         self.setup = SetupLedger(problems=problems)
         """Each configured hook (installed or not, its calls) and the configuration's problems."""
         parallel = settings.parallel_state_target
@@ -359,14 +359,14 @@ class Session:
             if reason is not None:
                 status = self.setup.add(HookStatus(spec.role, spec.target, self._key(spec.origin)))
                 _stop(_config_error(status.key, f"`{spec.target}` cannot be installed: {reason}"),
-                     "at the program's first hooked call, before its checks ran")
+                      "at the program's first hooked call, before its checks ran")
         target = self.checker.parallel_state
         if self.settings.parallel_state is not None and isinstance(target, _Target):
             try:
                 target.load()
             except LayoutSpecError as err:
                 _stop(_config_error(self._key("parallel-state"), str(err)),
-                     "at the program's first hooked call, before its checks ran")
+                      "at the program's first hooked call, before its checks ran")
 
     def _refresh_hooks(self, *, at_exit: bool) -> None:
         """Find every hooked function again; re-install one that was replaced (not at exit), record one lost.
@@ -448,8 +448,8 @@ class Session:
         reason = str(err)
         status.problem = reason.removeprefix(f"cannot hook `{spec.target}` ({spec.role}): ")
         if self.stop_on_mistake and self.debug_run:
-            _stop(_config_error(status.key, reason), f"when the program imported `{spec.module}`, before any call "
-                 "of the hook")
+            _stop(_config_error(status.key, reason),
+                  f"when the program imported `{spec.module}`, before any call of the hook")
         if self.mode == "raise":
             self.setup.announced = True  # raised here, at installation: before the end of the first step
             key, _, source = status.key.partition(" in ")
@@ -475,7 +475,7 @@ class Session:
         status.problem = reason
         if self.stop_on_mistake and self.debug_run:
             _stop(_config_error(status.key, f"`{spec.target}` cannot be installed: {reason}"),
-                 f"when the program imported `{spec.module.rpartition('.')[0]}`, before any step")
+                  f"when the program imported `{spec.module.rpartition('.')[0]}`, before any step")
 
     def close(self) -> None:
         """Uninstall every hook (restoring every name it patched)."""
