@@ -336,7 +336,8 @@ def validate_runtime(table: Any, file: Path | None, prefix: str = TABLE) -> tupl
     A key the file cannot contain (unknown at the top or in ``runtime``, a
     hook role that is not one) changes nothing the other keys mean: it is
     left out and returned as a problem (a `ConfigError` naming the key and
-    the file), for the session to report at the end of the first step.
+    the file): a session the environment started stops the process on it
+    before the program runs; `activate` raises it unless told to be lenient.
     Any other error (a value of the wrong type, a bad hook target) raises
     one `ConfigError` listing them all, as `validate_table` does.
 

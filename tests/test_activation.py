@@ -86,7 +86,8 @@ def project(tmp_path: Path) -> Path:
 def run(project: Path, *args: str, env: dict[str, str] | None = None, **kw: object) -> subprocess.CompletedProcess[str]:
     environ = {k: v for k, v in os.environ.items() if not k.startswith("LAYOUTCHECK")}
     environ.update(env or {})
-    environ["PYTHONPATH"] = str(project)
+    # the layoutcheck under test (a checkout's, ahead of an installed copy), then the project
+    environ["PYTHONPATH"] = os.pathsep.join([str(project), str(Path(layoutcheck.__file__).resolve().parent.parent)])
     return subprocess.run(
         [sys.executable, *args], cwd=project, env=environ, capture_output=True, text=True, timeout=120, **kw
     )
@@ -185,32 +186,107 @@ def test_children_inherit_the_debug_mode(project):
     assert "LayoutError" in proc.stderr  # the spawned child's traceback
 
 
-@pytest.mark.parametrize(
-    ("env", "config", "fragment", "hooked"),
-    [
-        # an unknown value: on, in the configured mode (raise), the variable reported
-        ({"LAYOUTCHECK": "loud"}, None,
-         "LAYOUTCHECK='loud' (environment variable): expected one of raise, warn, record", True),
-        ({"LAYOUTCHECK": "raise", "LAYOUTCHECK_TRACE": "maybe"}, None, "LAYOUTCHECK_TRACE='maybe'", True),
-        # a value that makes the configuration unusable: nothing is hooked
-        ({"LAYOUTCHECK": "raise"}, 'mode = "lound"', "runtime.mode\n    Input should be 'raise', 'warn' or 'record'",
-         False),
-    ],
-)
-def test_a_bad_setting_is_printed_at_start_and_fails_raise_mode_at_exit(project, env, config, fragment, hooked):
-    if config is not None:
-        (project / "layoutcheck.toml").write_text(CONFIG.format(extra=config))
-    proc = run(project, "train.py", env=env)
-    assert "trained" in proc.stdout  # the program runs: nothing breaks it at start
-    assert proc.returncode == 1, proc.stderr
-    assert proc.stderr.startswith("layoutcheck: ") and fragment in proc.stderr.split("\n(")[0]
-    if hooked:  # one rollout: no second step, so the problem comes at exit, with the summary
-        assert "layoutcheck: no layout violations (checked 1 rollouts)" in proc.stderr
-        assert "layoutcheck: 1 of 1 hook installed; calls: get_rollout_data 1; 1 configuration problem: " in proc.stderr
-    else:
-        assert proc.stderr.count("nothing is checked in this process") == 1
-        assert "layoutcheck: nothing was checked in this process" in proc.stderr
-        assert str(project / "layoutcheck.toml") in proc.stderr  # the file is named
+# --- a configuration mistake stops the run before its first step --------------
+
+STEPS = """
+from tinytrainer.data import get_rollout_data, make_args
+
+print("step 1 began", flush=True)
+get_rollout_data(make_args(), [300, 1000])
+print("trained")
+"""
+
+
+def hooks_table(*targets: str) -> str:
+    return "[runtime.hooks]\nproducer = [" + ", ".join(f'"{t}"' for t in targets) + "]\n"
+
+
+GOOD = "tinytrainer.data:get_rollout_data"
+START = "at start, before the program ran"
+
+MISTAKES = {
+    # name: (layoutcheck.toml, extra environment, the key the message names, what else it says, when it stopped)
+    "typo'd key": (f'[runtime]\nparallel-stat = "{GOOD}"\n' + hooks_table(GOOD), {}, "runtime.parallel-stat",
+                   "unknown key; did you mean `parallel-state`?", START),
+    "LAYOUTCHECK=rase": (hooks_table(GOOD), {"LAYOUTCHECK": "rase"}, "LAYOUTCHECK='rase' (environment variable)",
+                         "did you mean `raise`?", START),
+    "LAYOUTCHECK_TRACE=maybe": (hooks_table(GOOD), {"LAYOUTCHECK_TRACE": "maybe"},
+                                "LAYOUTCHECK_TRACE='maybe' (environment variable)", "expected 1 or 0", START),
+    "bad value": ('[runtime]\nmode = "lound"\n' + hooks_table(GOOD), {}, "runtime.mode",
+                  "Input should be 'raise', 'warn' or 'record'", START),
+    "a table the file cannot contain": (hooks_table(GOOD).replace("[runtime", "[tool.layoutcheck.runtime"), {},
+                                        "tool.layoutcheck", "write [runtime], not [tool.layoutcheck.runtime]", START),
+    "mistyped hook function": (hooks_table("tinytrainer.data:get_rollout_dat"), {}, "runtime.hooks.producer",
+                               "`tinytrainer.data` has no attribute `get_rollout_dat`; did you mean "
+                               "`get_rollout_data`?", "when the program imported `tinytrainer.data`"),
+    "mistyped hook module": (hooks_table("tinytrainer.dataa:get_rollout_data"), {}, "runtime.hooks.producer",
+                             "module `tinytrainer.dataa` does not exist: `tinytrainer` has no module `dataa`; did "
+                             "you mean `tinytrainer.data`?", "when the program imported `tinytrainer`, before any "
+                             "step"),
+    "mistyped hook package": (hooks_table("tinytrainr.data:get_rollout_data", GOOD), {}, "runtime.hooks.producer",
+                              "no module `tinytrainr` can be found", "at the program's first hooked call"),
+    "a function that does not fit its role": (hooks_table(GOOD, "tinytrainer.data:make_args"), {},
+                                              "runtime.hooks.producer", "cannot wrap `tinytrainer.data:make_args` "
+                                              "as the producer", "when the program imported `tinytrainer.data`"),
+    "parallel-state that does not load": ('[runtime]\nparallel-state = "tinytrainer.data:parallel_state"\n'
+                                          + hooks_table(GOOD), {}, "runtime.parallel-state",
+                                          "'tinytrainer.data:parallel_state' cannot be loaded",
+                                          "at the program's first hooked call"),
+}
+
+
+@pytest.mark.parametrize("mode", ["raise", "record"])
+@pytest.mark.parametrize("mistake", list(MISTAKES))
+def test_a_configuration_mistake_stops_the_run_before_its_first_step(project, mistake, mode):
+    # Each mistake, as a user makes it, with the `.pth` activation only: one message naming the key and the
+    # file (or the variable) and the fix, no traceback, status 2, and not one check run on a guessed default.
+    text, env, key, what, when = MISTAKES[mistake]
+    config = project / "layoutcheck.toml"
+    config.write_text(text)
+    (project / "steps.py").write_text(STEPS)
+    proc = run(project, "steps.py", env={"LAYOUTCHECK": mode, **env})
+    assert proc.returncode == 2, proc.stderr
+    assert "trained" not in proc.stdout
+    if "first hooked call" not in when:  # stopped before the program's first step began
+        assert "step 1 began" not in proc.stdout
+    assert "Traceback" not in proc.stderr and "Error processing line" not in proc.stderr
+    lines = proc.stderr.splitlines()
+    assert proc.stderr.count("layoutcheck: configuration error: ") == 1, proc.stderr
+    assert lines[0].startswith(f"layoutcheck: configuration error: {key}") or (
+        lines[0] == f"layoutcheck: configuration error: 1 error in {config}:" and lines[1] == f"  {key}"), lines
+    assert what in proc.stderr
+    assert lines[-1].startswith(f"layoutcheck: stopped {when}"), lines[-1]
+    assert lines[-1].endswith("or unset LAYOUTCHECK to run without the debug mode.")
+    if env:
+        assert f"set {key.partition('=')[0]} to one of the values above" in lines[-1]
+    else:  # the file, and the fix: the key to correct in it
+        assert str(config) in lines[0]
+        assert f"correct `{key}` in {config}" in lines[-1]
+    assert "layout violation" not in proc.stderr and "hooks installed" not in proc.stderr  # no summary either
+
+
+def test_a_typo_in_a_runtime_key_never_checks_on_the_default_it_leaves(project):
+    # Issue 27 point 5: `parallel-stat` left cp=1 in force and a correct multi-rank run raised 64 false
+    # violations. The typo'd run checks nothing and writes no report.
+    (project / "tinytrainer" / "par.py").write_text(
+        "from types import SimpleNamespace as N\n"
+        "def state():\n    return N(tp=N(size=1, rank=0), cp=N(size=2, rank=0, group=None))\n")
+    (project / "layoutcheck.toml").write_text(
+        '[runtime]\nparallel-stat = "tinytrainer.par:state"\n' + hooks_table(GOOD))
+    proc = run(project, "train.py", env={"LAYOUTCHECK": "raise", "LAYOUTCHECK_REPORT": "run.json"})
+    assert proc.returncode == 2 and "trained" not in proc.stdout and not (project / "run.json").exists()
+    assert "runtime.parallel-stat" in proc.stderr and "LayoutError" not in proc.stderr
+
+
+def test_no_hooks_found_is_said_at_start_and_exit_and_leaves_a_tool_alone(project):
+    # Not a mistake in a file the run reads: a process started where no configuration is found (a tool, a
+    # helper of a launcher) runs; raise mode fails it at exit when it ran code of its own.
+    (project / "layoutcheck.toml").unlink()
+    proc = run(project, "train.py", env={"LAYOUTCHECK": "raise"})
+    assert "trained" in proc.stdout and proc.returncode == 1, proc.stderr
+    assert proc.stderr.count("nothing is checked in this process") == 1
+    tool = run(project, "-c", "import json; print('ok')", env={"LAYOUTCHECK": "raise"})
+    assert tool.returncode == 0 and tool.stdout == "ok\n", tool.stderr
 
 
 # --- the same, in process ------------------------------------------------
@@ -304,25 +380,133 @@ def test_the_report_is_appended_at_each_rollout_and_at_exit(project):
         "rollout", "end"]
 
 
-def test_a_hook_whose_function_does_not_fit_its_role_fails_at_install_or_is_left_out(project):
-    # `make_args` is no producer: it has no `args` parameter. Raise mode: the import that installs the
-    # hook fails, naming the function and the parameter; record mode: the function runs unchecked, one note.
-    (project / "layoutcheck.toml").write_text(CONFIG.replace(
-        'producer = ["tinytrainer.data:get_rollout_data"]',
-        'producer = ["tinytrainer.data:get_rollout_data", "tinytrainer.data:make_args"]'
-    ).format(extra=""))
-    bad = run(project, "train.py", env={"LAYOUTCHECK": "raise"})
-    assert bad.returncode == 1 and "trained" not in bad.stdout
+def test_a_hook_whose_function_does_not_fit_its_role_stops_at_install_naming_the_parameter(project):
+    # `make_args` is no producer: it has no `args` parameter. The import that installs the hook stops the
+    # process, naming the function and the parameter, in every mode: nothing is checked under a wrong reading.
+    (project / "layoutcheck.toml").write_text(hooks_table(GOOD, "tinytrainer.data:make_args"))
     config = project / "layoutcheck.toml"
-    assert (f"layoutcheck.errors.ConfigError: runtime.hooks.producer in {config}: cannot wrap "
-            "`tinytrainer.data:make_args` as the producer") in bad.stderr
-    assert "it has no parameter `args`" in bad.stderr
-    quiet = run(project, "train.py", "bug", env={"LAYOUTCHECK": "record", "LAYOUTCHECK_REPORT": "run.json"})
-    assert quiet.returncode == 0 and "trained" in quiet.stdout, quiet.stderr
+    for mode in ("raise", "warn", "record"):
+        bad = run(project, "train.py", env={"LAYOUTCHECK": mode, "LAYOUTCHECK_REPORT": "run.json"})
+        assert bad.returncode == 2 and "trained" not in bad.stdout and "Traceback" not in bad.stderr, bad.stderr
+        assert (f"layoutcheck: configuration error: runtime.hooks.producer in {config}: cannot wrap "
+                "`tinytrainer.data:make_args` as the producer") in bad.stderr
+        assert "it has no parameter `args`" in bad.stderr
+
+
+# --- the summary counts what really ran: a hook stays wrapped (issue 29, point 3) -------------------
+
+def summary_of(stderr: str) -> str:
+    return [line for line in stderr.splitlines() if line.startswith("layoutcheck: ")][-1]
+
+
+RELOAD = """
+import importlib, sys
+from tinytrainer import data
+data.get_rollout_data(data.make_args(), [300, 1000])
+importlib.reload(data)                      # the module body runs again: a new, unwrapped function
+data.get_rollout_data(data.make_args(global_padding=True), [300, 1000])
+sys.path.insert(0, "tinytrainer")
+import data as again                        # the same file under a second name: a second module object
+again.get_rollout_data(again.make_args(global_padding=True), [200, 1000])
+print("trained")
+"""
+
+
+def test_a_reloaded_or_reimported_hooked_module_stays_checked(project):
+    (project / "reload.py").write_text(RELOAD)
+    proc = run(project, "reload.py", env={"LAYOUTCHECK": "record", "LAYOUTCHECK_REPORT": "run.json"})
+    assert proc.returncode == 0 and "trained" in proc.stdout, proc.stderr
     report = load_run_report(project / "run.json")
-    assert report.hooks == ["producer: tinytrainer.data:get_rollout_data"]  # the other one still checks
-    assert [v.invariant for v in report.violations] == ["O3"]
-    assert len(report.notes) == 1 and "could not hook `tinytrainer.data:make_args` (producer)" in report.notes[0]
-    assert [(h.target, h.installed) for h in report.hook_calls] == [
-        ("tinytrainer.data:get_rollout_data", True), ("tinytrainer.data:make_args", False)]
-    assert "1 of 2 hooks never installed: producer `tinytrainer.data:make_args` (cannot wrap" in quiet.stderr
+    assert [(v.invariant, v.rollout) for v in report.violations] == [("O3", 1), ("O3", 2)]
+    assert summary_of(proc.stderr) == "layoutcheck: 1 of 1 hook installed; calls: get_rollout_data 3"
+    bad = run(project, "reload.py", env={"LAYOUTCHECK": "raise"})
+    assert bad.returncode == 1 and "layoutcheck.errors.LayoutError: 1 layout violation" in bad.stderr
+
+
+PATCH = """
+import importlib.util, sys
+from tinytrainer import data, other
+# the trainer's own replacement, loaded from a file under a name of its own: never wrapped by an import
+spec = importlib.util.spec_from_file_location("fresh_copy", "tinytrainer/data.py")
+fresh = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(fresh)
+data.get_rollout_data(data.make_args(), [300, 1000])
+data.get_rollout_data = fresh.get_rollout_data   # assigned over the wrapper
+if sys.argv[1:] == ["step"]:
+    other.get_rollout_data(data.make_args(), [300, 1000])   # a step boundary: the hook goes in again
+data.get_rollout_data(data.make_args(global_padding=True), [300, 1000])
+print("trained")
+"""
+
+
+def test_a_function_assigned_over_its_wrapper_is_reinstalled_at_the_step_boundary_or_said_lost(project):
+    (project / "patch.py").write_text(PATCH)
+    (project / "tinytrainer" / "other.py").write_text(TRAINER)
+    config = project / "layoutcheck.toml"
+    config.write_text(hooks_table(GOOD, "tinytrainer.other:get_rollout_data"))
+    # no step boundary after the assignment: the summary says the hook is lost, and raise mode fails
+    lost = run(project, "patch.py", env={"LAYOUTCHECK": "raise"})
+    assert lost.returncode == 1 and "trained" in lost.stdout, lost.stderr
+    assert ("layoutcheck: 1 of 2 hooks installed; calls: get_rollout_data 0; 1 lost: producer `tinytrainer.data:get_rollout_data` "
+            "(`tinytrainer.data:get_rollout_data` was replaced by `fresh_copy.get_rollout_data` after its hook went "
+            "in)") in lost.stderr
+    assert (f"  runtime.hooks.producer in {config}: `tinytrainer.data:get_rollout_data` lost its wrapper after 1 "
+            "calls:") in lost.stderr
+    assert "layoutcheck: exit status 1: raise mode, and the run was not checked as configured" in lost.stderr
+    # a step boundary after it: wrapped again, and the buggy call is caught
+    step = run(project, "patch.py", "step", env={"LAYOUTCHECK": "record", "LAYOUTCHECK_REPORT": "run.json"})
+    assert step.returncode == 0 and "trained" in step.stdout, step.stderr
+    assert [v.invariant for v in load_run_report(project / "run.json").violations] == ["O3"]
+    assert summary_of(step.stderr) == (
+        "layoutcheck: 2 of 2 hooks installed; calls: data.get_rollout_data 2, other.get_rollout_data 1; re-installed: "
+        "get_rollout_data (`tinytrainer.data:get_rollout_data` was replaced by `fresh_copy.get_rollout_data` after "
+        "its hook went in; re-installed at a step boundary (calls in between went unchecked))")
+
+
+# --- a preset covers every path of a trainer; one process runs some (issue 27, point 10) -------------
+
+MILES = "miles.backends.training_utils"
+
+
+@pytest.fixture
+def miles(project: Path) -> Path:
+    """Modules at the Miles paths: the producer (the tiny trainer's) and the parallel state; the replay
+    filler and the offset helper exist but this process never imports them."""
+    package = project / "miles" / "backends" / "training_utils"
+    package.mkdir(parents=True)
+    for folder in (project / "miles", project / "miles" / "backends", package):
+        (folder / "__init__.py").write_text("")
+    (package / "data.py").write_text(TRAINER + "\n\ndef get_batch(data_iterator, keys, pad_multiplier=128, "
+                                     "qkv_format='thd', "
+                                     "get_position_ids=False, allgather_cp=False):\n"
+                                     "    return {}\n")
+    (package / "parallel.py").write_text("from types import SimpleNamespace as N\n\ndef get_parallel_state():\n"
+                                         "    return N(tp=N(size=1, rank=0), cp=N(size=1, rank=0, group=None))\n")
+    (package / "replay_data.py").write_text("def fill_replay_data(*, args, models, rollout_data):\n    return None\n")
+    (package / "cp_utils.py").write_text("def get_logits_and_tokens_offset_with_cp(total_length, response_length,"
+                                         " qkv_format='thd', max_seq_len=None):\n    return None\n")
+    (project / "rank.py").write_text(f"from {MILES}.data import get_rollout_data, make_args\n"
+                                     "get_rollout_data(make_args(), [300, 1000])\nprint('trained')\n")
+    return project
+
+
+def test_a_presets_hook_this_process_never_imports_is_not_exercised(miles):
+    (miles / "layoutcheck.toml").write_text('[runtime]\npreset = "miles"\n')
+    proc = run(miles, "rank.py", env={"LAYOUTCHECK": "raise"})
+    assert proc.returncode == 0 and "trained" in proc.stdout, proc.stderr
+    assert summary_of(proc.stderr) == (
+        f"layoutcheck: 2 of 4 hooks installed; calls: get_rollout_data 1, get_batch 0; 2 not exercised (the "
+        f"preset's, in modules this process never imported: `{MILES}.replay_data:fill_replay_data`, "
+        f"`{MILES}.cp_utils:get_logits_and_tokens_offset_with_cp`); 3 tracer hooks off (LAYOUTCHECK_TRACE=1)")
+
+
+def test_a_hook_the_user_named_must_install_even_beside_a_preset(miles):
+    config = miles / "layoutcheck.toml"
+    config.write_text(f'[runtime]\npreset = "miles"\n[runtime.hooks]\nreplay-filler = '
+                      f'["{MILES}.replay_data:fill_replay_data"]\n')
+    proc = run(miles, "rank.py", env={"LAYOUTCHECK": "raise"})
+    assert proc.returncode == 1 and "trained" in proc.stdout, proc.stderr
+    assert (f"  runtime.hooks.replay-filler in {config}: `{MILES}.replay_data:fill_replay_data` was never installed: "
+            f"this process never imported `{MILES}.replay_data`") in proc.stderr
+    assert "1 not exercised (the preset's, in modules this process never imported: " \
+        f"`{MILES}.cp_utils:get_logits_and_tokens_offset_with_cp`)" in proc.stderr

@@ -36,7 +36,7 @@ JOB = ROOT / "tests" / "debug_run.py"
 
 def environment(**extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("LAYOUTCHECK", "RAY_"))}
-    env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "fixtures"), str(ROOT / "tests")])
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "fixtures"), str(ROOT / "tests"), str(ROOT)])
     env.update(extra)
     return env
 

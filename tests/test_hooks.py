@@ -175,3 +175,69 @@ def test_the_finder_leaves_sys_meta_path_when_nothing_is_watched(pkg):
     assert "_PostImportFinder" not in [type(f).__name__ for f in sys.meta_path]
     importlib.import_module(f"{pkg}.data")
     assert sys.modules[f"{pkg}.data"].get_batch("x", ())[0] == "batch"
+
+
+# --- a hook stays in place: reload, a second import, an assignment over it (issue 29, point 3) --------
+
+
+def test_a_reloaded_module_gets_its_new_function_wrapped_at_once(pkg):
+    hooks = HookSet(tagging)
+    hooks.add([HookSpec("batch-builder", f"{pkg}.data:get_batch"), HookSpec("batch-builder", f"{pkg}.data:Builder.build")])
+    data = importlib.import_module(f"{pkg}.data")
+    before = data.get_batch
+    importlib.reload(data)  # the body runs again: new function and class objects
+    assert data.get_batch is not before
+    assert data.get_batch("x", ())[0] == "hooked" and data.Builder().build(1)[0] == "hooked"
+    assert len(hooks.installed) == 2 and hooks.lost == {} and hooks.take_reinstalled() == []
+    hooks.refresh(reinstall=False)  # found again: nothing lost
+    assert hooks.lost == {}
+    hooks.remove()
+    assert data.get_batch("x", ())[0] == "batch" and data.Builder().build(1)[0] == "build"
+
+
+def test_a_hooked_module_imported_again_under_another_name_is_wrapped_too(pkg, tmp_path, monkeypatch):
+    hooks = HookSet(tagging)
+    hooks.add([HookSpec("batch-builder", f"{pkg}.data:get_batch")])
+    importlib.import_module(f"{pkg}.data")
+    monkeypatch.syspath_prepend(str(tmp_path / pkg))  # the package's folder on the path: `data` is the same file
+    try:
+        second = importlib.import_module("data")
+        assert second is not sys.modules[f"{pkg}.data"]
+        assert second.get_batch("x", ())[0] == "hooked"
+        hooks.remove()
+        assert second.get_batch("x", ())[0] == "batch"
+    finally:
+        sys.modules.pop("data", None)
+
+
+def test_a_function_assigned_over_the_wrapper_is_reinstalled_or_reported_lost(pkg):
+    hooks = HookSet(tagging)
+    hooks.add([HookSpec("batch-builder", f"{pkg}.data:get_batch")])
+    data = importlib.import_module(f"{pkg}.data")
+
+    def patched(data_iterator, keys):
+        return ("patched",)
+
+    data.get_batch = patched
+    hooks.refresh(reinstall=False)  # at exit: said, not fixed
+    (why,) = hooks.lost.values()
+    assert f"`{pkg}.data:get_batch` was replaced by `{__name__}.{patched.__qualname__}`" in why
+    assert not hooks.installed  # "installed" means wrapped now
+    hooks.refresh(reinstall=True)  # a step boundary: wrapped again
+    assert data.get_batch("x", ()) == ("hooked", "batch-builder", ("patched",))
+    assert hooks.lost == {} and [s.target for s, _ in hooks.take_reinstalled()] == [f"{pkg}.data:get_batch"]
+    assert len(hooks.installed) == 1
+    hooks.remove()
+    assert data.get_batch is patched
+
+
+def test_a_waiting_hook_whose_package_lacks_the_module_is_told_when_the_package_is_imported(pkg):
+    missing = []
+    hooks = HookSet(tagging, on_missing=lambda spec, why: missing.append((spec.target, why)))
+    hooks.add([HookSpec("batch-builder", f"{pkg}.dataa:get_batch"), HookSpec("producer", f"{pkg}.data:get_batch")])
+    assert missing == []
+    importlib.import_module(pkg)  # the package's body ran: it has no `dataa`
+    assert missing == [(f"{pkg}.dataa:get_batch", f"module `{pkg}.dataa` does not exist: `{pkg}` has no module "
+                        f"`dataa`; did you mean `{pkg}.data`?")]
+    assert len(hooks.pending) == 2
+    hooks.remove()

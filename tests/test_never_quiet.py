@@ -9,11 +9,15 @@ unknown key, an unknown ``LAYOUTCHECK`` value. Only the two clean runs of
 the job run (``--only none``): two rollouts each, so the first step ends in
 the first of them. What must hold:
 
-* raise mode: an error at the end of the first step (the step of clean@0's
-  second rollout raises it) or at exit, naming the key and the file, or
-  the variable, and the process exits with status 1;
-* warn and record modes: the run goes on, a warning (warn), and a line in
-  the exit summary and in the run report;
+* a mistake in the configuration (a key or table the file cannot contain,
+  a bad value, an unknown ``LAYOUTCHECK`` value, a hook module its package
+  lacks, a function its module lacks): the process stops before the job's
+  first step, in every mode, with one message naming the key and the file
+  (or the variable) and the fix, no traceback, exit status 2
+  (`tests/test_activation.py` has each mistake on a tiny trainer);
+* a module that exists but the program never imports: known at exit only;
+  raise mode fails the process (status 1), warn and record modes say it in
+  the exit summary and the run report;
 * always: the summary's second line says how many hooks went in and the
   calls each saw.
 """
@@ -40,7 +44,7 @@ def run(tmp: Path, config: Path | None, *, mode: str = "raise", extra_path: str 
     """The job's clean runs in a subprocess; its completed process and what each run raised (``None``: no file)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("LAYOUTCHECK")}
     env.update(LAYOUTCHECK=mode, LAYOUTCHECK_REPORT="report.json",
-               PYTHONPATH=os.pathsep.join(p for p in (str(ROOT / "fixtures"), str(ROOT / "tests"), extra_path) if p))
+               PYTHONPATH=os.pathsep.join(p for p in (str(ROOT / "fixtures"), str(ROOT / "tests"), extra_path, str(ROOT)) if p))
     if config is not None:
         env["LAYOUTCHECK_CONFIG"] = str(config)
     proc = subprocess.run([sys.executable, *(args or (str(JOB), "out.json", "--only", "none"))], cwd=tmp, env=env,
@@ -86,33 +90,22 @@ def test_a_clean_run_says_how_many_hooks_went_in_and_the_calls_each_saw(tmp_path
 # ---------------------------------------------------------------- a misspelled module
 
 
-def test_a_misspelled_hook_module_stops_raise_mode_at_the_end_of_the_first_step(tmp_path):
-    config = misspelled(tmp_path, "minitrainer.data:get_batch", "minitrainer.dataa:get_batch")
-    proc, out = run(tmp_path, config)
-    assert proc.returncode == 1, proc.stderr
-    error = out["clean@0"]
-    assert error["type"] == "ConfigError"
-    assert error["message"].startswith("the debug mode is not checking what its configuration says (1 problem, raise "
-                                       "mode, at the end of the first step):")
-    assert (f"  runtime.hooks.batch-builder in {config}: `minitrainer.dataa:get_batch` was never installed: module "
-            "`minitrainer.dataa` does not exist: `minitrainer` has no module `dataa`; did you mean "
-            "`minitrainer.data`?") in error["message"]
-    assert out["clean@1"] == {"type": None, "invariants": []}  # raised once; the exit fails the process
-    assert "layoutcheck: exit status 1: raise mode, and the run was not checked as configured" in proc.stderr
+def assert_stopped(proc: subprocess.CompletedProcess[str], out: dict | None, first_line: str) -> None:
+    """Stopped before the job's first step: one message, its first line as given, no traceback, status 2."""
+    assert proc.returncode == 2 and out is None, proc.stderr  # the job wrote nothing: no step ran
+    assert "Traceback" not in proc.stderr and proc.stderr.count("layoutcheck: configuration error: ") == 1
+    assert proc.stderr.startswith(f"layoutcheck: configuration error: {first_line}"), proc.stderr
+    assert proc.stderr.splitlines()[-1].endswith("or unset LAYOUTCHECK to run without the debug mode.")
 
 
-def test_a_misspelled_hook_module_is_a_summary_and_report_line_in_record_mode(tmp_path):
+@pytest.mark.parametrize("mode", ["raise", "record"])
+def test_a_misspelled_hook_module_stops_the_run_when_its_package_is_imported(tmp_path, mode):
     config = misspelled(tmp_path, "minitrainer.data:get_batch", "minitrainer.dataa:get_batch")
-    proc, out = run(tmp_path, config, mode="record")
-    assert proc.returncode == 0 and out["clean@0"]["type"] is None, proc.stderr
-    assert ("layoutcheck: 1 of 4 hooks never installed: batch-builder `minitrainer.dataa:get_batch` (module "
-            "`minitrainer.dataa` does not exist: `minitrainer` has no module `dataa`; did you mean "
-            "`minitrainer.data`?); 3 installed, calls: get_rollout_data 4, fill_replay_data 8, "
-            "get_logits_and_tokens_offset_with_cp 128; 3 tracer hooks off (LAYOUTCHECK_TRACE=1)"
-            ) in summary_lines(proc.stderr)
-    report = load_run_report(tmp_path / "report.json")
-    (missing,) = [h for h in report.hook_calls if not h.installed]
-    assert missing.target == "minitrainer.dataa:get_batch" and "does not exist" in missing.problem
+    proc, out = run(tmp_path, config, mode=mode)
+    assert_stopped(proc, out, f"runtime.hooks.batch-builder in {config}: `minitrainer.dataa:get_batch` cannot be "
+                   "installed: module `minitrainer.dataa` does not exist: `minitrainer` has no module `dataa`; did "
+                   "you mean `minitrainer.data`?")
+    assert "stopped when the program imported `minitrainer`, before any step" in proc.stderr
 
 
 def test_a_process_that_never_runs_the_trainer_says_nothing(tmp_path):
@@ -148,45 +141,25 @@ def test_a_hook_whose_module_is_never_imported_fails_raise_mode_at_exit(tmp_path
 # ---------------------------------------------------------------- a function its module lacks
 
 
-def test_a_hook_target_its_module_lacks_fails_at_install_naming_the_key_and_the_file(tmp_path):
+@pytest.mark.parametrize("mode", ["raise", "warn"])
+def test_a_hook_target_its_module_lacks_stops_at_install_naming_the_key_and_the_file(tmp_path, mode):
     config = misspelled(tmp_path, "minitrainer.data:get_batch", "minitrainer.data:get_batchh")
-    proc, out = run(tmp_path, config)
-    assert proc.returncode == 1 and out is None  # the import that installs the hook fails: nothing ran
-    assert (f"layoutcheck.errors.ConfigError: runtime.hooks.batch-builder in {config}: cannot hook "
-            "`minitrainer.data:get_batchh` (batch-builder): `minitrainer.data` has no attribute `get_batchh`; "
-            "did you mean `get_batch`?") in proc.stderr
-    assert "layoutcheck: 1 of 4 hooks never installed: batch-builder `minitrainer.data:get_batchh`" in proc.stderr
-    warn, out = run(tmp_path, config, mode="warn")
-    assert warn.returncode == 0 and out["clean@0"]["type"] is None, warn.stderr
-    assert "LayoutWarning: layoutcheck could not hook `minitrainer.data:get_batchh` (batch-builder)" in warn.stderr
-    assert any(line.startswith("layoutcheck: 1 of 4 hooks never installed: batch-builder "
-                               "`minitrainer.data:get_batchh` (`minitrainer.data` has no attribute `get_batchh`; "
-                               "did you mean `get_batch`?); 3 installed")
-               for line in summary_lines(warn.stderr)), warn.stderr
+    proc, out = run(tmp_path, config, mode=mode)
+    assert_stopped(proc, out, f"runtime.hooks.batch-builder in {config}: cannot hook `minitrainer.data:get_batchh` "
+                   "(batch-builder): `minitrainer.data` has no attribute `get_batchh`; did you mean `get_batch`?")
+    assert "stopped when the program imported `minitrainer.data`, before any call of the hook" in proc.stderr
 
 
 # ---------------------------------------------------------------- tables and keys the file cannot contain
 
 
-def test_a_tool_layoutcheck_table_in_a_layoutcheck_toml_is_read_and_stops_raise_mode(tmp_path):
+def test_a_tool_layoutcheck_table_in_a_layoutcheck_toml_stops_the_run_at_start(tmp_path):
     config = write(tmp_path / "layoutcheck.toml", CONFIG.read_text().replace("[runtime", "[tool.layoutcheck.runtime"))
-    proc, out = run(tmp_path, config)
-    assert proc.returncode == 1, proc.stderr
-    message = out["clean@0"]["message"]
-    assert out["clean@0"]["type"] == "ConfigError"
-    assert (f"  tool.layoutcheck in {config}: a table a layoutcheck.toml cannot contain (its top level is the "
-            "[tool.layoutcheck] table itself): write [runtime], not [tool.layoutcheck.runtime]; its runtime table "
-            "was read meanwhile") in message
-    assert "  hooks: 4 of 4 installed, calls: get_rollout_data 2, get_batch 16" in message  # it checked meanwhile
-    assert proc.stderr.startswith(f"layoutcheck: tool.layoutcheck in {config}: a table a layoutcheck.toml cannot")
-    record, _ = run(tmp_path, config, mode="record")
-    assert record.returncode == 0, record.stderr
-    assert summary_lines(record.stderr)[-1].startswith(
-        "layoutcheck: 4 of 4 hooks installed; calls: get_rollout_data 4, get_batch 64, fill_replay_data 8, "
-        "get_logits_and_tokens_offset_with_cp 128; 3 tracer hooks off (LAYOUTCHECK_TRACE=1); 1 configuration "
-        f"problem: tool.layoutcheck in {config}: a table")
-    (problem,) = load_run_report(tmp_path / "report.json").problems
-    assert problem.key == "tool.layoutcheck" and problem.source == str(config)
+    proc, out = run(tmp_path, config, mode="record")
+    assert_stopped(proc, out, f"tool.layoutcheck in {config}: a table a layoutcheck.toml cannot contain (its top "
+                   "level is the [tool.layoutcheck] table itself): write [runtime], not [tool.layoutcheck.runtime]")
+    assert "stopped at start, before the program ran" in proc.stderr
+    assert f"correct `tool.layoutcheck` in {config}" in proc.stderr
 
 
 @pytest.mark.parametrize("where", ["pyproject", "layoutcheck.toml"])
@@ -199,50 +172,29 @@ def test_an_unknown_key_is_named_with_its_file_and_a_near_spelling(tmp_path, whe
         config = write(tmp_path / "layoutcheck.toml", text)
         key = "runtime.cross-rank-timout"
     proc, out = run(tmp_path, config)
-    assert proc.returncode == 1, proc.stderr
-    assert out["clean@0"]["type"] == "ConfigError"
-    assert f"  {key} in {config}: unknown key; did you mean `cross-rank-timeout`? (valid keys: boundaries, buckets, " \
-        in out["clean@0"]["message"]
+    assert_stopped(proc, out, f"{key} in {config}: unknown key; did you mean `cross-rank-timeout`? (valid keys: "
+                   "boundaries, buckets, ")
 
 
 # ---------------------------------------------------------------- an unknown LAYOUTCHECK value
 
 
-def test_an_unknown_layoutcheck_value_runs_the_configured_mode_and_says_so(tmp_path):
+def test_an_unknown_layoutcheck_value_stops_the_run_at_start(tmp_path):
     proc, out = run(tmp_path, CONFIG, mode="rase")
-    assert proc.returncode == 1, proc.stderr
-    assert out["env"] == "rase" and out["clean@0"]["type"] == "ConfigError"
-    assert ("  LAYOUTCHECK='rase' (environment variable): did you mean `raise`? expected one of raise, warn, record, "
-            "1 (the configured mode) or 0 (off)") in out["clean@0"]["message"]
-    assert proc.stderr.startswith("layoutcheck: LAYOUTCHECK='rase' (environment variable)")
-    # the configuration's own mode, warn: a warning at the end of the first step, the summary, the report
-    config = write(tmp_path / "layoutcheck.toml", CONFIG.read_text().replace('mode = "raise"', 'mode = "warn"'))
-    warn, out = run(tmp_path, config, mode="rase")
-    assert warn.returncode == 0 and out["clean@0"]["type"] is None, warn.stderr
-    assert ("LayoutWarning: the debug mode is not checking what its configuration says (at the end of the first step):\n"
-            "LAYOUTCHECK='rase' (environment variable)") in warn.stderr
-    assert summary_lines(warn.stderr)[-1].endswith(
-        "; 1 configuration problem: LAYOUTCHECK='rase' (environment variable): did you mean `raise`? expected one "
-        "of raise, warn, record, 1 (the configured mode) or 0 (off)")
-    (problem,) = load_run_report(tmp_path / "report.json").problems
-    assert problem.key == "LAYOUTCHECK" and problem.source == "environment"
+    assert_stopped(proc, out, "LAYOUTCHECK='rase' (environment variable): did you mean `raise`? expected one of "
+                   "raise, warn, record, 1 (the configured mode) or 0 (off)")
+    assert "set LAYOUTCHECK to one of the values above" in proc.stderr
 
 
-def test_a_configuration_that_cannot_be_used_fails_raise_mode_at_exit(tmp_path):
-    # a bad value: nothing can be hooked; the program runs unchecked, and says so at start and at exit
+def test_a_value_of_the_wrong_kind_stops_the_run_at_start_in_every_mode_and_every_process(tmp_path):
+    # checks on what a mistake left to a default would be wrong checks: nothing runs, not even a tool
     config = misspelled(tmp_path, 'mode = "raise"', 'mode = "lound"')
-    proc, out = run(tmp_path, config)
-    assert out["clean@0"]["type"] is None and out["session"] is None  # ran, unchecked
-    assert proc.returncode == 1, proc.stderr
-    assert f"runtime.mode\n    Input should be 'raise', 'warn' or 'record'" in proc.stderr
-    assert proc.stderr.count("nothing is checked in this process") == 1
-    assert "layoutcheck: nothing was checked in this process" in proc.stderr.splitlines()[-1]
-    record, _ = run(tmp_path, config, mode="record")
-    assert record.returncode == 0 and "nothing was checked in this process" in record.stderr
-    # a process that runs only installed tools (pip: nothing outside the environment) says so, keeps its status
+    for mode in ("raise", "record"):
+        proc, out = run(tmp_path, config, mode=mode)
+        assert_stopped(proc, out, f"1 error in {config}:\n  runtime.mode\n    Input should be 'raise', 'warn' or "
+                       "'record'")
     tool, _ = run(tmp_path, config, args=("-c", "import json; print('ok')"))
-    assert tool.returncode == 0 and tool.stdout == "ok\n", tool.stderr
-    assert "nothing was checked in this process" in tool.stderr
+    assert tool.returncode == 2 and tool.stdout == "" and "correct `runtime.mode` in" in tool.stderr
 
 
 # ---------------------------------------------------------------- in process: telling a typo from a module not used

@@ -96,6 +96,22 @@ def test_verl_0_7_0_fails_its_step_on_the_rank_whose_layout_is_wrong_and_0_9_1_i
     assert checked[0]["step"]["type"] == "peer failed" and checked[0]["session"]["violations"] == 0
 
 
+def test_a_rank_that_never_imports_one_of_the_presets_modules_is_not_failed_by_it(verl_folder, tmp_path):
+    # Issue 27 point 10: a preset covers every path of a trainer, one process runs some. This rank packs without
+    # verl's micro-batching: `seqlen_balancing` is never imported, its hook is "not exercised", raise mode passes.
+    config = preset_config(tmp_path, "verl")
+    runs = run_verl(verl_folder("0.9.1"), "trainers.verl_preset_job", out=tmp_path / "run", cp=2, tp=2,
+                    parameters={**JOB, "balance": False}, env={"LAYOUTCHECK": "raise", "LAYOUTCHECK_CONFIG": str(config)})
+    for run in runs:
+        assert run.returncode == 0, run.stderr[-4000:]
+        assert run["step"]["type"] is None and run["step"]["roundtrip"], run["step"]
+        assert run["session"]["hooks"] == ["boundary: verl.models.mcore.util:postprocess_packed_seqs",
+                                           "boundary: verl.models.mcore.util:preprocess_packed_seqs"]
+        assert ("2 of 3 hooks installed; calls: preprocess_packed_seqs 1, postprocess_packed_seqs 1; 1 not exercised "
+                "(the preset's, in modules this process never imported: "
+                "`verl.utils.seqlen_balancing:rearrange_micro_batches`)") in run.stderr, run.stderr[-4000:]
+
+
 def init(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "layoutcheck", "init", *args], cwd=cwd, capture_output=True,
                           text=True, timeout=900)

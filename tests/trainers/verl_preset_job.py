@@ -14,7 +14,9 @@ exchanges at each hooked call):
    all-gathers the streams and unpacks them into rows.
 
 Parameters: ``lengths`` (true lengths, right-padded to ``width``),
-``max_token_len``. Reported: ``step`` (``type``/``message``/``invariants`` of
+``max_token_len``, ``balance`` (default true; false: the batch is one
+micro-batch and ``verl.utils.seqlen_balancing`` is never imported, as in a
+process that runs another of verl's paths). Reported: ``step`` (``type``/``message``/``invariants`` of
 the first error, the micro-batch schedule, the packed streams, whether the
 round trip gave the ids back) and ``session`` (the debug mode's hooks,
 violations and notes). It never mentions layoutcheck's hooks: the
@@ -42,15 +44,19 @@ def batch(lengths: list[int], width: int) -> dict[str, torch.Tensor]:
     return {"input_ids": ids, "attention_mask": mask}
 
 
-def step(lengths: list[int], width: int, max_token_len: int) -> dict:
+def step(lengths: list[int], width: int, max_token_len: int, balance: bool = True) -> dict:
     from tensordict import TensorDict
     from verl.models.mcore.util import postprocess_packed_seqs, preprocess_packed_seqs
-    from verl.utils.seqlen_balancing import rearrange_micro_batches
 
     data = TensorDict(batch(lengths, width), batch_size=[len(lengths)])
     error: Exception | None = None
     packed = []
-    micro_batches, indices = rearrange_micro_batches(data, max_token_len=max_token_len)
+    if balance:
+        from verl.utils.seqlen_balancing import rearrange_micro_batches
+
+        micro_batches, indices = rearrange_micro_batches(data, max_token_len=max_token_len)
+    else:
+        micro_batches, indices = [data], [list(range(len(lengths)))]
     for mb in micro_batches:
         try:
             stream, params = preprocess_packed_seqs(mb["input_ids"], mb["attention_mask"], pre_process=True)
@@ -73,7 +79,8 @@ def step(lengths: list[int], width: int, max_token_len: int) -> dict:
 
 if __name__ == "__main__":
     parameters = ranks.params()
-    ranks.report("step", step(parameters["lengths"], parameters["width"], parameters["max_token_len"]))
+    ranks.report("step", step(parameters["lengths"], parameters["width"], parameters["max_token_len"],
+                              parameters.get("balance", True)))
     session = sys.modules.get("layoutcheck.runtime.activation.session")
     active = session.active_session() if session else None
     ranks.report("session", None if active is None else {

@@ -17,19 +17,29 @@ up (`Session.setup`: each hook's calls, and what did not go in) and the run
 report (``report`` / ``$LAYOUTCHECK_REPORT``, appended at each rollout and
 at exit, `layoutcheck.runtime.reporting.runlog`).
 
-Never quiet by mistake. A debug run that checks less than its configuration
-says must not end looking checked. What was not set up (a key the file
-cannot contain, an unknown ``LAYOUTCHECK`` value, a hook whose module does
-not exist or was never imported, a function its module lacks) is reported
-at the **end of the first step** (the first hook call after the checks began
-a second rollout: a second producer call, or a consumer reading a second
-rollout dict), or at exit if that comes first: raise mode raises a
-`ConfigError` naming the key and the file (or the variable) there, and a
-process that ends with such a problem exits with status 1; warn mode warns;
-every mode puts it in the exit summary and the run report. The exit summary
-always has a second line with the hooks installed and the calls each saw.
-A process whose hooks saw no call (a launcher, a Ray driver, ``pip``) says
-nothing about hooks its program never imported.
+A configuration mistake stops the run before its first step. A debug run
+never checks on what a mistake left to a default: an unknown key, a table the
+file cannot contain, a bad value, an unknown ``LAYOUTCHECK`` value end the
+process at interpreter start, and a hook target that does not resolve ends it
+as soon as the program shows it (its package imported without the module,
+its module imported without the function or with one that does not fit, the
+first hooked call for a top-level package that cannot be found), each with
+one message naming the key and the file (or the variable) and the fix, no
+traceback, exit status 2 (`_stop`). What can only be known at exit (a module
+that exists but was never imported) is reported then: raise mode exits with
+status 1; every mode puts it in the exit summary and the run report. A
+preset's hook whose module the process never imports is "not exercised" (a
+preset covers every path of its trainer; a process runs some), never a
+problem. Through the API (`activate`), the mistakes raise `ConfigError`s as
+before, and what was not set up is reported at the **end of the first step**
+(the first hook call after the checks began a second rollout) or at exit.
+
+A hook stays wrapped: every hooked function is found again at each step
+boundary (a rollout beginning) and at exit; one replaced since is wrapped
+again at the boundary or reported as lost at exit (`Session._refresh_hooks`).
+The exit summary always has a second line with the hooks installed (wrapped
+now) and the calls each saw. A process whose hooks saw no call (a launcher,
+a Ray driver, ``pip``) says nothing about hooks its program never imported.
 """
 
 from __future__ import annotations
@@ -62,7 +72,7 @@ from layoutcheck.runtime.hooks.settings import (
     effective,
     env_mode,
 )
-from layoutcheck.runtime.hooks.targets import not_installed_reason
+from layoutcheck.runtime.hooks.targets import module_state, not_installed_reason
 from layoutcheck.runtime.reporting.runlog import RunLog, chunk
 from layoutcheck.runtime.reporting.setup import HookStatus, SetupLedger
 
@@ -90,7 +100,8 @@ class _Target:
         self.target, self.key = target, key
         self._fn: Callable[[], Any] | None = None
 
-    def __call__(self) -> Any:
+    def load(self) -> Callable[[], Any]:
+        """The function (imported once); `LayoutSpecError` naming the key when it cannot be loaded."""
         if self._fn is None:
             module, _, qualname = self.target.partition(":")
             try:
@@ -100,7 +111,10 @@ class _Target:
             except (ImportError, AttributeError) as err:
                 raise LayoutSpecError(f"{self.key}: {self.target!r} cannot be loaded: {err}") from None
             self._fn = value
-        return self._fn()
+        return self._fn
+
+    def __call__(self) -> Any:
+        return self.load()()
 
 
 class Session:
@@ -113,7 +127,7 @@ class Session:
 
     def __init__(self, settings: RuntimeSettings, *, config_file: Path | None, root: Path,
                  trace_default: bool = False, problems: Sequence[ConfigError] = (),
-                 key_prefix: str = "tool.layoutcheck") -> None:
+                 key_prefix: str = "tool.layoutcheck", stop_on_mistake: bool = False) -> None:
         from layoutcheck.runtime.checker.layout_checker import CrossRankOptions, LayoutChecker
 
         self.settings = settings
@@ -128,6 +142,11 @@ class Session:
         """Whether the end of the first step and the exit report what was not set up (raise mode: fail there).
 
         The pytest plugin sets it off: it reports per test, and a module no test imports is no mistake."""
+        self.stop_on_mistake = stop_on_mistake
+        """Whether a configuration mistake found while the program runs (a hook target that does not resolve or
+        fit) ends the process at once with one message and status 2 (`_stop`): a session the environment started.
+        Otherwise it is raised (raise mode) or reported, as an API caller expects."""
+        self._called = False
         self.setup = SetupLedger(problems=problems)
         """Each configured hook (installed or not, its calls) and the configuration's problems."""
         parallel = settings.parallel_state_target
@@ -148,7 +167,7 @@ class Session:
         self._first_step = True
         self._rollouts_seen = 0
         self._log: RunLog | None = None
-        self._hooks = HookSet(self._wrap, on_error=self._hook_error)
+        self._hooks = HookSet(self._wrap, on_error=self._hook_error, on_missing=self._hook_missing)
         self._add_hooks(s for s in settings.hook_specs() if self._tracing or s.role not in TRACER_ROLES)
         if not self._tracing:
             self.setup.tracer_off = sum(s.role in TRACER_ROLES for s in settings.hook_specs())
@@ -311,6 +330,8 @@ class Session:
 
         @functools.wraps(wrapper)
         def layoutcheck_hook(*args: Any, **kwargs: Any) -> Any:
+            if not self._called:
+                self._first_call()
             status.calls += 1
             result = wrapper(*args, **kwargs)
             if checker.rollouts != self._rollouts_seen:
@@ -319,9 +340,56 @@ class Session:
 
         return layoutcheck_hook
 
+    def _first_call(self) -> None:
+        """Before the first hooked call runs its checks: what only the running program can tell, judged once.
+
+        By now the program set up its ``sys.path``: a hook the user named
+        whose top-level package cannot be found is a typo, and the
+        ``parallel-state`` function the user named must load. In a session
+        the environment started, either stops the process here (`_stop`),
+        before a check runs on a guessed value.
+        """
+        self._called = True
+        if not (self.stop_on_mistake and self.debug_run):
+            return
+        for spec in self._hooks.pending:
+            if spec.origin == "preset":
+                continue
+            reason = not_installed_reason(spec.module, calls=1, at_exit=False)
+            if reason is not None:
+                status = self.setup.add(HookStatus(spec.role, spec.target, self._key(spec.origin)))
+                _stop(_config_error(status.key, f"`{spec.target}` cannot be installed: {reason}"),
+                      "at the program's first hooked call, before its checks ran")
+        target = self.checker.parallel_state
+        if self.settings.parallel_state is not None and isinstance(target, _Target):
+            try:
+                target.load()
+            except LayoutSpecError as err:
+                _stop(_config_error(self._key("parallel-state"), str(err)),
+                      "at the program's first hooked call, before its checks ran")
+
+    def _refresh_hooks(self, *, at_exit: bool) -> None:
+        """Find every hooked function again; re-install one that was replaced (not at exit), record one lost.
+
+        A step boundary (a rollout beginning) re-installs: the calls between
+        the replacement and here went unchecked, which the summary says. A
+        reload or a second import is seen by the import system and
+        re-installed at once (`layoutcheck.runtime.hooks.install`).
+        """
+        self._hooks.refresh(reinstall=not at_exit)
+        for spec, why in self._hooks.take_reinstalled():
+            status = self.setup.hook(spec.role, spec.target)
+            if status is not None:
+                status.reinstalled.append(f"{why}; re-installed at a step boundary (calls in between went unchecked)")
+        for spec, why in self._hooks.lost.items():
+            status = self.setup.hook(spec.role, spec.target)
+            if status is not None:
+                status.lost = why
+
     def _rollout_began(self) -> None:
         """The checks began a rollout: append the report, and after the first step report what was not set up."""
         self._rollouts_seen = self.checker.rollouts
+        self._refresh_hooks(at_exit=False)
         ending = self._first_step and self._rollouts_seen >= 2
         if ending:
             self._first_step = False
@@ -342,8 +410,13 @@ class Session:
         calls = self.setup.calls
         for spec in self._hooks.pending:
             status = self.setup.hook(spec.role, spec.target)
-            if status is not None and status.problem is None:
-                status.problem = not_installed_reason(spec.module, calls=calls, at_exit=at_exit)
+            if status is None or status.problem is not None:
+                continue
+            if spec.origin == "preset":
+                # a preset covers every path of its trainer; one process runs some: not a problem, but said
+                status.not_exercised = at_exit and calls > 0 and module_state(spec.module) != "imported"
+                continue
+            status.problem = not_installed_reason(spec.module, calls=calls, at_exit=at_exit)
 
     def _announce(self, when: str) -> None:
         """Raise (raise mode) or warn (warn mode) about what was not set up, once; record mode leaves it to the summary."""
@@ -367,11 +440,16 @@ class Session:
             return None
 
     def _hook_error(self, spec: HookSpec, err: LayoutSpecError) -> None:
-        # raise mode: the error surfaces where the hook was installed (the program's import), naming the key
-        # and the file; warn / record: the function runs unchecked, and the user is told once, and at exit.
+        # A session the environment started: the process stops here, in the import that installs the hook,
+        # before any call of it (one message, no traceback). Otherwise raise mode: the error surfaces where the
+        # hook was installed, naming the key and the file; warn / record: the function runs unchecked, and the
+        # user is told once, and at exit.
         status = self.setup.add(HookStatus(spec.role, spec.target, self._key(spec.origin)))
         reason = str(err)
         status.problem = reason.removeprefix(f"cannot hook `{spec.target}` ({spec.role}): ")
+        if self.stop_on_mistake and self.debug_run:
+            _stop(_config_error(status.key, reason),
+                  f"when the program imported `{spec.module}`, before any call of the hook")
         if self.mode == "raise":
             self.setup.announced = True  # raised here, at installation: before the end of the first step
             key, _, source = status.key.partition(" in ")
@@ -382,6 +460,22 @@ class Session:
             from layoutcheck.runtime.reporting.modes import LayoutWarning
 
             warnings.warn(text, LayoutWarning, stacklevel=2)
+
+    def _hook_missing(self, spec: HookSpec, reason: str) -> None:
+        """A package of a waiting hook's module was imported without the module: the hook can never go in.
+
+        A hook the user named: a typo, which stops a session the environment
+        started at once, before any step (`_stop`), and is the hook's problem
+        otherwise. A preset's: this trainer's version or set-up has no such
+        path; the summary lists it as not exercised at exit.
+        """
+        if spec.origin == "preset":
+            return
+        status = self.setup.add(HookStatus(spec.role, spec.target, self._key(spec.origin)))
+        status.problem = reason
+        if self.stop_on_mistake and self.debug_run:
+            _stop(_config_error(status.key, f"`{spec.target}` cannot be installed: {reason}"),
+                  f"when the program imported `{spec.module.rpartition('.')[0]}`, before any step")
 
     def close(self) -> None:
         """Uninstall every hook (restoring every name it patched)."""
@@ -409,7 +503,8 @@ class Session:
             "mode": self.mode,
             "hooks": [str(s) for s in self.hooks],
             "hook_calls": [
-                {"role": h.role, "target": h.target, "installed": h.installed, "calls": h.calls, "problem": h.problem}
+                {"role": h.role, "target": h.target, "installed": h.installed and h.lost is None, "calls": h.calls,
+                 "problem": h.problem if h.lost is None else f"lost its wrapper: {h.lost}"}
                 for h in self.setup.hooks
             ],
             "problems": [{"key": p.key, "source": p.source, "message": str(p)} for p in self.setup.problems],
@@ -497,6 +592,8 @@ class Session:
                 self.checker.close_cross_rank()
             except Exception as err:  # noqa: BLE001 - the exit goes on
                 print(f"layoutcheck: the cross-rank side group could not be closed at exit: {err}", file=sys.stderr)
+        if self._hooks.installed:
+            self._refresh_hooks(at_exit=True)  # "installed" at exit means still wrapped: a lost one is said
         if self.debug_run:
             self._settle_pending(at_exit=True)
         problems = self.debug_run and self.setup.has_problems()
@@ -516,6 +613,41 @@ class Session:
                 print(f"layoutcheck{who}: exit status 1: raise mode, and the run was not checked as configured",
                       file=sys.stderr)
             exit_status.fail(1)
+
+
+class _NoHooks(ConfigError):
+    """Switched on with no hooks configured (or no file found): reported at start and exit, never a stop.
+
+    A process that finds no file may be one the run did not mean to check
+    (a tool started elsewhere, a Ray helper in another folder)."""
+
+
+def _config_error(key_in_file: str, message: str) -> ConfigError:
+    """A `ConfigError` for ``KEY in FILE`` (as `Session._key` spells it) and a message that may repeat the key."""
+    key, _, source = key_in_file.partition(" in ")
+    text = message if message.startswith(key_in_file) else f"{key_in_file}: {message}"
+    return ConfigError(text, key=key, source=source or None)
+
+
+def _stop(err: ConfigError, when: str) -> None:
+    """End the process now, with one message and status 2: a configuration mistake in a debug run (never returns).
+
+    The message is the error's (which names the key and the file, or the
+    variable), then one line: when the process stopped, and the fix. No
+    traceback, no summary: nothing was checked. Status 2, as a command-line
+    tool ends on a usage error; a layout violation is 1.
+    """
+    what = str(err).strip()
+    if err.source == "environment":
+        fix = f"set {err.key} to one of the values above"
+    elif err.key and err.source:
+        fix = f"correct `{err.key}` in {err.source}"
+    else:
+        fix = "correct the configuration"
+    print(f"layoutcheck: configuration error: {what}\n"
+          f"layoutcheck: stopped {when} (pid {os.getpid()}, exit status 2): {fix}, or unset {ENV_MODE} to run "
+          "without the debug mode.", file=sys.stderr)
+    exit_status.fail(2)
 
 
 def _rank_and_world() -> tuple[int, int]:
@@ -558,6 +690,7 @@ def activate(
     environ: Mapping[str, str] | None = None,
     trace_default: bool | None = None,
     lenient: bool = False,
+    stop_on_mistake: bool = False,
 ) -> Session:
     """Install the configured hooks in this process and return the session.
 
@@ -572,10 +705,13 @@ def activate(
     `LayoutSpecError` in raise mode for a hook that cannot be installed on an
     already imported module.
 
-    ``lenient`` (what interpreter start uses, where nothing may raise): a key
-    the file cannot contain and a bad ``LAYOUTCHECK``/``LAYOUTCHECK_TRACE``
-    value do not raise; the session starts with the rest and keeps them in
-    `Session.setup` (reported at the end of the first step and at exit).
+    ``lenient``: a key the file cannot contain and a bad
+    ``LAYOUTCHECK``/``LAYOUTCHECK_TRACE`` value do not raise; the session
+    starts with the rest and keeps them in `Session.setup` (reported at the
+    end of the first step and at exit). ``stop_on_mistake``: what
+    interpreter start uses (`activate_from_environment`): a hook target
+    found not to resolve while the program runs ends the process with one
+    message (`Session.stop_on_mistake`).
     """
     global _SESSION
     env = os.environ if environ is None else environ
@@ -599,14 +735,14 @@ def activate(
         if not settings.hook_specs():
             table = ".".join(p for p in (prefix, "runtime") if p) or "runtime"
             where = f"[{table}] in {file}" if file else "no configuration file was found"
-            raise ConfigError(
+            raise _NoHooks(
                 f"layoutcheck is switched on, but no hooks are configured ({where}): set `preset = \"miles\"` "
                 f"or `hooks` in [{table}], or name the file with LAYOUTCHECK_CONFIG"
                 + "".join(f"\n  ({str(p).splitlines()[0]})" for p in problems),
                 key=f"{table}.hooks", source=str(file) if file else None,
             )
         session = Session(settings, config_file=file, root=root, trace_default=bool(trace_default),
-                          problems=problems, key_prefix=prefix)
+                          problems=problems, key_prefix=prefix, stop_on_mistake=stop_on_mistake)
         _SESSION = session
         atexit.register(session._at_exit)
         ray_env.install(session.mode, session.config_file, env)
@@ -661,45 +797,46 @@ def deactivate() -> None:
 def activate_from_environment(environ: Mapping[str, str] | None = None) -> Session | None:
     """What the ``.pth`` file runs at interpreter start: activate when ``LAYOUTCHECK`` says so.
 
-    Nothing here may break a Python process at start (``pip`` included), so
-    nothing raises; but nothing goes quiet either:
+    A configuration mistake stops the process here, before the program runs
+    a line, with one message naming the key and the file (or the variable)
+    and the fix, no traceback, and exit status 2 (`_stop`): an unknown
+    ``LAYOUTCHECK`` or ``LAYOUTCHECK_TRACE`` value, a key or table the file
+    cannot contain, a value of the wrong type or a malformed hook target. The
+    checks never run on what a mistake left to a default (``parallel-stat``
+    for ``parallel-state`` would check every sample at cp=1). A hook target
+    whose module the program has not imported yet is judged when it can be:
+    when its package is imported (a module the package lacks), when the
+    module is (a function it lacks, a signature that does not fit its
+    role), at the first hooked call (a top-level package that cannot be
+    found); each stops the process the same way (`Session.stop_on_mistake`).
+    Only a module that exists and is never imported is known at exit alone.
 
-    * an unknown ``LAYOUTCHECK`` value (``rase``) switches the debug mode on
-      in the configured mode; it, a bad ``LAYOUTCHECK_TRACE`` and a key the
-      file cannot contain are printed now and reported by the session (the
-      end of the first step in raise mode, the summary and the report);
-    * a configuration that cannot be used at all (an invalid value, no
-      hooks, no file) is printed now, once, naming the key and the file, and
-      nothing is hooked; at exit it is printed again and, in raise mode (the
-      variable's, or the default when it names none), a process that ran
-      code of its own exits with status 1: ``LAYOUTCHECK=raise`` never ends a
-      training run that checked nothing as if it had passed. A process that
-      ran only installed tools (``pip``: every module it imported comes from
-      the standard library or site-packages) had no data path of the user's
-      to check, so its status is left alone: a typo in the table must not
-      break the tools that would fix it.
+    No hooks at all (no file found, or a file without hooks) is printed now;
+    at exit it is printed again and, in raise mode (the variable's, or the
+    default when it names none), a process that ran code of its own exits
+    with status 1. A process that ran only installed tools (``pip``: every
+    module it imported comes from the standard library or site-packages)
+    keeps its status: it may have been started in a folder the run did not
+    mean to check.
     """
     env = os.environ if environ is None else environ
     try:
         wanted = env_mode(env)
-    except ConfigError:
-        wanted = ""  # on, in the configured mode: the session reports the variable
+    except ConfigError as err:
+        _stop(err, "at start, before the program ran")
+        return None  # only when `_stop` could not end the process (it was already failing)
     if wanted is None:
         return None
     try:
-        session = activate(environ=env, lenient=True)
-    except (ConfigError, LayoutSpecError) as err:
+        return activate(environ=env, stop_on_mistake=True)
+    except _NoHooks as err:
         print(f"layoutcheck: {err}\nlayoutcheck: nothing is checked in this process (pid {os.getpid()}).",
               file=sys.stderr)
         atexit.register(_unchecked_at_exit, err, wanted or "raise")
         return None
-    for problem in session.setup.problems:
-        print(f"layoutcheck: {problem}", file=sys.stderr)
-    if session.setup.problems:
-        print(f"layoutcheck: the checks run with the rest of the configuration ({session.mode} mode"
-              + ("; the run stops at the end of its first step" if session.mode == "raise" else "")
-              + f"; pid {os.getpid()}).", file=sys.stderr)
-    return session
+    except LayoutSpecError as err:  # ConfigError among them
+        _stop(err if isinstance(err, ConfigError) else ConfigError(str(err)), "at start, before the program ran")
+        return None
 
 
 def _unchecked_at_exit(err: Exception, mode: str) -> None:

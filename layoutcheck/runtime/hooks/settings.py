@@ -42,7 +42,7 @@ __all__ = [
 ]
 
 ENV_MODE = "LAYOUTCHECK"
-"""``raise``, ``warn`` or ``record`` activate in that mode; ``1``/``on``/``true`` in the configured mode; ``0``/``off``/``false`` or empty: off."""
+"""``raise``, ``warn`` or ``record`` activate in that mode; ``1``/``on``/``true`` in the configured mode; ``0``/``off``/``false`` or empty: off; any other value stops the process at start (exit status 2)."""
 ENV_CONFIG = "LAYOUTCHECK_CONFIG"
 """A ``pyproject.toml`` or ``layoutcheck.toml`` to read instead of searching upwards from the working folder."""
 ENV_REPORT = "LAYOUTCHECK_REPORT"

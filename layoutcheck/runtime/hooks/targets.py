@@ -24,7 +24,7 @@ import importlib.util
 import sys
 from typing import Any, Literal
 
-__all__ = ["ModuleState", "close_names", "module_state", "not_installed_reason", "submodule_names"]
+__all__ = ["ModuleState", "close_names", "missing_module", "module_state", "not_installed_reason", "submodule_names"]
 
 ModuleState = Literal["imported", "importable", "missing", "not found", "unknown"]
 
@@ -44,6 +44,34 @@ def module_state(name: str) -> ModuleState:
         return "importable" if importlib.util.find_spec(name) is not None else "missing"
     except (ImportError, ValueError, AttributeError):  # a broken parent, an odd finder: no evidence either way
         return "unknown"
+
+
+def missing_module(name: str) -> str | None:
+    """Why module ``name`` cannot exist, judged from its packages already imported; ``None`` while it may.
+
+    The first package of ``name`` not imported yet is looked up in its
+    imported parent (which runs no code): when the parent has no such
+    module, ``name`` can never be imported (``pkg.dataa:f`` once ``pkg`` is
+    imported). A top-level package that cannot be found is not judged here:
+    a script's folder may not be on ``sys.path`` yet.
+    """
+    parts = name.split(".")
+    for i in range(1, len(parts)):
+        parent, here = ".".join(parts[:i]), ".".join(parts[: i + 1])
+        if parent not in sys.modules:
+            return None
+        if here in sys.modules:
+            continue
+        try:
+            found = importlib.util.find_spec(here)
+        except (ImportError, ValueError, AttributeError):  # a broken parent, an odd finder: no evidence
+            return None
+        if found is not None:
+            return None
+        near = difflib.get_close_matches(parts[i], submodule_names(parent), n=1)
+        return (f"module `{name}` does not exist: `{parent}` has no module `{parts[i]}`"
+                + (f"; did you mean `{parent}.{near[0]}`?" if near else ""))
+    return None
 
 
 def close_names(name: str, namespace: Any, *, limit: int = 1) -> list[str]:

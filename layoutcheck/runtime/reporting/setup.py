@@ -18,7 +18,7 @@ first step, or exit) is the session's (`layoutcheck.runtime.activation.session`)
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from layoutcheck.errors import ConfigError
 
@@ -39,6 +39,12 @@ class HookStatus:
     """Calls of the hooked function (every name it was installed under, together)."""
     problem: str | None = None
     """Why it never went in (``None``: installed, or still waiting for its module)."""
+    not_exercised: bool = False
+    """A preset's hook whose module this process never imported (a path of the trainer it does not run): no problem."""
+    lost: str | None = None
+    """Why an installed hook is no longer wrapped (its function replaced, and not re-installed): a problem."""
+    reinstalled: list[str] = field(default_factory=list)
+    """Each time its function was replaced and the hook went in again later, with what happened."""
 
     @property
     def name(self) -> str:
@@ -88,7 +94,13 @@ class SetupLedger:
 
     @property
     def installed(self) -> list[HookStatus]:
-        return [h for h in self.hooks if h.installed]
+        """Hooks in place now: installed and not lost since."""
+        return [h for h in self.hooks if h.installed and h.lost is None]
+
+    @property
+    def lost(self) -> list[HookStatus]:
+        """Hooks that went in and lost their wrapper since."""
+        return [h for h in self.hooks if h.installed and h.lost is not None]
 
     @property
     def calls(self) -> int:
@@ -97,12 +109,14 @@ class SetupLedger:
 
     def has_problems(self) -> bool:
         """Whether anything was not set up as configured."""
-        return bool(self.problems) or any(h.problem is not None for h in self.hooks)
+        return bool(self.problems) or any(h.problem is not None or h.lost is not None for h in self.hooks)
 
     def issues(self) -> list[str]:
         """Every problem, one message each: the configuration's first, then the hooks that never went in."""
         out = [str(p).strip() for p in self.problems]
         out += [f"{h.key}: `{h.target}` was never installed: {h.problem}" for h in self.never_installed]
+        out += [f"{h.key}: `{h.target}` lost its wrapper after {h.calls} calls: {h.lost}; the calls after that "
+                "went unchecked" for h in self.lost]
         return out
 
     def summary(self) -> str:
@@ -132,7 +146,17 @@ class SetupLedger:
             text = f"{len(self.installed)} of {total} hook{'s' if total != 1 else ''} installed"
             if calls:
                 text += f"; calls: {calls}"
-        waiting = total - len(self.installed) - len(missing)
+        lost = self.lost
+        if lost:
+            text += f"; {len(lost)} lost: " + ", ".join(f"{h.role} `{h.target}` ({h.lost})" for h in lost)
+        unused = [h for h in self.hooks if h.not_exercised and not h.installed and h.problem is None]
+        if unused:
+            text += (f"; {len(unused)} not exercised (the preset's, in modules this process never imported: "
+                     + ", ".join(f"`{h.target}`" for h in unused) + ")")
+        again = [h for h in self.installed if h.reinstalled]
+        if again:
+            text += "; re-installed: " + ", ".join(f"{h.name} ({'; '.join(h.reinstalled)})" for h in again)
+        waiting = total - len(self.installed) - len(missing) - len(lost) - len(unused)
         if waiting:
             text += f"; {waiting} waiting for {'its' if waiting == 1 else 'their'} module"
         if self.tracer_off:
