@@ -8,8 +8,9 @@ linter should point at.
 
 The first tests check the corpus: files present and parsing, attributed in
 their docstrings, the pointed lines on the code the fix changes, and the
-breadth the issue asks for (15 pairs or more, four trainers or more, the
-public examples of the design page's bug classes among them).
+breadth the issues ask for (15 pairs or more, four trainers or more, the
+public examples of the design page's bug classes among them; since issue 28,
+40 pairs or more visible in source, from eight trainers or more).
 
 The last tests run ``layoutcheck check`` as a new user would: a subprocess, on a
 temporary copy of one file with an empty ``layoutcheck.toml`` beside it (no
@@ -119,6 +120,9 @@ def test_every_corpus_folder_is_in_the_manifest():
 def test_corpus_breadth():
     assert len(PAIRS) >= 15
     assert len({p["trainer"] for p in PAIRS}) >= 4
+    # Issue 28: 40 fixes visible in source, from 8 trainers or more.
+    assert len(STATIC) >= 40, f"{len(STATIC)} static pairs"
+    assert len({p["trainer"] for p in STATIC}) >= 8, "static pairs from fewer than 8 trainers"
     design_page = (ROOT / "docs" / "design.md").read_text()
     for ref, bug_class in DESIGN_EXAMPLES.items():
         assert ref in design_page, f"docs/design.md does not name the example {ref}"
