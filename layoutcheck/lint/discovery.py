@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from layoutcheck.lint.findings import INVALID_INPUT, MISSING_PATH, FileError
-from layoutcheck.lint.globs import any_match
+from layoutcheck.globs import any_match
 
 if TYPE_CHECKING:
     from layoutcheck.lint.replay import InputLog

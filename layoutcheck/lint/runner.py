@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any, overload
 from layoutcheck.configfile import LoadedConfig, resolve_config
 from layoutcheck.lint.discovery import SourceFile, discover
 from layoutcheck.lint.findings import INTERNAL, INVALID_INPUT, FileError, FileResult, Finding, FixOutcome
-from layoutcheck.lint.globs import any_match
+from layoutcheck.globs import any_match
 from layoutcheck.lint.selection import SelectionOverrides
 from layoutcheck.lint.sources import MAX_FILE_BYTES, read_source
 

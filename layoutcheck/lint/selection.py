@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from layoutcheck.errors import ConfigError
-from layoutcheck.lint.globs import compile_glob
+from layoutcheck.globs import compile_glob
 
 if TYPE_CHECKING:  # the rules import libcst; a fully cached run never needs them
     from layoutcheck.lint.rule import LintRule
