@@ -125,6 +125,7 @@ def select_rules(
         overrides=overrides,
         describe=loaded.describe,
         always=(UnusedSuppression,) if overrides.report_unused_suppressions else (),
+        preview=settings.preview,
     )
 
 
@@ -413,7 +414,7 @@ def _settings_fingerprint(loaded: LoadedConfig, overrides: SelectionOverrides,
         "tool": tool_signature(),
         "config": loaded.table,
         "overrides": [overrides.select, overrides.extend_select, overrides.ignore,
-                      overrides.report_unused_suppressions],
+                      overrides.report_unused_suppressions, overrides.preview],
         "rules": rule_ids,
     })
 

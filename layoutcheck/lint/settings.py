@@ -61,6 +61,14 @@ class CheckSettings(LintSettings):
         (), description="Rules to enable on top of `select` (or the defaults)."
     )
     ignore: tuple[str, ...] = setting((), description="Rules to disable.")
+    preview: bool = setting(
+        False,
+        description=(
+            "Run the preview rules too: the rules whose findings on the precision corpus are less than 90% "
+            "true (or that have no finding there), as `layoutcheck rules` lists them. Without it a preview "
+            "rule runs only when `select` or `extend-select` names its exact code or name."
+        ),
+    )
     exclude: tuple[str, ...] = setting(
         (),
         description=(
