@@ -323,7 +323,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     for rule, (n, t) in sorted(live.items()):
         print(f"{rule:<34} {n:>8} {t:>5} {_percent(t / n):>9}  {status_for(n, t)}")
     plain_runs = {name for name, run in table["runs"].items() if not run.get("config")}
-    complete = plain_runs <= {o.name for o in plain}
+    # The precision table is the measure of this table's corpus only (another --table is a test's or a draft's).
+    complete = plain_runs <= {o.name for o in plain} and args.table.resolve() == TABLE
     diff: list[str] = []
     if complete:
         diff = precision_diff(measured_rows(live))
@@ -331,7 +332,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             print("\nthe precision table (layoutcheck/lint/precision.py) differs from these verdicts:")
             for line in diff:
                 print(f"  {line}")
-    else:
+    elif args.table.resolve() == TABLE:
         print(f"\n(the precision table is compared only when every run without configuration is given; "
               f"missing: {', '.join(sorted(plain_runs - {o.name for o in plain}))})")
 
