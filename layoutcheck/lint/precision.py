@@ -72,7 +72,7 @@ class Measured:
 # from the verdicts in benchmarks/lint_truth.toml (17 trees of the precision corpus, no configuration).
 # BEGIN MEASURED
 MEASURED: dict[str, Measured] = {
-    "LC101": Measured(5, 1),
+    "LC101": Measured(2, 1),
     "LC102": Measured(19, 6),
     "LC103": Measured(2, 2),
     "LC104": Measured(8, 8),
