@@ -17,7 +17,7 @@ from typing import Any
 from layoutcheck.lint.rule import LintRule
 
 __all__ = ["DOC_FORMATS", "fix_label", "precision_label", "render_rule", "render_rules", "rule_record", "status_label",
-           "summary"]
+           "status_sentence", "summary"]
 
 DOC_FORMATS = ("text", "json", "markdown")
 
@@ -141,7 +141,8 @@ def _autofix(rule: type[LintRule]) -> str:
     return " or ".join(f"{kind} (--fix{' --unsafe-fixes' if kind == 'unsafe' else ''})" for kind in kinds)
 
 
-def _status_sentence(rule: type[LintRule]) -> str:
+def status_sentence(rule: type[LintRule]) -> str:
+    """``Status: stable (precision on the corpus: 8/8 true (100%)).``, or for a preview rule how to run it."""
     measured = rule.measured
     evidence = "" if measured is None else f" (precision on the corpus: {measured.describe()})"
     if rule.preview:
@@ -152,7 +153,7 @@ def _status_sentence(rule: type[LintRule]) -> str:
 def _rule_text(rule: type[LintRule]) -> str:
     lines = [
         f"{rule.name} ({rule.code})",
-        _status_sentence(rule),
+        status_sentence(rule),
         f"Default: {_yes(rule.on_by_default(), 'on', 'off')}. Autofix: {_autofix(rule)}. "
         + _suppress_hint(rule),
         "",
@@ -168,7 +169,7 @@ def _rule_text(rule: type[LintRule]) -> str:
 
 
 def _rule_markdown(rule: type[LintRule]) -> str:
-    lines = [f"## `{rule.name}` ({rule.code})", "", _status_sentence(rule), "", docs(rule), "",
+    lines = [f"## `{rule.name}` ({rule.code})", "", status_sentence(rule), "", docs(rule), "",
              f"Message: {rule.message}", ""]
     for title, cases in (("Flagged", rule.invalid), ("Not flagged", rule.valid)):
         if cases:
