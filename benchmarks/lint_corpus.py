@@ -114,11 +114,12 @@ def extract(gitdir: Path, rev: str, paths: Sequence[str], into: Path) -> None:
 
 
 def lint(tree: Path, files: Sequence[str]) -> list[Finding]:
-    """Findings of ``layoutcheck check`` on ``files`` (relative to ``tree``), with no configuration."""
+    """Findings of ``layoutcheck check --preview`` on ``files`` (relative to ``tree``), with no configuration
+    (``--preview``: a fix is caught by its rule whatever the rule's release status; see docs/linter.md)."""
     (tree / "layoutcheck.toml").write_text("")
     done = subprocess.run(
         [sys.executable, "-m", "layoutcheck", "check", "--no-cache", "--output-format", "json", "--exit-zero",
-         *files],
+         "--preview", *files],
         cwd=tree, capture_output=True, text=True,
     )
     if done.returncode != 0:

@@ -73,6 +73,10 @@ def build_parser() -> argparse.ArgumentParser:
                            help="rules to disable")
     selection.add_argument("--report-unused-suppressions", action="store_true",
                            help="report `# layoutcheck: ignore` comments that suppress nothing (LC001)")
+    selection.add_argument("--preview", action="store_true", default=None,
+                           help="run the preview rules too (below 90%% precision on the corpus: `layoutcheck rules`)")
+    selection.add_argument("--no-preview", action="store_false", dest="preview",
+                           help="leave the preview rules out, whatever the configuration says")
     out = check.add_argument_group("output")
     out.add_argument("--output-format", choices=OUTPUT_FORMATS, default="text",
                      help="how findings are printed (default: text)")
@@ -123,7 +127,8 @@ def build_parser() -> argparse.ArgumentParser:
                              "writes a cache)")
 
     rules = commands.add_parser("rules", help="list every rule",
-                                description="List every rule: code, name, default, fix, summary.")
+                                description="List every rule: code, name, status (stable or preview), default, "
+                                            "measured precision, fix, summary.")
     rules.add_argument("--output-format", choices=("text", "json", "markdown"), default="text")
 
     rule = commands.add_parser("rule", help="explain a rule (docs, message, examples)",
@@ -258,6 +263,7 @@ def _check(args: argparse.Namespace, argv: Sequence[str]) -> int:
         extend_select=tuple(args.extend_select),
         ignore=tuple(args.ignore),
         report_unused_suppressions=args.report_unused_suppressions,
+        preview=args.preview,
     )
     from layoutcheck.lint.output import STATISTICS_FORMATS
 

@@ -32,6 +32,35 @@ def get_rollout_data(rollout_data, unit):
 """A producer elsewhere in the project: it writes each sample's padded length to `max_seq_lens`."""
 
 
+def _tensor_rank(text: str) -> int:
+    """How many dimensions the shape of a tensor fill (``torch.full(shape, v)``, ``x.new_full(shape, v)``)
+    gives, read from the broadcast's text (the facts keep its text, not its tree); 1 when it is no tensor
+    fill or the shape is cut off before a second dimension. The text is at most 48 characters: enough for
+    ``torch.full((len(rows), width)`` and ``torch.full(size=(n, dim, ...``."""
+    start = text.find("full(")
+    if start < 0:
+        return 1
+    rest = text[start + len("full("):].lstrip()
+    if rest.startswith("size="):
+        rest = rest[len("size="):].lstrip()
+    if not rest.startswith(("(", "[")):
+        return 1
+    depth, dims, pending = 0, 1, False
+    for char in rest:
+        if char in "([{":
+            depth += 1
+        elif char in ")]}":
+            depth -= 1
+            if depth == 0:
+                break
+        elif char == "," and depth == 1:
+            pending = True
+            continue
+        if pending and depth >= 1 and not char.isspace() and char not in ")]":
+            dims, pending = dims + 1, False
+    return dims
+
+
 class GlobalMaxPadding(ModelRule):
     """One padded length given to every sample: the rollout-global padding bug.
 
@@ -53,7 +82,9 @@ class GlobalMaxPadding(ModelRule):
     scalar; one `all_gather` buffer per rank of `range(group.size())`, an
     argument-less `.size()` being a process group's, not a tensor's) is not
     per-sample padding and is left alone, and so is a placeholder filled in
-    later (`[0] * n`).
+    later (`[0] * n`). So is a rectangular batch filled with the pad value
+    (`torch.full((len(rows), longest), pad_id)`: its rows share one width by
+    definition).
 
     ## Why it matters
     Each sample's padded length `P` must be its own total length `T` rounded
@@ -131,6 +162,10 @@ class GlobalMaxPadding(ModelRule):
                     continue  # `[0] * n` filled per sample later, or the owner's own value copied
             elif not (found.count_per_sample and value & _MAX and value & (_SEQ | _PAD)):
                 continue  # a configured length repeated, or one kernel scalar per layer or head
+            if _tensor_rank(found.text) > 1:
+                # `torch.full((rows, longest), pad_id)`: a rectangular batch filled with the pad value, whose
+                # width is the longest row's; its rows share one width by definition, no sample gets a length.
+                continue
             where = f"in `{found.target}`" if found.target_kind != "return" else "in the list it returns"
             yield self.report(
                 found.span,
@@ -247,6 +282,21 @@ import torch
 
 def pad_tokens(tokens, pad_token_id, length):
     return torch.full((len(tokens), length), pad_token_id)
+"""
+        ),
+        Valid(
+            """
+import torch
+
+def collate(rows, pad_token_id):
+    # a rectangular batch: one width, the longest row's, filled with the pad value
+    longest = max(int(row.numel()) for row in rows)
+    input_ids = torch.full((len(rows), longest), pad_token_id, dtype=torch.long)
+    attention_mask = torch.zeros((len(rows), longest), dtype=torch.long)
+    for i, row in enumerate(rows):
+        input_ids[i, : row.numel()] = row
+        attention_mask[i, : row.numel()] = 1
+    return input_ids, attention_mask
 """
         ),
         Valid(

@@ -64,6 +64,19 @@ class NoisyThing(SyntaxRule):
             self.report(node)
 
 
+class PreviewThing(SyntaxRule):
+    """Flags the name `fresh`; on by default, but in preview (as the registry marks a rule under 90%)."""
+
+    code = "LC952"
+    message = "`fresh` found."
+    preview = True
+    prefilter = ("fresh",)
+
+    def visit_Name(self, node: cst.Name) -> None:
+        if node.value == "fresh":
+            self.report(node)
+
+
 class CrashyRule(SyntaxRule):
     """Raises on any call of `explode`: the engine must contain it."""
 
@@ -101,7 +114,9 @@ class BrokenFix(SyntaxRule):
             self.report(node, replacement=cst.Name("if"))
 
 
-ALL_TEST_RULES: tuple[type[LintRule], ...] = (PadCall, GlobalMax, NoisyThing, CrashyRule, WhereAmI, BrokenFix)
+ALL_TEST_RULES: tuple[type[LintRule], ...] = (
+    PadCall, GlobalMax, NoisyThing, PreviewThing, CrashyRule, WhereAmI, BrokenFix
+)
 DEFAULT_TEST_RULES: tuple[type[LintRule], ...] = (PadCall, GlobalMax, NoisyThing)
 
 

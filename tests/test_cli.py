@@ -200,6 +200,46 @@ def test_select_ignore_extend_select_accept_codes_prefixes_names_and_commas(proj
     assert [line.split()[1] for line in out.splitlines()] == ["LC902", "LC901", "LC951"]
 
 
+def _codes(out: str) -> list[str]:
+    return [line.split()[1] for line in out.splitlines()]
+
+
+@pytest.mark.parametrize(("args", "config", "runs"), [
+    ([], "", False),  # on by default, but in preview: left out
+    (["--select", "LC9"], "", False),  # a prefix does not reach a preview rule (ruff)
+    (["--select", "ALL"], "", False),  # nor does ALL
+    (["--select", "LC952"], "", True),  # its exact code does
+    (["--extend-select", "preview-thing"], "", True),  # and its name
+    (["--preview"], "", True),  # preview on: the default set holds it
+    (["--preview", "--select", "LC9"], "", True),  # and prefixes reach it
+    (["--preview", "--ignore", "LC952"], "", False),  # ignore still wins
+    ([], "preview = true\n", True),  # the configured setting
+    (["--no-preview"], "preview = true\n", False),  # the command line over it
+    ([], 'extend-select = ["LC952"]\n', True),  # a configured exact selector
+])
+def test_a_preview_rule_runs_under_preview_or_when_named_exactly(project, capsys, monkeypatch, args, config, runs):
+    from lint_test_rules import PreviewThing
+
+    use_rules(monkeypatch, (*DEFAULT_TEST_RULES, PreviewThing))
+    write(project, "layoutcheck.toml", config)
+    write(project, "a.py", "x = fresh\ny = pad_me\n")
+    code, out, err = check(capsys, "--output-format", "concise", *args)
+    assert ("LC952" in _codes(out)) == runs, (args, config, out, err)
+    if not args[:1] == ["--select"] and "--ignore" not in args:
+        assert "LC901" in _codes(out)  # the stable rules run either way
+
+
+def test_preview_changes_the_cached_result(project, capsys, monkeypatch):
+    # The cache key holds --preview: a cached run without it must not answer a run with it.
+    from lint_test_rules import PreviewThing
+
+    use_rules(monkeypatch, (*DEFAULT_TEST_RULES, PreviewThing))
+    write(project, "layoutcheck.toml", "")
+    write(project, "a.py", "x = fresh\n")
+    assert check(capsys, "--output-format", "concise")[0] == 0
+    assert "LC952" in _codes(check(capsys, "--output-format", "concise", "--preview")[1])
+
+
 def test_json_output_is_a_sorted_list(project, capsys):
     write(project, "a.py", "m = max(pad_me)\n")
     code, out, _ = check(capsys, "--output-format", "json")
@@ -329,16 +369,42 @@ def test_colour_only_on_a_terminal_and_never_with_no_color(monkeypatch):
 def test_rules_table(project, capsys):
     assert cli.main(["rules"]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert lines[0].split() == ["Code", "Name", "Default", "Fix", "Summary"]
-    assert lines[1].split()[:4] == ["LC001", "unused-suppression", "off", "no"]
-    assert lines[2].split()[:4] == ["LC901", "pad-call", "on", "safe"]
-    assert lines[4].split()[:4] == ["LC951", "noisy-thing", "off", "no"]
+    assert lines[0].split() == ["Code", "Name", "Status", "Default", "Precision", "Fix", "Summary"]
+    assert lines[1].split()[:6] == ["LC001", "unused-suppression", "stable", "off", "-", "no"]
+    assert lines[2].split()[:6] == ["LC901", "pad-call", "stable", "on", "-", "safe"]
+    assert lines[4].split()[:6] == ["LC951", "noisy-thing", "stable", "off", "-", "no"]
+
+
+def test_rules_table_shows_each_real_rules_status_and_measured_precision(capsys):
+    # The real registry: every rule's status and precision come from the precision table.
+    from layoutcheck.lint.precision import MEASURED
+
+    assert cli.main(["rules"]) == 0
+    rows = {line.split()[0]: line.split() for line in capsys.readouterr().out.splitlines() if line.startswith("LC")}
+    for code, measured in MEASURED.items():
+        status, default, precision = rows[code][2:5]
+        assert status == measured.status, code
+        assert (default == "on") == (measured.status == "stable"), code
+        assert precision == (f"{measured.true}/{measured.findings}" if measured.findings else "0/0"), code
+    assert rows["LC102"][2] == "preview" and rows["LC104"][2] == "stable"
+
+
+def test_rule_names_a_preview_rules_status_and_how_to_run_it(capsys):
+    assert cli.main(["rule", "LC102"]) == 0
+    out = capsys.readouterr().out
+    assert out.splitlines()[1].startswith("Status: preview (precision on the corpus: ")
+    assert "runs with --preview, or when selected as LC102 or padding-outside-owner" in out
+    assert "Default: off." in out
+    assert cli.main(["rule", "LC104", "--output-format", "json"]) == 0
+    record = json.loads(capsys.readouterr().out)
+    assert record["status"] == "stable" and record["default_enabled"] is True
+    assert record["precision"]["findings"] >= record["precision"]["true"] > 0
 
 
 def test_rule_by_name_or_code_prints_docs_message_and_examples(project, capsys):
     assert cli.main(["rule", "LC901"]) == 0
     out = capsys.readouterr().out
-    assert out.startswith("pad-call (LC901)\nDefault: on. Autofix: safe (--fix).")
+    assert out.startswith("pad-call (LC901)\nStatus: stable.\nDefault: on. Autofix: safe (--fix).")
     assert "## What it does" in out and "`pad_me` pads by hand; use `padded`." in out
     assert "Flagged (1):\n    pad_me(x)\n  fixed to (safe fix):\n    padded(x)" in out
     assert cli.main(["rule", "pad-call"]) == 0 and capsys.readouterr().out == out

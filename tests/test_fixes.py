@@ -371,6 +371,8 @@ def write(root: Path, name: str, text: str) -> Path:
 
 
 TRAINER = {
+    # preview: global-max-padding (LC101) and bucket-spec (LC201) are preview rules (`layoutcheck rules`)
+    "layoutcheck.toml": "preview = true\n",
     "trainer/__init__.py": "",
     "trainer/cp_utils.py": """
         def slice_with_cp(tokens, pad_value, qkv_format="thd", max_seq_len=None):

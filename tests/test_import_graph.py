@@ -205,6 +205,23 @@ def test_no_module_imports_another_modules_private_names():
     assert not found, "private names imported across modules (make the name public, or move the code):\n" + "\n".join(found)
 
 
+def test_the_model_imports_nothing_from_the_linter():
+    # The analysis (layoutcheck.model) is below the tool around it (layoutcheck.lint: discovery, cache, runner,
+    # rule base): the linter reads the model, the model never reads the linter, so a reader (or another front end)
+    # can take the model alone. What both need (the settings the model reads, glob matching) lives in the model
+    # or in a top-level module.
+    modules = module_files()
+    found = [
+        f"{path.relative_to(ROOT)}:{imp.line}: imports {imp.target}"
+        for module, path in modules.items() if module == "layoutcheck.model" or module.startswith("layoutcheck.model.")
+        for imp in imports_of(module, path, modules)
+        if imp.target == "layoutcheck.lint" or imp.target.startswith("layoutcheck.lint.")
+    ]
+    assert not found, "layoutcheck.model imports from layoutcheck.lint (move what it needs below both):\n" + "\n".join(
+        found
+    )
+
+
 # --- the checks themselves, on small graphs -------------------------------------------------------
 
 

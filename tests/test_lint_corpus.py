@@ -188,13 +188,15 @@ def test_manifest_lines_point_at_code_the_fix_changes(pair):
 
 @cache
 def _findings(folder: str, name: str, workdir: Path) -> tuple[tuple[int, str, str], ...]:
-    """``layoutcheck check`` with no configuration on one corpus file, alone in its own project."""
+    """``layoutcheck check --preview`` with no configuration on one corpus file, alone in its own project
+    (``--preview``: a pair shows what its rule finds, whatever the rule's release status)."""
     project = workdir / folder / Path(name).stem
     project.mkdir(parents=True)
     shutil.copyfile(CORPUS / folder / name, project / name)
     (project / "layoutcheck.toml").write_text("")
     done = subprocess.run(
-        [sys.executable, "-m", "layoutcheck", "check", "--no-cache", "--output-format", "json", "--exit-zero", "."],
+        [sys.executable, "-m", "layoutcheck", "check", "--no-cache", "--output-format", "json", "--exit-zero",
+         "--preview", "."],
         cwd=project, capture_output=True, text=True, timeout=120,
     )
     assert done.returncode == 0, done.stdout + done.stderr

@@ -9,7 +9,7 @@ import pytest
 
 from layoutcheck.lint.discovery import discover
 from layoutcheck.lint.findings import INVALID_INPUT, MISSING_PATH
-from layoutcheck.lint.globs import compile_glob
+from layoutcheck.globs import compile_glob
 
 
 def touch(root: Path, *names: str) -> None:

@@ -23,7 +23,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 # A real finding: one maximum over all lengths broadcast to every sample, in a
-# function that is not the owner of `max_seq_lens` (it only reads lengths).
+# function that is not the owner of `max_seq_lens` (it only reads lengths). Its rule,
+# global-max-padding, is a preview rule: the user's project turns preview on (PREVIEW).
 BAD_SOURCE = textwrap.dedent(
     """\
     def round_up(n, m):
@@ -36,6 +37,7 @@ BAD_SOURCE = textwrap.dedent(
         return max_seq_lens
     """
 )
+PREVIEW = {"layoutcheck.toml": "preview = true\n"}
 GOOD_SOURCE = textwrap.dedent(
     """\
     def total_tokens(samples):
@@ -112,7 +114,7 @@ def _run_precommit(hook: HookRepo, workdir: Path, filename: str, source: str,
 
 
 def test_hook_fails_on_a_finding(hook_repo: HookRepo, tmp_path: Path) -> None:
-    result = _run_precommit(hook_repo, tmp_path / "user", "trainer.py", BAD_SOURCE)
+    result = _run_precommit(hook_repo, tmp_path / "user", "trainer.py", BAD_SOURCE, PREVIEW)
     out = result.stdout + result.stderr
     assert result.returncode == 1, out
     assert "layoutcheck" in out and "Failed" in out, out
@@ -168,6 +170,6 @@ def test_the_readme_snippet_with_its_placeholders_filled_in_runs(hook_repo: Hook
         in readme
     config = snippet.replace("https://github.com/OWNER/layoutcheck", str(hook_repo.path)).replace("COMMIT", hook_repo.rev)
     workdir = tmp_path / "user"
-    result = _run_precommit(hook_repo, workdir, "trainer.py", BAD_SOURCE, config=config)
+    result = _run_precommit(hook_repo, workdir, "trainer.py", BAD_SOURCE, PREVIEW, config=config)
     out = result.stdout + result.stderr
     assert result.returncode == 1 and "global-max-padding" in out, out

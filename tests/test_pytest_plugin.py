@@ -512,6 +512,7 @@ def test_lint_findings_become_one_failing_item_per_file_with_findings(pytester):
         clean="def add(a, b):\n    return a + b\n",
         test_ok="def test_ok():\n    pass\n",
     )
+    pytester.makefile(".toml", layoutcheck="preview = true\n")  # global-max-padding is a preview rule
     result, outcomes = junit(pytester, "--layoutcheck-lint", "-q", subprocess=False)
     assert sorted(outcomes) == ["layoutcheck-lint", "test_ok"]  # only producer.py has findings
     assert "producer.py:2:" in outcomes["layoutcheck-lint"] and "global-max-padding" in outcomes["layoutcheck-lint"]
@@ -528,6 +529,7 @@ def test_under_xdist_the_lint_summary_counts_what_the_workers_ran(pytester):
             return max_seq_lens
     """
     pytester.makepyfile(producer=producer, other_producer=producer, test_ok="def test_ok():\n    pass\n")
+    pytester.makepyprojecttoml("[tool.layoutcheck]\npreview = true\n")  # global-max-padding is a preview rule
     result = pytester.runpytest_subprocess("--layoutcheck-lint", "-n", "2", *QUIET)
     result.assert_outcomes(passed=1, failed=2)
     findings = len([line for line in result.stdout.lines if "[global-max-padding]" in line and line[:1] != "F"])

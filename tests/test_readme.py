@@ -248,7 +248,8 @@ def test_the_wheel_installs_offline_into_a_fresh_environment_and_runs(tmp_path):
         "def get_rollout_data(tokens):\n"
         "    max_seq_lens = [max(len(t) for t in tokens)] * len(tokens)\n"
         "    return max_seq_lens\n")
-    check = subprocess.run([str(layoutcheck), "check", "--no-cache", "."], cwd=project, capture_output=True,
+    # --preview: global-max-padding is a preview rule (`layoutcheck rules`).
+    check = subprocess.run([str(layoutcheck), "check", "--no-cache", "--preview", "."], cwd=project, capture_output=True,
                            text=True, env=env, timeout=120)
     assert check.returncode == 1 and "producer.py:2:" in check.stdout and "global-max-padding" in check.stdout, (
         check.stdout + check.stderr)

@@ -25,6 +25,7 @@ import pytest
 
 from layoutcheck.configfile import TABLE, LoadedConfig
 from layoutcheck.lint.runner import run
+from layoutcheck.lint.selection import SelectionOverrides
 
 from renaming import Renaming, rename_project
 
@@ -40,7 +41,8 @@ def renamed(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Renaming]:
 
 
 def _findings(root: Path, project: str, renaming: Renaming | None) -> set[tuple[str, int, str]]:
-    result = run([root / project], cwd=root, use_cache=False, jobs=1)
+    # --preview: every rule, stable or not, must be blind to names.
+    result = run([root / project], cwd=root, use_cache=False, jobs=1, overrides=SelectionOverrides(preview=True))
     assert not result.errors, result.errors
     back = {new: old for old, new in renaming.modules.items()} if renaming is not None else {}
     out = set()
@@ -80,7 +82,8 @@ def test_a_real_tree_has_the_same_findings_renamed(tmp_path: Path) -> None:
 
     def findings(root: Path, back: dict[str, str]) -> set[tuple[str, int, str]]:
         loaded = LoadedConfig(None, root, {}, TABLE)  # no configuration: as a new user would
-        result = run([root], cwd=root, use_cache=False, jobs=2, loaded=loaded)
+        result = run([root], cwd=root, use_cache=False, jobs=2, loaded=loaded,
+                     overrides=SelectionOverrides(preview=True))
         return {((Path(f.path).parent / back.get(Path(f.path).stem, Path(f.path).stem)).as_posix(), f.line, f.rule)
                 for f in result.findings}
 

@@ -53,7 +53,8 @@ def check(args: list[str], cwd: Path, **env: str) -> tuple[int, bool, str, str]:
     """(exit status, whether the linter ran, stdout, stderr without the probe's line)."""
     environ = {k: v for k, v in os.environ.items() if k not in ("NO_COLOR", "FORCE_COLOR")}
     environ.update(env)
-    done = subprocess.run([sys.executable, "-c", _PROBE, "check", *args], cwd=cwd, env=environ,
+    # --preview: the bug below is global-max-padding's (LC101), a preview rule (`layoutcheck rules`).
+    done = subprocess.run([sys.executable, "-c", _PROBE, "check", "--preview", *args], cwd=cwd, env=environ,
                           capture_output=True, text=True, timeout=120)
     *lines, last = done.stderr.splitlines(keepends=True)
     seen = json.loads(last)
@@ -95,7 +96,7 @@ def test_a_repeated_run_replays_the_same_output_and_status_without_linting(proje
 def test_the_console_script_replays_through_a_pipe_and_exits_with_the_stored_status(project):
     stamped(project, ["pkg", "--output-format", "json"])
     environ = {k: v for k, v in os.environ.items() if k not in ("NO_COLOR", "FORCE_COLOR")}
-    done = subprocess.run([sys.executable, "-m", "layoutcheck", "check", "pkg", "--output-format", "json"],
+    done = subprocess.run([sys.executable, "-m", "layoutcheck", "check", "--preview", "pkg", "--output-format", "json"],
                           cwd=project, env=environ, capture_output=True, text=True, timeout=120)
     assert done.returncode == 1
     assert [item["code"] for item in json.loads(done.stdout)] == ["LC101"]

@@ -27,6 +27,7 @@ import pytest
 from layoutcheck.configfile import TABLE, LoadedConfig
 from layoutcheck.lint.registry import all_rules, rule_by_name
 from layoutcheck.lint.runner import run
+from layoutcheck.lint.selection import SelectionOverrides
 
 ROOT = Path(__file__).resolve().parents[1] / "fixtures" / "lint"
 PAIRS = sorted(p for p in (ROOT / "pairs").iterdir() if p.is_dir())
@@ -74,7 +75,8 @@ code in the pattern of each public fix, the fixed code as the look-alike): each 
 
 
 def _run(project: Path, loaded: LoadedConfig | None = None) -> list:
-    result = run([project], cwd=ROOT, use_cache=False, jobs=1, loaded=loaded)
+    # --preview: a fixture shows what a rule finds, whatever its release status (`layoutcheck.lint.precision`).
+    result = run([project], cwd=ROOT, use_cache=False, jobs=1, loaded=loaded, overrides=SelectionOverrides(preview=True))
     assert not result.errors, result.errors
     return result.findings
 

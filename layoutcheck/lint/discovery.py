@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from layoutcheck.lint.findings import INVALID_INPUT, MISSING_PATH, FileError
-from layoutcheck.lint.globs import any_match
+from layoutcheck.globs import any_match
 from layoutcheck.lint.ignorefiles import IGNORE_FILES, IgnoreRules, folder_patterns
 
 if TYPE_CHECKING:

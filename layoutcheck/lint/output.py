@@ -289,7 +289,7 @@ def _rule_descriptor(rule: type[LintRule]) -> dict[str, Any]:
         "shortDescription": {"text": rule.message},
         "fullDescription": {"text": docs, "markdown": docs},
         "help": {"text": docs, "markdown": docs},
-        "defaultConfiguration": {"enabled": rule.default_enabled, "level": "error"},
+        "defaultConfiguration": {"enabled": rule.on_by_default(), "level": "error"},
         "properties": {"fixable": rule.has_autofix()},
     }
 

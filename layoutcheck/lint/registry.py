@@ -1,4 +1,10 @@
-"""Finds the rules by walking the ``layoutcheck.rules`` package: no hand-kept list."""
+"""Finds the rules by walking the ``layoutcheck.rules`` package: no hand-kept list.
+
+Each rule's release status (stable or preview) and measured precision come from
+the one table `layoutcheck.lint.precision.MEASURED`; a rule the table does not
+list is an error, so a new rule is measured (or listed with no finding: preview)
+before it ships.
+"""
 
 from __future__ import annotations
 
@@ -11,6 +17,7 @@ from pathlib import Path
 from types import ModuleType
 
 from layoutcheck.errors import LayoutSpecError
+from layoutcheck.lint.precision import MEASURED, PREVIEW
 from layoutcheck.lint.rule import LintRule
 
 
@@ -50,8 +57,22 @@ def all_rules() -> tuple[type[LintRule], ...]:
             raise LayoutSpecError(
                 f"rules module {module.__name__} must define exactly one LintRule, found {len(rules)}"
             )
-        found.append(rules[0])
+        found.append(_with_status(rules[0]))
     return tuple(sorted(found, key=lambda r: r.code))
+
+
+def _with_status(rule: type[LintRule]) -> type[LintRule]:
+    """``rule`` with ``measured`` and ``preview`` set from the precision table."""
+    measured = MEASURED.get(rule.code)
+    if measured is None:
+        raise LayoutSpecError(
+            f"rule {rule.code} {rule.name} has no row in the precision table (layoutcheck/lint/precision.py): "
+            f"add `\"{rule.code}\": Measured(0, 0)` (preview until measured) or measure it with "
+            "benchmarks/lint_truth.py"
+        )
+    rule.measured = measured
+    rule.preview = measured.status == PREVIEW
+    return rule
 
 
 def rule_by_name(name: str) -> type[LintRule]:

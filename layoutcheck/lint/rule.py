@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 if TYPE_CHECKING:
     from layoutcheck.lint.edits import Fix
     from layoutcheck.lint.fixsite import FixSite
+    from layoutcheck.lint.precision import Measured
     from layoutcheck.lint.settings import LintSettings
     from layoutcheck.model.queries import FileQueries
 
@@ -96,12 +97,19 @@ class LintRule:
     """What every rule has: ``code`` (``LC1xx``), ``message`` (what is wrong, then what to do),
     ``default_enabled``, ``prefilter`` (substrings, any of which must occur in a file's text
     for the rule to possibly fire) and the ``valid`` / ``invalid`` examples. ``name`` derives
-    from the class name (``GlobalMaxPadding`` -> ``global-max-padding``)."""
+    from the class name (``GlobalMaxPadding`` -> ``global-max-padding``).
+
+    ``preview`` and ``measured`` are not written in a rule: the registry sets them from the
+    precision table (`layoutcheck.lint.precision`) when it loads the rules."""
 
     code: ClassVar[str]
     name: ClassVar[str]
     message: ClassVar[str]
     default_enabled: ClassVar[bool] = True
+    preview: ClassVar[bool] = False
+    """In preview: runs only under ``--preview``, or when selected by its exact code or name."""
+    measured: ClassVar[Measured | None] = None
+    """Its findings on the precision corpus and how many were true (None: not a measured rule)."""
     prefilter: ClassVar[tuple[str, ...]] = ()
     valid: ClassVar[Sequence[Valid]] = ()
     invalid: ClassVar[Sequence[Invalid]] = ()
@@ -115,6 +123,11 @@ class LintRule:
     def could_match(cls, source: str, settings: LintSettings) -> bool:
         """Cheap text test: may this file hold a finding? Override for config-driven names."""
         return not cls.prefilter or any(s in source for s in cls.prefilter)
+
+    @classmethod
+    def on_by_default(cls) -> bool:
+        """Runs when nothing selects or ignores it and preview is off: on by default and not in preview."""
+        return cls.default_enabled and not cls.preview
 
     @classmethod
     def has_autofix(cls) -> bool:

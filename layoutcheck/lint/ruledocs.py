@@ -16,7 +16,8 @@ from typing import Any
 
 from layoutcheck.lint.rule import LintRule
 
-__all__ = ["DOC_FORMATS", "fix_label", "render_rule", "render_rules", "rule_record", "summary"]
+__all__ = ["DOC_FORMATS", "fix_label", "precision_label", "render_rule", "render_rules", "rule_record", "status_label",
+           "status_sentence", "summary"]
 
 DOC_FORMATS = ("text", "json", "markdown")
 
@@ -39,7 +40,11 @@ def rule_record(rule: type[LintRule]) -> dict[str, Any]:
         "name": rule.name,
         "message": rule.message,
         "summary": summary(rule),
-        "default_enabled": rule.default_enabled,
+        "default_enabled": rule.on_by_default(),
+        "status": status_label(rule),
+        "precision": None if rule.measured is None else {
+            "findings": rule.measured.findings, "true": rule.measured.true, "precision": rule.measured.precision,
+        },
         "fixable": rule.has_autofix(),
         "fix_applicability": list(rule.fix_applicabilities()),
         "docs": docs(rule),
@@ -54,6 +59,21 @@ def _yes(flag: bool, yes: str = "yes", no: str = "no") -> str:
     return yes if flag else no
 
 
+def status_label(rule: type[LintRule]) -> str:
+    """``stable`` or ``preview`` (`layoutcheck.lint.precision`)."""
+    return "preview" if rule.preview else "stable"
+
+
+def precision_label(rule: type[LintRule]) -> str:
+    """The measured precision on the corpus: ``6/19 (32%)``, ``0/0`` (no finding), ``-`` (not measured)."""
+    measured = rule.measured
+    if measured is None:
+        return "-"
+    if not measured.findings:
+        return "0/0"
+    return f"{measured.true}/{measured.findings} ({100 * measured.true / measured.findings:.0f}%)"
+
+
 def fix_label(rule: type[LintRule]) -> str:
     """The Fix column: ``no``, or the applicabilities its examples' fixes have (``safe``, ``unsafe``,
     ``safe/unsafe``): derived from the examples, never written by hand."""
@@ -61,13 +81,20 @@ def fix_label(rule: type[LintRule]) -> str:
 
 
 def _table(rules: Sequence[type[LintRule]]) -> str:
-    rows = [("Code", "Name", "Default", "Fix", "Summary")]
-    rows += [(r.code, r.name, _yes(r.default_enabled, "on", "off"), fix_label(r), summary(r))
-             for r in rules]
-    widths = [max(len(row[i]) for row in rows) for i in range(4)]
+    rows = [("Code", "Name", "Status", "Default", "Precision", "Fix", "Summary")]
+    rows += [(r.code, r.name, status_label(r), _yes(r.on_by_default(), "on", "off"), precision_label(r), fix_label(r),
+              summary(r)) for r in rules]
+    widths = [max(len(row[i]) for row in rows) for i in range(6)]
     return "\n".join(
-        "  ".join(cell.ljust(w) for cell, w in zip(row[:4], widths)) + "  " + row[4] for row in rows
-    )
+        "  ".join(cell.ljust(w) for cell, w in zip(row[:6], widths)) + "  " + row[6] for row in rows
+    ) + "\n\n" + _PREVIEW_NOTE
+
+
+_PREVIEW_NOTE = (
+    "Precision: true findings over all findings on the precision corpus (17 trainers, no configuration, every\n"
+    "finding read; benchmarks/lint_truth.toml). A rule below 90% or with no finding there is in preview: it runs\n"
+    "with --preview (or `preview = true`), or when selected by its exact code or name."
+)
 
 
 def _markdown_cell(text: str) -> str:
@@ -75,11 +102,12 @@ def _markdown_cell(text: str) -> str:
 
 
 def _markdown_table(rules: Sequence[type[LintRule]]) -> str:
-    lines = ["| Code | Name | Default | Fix | Summary |", "| --- | --- | --- | --- | --- |"]
+    lines = ["| Code | Name | Status | Default | Precision | Fix | Summary |",
+             "| --- | --- | --- | --- | --- | --- | --- |"]
     for r in rules:
         lines.append(
-            f"| {r.code} | `{r.name}` | {_yes(r.default_enabled, 'on', 'off')} | "
-            f"{fix_label(r)} | {_markdown_cell(summary(r))} |"
+            f"| {r.code} | `{r.name}` | {status_label(r)} | {_yes(r.on_by_default(), 'on', 'off')} | "
+            f"{precision_label(r)} | {fix_label(r)} | {_markdown_cell(summary(r))} |"
         )
     return "\n".join(lines)
 
@@ -113,10 +141,20 @@ def _autofix(rule: type[LintRule]) -> str:
     return " or ".join(f"{kind} (--fix{' --unsafe-fixes' if kind == 'unsafe' else ''})" for kind in kinds)
 
 
+def status_sentence(rule: type[LintRule]) -> str:
+    """``Status: stable (precision on the corpus: 8/8 true (100%)).``, or for a preview rule how to run it."""
+    measured = rule.measured
+    evidence = "" if measured is None else f" (precision on the corpus: {measured.describe()})"
+    if rule.preview:
+        return (f"Status: preview{evidence}: runs with --preview, or when selected as {rule.code} or {rule.name}.")
+    return f"Status: stable{evidence}."
+
+
 def _rule_text(rule: type[LintRule]) -> str:
     lines = [
         f"{rule.name} ({rule.code})",
-        f"Default: {_yes(rule.default_enabled, 'on', 'off')}. Autofix: {_autofix(rule)}. "
+        status_sentence(rule),
+        f"Default: {_yes(rule.on_by_default(), 'on', 'off')}. Autofix: {_autofix(rule)}. "
         + _suppress_hint(rule),
         "",
         docs(rule),
@@ -131,7 +169,8 @@ def _rule_text(rule: type[LintRule]) -> str:
 
 
 def _rule_markdown(rule: type[LintRule]) -> str:
-    lines = [f"## `{rule.name}` ({rule.code})", "", docs(rule), "", f"Message: {rule.message}", ""]
+    lines = [f"## `{rule.name}` ({rule.code})", "", status_sentence(rule), "", docs(rule), "",
+             f"Message: {rule.message}", ""]
     for title, cases in (("Flagged", rule.invalid), ("Not flagged", rule.valid)):
         if cases:
             lines += [f"### {title}", ""]

@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any, overload
 from layoutcheck.configfile import LoadedConfig, resolve_config
 from layoutcheck.lint.discovery import SourceFile, discover
 from layoutcheck.lint.findings import INTERNAL, INVALID_INPUT, FileError, FileResult, Finding, FixOutcome
-from layoutcheck.lint.globs import any_match
+from layoutcheck.globs import any_match
 from layoutcheck.lint.selection import SelectionOverrides
 from layoutcheck.lint.sources import MAX_FILE_BYTES, read_source
 
@@ -125,6 +125,7 @@ def select_rules(
         overrides=overrides,
         describe=loaded.describe,
         always=(UnusedSuppression,) if overrides.report_unused_suppressions else (),
+        preview=settings.preview,
     )
 
 
@@ -413,7 +414,7 @@ def _settings_fingerprint(loaded: LoadedConfig, overrides: SelectionOverrides,
         "tool": tool_signature(),
         "config": loaded.table,
         "overrides": [overrides.select, overrides.extend_select, overrides.ignore,
-                      overrides.report_unused_suppressions],
+                      overrides.report_unused_suppressions, overrides.preview],
         "rules": rule_ids,
     })
 

@@ -7,6 +7,12 @@ name beats a prefix, a longer prefix beats a shorter one, anything beats
 ``ALL``), and on a tie the disabling one wins. Without ``select`` the starting
 set is every rule that is on by default.
 
+Preview rules (`LintRule.preview`: below the precision bar on the corpus, see
+`layoutcheck.lint.precision`) are left out unless preview is on (``--preview``,
+``preview = true``): without it only an exact code or name selects one (a prefix
+such as ``LC1`` and ``ALL`` pass it by), as in ruff. With preview on they are
+selected like any other rule, and the default set holds them too.
+
 The command line replaces the configured ``select`` and adds to the configured
 ``extend-select`` and ``ignore``; ``--report-unused-suppressions`` switches the
 ``unused-suppression`` pseudo-rule on whatever else says.
@@ -22,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from layoutcheck.errors import ConfigError
-from layoutcheck.lint.globs import compile_glob
+from layoutcheck.globs import compile_glob
 
 if TYPE_CHECKING:  # the rules import libcst; a fully cached run never needs them
     from layoutcheck.lint.rule import LintRule
@@ -41,6 +47,8 @@ class SelectionOverrides:
     extend_select: tuple[str, ...] = ()
     ignore: tuple[str, ...] = ()
     report_unused_suppressions: bool = False
+    preview: bool | None = None
+    """``--preview`` (True) or ``--no-preview`` (False) over the configured ``preview``; None: as configured."""
 
 
 def describe_rules(universe: Iterable[type[LintRule]]) -> str:
@@ -126,12 +134,17 @@ def resolve_selection(
     overrides: SelectionOverrides = SelectionOverrides(),
     describe: Callable[[str], str] = lambda key: key,
     always: Sequence[type[LintRule]] = (),
+    preview: bool = False,
 ) -> RuleSelection:
     """Resolve the configured and command-line selectors against ``universe``.
 
     ``describe(key)`` names where a configured key was written (for errors);
-    ``always`` are rules switched on regardless (the unused-suppression report).
+    ``always`` are rules switched on regardless (the unused-suppression report);
+    ``preview`` (the configured value; ``overrides.preview`` wins when given)
+    lets prefixes, ``ALL`` and the default set reach preview rules.
     """
+    if overrides.preview is not None:
+        preview = overrides.preview
     universe = tuple(sorted(universe, key=lambda r: r.code))
     if overrides.select is not None:
         chosen = _check_selectors(overrides.select, universe, "--select")
@@ -151,8 +164,11 @@ def resolve_selection(
     selected = []
     for rule in universe:
         on, off = _strongest(enable, rule), _strongest(disable, rule)
+        gated = rule.preview and not preview
+        if gated and on is not None and on < _EXACT:
+            on = None  # a prefix or ALL does not reach a preview rule; its exact code or name does
         if on is None and off is None:
-            keep = chosen is None and rule.default_enabled
+            keep = chosen is None and rule.default_enabled and not gated
         elif off is None:
             keep = True
         elif on is None:

@@ -13,8 +13,10 @@
   fields and parameters hold (`spaces`), the side each field is padded on
   (`sides`), layout helpers found by what their ``def`` s do (`helpers`),
   owners and second owners (`owners`), the call graph;
-* for the rules (`queries`): the questions each rule asks about one file.
+* for the rules (`queries`): the questions each rule asks about one file;
+* what it reads from the configuration (`settings`: `LintSettings`).
 
 The tool around it (discovery, cache, runner, output, the rule base) is
-`layoutcheck.lint`. Nothing here imports libcst.
+`layoutcheck.lint`, which imports this package and never the other way round
+(tests/test_import_graph.py holds it). Nothing here imports libcst.
 """

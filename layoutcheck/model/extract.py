@@ -35,7 +35,7 @@ import sys
 import warnings
 from collections.abc import Callable, Iterable, Sequence
 
-from layoutcheck.lint.settings import LintSettings
+from layoutcheck.model.settings import LintSettings
 from layoutcheck.model.facts import (
     Arg,
     Broadcast,

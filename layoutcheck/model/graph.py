@@ -26,8 +26,8 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 
-from layoutcheck.lint.globs import any_match
-from layoutcheck.lint.settings import LintSettings
+from layoutcheck.globs import any_match
+from layoutcheck.model.settings import LintSettings
 from layoutcheck.model.facts import Arg, Call, FieldWrite, FileFacts, Function, FunctionRef, Param, call_names, ensure_calls
 from layoutcheck.model.vocabulary import Vocabulary, vocabulary
 

@@ -24,7 +24,7 @@ from layoutcheck.model.units import atoms, shape
 from layoutcheck.model.vocabulary import Tag
 
 if TYPE_CHECKING:
-    from layoutcheck.lint.settings import LintSettings
+    from layoutcheck.model.settings import LintSettings
 
 __all__ = ["Owner", "ProjectOwners", "configured_layouts", "owner_matches"]
 

@@ -21,7 +21,7 @@ from collections.abc import Mapping, Sequence
 from enum import IntFlag
 from functools import lru_cache
 
-from layoutcheck.lint.settings import DEFAULT_CP_HELPERS, LintSettings
+from layoutcheck.model.settings import DEFAULT_CP_HELPERS, LintSettings
 
 
 class Tag(IntFlag):

@@ -1,4 +1,4 @@
-"""Gitignore-ish glob patterns for ``exclude`` and ``per-file-ignores``.
+"""Gitignore-ish glob patterns for ``exclude``, ``per-file-ignores`` and ``test-paths``.
 
 Patterns match paths relative to the project root (the folder of the
 configuration file), written with ``/``:
