@@ -62,20 +62,22 @@ def _demote(markdown: str) -> str:
 def rules() -> str:
     """Every rule: a table, then each rule's docs (its docstring), message and examples (its VALID/INVALID)."""
     from layoutcheck.lint.registry import all_rules
-    from layoutcheck.lint.ruledocs import docs, summary
+    from layoutcheck.lint.ruledocs import docs, precision_label, status_label, status_sentence, summary
     from layoutcheck.lint.suppressions import UnusedSuppression
 
     universe = sorted({*all_rules(), UnusedSuppression}, key=lambda r: r.code)
-    lines = ["| Code | Name | Default | Summary |", "| --- | --- | --- | --- |"]
+    lines = ["| Code | Name | Status | Default | Precision | Summary |", "| --- | --- | --- | --- | --- | --- |"]
     for r in universe:
         cell = summary(r).replace("|", "\\|")
-        lines.append(f"| {r.code} | [`{r.name}`](#{r.name}) | {'on' if r.default_enabled else 'off'} | {cell} |")
+        lines.append(f"| {r.code} | [`{r.name}`](#{r.name}) | {status_label(r)} | "
+                     f"{'on' if r.on_by_default() else 'off'} | {precision_label(r)} | {cell} |")
     for rule in universe:
         body = docs(rule).split("\n", 1)
         # An HTML anchor, not `{ #name }`: GitHub shows attribute lists as text, and both honour the anchor.
         lines += ["", f'<a id="{rule.name}"></a>', "", f"## `{rule.name}` ({rule.code})", "", body[0], "",
                   _demote(body[1].strip()) if len(body) > 1 else "", "",
-                  f"**Default**: {'on' if rule.default_enabled else 'off'}. **Message**: {rule.message}", ""]
+                  f"**Default**: {'on' if rule.on_by_default() else 'off'}. {status_sentence(rule)} "
+                  f"**Message**: {rule.message}", ""]
         for title, cases in (("Flagged", rule.invalid), ("Not flagged", rule.valid)):
             if cases:
                 lines += [f"### Examples: {title.lower()}", ""]
