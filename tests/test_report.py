@@ -135,10 +135,13 @@ def test_violations_are_grouped_by_invariant_and_field_and_thd_batches_count_as_
     ("not json", "is not a layoutcheck run report: invalid JSON at line 1"),
     ('{"a": 1}', "is not a layoutcheck run report: no `schema_version`"),
     ('{"schema_version": 99}', "has run-report schema version 99"),
+    # issue 27: a file that is not UTF-8 (a binary, a report re-saved as UTF-16) was an internal-error traceback
+    (b"\xff\xfe{\x00}\x00", "is not a layoutcheck run report: byte 0 is not UTF-8"),
+    ('{"a": "caf\u00e9"}'.encode("latin-1"), "byte 10 is not UTF-8"),
 ])
 def test_bad_reports_exit_2_with_one_line(capsys, tmp_path, content, message):
     path = tmp_path / "run.json"
-    path.write_text(content)
+    path.write_bytes(content if isinstance(content, bytes) else content.encode())
     code, out, err = report_command(capsys, str(path))
     assert code == 2 and out == ""
     assert err.startswith(f"layoutcheck: error: {path}") and message in err and err.count("\n") == 1
