@@ -302,13 +302,22 @@ def test_a_function_that_does_not_fit_its_contract_is_refused_naming_what_is_mis
         hook(zigzag, {"samples": 1, "args": {"t": "T"}, "unit": ["factor * 2"]})
 
 
-def test_a_call_the_contract_cannot_read_is_one_note_and_goes_through():
+def test_a_value_the_contract_cannot_read_is_one_configuration_problem_saying_what_to_write():
     def f(seqs):
-        return {"not": "a tensor"}
+        return {"ids": torch.ones(1, 8), "lengths": [8]}
 
     checker, g = hook(f, {"args": {"seqs": "T"}, "returns": "P packed"}, mode="record")
-    assert g([torch.ones(3)]) == {"not": "a tensor"}
-    assert len(checker.notes) == 1 and "holds per-sample data" in checker.notes[0]
+    for _ in range(3):
+        assert g([torch.ones(3)])["lengths"] == [8]  # the call goes through, every time
+    (problem,) = checker.problems
+    assert checker.notes == [] and problem.key == f'runtime.boundaries."{__name__}:f".returns'
+    assert problem.source == "t.toml" and str(problem).startswith(problem.key + " in t.toml: ")
+    assert "`returns` should hold per-sample data" in str(problem) and "the call passed a dict" in str(problem)
+    assert "it holds 2 array fields: name the one meant, such as `returns.ids`, `returns.lengths`" in str(problem)
+    assert "could not be read (configuration problem)" in checker.summary()
+    with pytest.warns(UserWarning, match=r"returns should hold|`returns` should hold"):  # raise mode: warned once
+        _, g = hook(f, {"args": {"seqs": "T"}, "returns": "P packed"}, mode="raise")
+        g([torch.ones(3)])
 
 
 # --- values: at once on the CPU, later from a device ------------------------------------------------------

@@ -139,6 +139,8 @@ class Session:
             cross_rank=CrossRankOptions(settings.cross_rank_every, settings.cross_rank_timeout)
             if settings.cross_rank else None,
         )
+        # a field no contract can read is a configuration problem like the set-up's (summary, raise mode's exit)
+        self.checker.on_problem = self.setup.problems.append
         self.boundaries = self._boundaries(settings, config_file)
         """The boundary contracts, by function (`layoutcheck.runtime.contract.boundary.BoundarySpec`)."""
         self._coordinates = self._coordinate_sources(settings)

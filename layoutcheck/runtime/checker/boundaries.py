@@ -42,10 +42,10 @@ from layoutcheck import geometry
 from layoutcheck.errors import LayoutSpecError, Violation, describe_value
 from layoutcheck.runtime.checker import content, values
 from layoutcheck.runtime.checker.wrappers import Binder
-from layoutcheck.runtime.contract import invariants
+from layoutcheck.runtime.contract import arrays, invariants
 from layoutcheck.runtime.contract.boundary import BoundarySpec, FieldSpec, Source
 from layoutcheck.runtime.contract.expressions import MISSING, Expr
-from layoutcheck.runtime.contract.meta import compiling, metadata_only, shape_of
+from layoutcheck.runtime.contract.meta import compiling, metadata_only
 
 if TYPE_CHECKING:
     from layoutcheck.runtime.checker.state import CheckerState
@@ -212,67 +212,78 @@ def _axis(f: FieldSpec, default: int) -> int:
     return f.axis if f.axis is not None else default
 
 
-def _ints(value: Any) -> list[int] | None:
-    if isinstance(value, (list, tuple)) and all(type(v) is int for v in value):
-        return list(value)
-    return None
+def _indices(micro_batch: Any) -> list[int] | None:
+    # a schedule's micro-batch: a list of ints, or a 1-D numpy array of them (host memory: read as it is)
+    if type(micro_batch).__module__ == "numpy" and arrays.is_array(micro_batch) and len(micro_batch.shape) == 1:
+        return arrays.int_list(micro_batch.tolist())
+    return arrays.int_list(micro_batch)
+
+
+def _entry_length(entry: Any, axis: int) -> int:
+    # one sample's length along its sequence axis (-1: an entry with no shape, which B1 names)
+    got = arrays.shape(entry) if entry is not None else None
+    return -1 if not got or axis >= len(got) else int(got[axis])
 
 
 def read_field(f: FieldSpec, value: Any, scheme: str, *, one: bool) -> tuple[invariants.Reading, list[values.Request]]:
-    """What ``value`` shows for field ``f`` (shapes and ints now), and the tensor values it still needs."""
+    """What ``value`` shows for field ``f`` (shapes and ints now), and the tensor values it still needs.
+
+    Any kind `layoutcheck.runtime.contract.arrays` reads (torch tensors,
+    numpy arrays, lists and tuples of ints, lists of per-sample tensors,
+    arrays or lists); another kind raises `~layoutcheck.runtime.contract.arrays.Unreadable`,
+    saying what to write instead.
+    """
     space = None if f.space is None else f.resolved(scheme)
     r = invariants.Reading(spec=f, space=space, shape="missing")
     if value is MISSING or value is None:
         return r, []
     requests: list[values.Request] = []
     with metadata_only():
-        shape = shape_of(value) if values.is_array(value) else None
+        shape = arrays.shape(value) if arrays.is_array(value) else None
+        listed = arrays.entries(value)
         r.seen = shape if shape is not None else type(value).__name__  # described in full only in an error
         if f.holds == "schedule":
-            if isinstance(value, (list, tuple)) and all(_ints(mb) is not None for mb in value):
-                r.shape, r.schedule = "schedule", [list(mb) for mb in value]
-            else:
-                raise LayoutSpecError(f"`{f.key}` holds a schedule (lists of sample indices), got {describe_value(value, 80)}")
+            batches = None if listed is None else [_indices(mb) for mb in listed]
+            if batches is None or any(b is None for b in batches):
+                raise arrays.unreadable(f.key, value, "a schedule (lists of sample indices)")
+            r.shape, r.schedule = "schedule", batches  # type: ignore[assignment]
         elif f.holds in ("len", "cu"):
             r.shape = f.holds if f.holds == "cu" else "ints"
-            if one and type(value) is int:
-                r.lengths = [value]
-            elif _ints(value) is not None:
-                ints = _ints(value)
+            ints = arrays.int_list(value)
+            if one and arrays.is_int(value):
+                r.lengths = [int(value)]
+            elif ints is not None:
                 if f.holds == "cu":
                     r.cu = ints
                 else:
                     r.lengths = ints
-            elif shape is not None and len(shape) == 1:
+            elif shape is not None and len(shape) == 1 and listed is None:
                 requests.append(values.Request(f.key, "ints", value))
             else:
-                raise LayoutSpecError(f"`{f.key}` holds {f.holds} (Python ints or a 1-D tensor), got {describe_value(value, 80)}")
+                raise arrays.unreadable(f.key, value, f"{'cumulative lengths' if f.holds == 'cu' else 'lengths'} "
+                                        "(a list of ints, or a 1-D integer tensor or array)")
         elif f.holds == "mask":
             r.shape = "mask"
-            if isinstance(value, (list, tuple)) or shape is not None:
+            if listed is not None or (shape is not None and len(shape) in (1, 2)):
                 requests.append(values.Request(f.key, "sums", value if not one else [value]))
             else:
-                raise LayoutSpecError(f"`{f.key}` holds masks (a (B, S) tensor or a list of 1-D masks), got {describe_value(value, 80)}")
+                raise arrays.unreadable(f.key, value, "masks (a (B, S) tensor or array, or a list of 1-D masks)")
         elif one:
-            if isinstance(value, (list, tuple)):  # one sample's values as a list (log-probs of a rollout, say)
-                r.shape, r.lengths = "one", [len(value)]
+            if listed is not None and not arrays.is_array(value):  # one sample's values as a list (log-probs, say)
+                r.shape, r.lengths = "one", [_entry_length(value, _axis(f, 0))]
             elif shape is None or not shape:
-                raise LayoutSpecError(f"`{f.key}` is one sample's tensor, got {describe_value(value, 80)}")
+                raise arrays.unreadable(f.key, value, "one sample's data (a tensor, an array or a list)")
             else:
                 r.shape, r.lengths = "one", [int(shape[_axis(f, 0)])]
-        elif isinstance(value, (list, tuple)):
-            lengths = []
-            for entry in value:
-                entry_shape = shape_of(entry) if entry is not None else None
-                lengths.append(-1 if not entry_shape else int(entry_shape[_axis(f, 0)]))
-            r.shape, r.lengths = "list", lengths
+        elif listed is not None:
+            r.shape, r.lengths = "list", [_entry_length(entry, _axis(f, 0)) for entry in listed]
         elif shape is not None and space is not None and space.packed:
             r.shape, r.total = "stream", int(shape[_axis(f, 1 if len(shape) >= 2 else 0)])
         elif shape is not None and len(shape) >= 2:
             r.shape, r.lengths = "rows", [int(shape[_axis(f, 1)])] * int(shape[0])
         else:
-            raise LayoutSpecError(f"`{f.key}` holds per-sample data (a list of tensors, a (B, L) tensor, or a packed "
-                                  f"stream), got {describe_value(value, 80)}")
+            raise arrays.unreadable(f.key, value, "per-sample data (a list of tensors, arrays or lists, a (B, L) "
+                                    "tensor or array, or a packed stream)")
     return r, requests
 
 
@@ -348,7 +359,11 @@ class _BoundaryCalls:
             if f.when is not None and not f.when.evaluate(call, coords):
                 continue
             value = f.path.read(call, result)
-            reading, needed = read_field(f, value, scheme, one=self.one)
+            try:
+                reading, needed = read_field(f, value, scheme, one=self.one)
+            except arrays.Unreadable as err:
+                self._unreadable(f, err)
+                continue
             if reading.shape == "missing":
                 checker._note(spec.target, f"`{f.key}` is absent from the call, so it was not checked",
                               key=f"absent {spec.target} {f.key}")
@@ -371,7 +386,7 @@ class _BoundaryCalls:
         pending = _Call(self.calls, where, coords, scheme, units, tight, readings, pads, stream_units)
         found = self._cross_rank(pending)  # every rank exchanges at every call: never deferred
         if all(values.on_host(r) for r in requests):
-            found += self._finish(pending, values.read(requests))
+            found += self._finish(pending, self._read_values(requests))
         else:
             try:
                 snap = values.snapshot(requests)
@@ -382,6 +397,24 @@ class _BoundaryCalls:
                     checker._note(spec.target, "value checks waited for more than 64 calls of copies and the oldest "
                                   "were dropped unchecked", key=f"dropped {spec.target}")
         checker._report(found)
+
+    def _read_values(self, requests: list[values.Request]) -> dict[str, Any]:
+        # Host values, one request at a time: a field whose value cannot be read leaves only itself out.
+        got: dict[str, Any] = {}
+        for r in requests:
+            try:
+                got.update(values.read([r]))
+            except arrays.Unreadable as err:
+                key = r.key.removeprefix("data:")
+                self._unreadable(next((x for x in self.spec.fields if x.key == key), None), err)
+        return got
+
+    def _unreadable(self, f: FieldSpec | None, err: arrays.Unreadable) -> None:
+        # A value of a kind the contract cannot read: a configuration problem, said once per field, and that
+        # field (only) is left out of every call's checks.
+        spec = self.spec
+        key = f"{spec.key}.{f.key}" if f is not None else spec.key
+        self.checker._problem(key, spec.source_file, f"{spec.target}: {err}")
 
     # --- after the values are known -------------------------------------------------------
 

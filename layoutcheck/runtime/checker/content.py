@@ -129,7 +129,10 @@ def _value(t: Any, i: int) -> object:
     if i >= t.shape[0]:
         return "nothing (the part ends here)"
     v = t[i]
-    return v.item() if v.dim() == 0 else f"a row of shape {tuple(v.shape)}"
+    if v.dim() == 0:
+        return v.item()
+    # a position that is a row (a (T, k) sample's k experts): its values when few (host tensors only)
+    return v.tolist() if v.numel() <= 8 else f"a row of shape {tuple(v.shape)}"
 
 
 def check_content(

@@ -28,6 +28,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from layoutcheck.errors import LayoutSpecError
+from layoutcheck.runtime.contract import arrays
+from layoutcheck.runtime.contract.arrays import is_array
 
 __all__ = ["Deferred", "Request", "Snapshot", "is_array", "on_host", "read", "snapshot"]
 
@@ -42,11 +44,6 @@ class Request:
     kind: str
     value: Any
     """A tensor, or a list of tensors (per-sample masks or data)."""
-
-
-def is_array(value: object) -> bool:
-    """A tensor or an array (has a shape and a dtype), not a class."""
-    return not isinstance(value, type) and hasattr(value, "shape") and hasattr(value, "dtype")
 
 
 def _device_type(value: Any) -> str:
@@ -85,11 +82,21 @@ def _host_list(value: Any) -> Any:
 
 
 def read(requests: Sequence[Request]) -> dict[str, Any]:
-    """The values of host requests, now: ``ints`` and ``sums`` as Python ints, ``data`` as the tensors."""
+    """The values of host requests, now: ``ints`` and ``sums`` as Python ints, ``data`` as CPU torch tensors.
+
+    Any kind `layoutcheck.runtime.contract.arrays` reads: CPU tensors,
+    numpy arrays, lists of ints, lists of per-sample tensors or arrays; a
+    value of another kind raises `~layoutcheck.runtime.contract.arrays.Unreadable`.
+    """
     out: dict[str, Any] = {}
     for r in requests:
-        reduced = _reduce(r)
-        out[r.key] = reduced if r.kind == "data" else _host_list(reduced)
+        key = r.key.removeprefix("data:")
+        if r.kind == "data":
+            out[r.key] = arrays.host_data(r.value, key)
+        elif r.kind == "sums":
+            out[r.key] = arrays.host_sums(r.value, key)
+        else:
+            out[r.key] = arrays.host_ints(r.value, key)
     return out
 
 

@@ -96,11 +96,17 @@ def _walk(value: Any, parts: tuple[str | int, ...]) -> Any:
         if value is MISSING or value is None:
             return MISSING
         if part == "*":
-            if not isinstance(value, (list, tuple)):
+            if not isinstance(value, (list, tuple)) and not _object_array(value):
                 return MISSING
             return [_walk(entry, parts[i + 1:]) for entry in value]
         value = _step(value, part)
     return value
+
+
+def _object_array(value: Any) -> bool:
+    # a 1-D numpy array of per-sample objects (verl's non_tensor_batch entries): `*` reads each entry
+    shape = getattr(value, "shape", None)
+    return getattr(getattr(value, "dtype", None), "kind", None) == "O" and shape is not None and len(shape) == 1
 
 
 def _step(value: Any, part: str | int) -> Any:
@@ -120,7 +126,19 @@ def _step(value: Any, part: str | int) -> Any:
             return value[part] if part in value.keys() else getattr(value, part, MISSING)
         except Exception:  # noqa: BLE001 - a container that cannot answer: nothing there
             return MISSING
-    return getattr(value, part, MISSING)
+    found = getattr(value, part, MISSING)
+    if found is MISSING:
+        for holder in _WRAPPED:  # a batch class wrapping its fields (verl's DataProto): `data.input_ids` reads
+            inner = getattr(value, holder, None)  # `data.batch["input_ids"]`, else `data.non_tensor_batch[...]`
+            if inner is not None and hasattr(inner, "keys") and hasattr(inner, "__getitem__"):
+                found = _step(inner, part)
+                if found is not MISSING:
+                    return found
+    return found
+
+
+_WRAPPED = ("batch", "non_tensor_batch")
+"""Attributes a batch class keeps its named fields in (a TensorDict-like ``batch``, a dict ``non_tensor_batch``)."""
 
 
 def parse_path(text: object, *, what: str = "a path") -> Path:
