@@ -401,3 +401,59 @@ def test_a_role_reads_its_inputs_from_the_functions_own_names(monkeypatch):
         LayoutChecker("raise").wrap("producer", fetch)
     with pytest.raises(LayoutSpecError, match=r"`inputs.args` = `args.opts` reads the parameter `opts`"):
         LayoutChecker("raise").wrap("producer", fetch, {"args": parse_path("args.opts")})
+
+
+# --- fields of any array kind -------------------------------------------------------------------------------
+
+
+def test_numpy_masks_lengths_and_schedules_and_lists_of_numpy_ints_read_as_tensors_do():
+    import numpy as np
+
+    def pack_rows(input_ids, attention_mask, lengths):
+        out = []
+        for i in range(input_ids.shape[0]):
+            d = input_ids[i][attention_mask[i]]
+            out.append(np.concatenate([d, np.zeros(int(lengths[i]) - d.shape[0], d.dtype)]))
+        return np.concatenate(out), [np.arange(0, 2), np.array([2])]
+
+    table = {"args": {"input_ids": {"space": "T", "mask": "args.attention_mask"}, "attention_mask": "mask T",
+                      "lengths": "len P"},
+             "returns": {"0": {"space": "P packed", "from": "args.input_ids", "axis": 0}, "1": "schedule"},
+             "unit": [8]}
+    ids = np.arange(1, 37).reshape(3, 12)
+    mask = np.zeros((3, 12), dtype=bool)
+    for i, (a, b) in enumerate([(2, 9), (0, 12), (5, 6)]):
+        mask[i, a:b] = True
+    for lengths in (np.array([8, 16, 8]), [np.int64(8), np.int64(16), np.int64(8)], (8, 16, 8)):
+        checker, f = hook(pack_rows, table)
+        f(ids, mask, lengths)
+        assert checker.violations == [] and checker.notes == [] and checker.problems == [], lengths
+    checker, f = hook(pack_rows, table, mode="record")
+    f(ids, mask, [8, 24, 8])  # sample 1 (12 tokens) padded to 24: more than one unit above its true length
+    assert [(v.invariant, v.sample, v.actual) for v in checker.violations] == [("B2", 1, 24)]
+    assert checker.problems == [] and checker.notes == []
+
+
+def test_lists_of_lists_and_numpy_object_arrays_hold_one_entry_per_sample():
+    import numpy as np
+
+    def pad(rows, mask):
+        return [r + [0] * (8 - len(r)) for r in rows]
+
+    table = {"args": {"rows": "T", "mask": "mask T"}, "returns": {"space": "P", "from": "args.rows"}, "unit": [8]}
+    checker, f = hook(pad, table)
+    f([[1, 2, 3], [4, 5, 6, 7, 8]], [[1, 1, 1, 0], [1, 1, 1, 1, 1]])  # masks as lists of ints
+    assert checker.violations == [] and checker.problems == []
+    checker, f = hook(pad, table, mode="record")
+    f([[1, 2, 3], [4, 5, 6, 7, 8]], [[1, 1, 1, 0], [1, 1, 1, 1]])  # sample 1's mask says 4 true tokens, not 5
+    assert [(v.invariant, v.sample, v.actual, v.expected) for v in checker.violations] == [("B1", 1, 4, 5)]
+
+    def per_sample(routed):
+        return routed
+
+    holder = np.empty(2, dtype=object)
+    holder[:] = [np.ones((3, 2)), np.ones((5, 2))]
+    checker, f = hook(per_sample, {"args": {"routed": "T"}, "returns": "T-1"}, mode="record")
+    f(holder)  # numpy object arrays (verl's non_tensor_batch): one entry per sample, each (T_i, k)
+    assert [(v.invariant, v.field, v.sample, v.actual, v.expected) for v in checker.violations] == [
+        ("B1", "returns", 0, 3, 2), ("B1", "returns", 1, 5, 4)]
