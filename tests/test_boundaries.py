@@ -40,6 +40,9 @@ def test_a_field_is_a_space_with_what_it_holds():
     ("P cp zigzag", r"either `cp` .* or a scheme"),
     ({"spce": "P"}, r"returns.x: unknown key `spce`"),
     ({"space": "len P", "from": "args.y"}, r"only data is compared with its source"),
+    ("rows T", r'returns.x: say on which side the rows are padded: "rows T left"'),
+    ("rows T packed left", r'a row-padded batch holds each sample.s positions whole in its row; write "rows T left"'),
+    ({"space": "T", "lengths": "args.n"}, r"returns.x.lengths: only a row-padded batch"),
 ])
 def test_a_bad_field_names_its_key(value, message):
     with pytest.raises(LayoutSpecError, match=message):
@@ -51,6 +54,10 @@ def test_a_boundary_refuses_keys_and_references_it_does_not_know():
         parse_boundary("m:f", {"args": {"x": "T"}, "unti": 8})
     with pytest.raises(LayoutSpecError, match=r"returns.0.from: `args.z` is not one of this boundary's fields"):
         parse_boundary("m:f", {"args": {"x": "T"}, "returns": {"0": {"space": "P cp", "from": "args.z"}}})
+    with pytest.raises(LayoutSpecError, match=r'args.ids.mask: `args.n` holds len; the rows. mask is a `mask` field'):
+        parse_boundary("m:f", {"args": {"ids": {"space": "rows T left", "mask": "args.n"}, "n": "len T"}})
+    with pytest.raises(LayoutSpecError, match=r'args.ids.lengths: `args.m` holds mask; the rows. lengths are a `len`'):
+        parse_boundary("m:f", {"args": {"ids": {"space": "rows T left", "lengths": "args.m"}, "m": "mask T"}})
     with pytest.raises(LayoutSpecError, match=r"says nothing"):
         parse_boundary("m:f", {"unit": 8})
     with pytest.raises(LayoutSpecError, match=r"inputs.qkv: the batch-builder role reads no `qkv`"):

@@ -195,3 +195,61 @@ def test_a_field_no_contract_can_read_fails_raise_mode_at_exit_with_one_message_
     assert "could not check" not in proc.stderr and "Traceback" not in proc.stderr
     proc, _ = array_job(tmp_path, LAYOUTCHECK="warn", LAYOUTCHECK_CONFIG=str(config))
     assert proc.returncode == 0 and proc.stderr.count("1 configuration problem: " + problem) == 1, proc.stderr
+
+
+# --- row-padded batches (issue 29) ---------------------------------------------------------------------------
+
+ROWPAD = ROOT / "fixtures" / "rowpad.toml"
+
+
+def rowpad_job(tmp_path: Path, config: Path | None = None) -> tuple[subprocess.CompletedProcess[str], dict | None]:
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("LAYOUTCHECK")}
+    environ["PYTHONPATH"] = os.pathsep.join([str(ROOT / "fixtures"), environ.get("PYTHONPATH", "")])
+    if config is not None:
+        environ.update(LAYOUTCHECK="raise", LAYOUTCHECK_CONFIG=str(config))
+    proc = subprocess.run([sys.executable, "-m", "rowpad.job", "out.json"], cwd=tmp_path, env=environ,
+                          capture_output=True, text=True, timeout=300)
+    out = tmp_path / "out.json"
+    return proc, json.loads(out.read_text()) if out.exists() else None
+
+
+def test_a_row_padded_batch_contract_checks_functions_that_remove_left_padding(tmp_path):
+    proc, plain = rowpad_job(tmp_path)
+    assert proc.returncode == 0 and all(r["type"] is None for r in plain.values()), plain  # silent without
+    proc, results = rowpad_job(tmp_path, ROWPAD)
+    assert proc.returncode == 0, proc.stderr
+    assert results["clean"] == results["clean again"] == {"type": None, "invariants": []}  # the fix is clean
+    # one roll for the whole batch: the rows with more padding keep some in front of their tokens
+    got = results["one_shift_for_the_batch"]
+    assert got["invariants"] == ["B1", "B6"], got
+    lines = got["message"].splitlines()
+    assert lines[1] == ("[B1] rowpad.strip:strip_left_padding (call 2), sample 0, field `returns.1` (space mask of "
+                        "rows of T, padded right): row 0's mask is not padded right: position 0 should be a true "
+                        "position (the row's 5 true positions sit first in its 12)")
+    assert lines[2:4] == ["    seen:     true at 4-8", "    expected: true at 0-4"]
+    assert "never one shift or width for the whole batch" in lines[5]
+    b6 = lines.index(next(line for line in lines if line.startswith("[B6]")))
+    assert lines[b6].endswith("row 0 is not sample 0's data from `args.input_ids` padded right: position 0 of the "
+                              "row should hold a true position")
+    assert lines[b6 + 1:b6 + 3] == ["    seen:     0", "    expected: 11"]
+    # lengths instead of a mask: each row's true tokens are its last T_i
+    got = results["cut_on_the_wrong_side"]
+    assert got["invariants"] == ["B6"] and "rowpad.strip:unpad_rows (call 2), sample 0, field `returns`" in got["message"]
+    assert "take each row's last T_i positions (the source is padded left)" in got["message"]
+
+
+def test_rows_padded_on_the_other_side_than_the_contract_says_are_named(tmp_path):
+    # the same job, its input declared right-padded: the input's mask (B1) and its pads (B6) are on the wrong
+    # side, and the correct output is not blamed for the misreading
+    config = tmp_path / "layoutcheck.toml"
+    config.write_text(ROWPAD.read_text().replace('args.input_ids = { space = "rows T left", mask',
+                                                 'args.input_ids = { space = "rows T right", mask'))
+    proc, results = rowpad_job(tmp_path, config)
+    assert proc.returncode == 0, proc.stderr
+    got = results["clean"]
+    assert got["invariants"] == ["B1", "B6"], got
+    heads = [line for line in got["message"].splitlines() if line.startswith("[")]
+    assert len(heads) == 2 and all("field `args." in head for head in heads), heads
+    assert ("field `args.attention_mask` (space mask of rows of T, padded right): row 0's mask is not padded right"
+            in heads[0])
+    assert "field `args.input_ids` (space rows of T, padded right): row 0 is not padded right" in heads[1]

@@ -219,6 +219,17 @@ def _indices(micro_batch: Any) -> list[int] | None:
     return arrays.int_list(micro_batch)
 
 
+def _row_widths(f: FieldSpec, value: Any, shape: tuple[int, ...] | None, listed: list[Any] | None) -> list[int]:
+    # A row-padded batch: a (B, S, ...) array, or B rows (lists or arrays) of one width S; S per row.
+    if shape is not None and len(shape) >= 2:
+        return [int(shape[_axis(f, 1)])] * int(shape[0])
+    if listed is not None and shape is None:
+        widths = [_entry_length(row, _axis(f, 1) - 1) for row in listed]
+        if len(set(widths)) <= 1 and -1 not in widths:
+            return widths
+    raise arrays.unreadable(f.key, value, "a row-padded batch (a (B, S) tensor or array, or B lists of one width S)")
+
+
 def _entry_length(entry: Any, axis: int) -> int:
     # one sample's length along its sequence axis (-1: an entry with no shape, which B1 names)
     got = arrays.shape(entry) if entry is not None else None
@@ -268,6 +279,8 @@ def read_field(f: FieldSpec, value: Any, scheme: str, *, one: bool) -> tuple[inv
                 requests.append(values.Request(f.key, "sums", value if not one else [value]))
             else:
                 raise arrays.unreadable(f.key, value, "masks (a (B, S) tensor or array, or a list of 1-D masks)")
+        elif f.holds == "rows":
+            r.shape, r.lengths = "padded rows", _row_widths(f, value, shape, listed)
         elif one:
             if listed is not None and not arrays.is_array(value):  # one sample's values as a list (log-probs, say)
                 r.shape, r.lengths = "one", [_entry_length(value, _axis(f, 0))]
@@ -330,6 +343,7 @@ class _BoundaryCalls:
         self.calls = 0
         self.one = spec.samples == 1
         self.content = [f for f in spec.fields if f.source is not None]
+        self.rows = [f for f in spec.fields if f.holds == "rows"]
         exprs = [*spec.units, spec.tight, spec.scheme] + [e for f in spec.fields for e in (f.pad_value, f.stream_unit, f.when)]
         self.needs_coordinates = spec.cross_rank or any(
             e is not None and e.needs_coordinates for e in exprs) or any(
@@ -374,14 +388,18 @@ class _BoundaryCalls:
                 pads[f.key] = f.pad_value.evaluate(call, coords)
             if f.stream_unit is not None:
                 stream_units[f.key] = f.stream_unit.evaluate(call, coords)
+        wanted: list[str] = []
         for f in self.content:  # the data each content check compares, and its source's mask
             if any(r.spec is f for r in readings):
-                keys = [f.key, f.source.text] + [m.mask.text for m in spec.fields if m.key == f.source.text and m.mask]
-                for key in keys:
-                    field = next(x for x in spec.fields if x.key == key)
-                    value = field.path.read(call, result)
-                    if value is not MISSING and value is not None:
-                        requests.append(values.Request("data:" + key, "data", value))
+                wanted += [f.key, f.source.text] + [m.mask.text for m in spec.fields if m.key == f.source.text and m.mask]
+        for f in self.rows:  # a row-padded batch: its mask (where its true positions are), its pads
+            if any(r.spec is f for r in readings):
+                wanted += ([f.mask.text] if f.mask is not None else []) + ([f.key] if f.pad_value is not None else [])
+        for key in dict.fromkeys(wanted):
+            field = next(x for x in spec.fields if x.key == key)
+            value = field.path.read(call, result)
+            if value is not MISSING and value is not None:
+                requests.append(values.Request("data:" + key, "data", value))
         where = f"{spec.target} (call {self.calls})"
         pending = _Call(self.calls, where, coords, scheme, units, tight, readings, pads, stream_units)
         found = self._cross_rank(pending)  # every rank exchanges at every call: never deferred
@@ -456,7 +474,46 @@ class _BoundaryCalls:
                 found += invariants.check_schedule(r, n or None, c.where, sizes)
         if not any(v.invariant in ("B1", "B5") and v.field.startswith("returns") for v in found):
             found += self._content(c, got, bound, sizes)
+            found += self._rows(c, got, bound, sizes)
         return found
+
+    def _rows(self, c: _Call, got: Mapping[str, Any], bound: invariants.Bound,
+              sizes: dict[str, object]) -> list[Violation]:
+        # Row-padded batches: each row's mask marks its T_i true positions flush on the side away from the pads,
+        # and (with `from` or a pad value) the row holds the sample's data there and pads elsewhere.
+        out: list[Violation] = []
+        for f in self.rows:
+            reading = next((r for r in c.readings if r.spec is f), None)
+            if reading is None or reading.space is None:
+                continue
+            trues = [None if bound.sample(i) is None else invariants.sample_length(reading.space, bound.sample(i))
+                     for i in range(bound.n)]
+            mask = got.get("data:" + f.mask.text) if f.mask is not None else None
+            data = got.get("data:" + f.key)
+            sources = None
+            if f.source is not None:
+                source_field = next(x for x in self.spec.fields if x.key == f.source.text)
+                sources = self._source_samples(source_field, got, bound)
+                data = got.get("data:" + f.key)
+            layout = content.RowLayout(space=reading.space, pad_value=c.pads.get(f.key), axis=_axis(f, 1))
+            out += content.check_rows(data, mask, trues, sources, layout, key=f.key,
+                                      mask_key=f.mask.text if f.mask is not None else None,
+                                      source_key=f.source.text if f.source is not None else None,
+                                      where=c.where, space_text=reading.described, sizes=sizes)
+        return out
+
+    def _source_samples(self, source_field: FieldSpec, got: Mapping[str, Any], bound: invariants.Bound) -> list[Any] | None:
+        # Each sample's data of a `from` field, on the host: a row-padded source is cut to its true positions.
+        source = got.get("data:" + source_field.key)
+        if source is None:
+            return None
+        mask = got.get("data:" + source_field.mask.text) if source_field.mask is not None else None
+        if source_field.holds == "rows" and mask is None and source_field.space is not None:
+            lengths = [None if bound.sample(i) is None else invariants.sample_length(source_field.space, bound.sample(i))
+                       for i in range(bound.n)]
+            return content.row_samples(source, lengths, source_field.space.pad_side or "right",
+                                       _axis(source_field, 1))
+        return content.source_samples(source, mask, n=bound.n, axis=source_field.axis, one=self.one)
 
     def _count(self, readings: list[invariants.Reading]) -> int:
         return sample_count(self.spec, readings)
@@ -468,10 +525,10 @@ class _BoundaryCalls:
             target = got.get("data:" + f.key)
             source_field = next(x for x in self.spec.fields if x.key == f.source.text)  # type: ignore[union-attr]
             source = got.get("data:" + source_field.key)
-            if reading is None or target is None or source is None or reading.space is None or source_field.space is None:
-                continue
-            mask = got.get("data:" + source_field.mask.text) if source_field.mask is not None else None
-            samples = content.source_samples(source, mask, n=bound.n, axis=source_field.axis, one=self.one)
+            if (reading is None or target is None or source is None or reading.space is None
+                    or source_field.space is None or f.holds == "rows"):
+                continue  # a row-padded target: `_rows`
+            samples = self._source_samples(source_field, got, bound)
             if samples is None:
                 continue
             layout = content.Layout(
