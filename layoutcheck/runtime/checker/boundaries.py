@@ -403,15 +403,18 @@ class _BoundaryCalls:
         where = f"{spec.target} (call {self.calls})"
         pending = _Call(self.calls, where, coords, scheme, units, tight, readings, pads, stream_units)
         found = self._cross_rank(pending)  # every rank exchanges at every call: never deferred
-        if all(values.on_host(r) for r in requests):
-            found += self._finish(pending, self._read_values(requests))
+        device = [r for r in requests if not values.on_host(r)]
+        # host values (CPU tensors, numpy arrays, lists) are read now; device tensors through a snapshot
+        now = self._read_values([r for r in requests if not any(d is r for d in device)])
+        if not device:
+            found += self._finish(pending, now)
         else:
             try:
-                snap = values.snapshot(requests)
+                snap = values.snapshot(device)
             except LayoutSpecError as err:
                 checker._note(spec.target, err, key=f"no snapshot {spec.target}")
             else:
-                if not checker._deferred.add(snap, lambda got: checker._report(self._finish(pending, got))):
+                if not checker._deferred.add(snap, lambda got: checker._report(self._finish(pending, {**now, **got}))):
                     checker._note(spec.target, "value checks waited for more than 64 calls of copies and the oldest "
                                   "were dropped unchecked", key=f"dropped {spec.target}")
         checker._report(found)
