@@ -48,6 +48,7 @@ __all__ = [
     "is_array",
     "is_int",
     "shape",
+    "unreadable",
 ]
 
 
@@ -57,8 +58,10 @@ class Unreadable(LayoutSpecError):
 
 def is_array(value: object) -> bool:
     """A tensor or an array (has a ``shape`` and a ``dtype``), not a class, not a numpy scalar."""
-    return (not isinstance(value, type) and hasattr(value, "shape") and hasattr(value, "dtype")
-            and not (isinstance(value, Real) and type(value).__module__ == "numpy"))
+    if isinstance(value, type) or not hasattr(value, "shape") or not hasattr(value, "dtype"):
+        return False
+    numpy = sys.modules.get("numpy")  # asked per field and call: a concrete class, not the numbers ABCs
+    return numpy is None or not isinstance(value, numpy.generic)
 
 
 def is_int(value: object) -> bool:
@@ -68,9 +71,9 @@ def is_int(value: object) -> bool:
 
 
 def _object_array(value: object) -> bool:
-    # numpy's per-sample holder: a 1-D array of Python objects (verl's non_tensor_batch entries)
-    dtype = getattr(value, "dtype", None)
-    return is_array(value) and getattr(dtype, "kind", None) == "O"
+    # numpy's per-sample holder: an array of Python objects (verl's non_tensor_batch entries)
+    numpy = sys.modules.get("numpy")
+    return numpy is not None and isinstance(value, numpy.ndarray) and value.dtype.kind == "O"
 
 
 def entries(value: object) -> list[Any] | None:

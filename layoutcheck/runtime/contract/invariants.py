@@ -222,8 +222,9 @@ def bind(readings: Sequence[Reading], n: int, where: str, sizes: dict[str, objec
             have = bound.values[i].get(quantity)
             if have is None:
                 bound.values[i][quantity] = value
-                bound.by.setdefault(quantity, r.spec.key)
-                bound.spaces.setdefault(quantity, r.described)
+                if quantity not in bound.by:  # once per quantity (describing a space is not free)
+                    bound.by[quantity] = r.spec.key
+                    bound.spaces[quantity] = r.described
             elif have != value:
                 expected = have - 1 if basis == "T-1" else have
                 out.append(Violation(
