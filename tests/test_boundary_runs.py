@@ -174,6 +174,11 @@ def test_numpy_arrays_python_lists_and_a_nested_batch_object_catch_each_bug_and_
     assert "could not check" not in proc.stderr and "could not run" not in proc.stderr, proc.stderr
     assert results["experts_at_true_offsets"]["message"].splitlines()[2:4] == ["    seen:     [2, 9]",
                                                                               "    expected: [0, 0]"]
+    # each fix names what to do for the spaces that met: a packed stream without CP, samples padded to P
+    assert ("fix:      write each sample at its padded offset (the running sum of P_i, never of T_i)"
+            in results["experts_at_true_offsets"]["message"])
+    assert ("fix:      pad each sample on the right to its own P_i with the pad value, its tokens in order and flush "
+            "left") in results["ids_padded_left"]["message"]
 
 
 def test_a_field_no_contract_can_read_fails_raise_mode_at_exit_with_one_message_saying_what_to_write(tmp_path):
