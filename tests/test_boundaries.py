@@ -464,3 +464,28 @@ def test_lists_of_lists_and_numpy_object_arrays_hold_one_entry_per_sample():
     f(holder)  # numpy object arrays (verl's non_tensor_batch): one entry per sample, each (T_i, k)
     assert [(v.invariant, v.field, v.sample, v.actual, v.expected) for v in checker.violations] == [
         ("B1", "returns", 0, 3, 2), ("B1", "returns", 1, 5, 4)]
+
+
+def test_a_path_that_leads_nowhere_is_a_configuration_problem_naming_what_is_there():
+    # a typo in a path was a note ("absent from the call") and raise mode ended "no layout violations", status 0
+    @dataclass
+    class Batch:
+        batch: dict
+        meta_info: dict
+
+    def collate(data):
+        return data
+
+    checker, f = hook(collate, {"args": {"data.batch.input_idz": "T"}, "returns": "T"}, mode="record")
+    f(Batch({"input_ids": [torch.ones(3)], "attention_mask": [torch.ones(3)]}, {}))
+    (problem,) = checker.problems
+    assert checker.notes == [] and problem.key.endswith('.args.data.batch.input_idz')
+    assert ("`args.data.batch.input_idz` leads nowhere in this call: `args.data.batch` (a dict) has no "
+            "`input_idz`; it has `input_ids`, `attention_mask`") in str(problem)
+    checker, f = hook(collate, {"args": {"data.input_ids": "T"}, "returns": "T"}, mode="record")
+    f(Batch({"input_ids": [torch.ones(3)]}, {}))  # a batch class's fields are read through its `batch`
+    assert checker.problems == [] and checker.checked["boundary calls"] == 1
+    checker, f = hook(collate, {"args": {"data.ids": "T"}, "returns": "T"}, mode="record")
+    f(Batch({"input_ids": [torch.ones(3)]}, {}))
+    assert "`args.data` (a Batch) has no `ids`; it has `batch`, `meta_info`, `input_ids` (in `batch`)" in str(
+        checker.problems[0])

@@ -379,8 +379,13 @@ class _BoundaryCalls:
                 self._unreadable(f, err)
                 continue
             if reading.shape == "missing":
-                checker._note(spec.target, f"`{f.key}` is absent from the call, so it was not checked",
-                              key=f"absent {spec.target} {f.key}")
+                if value is MISSING:  # the path leads nowhere: the contract names what the call does not hold
+                    self._unreadable(f, arrays.Unreadable(
+                        f"`{f.key}` leads nowhere in this call: {f.path.explain(call, result)}; write the path of "
+                        "the value (or `when = ...` for a field that is only sometimes there)"))
+                else:
+                    checker._note(spec.target, f"`{f.key}` is None in this call, so it was not checked",
+                                  key=f"absent {spec.target} {f.key}")
                 continue
             readings.append(reading)
             requests += needed
