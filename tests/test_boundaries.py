@@ -474,7 +474,7 @@ def test_a_path_that_leads_nowhere_is_a_configuration_problem_naming_what_is_the
         meta_info: dict
 
     def collate(data):
-        return data
+        return data.batch["input_ids"]
 
     checker, f = hook(collate, {"args": {"data.batch.input_idz": "T"}, "returns": "T"}, mode="record")
     f(Batch({"input_ids": [torch.ones(3)], "attention_mask": [torch.ones(3)]}, {}))
