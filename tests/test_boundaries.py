@@ -489,3 +489,24 @@ def test_a_path_that_leads_nowhere_is_a_configuration_problem_naming_what_is_the
     f(Batch({"input_ids": [torch.ones(3)]}, {}))
     assert "`args.data` (a Batch) has no `ids`; it has `batch`, `meta_info`, `input_ids` (in `batch`)" in str(
         checker.problems[0])
+
+
+def test_a_row_padded_batch_s_lengths_must_agree_with_its_mask():
+    def strip(input_ids, attention_mask, lengths):
+        return [input_ids[i, input_ids.shape[1] - n:] for i, n in enumerate(lengths)]
+
+    table = {"args": {"input_ids": {"space": "rows T left", "mask": "args.attention_mask", "lengths": "args.lengths"},
+                      "attention_mask": "mask T", "lengths": "len T"},
+             "returns": {"space": "T", "from": "args.input_ids"}}
+    ids = torch.arange(1, 25).reshape(3, 8)
+    mask = torch.zeros(3, 8, dtype=torch.bool)
+    for i, n in enumerate([3, 8, 5]):
+        mask[i, 8 - n:] = True
+    checker, f = hook(strip, table)
+    f(ids, mask, [3, 8, 5])
+    assert checker.violations == [] and checker.problems == [] and checker.notes == []
+    checker, f = hook(strip, table, mode="record")
+    f(ids, mask, [3, 8, 4])  # a stale length for sample 2
+    assert [(v.invariant, v.field, v.sample, v.actual, v.expected) for v in checker.violations][:1] == [
+        ("B1", "args.lengths", 2, 4, 5)]
+    assert "T_i disagrees with `args.attention_mask`" in checker.violations[0].problem
