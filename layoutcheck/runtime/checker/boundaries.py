@@ -9,13 +9,15 @@ returned:
 1. evaluates the call's coordinates (``tp``, ``cp``, ``rank``: the boundary's
    sources, else the run's, else the parallel state, else one rank), its
    scheme, its units and each field's ``when``;
-2. reads every field (`read_field`): shapes and Python ints at once;
+2. reads every field (`read_field`), whatever array kind holds it
+   (`layoutcheck.runtime.contract.arrays`: tensors, numpy arrays, lists of
+   ints, lists of per-sample arrays): shapes and Python ints at once;
    values (a mask's sums, a length or cumulative-length tensor, the data
-   the content check compares) from CPU tensors at once, from device
-   tensors through a snapshot checked at a later call
-   (`layoutcheck.runtime.checker.values`);
+   the content check compares) from the host (CPU tensors, numpy arrays,
+   lists) at once, from device tensors through a snapshot checked at a
+   later call (`layoutcheck.runtime.checker.values`);
 3. binds each sample's ``T``, ``R``, ``P`` and checks B1-B5
-   (`layoutcheck.runtime.contract.invariants`) and B6
+   (`layoutcheck.runtime.contract.invariants`), B6 and row-padded batches
    (`layoutcheck.runtime.checker.content`);
 4. under torch.distributed, exchanges the call's schedule with the other CP
    ranks (X1: sample count, true lengths, padded total, scheme);
@@ -23,8 +25,12 @@ returned:
    violation per rollout.
 
 Like the role wrappers it returns what ``fn`` returned, raises what it
-raised, keeps no tensor past the call (only snapshots waiting for their
-copy), and turns a call it cannot read into one note.
+raised, and keeps no tensor past the call (only snapshots waiting for their
+copy). A field it cannot read (a value of a kind no reader knows, a path
+that leads nowhere) is a configuration problem, reported once through the
+checker (`CheckerState._problem`: the session's set-up ledger, so raise
+mode fails) and left out of the checks; any other error of a check is one
+note.
 """
 
 from __future__ import annotations
