@@ -371,6 +371,10 @@ def test_a_boundary_contract_run_report_shows_its_calls_violations_and_the_fix_f
     code, out, _ = report_command(capsys, str(tmp_path / "run.json"), "--output-format", "json")
     doc = json.loads(out)
     assert code == 0 and [h["calls"] for h in doc["hooks"]] == [4, 4]
+    pytest.importorskip("matplotlib")
+    code, out, err = report_command(capsys, str(tmp_path / "run.json"), "--plot", str(tmp_path / "run.png"))
+    assert code == 2 and out == "" and "--plot: the run report has no sample or micro-batch records to draw" in err
+    assert err.count("\n") == 1 and not (tmp_path / "run.png").exists()
     assert {v["invariant"] for v in doc["violations"]} == {"B1", "B6"}
 
 

@@ -94,12 +94,12 @@ def run(args: argparse.Namespace) -> int:
         waste = job.finish(quantum=args.quantum, max_length=args.max_length, k=args.k)
     except LayoutSpecError as exc:
         return error(str(exc))
-    print(to_json(waste, files, top=args.top) if args.output_format == "json"
-          else to_text(waste, files, top=args.top))
     if args.plot and not waste.batches:  # a boundary contract's or a preset's report: violations, no padding
         return error(f"--plot: {'the run report has' if len(files) == 1 else 'none of the run reports has'} no "
                      "sample or micro-batch records to draw (boundary contracts and presets record violations, "
                      "not padding); leave out --plot")
+    print(to_json(waste, files, top=args.top) if args.output_format == "json"
+          else to_text(waste, files, top=args.top))
     if args.plot:
         from layoutcheck.waste.plot import picture_of, plot_padding
 
