@@ -6,7 +6,9 @@ on the device), cumulative lengths held in a tensor (``cu_seqlens``), a
 length tensor, and the data the content check (B6) compares. This module is
 the one place such values are read, and it reads them two ways:
 
-* a tensor on the CPU is read at once (no device is involved, nothing waits);
+* a value on the host (a CPU tensor, a numpy array, a Python list) is read
+  at once, by `layoutcheck.runtime.contract.arrays` (no device is involved,
+  nothing waits);
 * a tensor on a device is *snapshotted*: the reduction the check needs (a
   mask's row sums) runs on the device, the result is copied into pinned host
   memory with ``non_blocking=True``, and a CUDA event is recorded after the
