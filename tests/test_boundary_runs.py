@@ -39,7 +39,7 @@ CAUGHT = {
 
 def job(tmp_path: Path, *extra: str, **env: str) -> tuple[subprocess.CompletedProcess[str], dict | None]:
     environ = {k: v for k, v in os.environ.items() if not k.startswith("LAYOUTCHECK")}
-    environ["PYTHONPATH"] = str(ROOT / "fixtures")
+    environ["PYTHONPATH"] = os.pathsep.join([str(ROOT / "fixtures"), str(ROOT)])  # this tree's layoutcheck
     environ.update(env)
     proc = subprocess.run([sys.executable, "-m", "packthd.job", "out.json", *extra], cwd=tmp_path, env=environ,
                           capture_output=True, text=True, timeout=300)
@@ -142,7 +142,7 @@ ARRAY_FAULTS = {
 
 def array_job(tmp_path: Path, **env: str) -> tuple[subprocess.CompletedProcess[str], dict | None]:
     environ = {k: v for k, v in os.environ.items() if not k.startswith("LAYOUTCHECK")}
-    environ["PYTHONPATH"] = os.pathsep.join([str(ROOT / "fixtures"), environ.get("PYTHONPATH", "")])
+    environ["PYTHONPATH"] = os.pathsep.join([str(ROOT / "fixtures"), str(ROOT)])
     environ.update(env)
     proc = subprocess.run([sys.executable, "-m", "arraykinds.job", "out.json"], cwd=tmp_path, env=environ,
                           capture_output=True, text=True, timeout=300)
@@ -209,7 +209,7 @@ ROWPAD = ROOT / "fixtures" / "rowpad.toml"
 
 def rowpad_job(tmp_path: Path, config: Path | None = None) -> tuple[subprocess.CompletedProcess[str], dict | None]:
     environ = {k: v for k, v in os.environ.items() if not k.startswith("LAYOUTCHECK")}
-    environ["PYTHONPATH"] = os.pathsep.join([str(ROOT / "fixtures"), environ.get("PYTHONPATH", "")])
+    environ["PYTHONPATH"] = os.pathsep.join([str(ROOT / "fixtures"), str(ROOT)])
     if config is not None:
         environ.update(LAYOUTCHECK="raise", LAYOUTCHECK_CONFIG=str(config))
     proc = subprocess.run([sys.executable, "-m", "rowpad.job", "out.json"], cwd=tmp_path, env=environ,

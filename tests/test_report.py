@@ -342,7 +342,7 @@ def test_a_schema_1_document_still_reads(tmp_path, buggy):
 def debug_run(tmp_path: Path, argv: list[str], **env: str) -> subprocess.CompletedProcess[str]:
     """A real process under the debug mode, switched on by the environment only (as a user runs a trainer)."""
     environ = {k: v for k, v in os.environ.items() if not k.startswith("LAYOUTCHECK")}
-    environ["PYTHONPATH"] = os.pathsep.join([str(FIXTURES), environ.get("PYTHONPATH", "")])
+    environ["PYTHONPATH"] = os.pathsep.join([str(FIXTURES), str(FIXTURES.parent)])  # this tree's layoutcheck
     environ.update(env)
     return subprocess.run([sys.executable, *argv], cwd=tmp_path, env=environ, capture_output=True, text=True,
                           timeout=300)
