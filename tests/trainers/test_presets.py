@@ -212,7 +212,7 @@ def test_layoutcheck_report_reads_the_verl_preset_s_run_reports(verl_folder, tmp
     assert all(run.returncode == 0 for run in runs), [run.stderr[-2000:] for run in runs]
     assert sorted(p.name for p in reports.iterdir()) == ["run.rank0.json", "run.rank1.json"]
     proc = subprocess.run([sys.executable, "-m", "layoutcheck", "report", str(reports)], capture_output=True,
-                          text=True, timeout=120)
+                          text=True, timeout=120, cwd=Path(__file__).resolve().parents[2])  # this tree's layoutcheck
     assert proc.returncode == 0 and proc.stderr == "", proc.stderr
     out = proc.stdout
     assert "2 ranks (world size 2)" in out
@@ -275,7 +275,8 @@ def test_a_contract_reads_verl_s_own_data_proto(verl_folder, tmp_path):
     config = tmp_path / "layoutcheck.toml"
     config.write_text(VERL_BATCH_CONTRACT)
     env = {k: v for k, v in os.environ.items() if not k.startswith("LAYOUTCHECK")}
-    env.update(PYTHONPATH=os.pathsep.join([str(tmp_path), str(verl_folder("0.9.1")), env.get("PYTHONPATH", "")]),
+    root = Path(__file__).resolve().parents[2]  # this tree's layoutcheck
+    env.update(PYTHONPATH=os.pathsep.join([str(tmp_path), str(verl_folder("0.9.1")), str(root)]),
                LAYOUTCHECK="raise", LAYOUTCHECK_CONFIG=str(config))
     fixed = subprocess.run([sys.executable, "run.py", "--fixed"], cwd=tmp_path, env=env, capture_output=True,
                            text=True, timeout=300)
