@@ -39,7 +39,7 @@ CAUGHT = {
 
 def job(tmp_path: Path, *extra: str, **env: str) -> tuple[subprocess.CompletedProcess[str], dict | None]:
     environ = {k: v for k, v in os.environ.items() if not k.startswith("LAYOUTCHECK")}
-    environ["PYTHONPATH"] = os.pathsep.join([str(ROOT / "fixtures"), str(ROOT)])  # this tree's layoutcheck
+    environ["PYTHONPATH"] = os.pathsep.join([str(ROOT / "fixtures"), str(ROOT)])  # ROOT: the layoutcheck under test
     environ.update(env)
     proc = subprocess.run([sys.executable, "-m", "packthd.job", "out.json", *extra], cwd=tmp_path, env=environ,
                           capture_output=True, text=True, timeout=300)
