@@ -40,6 +40,9 @@ def test_a_field_is_a_space_with_what_it_holds():
     ("P cp zigzag", r"either `cp` .* or a scheme"),
     ({"spce": "P"}, r"returns.x: unknown key `spce`"),
     ({"space": "len P", "from": "args.y"}, r"only data is compared with its source"),
+    ("rows T", r'returns.x: say on which side the rows are padded: "rows T left"'),
+    ("rows T packed left", r'a row-padded batch holds each sample.s positions whole in its row; write "rows T left"'),
+    ({"space": "T", "lengths": "args.n"}, r"returns.x.lengths: only a row-padded batch"),
 ])
 def test_a_bad_field_names_its_key(value, message):
     with pytest.raises(LayoutSpecError, match=message):
@@ -51,6 +54,10 @@ def test_a_boundary_refuses_keys_and_references_it_does_not_know():
         parse_boundary("m:f", {"args": {"x": "T"}, "unti": 8})
     with pytest.raises(LayoutSpecError, match=r"returns.0.from: `args.z` is not one of this boundary's fields"):
         parse_boundary("m:f", {"args": {"x": "T"}, "returns": {"0": {"space": "P cp", "from": "args.z"}}})
+    with pytest.raises(LayoutSpecError, match=r'args.ids.mask: `args.n` holds len; the rows. mask is a `mask` field'):
+        parse_boundary("m:f", {"args": {"ids": {"space": "rows T left", "mask": "args.n"}, "n": "len T"}})
+    with pytest.raises(LayoutSpecError, match=r'args.ids.lengths: `args.m` holds mask; the rows. lengths are a `len`'):
+        parse_boundary("m:f", {"args": {"ids": {"space": "rows T left", "lengths": "args.m"}, "m": "mask T"}})
     with pytest.raises(LayoutSpecError, match=r"says nothing"):
         parse_boundary("m:f", {"unit": 8})
     with pytest.raises(LayoutSpecError, match=r"inputs.qkv: the batch-builder role reads no `qkv`"):
@@ -302,13 +309,22 @@ def test_a_function_that_does_not_fit_its_contract_is_refused_naming_what_is_mis
         hook(zigzag, {"samples": 1, "args": {"t": "T"}, "unit": ["factor * 2"]})
 
 
-def test_a_call_the_contract_cannot_read_is_one_note_and_goes_through():
+def test_a_value_the_contract_cannot_read_is_one_configuration_problem_saying_what_to_write():
     def f(seqs):
-        return {"not": "a tensor"}
+        return {"ids": torch.ones(1, 8), "lengths": [8]}
 
     checker, g = hook(f, {"args": {"seqs": "T"}, "returns": "P packed"}, mode="record")
-    assert g([torch.ones(3)]) == {"not": "a tensor"}
-    assert len(checker.notes) == 1 and "holds per-sample data" in checker.notes[0]
+    for _ in range(3):
+        assert g([torch.ones(3)])["lengths"] == [8]  # the call goes through, every time
+    (problem,) = checker.problems
+    assert checker.notes == [] and problem.key == f'runtime.boundaries."{__name__}:f".returns'
+    assert problem.source == "t.toml" and str(problem).startswith(problem.key + " in t.toml: ")
+    assert "`returns` should hold per-sample data" in str(problem) and "the call passed a dict" in str(problem)
+    assert "it holds 2 array fields: name the one meant, such as `returns.ids`, `returns.lengths`" in str(problem)
+    assert "could not be read (configuration problem)" in checker.summary()
+    with pytest.warns(UserWarning, match=r"returns should hold|`returns` should hold"):  # raise mode: warned once
+        _, g = hook(f, {"args": {"seqs": "T"}, "returns": "P packed"}, mode="raise")
+        g([torch.ones(3)])
 
 
 # --- values: at once on the CPU, later from a device ------------------------------------------------------
@@ -392,3 +408,105 @@ def test_a_role_reads_its_inputs_from_the_functions_own_names(monkeypatch):
         LayoutChecker("raise").wrap("producer", fetch)
     with pytest.raises(LayoutSpecError, match=r"`inputs.args` = `args.opts` reads the parameter `opts`"):
         LayoutChecker("raise").wrap("producer", fetch, {"args": parse_path("args.opts")})
+
+
+# --- fields of any array kind -------------------------------------------------------------------------------
+
+
+def test_numpy_masks_lengths_and_schedules_and_lists_of_numpy_ints_read_as_tensors_do():
+    import numpy as np
+
+    def pack_rows(input_ids, attention_mask, lengths):
+        out = []
+        for i in range(input_ids.shape[0]):
+            d = input_ids[i][attention_mask[i]]
+            out.append(np.concatenate([d, np.zeros(int(lengths[i]) - d.shape[0], d.dtype)]))
+        return np.concatenate(out), [np.arange(0, 2), np.array([2])]
+
+    table = {"args": {"input_ids": {"space": "T", "mask": "args.attention_mask"}, "attention_mask": "mask T",
+                      "lengths": "len P"},
+             "returns": {"0": {"space": "P packed", "from": "args.input_ids", "axis": 0}, "1": "schedule"},
+             "unit": [8]}
+    ids = np.arange(1, 37).reshape(3, 12)
+    mask = np.zeros((3, 12), dtype=bool)
+    for i, (a, b) in enumerate([(2, 9), (0, 12), (5, 6)]):
+        mask[i, a:b] = True
+    for lengths in (np.array([8, 16, 8]), [np.int64(8), np.int64(16), np.int64(8)], (8, 16, 8)):
+        checker, f = hook(pack_rows, table)
+        f(ids, mask, lengths)
+        assert checker.violations == [] and checker.notes == [] and checker.problems == [], lengths
+    checker, f = hook(pack_rows, table, mode="record")
+    f(ids, mask, [8, 24, 8])  # sample 1 (12 tokens) padded to 24: more than one unit above its true length
+    assert [(v.invariant, v.sample, v.actual) for v in checker.violations] == [("B2", 1, 24)]
+    assert checker.problems == [] and checker.notes == []
+
+
+def test_lists_of_lists_and_numpy_object_arrays_hold_one_entry_per_sample():
+    import numpy as np
+
+    def pad(rows, mask):
+        return [r + [0] * (8 - len(r)) for r in rows]
+
+    table = {"args": {"rows": "T", "mask": "mask T"}, "returns": {"space": "P", "from": "args.rows"}, "unit": [8]}
+    checker, f = hook(pad, table)
+    f([[1, 2, 3], [4, 5, 6, 7, 8]], [[1, 1, 1, 0], [1, 1, 1, 1, 1]])  # masks as lists of ints
+    assert checker.violations == [] and checker.problems == []
+    checker, f = hook(pad, table, mode="record")
+    f([[1, 2, 3], [4, 5, 6, 7, 8]], [[1, 1, 1, 0], [1, 1, 1, 1]])  # sample 1's mask says 4 true tokens, not 5
+    assert [(v.invariant, v.sample, v.actual, v.expected) for v in checker.violations] == [("B1", 1, 4, 5)]
+
+    def per_sample(routed):
+        return routed
+
+    holder = np.empty(2, dtype=object)
+    holder[:] = [np.ones((3, 2)), np.ones((5, 2))]
+    checker, f = hook(per_sample, {"args": {"routed": "T"}, "returns": "T-1"}, mode="record")
+    f(holder)  # numpy object arrays (verl's non_tensor_batch): one entry per sample, each (T_i, k)
+    assert [(v.invariant, v.field, v.sample, v.actual, v.expected) for v in checker.violations] == [
+        ("B1", "returns", 0, 3, 2), ("B1", "returns", 1, 5, 4)]
+
+
+def test_a_path_that_leads_nowhere_is_a_configuration_problem_naming_what_is_there():
+    # a typo in a path was a note ("absent from the call") and raise mode ended "no layout violations", status 0
+    @dataclass
+    class Batch:
+        batch: dict
+        meta_info: dict
+
+    def collate(data):
+        return data.batch["input_ids"]
+
+    checker, f = hook(collate, {"args": {"data.batch.input_idz": "T"}, "returns": "T"}, mode="record")
+    f(Batch({"input_ids": [torch.ones(3)], "attention_mask": [torch.ones(3)]}, {}))
+    (problem,) = checker.problems
+    assert checker.notes == [] and problem.key.endswith('.args.data.batch.input_idz')
+    assert ("`args.data.batch.input_idz` leads nowhere in this call: `args.data.batch` (a dict) has no "
+            "`input_idz`; it has `input_ids`, `attention_mask`") in str(problem)
+    checker, f = hook(collate, {"args": {"data.input_ids": "T"}, "returns": "T"}, mode="record")
+    f(Batch({"input_ids": [torch.ones(3)]}, {}))  # a batch class's fields are read through its `batch`
+    assert checker.problems == [] and checker.checked["boundary calls"] == 1
+    checker, f = hook(collate, {"args": {"data.ids": "T"}, "returns": "T"}, mode="record")
+    f(Batch({"input_ids": [torch.ones(3)]}, {}))
+    assert "`args.data` (a Batch) has no `ids`; it has `batch`, `meta_info`, `input_ids` (in `batch`)" in str(
+        checker.problems[0])
+
+
+def test_a_row_padded_batch_s_lengths_must_agree_with_its_mask():
+    def strip(input_ids, attention_mask, lengths):
+        return [input_ids[i, input_ids.shape[1] - n:] for i, n in enumerate(lengths)]
+
+    table = {"args": {"input_ids": {"space": "rows T left", "mask": "args.attention_mask", "lengths": "args.lengths"},
+                      "attention_mask": "mask T", "lengths": "len T"},
+             "returns": {"space": "T", "from": "args.input_ids"}}
+    ids = torch.arange(1, 25).reshape(3, 8)
+    mask = torch.zeros(3, 8, dtype=torch.bool)
+    for i, n in enumerate([3, 8, 5]):
+        mask[i, 8 - n:] = True
+    checker, f = hook(strip, table)
+    f(ids, mask, [3, 8, 5])
+    assert checker.violations == [] and checker.problems == [] and checker.notes == []
+    checker, f = hook(strip, table, mode="record")
+    f(ids, mask, [3, 8, 4])  # a stale length for sample 2
+    assert [(v.invariant, v.field, v.sample, v.actual, v.expected) for v in checker.violations][:1] == [
+        ("B1", "args.lengths", 2, 4, 5)]
+    assert "T_i disagrees with `args.attention_mask`" in checker.violations[0].problem

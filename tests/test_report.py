@@ -4,6 +4,9 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -135,10 +138,13 @@ def test_violations_are_grouped_by_invariant_and_field_and_thd_batches_count_as_
     ("not json", "is not a layoutcheck run report: invalid JSON at line 1"),
     ('{"a": 1}', "is not a layoutcheck run report: no `schema_version`"),
     ('{"schema_version": 99}', "has run-report schema version 99"),
+    # issue 27: a file that is not UTF-8 (a binary, a report re-saved as UTF-16) was an internal-error traceback
+    (b"\xff\xfe{\x00}\x00", "is not a layoutcheck run report: byte 0 is not UTF-8"),
+    ('{"a": "caf\u00e9"}'.encode("latin-1"), "byte 10 is not UTF-8"),
 ])
 def test_bad_reports_exit_2_with_one_line(capsys, tmp_path, content, message):
     path = tmp_path / "run.json"
-    path.write_text(content)
+    path.write_bytes(content if isinstance(content, bytes) else content.encode())
     code, out, err = report_command(capsys, str(path))
     assert code == 2 and out == ""
     assert err.startswith(f"layoutcheck: error: {path}") and message in err and err.count("\n") == 1
@@ -328,3 +334,76 @@ def test_a_schema_1_document_still_reads(tmp_path, buggy):
     path.write_text(json.dumps(old, indent=1))
     report = load_run_report(path)
     assert report.schema_version == 1 and report.complete and len(report.violations) == len(buggy.violations)
+
+
+# --- every kind of run report the debug mode writes (issue 29) ------------------------------------------------
+
+
+def debug_run(tmp_path: Path, argv: list[str], **env: str) -> subprocess.CompletedProcess[str]:
+    """A real process under the debug mode, switched on by the environment only (as a user runs a trainer)."""
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("LAYOUTCHECK")}
+    environ["PYTHONPATH"] = os.pathsep.join([str(FIXTURES), str(FIXTURES.parent)])  # this tree's layoutcheck
+    environ.update(env)
+    return subprocess.run([sys.executable, *argv], cwd=tmp_path, env=environ, capture_output=True, text=True,
+                          timeout=300)
+
+
+def test_a_boundary_contract_run_report_shows_its_calls_violations_and_the_fix_for_its_spaces(capsys, tmp_path):
+    # `layoutcheck report` refused these ("no sample or micro-batch records to report on", exit 2), violations
+    # and all. The rowpad job: one function that strips left padding with one shift for the whole batch.
+    proc = debug_run(tmp_path, ["-m", "rowpad.job", "out.json"], LAYOUTCHECK="record",
+                     LAYOUTCHECK_CONFIG=str(FIXTURES / "rowpad.toml"), LAYOUTCHECK_REPORT="run.json")
+    assert proc.returncode == 0, proc.stderr
+    code, out, err = report_command(capsys, str(tmp_path / "run.json"))
+    assert code == 0 and err == "", err
+    assert ("hooks (2): boundary rowpad.strip:strip_left_padding 4 calls; boundary rowpad.strip:unpad_rows 4 calls"
+            in out)
+    assert "no padded samples or micro-batches recorded (boundary contracts and presets record" in out
+    assert "padding per sample" not in out and "padding per micro-batch" not in out
+    assert "violations: 3 (B1/returns.1 x1, B6/returns x1, B6/returns.0 x1)" in out
+    rows = out.split("violations: 3", 1)[1].splitlines()
+    assert any(r.split()[:4] == ["B1", "returns.1", "rowpad.strip:strip_left_padding", "1"] for r in rows), out
+    # each fix names what to do for the spaces that met: a row-padded output, a T-space cut of left-padded rows
+    assert ("fix B1 (returns.1): pad each row on the right: its T_i true positions flush left and the mask marking "
+            "exactly them") in out
+    assert "fix B6 (returns.0): move each row by its own pad count so that its tokens sit flush left" in out
+    assert "fix B6 (returns): take each row's last T_i positions (the source is padded left)" in out
+    code, out, _ = report_command(capsys, str(tmp_path / "run.json"), "--output-format", "json")
+    doc = json.loads(out)
+    assert code == 0 and [h["calls"] for h in doc["hooks"]] == [4, 4]
+    pytest.importorskip("matplotlib")
+    code, out, err = report_command(capsys, str(tmp_path / "run.json"), "--plot", str(tmp_path / "run.png"))
+    assert code == 2 and out == "" and "--plot: the run report has no sample or micro-batch records to draw" in err
+    assert err.count("\n") == 1 and not (tmp_path / "run.png").exists()
+    assert {v["invariant"] for v in doc["violations"]} == {"B1", "B6"}
+
+
+def test_a_run_report_with_a_field_no_contract_could_read_says_so(capsys, tmp_path):
+    config = tmp_path / "layoutcheck.toml"
+    config.write_text((FIXTURES / "arraykinds.toml").read_text().replace(
+        'args."data.non_tensor_batch.routed" = "T"\n', 'args."data.non_tensor_batch.routed" = "T"\nargs.data = "T"\n'))
+    proc = debug_run(tmp_path, ["-m", "arraykinds.job", "out.json"], LAYOUTCHECK="record",
+                     LAYOUTCHECK_CONFIG=str(config), LAYOUTCHECK_REPORT="run.json")
+    assert proc.returncode == 0, proc.stderr
+    code, out, err = report_command(capsys, str(tmp_path / "run.json"))
+    assert code == 0, err
+    assert ("configuration problems (1): the runs did not check everything their configuration says\n"
+            f'    runtime.boundaries."arraykinds.collate:collate".args.data in {config}: arraykinds.collate:collate: '
+            "`args.data` should hold per-sample data") in out
+
+
+@pytest.mark.parametrize("kind", ["roles", "tracer"])
+def test_the_roles_and_the_tracer_run_reports_read_with_their_padding(capsys, tmp_path, kind):
+    env = {"LAYOUTCHECK": "record", "LAYOUTCHECK_CONFIG": str(FIXTURES / "debug-run.toml"),
+           "LAYOUTCHECK_REPORT": "run.json", **({"LAYOUTCHECK_TRACE": "1"} if kind == "tracer" else {})}
+    proc = debug_run(tmp_path, [str(FIXTURES / "train.py"), "--bug", "rollout_global_padding", "--rollouts", "1"],
+                     **env)
+    assert proc.returncode == 0, proc.stderr
+    code, out, err = report_command(capsys, str(tmp_path / "run.json"))
+    assert code == 0 and err == "", err
+    hooks = 7 if kind == "tracer" else 4
+    assert f"hooks ({hooks}): producer minitrainer.data:get_rollout_data 1 call; batch-builder" in out
+    assert "rollout 0: all 32 samples are padded to P=14,080 = round_up(max T, A)" in out
+    assert "O3/max_seq_lens x31" in out
+    if kind == "tracer":  # the tracer's own findings, placed by file and line, are grouped by where they happened
+        assert "O3/rollout_routed_experts x31" in out and "slice_with_cp at " in out

@@ -17,6 +17,7 @@ micro-batch per sample laid out with its ``P_i``. Every formula is
 
 from __future__ import annotations
 
+import re
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
@@ -155,6 +156,10 @@ class WasteReport:
         return sorted(self.batches, key=lambda b: (-b.pad_share, -(b.positions - b.true_tokens)))[:n]
 
 
+_CALL = re.compile(r" \(call \d+\)$")
+"""A boundary's violation names its call (``pkg.mod:pack (call 12)``); grouped, the function is the place."""
+
+
 def _group_violations(report: RunReport) -> list[ViolationGroup]:
     groups: dict[tuple[str, str], list] = defaultdict(list)
     for v in report.violations:
@@ -167,7 +172,7 @@ def _group_violations(report: RunReport) -> list[ViolationGroup]:
                 samples.update(v.sample)
             elif v.sample is not None:
                 samples.add(v.sample)
-        wheres = tuple(dict.fromkeys(v.where for v in items))
+        wheres = tuple(dict.fromkeys(_CALL.sub("", v.where) for v in items))
         out.append(ViolationGroup(invariant, name, len(items), wheres, tuple(sorted(samples)),
                                   items[0].problem, items[0].hint))
     return out

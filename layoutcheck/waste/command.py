@@ -4,7 +4,9 @@
 (and matplotlib for ``--plot``) are imported when the command runs. Exit
 status: 0 done (violations in the report are shown, not an error), 2 a
 file that is not a run report or bad options, with one line on stderr and
-nothing on stdout.
+nothing on stdout. Every report the debug mode writes is read: the roles'
+(padding per sample and micro-batch), and the boundary contracts' and
+presets' (the calls checked and their violations, no padding records).
 """
 
 from __future__ import annotations
@@ -92,10 +94,10 @@ def run(args: argparse.Namespace) -> int:
         waste = job.finish(quantum=args.quantum, max_length=args.max_length, k=args.k)
     except LayoutSpecError as exc:
         return error(str(exc))
-    if not waste.batches:
-        what = files[0] if len(files) == 1 else f"none of the {len(files)} run reports"
-        return error(f"{what}: the run report has no sample or micro-batch records to report on"
-                     if len(files) == 1 else f"{what} has sample or micro-batch records to report on")
+    if args.plot and not waste.batches:  # a boundary contract's or a preset's report: violations, no padding
+        return error(f"--plot: {'the run report has' if len(files) == 1 else 'none of the run reports has'} no "
+                     "sample or micro-batch records to draw (boundary contracts and presets record violations, "
+                     "not padding); leave out --plot")
     print(to_json(waste, files, top=args.top) if args.output_format == "json"
           else to_text(waste, files, top=args.top))
     if args.plot:

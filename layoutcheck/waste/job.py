@@ -46,7 +46,7 @@ from layoutcheck.waste.analysis import (
     analyse,
 )
 
-__all__ = ["Disagreement", "JobBuilder", "JobWaste", "MergedViolations", "RankRow", "rank_ranges"]
+__all__ = ["Disagreement", "HookCalls", "JobBuilder", "JobWaste", "MergedViolations", "RankRow", "rank_ranges"]
 
 SHARE_BINS = 1000
 """Micro-batch pad shares are counted in bins of 0.1% (the median without keeping every share)."""
@@ -132,6 +132,18 @@ class MergedViolations:
     hint: str = ""
 
 
+@dataclass
+class HookCalls:
+    """One configured hook over every rank: its calls, the ranks it went in on, and why not elsewhere."""
+
+    role: str
+    target: str
+    calls: int = 0
+    installed: set[int] = field(default_factory=set)
+    problems: dict[str, list[int]] = field(default_factory=dict)
+    """Why it never went in -> the ranks that said so."""
+
+
 @dataclass(frozen=True)
 class JobWaste:
     """Everything `JobBuilder.finish` found."""
@@ -165,6 +177,10 @@ class JobWaste:
     """The advisor's buckets, fitted on every rank's micro-batches."""
     notes: list[str]
     notes_count: int
+    hooks: list[HookCalls]
+    """Every configured hook over the ranks: installed where, calls summed, why it never went in."""
+    config_problems: list[tuple[str, tuple[int, ...]]]
+    """Configuration problems the runs reported (a key, a field no contract could read), with their ranks."""
     # --- for the picture: counts per length, flat in the number of ranks
     lengths: Counter[int]
     """Samples per true length ``T`` (the detail)."""
@@ -217,6 +233,8 @@ class JobBuilder:
         self._longest = 0
         self._notes: list[str] = []
         self._notes_count = 0
+        self._hooks: dict[tuple[str, str], HookCalls] = {}
+        self._config_problems: dict[str, list[int]] = {}
         self._groups: dict[bytes, _Group] = {}
         self._first_samples: list[tuple[int, int, int, int]] | None = None
         self._order = 0
@@ -248,6 +266,15 @@ class JobBuilder:
         self._add_samples(w, rank)
         self._add_batches(w, rank)
         self._add_group(report, rank)
+        for h in report.hook_calls:
+            hook = self._hooks.setdefault((h.role, h.target), HookCalls(h.role, h.target))
+            hook.calls += h.calls
+            if h.installed:
+                hook.installed.add(rank)
+            elif h.problem:
+                hook.problems.setdefault(h.problem, []).append(rank)
+        for p in report.problems:
+            self._config_problems.setdefault(p.message.strip().splitlines()[0], []).append(rank)
         self._notes_count += len(w.notes)
         self._notes.extend(f"rank {rank}: {note}" for note in w.notes[: max(0, 20 - len(self._notes))])
 
@@ -360,7 +387,9 @@ class JobBuilder:
             shapes=sorted(self._shapes.items(), key=lambda kv: (-kv[1], kv[0])),
             padded_lengths=sorted(self._padded_lengths.items()),
             fit=BucketFit(max_length, quantum, k, buckets, advisor_positions), notes=self._notes,
-            notes_count=self._notes_count, lengths=self._lengths, by_longest=self._by_longest,
+            notes_count=self._notes_count, hooks=list(self._hooks.values()),
+            config_problems=[(text, tuple(ranks)) for text, ranks in self._config_problems.items()],
+            lengths=self._lengths, by_longest=self._by_longest,
             first_samples=self._first_samples,
             thd_positions=self._thd_positions, truncated=self._truncated,
         )

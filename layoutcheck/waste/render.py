@@ -66,7 +66,34 @@ def _run_totals(w: JobWaste) -> list[str]:
         lines.append(f"  micro-batches: {t['batch_true_tokens']:,} true tokens in {t['batch_positions']:,} positions "
                      f"({_ratio(t['batch_positions'], t['batch_true_tokens'])})")
     if len(lines) == 1:
-        lines.append("  no padded samples or micro-batches recorded")
+        lines.append("  no padded samples or micro-batches recorded (boundary contracts and presets record the calls "
+                     "they checked and their violations, not padding)" if w.hooks and not w.batches
+                     else "  no padded samples or micro-batches recorded")
+    return lines
+
+
+def _checked(w: JobWaste) -> list[str]:
+    """The hooks the runs configured (calls summed over ranks, where each went in) and their configuration problems."""
+    if not w.hooks and not w.config_problems:
+        return []
+    lines: list[str] = []
+    if w.hooks:
+        ranks = {r.rank for r in w.ranks}
+        parts = []
+        for h in w.hooks:
+            text = f"{h.role} {h.target} {h.calls:,} call{'s' if h.calls != 1 else ''}"
+            if w.multi and h.installed and h.installed != ranks:
+                text += f" (installed on rank{'s' if len(h.installed) != 1 else ''} {rank_ranges(h.installed)})"
+            if not h.installed:
+                text += " (never installed" + "".join(f": {why}" for why in list(h.problems)[:1]) + ")"
+            parts.append(text)
+        lines.append(f"hooks ({len(w.hooks)}): " + "; ".join(parts))
+    if w.config_problems:
+        lines.append(f"configuration problems ({len(w.config_problems)}): the runs did not check everything "
+                     "their configuration says")
+        for text, ranks in w.config_problems:
+            lines.append(f"    {'rank' + ('s' if len(ranks) != 1 else '') + ' ' + rank_ranges(ranks) + ': ' if w.multi else ''}"
+                         f"{text}")
     return lines
 
 
@@ -111,7 +138,8 @@ def to_text(w: JobWaste, sources: Sequence[str], *, top: int = 5) -> str:
         lines.append(f"  rank {r.rank} of {r.world_size}, mode {r.mode}, layoutcheck {r.version}; {r.rollouts} "
                      f"rollout(s), {r.samples:,} samples, {r.micro_batches:,} micro-batches")
     lines.extend(f"  warning: {p}" for p in w.problems)
-    lines += ["", *_run_totals(w), f"detail below: {detail_coverage(w)}", ""]
+    checked = _checked(w)
+    lines += ["", *checked, *([""] if checked else []), *_run_totals(w), f"detail below: {detail_coverage(w)}", ""]
     if w.multi:
         lines += [*_rank_rows(w), "", *_disagreements(w), ""]
 
@@ -150,10 +178,11 @@ def to_text(w: JobWaste, sources: Sequence[str], *, top: int = 5) -> str:
                  str(s.unit), f"{s.inflation:.1f}x"] for rank, s in w.worst_samples[:top]]
         lines.append(f"  worst {len(rows)} sample(s) by inflation P/T:")
         lines.extend(_table([*(["rank"] if rank_col else []), "rollout", "sample", "T", "P", "A", "P/T"], rows))
-    else:
+    elif w.batches or not w.hooks:  # (a contract's report has no padding records: the totals said so)
         lines.append("padding per sample: no sample records with a padded length "
                      "(THD, or the producer was not checked)")
-    lines.append("")
+    if w.samples or w.batches or not w.hooks:
+        lines.append("")
 
     # --- per micro-batch
     if w.batches:
@@ -272,5 +301,9 @@ def to_json(w: JobWaste, sources: Sequence[str], *, top: int = 5) -> str:
         },
         "notes": w.notes,
         "notes_count": w.notes_count,
+        "hooks": [{"role": h.role, "target": h.target, "calls": h.calls, "installed_on": sorted(h.installed),
+                   "problems": [{"problem": why, "ranks": ranks} for why, ranks in h.problems.items()]}
+                  for h in w.hooks],
+        "configuration_problems": [{"problem": text, "ranks": list(ranks)} for text, ranks in w.config_problems],
     }
     return json.dumps(doc, indent=2)

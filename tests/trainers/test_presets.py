@@ -18,6 +18,7 @@ the presets say.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -214,3 +215,92 @@ def test_the_slime_preset_fails_the_replay_laid_out_unlike_the_tokens_and_passes
         message = batch["error"]["message"]
         assert "[G5] fill_routing_replay, micro-batch 0, samples 0, 1, field `rollout_routed_experts`: replay " \
                "tensor rows differ from the token positions of the batch" in message, message
+
+
+def test_layoutcheck_report_reads_the_verl_preset_s_run_reports(verl_folder, tmp_path):
+    # issue 29: `layoutcheck report` refused the preset's reports (exit 2), violations and all. verl 0.7.0 under
+    # the preset in record mode: one report per rank, read as one job.
+    config = preset_config(tmp_path, "verl")
+    reports = tmp_path / "reports"
+    runs = run_verl(verl_folder("0.7.0"), "trainers.verl_preset_job", out=tmp_path / "record", cp=2, tp=2,
+                    parameters=JOB, env={"LAYOUTCHECK": "record", "LAYOUTCHECK_CONFIG": str(config),
+                                         "LAYOUTCHECK_REPORT": str(reports / "run.json")})
+    assert all(run.returncode == 0 for run in runs), [run.stderr[-2000:] for run in runs]
+    assert sorted(p.name for p in reports.iterdir()) == ["run.rank0.json", "run.rank1.json"]
+    proc = subprocess.run([sys.executable, "-m", "layoutcheck", "report", str(reports)], capture_output=True,
+                          text=True, timeout=120, cwd=Path(__file__).resolve().parents[2])  # this tree's layoutcheck
+    assert proc.returncode == 0 and proc.stderr == "", proc.stderr
+    out = proc.stdout
+    assert "2 ranks (world size 2)" in out
+    assert "hooks (3): boundary verl.models.mcore.util:preprocess_packed_seqs 4 calls" in out, out
+    assert "violations: 1 (B6/returns.0 x1)" in out, out
+    row = next(line.split() for line in out.splitlines() if line.strip().startswith("B6"))
+    assert row[:5] == ["B6", "returns.0", "verl.models.mcore.util:preprocess_packed_seqs", "1", "1"], row
+    assert "fix B6 (returns.0): lay each sample's data out with the stream's own offsets: pad it to P first, then " \
+           "cut the CP chunks" in out
+
+
+VERL_BATCH = '''
+import sys
+import numpy as np
+import torch
+from verl import DataProto
+
+
+def pad_routed(data, unit):
+    """Each sample's routed experts (numpy, in non_tensor_batch) padded to round_up(T_i, unit) rows."""
+    out = []
+    for i, n in enumerate(data.batch["attention_mask"].sum(-1).tolist()):
+        r = data.non_tensor_batch["routed"][i]
+        p = -(-n // unit) * unit if "--fixed" in sys.argv else n + 1  # the bug: one row of padding, not to P
+        out.append(np.concatenate([r, np.zeros((p - r.shape[0], r.shape[1]), r.dtype)]))
+    holder = np.empty(len(out), dtype=object)
+    holder[:] = out
+    return DataProto.from_dict(non_tensors={"routed": holder})
+
+
+def main():
+    lengths = [5, 11, 3]
+    mask = torch.zeros(3, 12, dtype=torch.bool)
+    for i, n in enumerate(lengths):
+        mask[i, 12 - n:] = True
+    routed = np.empty(3, dtype=object)
+    routed[:] = [np.arange(n * 2).reshape(n, 2) for n in lengths]
+    data = DataProto.from_dict(tensors={"input_ids": torch.arange(36).reshape(3, 12), "attention_mask": mask},
+                               non_tensors={"routed": routed})
+    pad_routed(data, 8)
+    print("done")
+'''
+
+VERL_BATCH_CONTRACT = '''
+[runtime.boundaries."verlbatch:pad_routed"]
+samples = "args.data.attention_mask"
+args."data.input_ids" = { space = "T", mask = "args.data.attention_mask" }   # data.batch["input_ids"]
+args."data.attention_mask" = "mask T"
+args."data.non_tensor_batch.routed" = "T"
+returns.routed = { space = "P", from = "args.data.non_tensor_batch.routed", pad-value = 0 }
+unit = ["unit"]
+'''
+
+
+def test_a_contract_reads_verl_s_own_data_proto(verl_folder, tmp_path):
+    # issue 29: verl's DataProto (a TensorDict in `.batch`, numpy object arrays in `.non_tensor_batch`) read by
+    # the array-kind adapter without importing tensordict: a planted bug is caught, its fix is clean
+    (tmp_path / "verlbatch.py").write_text(VERL_BATCH)
+    (tmp_path / "run.py").write_text("import verlbatch\nverlbatch.main()\n")  # the hooked module is imported
+    config = tmp_path / "layoutcheck.toml"
+    config.write_text(VERL_BATCH_CONTRACT)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LAYOUTCHECK")}
+    root = Path(__file__).resolve().parents[2]  # this tree's layoutcheck
+    env.update(PYTHONPATH=os.pathsep.join([str(tmp_path), str(verl_folder("0.9.1")), str(root)]),
+               LAYOUTCHECK="raise", LAYOUTCHECK_CONFIG=str(config))
+    fixed = subprocess.run([sys.executable, "run.py", "--fixed"], cwd=tmp_path, env=env, capture_output=True,
+                           text=True, timeout=300)
+    assert fixed.returncode == 0 and "done" in fixed.stdout, fixed.stderr
+    assert "no layout violations (checked 1 boundary calls)" in fixed.stderr, fixed.stderr
+    buggy = subprocess.run([sys.executable, "run.py"], cwd=tmp_path, env=env, capture_output=True, text=True,
+                           timeout=300)
+    assert buggy.returncode != 0 and "LayoutError" in buggy.stderr
+    assert ("[B3] verlbatch:pad_routed (call 1), sample 0, field `returns.routed` (space P): unit `unit` = 8 does "
+            "not divide the padded length") in buggy.stderr, buggy.stderr
+    assert "could not check" not in buggy.stderr + fixed.stderr

@@ -158,6 +158,8 @@ class Session:
             cross_rank=CrossRankOptions(settings.cross_rank_every, settings.cross_rank_timeout)
             if settings.cross_rank else None,
         )
+        # a field no contract can read is a configuration problem like the set-up's (summary, raise mode's exit)
+        self.checker.on_problem = self._checker_problem
         self.boundaries = self._boundaries(settings, config_file)
         """The boundary contracts, by function (`layoutcheck.runtime.contract.boundary.BoundarySpec`)."""
         self._coordinates = self._coordinate_sources(settings)
@@ -262,6 +264,13 @@ class Session:
         return self._session_tracer
 
     # --- hooks ------------------------------------------------------------
+
+    def _checker_problem(self, err: ConfigError) -> None:
+        # the checker names runtime keys (`runtime.boundaries."m:f".args.x`); a pyproject.toml spells them under
+        # `tool.layoutcheck`
+        key = ".".join(p for p in (self._key_prefix, err.key) if p) if err.key else None
+        text = str(err) if not err.key or key == err.key else key + str(err)[len(err.key):]
+        self.setup.problems.append(ConfigError(text, key=key, source=err.source))
 
     def _key(self, key: str) -> str:
         """A key of the runtime table as its file spells it, and the file: for messages."""

@@ -9,13 +9,15 @@ returned:
 1. evaluates the call's coordinates (``tp``, ``cp``, ``rank``: the boundary's
    sources, else the run's, else the parallel state, else one rank), its
    scheme, its units and each field's ``when``;
-2. reads every field (`read_field`): shapes and Python ints at once;
+2. reads every field (`read_field`), whatever array kind holds it
+   (`layoutcheck.runtime.contract.arrays`: tensors, numpy arrays, lists of
+   ints, lists of per-sample arrays): shapes and Python ints at once;
    values (a mask's sums, a length or cumulative-length tensor, the data
-   the content check compares) from CPU tensors at once, from device
-   tensors through a snapshot checked at a later call
-   (`layoutcheck.runtime.checker.values`);
+   the content check compares) from the host (CPU tensors, numpy arrays,
+   lists) at once, from device tensors through a snapshot checked at a
+   later call (`layoutcheck.runtime.checker.values`);
 3. binds each sample's ``T``, ``R``, ``P`` and checks B1-B5
-   (`layoutcheck.runtime.contract.invariants`) and B6
+   (`layoutcheck.runtime.contract.invariants`), B6 and row-padded batches
    (`layoutcheck.runtime.checker.content`);
 4. under torch.distributed, exchanges the call's schedule with the other CP
    ranks (X1: sample count, true lengths, padded total, scheme);
@@ -23,8 +25,12 @@ returned:
    violation per rollout.
 
 Like the role wrappers it returns what ``fn`` returned, raises what it
-raised, keeps no tensor past the call (only snapshots waiting for their
-copy), and turns a call it cannot read into one note.
+raised, and keeps no tensor past the call (only snapshots waiting for their
+copy). A field it cannot read (a value of a kind no reader knows, a path
+that leads nowhere) is a configuration problem, reported once through the
+checker (`CheckerState._problem`: the session's set-up ledger, so raise
+mode fails) and left out of the checks; any other error of a check is one
+note.
 """
 
 from __future__ import annotations
@@ -42,10 +48,10 @@ from layoutcheck import geometry
 from layoutcheck.errors import LayoutSpecError, Violation, describe_value
 from layoutcheck.runtime.checker import content, values
 from layoutcheck.runtime.checker.wrappers import Binder
-from layoutcheck.runtime.contract import invariants
+from layoutcheck.runtime.contract import arrays, invariants
 from layoutcheck.runtime.contract.boundary import BoundarySpec, FieldSpec, Source
 from layoutcheck.runtime.contract.expressions import MISSING, Expr
-from layoutcheck.runtime.contract.meta import compiling, metadata_only, shape_of
+from layoutcheck.runtime.contract.meta import compiling, metadata_only
 
 if TYPE_CHECKING:
     from layoutcheck.runtime.checker.state import CheckerState
@@ -212,67 +218,91 @@ def _axis(f: FieldSpec, default: int) -> int:
     return f.axis if f.axis is not None else default
 
 
-def _ints(value: Any) -> list[int] | None:
-    if isinstance(value, (list, tuple)) and all(type(v) is int for v in value):
-        return list(value)
-    return None
+def _indices(micro_batch: Any) -> list[int] | None:
+    # a schedule's micro-batch: a list of ints, or a 1-D numpy array of them (host memory: read as it is)
+    if type(micro_batch).__module__ == "numpy" and arrays.is_array(micro_batch) and len(micro_batch.shape) == 1:
+        return arrays.int_list(micro_batch.tolist())
+    return arrays.int_list(micro_batch)
+
+
+def _row_widths(f: FieldSpec, value: Any, shape: tuple[int, ...] | None, listed: list[Any] | None) -> list[int]:
+    # A row-padded batch: a (B, S, ...) array, or B rows (lists or arrays) of one width S; S per row.
+    if shape is not None and len(shape) >= 2:
+        return [int(shape[_axis(f, 1)])] * int(shape[0])
+    if listed is not None and shape is None:
+        widths = [_entry_length(row, _axis(f, 1) - 1) for row in listed]
+        if len(set(widths)) <= 1 and -1 not in widths:
+            return widths
+    raise arrays.unreadable(f.key, value, "a row-padded batch (a (B, S) tensor or array, or B lists of one width S)")
+
+
+def _entry_length(entry: Any, axis: int) -> int:
+    # one sample's length along its sequence axis (-1: an entry with no shape, which B1 names)
+    got = arrays.shape(entry) if entry is not None else None
+    return -1 if not got or axis >= len(got) else int(got[axis])
 
 
 def read_field(f: FieldSpec, value: Any, scheme: str, *, one: bool) -> tuple[invariants.Reading, list[values.Request]]:
-    """What ``value`` shows for field ``f`` (shapes and ints now), and the tensor values it still needs."""
+    """What ``value`` shows for field ``f`` (shapes and ints now), and the tensor values it still needs.
+
+    Any kind `layoutcheck.runtime.contract.arrays` reads (torch tensors,
+    numpy arrays, lists and tuples of ints, lists of per-sample tensors,
+    arrays or lists); another kind raises `~layoutcheck.runtime.contract.arrays.Unreadable`,
+    saying what to write instead.
+    """
     space = None if f.space is None else f.resolved(scheme)
     r = invariants.Reading(spec=f, space=space, shape="missing")
     if value is MISSING or value is None:
         return r, []
     requests: list[values.Request] = []
     with metadata_only():
-        shape = shape_of(value) if values.is_array(value) else None
+        shape = arrays.shape(value) if arrays.is_array(value) else None
+        listed = arrays.entries(value)
         r.seen = shape if shape is not None else type(value).__name__  # described in full only in an error
         if f.holds == "schedule":
-            if isinstance(value, (list, tuple)) and all(_ints(mb) is not None for mb in value):
-                r.shape, r.schedule = "schedule", [list(mb) for mb in value]
-            else:
-                raise LayoutSpecError(f"`{f.key}` holds a schedule (lists of sample indices), got {describe_value(value, 80)}")
+            batches = None if listed is None else [_indices(mb) for mb in listed]
+            if batches is None or any(b is None for b in batches):
+                raise arrays.unreadable(f.key, value, "a schedule (lists of sample indices)")
+            r.shape, r.schedule = "schedule", batches  # type: ignore[assignment]
         elif f.holds in ("len", "cu"):
             r.shape = f.holds if f.holds == "cu" else "ints"
-            if one and type(value) is int:
-                r.lengths = [value]
-            elif _ints(value) is not None:
-                ints = _ints(value)
+            ints = arrays.int_list(value)
+            if one and arrays.is_int(value):
+                r.lengths = [int(value)]
+            elif ints is not None:
                 if f.holds == "cu":
                     r.cu = ints
                 else:
                     r.lengths = ints
-            elif shape is not None and len(shape) == 1:
+            elif shape is not None and len(shape) == 1 and listed is None:
                 requests.append(values.Request(f.key, "ints", value))
             else:
-                raise LayoutSpecError(f"`{f.key}` holds {f.holds} (Python ints or a 1-D tensor), got {describe_value(value, 80)}")
+                raise arrays.unreadable(f.key, value, f"{'cumulative lengths' if f.holds == 'cu' else 'lengths'} "
+                                        "(a list of ints, or a 1-D integer tensor or array)")
         elif f.holds == "mask":
             r.shape = "mask"
-            if isinstance(value, (list, tuple)) or shape is not None:
+            if listed is not None or (shape is not None and len(shape) in (1, 2)):
                 requests.append(values.Request(f.key, "sums", value if not one else [value]))
             else:
-                raise LayoutSpecError(f"`{f.key}` holds masks (a (B, S) tensor or a list of 1-D masks), got {describe_value(value, 80)}")
+                raise arrays.unreadable(f.key, value, "masks (a (B, S) tensor or array, or a list of 1-D masks)")
+        elif f.holds == "rows":
+            r.shape, r.lengths = "padded rows", _row_widths(f, value, shape, listed)
         elif one:
-            if isinstance(value, (list, tuple)):  # one sample's values as a list (log-probs of a rollout, say)
-                r.shape, r.lengths = "one", [len(value)]
+            if listed is not None and not arrays.is_array(value):  # one sample's values as a list (log-probs, say)
+                r.shape, r.lengths = "one", [_entry_length(value, _axis(f, 0))]
             elif shape is None or not shape:
-                raise LayoutSpecError(f"`{f.key}` is one sample's tensor, got {describe_value(value, 80)}")
+                raise arrays.unreadable(f.key, value, "one sample's data (a tensor, an array or a list)")
             else:
                 r.shape, r.lengths = "one", [int(shape[_axis(f, 0)])]
-        elif isinstance(value, (list, tuple)):
-            lengths = []
-            for entry in value:
-                entry_shape = shape_of(entry) if entry is not None else None
-                lengths.append(-1 if not entry_shape else int(entry_shape[_axis(f, 0)]))
-            r.shape, r.lengths = "list", lengths
+        elif listed is not None:
+            r.shape, r.lengths = "list", [_entry_length(entry, _axis(f, 0)) for entry in listed]
         elif shape is not None and space is not None and space.packed:
             r.shape, r.total = "stream", int(shape[_axis(f, 1 if len(shape) >= 2 else 0)])
         elif shape is not None and len(shape) >= 2:
             r.shape, r.lengths = "rows", [int(shape[_axis(f, 1)])] * int(shape[0])
         else:
-            raise LayoutSpecError(f"`{f.key}` holds per-sample data (a list of tensors, a (B, L) tensor, or a packed "
-                                  f"stream), got {describe_value(value, 80)}")
+            raise arrays.unreadable(f.key, value, "per-sample data (a list of tensors, arrays or lists, a (B, L) "
+                                    "tensor or array, or a packed stream)")
     return r, requests
 
 
@@ -319,6 +349,7 @@ class _BoundaryCalls:
         self.calls = 0
         self.one = spec.samples == 1
         self.content = [f for f in spec.fields if f.source is not None]
+        self.rows = [f for f in spec.fields if f.holds == "rows"]
         exprs = [*spec.units, spec.tight, spec.scheme] + [e for f in spec.fields for e in (f.pad_value, f.stream_unit, f.when)]
         self.needs_coordinates = spec.cross_rank or any(
             e is not None and e.needs_coordinates for e in exprs) or any(
@@ -348,10 +379,19 @@ class _BoundaryCalls:
             if f.when is not None and not f.when.evaluate(call, coords):
                 continue
             value = f.path.read(call, result)
-            reading, needed = read_field(f, value, scheme, one=self.one)
+            try:
+                reading, needed = read_field(f, value, scheme, one=self.one)
+            except arrays.Unreadable as err:
+                self._unreadable(f, err)
+                continue
             if reading.shape == "missing":
-                checker._note(spec.target, f"`{f.key}` is absent from the call, so it was not checked",
-                              key=f"absent {spec.target} {f.key}")
+                if value is MISSING:  # the path leads nowhere: the contract names what the call does not hold
+                    self._unreadable(f, arrays.Unreadable(
+                        f"`{f.key}` leads nowhere in this call: {f.path.explain(call, result)}; write the path of "
+                        "the value (or `when = ...` for a field that is only sometimes there)"))
+                else:
+                    checker._note(spec.target, f"`{f.key}` is None in this call, so it was not checked",
+                                  key=f"absent {spec.target} {f.key}")
                 continue
             readings.append(reading)
             requests += needed
@@ -359,29 +399,54 @@ class _BoundaryCalls:
                 pads[f.key] = f.pad_value.evaluate(call, coords)
             if f.stream_unit is not None:
                 stream_units[f.key] = f.stream_unit.evaluate(call, coords)
+        wanted: list[str] = []
         for f in self.content:  # the data each content check compares, and its source's mask
             if any(r.spec is f for r in readings):
-                keys = [f.key, f.source.text] + [m.mask.text for m in spec.fields if m.key == f.source.text and m.mask]
-                for key in keys:
-                    field = next(x for x in spec.fields if x.key == key)
-                    value = field.path.read(call, result)
-                    if value is not MISSING and value is not None:
-                        requests.append(values.Request("data:" + key, "data", value))
+                wanted += [f.key, f.source.text] + [m.mask.text for m in spec.fields if m.key == f.source.text and m.mask]
+        for f in self.rows:  # a row-padded batch: its mask (where its true positions are), its pads
+            if any(r.spec is f for r in readings):
+                wanted += ([f.mask.text] if f.mask is not None else []) + ([f.key] if f.pad_value is not None else [])
+        for key in dict.fromkeys(wanted):
+            field = next(x for x in spec.fields if x.key == key)
+            value = field.path.read(call, result)
+            if value is not MISSING and value is not None:
+                requests.append(values.Request("data:" + key, "data", value))
         where = f"{spec.target} (call {self.calls})"
         pending = _Call(self.calls, where, coords, scheme, units, tight, readings, pads, stream_units)
         found = self._cross_rank(pending)  # every rank exchanges at every call: never deferred
-        if all(values.on_host(r) for r in requests):
-            found += self._finish(pending, values.read(requests))
+        device = [r for r in requests if not values.on_host(r)]
+        # host values (CPU tensors, numpy arrays, lists) are read now; device tensors through a snapshot
+        now = self._read_values([r for r in requests if not any(d is r for d in device)])
+        if not device:
+            found += self._finish(pending, now)
         else:
             try:
-                snap = values.snapshot(requests)
+                snap = values.snapshot(device)
             except LayoutSpecError as err:
                 checker._note(spec.target, err, key=f"no snapshot {spec.target}")
             else:
-                if not checker._deferred.add(snap, lambda got: checker._report(self._finish(pending, got))):
+                if not checker._deferred.add(snap, lambda got: checker._report(self._finish(pending, {**now, **got}))):
                     checker._note(spec.target, "value checks waited for more than 64 calls of copies and the oldest "
                                   "were dropped unchecked", key=f"dropped {spec.target}")
         checker._report(found)
+
+    def _read_values(self, requests: list[values.Request]) -> dict[str, Any]:
+        # Host values, one request at a time: a field whose value cannot be read leaves only itself out.
+        got: dict[str, Any] = {}
+        for r in requests:
+            try:
+                got.update(values.read([r]))
+            except arrays.Unreadable as err:
+                key = r.key.removeprefix("data:")
+                self._unreadable(next((x for x in self.spec.fields if x.key == key), None), err)
+        return got
+
+    def _unreadable(self, f: FieldSpec | None, err: arrays.Unreadable) -> None:
+        # A value of a kind the contract cannot read: a configuration problem, said once per field, and that
+        # field (only) is left out of every call's checks.
+        spec = self.spec
+        key = f"{spec.key}.{f.key}" if f is not None else spec.key
+        self.checker._problem(key, spec.source_file, f"{spec.target}: {err}")
 
     # --- after the values are known -------------------------------------------------------
 
@@ -423,7 +488,46 @@ class _BoundaryCalls:
                 found += invariants.check_schedule(r, n or None, c.where, sizes)
         if not any(v.invariant in ("B1", "B5") and v.field.startswith("returns") for v in found):
             found += self._content(c, got, bound, sizes)
+            found += self._rows(c, got, bound, sizes)
         return found
+
+    def _rows(self, c: _Call, got: Mapping[str, Any], bound: invariants.Bound,
+              sizes: dict[str, object]) -> list[Violation]:
+        # Row-padded batches: each row's mask marks its T_i true positions flush on the side away from the pads,
+        # and (with `from` or a pad value) the row holds the sample's data there and pads elsewhere.
+        out: list[Violation] = []
+        for f in self.rows:
+            reading = next((r for r in c.readings if r.spec is f), None)
+            if reading is None or reading.space is None:
+                continue
+            trues = [None if bound.sample(i) is None else invariants.sample_length(reading.space, bound.sample(i))
+                     for i in range(bound.n)]
+            mask = got.get("data:" + f.mask.text) if f.mask is not None else None
+            data = got.get("data:" + f.key)
+            sources = None
+            if f.source is not None:
+                source_field = next(x for x in self.spec.fields if x.key == f.source.text)
+                sources = self._source_samples(source_field, got, bound)
+                data = got.get("data:" + f.key)
+            layout = content.RowLayout(space=reading.space, pad_value=c.pads.get(f.key), axis=_axis(f, 1))
+            out += content.check_rows(data, mask, trues, sources, layout, key=f.key,
+                                      mask_key=f.mask.text if f.mask is not None else None,
+                                      source_key=f.source.text if f.source is not None else None,
+                                      where=c.where, space_text=reading.described, sizes=sizes)
+        return out
+
+    def _source_samples(self, source_field: FieldSpec, got: Mapping[str, Any], bound: invariants.Bound) -> list[Any] | None:
+        # Each sample's data of a `from` field, on the host: a row-padded source is cut to its true positions.
+        source = got.get("data:" + source_field.key)
+        if source is None:
+            return None
+        mask = got.get("data:" + source_field.mask.text) if source_field.mask is not None else None
+        if source_field.holds == "rows" and mask is None and source_field.space is not None:
+            lengths = [None if bound.sample(i) is None else invariants.sample_length(source_field.space, bound.sample(i))
+                       for i in range(bound.n)]
+            return content.row_samples(source, lengths, source_field.space.pad_side or "right",
+                                       _axis(source_field, 1))
+        return content.source_samples(source, mask, n=bound.n, axis=source_field.axis, one=self.one)
 
     def _count(self, readings: list[invariants.Reading]) -> int:
         return sample_count(self.spec, readings)
@@ -435,10 +539,10 @@ class _BoundaryCalls:
             target = got.get("data:" + f.key)
             source_field = next(x for x in self.spec.fields if x.key == f.source.text)  # type: ignore[union-attr]
             source = got.get("data:" + source_field.key)
-            if reading is None or target is None or source is None or reading.space is None or source_field.space is None:
-                continue
-            mask = got.get("data:" + source_field.mask.text) if source_field.mask is not None else None
-            samples = content.source_samples(source, mask, n=bound.n, axis=source_field.axis, one=self.one)
+            if (reading is None or target is None or source is None or reading.space is None
+                    or source_field.space is None or f.holds == "rows"):
+                continue  # a row-padded target: `_rows`
+            samples = self._source_samples(source_field, got, bound)
             if samples is None:
                 continue
             layout = content.Layout(

@@ -33,10 +33,10 @@ from typing import Any
 
 from layoutcheck import geometry
 from layoutcheck.errors import Violation
-from layoutcheck.runtime.contract.invariants import HINTS
+from layoutcheck.runtime.contract.invariants import HINTS, hint
 from layoutcheck.spaces import SampleLengths, Space
 
-__all__ = ["Layout", "check_content", "source_samples"]
+__all__ = ["Layout", "RowLayout", "check_content", "check_rows", "row_samples", "source_samples"]
 
 
 @dataclass(frozen=True)
@@ -129,7 +129,10 @@ def _value(t: Any, i: int) -> object:
     if i >= t.shape[0]:
         return "nothing (the part ends here)"
     v = t[i]
-    return v.item() if v.dim() == 0 else f"a row of shape {tuple(v.shape)}"
+    if v.dim() == 0:
+        return v.item()
+    # a position that is a row (a (T, k) sample's k experts): its values when few (host tensors only)
+    return v.tolist() if v.numel() <= 8 else f"a row of shape {tuple(v.shape)}"
 
 
 def check_content(
@@ -204,7 +207,7 @@ def check_content(
             "B6", where, key, f"sample {i}'s part is not its data from `{source_key}` laid out in this space: "
             f"position {at} of the part{where_text} should hold {what}",
             actual=_value(seen, at), expected=_value(want, at) if at < want.shape[0] else "the part to end",
-            hint=HINTS["B6"], sample=i, space=space_text,
+            hint=hint("B6", layout.space, source=layout.source_space), sample=i, space=space_text,
             sizes={"T": trues[i], **({"P": samples[i].padded} if samples[i] and samples[i].padded else {}),  # type: ignore[union-attr]
                    **sizes, "cp": layout.cp, "r": layout.rank},
         )]
@@ -215,7 +218,8 @@ def check_content(
         if tail.numel() and not torch.equal(tail, pads):
             return [Violation("B6", where, key, "the stream's tail padding holds data", actual=f"{tail.shape[0]} "
                               "positions, not all the pad value", expected=f"{layout.pad_value!r} everywhere",
-                              hint=HINTS["B6"], space=space_text, sizes=sizes)]
+                              hint=hint("B6", layout.space, source=layout.source_space), space=space_text,
+                              sizes=sizes)]
     return []
 
 
@@ -255,5 +259,127 @@ def _check_window(seen: Any, parts: Sequence[Any], trues: Sequence[int], layout:
         "B6", where, key, f"this rank's window of the stream is not the samples of `{source_key}` laid out in "
         f"this space: window position {at} (stream position {position}) differs",
         actual=_value(seen, at), expected=_value(want, at) if at < want.shape[0] else "the window to end",
-        hint=HINTS["B6"], sample=sample, space=space_text, sizes={**sizes, "cp": layout.cp, "r": layout.rank},
+        hint=hint("B6", layout.space, source=layout.source_space), sample=sample, space=space_text,
+        sizes={**sizes, "cp": layout.cp, "r": layout.rank},
     )]
+
+
+# --- row-padded batches ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RowLayout:
+    """How a row-padded batch lays its samples out: its space (the pad side), the pad value (``None``: not said),
+    the row axis."""
+
+    space: Space
+    pad_value: Any = None
+    axis: int = 1
+
+
+def _true_range(width: int, true: int, side: str) -> tuple[int, int]:
+    # where a row's true positions sit: flush right when padded left, flush left when padded right
+    return (width - true, width) if side == "left" else (0, true)
+
+
+def row_samples(value: Any, lengths: Sequence[int | None], side: str, axis: int) -> list[Any]:
+    """Each row's true positions of a row-padded batch (host tensors), cut by its length on its side."""
+    rows = value.movedim(axis, 1) if not isinstance(value, (list, tuple)) else value
+    out = []
+    for i, n in enumerate(lengths):
+        if i >= len(rows) or n is None:
+            out.append(None)
+            continue
+        row = rows[i] if not isinstance(value, (list, tuple)) else rows[i].movedim(axis - 1, 0)
+        a, b = _true_range(row.shape[0], min(n, row.shape[0]), side)
+        out.append(row[a:b])
+    return out
+
+
+def _positions(flags: Any) -> str:
+    # a mask row's true positions, as messages say them: "5-11", or the first few
+    where = [int(j) for j in _torch().nonzero(flags).flatten()]
+    if not where:
+        return "none"
+    if where == list(range(where[0], where[-1] + 1)):
+        return f"{where[0]}-{where[-1]}" if len(where) > 1 else str(where[0])
+    return ", ".join(map(str, where[:8])) + (" ..." if len(where) > 8 else "")
+
+
+def check_rows(
+    data: Any,
+    mask: Any,
+    trues: Sequence[int | None],
+    sources: Sequence[Any] | None,
+    layout: RowLayout,
+    *,
+    key: str,
+    mask_key: str | None,
+    source_key: str | None,
+    where: str,
+    space_text: str,
+    sizes: dict[str, object],
+) -> list[Violation]:
+    """A row-padded batch on host values: each row's mask (B1) and each row's data and pads (B6).
+
+    Row ``i`` holds ``T_i`` true positions flush against the side away from
+    the pads (``left``: the last ``T_i``), pads elsewhere. The mask, when
+    given, must mark exactly those positions; the data, with ``from``, must
+    be the source sample there, and, with a numeric pad value, that value in
+    every pad position. The first row that differs is named, per check.
+    """
+    torch = _torch()
+    out: list[Violation] = []
+    side = layout.space.pad_side or "right"
+    if mask is not None:
+        rows = mask if isinstance(mask, (list, tuple)) else mask.movedim(layout.axis, 1) if mask.dim() > 2 else mask
+        for i, true in enumerate(trues):
+            if true is None or i >= len(rows):
+                continue
+            row = rows[i].to(torch.bool).reshape(rows[i].shape[0], -1).any(dim=1)
+            a, b = _true_range(row.shape[0], true, side)
+            want = torch.zeros(row.shape[0], dtype=torch.bool)
+            want[a:b] = True
+            if not torch.equal(row, want):
+                at = int(torch.nonzero(row != want)[0, 0])
+                out.append(Violation(
+                    "B1", where, mask_key or key, f"row {i}'s mask is not padded {side}: position {at} should be "
+                    f"{'a true position' if want[at] else 'a pad'} (the row's {true} true positions sit "
+                    f"{'last' if side == 'left' else 'first'} in its {row.shape[0]})",
+                    actual=f"true at {_positions(row)}", expected=f"true at {_positions(want)}",
+                    hint=hint("B1", layout.space, rows=True), sample=i, space=f"mask of {space_text}",
+                    sizes={"T": true, "S": row.shape[0], **sizes},
+                ))
+                break
+    numeric = _numeric(layout.pad_value)
+    if data is None or (sources is None and not numeric):
+        return out
+    rows = data if isinstance(data, (list, tuple)) else data.movedim(layout.axis, 1)
+    for i, true in enumerate(trues):
+        if true is None or i >= len(rows):
+            continue
+        row = rows[i] if not isinstance(data, (list, tuple)) else rows[i].movedim(layout.axis - 1, 0)
+        width = row.shape[0]
+        a, b = _true_range(width, min(true, width), side)
+        source = sources[i] if sources is not None and i < len(sources) else None
+        want = row.new_full(row.shape, layout.pad_value if numeric else 0)
+        compared = torch.zeros(width, dtype=torch.bool)
+        if numeric:
+            compared[:a] = True
+            compared[b:] = True
+        if source is not None and source.shape[0] == b - a and source.shape[1:] == row.shape[1:]:
+            want[a:b] = source.to(row.dtype)
+            compared[a:b] = True
+        at = _first_difference(row, want, compared)
+        if at is None:
+            continue
+        pad = not a <= at < b
+        what = f"sample {i}'s data from `{source_key}` padded {side}" if source_key else f"padded {side}"
+        out.append(Violation(
+            "B6", where, key, f"row {i} is not {what}: position {at} of the row should hold "
+            f"{'a pad' if pad else 'a true position'}",
+            actual=_value(row, at), expected=_value(want, at), hint=hint("B6", layout.space, rows=True), sample=i,
+            space=space_text, sizes={"T": true, "S": width, **sizes},
+        ))
+        break
+    return out

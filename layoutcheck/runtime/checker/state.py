@@ -28,7 +28,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from layoutcheck import geometry
-from layoutcheck.errors import LayoutError, LayoutSpecError, Violation, describe_value
+from layoutcheck.errors import ConfigError, LayoutError, LayoutSpecError, Violation, describe_value
 from layoutcheck.runtime.checker.rollouts import MicroBatch, Rollout
 from layoutcheck.runtime.checker.values import Deferred
 from layoutcheck.runtime.contract import checks
@@ -86,6 +86,11 @@ class CheckerState:
         self._log = ObservationLog(limits)
         self._local = threading.local()  # per thread: how deep inside a producer call we are
         self._noted: set[str] = set()
+        self.problems: list[ConfigError] = []
+        """Configuration problems found while checking (a field whose value no contract can read), once each."""
+        self.on_problem: Callable[[ConfigError], None] | None = None
+        """Where `problems` also go: the debug session's set-up ledger (its summary, raise mode's exit status);
+        without one, the checker warns itself (raise and warn modes)."""
         self._rollouts = 0
         self._run = Rollout(index=-1)
 
@@ -122,9 +127,13 @@ class CheckerState:
         return self._log
 
     def summary(self) -> str:
-        """One line: how many violations, per invariant, and where; then what was checked."""
+        """One line: how many violations, per invariant, and where; then what was checked, and what could not be read."""
         done = ", ".join(f"{n} {what}" for what, n in self.checked.items())
-        return self.recorder.summary() + (f" (checked {done})" if done else " (nothing checked yet)")
+        text = self.recorder.summary() + (f" (checked {done})" if done else " (nothing checked yet)")
+        if self.problems:
+            k = len(self.problems)
+            text += f"; {k} field{'s' if k != 1 else ''} could not be read (configuration problem{'s' if k != 1 else ''})"
+        return text
 
     def start_run(self) -> None:
         """Forget the current rollout's state (its micro-batches, replay tensors not yet matched), keeping results.
@@ -143,6 +152,7 @@ class CheckerState:
         self.checked.clear()
         self._log.clear()
         self._noted.clear()
+        self.problems.clear()
         self._rollouts = 0
         self._run = Rollout(index=-1)
 
@@ -269,6 +279,26 @@ class CheckerState:
         self.recorder.add_note(text)
         if self.mode != "record":
             warnings.warn(text + " (the call went ahead unchecked)", LayoutWarning, stacklevel=user_stacklevel())
+
+    def _problem(self, key: str, source: str | None, message: str) -> None:
+        """A configuration problem found while checking (``key``: the configuration key, ``source``: its file), once.
+
+        Not a note: the configuration says what to check and it cannot be
+        checked, so the run must not end looking checked. It goes to
+        `on_problem` (the debug session reports it with the set-up's problems:
+        raise mode fails at the end of the first step or at exit), else it is
+        warned about here (raise and warn modes).
+        """
+        if f"problem {key}" in self._noted:
+            return
+        self._noted.add(f"problem {key}")
+        err = ConfigError(f"{key}{f' in {source}' if source else ''}: {message}", key=key, source=source)
+        self.problems.append(err)
+        if self.on_problem is not None:
+            self.on_problem(err)
+        elif self.mode != "record":
+            warnings.warn(f"layoutcheck: {err} (the field is left out of the checks)", LayoutWarning,
+                          stacklevel=user_stacklevel())
 
     def _new_rollout(self, key: int | None, layout: str | None) -> Rollout:
         self._run = Rollout(index=self._rollouts, key=key, layout=layout, buckets=self.buckets)

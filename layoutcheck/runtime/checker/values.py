@@ -6,7 +6,9 @@ on the device), cumulative lengths held in a tensor (``cu_seqlens``), a
 length tensor, and the data the content check (B6) compares. This module is
 the one place such values are read, and it reads them two ways:
 
-* a tensor on the CPU is read at once (no device is involved, nothing waits);
+* a value on the host (a CPU tensor, a numpy array, a Python list) is read
+  at once, by `layoutcheck.runtime.contract.arrays` (no device is involved,
+  nothing waits);
 * a tensor on a device is *snapshotted*: the reduction the check needs (a
   mask's row sums) runs on the device, the result is copied into pinned host
   memory with ``non_blocking=True``, and a CUDA event is recorded after the
@@ -28,6 +30,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from layoutcheck.errors import LayoutSpecError
+from layoutcheck.runtime.contract import arrays
+from layoutcheck.runtime.contract.arrays import is_array
 
 __all__ = ["Deferred", "Request", "Snapshot", "is_array", "on_host", "read", "snapshot"]
 
@@ -42,11 +46,6 @@ class Request:
     kind: str
     value: Any
     """A tensor, or a list of tensors (per-sample masks or data)."""
-
-
-def is_array(value: object) -> bool:
-    """A tensor or an array (has a shape and a dtype), not a class."""
-    return not isinstance(value, type) and hasattr(value, "shape") and hasattr(value, "dtype")
 
 
 def _device_type(value: Any) -> str:
@@ -85,11 +84,21 @@ def _host_list(value: Any) -> Any:
 
 
 def read(requests: Sequence[Request]) -> dict[str, Any]:
-    """The values of host requests, now: ``ints`` and ``sums`` as Python ints, ``data`` as the tensors."""
+    """The values of host requests, now: ``ints`` and ``sums`` as Python ints, ``data`` as CPU torch tensors.
+
+    Any kind `layoutcheck.runtime.contract.arrays` reads: CPU tensors,
+    numpy arrays, lists of ints, lists of per-sample tensors or arrays; a
+    value of another kind raises `~layoutcheck.runtime.contract.arrays.Unreadable`.
+    """
     out: dict[str, Any] = {}
     for r in requests:
-        reduced = _reduce(r)
-        out[r.key] = reduced if r.kind == "data" else _host_list(reduced)
+        key = r.key.removeprefix("data:")
+        if r.kind == "data":
+            out[r.key] = arrays.host_data(r.value, key)
+        elif r.kind == "sums":
+            out[r.key] = arrays.host_sums(r.value, key)
+        else:
+            out[r.key] = arrays.host_ints(r.value, key)
     return out
 
 

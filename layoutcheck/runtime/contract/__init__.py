@@ -7,7 +7,12 @@
 * `meta`: shapes and sizes read with torch-function handling off (never a
   GPU sync, torch never imported);
 * `adapters`: how a Miles/slime-shaped trainer is read (the parameters each
-  role needs, ``args``, the parallel state, the batch dict).
+  role needs, ``args``, the parallel state, the batch dict);
+* `arrays`: how a boundary contract's field is read whatever array kind
+  holds it (torch tensors, numpy arrays, lists of ints, lists of per-sample
+  arrays, numpy object arrays), and what to write when it cannot be;
+* `boundary`, `expressions`, `invariants`: boundary contracts (B1-B6), their
+  spaces, paths into a call (containers, TensorDict-like batches), checks.
 
 Every check is a function of ints and shapes returning ``list[Violation]``;
 nothing here keeps state or decides what a violation does (`reporting`).

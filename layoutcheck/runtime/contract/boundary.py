@@ -29,6 +29,12 @@ holds           what the value is
 ``mask``        per-sample masks whose sum is the length (a ``(B, S)`` tensor
                 or a list of 1-D masks)
 ``schedule``    a micro-batch schedule: a list of lists of sample indices
+``rows``        a row-padded batch: a ``(B, S)`` tensor, array or list of
+                equal-length lists, row ``i`` holding sample ``i``'s
+                positions contiguous on one side and pads on the other
+                (``rows T left``: pads first); each row's true length comes
+                from the ``mask`` or ``lengths`` option, else from the
+                lengths the call binds
 ==============  =============================================================
 
 The space is `layoutcheck.spaces.parse_space`'s spelling (``T``, ``R``,
@@ -77,13 +83,13 @@ __all__ = [
     "parse_source",
 ]
 
-HOLDS: tuple[str, ...] = ("data", "len", "cu", "mask", "schedule")
+HOLDS: tuple[str, ...] = ("data", "rows", "len", "cu", "mask", "schedule")
 """What a field's value is (see the module docs); ``data`` is written as nothing."""
 BOUNDARY_KEYS: tuple[str, ...] = (
     "role", "inputs", "samples", "args", "returns", "unit", "tight", "scheme", "tp-size", "cp-size", "cp-rank",
     "cross-rank",
 )
-FIELD_KEYS: tuple[str, ...] = ("space", "axis", "mask", "from", "pad-value", "stream-unit", "when")
+FIELD_KEYS: tuple[str, ...] = ("space", "axis", "mask", "lengths", "from", "pad-value", "stream-unit", "when")
 _TARGET = re.compile(r"(?P<target>[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*(\.[A-Za-z_]\w*)*)"
                      r"(?:\(\)(?P<attrs>(\.[A-Za-z_]\w*)*))?\Z")
 
@@ -126,6 +132,8 @@ class FieldSpec:
     """The word ``cp``: CP-local under the boundary's ``scheme`` (read per call)."""
     axis: int | None = None
     mask: Path | None = None
+    lengths: Path | None = None
+    """A ``rows`` field: the ``len`` field giving each row's true length."""
     source: Path | None = None
     pad_value: Expr | None = None
     stream_unit: Expr | None = None
@@ -140,8 +148,8 @@ class FieldSpec:
         from cumulative lengths), nor does a CP-local or shifted one.
         """
         space = self.space
-        if space is None or space.cp is not None or self.run_scheme or space.shift:
-            return None
+        if space is None or space.cp is not None or self.run_scheme or space.shift or self.holds == "rows":
+            return None  # a row-padded batch's width is no sample's length
         if self.holds == "data" and space.packed:
             return None
         return space.basis
@@ -152,6 +160,8 @@ class FieldSpec:
             return "micro-batch schedule"
         space = self.resolved(scheme or "zigzag") if self.run_scheme else self.space
         text = space.describe()
+        if self.holds == "rows":
+            return f"rows of {text}"
         return f"{self.holds} {text}" if self.holds not in ("data",) else text
 
     def resolved(self, scheme: str) -> Space:
@@ -195,6 +205,12 @@ def _space(text: str, key: str) -> tuple[str, Space | None, bool]:
         raise LayoutSpecError(f"{key}: cumulative lengths belong to a packed stream: write \"cu {text[3:].strip()} packed\"")
     if holds == "mask" and (space.cp is not None or run_scheme or space.packed):
         raise LayoutSpecError(f"{key}: a mask selects one sample's positions; write \"mask T\" (or R, T-1, P)")
+    if holds == "rows" and (space.cp is not None or run_scheme or space.packed or space.shift):
+        raise LayoutSpecError(f"{key}: a row-padded batch holds each sample's positions whole in its row; write "
+                              f"\"rows {space.basis} left\" or \"rows {space.basis} right\" (no packed, CP part or shift)")
+    if holds == "rows" and space.pad_side is None:
+        raise LayoutSpecError(f"{key}: say on which side the rows are padded: \"rows {text[4:].strip()} left\" (pads "
+                              "first, true tokens flush right) or \"rows ... right\"")
     return holds, space, run_scheme
 
 
@@ -227,11 +243,14 @@ def parse_field(key: str, value: object, *, root: str) -> FieldSpec:
 
     spec = FieldSpec(
         name, path, holds, space, str(value["space"]).strip(), run_scheme, axis=axis, mask=path_of("mask"),
-        source=path_of("from"), pad_value=expr_of("pad-value"), stream_unit=expr_of("stream-unit"),
+        lengths=path_of("lengths"), source=path_of("from"), pad_value=expr_of("pad-value"), stream_unit=expr_of("stream-unit"),
         when=expr_of("when"),
     )
-    if spec.source is not None and holds != "data":
+    if spec.source is not None and holds not in ("data", "rows"):
         raise LayoutSpecError(f"{name}.from: only data is compared with its source; this field holds {holds}")
+    if spec.lengths is not None and holds != "rows":
+        raise LayoutSpecError(f"{name}.lengths: only a row-padded batch (\"rows T left\") takes its rows' lengths "
+                              "from a field; write the lengths as their own `len T` field")
     if spec.stream_unit is not None and not (space is not None and space.packed and holds == "data"):
         raise LayoutSpecError(f"{name}.stream-unit: only a packed data stream has a tail to pad")
     return spec
@@ -277,6 +296,7 @@ class BoundarySpec:
         for f in self.fields:
             add(f.path, f.key)
             add(f.mask, f"{f.key}.mask")
+            add(f.lengths, f"{f.key}.lengths")
             add(f.source, f"{f.key}.from")
             for option, expr in (("pad-value", f.pad_value), ("stream-unit", f.stream_unit), ("when", f.when)):
                 names(expr, f"{f.key}.{option}")
@@ -376,11 +396,18 @@ def _source(table: Mapping[str, Any], key: str) -> Source | None:
 def _check_references(spec: BoundarySpec) -> None:
     # `from`, `mask` and `samples` name fields of the same contract: a typo there must not go quiet.
     keys = {f.key for f in spec.fields}
+    holds = {f.key: f.holds for f in spec.fields}
     for f in spec.fields:
-        for option, path in (("from", f.source), ("mask", f.mask)):
+        for option, path in (("from", f.source), ("mask", f.mask), ("lengths", f.lengths)):
             if path is not None and path.text not in keys:
                 raise LayoutSpecError(f"{f.key}.{option}: `{path.text}` is not one of this boundary's fields "
                                       f"({', '.join(sorted(keys))})")
+        if f.holds == "rows" and f.mask is not None and holds[f.mask.text] != "mask":
+            raise LayoutSpecError(f"{f.key}.mask: `{f.mask.text}` holds {holds[f.mask.text]}; the rows' mask is a "
+                                  f"`mask` field (`{f.mask.text} = \"mask {f.space.basis if f.space else 'T'}\"`)")
+        if f.lengths is not None and holds[f.lengths.text] != "len":
+            raise LayoutSpecError(f"{f.key}.lengths: `{f.lengths.text}` holds {holds[f.lengths.text]}; the rows' "
+                                  f"lengths are a `len` field (`{f.lengths.text} = \"len T\"`)")
     if isinstance(spec.samples, Path) and spec.samples.text not in keys:
         raise LayoutSpecError(f"samples: `{spec.samples.text}` is not one of this boundary's fields")
     if spec.role is None and not spec.fields:

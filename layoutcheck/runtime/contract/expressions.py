@@ -87,8 +87,55 @@ class Path:
             value, rest = result, self.parts
         return _walk(value, rest)
 
+    def explain(self, call: Mapping[str, Any], result: Any = MISSING) -> str:
+        """Why `read` finds nothing in this call: the step that leads nowhere, and the names found there."""
+        if self.root == "args":
+            value, done, rest = call.get(self.parts[0], MISSING), f"args.{self.parts[0]}", self.parts[1:]  # type: ignore[call-overload]
+            if value is MISSING:
+                return f"the call has no `{self.parts[0]}`"
+        else:
+            value, done, rest = result, "returns", self.parts
+        for part in rest:
+            if value is None:
+                return f"`{done}` is None"
+            if part == "*":
+                if not isinstance(value, (list, tuple)) and not _object_array(value):
+                    return f"`{done}` is a {type(value).__name__}, not a list to read each entry of"
+                return f"an entry of `{done}` leads nowhere"
+            found = _step(value, part)
+            if found is MISSING:
+                names = _names(value)
+                there = f"; it has {', '.join(names[:12])}" if names else ""
+                return f"`{done}` (a {type(value).__name__}) has no `{part}`{there}"
+            value, done = found, f"{done}.{part}"
+        return f"`{done}` is None" if value is None else "it leads nowhere"
+
     def __str__(self) -> str:
         return self.text
+
+
+def _names(value: Any) -> list[str]:
+    # What a container offers a path, as a message shows it: `key`s, public `attribute`s, and a batch class's
+    # inner fields as `name` (in `batch`)
+    if isinstance(value, (list, tuple)):
+        return [f"`0`..`{len(value) - 1}`"] if value else []
+    return [f"`{name}`" for name in _keys(value)] + [
+        f"`{name}` (in `{holder}`)" for holder in _WRAPPED if not hasattr(value, "keys")
+        for name in _keys(getattr(value, holder, None))]
+
+
+def _keys(value: Any) -> list[str]:
+    if value is None:
+        return []
+    if hasattr(value, "keys") and hasattr(value, "__getitem__"):
+        try:
+            return [str(k) for k in list(value.keys())[:24]]
+        except Exception:  # noqa: BLE001 - a container that cannot answer: no names
+            return []
+    fields = getattr(type(value), "model_fields", None) or getattr(value, "__dataclass_fields__", None)
+    if isinstance(fields, Mapping):
+        return list(fields)[:24]
+    return [k for k in getattr(value, "__dict__", {}) if not k.startswith("_")][:24]
 
 
 def _walk(value: Any, parts: tuple[str | int, ...]) -> Any:
@@ -96,11 +143,17 @@ def _walk(value: Any, parts: tuple[str | int, ...]) -> Any:
         if value is MISSING or value is None:
             return MISSING
         if part == "*":
-            if not isinstance(value, (list, tuple)):
+            if not isinstance(value, (list, tuple)) and not _object_array(value):
                 return MISSING
             return [_walk(entry, parts[i + 1:]) for entry in value]
         value = _step(value, part)
     return value
+
+
+def _object_array(value: Any) -> bool:
+    # a 1-D numpy array of per-sample objects (verl's non_tensor_batch entries): `*` reads each entry
+    shape = getattr(value, "shape", None)
+    return getattr(getattr(value, "dtype", None), "kind", None) == "O" and shape is not None and len(shape) == 1
 
 
 def _step(value: Any, part: str | int) -> Any:
@@ -120,7 +173,19 @@ def _step(value: Any, part: str | int) -> Any:
             return value[part] if part in value.keys() else getattr(value, part, MISSING)
         except Exception:  # noqa: BLE001 - a container that cannot answer: nothing there
             return MISSING
-    return getattr(value, part, MISSING)
+    found = getattr(value, part, MISSING)
+    if found is MISSING:
+        for holder in _WRAPPED:  # a batch class wrapping its fields (verl's DataProto): `data.input_ids` reads
+            inner = getattr(value, holder, None)  # `data.batch["input_ids"]`, else `data.non_tensor_batch[...]`
+            if inner is not None and hasattr(inner, "keys") and hasattr(inner, "__getitem__"):
+                found = _step(inner, part)
+                if found is not MISSING:
+                    return found
+    return found
+
+
+_WRAPPED = ("batch", "non_tensor_batch")
+"""Attributes a batch class keeps its named fields in (a TensorDict-like ``batch``, a dict ``non_tensor_batch``)."""
 
 
 def parse_path(text: object, *, what: str = "a path") -> Path:

@@ -46,6 +46,7 @@ from layoutcheck.spaces import SampleLengths, Space
 __all__ = [
     "HINTS",
     "Bound",
+    "hint",
     "Reading",
     "bind",
     "derive_padded",
@@ -53,6 +54,7 @@ __all__ = [
     "check_padding",
     "check_samples_kept",
     "check_schedule",
+    "sample_length",
     "stream_length",
 ]
 
@@ -69,6 +71,61 @@ HINTS = {
     "B6": "lay each sample's data out with the stream's own offsets: pad it to P first, then cut the CP "
           "chunks (never cut true-length data at padded offsets), and pad with the pad value",
 }
+
+
+
+def hint(invariant: str, space: Space | None = None, *, source: Space | None = None, rows: bool = False) -> str:
+    """What to do about a violation of ``invariant`` on a field in ``space`` (laid out from ``source``'s space).
+
+    The fix depends on the spaces that met: a CP-local field is cut wrong, a
+    shifted one is shifted wrong, a packed stream writes at the wrong
+    offsets, a row-padded batch is padded on the wrong side; `HINTS` is the
+    text when nothing more specific is known.
+    """
+    if space is None:
+        return HINTS.get(invariant, "")
+    side = space.pad_side or "right"
+    flush = "right" if side == "left" else "left"
+    if rows:
+        if invariant == "B1":
+            return (f"pad each row on the {side}: its T_i true positions flush {flush} and the mask marking exactly "
+                    "them (build the mask from each row's own length, never one shift or width for the whole batch)")
+        if invariant == "B6":
+            return (f"move each row by its own pad count so that its tokens sit flush {flush}, in order, and fill the "
+                    f"{side} with the pad value (one shift for the whole batch moves every other row wrong)")
+    if invariant == "B1":
+        if space.cp is not None:
+            return (f"cut this field into the rank's CP chunks ({space.cp.scheme}) from the same padded length as its "
+                    "partners: pad it to P first, then slice it with the partners' rule (or declare it unsliced)")
+        if space.shift:
+            return (f"shift this field by one as its space says ({'drop the first position' if space.shift > 0 else 'drop the last position'} "
+                    "of each sample) and keep one entry per sample")
+    if invariant == "B4" and space.cp is not None:
+        return ("pack each sample's CP-local part (P_i / cp positions under zigzag), so that the stream is the sum "
+                "of the parts, and keep the cumulative lengths global or local as their space says")
+    if invariant == "B6":
+        shift = space.shift - (source.shift if source is not None else 0)
+        if shift:
+            return (f"shift each sample by one before laying it out ({'data[1:]' if shift > 0 else 'data[:-1]'}), "
+                    "as the target's space says, then pad and cut it like its partners")
+        if space.cp is not None and space.cp.scheme == "allgather":
+            return ("concatenate the samples each padded to P, pad the whole stream to a multiple of cp times the "
+                    "unit, and give this rank its one contiguous window")
+        if space.cp is not None:
+            return HINTS["B6"]
+        if space.packed:
+            return ("write each sample at its padded offset (the running sum of P_i, never of T_i), its tokens in "
+                    "order, and fill the rest of its P_i positions (and the stream's tail) with the pad value")
+        if space.basis == "P":
+            return (f"pad each sample on the {side} to its own P_i with the pad value, its tokens in order and "
+                    f"flush {flush}")
+        if source is not None and source.pad_side is not None:
+            first = "last" if source.pad_side == "left" else "first"
+            return (f"take each row's {first} T_i positions (the source is padded {source.pad_side}), with each "
+                    "row's own T_i, never the batch's width or one offset for every row")
+        return "lay each sample's tokens out in order, as its source holds them"
+    return HINTS.get(invariant, "")
+
 
 _QUANTITIES = ("T", "R", "P")
 
@@ -165,15 +222,16 @@ def bind(readings: Sequence[Reading], n: int, where: str, sizes: dict[str, objec
             have = bound.values[i].get(quantity)
             if have is None:
                 bound.values[i][quantity] = value
-                bound.by.setdefault(quantity, r.spec.key)
-                bound.spaces.setdefault(quantity, r.described)
+                if quantity not in bound.by:  # once per quantity (describing a space is not free)
+                    bound.by[quantity] = r.spec.key
+                    bound.spaces[quantity] = r.described
             elif have != value:
                 expected = have - 1 if basis == "T-1" else have
                 out.append(Violation(
                     "B1", where, r.spec.key,
                     f"{quantity}_i disagrees with `{bound.by.get(quantity, '?')}`, which gives the sample "
                     f"{quantity}={have}",
-                    actual=length, expected=expected, hint=HINTS["B1"], sample=i, space=r.described,
+                    actual=length, expected=expected, hint=hint("B1", r.space), sample=i, space=r.described,
                     sizes={**sizes, quantity: have},
                 ))
     return bound, out
@@ -191,6 +249,11 @@ def derive_padded(bound: Bound, unit: int) -> None:
 
 def _length(space: Space, sample: SampleLengths, cp: int, rank: int) -> int | None:
     return _cached_length(space, sample, cp, rank)
+
+
+def sample_length(space: Space, sample: SampleLengths) -> int | None:
+    """The sample's length in ``space`` on one rank (``None`` when it needs a length the sample lacks)."""
+    return _cached_length(space, sample, 1, 0)
 
 
 @functools.lru_cache(maxsize=8192)  # per field, sample and call: the same few spaces and lengths over and over
@@ -232,6 +295,11 @@ def check_fields(readings: Sequence[Reading], bound: Bound, *, cp: int, rank: in
             if sample is None:
                 continue
             want = _length(r.space, sample, cp, rank)
+            if r.shape == "padded rows":  # a row-padded batch: the row must hold the sample (its side: values)
+                if want is not None and got < want:
+                    out.append(_b1(r, i, got, f">= {want}", where, sizes, sample, cp, rank,
+                                   "the row is narrower than the sample's length in its space"))
+                continue
             if r.shape == "rows":
                 # a rectangular batch: each row holds the sample's positions, P of them (a mask selects T)
                 if r.spec.mask is not None:
@@ -250,7 +318,8 @@ def check_fields(readings: Sequence[Reading], bound: Bound, *, cp: int, rank: in
 def _b1(r: Reading, i: int, got: object, want: object, where: str, sizes: dict[str, object],
         sample: SampleLengths, cp: int, rank: int, problem: str) -> Violation:
     return Violation(
-        "B1", where, r.spec.key, problem, actual=got, expected=want, hint=HINTS["B1"], sample=i, space=r.described,
+        "B1", where, r.spec.key, problem, actual=got, expected=want,
+        hint=hint("B1", r.space, rows=r.shape == "padded rows"), sample=i, space=r.described,
         sizes={**_sample_sizes(sample), **sizes, **({"cp": cp, "r": rank} if r.space and r.space.cp else {})},
     )
 
@@ -300,7 +369,7 @@ def _check_stream(r: Reading, bound: Bound, cp: int, rank: int, where: str, size
         "B4", where, r.spec.key,
         "packed stream is not the sum of its samples' parts in its space" + (
             f" ({r.total / want:.2f}x what it should hold)" if want else ""),
-        actual=r.total, expected=want, hint=HINTS["B1"] if r.space.cp else HINTS["B4"],
+        actual=r.total, expected=want, hint=hint("B1" if r.space.cp else "B4", r.space),
         sample=_first_sample(parts, r.total), space=r.described, sizes={**sizes, **extra},
     )]
 

@@ -196,6 +196,11 @@ def load_run_report(path: str | Path) -> RunReport:
         text = path.read_text(encoding="utf-8")
     except OSError as err:
         raise LayoutSpecError(f"cannot read run report {path}: {err.strerror or err}") from None
+    except UnicodeDecodeError as err:  # a binary file, or text in another encoding: run reports are UTF-8 JSON
+        raise LayoutSpecError(
+            f"{path} is not a layoutcheck run report: byte {err.start} is not UTF-8 ({err.object[err.start:err.start + 1]!r}); "
+            "run reports are UTF-8 JSON written by the debug mode (LAYOUTCHECK_REPORT)"
+        ) from None
     try:
         data = json.loads(text)
     except json.JSONDecodeError as err:
