@@ -137,6 +137,7 @@ def test_lint_edit_lint_reads_cached_facts_as_fresh_ones(tmp_path):
 
     root = tmp_path / "p"
     shutil.copytree(Path(__file__).resolve().parents[1] / "fixtures/lint/pairs/d7b_pad_sides", root)
+    (root / "layoutcheck.toml").write_text("preview = true\n")  # LC113 is a preview rule
     first = go(root, ".", rules=all_rules())
     assert [f.rule for f in first.findings] == ["pad-sides-disagree"] and not first.errors
     with open(root / "flagged" / "replay.py", "a") as handle:
@@ -166,6 +167,7 @@ def test_a_crashing_model_rule_leaves_every_other_finding_and_names_what_is_miss
 
     shutil.copytree(Path(__file__).resolve().parents[1] / "fixtures/lint/pairs/d7b_pad_sides/flagged", tmp_path / "p")
     root = tmp_path / "p"
+    (root / "layoutcheck.toml").write_text("preview = true\n")  # LC113 is a preview rule
     alone = go(root, rules=all_rules(), use_cache=False)
     assert alone.findings and not alone.errors
     for use_cache in (True, True, False):  # cold, then warm: the crash is never cached away
