@@ -120,6 +120,21 @@ def means(a, b, mask):
     invalid = [
         Invalid(
             """
+import torch
+
+def sequence_means(log_ratio, gains, mask):
+    # the same count spelled two ways: inline over dim 1, and a local over dim -1
+    ratio = torch.where(mask, log_ratio, 0.0).sum(dim=1) / mask.sum(dim=1).clamp(min=1)
+    counts = mask.sum(dim=-1, keepdim=True).clamp(min=1)
+    gains = gains.sum(dim=-1, keepdim=True) / counts
+    return ratio, gains
+""",
+            line=8,
+            column=13,
+            message="is divided by the count of `mask`'s real tokens but sums every position",
+        ),
+        Invalid(
+            """
 def sequence_means(log_ratio, gains, mask):
     counts = mask.sum(dim=-1, keepdim=True).clamp(min=1)
     ratio = (log_ratio * mask).sum(dim=-1, keepdim=True) / counts

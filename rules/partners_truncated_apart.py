@@ -144,6 +144,29 @@ def pack(turns, limit):
     invalid = [
         Invalid(
             """
+def pack(turns, limit, pad):
+    ids, targets, positions = [], [], []
+    for turn_ids, turn_targets in turns:
+        ids.extend(turn_ids)
+        targets.extend(turn_targets)
+        positions.extend(range(len(turn_ids)))
+        if len(ids) > limit:
+            keep_end = True
+            if keep_end:  # the side picked by a branch: the cut on this path meets the partners' below
+                ids = ids[-limit:]
+            else:
+                ids = ids[: limit - 1] + [pad]
+            targets = targets[:limit]
+            positions = positions[:limit]
+            break
+    return ids, targets, positions
+""",
+            line=11,
+            column=23,
+            message="`targets`, `positions` keep their start",
+        ),
+        Invalid(
+            """
 def pack(turns, limit):
     ids, targets, positions = [], [], []
     for turn_ids, turn_targets in turns:

@@ -125,6 +125,24 @@ import torch.nn.functional as F
 def to_rows(stream, responses, sizes):
     widest = responses.offsets().max().item()
     ends = torch.cumsum(sizes, dim=0)
+    rows = []
+    for n, e in zip(sizes, ends):
+        width = widest - n  # the pad width computed on the line before the pad
+        rows.append(F.pad(stream[e - n : e], (0, width)))
+    return torch.stack(rows)
+""",
+            line=6,
+            column=14,
+            message="is a cumulative offset, the packed stream's length",
+        ),
+        Invalid(
+            """
+import torch
+import torch.nn.functional as F
+
+def to_rows(stream, responses, sizes):
+    widest = responses.offsets().max().item()
+    ends = torch.cumsum(sizes, dim=0)
     return torch.stack([F.pad(stream[e - n : e], (0, widest - n)) for n, e in zip(sizes, ends)])
 """,
             line=6,

@@ -1502,7 +1502,10 @@ class _Extractor(ClashesMixin, LiteralsMixin, SidesMixin, Flow):
                     for part in walk(amount):
                         if isinstance(part, ast.BinOp):
                             self.length_roles(part)
-                            if not self.in_test:
+                    if not self.in_test:
+                        # A width hoisted into a local (`w = m - n` then `pad(x, (0, w))`) is the same width.
+                        for part in self.through_locals(amount):
+                            if isinstance(part, ast.BinOp):
                                 self.stream_width(part)
                     self.pad_context -= 1
             elif name in _FILLED or tail == "new_full":

@@ -189,8 +189,11 @@ def _cut_side(value: ast.expr, name: str) -> str | None:
 
 
 def truncated_apart(body: Body) -> Iterator[tuple[ast.AST, str]]:
-    """Lists a loop grows together (`_grown`), re-bound in one block to cuts that keep opposite ends:
-    the cut keeping the end (``ids = ids[-k:]``) is flagged when a partner keeps the start."""
+    """Lists a loop grows together (`_grown`), re-bound on one path through the loop's body to cuts
+    that keep opposite ends: the cut keeping the end (``ids = ids[-k:]``) is flagged when a partner
+    keeps the start. A path is a block with the blocks around it, so a cut picked by a branch
+    (``if left: ids = ids[-k:] else: ids = ids[:k]``) meets the partner's cut made after the
+    branch, and the two arms of one branch never meet each other."""
     for block in body.blocks:
         for loop in block:
             if not isinstance(loop, (ast.For, ast.While)):
@@ -198,20 +201,36 @@ def truncated_apart(body: Body) -> Iterator[tuple[ast.AST, str]]:
             partners = set(_grown(loop))
             if len(partners) < 2:
                 continue
-            for inner in _blocks(loop.body):
-                cuts: list[tuple[ast.Assign, str, str]] = []
+            flagged: set[int] = set()
+            stack: list[tuple[Sequence[ast.stmt], list[tuple[ast.Assign, str, str]]]] = [(loop.body, [])]
+            while stack:
+                inner, around = stack.pop()
+                cuts = list(around)
+                nested: list[Sequence[ast.stmt]] = []
                 for stmt in inner:
                     if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
                         name = stmt.targets[0].id
                         side = _cut_side(stmt.value, name) if name in partners else None
                         if side is not None:
                             cuts.append((stmt, name, side))
+                    elif not isinstance(stmt, _NESTED):
+                        for field in ("body", "orelse", "finalbody"):
+                            part = getattr(stmt, field, None)
+                            if part and isinstance(part[0], ast.stmt):
+                                nested.append(part)
+                        for handler in getattr(stmt, "handlers", ()):
+                            nested.append(handler.body)
+                mine = cuts[len(around):]
+                # A block's own cuts meet those of the blocks around it, before and after it alike.
+                for part in nested:
+                    stack.append((part, cuts))
                 keeping = {side for _, _, side in cuts}
-                if keeping != {"start", "end"}:
+                if keeping != {"start", "end"} or not mine and not nested:
                     continue
                 kept_start = [name for _, name, side in cuts if side == "start"]
                 for stmt, name, side in cuts:
-                    if side == "end":
+                    if side == "end" and id(stmt) not in flagged:
+                        flagged.add(id(stmt))
                         yield stmt.value, ", ".join(f"`{n}`" for n in kept_start)
 
 
@@ -429,7 +448,8 @@ def _reaching(body: Sequence[ast.stmt], stmt: ast.stmt) -> dict[str, list[ast.ex
 
 def unmasked_mean(body: Body) -> Iterator[tuple[ast.AST, str]]:
     """``x.sum(-1) / n`` with ``n = mask.sum(-1)`` (the real tokens' count) and ``x`` not masked by
-    ``mask``, while another sum over the same count here is: pad positions summed, real ones counted."""
+    ``mask``, while another sum over a count of the same mask here is (however each count is
+    spelled: inline or through a local): pad positions summed, real ones counted."""
     by_count: dict[str, list[tuple[ast.expr, bool, str]]] = {}
     for block in body.blocks:
         for stmt in block:
@@ -451,7 +471,9 @@ def unmasked_mean(body: Body) -> Iterator[tuple[ast.AST, str]]:
                 if summed is None:
                     continue
                 masked = _mentions(summed, counted.id, bindings)
-                by_count.setdefault(ast.dump(node.right), []).append((node.left, masked, counted.id))
+                # Keyed by the mask counted, not by how the count is spelled: `m.sum(1).clamp(min=1)`
+                # inline and a local `n = m.sum(dim=-1, keepdim=True)` count the same tokens.
+                by_count.setdefault(counted.id, []).append((node.left, masked, counted.id))
     for found in by_count.values():
         if any(masked for _, masked, _ in found):
             for numerator, masked, mask in found:
