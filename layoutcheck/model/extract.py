@@ -181,8 +181,9 @@ _SPACE_WORDS: tuple[tuple[int, str], ...] = (
 """How `layoutcheck model` names a space, most specific first."""
 _STATEMENT_LIMIT = 400
 """Deeper statement nesting than this is left unwalked (generated code): the file is still parsed."""
-_WINDOW_STORE = re.compile(r"\+[^\]\n]*\]\s*=[^=]")
-"""A store into a window ``buf[a : a + n] = ...``: where `window_partners` can find something."""
+_WINDOW_STORE = re.compile(r":[^\]\n]*\]\s*=[^=]")
+"""A store into a window ``buf[a : a + n] = ...`` (or ``buf[a:e] = ...``, the end in a local):
+where `window_partners` can find something."""
 _RETURNED_SHIFT = re.compile(r"return[^\n]*(?:1:|-1\]|roll\()")
 """A function returning a shift (``return t[:, 1:]``): where `reshifted_fields` can find something."""
 _PARTNER_CHECKS = tuple((kind, check, SPELLINGS[kind]) for kind, check in (

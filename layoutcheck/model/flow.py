@@ -356,7 +356,7 @@ class Flow:
             if isinstance(base, ast.Attribute) and base.attr == "shape":
                 return self.size_of(self.classify(base.value))
             inner = self.classify(base)
-            if is_mask_selection(node):  # type: ignore[arg-type]
+            if is_mask_selection(node, self.resolved):  # type: ignore[arg-type]
                 return Value((inner.tags | MASKED) & ~TOK, inner.origin, inner.params, inner.fields, inner.shifts)
             if index_of(node) is not None:  # type: ignore[arg-type]
                 # One entry: of per-sample tensors, a sample; of the source list, one padded length.

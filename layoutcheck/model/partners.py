@@ -32,6 +32,7 @@ the node to flag and what the rule's message needs:
 from __future__ import annotations
 
 import ast
+import copy
 from collections.abc import Iterable, Iterator, Sequence
 
 from layoutcheck.model.syntax import child_fields, int_value, last_name, nodes, positional
@@ -143,7 +144,7 @@ def misplaced_positions(body: Body) -> Iterator[tuple[ast.AST, str]]:
             target, value = stmt.targets[0], stmt.value
             if _window(target) is None:
                 continue
-            slots = ast.dump(target.slice)  # type: ignore[attr-defined]
+            slots = _inlined_dump(target.slice, body.bindings())  # type: ignore[attr-defined]
             window = _window(value)
             if window is not None and window.lower is not None:
                 data.setdefault(slots, window)
@@ -153,9 +154,10 @@ def misplaced_positions(body: Body) -> Iterator[tuple[ast.AST, str]]:
             window = data.get(slots)
             if window is None or window.lower is None:
                 continue
-            start = positional(call)[0]
-            lower = ast.dump(window.lower)
-            if int_value(start) == 0 or any(ast.dump(part) == lower for part in nodes(start)):
+            bound = body.bindings()
+            start = _through(positional(call)[0], bound)
+            lower = _inlined_dump(window.lower, bound)
+            if int_value(start) == 0 or any(_inlined_dump(part, bound) == lower for part in nodes(start)):
                 continue  # from 0, or from the window's start (moved by an offset: another origin)
             yield call, ast.unparse(window.lower)
 
@@ -174,13 +176,14 @@ def _grown(loop: ast.For | ast.While) -> list[str]:
     return grown
 
 
-def _cut_side(value: ast.expr, name: str) -> str | None:
-    """``start`` for ``name[:k]`` (keeps the start), ``end`` for ``name[-k:]`` (keeps the end)."""
+def _cut_side(value: ast.expr, name: str, bindings: dict[str, list[ast.expr]]) -> str | None:
+    """``start`` for ``name[:k]`` (keeps the start), ``end`` for ``name[-k:]`` (keeps the end); a
+    bound read through a local assigned once (``k = -n`` then ``name[k:]``)."""
     window = _window(value)
     if window is None or not (isinstance(value, ast.Subscript) and isinstance(value.value, ast.Name)
                               and value.value.id == name):
         return None
-    lower, upper = window.lower, window.upper
+    lower, upper = _through(window.lower, bindings), _through(window.upper, bindings)
     if lower is None and upper is not None and not (isinstance(upper, ast.UnaryOp) or (int_value(upper) or 0) < 0):
         return "start"
     if upper is None and isinstance(lower, ast.UnaryOp) and isinstance(lower.op, ast.USub):
@@ -210,7 +213,7 @@ def truncated_apart(body: Body) -> Iterator[tuple[ast.AST, str]]:
                 for stmt in inner:
                     if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
                         name = stmt.targets[0].id
-                        side = _cut_side(stmt.value, name) if name in partners else None
+                        side = _cut_side(stmt.value, name, body.bindings()) if name in partners else None
                         if side is not None:
                             cuts.append((stmt, name, side))
                     elif not isinstance(stmt, _NESTED):
@@ -281,6 +284,42 @@ def _own_nodes(stmt: ast.stmt) -> list[ast.AST]:
                     found.extend(nodes(item))
     stmt.__dict__["_layoutcheck_own_nodes"] = found
     return found
+
+
+def _through(node: ast.expr | None, bindings: dict[str, list[ast.expr]], depth: int = 3) -> ast.expr | None:
+    """``node``, or the one value a local ``node`` is ever assigned in the function (followed up to
+    ``depth`` names): ``k = -n`` then ``x[k:]`` reads as ``x[-n:]``. A name assigned twice or
+    never (a parameter, a loop target) stays itself."""
+    for _ in range(depth):
+        if not isinstance(node, ast.Name):
+            return node
+        values = bindings.get(node.id, ())
+        if len(values) != 1:
+            return node
+        node = values[0]
+    return node
+
+
+class _Inline(ast.NodeTransformer):
+    """A copy of an expression with each local assigned once replaced by its value (`_through`)."""
+
+    def __init__(self, bindings: dict[str, list[ast.expr]], depth: int) -> None:
+        self.bindings = bindings
+        self.depth = depth
+
+    def visit_Name(self, node: ast.Name) -> ast.AST:
+        values = self.bindings.get(node.id, ())
+        if self.depth <= 0 or len(values) != 1 or not isinstance(node.ctx, ast.Load):
+            return node
+        return _Inline(self.bindings, self.depth - 1).visit(copy.deepcopy(values[0]))
+
+
+def _inlined_dump(node: ast.expr, bindings: dict[str, list[ast.expr]]) -> str:
+    """``ast.dump`` of ``node`` with the locals assigned once written out: two spellings of the same
+    slots (``out[a : a + n]`` and ``e = a + n`` then ``out[a:e]``) dump the same."""
+    if not any(isinstance(n, ast.Name) and n.id in bindings for n in nodes(node)):
+        return ast.dump(node)
+    return ast.dump(_Inline(bindings, 3).visit(copy.deepcopy(node)))
 
 
 def _bindings(blocks: Iterable[Sequence[ast.stmt]]) -> dict[str, list[ast.expr]]:
