@@ -35,7 +35,7 @@ import ast
 import copy
 from collections.abc import Iterable, Iterator, Sequence
 
-from layoutcheck.model.syntax import child_fields, int_value, last_name, nodes, positional
+from layoutcheck.model.syntax import child_fields, int_value, last_name, live, nodes, positional, switches
 
 __all__ = [
     "SPELLINGS", "Body", "unit_switches", "combined_before_restore", "empty_segment", "misplaced_positions",
@@ -45,10 +45,11 @@ __all__ = [
 _NESTED = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
 
 
-def _blocks(body: Sequence[ast.stmt]) -> Iterator[Sequence[ast.stmt]]:
+def _blocks(body: Sequence[ast.stmt], constants: dict[str, bool] | None = None) -> Iterator[Sequence[ast.stmt]]:
     """``body`` and every statement list inside it (depth first, in source order), nested functions
-    and classes left out. A stack, not recursion: each check here walks every function's blocks."""
-    stack = [body]
+    and classes left out, each ``if`` a constant decides read as its live arm (`live`). A stack,
+    not recursion: each check here walks every function's blocks."""
+    stack = [live(body, constants)]
     while stack:
         block = stack.pop()
         yield block
@@ -61,9 +62,9 @@ def _blocks(body: Sequence[ast.stmt]) -> Iterator[Sequence[ast.stmt]]:
             for name in fields:  # none for most statements (an assignment, a call, a return)
                 inner = getattr(stmt, name)
                 if name == "handlers" or name == "cases":
-                    inside.extend(part.body for part in inner)
+                    inside.extend(live(part.body, constants) for part in inner)
                 elif inner and isinstance(inner[0], ast.stmt):
-                    inside.append(inner)
+                    inside.append(live(inner, constants))
         stack.extend(reversed(inside))
 
 
@@ -85,18 +86,30 @@ class Body:
     """One function's statements as the checks here read them: its blocks (`_blocks`) listed once,
     and its local bindings (`_bindings`) once asked for, shared by every check of the function."""
 
-    __slots__ = ("stmts", "_blocks", "_bound")
+    __slots__ = ("stmts", "_blocks", "_bound", "_constants")
 
     def __init__(self, stmts: Sequence[ast.stmt]) -> None:
         self.stmts = stmts
         self._blocks: list[Sequence[ast.stmt]] | None = None
         self._bound: dict[str, list[ast.expr]] | None = None
+        self._constants: dict[str, bool] | None = None
+
+    @property
+    def constants(self) -> dict[str, bool]:
+        """The function's `switches`, found when first asked for."""
+        if self._constants is None:
+            self._constants = switches(self.stmts)
+        return self._constants
+
+    def live(self, block: Sequence[ast.stmt]) -> Sequence[ast.stmt]:
+        """``block`` as it runs (`live`)."""
+        return live(block, self.constants)
 
     @property
     def blocks(self) -> list[Sequence[ast.stmt]]:
         """`_blocks` of the body, listed when first asked for."""
         if self._blocks is None:
-            self._blocks = list(_blocks(self.stmts))
+            self._blocks = list(_blocks(self.stmts, self.constants))
         return self._blocks
 
     def bindings(self) -> dict[str, list[ast.expr]]:
@@ -205,7 +218,7 @@ def truncated_apart(body: Body) -> Iterator[tuple[ast.AST, str]]:
             if len(partners) < 2:
                 continue
             flagged: set[int] = set()
-            stack: list[tuple[Sequence[ast.stmt], list[tuple[ast.Assign, str, str]]]] = [(loop.body, [])]
+            stack: list[tuple[Sequence[ast.stmt], list[tuple[ast.Assign, str, str]]]] = [(body.live(loop.body), [])]
             while stack:
                 inner, around = stack.pop()
                 cuts = list(around)
@@ -220,9 +233,9 @@ def truncated_apart(body: Body) -> Iterator[tuple[ast.AST, str]]:
                         for field in ("body", "orelse", "finalbody"):
                             part = getattr(stmt, field, None)
                             if part and isinstance(part[0], ast.stmt):
-                                nested.append(part)
+                                nested.append(body.live(part))
                         for handler in getattr(stmt, "handlers", ()):
-                            nested.append(handler.body)
+                            nested.append(body.live(handler.body))
                 mine = cuts[len(around):]
                 # A block's own cuts meet those of the blocks around it, before and after it alike.
                 for part in nested:
@@ -294,7 +307,7 @@ def _through(node: ast.expr | None, bindings: dict[str, list[ast.expr]], depth: 
         if not isinstance(node, ast.Name):
             return node
         values = bindings.get(node.id, ())
-        if len(values) != 1:
+        if len(values) != 1 or isinstance(values[0], ast.Starred):
             return node
         node = values[0]
     return node
@@ -309,7 +322,8 @@ class _Inline(ast.NodeTransformer):
 
     def visit_Name(self, node: ast.Name) -> ast.AST:
         values = self.bindings.get(node.id, ())
-        if self.depth <= 0 or len(values) != 1 or not isinstance(node.ctx, ast.Load):
+        if self.depth <= 0 or len(values) != 1 or isinstance(values[0], ast.Starred) \
+                or not isinstance(node.ctx, ast.Load):
             return node
         return _Inline(self.bindings, self.depth - 1).visit(copy.deepcopy(values[0]))
 
@@ -323,7 +337,8 @@ def _inlined_dump(node: ast.expr, bindings: dict[str, list[ast.expr]]) -> str:
 
 
 def _bindings(blocks: Iterable[Sequence[ast.stmt]]) -> dict[str, list[ast.expr]]:
-    """Every value each local name is assigned in ``blocks`` (`_blocks` of a body)."""
+    """Every value each local name is assigned in ``blocks`` (`_blocks` of a body), and what each
+    list is grown with by ``append``/``extend``, and the iterable of each loop target."""
     out: dict[str, list[ast.expr]] = {}
     for block in blocks:
         for stmt in block:
@@ -333,7 +348,25 @@ def _bindings(blocks: Iterable[Sequence[ast.stmt]]) -> dict[str, list[ast.expr]]
                         out.setdefault(target.id, []).append(stmt.value)
             elif isinstance(stmt, ast.AnnAssign) and stmt.value is not None and isinstance(stmt.target, ast.Name):
                 out.setdefault(stmt.target.id, []).append(stmt.value)
+            elif isinstance(stmt, (ast.For, ast.AsyncFor)):
+                # `for g in groups:`: each `g` derives from `groups` (as in a comprehension).
+                for name in nodes(stmt.target):
+                    if isinstance(name, ast.Name):
+                        out.setdefault(name.id, []).append(_derived(stmt.iter))
+            elif isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call):
+                # `xs.append(v)` / `xs.extend(vs)`: the list derives from what it is grown with, as
+                # `xs = [v for ...]` would (a local grown so is never "assigned once").
+                call = stmt.value
+                if isinstance(call.func, ast.Attribute) and call.func.attr in ("append", "extend") \
+                        and isinstance(call.func.value, ast.Name) and len(call.args) == 1:
+                    out.setdefault(call.func.value.id, []).append(_derived(call.args[0]))
     return out
+
+
+def _derived(value: ast.expr) -> ast.expr:
+    """``value`` as what a local derives from without being its value (a loop target's iterable, a
+    list's appended entry): wrapped in a ``Starred``, which `_through` and `_Inline` never follow."""
+    return ast.Starred(value=value, ctx=ast.Load())
 
 
 def _ends(body: Sequence[ast.stmt]) -> bool:

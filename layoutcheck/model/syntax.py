@@ -20,7 +20,7 @@ __all__ = [
     "CHILD_FIELDS", "Source", "argument", "assigned_before", "assigned_once", "call_arguments", "child_fields",
     "children", "dotted", "expects_error", "functions_by_name", "index_of", "inline", "int_value", "keyword",
     "last_name", "names_in", "nodes", "own_nodes", "param_names", "parts", "positional", "root_name", "same",
-    "spanning", "string_key", "string_value", "target_name", "walk",
+    "spanning", "string_key", "string_value", "target_name", "walk", "walked_together", "constant_test", "live", "switches",
 ]
 
 Span = tuple[int, int, int, int]
@@ -507,4 +507,81 @@ def spanning(functions: Sequence[ast.AST], lines: Iterable[int]) -> list:
         i = bisect_left(marks, function.lineno)  # type: ignore[attr-defined]
         if i < len(marks) and marks[i] <= function.end_lineno:  # type: ignore[attr-defined]
             out.append(function)
+    return out
+
+
+def walked_together(node: ast.AST) -> list[tuple[ast.expr, str | None]] | None:
+    """The sequences a ``for`` (or comprehension) walks entry for entry, each with the name its entry
+    is bound to (None when the target there is not a name): ``for a, b in zip(A, B)`` gives
+    ``[(A, "a"), (B, "b")]``, and so does ``for i, a in enumerate(A):`` whose body begins by reading
+    ``b = B[i]`` (the same pairing, spelled with an index). None for any other loop."""
+    if not isinstance(node, (ast.For, ast.AsyncFor, ast.comprehension)):
+        return None
+    call, target = node.iter, node.target
+    if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and isinstance(target, ast.Tuple)):
+        return None
+    if call.func.id == "zip" and len(target.elts) == len(call.args):
+        return [(arg, t.id if isinstance(t, ast.Name) else None) for arg, t in zip(call.args, target.elts)]
+    if call.func.id == "enumerate" and len(call.args) == 1 and len(target.elts) == 2 \
+            and isinstance(target.elts[0], ast.Name) and isinstance(node, (ast.For, ast.AsyncFor)):
+        index = target.elts[0].id
+        entry = target.elts[1]
+        out: list[tuple[ast.expr, str | None]] = [(call.args[0], entry.id if isinstance(entry, ast.Name) else None)]
+        for stmt in node.body:
+            if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name)
+                    and isinstance(stmt.value, ast.Subscript) and isinstance(stmt.value.slice, ast.Name)
+                    and stmt.value.slice.id == index):
+                break  # the reads that open the body: what a zip would have bound
+            out.append((stmt.value.value, stmt.targets[0].id))
+        return out if len(out) > 1 else None
+    return None
+
+
+def switches(stmts: Sequence[ast.stmt]) -> dict[str, bool]:
+    """Locals a function assigns once, to ``True`` or ``False`` (a switch: ``left = True``)."""
+    seen: dict[str, int] = {}
+    values: dict[str, bool] = {}
+    for stmt in stmts:
+        for node in nodes(stmt):
+            if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
+                for target in node.targets if isinstance(node, ast.Assign) else [node.target]:
+                    for name in nodes(target):
+                        if isinstance(name, ast.Name):
+                            seen[name.id] = seen.get(name.id, 0) + 1
+                if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name) \
+                        and isinstance(node.value, ast.Constant) and isinstance(node.value.value, bool):
+                    values[node.targets[0].id] = node.value.value
+            elif isinstance(node, (ast.For, ast.AsyncFor, ast.With, ast.AsyncWith, ast.NamedExpr)):
+                for target in ([node.target] if isinstance(node, (ast.For, ast.AsyncFor, ast.NamedExpr))
+                               else [i.optional_vars for i in node.items if i.optional_vars is not None]):
+                    for name in nodes(target):
+                        if isinstance(name, ast.Name):
+                            seen[name.id] = seen.get(name.id, 0) + 2
+    return {name: value for name, value in values.items() if seen.get(name) == 1}
+
+
+def constant_test(test: ast.expr, constants: dict[str, bool]) -> bool | None:
+    """The value of an ``if`` test that a constant decides (``True``, or one of the `switches`)."""
+    if isinstance(test, ast.Constant) and isinstance(test.value, bool):
+        return test.value
+    if isinstance(test, ast.Name):
+        return constants.get(test.id)
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        inner = constant_test(test.operand, constants)
+        return None if inner is None else not inner
+    return None
+
+
+def live(block: Sequence[ast.stmt], constants: dict[str, bool] | None) -> Sequence[ast.stmt]:
+    """``block`` with each ``if`` a constant decides replaced by the statements of its live arm: a
+    switch set once (``left = True; if left: ... else: ...``) is one path, not two."""
+    if not constants or not any(isinstance(stmt, ast.If) for stmt in block):
+        return block
+    out: list[ast.stmt] = []
+    for stmt in block:
+        decided = constant_test(stmt.test, constants) if isinstance(stmt, ast.If) else None
+        if decided is None:
+            out.append(stmt)
+        else:
+            out.extend(live(stmt.body if decided else stmt.orelse, constants))  # type: ignore[attr-defined]
     return out
