@@ -39,9 +39,10 @@ class PadValuesInMaskedMean(ModelRule):
     ```
 
     ## Known problems
-    Judged within one function, and only next to a sum over the same count
-    that is masked: a lone `x.sum(-1) / mask.sum(-1)` may have been masked
-    where `x` was computed.
+    Judged within one function, and only next to a sum over a count of the
+    same mask that is masked (the count spelled either way: inline, or a
+    local, over `dim=1` or `dim=-1`): a lone `x.sum(-1) / mask.sum(-1)` may
+    have been masked where `x` was computed.
 
     ## Fix safety
     No autofix: which value the pad positions should hold is the caller's.

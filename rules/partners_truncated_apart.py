@@ -46,8 +46,11 @@ class PartnersTruncatedApart(ModelRule):
     `positions[:limit]`.
 
     ## Known problems
-    Only partners grown by `extend` in one loop, and cut by re-binding in a
-    block of that loop, are read.
+    Only partners grown by `extend` in one loop, and cut by re-binding in
+    that loop, are read. Cuts meet along one path: a cut inside a branch
+    meets the cuts of the blocks around it (a side picked by `if` meets the
+    partner's cut after the branch), never the other arm's; a switch set once
+    (`left = True; if left: ...`) is read as its live arm.
 
     ## Fix safety
     No autofix: which end to keep is the trainer's choice.
