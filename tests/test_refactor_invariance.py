@@ -14,16 +14,23 @@ from a bound to the local it was hoisted into is the same one).
 A rewrite the engine does not follow yet is an expected failure (strict, with
 the reason): whoever makes one pass removes its mark. Each test also checks the
 rewrite changed enough sites, so a rewrite that found nothing to do cannot pass.
+
+A real tree can be checked too: point ``LAYOUTCHECK_REFACTOR_TREE`` at a checkout
+(SpecForge at a6b6b023 takes about a minute per rewrite; Miles at 31f1ca961 several),
+with ``LAYOUTCHECK_REFACTOR_TRANSFORMS`` naming the rewrites (default: the ones
+that pass on the fixtures); the test is skipped without it.
 """
 
 from __future__ import annotations
 
 import ast
+import os
 import shutil
 from pathlib import Path
 
 import pytest
 
+from layoutcheck.configfile import TABLE, LoadedConfig
 from layoutcheck.lint.runner import run
 
 from refactoring import TRANSFORMS, Rewrite, anchor, rewrite
@@ -182,3 +189,56 @@ def _run(text: str) -> object:
     scope: dict[str, object] = {}
     exec(compile(text, "<rewritten>", "exec"), scope)  # noqa: S102 - the test's own program
     return scope["main"]([[1, 2], [3, 4, 5], [6]], [1, 2, 1], 0)  # type: ignore[operator]
+
+
+@pytest.mark.skipif(not os.environ.get("LAYOUTCHECK_REFACTOR_TREE"),
+                    reason="set LAYOUTCHECK_REFACTOR_TREE to a checkout (SpecForge at a6b6b023) to rewrite and lint it")
+def test_a_real_tree_has_the_same_findings_rewritten(tmp_path: Path) -> None:
+    tree = Path(os.environ["LAYOUTCHECK_REFACTOR_TREE"]).resolve()
+    wanted = os.environ.get("LAYOUTCHECK_REFACTOR_TRANSFORMS", "")
+    transforms = wanted.split(",") if wanted else [t for t in TRANSFORMS if (t, "fixtures") not in PENDING]
+
+    def findings(root: Path, maps: dict[str, tuple[ast.Module, Rewrite | None]]) -> set[Key]:
+        loaded = LoadedConfig(None, root, {}, TABLE)  # no configuration: as a new user would
+        result = run([root], cwd=root, use_cache=False, jobs=2, loaded=loaded)
+        out = set()
+        for f in result.findings:
+            path = Path(f.path).as_posix()
+            tree_and_map = maps.get(path)
+            line = f.line
+            if tree_and_map is not None:
+                original, done = tree_and_map
+                if done is not None and line < len(done.origin):
+                    line = done.origin[line]
+                line = anchor(original, line)
+            out.add((path, line, f.rule))
+        return out
+
+    def copy(transform: str | None) -> tuple[Path, dict[str, tuple[ast.Module, Rewrite | None]]]:
+        out = tmp_path / (transform or "original")
+        shutil.copytree(tree, out, ignore=shutil.ignore_patterns(".git"))
+        maps: dict[str, tuple[ast.Module, Rewrite | None]] = {}
+        for path in out.rglob("*.py"):
+            if not path.is_file():
+                continue
+            source = path.read_text(errors="replace")
+            try:
+                original = ast.parse(source)
+            except SyntaxError:
+                continue
+            done = rewrite(source, transform) if transform else None
+            if done is not None:
+                path.write_text(done.text)
+            maps[path.relative_to(out).as_posix()] = (original, done)
+        return out, maps
+
+    root, maps = copy(None)
+    original = findings(root, maps)
+    assert original, "the tree has findings to compare"
+    differ = {}
+    for transform in transforms:
+        root, maps = copy(transform)
+        got = findings(root, maps)
+        if got != original:
+            differ[transform] = {"only on the original": sorted(original - got), "only on the copy": sorted(got - original)}
+    assert not differ, differ

@@ -65,7 +65,15 @@ class _Scope:
         self.roots = roots or {}
         """Parameters whose attributes are another scope's (a callee's parameter -> the caller's argument)."""
         assigned: dict[str, list[ast.expr]] = {}
-        self.switches = switches(function.body)
+        body = function.body
+        found: list[dict[str, bool]] = []
+
+        def constants() -> dict[str, bool]:
+            if not found:
+                found.append(switches(body))
+            return found[0]
+
+        self.switches = constants
         self.loops: dict[str, ast.For] = {}
         self.appended: dict[str, ast.expr] = {}
         """What each list of `loops` gets appended per step (the comprehension's element)."""

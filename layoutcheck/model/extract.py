@@ -121,6 +121,7 @@ from layoutcheck.model.syntax import (
     same,
     string_key,
     string_value,
+    switch_like,
     switches,
     target_name,
     walk,
@@ -587,7 +588,7 @@ class _Extractor(ClashesMixin, LiteralsMixin, SidesMixin, Flow):
                 self.positive.remove(test_text)
 
     def _if(self, node: ast.If, raises: bool) -> bool:
-        decided = constant_test(node.test, self.switches())
+        decided = constant_test(node.test, self.switches()) if switch_like(node.test) else None
         if decided is not None:
             # `left = True` then `if left: ... else: ...`: one path runs, the other is dead code.
             return self.block(node.body if decided else node.orelse)
@@ -1698,9 +1699,11 @@ class _Extractor(ClashesMixin, LiteralsMixin, SidesMixin, Flow):
         self.record_call(node, name, tail)
 
     def zipped(self, node: ast.Call, args: Sequence[ast.expr]) -> None:
-        """``zip(d["a"], d["b"], ...)``: fields of one record walked entry for entry (`Zip`)."""
+        """``zip(d["a"], d["b"], ...)``: fields of one record walked entry for entry (`Zip`); a field read
+        into a local first (``a = d["a"]`` then ``zip(a, d["b"])``) is that field."""
         by_record: dict[str, list[str]] = {}
         for arg in args:
+            arg = self.resolved(arg) or arg
             key = string_key(arg) if isinstance(arg, ast.Subscript) else None
             if key is not None:
                 by_record.setdefault(ast.dump(arg.value), []).append(key)  # type: ignore[attr-defined]

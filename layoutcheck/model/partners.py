@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import ast
 import copy
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 
 from layoutcheck.model.syntax import child_fields, int_value, last_name, live, nodes, positional, switches
 
@@ -45,7 +45,8 @@ __all__ = [
 _NESTED = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
 
 
-def _blocks(body: Sequence[ast.stmt], constants: dict[str, bool] | None = None) -> Iterator[Sequence[ast.stmt]]:
+def _blocks(body: Sequence[ast.stmt],
+            constants: dict[str, bool] | Callable[[], dict[str, bool]] | None = None) -> Iterator[Sequence[ast.stmt]]:
     """``body`` and every statement list inside it (depth first, in source order), nested functions
     and classes left out, each ``if`` a constant decides read as its live arm (`live`). A stack,
     not recursion: each check here walks every function's blocks."""
@@ -94,9 +95,9 @@ class Body:
         self._bound: dict[str, list[ast.expr]] | None = None
         self._constants: dict[str, bool] | None = None
 
-    @property
     def constants(self) -> dict[str, bool]:
-        """The function's `switches`, found when first asked for."""
+        """The function's `switches`, found when first asked for (by `live`, only when an ``if``
+        could be decided by one)."""
         if self._constants is None:
             self._constants = switches(self.stmts)
         return self._constants
@@ -168,9 +169,11 @@ def misplaced_positions(body: Body) -> Iterator[tuple[ast.AST, str]]:
             if window is None or window.lower is None:
                 continue
             bound = body.bindings()
-            start = _through(positional(call)[0], bound)
+            start = positional(call)[0]
             lower = _inlined_dump(window.lower, bound)
-            if int_value(start) == 0 or any(_inlined_dump(part, bound) == lower for part in nodes(start)):
+            # Both sides written out the same way (locals assigned once, to the same depth).
+            if int_value(_through(start, bound)) == 0 or any(_inlined_dump(part, bound) == lower
+                                                            for part in nodes(start)):
                 continue  # from 0, or from the window's start (moved by an offset: another origin)
             yield call, ast.unparse(window.lower)
 

@@ -20,7 +20,7 @@ __all__ = [
     "CHILD_FIELDS", "Source", "argument", "assigned_before", "assigned_once", "call_arguments", "child_fields",
     "children", "dotted", "expects_error", "functions_by_name", "index_of", "inline", "int_value", "keyword",
     "last_name", "names_in", "nodes", "own_nodes", "param_names", "parts", "positional", "root_name", "same",
-    "spanning", "string_key", "string_value", "target_name", "walk", "walked_together", "constant_test", "live", "switches",
+    "spanning", "string_key", "string_value", "target_name", "walk", "walked_together", "constant_test", "live", "switch_like", "switches",
 ]
 
 Span = tuple[int, int, int, int]
@@ -538,25 +538,45 @@ def walked_together(node: ast.AST) -> list[tuple[ast.expr, str | None]] | None:
 
 
 def switches(stmts: Sequence[ast.stmt]) -> dict[str, bool]:
-    """Locals a function assigns once, to ``True`` or ``False`` (a switch: ``left = True``)."""
+    """Locals a function assigns once, to ``True`` or ``False`` (a switch: ``left = True``). Reads
+    statements only (nested functions and classes too: a ``nonlocal`` could rebind), not every
+    expression: a walrus rebinding a switch is not seen."""
     seen: dict[str, int] = {}
     values: dict[str, bool] = {}
-    for stmt in stmts:
-        for node in nodes(stmt):
-            if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
-                for target in node.targets if isinstance(node, ast.Assign) else [node.target]:
-                    for name in nodes(target):
-                        if isinstance(name, ast.Name):
-                            seen[name.id] = seen.get(name.id, 0) + 1
-                if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name) \
-                        and isinstance(node.value, ast.Constant) and isinstance(node.value.value, bool):
-                    values[node.targets[0].id] = node.value.value
-            elif isinstance(node, (ast.For, ast.AsyncFor, ast.With, ast.AsyncWith, ast.NamedExpr)):
-                for target in ([node.target] if isinstance(node, (ast.For, ast.AsyncFor, ast.NamedExpr))
-                               else [i.optional_vars for i in node.items if i.optional_vars is not None]):
-                    for name in nodes(target):
-                        if isinstance(name, ast.Name):
-                            seen[name.id] = seen.get(name.id, 0) + 2
+    todo = list(stmts)
+    while todo:
+        stmt = todo.pop()
+        kind = type(stmt)
+        if kind is ast.Assign or kind is ast.AugAssign or kind is ast.AnnAssign:
+            targets = stmt.targets if kind is ast.Assign else [stmt.target]  # type: ignore[attr-defined]
+            for target in targets:
+                if type(target) is ast.Name:
+                    seen[target.id] = seen.get(target.id, 0) + 1
+                else:
+                    for name in walk(target):
+                        if type(name) is ast.Name:
+                            seen[name.id] = seen.get(name.id, 0) + 2  # type: ignore[attr-defined]
+            value = stmt.value  # type: ignore[attr-defined]
+            if kind is ast.Assign and len(targets) == 1 and type(targets[0]) is ast.Name \
+                    and type(value) is ast.Constant and isinstance(value.value, bool):
+                values[targets[0].id] = value.value  # type: ignore[attr-defined]
+            continue
+        if kind is ast.For or kind is ast.AsyncFor:
+            for name in walk(stmt.target):  # type: ignore[attr-defined]
+                if type(name) is ast.Name:
+                    seen[name.id] = seen.get(name.id, 0) + 2  # type: ignore[attr-defined]
+        elif kind is ast.With or kind is ast.AsyncWith:
+            for item in stmt.items:  # type: ignore[attr-defined]
+                if item.optional_vars is not None:
+                    for name in walk(item.optional_vars):
+                        if type(name) is ast.Name:
+                            seen[name.id] = seen.get(name.id, 0) + 2  # type: ignore[attr-defined]
+        for field in ("body", "orelse", "finalbody"):
+            inner = getattr(stmt, field, None)
+            if inner and isinstance(inner[0], ast.stmt):
+                todo.extend(inner)
+        for part in (*getattr(stmt, "handlers", ()), *getattr(stmt, "cases", ())):
+            todo.extend(part.body)
     return {name: value for name, value in values.items() if seen.get(name) == 1}
 
 
@@ -572,10 +592,24 @@ def constant_test(test: ast.expr, constants: dict[str, bool]) -> bool | None:
     return None
 
 
-def live(block: Sequence[ast.stmt], constants: dict[str, bool] | None) -> Sequence[ast.stmt]:
+def switch_like(test: ast.expr) -> bool:
+    """Could a constant decide this ``if`` test (a name, a literal, ``not`` of one)? A cheap gate
+    before `switches`, which reads the whole function."""
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        test = test.operand
+    return isinstance(test, ast.Name) or isinstance(test, ast.Constant) and isinstance(test.value, bool)
+
+
+def live(block: Sequence[ast.stmt],
+         constants: dict[str, bool] | Callable[[], dict[str, bool]] | None) -> Sequence[ast.stmt]:
     """``block`` with each ``if`` a constant decides replaced by the statements of its live arm: a
-    switch set once (``left = True; if left: ... else: ...``) is one path, not two."""
-    if not constants or not any(isinstance(stmt, ast.If) for stmt in block):
+    switch set once (``left = True; if left: ... else: ...``) is one path, not two. ``constants``
+    may be a function giving them, asked only when an ``if`` could be decided so."""
+    if constants is None or not any(isinstance(stmt, ast.If) and switch_like(stmt.test) for stmt in block):
+        return block
+    if callable(constants):
+        constants = constants()
+    if not constants:
         return block
     out: list[ast.stmt] = []
     for stmt in block:
