@@ -16,8 +16,10 @@ class StreamLengthAsSampleWidth(ModelRule):
     largest entry of `cu_seqlens` (`cu.max()`) or of a nested tensor's
     `offsets()`, whatever the names. Cumulative offsets are read from what
     the code does: a cumulative sum of lengths, `.offsets()` of a jagged
-    tensor; their differences (`offsets().diff()`) are lengths. The finding
-    points where the offset was taken for the width.
+    tensor; their differences (`offsets().diff()`) are lengths. The width
+    may be computed into a local first (`pad_size = w - n` on the line
+    before `F.pad(x, (0, pad_size))`). The finding points where the offset
+    was taken for the width.
 
     ## Why it matters
     The largest cumulative offset is the whole stream's length `sum(T)`,
