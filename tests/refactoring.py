@@ -9,6 +9,8 @@ The rewrites are the ways real trainers write the same code (issue 28, point 4):
   moved into a local on the line before (``s = a - q`` then ``x[s:e]``);
 * ``loop``: a list comprehension built by a loop with ``append`` instead (and a
   generator given to ``max``/``min``/``sum``/``list``/``tuple`` the same);
+* ``unloop``: and back, a list built by ``append`` in a loop written as the
+  comprehension;
 * ``enumerate``: ``for a, b in zip(xs, ys):`` as ``for k, a in enumerate(xs):``
   with ``b = ys[k]`` first in the body;
 * ``flag``: a statement that slices or pads put under ``if flag: ... else: pass``
@@ -30,7 +32,7 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 __all__ = ["TRANSFORMS", "Rewrite", "anchor", "rewrite"]
 
@@ -49,6 +51,16 @@ class Rewrite:
     text: str
     origin: list[int]
     sites: int
+    regions: list[tuple[int, int]] = field(default_factory=list)
+    """The original's line spans each replaced (several statements rewritten as one, as a loop
+    folded into a comprehension, compare as one: `fold`)."""
+
+    def fold(self, line: int) -> int:
+        """``line`` of the original, or the first line of the span it was replaced in."""
+        for first, last in self.regions:
+            if first <= line <= last:
+                return first
+        return line
 
 
 class _Names:
@@ -118,7 +130,7 @@ class _Editor:
             out.append(self.lines[line - 1])
             origin.append(line)
             line += 1
-        return Rewrite("".join(out), origin, len(edits))
+        return Rewrite("".join(out), origin, len(edits), [(first, last) for first, last, _ in edits])
 
 
 def _parents(tree: ast.AST) -> dict[int, ast.AST]:
@@ -311,6 +323,51 @@ def _loop(tree: ast.Module, editor: _Editor, fresh: _Names) -> None:
         editor.replace(stmt.lineno, stmt.end_lineno or stmt.lineno, lines + body)
 
 
+def _unloop(tree: ast.Module, editor: _Editor, fresh: _Names) -> None:
+    """``xs = []`` then ``for t in it: xs.append(e)`` (under ``if`` tests at most) as ``xs = [e for t in it if c]``:
+    the loop back to the comprehension (the loop's target stays unbound after it: only when no other
+    code reads it)."""
+    del fresh
+    blocks = [(function, block) for function in ast.walk(tree) if isinstance(function, _FUNCTIONS)
+              for node in ast.walk(function) if not isinstance(node, ast.ClassDef)
+              for block in (getattr(node, "body", None), getattr(node, "orelse", None), getattr(node, "finalbody", None))
+              if isinstance(block, list) and block and isinstance(block[0], ast.stmt)]
+    for function, body in blocks:
+        for first, loop in zip(body, body[1:]):
+            if not (isinstance(first, ast.Assign) and len(first.targets) == 1 and isinstance(first.targets[0], ast.Name)
+                    and isinstance(first.value, ast.List) and not first.value.elts
+                    and isinstance(loop, ast.For) and not loop.orelse and editor.owns_lines(first)):
+                continue
+            name = first.targets[0].id
+            tests: list[ast.expr] = []
+            inner = loop.body
+            while len(inner) == 1 and isinstance(inner[0], ast.If) and not inner[0].orelse:
+                tests.append(inner[0].test)
+                inner = inner[0].body
+            if len(inner) != 1 or not isinstance(inner[0], ast.Expr):
+                continue
+            call = inner[0].value
+            if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) and call.func.attr == "append"
+                    and isinstance(call.func.value, ast.Name) and call.func.value.id == name and len(call.args) == 1
+                    and not call.keywords):
+                continue
+            if _unsafe(call.args[0]) or any(_unsafe(t) for t in tests) or _unsafe(loop.iter):
+                continue
+            targets = {n.id for n in ast.walk(loop.target) if isinstance(n, ast.Name)}
+            inside = sum(1 for n in ast.walk(loop) if isinstance(n, ast.Name) and n.id in targets)
+            everywhere = sum(1 for n in ast.walk(function) if isinstance(n, ast.Name) and n.id in targets)
+            if inside != everywhere or name in {n.id for n in ast.walk(loop.iter) if isinstance(n, ast.Name)}:
+                continue
+            last = loop.end_lineno or loop.lineno
+            tail = editor.lines[last - 1].encode()[loop.end_col_offset or 0:].decode(errors="replace").strip()
+            if tail and not tail.startswith("#") or any("noqa" in line for line in editor.lines[first.lineno - 1:last]):
+                continue
+            comp = ast.ListComp(elt=call.args[0], generators=[
+                ast.comprehension(target=loop.target, iter=loop.iter, ifs=tests, is_async=0)])
+            line = f"{editor.indent(first)}{name} = {ast.unparse(comp)}"
+            editor.replace(first.lineno, last, [line])
+
+
 def _enumerate(tree: ast.Module, editor: _Editor, fresh: _Names) -> None:
     for _, stmt in _function_statements(tree):
         if not isinstance(stmt, ast.For) or not stmt.body:
@@ -413,6 +470,7 @@ def _tuple_return(tree: ast.Module, editor: _Editor, fresh: _Names) -> None:
 TRANSFORMS: dict[str, Callable[[ast.Module, _Editor, _Names], None]] = {
     "hoist": _hoist,
     "loop": _loop,
+    "unloop": _unloop,
     "enumerate": _enumerate,
     "flag": _flag,
     "tuple_return": _tuple_return,
@@ -423,7 +481,7 @@ def rewrite(source: str, transform: str) -> Rewrite:
     """``source`` rewritten by ``transform`` (one of `TRANSFORMS`), every site at once."""
     tree = ast.parse(source)
     editor = _Editor(source)
-    TRANSFORMS[transform](tree, editor, _Names(source, {"hoist": "h", "loop": "acc", "enumerate": "k",
+    TRANSFORMS[transform](tree, editor, _Names(source, {"hoist": "h", "loop": "acc", "unloop": "u", "enumerate": "k",
                                                         "flag": "switch", "tuple_return": "r"}[transform]))
     done = editor.result()
     ast.parse(done.text)  # a rewrite that does not parse is this tool's bug
