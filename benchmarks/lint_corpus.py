@@ -21,9 +21,17 @@ linter sees the project around the files as it would in the trainer's checkout; 
 Per entry it prints the findings in the touched files on each side: those on the lines
 the fix changed (``hunk``: the diff's ``-U0`` hunks, a pure insertion counting the line
 on each side of it) and those anywhere in the touched functions (``func``: the
-manifest's ``functions``). A fix is **caught** when the buggy tree has a finding on a
-changed hunk and the fixed tree has none on its changed hunks. A summary table follows
-(per trainer, per bug class, and in all). Exit 0 unless an entry could not be checked
+manifest's ``functions``). The verdict (issue 28, point 7) is per touched function:
+
+* **caught**: at the parent, a finding inside a touched function whose rule is gone
+  from that same function at the fix (a finding on the line that uses the buggy
+  value counts, not only on the changed lines);
+* **flagged-both**: findings inside the touched functions at the parent, but every
+  one of their rules is still in its function at the fix (the reason names them);
+* **missed**: no finding inside the touched functions at the parent (the reason says
+  whether the touched files had findings elsewhere).
+
+A summary table follows (per trainer, per bug class, and in all). Exit 0 unless an entry could not be checked
 (commit not in any mirror, or an error from git or the linter).
 """
 
@@ -90,16 +98,16 @@ def changed_spans(gitdir: Path, parent: str, commit: str, path: str) -> tuple[li
     return old, new
 
 
-def function_spans(source: str, names: Sequence[str]) -> list[Span]:
+def function_spans(source: str, names: Sequence[str]) -> dict[str, Span]:
     """Line spans of the functions of ``source`` whose qualified names (``Class.method``) are in ``names``."""
-    spans: list[Span] = []
+    spans: dict[str, Span] = {}
 
     def visit(node: ast.AST, prefix: str) -> None:
         for child in ast.iter_child_nodes(node):
             if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
                 name = prefix + child.name
                 if not isinstance(child, ast.ClassDef) and name in names:
-                    spans.append((child.lineno, child.end_lineno or child.lineno))
+                    spans.setdefault(name, (child.lineno, child.end_lineno or child.lineno))
                 visit(child, name + ".")
 
     visit(ast.parse(source), "")
@@ -140,6 +148,8 @@ class Side:
     anywhere: list[Finding] = field(default_factory=list)
     at_hunks: list[Finding] = field(default_factory=list)
     in_functions: list[Finding] = field(default_factory=list)
+    #: "path::function" -> the rules found inside that function
+    rules_by_function: dict[str, list[str]] = field(default_factory=dict)
 
 
 @dataclass
@@ -153,8 +163,41 @@ class Outcome:
     problem: str = ""
 
     @property
+    def gone(self) -> dict[str, list[str]]:
+        """Touched function -> the rules found in it at the parent and no longer at the fix."""
+        out: dict[str, list[str]] = {}
+        for func, rules in self.before.rules_by_function.items():
+            left = set(self.after.rules_by_function.get(func, ()))
+            lost = sorted(set(rules) - left)
+            if lost:
+                out[func] = lost
+        return out
+
+    @property
+    def verdict(self) -> str:
+        if self.problem:
+            return "not checked"
+        if self.gone:
+            return "caught"
+        return "flagged-both" if self.before.in_functions else "missed"
+
+    @property
     def caught(self) -> bool:
-        return not self.problem and bool(self.before.at_hunks) and not self.after.at_hunks
+        return self.verdict == "caught"
+
+    @property
+    def reason(self) -> str:
+        """Why an entry is not caught, in one line."""
+        b = self.before
+        if self.verdict == "flagged-both":
+            still = sorted({f"{func.rsplit('::', 1)[-1]}: {rule}" for func, rules in b.rules_by_function.items()
+                            for rule in rules})
+            return "still flagged at the fix: " + ", ".join(still)
+        if self.verdict == "missed":
+            if b.anywhere:
+                return f"no finding in the touched functions ({len(b.anywhere)} elsewhere in the touched files)"
+            return "no finding in the touched files"
+        return ""
 
 
 def check_side(gitdir: Path, rev: str, entry: dict, spans: dict[str, list[Span]], tree: Path, scope: str) -> Side:
@@ -172,10 +215,14 @@ def check_side(gitdir: Path, rev: str, entry: dict, spans: dict[str, list[Span]]
         try:
             funcs = function_spans(source, entry["functions"])
         except SyntaxError:
-            funcs = []
+            funcs = {}
         mine = [f for f in side.anywhere if f[0] == path]
         side.at_hunks += [f for f in mine if _within(f, spans[path])]
-        side.in_functions += [f for f in mine if _within(f, funcs)]
+        side.in_functions += [f for f in mine if _within(f, list(funcs.values()))]
+        for name, span in funcs.items():
+            inside = sorted({f[3] for f in mine if _within(f, [span])})
+            if inside:
+                side.rules_by_function[f"{path}::{name}"] = inside
     return side
 
 
@@ -208,8 +255,12 @@ def report_entry(outcome: Outcome) -> None:
         print(f"{outcome.folder}: NOT CHECKED: {outcome.problem}")
         return
     b, a = outcome.before, outcome.after
-    print(f"{outcome.folder} (class {outcome.bug_class}, {outcome.commit[:10]}): "
-          f"{'CAUGHT' if outcome.caught else 'missed'}")
+    verdict = outcome.verdict.upper() if outcome.caught else outcome.verdict
+    why = f" -- {outcome.reason}" if outcome.reason else ""
+    gone = "; ".join(f"{func.rsplit('::', 1)[-1]}: {', '.join(rules)} gone at the fix"
+                     for func, rules in outcome.gone.items())
+    print(f"{outcome.folder} (class {outcome.bug_class}, {outcome.commit[:10]}): {verdict}{why}"
+          + (f" [{gone}]" if gone else ""))
     print(f"    before: {len(b.at_hunks)} at changed lines, {len(b.in_functions)} in touched functions, "
           f"{len(b.anywhere)} in {b.files} touched files  [{_rules(b.at_hunks or b.in_functions)}]")
     print(f"    after:  {len(a.at_hunks)} at changed lines, {len(a.in_functions)} in touched functions, "
@@ -220,20 +271,23 @@ def summary(outcomes: Sequence[Outcome]) -> None:
     def row(label: str, group: Sequence[Outcome]) -> str:
         checked = [o for o in group if not o.problem]
         return (f"| {label:<14} | {len(group):>5} | {len(checked):>7} | {sum(o.caught for o in checked):>6} "
+                f"| {sum(o.verdict == 'flagged-both' for o in checked):>12} "
+                f"| {sum(o.verdict == 'missed' for o in checked):>6} "
                 f"| {sum(bool(o.before.at_hunks) for o in checked):>12} "
-                f"| {sum(bool(o.before.in_functions) for o in checked):>12} "
                 f"| {sum(bool(o.after.at_hunks) for o in checked):>11} |")
 
     print()
-    print("| group          | pairs | checked | caught | before@hunks | before@funcs | after@hunks |")
-    print("| -------------- | ----- | ------- | ------ | ------------ | ------------ | ----------- |")
+    print("| group          | pairs | checked | caught | flagged-both | missed | before@hunks | after@hunks |")
+    print("| -------------- | ----- | ------- | ------ | ------------ | ------ | ------------ | ----------- |")
     for trainer in sorted({o.trainer for o in outcomes}):
         print(row(trainer, [o for o in outcomes if o.trainer == trainer]))
     for bug_class in sorted({o.bug_class for o in outcomes}):
         print(row(f"class {bug_class}", [o for o in outcomes if o.bug_class == bug_class]))
     print(row("all", outcomes))
-    print("(columns count pairs: checked = commit found and linted; before@hunks = flagged on the lines "
-          "the fix changes; after@hunks = still flagged there after the fix; caught = the first and not the last)")
+    print("(columns count pairs: checked = commit found and linted; caught = a rule found in a touched function "
+          "at the parent is gone from it at the fix; flagged-both = found there at the parent and still there at "
+          "the fix; missed = nothing found in the touched functions at the parent; before@hunks / after@hunks = "
+          "flagged on the lines the fix changes, for reference)")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -258,7 +312,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             sys.stdout.flush()
     summary(outcomes)
     if args.json:
-        args.json.write_text(json.dumps([{**asdict(o), "caught": o.caught} for o in outcomes], indent=1))
+        args.json.write_text(json.dumps([{**asdict(o), "verdict": o.verdict, "reason": o.reason, "gone": o.gone}
+                                             for o in outcomes], indent=1))
     return 1 if any(o.problem for o in outcomes) else 0
 
 

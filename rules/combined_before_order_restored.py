@@ -47,7 +47,8 @@ class CombinedBeforeOrderRestored(ModelRule):
 
     ## Known problems
     Within one function, and only for an order returned beside the groups
-    by one call.
+    by one call (the values may be built from the groups by a comprehension
+    or by `append` in a loop over them).
 
     ## Fix safety
     No autofix: moving the combination changes what the function computes in between.

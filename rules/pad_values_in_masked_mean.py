@@ -39,9 +39,10 @@ class PadValuesInMaskedMean(ModelRule):
     ```
 
     ## Known problems
-    Judged within one function, and only next to a sum over the same count
-    that is masked: a lone `x.sum(-1) / mask.sum(-1)` may have been masked
-    where `x` was computed.
+    Judged within one function, and only next to a sum over a count of the
+    same mask that is masked (the count spelled either way: inline, or a
+    local, over `dim=1` or `dim=-1`): a lone `x.sum(-1) / mask.sum(-1)` may
+    have been masked where `x` was computed.
 
     ## Fix safety
     No autofix: which value the pad positions should hold is the caller's.
@@ -118,6 +119,21 @@ def means(a, b, mask):
         ),
     ]
     invalid = [
+        Invalid(
+            """
+import torch
+
+def sequence_means(log_ratio, gains, mask):
+    # the same count spelled two ways: inline over dim 1, and a local over dim -1
+    ratio = torch.where(mask, log_ratio, 0.0).sum(dim=1) / mask.sum(dim=1).clamp(min=1)
+    counts = mask.sum(dim=-1, keepdim=True).clamp(min=1)
+    gains = gains.sum(dim=-1, keepdim=True) / counts
+    return ratio, gains
+""",
+            line=8,
+            column=13,
+            message="is divided by the count of `mask`'s real tokens but sums every position",
+        ),
         Invalid(
             """
 def sequence_means(log_ratio, gains, mask):

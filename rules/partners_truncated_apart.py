@@ -46,8 +46,11 @@ class PartnersTruncatedApart(ModelRule):
     `positions[:limit]`.
 
     ## Known problems
-    Only partners grown by `extend` in one loop, and cut by re-binding in a
-    block of that loop, are read.
+    Only partners grown by `extend` in one loop, and cut by re-binding in
+    that loop, are read. Cuts meet along one path: a cut inside a branch
+    meets the cuts of the blocks around it (a side picked by `if` meets the
+    partner's cut after the branch), never the other arm's; a switch set once
+    (`left = True; if left: ...`) is read as its live arm.
 
     ## Fix safety
     No autofix: which end to keep is the trainer's choice.
@@ -142,6 +145,29 @@ def pack(turns, limit):
         ),
     ]
     invalid = [
+        Invalid(
+            """
+def pack(turns, limit, pad):
+    ids, targets, positions = [], [], []
+    for turn_ids, turn_targets in turns:
+        ids.extend(turn_ids)
+        targets.extend(turn_targets)
+        positions.extend(range(len(turn_ids)))
+        if len(ids) > limit:
+            keep_end = True
+            if keep_end:  # the side picked by a branch: the cut on this path meets the partners' below
+                ids = ids[-limit:]
+            else:
+                ids = ids[: limit - 1] + [pad]
+            targets = targets[:limit]
+            positions = positions[:limit]
+            break
+    return ids, targets, positions
+""",
+            line=11,
+            column=23,
+            message="`targets`, `positions` keep their start",
+        ),
         Invalid(
             """
 def pack(turns, limit):

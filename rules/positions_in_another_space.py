@@ -67,8 +67,10 @@ class PositionsInAnotherSpace(ModelRule):
     `torch.arange(start + peer * own, start + peer * own + own)`.
 
     ## Known problems
-    Only the spellings above are read: bounds moved through a helper, or
-    positions computed in another function, are not followed. Positions
+    Only the spellings above are read (a bound may be a local:
+    `s, e = a - q, b - q` then `x[s:e]` reads as `x[a - q : b - q]`): bounds
+    moved through a helper, or positions computed in another function, are
+    not followed. Positions
     meant for a sequence gathered later (as wide as the group's slices on
     purpose) but stored in the record of one rank's tokens are flagged all
     the same; store them apart.

@@ -16,8 +16,10 @@ class StreamLengthAsSampleWidth(ModelRule):
     largest entry of `cu_seqlens` (`cu.max()`) or of a nested tensor's
     `offsets()`, whatever the names. Cumulative offsets are read from what
     the code does: a cumulative sum of lengths, `.offsets()` of a jagged
-    tensor; their differences (`offsets().diff()`) are lengths. The finding
-    points where the offset was taken for the width.
+    tensor; their differences (`offsets().diff()`) are lengths. The width
+    may be computed into a local first (`pad_size = w - n` on the line
+    before `F.pad(x, (0, pad_size))`). The finding points where the offset
+    was taken for the width.
 
     ## Why it matters
     The largest cumulative offset is the whole stream's length `sum(T)`,
@@ -117,6 +119,24 @@ def pad_rows(rows, width):
         ),
     ]
     invalid = [
+        Invalid(
+            """
+import torch
+import torch.nn.functional as F
+
+def to_rows(stream, responses, sizes):
+    widest = responses.offsets().max().item()
+    ends = torch.cumsum(sizes, dim=0)
+    rows = []
+    for n, e in zip(sizes, ends):
+        width = widest - n  # the pad width computed on the line before the pad
+        rows.append(F.pad(stream[e - n : e], (0, width)))
+    return torch.stack(rows)
+""",
+            line=6,
+            column=14,
+            message="is a cumulative offset, the packed stream's length",
+        ),
         Invalid(
             """
 import torch

@@ -82,7 +82,9 @@ class ClashesMixin:
             self.mixed_window(node, index)
         if isinstance(index, ast.Slice) and index.step is None:
             self.moved_origin(node, index)
-            n = _negated(index.lower) if index.upper is None else _negated(index.upper) if index.lower is None else None
+            # A bound hoisted into a local (`k = -n` then `x[k:]`) is read as written inline.
+            lower, upper = self.resolved(index.lower), self.resolved(index.upper)
+            n = _negated(lower) if upper is None else _negated(upper) if lower is None else None
             if n is not None and not self.nonzero(n):
                 found = self.classify(n)
                 if found.tags & (SEQ | PAD) and found.tags & (ENTRY | PAD):
@@ -93,7 +95,7 @@ class ClashesMixin:
                     self.add_clash("zero_slice?", node, form, found)
             base = self.classify(node.value)
             if base.tags & MASKED and index.upper is not None and index.lower is not None and (
-                int_value(index.lower) != 0
+                int_value(lower) != 0
             ):
                 end = self.classify(index.upper)
                 if end.tags & PAD and not self.clamped(index.upper, node.value):
@@ -103,7 +105,7 @@ class ClashesMixin:
         """``x[a - q : b - q]`` with ``q = t - r`` (a prompt's length: a sample's total less its
         response): whole-sequence positions moved to the response's origin, not clamped at 0. A
         position before the response goes negative, and a negative bound counts from the end."""
-        lower, upper = window.lower, window.upper
+        lower, upper = self.resolved(window.lower), self.resolved(window.upper)
         if not (isinstance(lower, ast.BinOp) and isinstance(upper, ast.BinOp) and isinstance(lower.op, ast.Sub)
                 and isinstance(upper.op, ast.Sub)):
             return
@@ -155,9 +157,9 @@ class ClashesMixin:
     def mixed_window(self, node: ast.Subscript, window: ast.Slice) -> None:
         """``x[:, n:-1]`` with ``n`` a length (a prompt's): the start counts tokens, the end drops the
         last position as the logits do; the window is one position off in either space."""
-        if window.step is not None or int_value(window.upper) != -1 or window.lower is None:
+        if window.step is not None or int_value(self.resolved(window.upper)) != -1 or window.lower is None:
             return
-        start = window.lower
+        start = self.resolved(window.lower)
         if int_value(start) is not None or _minus_one(start):
             return
         found = self.classify(start)

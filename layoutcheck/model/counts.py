@@ -28,7 +28,9 @@ from __future__ import annotations
 import ast
 from collections import Counter
 
-from layoutcheck.model.syntax import call_arguments, dotted, functions_by_name, int_value, last_name, names_in, nodes, own_nodes
+from layoutcheck.model.syntax import (
+    call_arguments, dotted, functions_by_name, int_value, last_name, live, names_in, nodes, own_nodes, switches,
+)
 
 __all__ = ["short_receives"]
 
@@ -63,16 +65,30 @@ class _Scope:
         self.roots = roots or {}
         """Parameters whose attributes are another scope's (a callee's parameter -> the caller's argument)."""
         assigned: dict[str, list[ast.expr]] = {}
+        body = function.body
+        found: list[dict[str, bool]] = []
+
+        def constants() -> dict[str, bool]:
+            if not found:
+                found.append(switches(body))
+            return found[0]
+
+        self.switches = constants
         self.loops: dict[str, ast.For] = {}
+        self.appended: dict[str, ast.expr] = {}
+        """What each list of `loops` gets appended per step (the comprehension's element)."""
         for node in own_nodes(function):
             if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
                 assigned.setdefault(node.targets[0].id, []).append(node.value)
             elif isinstance(node, ast.For):
-                for stmt in node.body:  # one append per step, not under a condition
+                # one append per step, not under a condition (a switch set once is no condition)
+                for stmt in live(node.body, self.switches):
                     if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call) \
                             and last_name(stmt.value.func) == "append" and isinstance(stmt.value.func, ast.Attribute) \
                             and isinstance(stmt.value.func.value, ast.Name):
                         self.loops[stmt.value.func.value.id] = node
+                        if len(stmt.value.args) == 1:
+                            self.appended[stmt.value.func.value.id] = stmt.value.args[0]
         self.bound = {name: values[-1] for name, values in assigned.items() if len(values) == 1
                       or all(_mentions(v, name) for v in values[1:])}
         """Locals assigned once, or rebound from themselves (``xs = sum([[x] * k for x in xs], [])``):
@@ -146,12 +162,18 @@ class _Scope:
                 total = _times(total, steps)
             return total
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "sum" \
-                and len(node.args) == 2 and isinstance(node.args[1], ast.List) and not node.args[1].elts \
-                and isinstance(node.args[0], ast.ListComp):
-            # sum([[x] * k for x in xs], []): each step adds a list of k
-            comp = node.args[0]
-            outer = self.count(ast.ListComp(elt=ast.Constant(0), generators=comp.generators), depth + 1, seen)
-            inner = self.count(comp.elt, depth + 1, seen)
+                and len(node.args) == 2 and isinstance(node.args[1], ast.List) and not node.args[1].elts:
+            # sum([[x] * k for x in xs], []): each step adds a list of k (the list may be built by a
+            # loop's appends instead: the same steps, the same element)
+            lists = node.args[0]
+            if isinstance(lists, ast.ListComp):
+                outer = self.count(ast.ListComp(elt=ast.Constant(0), generators=lists.generators), depth + 1, seen)
+                inner = self.count(lists.elt, depth + 1, seen)
+            elif isinstance(lists, ast.Name) and lists.id in self.appended and lists.id not in seen:
+                outer = self._steps(self.loops[lists.id].iter, depth + 1, seen | {lists.id})
+                inner = self.count(self.appended[lists.id], depth + 1, seen | {lists.id})
+            else:
+                return None
             return None if outer is None or inner is None else _times(outer, inner)
         return None
 

@@ -55,6 +55,7 @@ from layoutcheck.model.flow import (
     BCAST,
     CP,
     FOREIGN,
+    MASKED,
     MAX,
     NOTHING,
     PACKED,
@@ -108,6 +109,7 @@ from layoutcheck.model.syntax import (
     Source,
     argument,
     children,
+    constant_test,
     expects_error,
     index_of,
     int_value,
@@ -119,6 +121,8 @@ from layoutcheck.model.syntax import (
     same,
     string_key,
     string_value,
+    switch_like,
+    switches,
     target_name,
     walk,
 )
@@ -181,8 +185,9 @@ _SPACE_WORDS: tuple[tuple[int, str], ...] = (
 """How `layoutcheck model` names a space, most specific first."""
 _STATEMENT_LIMIT = 400
 """Deeper statement nesting than this is left unwalked (generated code): the file is still parsed."""
-_WINDOW_STORE = re.compile(r"\+[^\]\n]*\]\s*=[^=]")
-"""A store into a window ``buf[a : a + n] = ...``: where `window_partners` can find something."""
+_WINDOW_STORE = re.compile(r":[^\]\n]*\]\s*=[^=]")
+"""A store into a window ``buf[a : a + n] = ...`` (or ``buf[a:e] = ...``, the end in a local):
+where `window_partners` can find something."""
 _RETURNED_SHIFT = re.compile(r"return[^\n]*(?:1:|-1\]|roll\()")
 """A function returning a shift (``return t[:, 1:]``): where `reshifted_fields` can find something."""
 _PARTNER_CHECKS = tuple((kind, check, SPELLINGS[kind]) for kind, check in (
@@ -199,7 +204,9 @@ the words a function must spell for each to find anything (`partners.SPELLINGS`)
 
 
 def _spells(*words: str) -> Callable[[str], bool]:
-    return lambda text: all(word in text for word in words)
+    """Does a text spell every word (``a|b``: either spelling, ``zip(`` or ``enumerate(`` for a pairing loop)?"""
+    choices = [word.split("|") for word in words]
+    return lambda text: all(any(word in text for word in choice) for choice in choices)
 
 
 _ModuleReader = Callable[[ast.Module], "dict[ast.AST, list[tuple[ast.AST, str]]]"]
@@ -209,8 +216,8 @@ _MODULE_READERS: tuple[tuple[str, Callable[[str], object], _ModuleReader], ...] 
     ("short_receive", _spells("broadcast_object_list"), short_receives),
     ("token_bound_on_logits", _spells("min(", "max(", "- 1"), token_bounds_on_logit_offsets),
     ("wide_positions", _spells("arange("), wide_positions_by_function),
-    ("unstacked_rows", _spells("zip(", "cat("), unstacked_row_lists),
-    ("left_into_head", _spells("zip(", "pad(", " if "), left_padded_into_head_readers),
+    ("unstacked_rows", _spells("zip(|enumerate(", "cat("), unstacked_row_lists),
+    ("left_into_head", _spells("zip(|enumerate(", "pad(", " if "), left_padded_into_head_readers),
     ("cut_off_tp_unit", _spells("packed_seq_params=", "megatron.core"), unaligned_packed_cuts),
 )
 """The module-wide readers, each with the clash kind it records and the text a module must hold for it
@@ -381,6 +388,9 @@ class _Extractor(ClashesMixin, LiteralsMixin, SidesMixin, Flow):
         self.expecting_error = 0
         self.claimed: set[int] = set()
         """Nodes inside an idiom already recorded: their parts are not judged again."""
+        self.synthetic: list[ast.AST] = []
+        """Comprehensions standing for lists built by loops (`built_by_loop`), kept alive while the walk
+        may read them (classifications are cached by node id)."""
         self.broadcasts: dict[int, Broadcast] = {}
         """Broadcasts by their origin node: a later store into a field retargets the one recorded."""
         self.mentions_source = False
@@ -578,6 +588,10 @@ class _Extractor(ClashesMixin, LiteralsMixin, SidesMixin, Flow):
                 self.positive.remove(test_text)
 
     def _if(self, node: ast.If, raises: bool) -> bool:
+        decided = constant_test(node.test, self.switches()) if switch_like(node.test) else None
+        if decided is not None:
+            # `left = True` then `if left: ... else: ...`: one path runs, the other is dead code.
+            return self.block(node.body if decided else node.orelse)
         body_layout, else_layout = self.layout_of(node.test)
         if raises:
             self.guard(node.test, negated=True)
@@ -586,6 +600,7 @@ class _Extractor(ClashesMixin, LiteralsMixin, SidesMixin, Flow):
             self.note_none_check(node.test, negated=True)
             self.frame.layout = saved
         ended = self.branches([node.body, node.orelse], [body_layout, else_layout], exhaustive=True)
+        self.narrow_padded(node)
         if not ended:
             # An early `return`/`raise` narrows the layout of what follows.
             body_ends = _ends(node.body)
@@ -595,6 +610,34 @@ class _Extractor(ClashesMixin, LiteralsMixin, SidesMixin, Flow):
             elif else_ends and not body_ends and body_layout:
                 self.frame.layout = body_layout
         return ended
+
+    def narrow_padded(self, node: ast.If) -> None:
+        """``if len(d) < p: d = F.pad(d, ...)`` (no ``else``): on the path that pads, ``d`` is padded; on
+        the other, the test says ``d`` was at least ``p`` long already. Either way ``d`` is no longer the
+        sample's true tokens alone (it is as long as its padded length), so the join drops that."""
+        if node.orelse:
+            return
+        name = _shorter_than(node.test)
+        if name is None or name not in self.frame.env:
+            return
+        for stmt in node.body:
+            if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name) \
+                    and stmt.targets[0].id == name and isinstance(stmt.value, ast.Call) \
+                    and self.imports.qualify(stmt.value.func) in _GROWS and any(
+                        isinstance(n, ast.Name) and n.id == name for a in stmt.value.args for n in walk(a)):
+                value = self.frame.env[name]
+                if value.tags & MASKED:
+                    self.bind(name, value.with_tags(value.tags & ~MASKED), self.bound_expr(name))
+                return
+
+    def switches(self) -> dict[str, bool]:
+        """The current function's switches: locals set once to ``True``/``False`` (`syntax.switches`)."""
+        frame = self.frame
+        found = frame.data.get("switches")
+        if found is None:
+            body = getattr(frame.node, "body", None)
+            found = frame.data["switches"] = switches(body) if isinstance(body, list) and len(self.frames) > 1 else {}
+        return found
 
     def loop_body(self, body: list[ast.stmt], orelse: list[ast.stmt]) -> None:
         self.branches([body], [None], exhaustive=False)
@@ -617,9 +660,82 @@ class _Extractor(ClashesMixin, LiteralsMixin, SidesMixin, Flow):
             return
         self.bind_target(node.target, self.element(node.iter), None)
         self.bucket_loop(node)
+        self.enumerated(node)
+        built = self.built_by_loop(node)
         self.loops.append(node)
         self.loop_body(node.body, node.orelse)
         self.loops.pop()
+        for name, comprehension in built.items():
+            if name in self.frame.env:
+                # After the loop the list is what the comprehension would have built: checks that read
+                # a value's expression (`d["k"] = [f(x) for x in d["k"]]`) read this one.
+                self.bind(name, self.frame.env[name], comprehension)
+                # What the comprehension is (`[v for _ in xs]`: one value for every entry) joins what
+                # the appends gave it.
+                self.bind(name, self.classify(comprehension) | self.frame.env[name], comprehension)
+                self.frame.fresh.add(name)
+
+    def enumerated(self, node: ast.For | ast.AsyncFor) -> None:
+        """``for i, a in enumerate(A):`` reading ``B[i]`` in its body walks ``A`` and ``B`` entry for
+        entry, as ``for a, b in zip(A, B):`` does (`zipped`)."""
+        iterable, target = node.iter, node.target
+        if self.in_test or not (isinstance(iterable, ast.Call) and self.imports.qualify(iterable.func) == "enumerate"
+                                and len(iterable.args) == 1 and isinstance(target, ast.Tuple)
+                                and len(target.elts) == 2 and isinstance(target.elts[0], ast.Name)):
+            return
+        index = target.elts[0].id
+        walked = [iterable.args[0]]
+        seen = {ast.dump(walked[0])}
+        for stmt in node.body:
+            for part in nodes(stmt):
+                if isinstance(part, ast.Subscript) and isinstance(part.slice, ast.Name) and part.slice.id == index:
+                    text = ast.dump(part.value)
+                    if text not in seen:
+                        seen.add(text)
+                        walked.append(part.value)
+        if len(walked) > 1:
+            self.zipped(iterable, walked)
+
+    def built_by_loop(self, node: ast.For | ast.AsyncFor) -> dict[str, ast.ListComp]:
+        """Lists ``node`` builds as a comprehension would: ``xs = []`` before the loop and one
+        ``xs.append(e)`` in its body (under ``if c:`` tests at most), ``xs`` written nowhere else in it.
+        Each as the comprehension ``[e for <target> in <iter> if c]`` (`synthetic`: no node of the file)."""
+        if isinstance(node, ast.AsyncFor):
+            return {}
+        found: dict[str, ast.ListComp] = {}
+        stack: list[tuple[list[ast.stmt], list[ast.expr]]] = [(node.body, [])]
+        while stack:
+            body, tests = stack.pop()
+            for stmt in body:
+                if isinstance(stmt, ast.If) and not stmt.orelse:
+                    stack.append((stmt.body, [*tests, stmt.test]))
+                    continue
+                call = stmt.value if isinstance(stmt, ast.Expr) else None
+                if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute)
+                        and call.func.attr == "append" and isinstance(call.func.value, ast.Name)
+                        and len(call.args) == 1 and not call.keywords):
+                    continue
+                name = call.func.value.id
+                bound = self.bound_expr(name)
+                if name in found or not (isinstance(bound, ast.List) and not bound.elts) or name not in self.frame.fresh:
+                    found[name] = None  # type: ignore[assignment]
+                    continue
+                comprehension = ast.ListComp(
+                    elt=call.args[0],
+                    generators=[ast.comprehension(target=node.target, iter=node.iter, ifs=tests, is_async=0)])
+                found[name] = ast.copy_location(comprehension, call)
+        if not found:
+            return {}
+        written = {n.id for s in nodes(node) if isinstance(s, (ast.Assign, ast.AugAssign, ast.AnnAssign))
+                   for t in _targets_of(s) for n in walk(t) if isinstance(n, ast.Name)}
+        mentions: dict[str, int] = {}
+        for n in nodes(node):
+            if isinstance(n, ast.Name) and n.id in found:
+                mentions[n.id] = mentions.get(n.id, 0) + 1
+        out = {name: comp for name, comp in found.items()
+               if comp is not None and name not in written and mentions.get(name) == 1}
+        self.synthetic.extend(out.values())
+        return out
 
     def try_(self, node: ast.stmt) -> None:
         self.block(node.body)  # type: ignore[attr-defined]
@@ -1058,7 +1174,9 @@ class _Extractor(ClashesMixin, LiteralsMixin, SidesMixin, Flow):
     # -- per-sample transforms of fields (partner fields left out) --
 
     def transform(self, target: ast.expr, key: str, value: ast.expr) -> None:
-        """``d["k"] = [f(x, ...) for x in d["k"]]`` (or through ``zip``): ``f`` transforms field ``k``."""
+        """``d["k"] = [f(x, ...) for x in d["k"]]`` (or through ``zip``): ``f`` transforms field ``k``; the
+        list may be a local built so (by the comprehension, or by a loop's appends: `built_by_loop`)."""
+        value = self.resolved(value) or value
         if not isinstance(value, (ast.ListComp, ast.GeneratorExp)) or not value.generators:
             return
         walked = self.classify(value.generators[0].iter)
@@ -1502,7 +1620,10 @@ class _Extractor(ClashesMixin, LiteralsMixin, SidesMixin, Flow):
                     for part in walk(amount):
                         if isinstance(part, ast.BinOp):
                             self.length_roles(part)
-                            if not self.in_test:
+                    if not self.in_test:
+                        # A width hoisted into a local (`w = m - n` then `pad(x, (0, w))`) is the same width.
+                        for part in self.through_locals(amount):
+                            if isinstance(part, ast.BinOp):
                                 self.stream_width(part)
                     self.pad_context -= 1
             elif name in _FILLED or tail == "new_full":
@@ -1578,9 +1699,11 @@ class _Extractor(ClashesMixin, LiteralsMixin, SidesMixin, Flow):
         self.record_call(node, name, tail)
 
     def zipped(self, node: ast.Call, args: Sequence[ast.expr]) -> None:
-        """``zip(d["a"], d["b"], ...)``: fields of one record walked entry for entry (`Zip`)."""
+        """``zip(d["a"], d["b"], ...)``: fields of one record walked entry for entry (`Zip`); a field read
+        into a local first (``a = d["a"]`` then ``zip(a, d["b"])``) is that field."""
         by_record: dict[str, list[str]] = {}
         for arg in args:
+            arg = self.resolved(arg) or arg
             key = string_key(arg) if isinstance(arg, ast.Subscript) else None
             if key is not None:
                 by_record.setdefault(ast.dump(arg.value), []).append(key)  # type: ignore[attr-defined]
@@ -1730,6 +1853,10 @@ def _targets(node: ast.Assign | ast.AugAssign) -> list[ast.expr]:
     return list(node.targets) if isinstance(node, ast.Assign) else [node.target]
 
 
+def _targets_of(node: ast.Assign | ast.AugAssign | ast.AnnAssign) -> list[ast.expr]:
+    return list(node.targets) if isinstance(node, ast.Assign) else [node.target]
+
+
 def _reads_key(node: ast.AST, key: str, flow: Flow) -> bool:
     """Does ``node`` read field ``key`` (directly, or through a local bound to a read of it)?"""
     for part in walk(node):
@@ -1738,6 +1865,34 @@ def _reads_key(node: ast.AST, key: str, flow: Flow) -> bool:
             if bound is not None and key in flow.classify(bound).fields:
                 return True
     return False
+
+
+_GROWS = frozenset({"torch.nn.functional.pad", "numpy.pad", "torch.cat", "torch.concat", "torch.concatenate",
+                    "numpy.concatenate"})
+"""Calls that make a tensor longer: a pad, or a concatenation with more entries."""
+
+
+def _shorter_than(test: ast.expr) -> str | None:
+    """``d`` of a test that ``d`` is shorter than something: ``len(d) < p``, ``p > d.shape[0]``,
+    ``d.size(0) < p``, ``d.numel() != p``."""
+    if not (isinstance(test, ast.Compare) and len(test.ops) == 1):
+        return None
+    op, left, right = test.ops[0], test.left, test.comparators[0]
+    if isinstance(op, (ast.Gt, ast.GtE)):
+        left, right = right, left
+    elif not isinstance(op, (ast.Lt, ast.LtE, ast.NotEq)):
+        return None
+    del right
+    if isinstance(left, ast.Call) and isinstance(left.func, ast.Name) and left.func.id == "len" \
+            and len(left.args) == 1 and isinstance(left.args[0], ast.Name):
+        return left.args[0].id
+    if isinstance(left, ast.Call) and isinstance(left.func, ast.Attribute) and left.func.attr in ("size", "numel") \
+            and isinstance(left.func.value, ast.Name):
+        return left.func.value.id
+    if isinstance(left, ast.Subscript) and isinstance(left.value, ast.Attribute) and left.value.attr == "shape" \
+            and isinstance(left.value.value, ast.Name):
+        return left.value.value.id
+    return None
 
 
 def _ends(body: Iterable[ast.stmt]) -> bool:

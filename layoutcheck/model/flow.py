@@ -32,7 +32,7 @@ from layoutcheck.model.imports import Imports
 from layoutcheck.model.padsides import SIDE_TAGS, pad_call_side, side_tag
 from layoutcheck.model.shifts import data_side, is_mask_selection, shift_kind, shift_root
 from layoutcheck.model.shifts import rolls_left as _rolls_left
-from layoutcheck.model.syntax import index_of, int_value, last_name, positional, root_name, string_key
+from layoutcheck.model.syntax import index_of, int_value, last_name, positional, root_name, string_key, walk
 from layoutcheck.model.uses import EXTERNAL_ATTRIBUTES, Uses
 from layoutcheck.model.vocabulary import Tag, Vocabulary
 
@@ -211,6 +211,45 @@ class Flow:
                 return frame.exprs.get(name)
         return None
 
+    def resolved(self, node: ast.expr | None, depth: int = 3) -> ast.expr | None:
+        """``node``, or when it is a local, the expression the local was bound to (followed up to
+        ``depth`` names): ``s = a - q`` then ``x[s:e]`` reads ``s`` as ``a - q``. A parameter, a
+        name bound by a loop or an unpacked call stays itself. The bound expression is read in the
+        bindings that hold here, which is what a use of the local sees when nothing in between
+        rebinds its operands (a rebinding of the local itself is followed: its latest expression)."""
+        for _ in range(depth):
+            if not isinstance(node, ast.Name) or any(node.id in scope for scope in self.scopes):
+                return node
+            bound = self.bound_expr(node.id)
+            if bound is None:
+                return node
+            node = bound
+        return node
+
+    def through_locals(self, node: ast.AST, depth: int = 3) -> list[ast.AST]:
+        """The expression nodes of ``node`` and of the expressions its locals were bound to, ``depth``
+        names deep: what a syntactic check reads so that hoisting a subexpression into a local
+        (``w = m - n`` then ``pad(x, (0, w))``) keeps what it sees."""
+        out: list[ast.AST] = []
+        seen: set[int] = set()
+        todo = [node]
+        for _ in range(depth + 1):
+            following: list[ast.AST] = []
+            for root in todo:
+                if id(root) in seen:
+                    continue
+                seen.add(id(root))
+                for part in walk(root):
+                    out.append(part)
+                    if isinstance(part, ast.Name) and not any(part.id in scope for scope in self.scopes):
+                        bound = self.bound_expr(part.id)
+                        if bound is not None and id(bound) not in seen:
+                            following.append(bound)
+            todo = following
+            if not todo:
+                break
+        return out
+
     def is_parameter(self, name: str) -> bool:
         for frame in reversed(self.frames):
             if name in frame.env:
@@ -317,7 +356,7 @@ class Flow:
             if isinstance(base, ast.Attribute) and base.attr == "shape":
                 return self.size_of(self.classify(base.value))
             inner = self.classify(base)
-            if is_mask_selection(node):  # type: ignore[arg-type]
+            if is_mask_selection(node, self.resolved):  # type: ignore[arg-type]
                 return Value((inner.tags | MASKED) & ~TOK, inner.origin, inner.params, inner.fields, inner.shifts)
             if index_of(node) is not None:  # type: ignore[arg-type]
                 # One entry: of per-sample tensors, a sample; of the source list, one padded length.

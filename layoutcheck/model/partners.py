@@ -32,9 +32,10 @@ the node to flag and what the rule's message needs:
 from __future__ import annotations
 
 import ast
-from collections.abc import Iterable, Iterator, Sequence
+import copy
+from collections.abc import Callable, Iterable, Iterator, Sequence
 
-from layoutcheck.model.syntax import child_fields, int_value, last_name, nodes, positional
+from layoutcheck.model.syntax import child_fields, int_value, last_name, live, nodes, positional, switches
 
 __all__ = [
     "SPELLINGS", "Body", "unit_switches", "combined_before_restore", "empty_segment", "misplaced_positions",
@@ -44,10 +45,12 @@ __all__ = [
 _NESTED = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
 
 
-def _blocks(body: Sequence[ast.stmt]) -> Iterator[Sequence[ast.stmt]]:
+def _blocks(body: Sequence[ast.stmt],
+            constants: dict[str, bool] | Callable[[], dict[str, bool]] | None = None) -> Iterator[Sequence[ast.stmt]]:
     """``body`` and every statement list inside it (depth first, in source order), nested functions
-    and classes left out. A stack, not recursion: each check here walks every function's blocks."""
-    stack = [body]
+    and classes left out, each ``if`` a constant decides read as its live arm (`live`). A stack,
+    not recursion: each check here walks every function's blocks."""
+    stack = [live(body, constants)]
     while stack:
         block = stack.pop()
         yield block
@@ -60,9 +63,9 @@ def _blocks(body: Sequence[ast.stmt]) -> Iterator[Sequence[ast.stmt]]:
             for name in fields:  # none for most statements (an assignment, a call, a return)
                 inner = getattr(stmt, name)
                 if name == "handlers" or name == "cases":
-                    inside.extend(part.body for part in inner)
+                    inside.extend(live(part.body, constants) for part in inner)
                 elif inner and isinstance(inner[0], ast.stmt):
-                    inside.append(inner)
+                    inside.append(live(inner, constants))
         stack.extend(reversed(inside))
 
 
@@ -84,18 +87,30 @@ class Body:
     """One function's statements as the checks here read them: its blocks (`_blocks`) listed once,
     and its local bindings (`_bindings`) once asked for, shared by every check of the function."""
 
-    __slots__ = ("stmts", "_blocks", "_bound")
+    __slots__ = ("stmts", "_blocks", "_bound", "_constants")
 
     def __init__(self, stmts: Sequence[ast.stmt]) -> None:
         self.stmts = stmts
         self._blocks: list[Sequence[ast.stmt]] | None = None
         self._bound: dict[str, list[ast.expr]] | None = None
+        self._constants: dict[str, bool] | None = None
+
+    def constants(self) -> dict[str, bool]:
+        """The function's `switches`, found when first asked for (by `live`, only when an ``if``
+        could be decided by one)."""
+        if self._constants is None:
+            self._constants = switches(self.stmts)
+        return self._constants
+
+    def live(self, block: Sequence[ast.stmt]) -> Sequence[ast.stmt]:
+        """``block`` as it runs (`live`)."""
+        return live(block, self.constants)
 
     @property
     def blocks(self) -> list[Sequence[ast.stmt]]:
         """`_blocks` of the body, listed when first asked for."""
         if self._blocks is None:
-            self._blocks = list(_blocks(self.stmts))
+            self._blocks = list(_blocks(self.stmts, self.constants))
         return self._blocks
 
     def bindings(self) -> dict[str, list[ast.expr]]:
@@ -143,7 +158,7 @@ def misplaced_positions(body: Body) -> Iterator[tuple[ast.AST, str]]:
             target, value = stmt.targets[0], stmt.value
             if _window(target) is None:
                 continue
-            slots = ast.dump(target.slice)  # type: ignore[attr-defined]
+            slots = _inlined_dump(target.slice, body.bindings())  # type: ignore[attr-defined]
             window = _window(value)
             if window is not None and window.lower is not None:
                 data.setdefault(slots, window)
@@ -153,9 +168,12 @@ def misplaced_positions(body: Body) -> Iterator[tuple[ast.AST, str]]:
             window = data.get(slots)
             if window is None or window.lower is None:
                 continue
+            bound = body.bindings()
             start = positional(call)[0]
-            lower = ast.dump(window.lower)
-            if int_value(start) == 0 or any(ast.dump(part) == lower for part in nodes(start)):
+            lower = _inlined_dump(window.lower, bound)
+            # Both sides written out the same way (locals assigned once, to the same depth).
+            if int_value(_through(start, bound)) == 0 or any(_inlined_dump(part, bound) == lower
+                                                            for part in nodes(start)):
                 continue  # from 0, or from the window's start (moved by an offset: another origin)
             yield call, ast.unparse(window.lower)
 
@@ -174,13 +192,14 @@ def _grown(loop: ast.For | ast.While) -> list[str]:
     return grown
 
 
-def _cut_side(value: ast.expr, name: str) -> str | None:
-    """``start`` for ``name[:k]`` (keeps the start), ``end`` for ``name[-k:]`` (keeps the end)."""
+def _cut_side(value: ast.expr, name: str, bindings: dict[str, list[ast.expr]]) -> str | None:
+    """``start`` for ``name[:k]`` (keeps the start), ``end`` for ``name[-k:]`` (keeps the end); a
+    bound read through a local assigned once (``k = -n`` then ``name[k:]``)."""
     window = _window(value)
     if window is None or not (isinstance(value, ast.Subscript) and isinstance(value.value, ast.Name)
                               and value.value.id == name):
         return None
-    lower, upper = window.lower, window.upper
+    lower, upper = _through(window.lower, bindings), _through(window.upper, bindings)
     if lower is None and upper is not None and not (isinstance(upper, ast.UnaryOp) or (int_value(upper) or 0) < 0):
         return "start"
     if upper is None and isinstance(lower, ast.UnaryOp) and isinstance(lower.op, ast.USub):
@@ -189,8 +208,11 @@ def _cut_side(value: ast.expr, name: str) -> str | None:
 
 
 def truncated_apart(body: Body) -> Iterator[tuple[ast.AST, str]]:
-    """Lists a loop grows together (`_grown`), re-bound in one block to cuts that keep opposite ends:
-    the cut keeping the end (``ids = ids[-k:]``) is flagged when a partner keeps the start."""
+    """Lists a loop grows together (`_grown`), re-bound on one path through the loop's body to cuts
+    that keep opposite ends: the cut keeping the end (``ids = ids[-k:]``) is flagged when a partner
+    keeps the start. A path is a block with the blocks around it, so a cut picked by a branch
+    (``if left: ids = ids[-k:] else: ids = ids[:k]``) meets the partner's cut made after the
+    branch, and the two arms of one branch never meet each other."""
     for block in body.blocks:
         for loop in block:
             if not isinstance(loop, (ast.For, ast.While)):
@@ -198,20 +220,36 @@ def truncated_apart(body: Body) -> Iterator[tuple[ast.AST, str]]:
             partners = set(_grown(loop))
             if len(partners) < 2:
                 continue
-            for inner in _blocks(loop.body):
-                cuts: list[tuple[ast.Assign, str, str]] = []
+            flagged: set[int] = set()
+            stack: list[tuple[Sequence[ast.stmt], list[tuple[ast.Assign, str, str]]]] = [(body.live(loop.body), [])]
+            while stack:
+                inner, around = stack.pop()
+                cuts = list(around)
+                nested: list[Sequence[ast.stmt]] = []
                 for stmt in inner:
                     if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
                         name = stmt.targets[0].id
-                        side = _cut_side(stmt.value, name) if name in partners else None
+                        side = _cut_side(stmt.value, name, body.bindings()) if name in partners else None
                         if side is not None:
                             cuts.append((stmt, name, side))
+                    elif not isinstance(stmt, _NESTED):
+                        for field in ("body", "orelse", "finalbody"):
+                            part = getattr(stmt, field, None)
+                            if part and isinstance(part[0], ast.stmt):
+                                nested.append(body.live(part))
+                        for handler in getattr(stmt, "handlers", ()):
+                            nested.append(body.live(handler.body))
+                mine = cuts[len(around):]
+                # A block's own cuts meet those of the blocks around it, before and after it alike.
+                for part in nested:
+                    stack.append((part, cuts))
                 keeping = {side for _, _, side in cuts}
-                if keeping != {"start", "end"}:
+                if keeping != {"start", "end"} or not mine and not nested:
                     continue
                 kept_start = [name for _, name, side in cuts if side == "start"]
                 for stmt, name, side in cuts:
-                    if side == "end":
+                    if side == "end" and id(stmt) not in flagged:
+                        flagged.add(id(stmt))
                         yield stmt.value, ", ".join(f"`{n}`" for n in kept_start)
 
 
@@ -264,8 +302,46 @@ def _own_nodes(stmt: ast.stmt) -> list[ast.AST]:
     return found
 
 
+def _through(node: ast.expr | None, bindings: dict[str, list[ast.expr]], depth: int = 3) -> ast.expr | None:
+    """``node``, or the one value a local ``node`` is ever assigned in the function (followed up to
+    ``depth`` names): ``k = -n`` then ``x[k:]`` reads as ``x[-n:]``. A name assigned twice or
+    never (a parameter, a loop target) stays itself."""
+    for _ in range(depth):
+        if not isinstance(node, ast.Name):
+            return node
+        values = bindings.get(node.id, ())
+        if len(values) != 1 or isinstance(values[0], ast.Starred):
+            return node
+        node = values[0]
+    return node
+
+
+class _Inline(ast.NodeTransformer):
+    """A copy of an expression with each local assigned once replaced by its value (`_through`)."""
+
+    def __init__(self, bindings: dict[str, list[ast.expr]], depth: int) -> None:
+        self.bindings = bindings
+        self.depth = depth
+
+    def visit_Name(self, node: ast.Name) -> ast.AST:
+        values = self.bindings.get(node.id, ())
+        if self.depth <= 0 or len(values) != 1 or isinstance(values[0], ast.Starred) \
+                or not isinstance(node.ctx, ast.Load):
+            return node
+        return _Inline(self.bindings, self.depth - 1).visit(copy.deepcopy(values[0]))
+
+
+def _inlined_dump(node: ast.expr, bindings: dict[str, list[ast.expr]]) -> str:
+    """``ast.dump`` of ``node`` with the locals assigned once written out: two spellings of the same
+    slots (``out[a : a + n]`` and ``e = a + n`` then ``out[a:e]``) dump the same."""
+    if not any(isinstance(n, ast.Name) and n.id in bindings for n in nodes(node)):
+        return ast.dump(node)
+    return ast.dump(_Inline(bindings, 3).visit(copy.deepcopy(node)))
+
+
 def _bindings(blocks: Iterable[Sequence[ast.stmt]]) -> dict[str, list[ast.expr]]:
-    """Every value each local name is assigned in ``blocks`` (`_blocks` of a body)."""
+    """Every value each local name is assigned in ``blocks`` (`_blocks` of a body), and what each
+    list is grown with by ``append``/``extend``, and the iterable of each loop target."""
     out: dict[str, list[ast.expr]] = {}
     for block in blocks:
         for stmt in block:
@@ -275,7 +351,25 @@ def _bindings(blocks: Iterable[Sequence[ast.stmt]]) -> dict[str, list[ast.expr]]
                         out.setdefault(target.id, []).append(stmt.value)
             elif isinstance(stmt, ast.AnnAssign) and stmt.value is not None and isinstance(stmt.target, ast.Name):
                 out.setdefault(stmt.target.id, []).append(stmt.value)
+            elif isinstance(stmt, (ast.For, ast.AsyncFor)):
+                # `for g in groups:`: each `g` derives from `groups` (as in a comprehension).
+                for name in nodes(stmt.target):
+                    if isinstance(name, ast.Name):
+                        out.setdefault(name.id, []).append(_derived(stmt.iter))
+            elif isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call):
+                # `xs.append(v)` / `xs.extend(vs)`: the list derives from what it is grown with, as
+                # `xs = [v for ...]` would (a local grown so is never "assigned once").
+                call = stmt.value
+                if isinstance(call.func, ast.Attribute) and call.func.attr in ("append", "extend") \
+                        and isinstance(call.func.value, ast.Name) and len(call.args) == 1:
+                    out.setdefault(call.func.value.id, []).append(_derived(call.args[0]))
     return out
+
+
+def _derived(value: ast.expr) -> ast.expr:
+    """``value`` as what a local derives from without being its value (a loop target's iterable, a
+    list's appended entry): wrapped in a ``Starred``, which `_through` and `_Inline` never follow."""
+    return ast.Starred(value=value, ctx=ast.Load())
 
 
 def _ends(body: Sequence[ast.stmt]) -> bool:
@@ -429,7 +523,8 @@ def _reaching(body: Sequence[ast.stmt], stmt: ast.stmt) -> dict[str, list[ast.ex
 
 def unmasked_mean(body: Body) -> Iterator[tuple[ast.AST, str]]:
     """``x.sum(-1) / n`` with ``n = mask.sum(-1)`` (the real tokens' count) and ``x`` not masked by
-    ``mask``, while another sum over the same count here is: pad positions summed, real ones counted."""
+    ``mask``, while another sum over a count of the same mask here is (however each count is
+    spelled: inline or through a local): pad positions summed, real ones counted."""
     by_count: dict[str, list[tuple[ast.expr, bool, str]]] = {}
     for block in body.blocks:
         for stmt in block:
@@ -451,7 +546,9 @@ def unmasked_mean(body: Body) -> Iterator[tuple[ast.AST, str]]:
                 if summed is None:
                     continue
                 masked = _mentions(summed, counted.id, bindings)
-                by_count.setdefault(ast.dump(node.right), []).append((node.left, masked, counted.id))
+                # Keyed by the mask counted, not by how the count is spelled: `m.sum(1).clamp(min=1)`
+                # inline and a local `n = m.sum(dim=-1, keepdim=True)` count the same tokens.
+                by_count.setdefault(counted.id, []).append((node.left, masked, counted.id))
     for found in by_count.values():
         if any(masked for _, masked, _ in found):
             for numerator, masked, mask in found:

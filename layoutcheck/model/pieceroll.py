@@ -52,10 +52,13 @@ def _piece_window(node: ast.expr, bound: dict[str, ast.expr]) -> bool:
         return False
     parts = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
     for part in parts:
-        if not (isinstance(part, ast.Slice) and isinstance(part.lower, ast.BinOp) and isinstance(part.upper, ast.BinOp)
-                and isinstance(part.lower.op, ast.Mult) and isinstance(part.upper.op, ast.Mult)):
+        if not isinstance(part, ast.Slice):
             continue
-        low, up = part.lower, part.upper
+        # Bounds held in locals (`lo = k * w` then `x[..., lo:hi]`) are read as their values.
+        low, up = (bound.get(b.id, b) if isinstance(b, ast.Name) else b for b in (part.lower, part.upper))
+        if not (isinstance(low, ast.BinOp) and isinstance(up, ast.BinOp)
+                and isinstance(low.op, ast.Mult) and isinstance(up.op, ast.Mult)):
+            continue
         for k, w in ((low.left, low.right), (low.right, low.left)):
             for nxt, width in ((up.left, up.right), (up.right, up.left)):
                 if ast.dump(width) == ast.dump(w) and isinstance(nxt, ast.BinOp) and isinstance(nxt.op, ast.Add) \

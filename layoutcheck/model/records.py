@@ -36,19 +36,24 @@ def _field(node: ast.expr) -> str | None:
     return None
 
 
-def _window_width(target: ast.expr) -> ast.expr | None:
-    """``n`` of a store into ``buf[..., a : a + n]`` (the window's start plus its width)."""
+def _window_width(target: ast.expr, bound: dict[str, ast.expr]) -> ast.expr | None:
+    """``n`` of a store into ``buf[..., a : a + n]`` (the window's start plus its width; the end
+    may be a local, ``e = a + n`` then ``buf[a:e]``)."""
     if not isinstance(target, ast.Subscript):
         return None
     parts = target.slice.elts if isinstance(target.slice, ast.Tuple) else [target.slice]
     for part in parts:
-        if isinstance(part, ast.Slice) and part.lower is not None and isinstance(part.upper, ast.BinOp) \
-                and isinstance(part.upper.op, ast.Add) and part.step is None:
+        if not isinstance(part, ast.Slice) or part.step is not None or part.lower is None:
+            continue
+        upper = part.upper
+        if isinstance(upper, ast.Name) and upper.id in bound:
+            upper = bound[upper.id]
+        if isinstance(upper, ast.BinOp) and isinstance(upper.op, ast.Add):
             lower = ast.dump(part.lower)
-            if ast.dump(part.upper.left) == lower:
-                return part.upper.right
-            if ast.dump(part.upper.right) == lower:
-                return part.upper.left
+            if ast.dump(upper.left) == lower:
+                return upper.right
+            if ast.dump(upper.right) == lower:
+                return upper.left
     return None
 
 
@@ -80,7 +85,7 @@ def window_partners(tree: ast.Module) -> dict[str, frozenset[str]]:
             if isinstance(target, ast.Name):
                 bound[target.id] = stmt.value
                 continue
-            width = _window_width(target)
+            width = _window_width(target, bound)
             placed = _field(stmt.value)
             if width is None or placed is None:
                 continue

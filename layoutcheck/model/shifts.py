@@ -127,11 +127,17 @@ def shift_root(node: ast.AST, bound: Callable[[str], ast.expr | None]) -> str:
     return first or ""
 
 
-def is_mask_selection(node: ast.Subscript) -> bool:
-    """``x[i, mask[i]]`` (a row's masked positions) or ``x[mask.bool()]`` / ``x[mask == 1]``."""
+def is_mask_selection(node: ast.Subscript,
+                      resolve: Callable[[ast.expr], ast.expr | None] | None = None) -> bool:
+    """``x[i, mask[i]]`` (a row's masked positions) or ``x[mask.bool()]`` / ``x[mask == 1]``; with
+    ``resolve``, an index held in a local (``m = mask[i]`` then ``x[i, m]``) is read as its value."""
     index = node.slice
+    if resolve is not None and not isinstance(index, ast.Tuple):
+        index = resolve(index) or index
     if isinstance(index, ast.Tuple) and len(index.elts) == 2:
         row, mask = index.elts
+        if resolve is not None:
+            mask = resolve(mask) or mask
         if isinstance(row, ast.Name) and isinstance(mask, ast.Subscript) and isinstance(mask.slice, ast.Name):
             return mask.slice.id == row.id and isinstance(mask.value, (ast.Name, ast.Attribute, ast.Subscript))
         return False

@@ -30,6 +30,7 @@ from layoutcheck.model.syntax import (
     dotted,
     functions_by_name,
     inline,
+    walked_together,
     int_value,
     last_name,
     nodes,
@@ -97,13 +98,12 @@ def _head_reads(function: ast.FunctionDef | ast.AsyncFunctionDef) -> set[str]:
     params = set(param_names(function))
     out = set()
     for node in own_nodes(function):
-        if not (isinstance(node, ast.For) and isinstance(node.iter, ast.Call) and isinstance(node.iter.func, ast.Name)
-                and node.iter.func.id == "zip" and isinstance(node.target, ast.Tuple)
-                and len(node.target.elts) == len(node.iter.args)):
+        walked = walked_together(node) if isinstance(node, ast.For) else None
+        if walked is None:
             continue
-        names = [t.id if isinstance(t, ast.Name) else None for t in node.target.elts]
+        names = [name for _, name in walked]
         bound = assigned_before(function, node.lineno)
-        for rows, row in zip(node.iter.args, names):
+        for rows, row in walked:
             root = root_name(inline(rows, bound))
             if root not in params or row is None:
                 continue
@@ -120,8 +120,7 @@ def left_padded_into_head_readers(tree: ast.Module) -> dict[ast.AST, list[tuple[
     """Function node -> (left-padding call, the head reader it reaches) (see the module docs)."""
     switched = [n.lineno for n in nodes(tree) if isinstance(n, ast.IfExp) and isinstance(n.test, ast.Compare)
                 and _pair_side(n.body) is not None and _pair_side(n.orelse) is not None]
-    zips = [n.lineno for n in nodes(tree) if isinstance(n, ast.For) and isinstance(n.iter, ast.Call)
-            and isinstance(n.iter.func, ast.Name) and n.iter.func.id == "zip"]
+    zips = [n.lineno for n in nodes(tree) if isinstance(n, ast.For) and walked_together(n) is not None]
     if not switched or not zips:
         return {}
     functions, by_name = functions_by_name(tree)

@@ -28,6 +28,7 @@ from layoutcheck.model.syntax import (
     dotted,
     functions_by_name,
     inline,
+    walked_together,
     int_value,
     keyword,
     last_name,
@@ -80,11 +81,11 @@ def _zipped_rows(function: ast.FunctionDef | ast.AsyncFunctionDef) -> list[tuple
     for node in nodes(function):  # comprehensions included
         if not isinstance(node, (ast.For, ast.comprehension)):
             continue
-        call = node.iter
-        bound = assigned_before(function, call.lineno)
-        if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and call.func.id == "zip"):
+        walked = walked_together(node)
+        if walked is None:
             continue
-        args = call.args
+        bound = assigned_before(function, node.iter.lineno)
+        args = [arg for arg, _ in walked]
         for rows in args:
             root = root_name(inline(rows, bound))
             if root not in params:
@@ -99,7 +100,7 @@ def unstacked_row_lists(tree: ast.Module) -> dict[ast.AST, list[tuple[ast.AST, s
     """Function node -> (the list argument, the stacked rows' name) for each per-row list passed unstacked
     beside stacked rows to a row zipper (see the module docs)."""
     zips = [n.iter.lineno for n in nodes(tree) if isinstance(n, (ast.For, ast.comprehension))
-            and isinstance(n.iter, ast.Call) and isinstance(n.iter.func, ast.Name) and n.iter.func.id == "zip"]
+            and walked_together(n) is not None]
     if not zips:
         return {}
     functions, by_name = functions_by_name(tree)

@@ -20,7 +20,7 @@ __all__ = [
     "CHILD_FIELDS", "Source", "argument", "assigned_before", "assigned_once", "call_arguments", "child_fields",
     "children", "dotted", "expects_error", "functions_by_name", "index_of", "inline", "int_value", "keyword",
     "last_name", "names_in", "nodes", "own_nodes", "param_names", "parts", "positional", "root_name", "same",
-    "spanning", "string_key", "string_value", "target_name", "walk",
+    "spanning", "string_key", "string_value", "target_name", "walk", "walked_together", "constant_test", "live", "switch_like", "switches",
 ]
 
 Span = tuple[int, int, int, int]
@@ -507,4 +507,115 @@ def spanning(functions: Sequence[ast.AST], lines: Iterable[int]) -> list:
         i = bisect_left(marks, function.lineno)  # type: ignore[attr-defined]
         if i < len(marks) and marks[i] <= function.end_lineno:  # type: ignore[attr-defined]
             out.append(function)
+    return out
+
+
+def walked_together(node: ast.AST) -> list[tuple[ast.expr, str | None]] | None:
+    """The sequences a ``for`` (or comprehension) walks entry for entry, each with the name its entry
+    is bound to (None when the target there is not a name): ``for a, b in zip(A, B)`` gives
+    ``[(A, "a"), (B, "b")]``, and so does ``for i, a in enumerate(A):`` whose body begins by reading
+    ``b = B[i]`` (the same pairing, spelled with an index). None for any other loop."""
+    if not isinstance(node, (ast.For, ast.AsyncFor, ast.comprehension)):
+        return None
+    call, target = node.iter, node.target
+    if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and isinstance(target, ast.Tuple)):
+        return None
+    if call.func.id == "zip" and len(target.elts) == len(call.args):
+        return [(arg, t.id if isinstance(t, ast.Name) else None) for arg, t in zip(call.args, target.elts)]
+    if call.func.id == "enumerate" and len(call.args) == 1 and len(target.elts) == 2 \
+            and isinstance(target.elts[0], ast.Name) and isinstance(node, (ast.For, ast.AsyncFor)):
+        index = target.elts[0].id
+        entry = target.elts[1]
+        out: list[tuple[ast.expr, str | None]] = [(call.args[0], entry.id if isinstance(entry, ast.Name) else None)]
+        for stmt in node.body:
+            if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name)
+                    and isinstance(stmt.value, ast.Subscript) and isinstance(stmt.value.slice, ast.Name)
+                    and stmt.value.slice.id == index):
+                break  # the reads that open the body: what a zip would have bound
+            out.append((stmt.value.value, stmt.targets[0].id))
+        return out if len(out) > 1 else None
+    return None
+
+
+def switches(stmts: Sequence[ast.stmt]) -> dict[str, bool]:
+    """Locals a function assigns once, to ``True`` or ``False`` (a switch: ``left = True``). Reads
+    statements only (nested functions and classes too: a ``nonlocal`` could rebind), not every
+    expression: a walrus rebinding a switch is not seen."""
+    seen: dict[str, int] = {}
+    values: dict[str, bool] = {}
+    todo = list(stmts)
+    while todo:
+        stmt = todo.pop()
+        kind = type(stmt)
+        if kind is ast.Assign or kind is ast.AugAssign or kind is ast.AnnAssign:
+            targets = stmt.targets if kind is ast.Assign else [stmt.target]  # type: ignore[attr-defined]
+            for target in targets:
+                if type(target) is ast.Name:
+                    seen[target.id] = seen.get(target.id, 0) + 1
+                else:
+                    for name in walk(target):
+                        if type(name) is ast.Name:
+                            seen[name.id] = seen.get(name.id, 0) + 2  # type: ignore[attr-defined]
+            value = stmt.value  # type: ignore[attr-defined]
+            if kind is ast.Assign and len(targets) == 1 and type(targets[0]) is ast.Name \
+                    and type(value) is ast.Constant and isinstance(value.value, bool):
+                values[targets[0].id] = value.value  # type: ignore[attr-defined]
+            continue
+        if kind is ast.For or kind is ast.AsyncFor:
+            for name in walk(stmt.target):  # type: ignore[attr-defined]
+                if type(name) is ast.Name:
+                    seen[name.id] = seen.get(name.id, 0) + 2  # type: ignore[attr-defined]
+        elif kind is ast.With or kind is ast.AsyncWith:
+            for item in stmt.items:  # type: ignore[attr-defined]
+                if item.optional_vars is not None:
+                    for name in walk(item.optional_vars):
+                        if type(name) is ast.Name:
+                            seen[name.id] = seen.get(name.id, 0) + 2  # type: ignore[attr-defined]
+        for field in ("body", "orelse", "finalbody"):
+            inner = getattr(stmt, field, None)
+            if inner and isinstance(inner[0], ast.stmt):
+                todo.extend(inner)
+        for part in (*getattr(stmt, "handlers", ()), *getattr(stmt, "cases", ())):
+            todo.extend(part.body)
+    return {name: value for name, value in values.items() if seen.get(name) == 1}
+
+
+def constant_test(test: ast.expr, constants: dict[str, bool]) -> bool | None:
+    """The value of an ``if`` test that a constant decides (``True``, or one of the `switches`)."""
+    if isinstance(test, ast.Constant) and isinstance(test.value, bool):
+        return test.value
+    if isinstance(test, ast.Name):
+        return constants.get(test.id)
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        inner = constant_test(test.operand, constants)
+        return None if inner is None else not inner
+    return None
+
+
+def switch_like(test: ast.expr) -> bool:
+    """Could a constant decide this ``if`` test (a name, a literal, ``not`` of one)? A cheap gate
+    before `switches`, which reads the whole function."""
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        test = test.operand
+    return isinstance(test, ast.Name) or isinstance(test, ast.Constant) and isinstance(test.value, bool)
+
+
+def live(block: Sequence[ast.stmt],
+         constants: dict[str, bool] | Callable[[], dict[str, bool]] | None) -> Sequence[ast.stmt]:
+    """``block`` with each ``if`` a constant decides replaced by the statements of its live arm: a
+    switch set once (``left = True; if left: ... else: ...``) is one path, not two. ``constants``
+    may be a function giving them, asked only when an ``if`` could be decided so."""
+    if constants is None or not any(isinstance(stmt, ast.If) and switch_like(stmt.test) for stmt in block):
+        return block
+    if callable(constants):
+        constants = constants()
+    if not constants:
+        return block
+    out: list[ast.stmt] = []
+    for stmt in block:
+        decided = constant_test(stmt.test, constants) if isinstance(stmt, ast.If) else None
+        if decided is None:
+            out.append(stmt)
+        else:
+            out.extend(live(stmt.body if decided else stmt.orelse, constants))  # type: ignore[attr-defined]
     return out
