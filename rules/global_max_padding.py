@@ -213,6 +213,28 @@ class GlobalMaxPadding(ModelRule):
     valid = [
         Valid(
             """
+def pack_row(samples, unit, width):
+    # a length bound in the loop body changes every step: one entry per sample, each its own
+    row: list[int] = []
+    seq_lens: list[int] = []
+    for sample in samples:
+        tokens = sample.token_ids[:-1]
+        length = len(tokens)
+        if unit:
+            padded = (length + unit - 1) // unit * unit
+            tokens = tokens + [0] * (padded - length)
+            length = padded
+        row.extend(tokens)
+        seq_lens.append(length)
+    return {"input_ids": row + [0] * (width - len(row)), "seq_lens": seq_lens}
+
+
+def padding_share(rows, width):
+    return 1 - sum(sum(row["seq_lens"]) for row in rows) / (len(rows) * width)
+"""
+        ),
+        Valid(
+            """
 import torch
 import torch.distributed as dist
 

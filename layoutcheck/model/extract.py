@@ -665,14 +665,17 @@ class _Extractor(ClashesMixin, LiteralsMixin, SidesMixin, Flow):
         self.loops.append(node)
         self.loop_body(node.body, node.orelse)
         self.loops.pop()
+        stepped = _written_in(node.body) if built else set()
         for name, comprehension in built.items():
             if name in self.frame.env:
                 # After the loop the list is what the comprehension would have built: checks that read
                 # a value's expression (`d["k"] = [f(x) for x in d["k"]]`) read this one.
                 self.bind(name, self.frame.env[name], comprehension)
-                # What the comprehension is (`[v for _ in xs]`: one value for every entry) joins what
-                # the appends gave it.
-                self.bind(name, self.classify(comprehension) | self.frame.env[name], comprehension)
+                if not any(isinstance(n, ast.Name) and n.id in stepped for n in walk(comprehension.elt)):
+                    # What the comprehension is (`[v for _ in xs]`: one value for every entry) joins what
+                    # the appends gave it. An element bound in the body (`n = len(x)`, then `out.append(n)`)
+                    # changes every step, whatever the synthetic comprehension's loop variable shows.
+                    self.bind(name, self.classify(comprehension) | self.frame.env[name], comprehension)
                 self.frame.fresh.add(name)
 
     def enumerated(self, node: ast.For | ast.AsyncFor) -> None:
@@ -726,8 +729,7 @@ class _Extractor(ClashesMixin, LiteralsMixin, SidesMixin, Flow):
                 found[name] = ast.copy_location(comprehension, call)
         if not found:
             return {}
-        written = {n.id for s in nodes(node) if isinstance(s, (ast.Assign, ast.AugAssign, ast.AnnAssign))
-                   for t in _targets_of(s) for n in walk(t) if isinstance(n, ast.Name)}
+        written = _written_in([node])
         mentions: dict[str, int] = {}
         for n in nodes(node):
             if isinstance(n, ast.Name) and n.id in found:
@@ -1927,3 +1929,10 @@ def _join(envs: list[dict[str, Value]], before: dict[str, Value]) -> dict[str, V
             if previous is not None and out[name] is not previous:
                 out[name] = out[name] | previous
     return out
+
+
+def _written_in(body: list[ast.stmt]) -> set[str]:
+    """The names an assignment anywhere in ``body`` (nested blocks included) writes."""
+    return {n.id for stmt in body for s in (stmt, *nodes(stmt))
+            if isinstance(s, (ast.Assign, ast.AugAssign, ast.AnnAssign))
+            for t in _targets_of(s) for n in walk(t) if isinstance(n, ast.Name)}

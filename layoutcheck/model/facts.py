@@ -31,7 +31,7 @@ __all__ = [
     "from_data", "object_hook", "to_data",
 ]
 
-FACTS_VERSION = 9
+FACTS_VERSION = 10
 """Bumped whenever the shape or the meaning of the facts changes (cached facts are then misses)."""
 
 Span = tuple[int, int, int, int]
