@@ -92,7 +92,7 @@ MEASURED: dict[str, Measured] = {
     "LC118": Measured(0, 0),
     "LC119": Measured(0, 0),
     "LC120": Measured(0, 0),
-    "LC121": Measured(0, 0),
+    "LC121": Measured(1, 1),
     "LC122": Measured(0, 0),
     "LC123": Measured(0, 0),
     "LC124": Measured(0, 0),
