@@ -33,6 +33,15 @@ How it stays cheap and never hangs (docs/development.md#what-the-runtime-is-buil
   connects each rank to a few others only) see a lost connection too,
   instead of waiting for the timeout.
 
+A deferred checker (``defer=True``: what the hooks make) queues its checks and
+exchanges them together at `CrossRankChecker.end_step`, the step boundary
+(see `layoutcheck.runtime.checker.state.CheckerState.end_step`): one
+all-gather of two int64 values per rank when the ranks agree, so a step
+costs one collective on the side group whatever its number of checks. It
+announces its pid and connects its side group when it is made (every rank's
+first check), so that a rank that dies before the step's end is still seen
+as gone at once.
+
 A failed exchange ends the cross-rank checks of the process (the exchange
 sequence is broken for good). In raise mode, and by default, it raises
 `CrossRankTimeout`; with ``mode`` ``"warn"`` or ``"record"`` (or an
