@@ -160,13 +160,15 @@ def bind(readings: Sequence[Reading], n: int, where: str, sizes: dict[str, objec
             continue
         if r.cu is not None and len(lengths) == n + 1:
             lengths = lengths[:n]  # the last segment is the stream's tail padding (B4 judges it)
+        quantity, shift = _quantity(basis, 0)
         for i, length in enumerate(lengths[:n]):
-            quantity, value = _quantity(basis, length)
+            value = length + shift
             have = bound.values[i].get(quantity)
             if have is None:
                 bound.values[i][quantity] = value
-                bound.by.setdefault(quantity, r.spec.key)
-                bound.spaces.setdefault(quantity, r.described)
+                if quantity not in bound.by:  # `described` builds a string: once per quantity, not per sample
+                    bound.by[quantity] = r.spec.key
+                    bound.spaces[quantity] = r.described
             elif have != value:
                 expected = have - 1 if basis == "T-1" else have
                 out.append(Violation(
