@@ -175,3 +175,60 @@ def test_validated_lists_are_copies_and_bad_entries_are_named():
         ints("total_lengths", [1, True, 3])
     with pytest.raises(LayoutSpecError, match=r"samples\[2\]"):
         sample_ids([0, 1, -1])
+
+
+# --- B6 on a packed stream: the whole stream gathered at once (content._stream_matches) ---------------------------
+
+
+@st.composite
+def packed_streams(draw):
+    """Samples, a packed target's layout, and the stream the per-sample check builds for them, right or broken."""
+    import torch
+
+    from layoutcheck.runtime.checker import content
+    from layoutcheck.spaces import SampleLengths, parse_space
+
+    cp = draw(st.sampled_from([1, 2, 4]))
+    rank = draw(st.integers(0, cp - 1))
+    words = draw(st.sampled_from(["P packed zigzag", "P packed zigzag left", "P packed zigzag +1", "T packed",
+                                  "P packed", "P packed zigzag -1"]))
+    space = parse_space(words)
+    source = parse_space(draw(st.sampled_from(["T", "T -1"])))
+    n = draw(st.integers(1, 6))
+    trues = draw(st.lists(st.integers(2, 40), min_size=n, max_size=n))
+    unit = draw(st.sampled_from([1, 4, 8]))
+    samples = [SampleLengths(total=t, response=0, padded=geometry.round_up(t, unit)) for t in trues]
+    rows = draw(st.sampled_from([(), (3,)]))
+    sources = [torch.randint(1, 100, (t, *rows)) for t in trues]
+    layout = content.Layout(space=space, source_space=source, cp=cp, rank=rank, pad_value=draw(st.sampled_from([0, -7])),
+                            stream_unit=draw(st.sampled_from([1, 16])))
+    parts = [content._rank_part(content._expected_part(d, s, layout)[0], layout) for d, s in zip(sources, samples)]
+    stream = torch.cat(parts)
+    tail = geometry.round_up(stream.shape[0], layout.stream_unit) - stream.shape[0]
+    stream = torch.cat([stream, torch.full((tail, *rows), layout.pad_value, dtype=stream.dtype)])
+    broken = draw(st.sampled_from(["right", "value", "swap", "tail", "short"]))
+    if broken == "value":
+        stream[draw(st.integers(0, stream.shape[0] - 1))] += 1
+    elif broken == "swap" and n > 1 and trues[0] != trues[1]:
+        sources[0], sources[1] = sources[1], sources[0]
+    elif broken == "tail" and tail:
+        stream[-1] += 5
+    elif broken == "short":
+        stream = stream[:-1]
+    return stream, sources, samples, layout
+
+
+@settings(max_examples=400, deadline=None)
+@given(packed_streams())
+def test_a_packed_stream_is_accepted_at_once_only_when_the_per_sample_check_finds_nothing(case):
+    from layoutcheck.runtime.checker import content
+
+    stream, sources, samples, layout = case
+    fast = content._stream_matches(stream, sources, samples, layout)
+    original, content._stream_matches = content._stream_matches, lambda *a, **k: False
+    try:
+        full = content.check_content(stream, sources, samples, layout, key="ids", source_key="args.ids", where="w",
+                                     space_text="P", packed=True, sizes={})
+    finally:
+        content._stream_matches = original
+    assert fast == (full == []), (fast, full)

@@ -269,16 +269,19 @@ def _stream_matches(seen: Any, sources: Sequence[Any], samples: Sequence[SampleL
     total = int(sizes.sum())
     if seen.shape[0] < total:
         return False
-    piece = torch.repeat_interleave(torch.arange(sizes.shape[0]), sizes)  # each stream position's piece
     begins = torch.cumsum(sizes, 0) - sizes  # where each piece starts in the stream
-    # the position in the sample's layout (pads first when they lead), then in the sample's source data
-    position = (starts - begins - leads.repeat_interleave(per))[piece] + torch.arange(total, dtype=torch.int64)
-    true_at = (position >= 0) & (position < trues.repeat_interleave(per)[piece])
+    low = offsets.repeat_interleave(per)  # per piece: where its sample's data start in the concatenated sources
+    high = (offsets + trues).repeat_interleave(per)
+    # each stream position's index into the sources: its position in the sample's layout (a piece's start plus
+    # how far into the piece), less the pads that lead, plus where the sample's data start; true inside the data
+    shift_to_source = low + starts - begins - leads.repeat_interleave(per)
+    index = shift_to_source.repeat_interleave(sizes) + torch.arange(total, dtype=torch.int64)
+    true_at = (index >= low.repeat_interleave(sizes)) & (index < high.repeat_interleave(sizes))
     pad = torch.full((), _pad(layout), dtype=flat.dtype)
     if flat.shape[0] == 0:
         expected = pad.expand(total, *flat.shape[1:])
     else:
-        index = (offsets.repeat_interleave(per)[piece] + position).clamp_(0, flat.shape[0] - 1)
+        index = index.clamp_(0, flat.shape[0] - 1)
         expected = torch.where(true_at.reshape(total, *([1] * (flat.dim() - 1))), flat.index_select(0, index), pad)
     if not torch.equal(seen[:total], expected):
         return False

@@ -37,6 +37,7 @@ import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from layoutcheck import geometry
 from layoutcheck.errors import LayoutSpecError, Violation
@@ -191,6 +192,9 @@ def derive_padded(bound: Bound, unit: int) -> None:
             bound.spaces.setdefault("P", "P")
 
 
+_UNSET: Any = object()
+
+
 def _length(space: Space, sample: SampleLengths, cp: int, rank: int) -> int | None:
     return _cached_length(space, sample, cp, rank)
 
@@ -208,6 +212,7 @@ def check_fields(readings: Sequence[Reading], bound: Bound, *, cp: int, rank: in
     """B1 for every field that did not bind, B4 for packed streams and their cumulative lengths."""
     out: list[Violation] = []
     n = bound.n
+    samples = [bound.sample(i) for i in range(n)]  # once per call, not once per field
     streams = [r for r in readings if r.shape == "stream" and r.total is not None and r.space is not None]
     for r in readings:
         if r.space is None or r.shape in ("missing", "schedule"):
@@ -229,11 +234,15 @@ def check_fields(readings: Sequence[Reading], bound: Bound, *, cp: int, rank: in
         if r.count != n:
             continue  # the return value's count: B5
         binds = r.spec.binds if r.shape != "rows" else None
+        quantity, shift = _quantity(binds, 0) if binds is not None else (None, 0)
+        wants: dict[int, int | None] = {}  # per distinct sample (`Bound.sample` shares equal ones): one length
         for i, got in enumerate(r.lengths):
-            sample = bound.sample(i)
+            sample = samples[i]
             if sample is None:
                 continue
-            want = _length(r.space, sample, cp, rank)
+            want = wants.get(id(sample), _UNSET)
+            if want is _UNSET:
+                want = wants[id(sample)] = _length(r.space, sample, cp, rank)
             if r.shape == "rows":
                 # a rectangular batch: each row holds the sample's positions, P of them (a mask selects T)
                 if r.spec.mask is not None:
@@ -241,7 +250,7 @@ def check_fields(readings: Sequence[Reading], bound: Bound, *, cp: int, rank: in
                         out.append(_b1(r, i, got, f">= T_i = {sample.total}", where, sizes, sample, cp, rank,
                                        "the row is narrower than the sample's true length"))
                     continue
-            if want is None or (binds is not None and _quantity(binds, got)[1] == bound.values[i].get(_quantity(binds, got)[0])):
+            if want is None or (quantity is not None and got + shift == bound.values[i].get(quantity)):
                 continue
             if got != want:
                 out.append(_b1(r, i, got, want, where, sizes, sample, cp, rank,
