@@ -236,10 +236,11 @@ def check_fields(readings: Sequence[Reading], bound: Bound, *, cp: int, rank: in
         binds = r.spec.binds if r.shape != "rows" else None
         quantity, shift = _quantity(binds, 0) if binds is not None else (None, 0)
         wants: dict[int, int | None] = {}  # per distinct sample (`Bound.sample` shares equal ones): one length
+        values = bound.values
         for i, got in enumerate(r.lengths):
             sample = samples[i]
-            if sample is None:
-                continue
+            if sample is None or (quantity is not None and got + shift == values[i].get(quantity)):
+                continue  # the field that bound this sample's length holds it by construction
             want = wants.get(id(sample), _UNSET)
             if want is _UNSET:
                 want = wants[id(sample)] = _length(r.space, sample, cp, rank)
@@ -250,7 +251,7 @@ def check_fields(readings: Sequence[Reading], bound: Bound, *, cp: int, rank: in
                         out.append(_b1(r, i, got, f">= T_i = {sample.total}", where, sizes, sample, cp, rank,
                                        "the row is narrower than the sample's true length"))
                     continue
-            if want is None or (quantity is not None and got + shift == bound.values[i].get(quantity)):
+            if want is None:
                 continue
             if got != want:
                 out.append(_b1(r, i, got, want, where, sizes, sample, cp, rank,
