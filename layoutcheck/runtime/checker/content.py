@@ -152,11 +152,6 @@ def check_content(
     sample's tensor (``one``), or a list of per-sample tensors.
     """
     torch = _torch()
-    seen_all = target.movedim(layout.axis, 0) if packed else None
-    if packed and seen_all is not None and layout.axis != 0 and seen_all.dim() > 1 and seen_all.shape[1] == 1:
-        seen_all = seen_all[:, 0]  # a (1, N) stream: its one row
-    if packed and _stream_matches(seen_all, sources, samples, layout):
-        return []  # the clean call's whole stream, tail included, in one comparison (below: what differs)
     parts: list[Any] = []
     trues: list[int] = []
     for data, sample in zip(sources, samples):
@@ -165,6 +160,9 @@ def check_content(
             return []  # a sample without the lengths its layout needs: B1/B2 say why
         parts.append(built[0])
         trues.append(built[1])
+    seen_all = target.movedim(layout.axis, 0) if packed else None
+    if packed and seen_all is not None and layout.axis != 0 and seen_all.dim() > 1 and seen_all.shape[1] == 1:
+        seen_all = seen_all[:, 0]  # a (1, N) stream: its one row
     cp_part = layout.space.cp
     if packed and cp_part is not None and cp_part.scheme == "allgather" and layout.cp > 1:
         return _check_window(seen_all, parts, trues, layout, key=key, source_key=source_key, where=where,
@@ -221,72 +219,6 @@ def check_content(
                               "positions, not all the pad value", expected=f"{layout.pad_value!r} everywhere",
                               hint=HINTS["B6"], space=space_text, sizes=sizes)]
     return []
-
-
-def _stream_matches(seen: Any, sources: Sequence[Any], samples: Sequence[SampleLengths | None],
-                    layout: Layout) -> bool:
-    """Whether a packed stream is exactly its samples laid out as `_expected_part` and `_rank_part` lay them out.
-
-    The short path of a clean call: the expected stream is gathered from the
-    concatenated sources with one index built by a few tensor ops for every
-    sample at once, instead of building, cutting and comparing each
-    sample's part. Only a stream with numeric pads under zigzag CP (or none)
-    is judged here, and only ``True`` counts: anything else goes through
-    the per-sample check, which says what differs.
-    """
-    torch = _torch()
-    cp_part = layout.space.cp
-    cp = layout.cp if cp_part is not None else 1
-    if seen is None or (cp > 1 and cp_part.scheme != "zigzag") or not _numeric(layout.pad_value) or not sources:
-        return False
-    if any(d is None or d.dim() < 1 for d in sources) or any(x is None for x in samples) or len(samples) < len(sources):
-        return False
-    shift = layout.space.shift - layout.source_space.shift
-    datas = [d[shift:] for d in sources] if shift > 0 else [d[:shift] for d in sources] if shift < 0 else list(sources)
-    flat = torch.cat(datas) if len(datas) > 1 else datas[0]
-    if seen.dim() != flat.dim() or tuple(seen.shape[1:]) != tuple(flat.shape[1:]) or seen.dtype != flat.dtype:
-        return False
-    # per sample, Python ints read once; the layout arithmetic below is a few tensor ops for all samples at once
-    trues = torch.tensor([d.shape[0] for d in datas], dtype=torch.int64)
-    if layout.space.basis == "P" and layout.source_space.basis != "P":
-        padded = [x.padded for x in samples[: len(datas)]]  # type: ignore[union-attr]
-        if any(p is None for p in padded):
-            return False
-        lengths = torch.tensor(padded, dtype=torch.int64)
-    else:
-        lengths = trues
-    if cp > 1:  # zigzag materialises 2 cp c positions, c = ceil(L / 2 cp); rank r keeps chunks r and 2 cp - 1 - r
-        chunk = (lengths + 2 * cp - 1) // (2 * cp)
-        lengths = 2 * cp * chunk
-        starts = torch.stack([layout.rank * chunk, (2 * cp - 1 - layout.rank) * chunk], 1).reshape(-1)
-        sizes, per = chunk.repeat_interleave(2), 2
-    else:
-        starts, sizes, per = torch.zeros_like(lengths), lengths, 1
-    if bool((trues > lengths).any()):
-        return False  # a sample longer than its layout: the per-sample check says what happened
-    leads = lengths - trues if layout.space.pad_side == "left" else torch.zeros_like(trues)
-    offsets = torch.cumsum(trues, 0) - trues  # where each sample starts in the concatenated sources
-    total = int(sizes.sum())
-    if seen.shape[0] < total:
-        return False
-    begins = torch.cumsum(sizes, 0) - sizes  # where each piece starts in the stream
-    low = offsets.repeat_interleave(per)  # per piece: where its sample's data start in the concatenated sources
-    high = (offsets + trues).repeat_interleave(per)
-    # each stream position's index into the sources: its position in the sample's layout (a piece's start plus
-    # how far into the piece), less the pads that lead, plus where the sample's data start; true inside the data
-    shift_to_source = low + starts - begins - leads.repeat_interleave(per)
-    index = shift_to_source.repeat_interleave(sizes) + torch.arange(total, dtype=torch.int64)
-    true_at = (index >= low.repeat_interleave(sizes)) & (index < high.repeat_interleave(sizes))
-    pad = torch.full((), _pad(layout), dtype=flat.dtype)
-    if flat.shape[0] == 0:
-        expected = pad.expand(total, *flat.shape[1:])
-    else:
-        index = index.clamp_(0, flat.shape[0] - 1)
-        expected = torch.where(true_at.reshape(total, *([1] * (flat.dim() - 1))), flat.index_select(0, index), pad)
-    if not torch.equal(seen[:total], expected):
-        return False
-    tail = seen[total : geometry.round_up(total, layout.stream_unit)]
-    return not tail.numel() or bool((tail == pad).all())
 
 
 def _rank_positions(length: int, layout: Layout) -> list[int]:
