@@ -175,4 +175,3 @@ def test_validated_lists_are_copies_and_bad_entries_are_named():
         ints("total_lengths", [1, True, 3])
     with pytest.raises(LayoutSpecError, match=r"samples\[2\]"):
         sample_ids([0, 1, -1])
-
