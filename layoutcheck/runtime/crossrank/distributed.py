@@ -198,7 +198,9 @@ class CrossRankChecker:
     agree, instead of one per call). Each check then returns no violations;
     `end_step` returns them all, naming each check's micro-batch, call and
     ranks as an immediate exchange would. A bad value still raises at the
-    check. ``step_limit``: a deferred checker also exchanges when that
+    check. A deferred checker connects its side group when it is made, so
+    every rank of the CP group makes it at the same point (the hooks make
+    it at their first check). ``step_limit``: a deferred checker also exchanges when that
     many checks are queued (the same call on every rank), so that a run
     without step boundaries pays one collective per ``step_limit`` checks
     and holds no more than that. ``timeout``: seconds to wait for the group at one
