@@ -19,6 +19,14 @@ the median ratio of neighbouring steps and the cost per hooked call:
 * ``values``: the contracts as configured, with B6 comparing every packed
   value with the layout of its source (CPU tensors are read at once).
 
+With ``--per-contract`` (issue 29's yardstick: the cost of one clean hooked
+call of 64 samples) each process installs one contract only and the step
+packs the 64 episodes as one micro-batch, so ``plan`` and ``pack`` are each
+one call of 64 samples a step and ``zigzag`` (``samples = 1``) 128 calls of
+one; the table gives each contract's cost per call, shapes and values.
+``--root DIR`` runs the same against another checkout of layoutcheck (say
+``git archive COMMIT | tar -x -C DIR``), for a before/after table.
+
 CPU caveat: a step here is only slicing small tensors on the CPU; on a GPU
 the host time of the hooks overlaps with the kernels of a real step.
 """
@@ -53,9 +61,14 @@ WORKER = textwrap.dedent("""
                for s in range(steps)]
     hooks = session._hooks
     specs = [h.spec for h in hooks.installed] or list(session.settings.hook_specs())
+    only, micro_batch = sys.argv[5], int(sys.argv[6])
+    if only:  # one contract installed
+        specs = [s for s in specs if s.target.endswith(":" + only)]
     times = {"on": [], "off": []}
     with mesh.use(ctx=2, ctx_rank=1, tensor=2):
-        step(batches[0])  # warm-up, with the hooks
+        hooks.remove()
+        hooks.add(specs)
+        step(batches[0], micro_batch)  # warm-up, with the hooks
         calls = session.checker.checked["boundary calls"]
         for i in range(2 * steps):
             for state in (("on", "off") if i % 2 else ("off", "on")):
@@ -63,7 +76,7 @@ WORKER = textwrap.dedent("""
                 if state == "on":
                     hooks.add(specs)
                 start = time.perf_counter()
-                step(batches[i % steps])
+                step(batches[i % steps], micro_batch)
                 times[state].append(time.perf_counter() - start)
         hooks.remove()
         hooks.add(specs)
@@ -71,16 +84,19 @@ WORKER = textwrap.dedent("""
     ratios = sorted(a / b for a, b in zip(times["on"], times["off"]))
     diffs = sorted(a - b for a, b in zip(times["on"], times["off"]))
     print(json.dumps({"ratio": ratios[len(ratios) // 2], "extra": diffs[len(diffs) // 2],
+                      "best": min(times["on"]) - min(times["off"]),
                       "off": sorted(times["off"])[len(times["off"]) // 2], "calls": per_step,
                       "violations": len(session.violations), "notes": len(session.notes)}))
 """)
 
 
-def _run(config: Path, steps: int, episodes: int, median: int) -> dict:
+def _run(config: Path, steps: int, episodes: int, median: int, *, only: str = "", micro_batch: int = 2,
+         root: Path | None = None) -> dict:
     env = {k: v for k, v in os.environ.items() if not k.startswith("LAYOUTCHECK")}
-    env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "fixtures"), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
-    proc = subprocess.run([sys.executable, "-c", WORKER, str(config), str(steps), str(episodes), str(median)],
-                          env=env, capture_output=True, text=True, check=False)
+    first = [str(root)] if root is not None else []
+    env["PYTHONPATH"] = os.pathsep.join([*first, str(ROOT / "fixtures"), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    proc = subprocess.run([sys.executable, "-c", WORKER, str(config), str(steps), str(episodes), str(median), only,
+                           str(micro_batch)], env=env, capture_output=True, text=True, check=False)
     if proc.returncode:
         raise SystemExit(proc.stderr)
     return json.loads(proc.stdout.strip().splitlines()[-1])
@@ -91,9 +107,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", type=int, default=6, help="steps per state and process (default 6)")
     parser.add_argument("--episodes", type=int, default=32, help="episodes per step (default 32)")
     parser.add_argument("--median", type=int, default=1300, help="median true length (default 1300)")
+    parser.add_argument("--per-contract", action="store_true", help="each contract alone, calls of 64 samples")
+    parser.add_argument("--root", type=Path, help="the layoutcheck checkout to measure (default: this one)")
     args = parser.parse_args(argv)
     text = (ROOT / "fixtures" / "packthd.toml").read_text().replace('mode = "raise"', 'mode = "record"\nsummary = false')
     shapes = re.sub(r', from = "[^"]+"', "", text)
+    if args.per_contract:
+        return per_contract(args, text, shapes)
     print(f"packthd: {args.episodes} episodes a step (median {args.median} tokens), micro-batches of 2, cp=2 "
           f"(rank 1), tp=2; steps alternating with the contracts installed and removed in one process")
     print(f"{'contracts':>9}  {'off s/step':>10}  {'on/off':>7}  {'calls/step':>10}  {'per hooked call':>15}")
@@ -105,6 +125,26 @@ def main(argv: list[str] | None = None) -> int:
             per_call = result["extra"] / result["calls"] * 1e6 if result["calls"] else float("nan")
             print(f"{name:>9}  {result['off']:>10.4f}  {result['ratio']:>7.3f}  {result['calls']:>10.0f}  "
                   f"{per_call:>12.1f} us   (violations {result['violations']}, notes {result['notes']})")
+    return 0
+
+
+def per_contract(args: argparse.Namespace, text: str, shapes: str) -> int:
+    print(f"packthd: 64 episodes a step (median {args.median} tokens) packed as one micro-batch, cp=2 (rank 1), "
+          f"tp=2; one contract installed, steps alternating with it installed and removed; {args.root or ROOT}")
+    print(f"{'contract':>8}  {'samples a call':>14}  {'shapes, per call':>16}  {'values, per call':>16}   "
+          "(best step on - best step off, over the calls of a step)")
+    with tempfile.TemporaryDirectory() as tmp:
+        for only, samples in (("plan", 64), ("pack", 64), ("zigzag", 1)):
+            row = []
+            for name, body in (("shapes", shapes), ("values", text)):
+                config = Path(tmp, f"{name}.toml")
+                config.write_text(body)
+                result = _run(config, args.steps, 64, args.median, only=only, micro_batch=64, root=args.root)
+                # the best step of each state: on a loaded machine the least disturbed, and what the hooks cost
+                row.append(result["best"] / result["calls"] * 1e6 if result["calls"] else float("nan"))
+                if result["violations"] or result["notes"]:
+                    print(f"  {only} {name}: {result['violations']} violations, {result['notes']} notes")
+            print(f"{only:>8}  {samples:>14}  {row[0]:>13.1f} us  {row[1]:>13.1f} us")
     return 0
 
 

@@ -92,13 +92,18 @@ offset-helper = ["minitrainer.cp_utils:get_logits_and_tokens_offset_with_cp"]
 
 
 def _pipeline(mode: str, args: Any, ref: Any, *, ps: dict[str, int], before: Callable[[int], None] | None = None,
-              timeout: float = TIMEOUT) -> Any:
-    """One train step of the reference pipeline with layoutcheck's hooks activated from a config, as a debug run has.
+              timeout: float = TIMEOUT, refs: Sequence[Any] = (), end: Callable[[Any], Any] | None = None) -> Any:
+    """Train steps of the reference pipeline with layoutcheck's hooks activated from a config, as a debug run has.
 
     The cross-rank check (X1) is the one the batch-builder and replay-filler
-    hooks make themselves once torch.distributed is up. ``before(k)`` runs
-    before each ``get_batch`` call (in the caller's module, around the hook).
-    Returns the session (its checker holds what was found).
+    hooks queue themselves once torch.distributed is up; each step's
+    producer call exchanges the step before it. ``ref`` and then ``refs``
+    are the steps' rollouts. ``end(checker)`` ends the last step (default
+    ``checker.end_step()``, as the next producer call would; the exit
+    handler's ``close_cross_rank`` is the other choice). ``before(k)`` runs
+    before each ``get_batch`` call (in the caller's module, around the
+    hook). Returns the session (its checker holds what was found;
+    ``session.ended``: what ``end`` returned).
     """
     from minitrainer import model
     from minitrainer.actor import train_step
@@ -122,11 +127,28 @@ def _pipeline(mode: str, args: Any, ref: Any, *, ps: dict[str, int], before: Cal
     model.get_batch = counted
     try:
         with parallel_state(**ps):
-            train_step(args, ref)
+            for i, step_ref in enumerate([ref, *refs]):
+                train_step(args, step_ref, rollout_id=i)
     finally:
         model.get_batch = hooked
     session.batches = calls[0]
+    session.queued = session.checker._agreement().pending
+    session.ended = (end or (lambda checker: checker.end_step()))(session.checker)
     return session
+
+
+def _count_side_group_collectives() -> Callable[[Any], int]:
+    """Count every all-gather this process issues; ``count(group)``: those on ``group`` (the calls go through)."""
+    import torch.distributed as dist
+
+    real, groups = dist.all_gather, []
+
+    def all_gather(tensor_list: Any, tensor: Any, group: Any = None, async_op: bool = False) -> Any:
+        groups.append(group)
+        return real(tensor_list, tensor, group=group, async_op=async_op)
+
+    dist.all_gather = all_gather
+    return lambda group: sum(g is group for g in groups)
 
 
 def _x1(session: Any) -> list[Any]:
@@ -145,7 +167,29 @@ def _run(name: str, rank: int, world: int) -> dict[str, Any]:
         session = _pipeline("record", make_args(), ref, ps={"cp_size": world, "cp_rank": rank})
         xr = session.checker._agreement()
         return _result(session.checker.violations, exchanges=xr.exchanges, batches=session.batches,
-                       notes=session.checker.notes)
+                       notes=session.checker.notes, pending=session.queued, collectives=xr.collectives)
+    if name == "steps":  # three agreeing steps: the side group's all-gathers, counted as torch sees them
+        count = _count_side_group_collectives()
+        refs = [make_rollout_ref(LENGTHS[::-1], seed=1), make_rollout_ref(LENGTHS[1:] + [333], seed=2)]
+        session = _pipeline("raise", make_args(), ref, ps={"cp_size": world, "cp_rank": rank}, refs=refs)
+        xr = session.checker._agreement()
+        return _result(session.checker.violations, exchanges=xr.exchanges, collectives=count(xr._group),
+                       checked=dict(session.checker.checked), calls=dict(xr._calls), notes=session.checker.notes)
+    if name == "steps_differ":  # raise mode; rank 1's first rollout differs, which no local check can see
+        from layoutcheck import LayoutError
+
+        count = _count_side_group_collectives()
+        first = make_rollout_ref([n + 8 for n in LENGTHS] if rank == 1 else LENGTHS)
+        try:
+            _pipeline("raise", make_args(), first, ps={"cp_size": world, "cp_rank": rank}, refs=[ref])
+        except LayoutError as err:
+            from layoutcheck.runtime import activation
+
+            session = activation.active_session()
+            xr = session.checker._agreement()
+            return _result(error=err, collectives=count(xr._group), exchanges=xr.exchanges,
+                           rollouts=session.checker.rollouts)
+        return _result()
     if name == "agree_dp":  # cp=2 x dp=2: the DP groups hold different samples, which is not a disagreement
         ps = {"cp_size": 2, "cp_rank": rank % 2, "dp_size": world // 2, "dp_rank": rank // 2}
         session = _pipeline("raise", make_args(), make_rollout_ref(LENGTHS + [410, 610]), ps=ps)
@@ -209,23 +253,37 @@ def _run(name: str, rank: int, world: int) -> dict[str, Any]:
         hooked = checker.wrap_boundary(spec, pack, coordinates)
         import torch
 
-        for k in range(4):
+        for k in range(4):  # the run's first boundary opens each step: its calls 2-4 exchange the one before
             sizes = [5, 13, 9] if not (rank == 1 and k == 2) else [13, 5, 9]
             hooked([torch.ones(n) for n in sizes], [-(-n // 8) * 8 for n in sizes])
-        return _result(checker.violations, exchanges=checker._boundary_agreement({"cp": world, "tp": 1}).exchanges,
-                       notes=checker.notes)
+        xr = checker._boundary_agreement({"cp": world, "tp": 1})
+        before_end = xr.exchanges
+        checker.end_step()
+        return _result(checker.violations, exchanges=xr.exchanges, before_end=before_end, notes=checker.notes)
     if name == "release":  # the trainer destroys every group at its end; the session's exit then closes its own
         import torch.distributed as dist
 
         from layoutcheck import LayoutChecker
         from layoutcheck.runtime.checker.state import CrossRankOptions
 
+        # `ending`'s last step is exchanged by the exit handler's `close_cross_rank`, the group still up; then the
+        # trainer destroys every group, and `checker`'s last step has nothing left to go on. (Both side groups
+        # are made first: torch names a new group over the same ranks as one destroyed before it, and its stale
+        # addresses would be read.)
         checker = LayoutChecker("record", cross_rank=CrossRankOptions(timeout=TIMEOUT))
+        ending = LayoutChecker("raise", cross_rank=CrossRankOptions(timeout=TIMEOUT))
         xr = checker._boundary_agreement({"cp": world, "tp": 1})
-        xr.check_boundary(0, count=2, padded=16, lengths=[5, 9], where="worker:pack")
+        last = ending._boundary_agreement({"cp": world, "tp": 1})
+        xr.check_boundary(1, count=2, padded=16, lengths=[5, 9], where="worker:pack")
+        checker.end_step()
+        last.check_boundary(1, count=2, padded=16, lengths=[5, 9 + rank], where="worker:pack")
+        at_exit = ending.close_cross_rank()  # recorded whatever the mode: an exit handler does not raise
+        xr.check_boundary(2, count=2, padded=16, lengths=[5, 9], where="worker:pack")  # the last step's
         dist.destroy_process_group()  # as a trainer ends: the side group goes with every other
         checker.close_cross_rank()  # what the session's exit handler does next: nothing left to destroy
-        return _result(checker.violations, exchanges=xr.exchanges, initialized=dist.is_initialized())
+        return _result(checker.violations, exchanges=xr.exchanges, initialized=dist.is_initialized(),
+                       notes=checker.notes, at_exit=[v.problem for v in at_exit],
+                       recorded=[v.problem for v in ending.violations])
     if name == "stop":  # rank 1 skips micro-batch 2's check (busy past the timeout), then checks micro-batch 3
         xr = CrossRankChecker(cp_size=world, timeout=TIMEOUT, mode="raise")
         start = time.monotonic()
@@ -253,7 +311,7 @@ def _run(name: str, rank: int, world: int) -> dict[str, Any]:
         mode = "raise" if name == "kill" else "record"
         try:
             session = _pipeline(mode, make_args(), ref, ps={"cp_size": world, "cp_rank": rank}, before=die,
-                                timeout=KILL_TIMEOUT)
+                                timeout=KILL_TIMEOUT, refs=[ref])
         except CrossRankTimeout as err:
             return _result(error=err, seconds=time.monotonic() - start[0], gone=list(err.gone))
         return _result(session.checker.violations, seconds=time.monotonic() - start[0], batches=session.batches,

@@ -6,7 +6,16 @@ import pytest
 import torch
 
 from layoutcheck.errors import LayoutSpecError
-from layoutcheck.runtime.crossrank.agreement import HEADER, Header, RankLayout, compare, decode_lists, needs_lists
+from layoutcheck.runtime.crossrank.agreement import (
+    HEADER,
+    Header,
+    RankLayout,
+    compare,
+    count_mismatch,
+    decode_lists,
+    digest_headers,
+    needs_lists,
+)
 
 
 def batch(padded=1536, *, k=3, call=4, samples=(4, 5), lengths=(1400, 1200), scheme="zigzag", layout="bshd"):
@@ -111,3 +120,19 @@ def test_bad_values_are_spec_errors_before_anything_is_sent(change, message):
     values = {"padded": 512, "scheme": "zigzag", "layout": "bshd", "samples": [0, 1], "lengths": [10, 20], **change}
     with pytest.raises(LayoutSpecError, match=message):
         RankLayout.of("batch", 1, 0, values.pop("padded"), **values)
+
+
+def test_a_steps_digest_covers_every_header_in_order():
+    # a deferred step's round one is (count, digest): any value or order that differs must change the digest
+    step = [batch(k=0, call=1).header(), batch(k=1, call=2).header()]
+    assert 0 <= digest_headers(step) < 2**56 and digest_headers(step) == digest_headers([list(h) for h in step])
+    assert digest_headers(step[::-1]) != digest_headers(step)
+    assert digest_headers([step[0], batch(k=1, call=2, padded=1664).header()]) != digest_headers(step)
+
+
+def test_ranks_that_made_different_numbers_of_checks_in_a_step_are_named_with_their_counts():
+    v = count_mismatch([24, 24, 23], global_ranks=[4, 5, 6], where="get_batch", micro_batch=5)
+    assert v.invariant == "X1" and v.field == "micro-batch schedule" and v.micro_batch == 5
+    assert v.problem == ("the CP ranks are out of step: in this step cp ranks 0, 1 made 24 checks; cp rank 2 made "
+                         "23 checks (the checks they share agree)")
+    assert v.actual == [23] and v.expected == 24

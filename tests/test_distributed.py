@@ -1,11 +1,13 @@
 """Cross-rank agreement (X1) between real processes: gloo on loopback, the reference pipeline per rank.
 
 Two jobs, each one process group for all its scenarios (tests/distributed_worker.py):
-2 ranks (agree, bad specifications, differing metadata, a bug flag on one
-rank, a rank that stops calling) and 4 ranks (cp=2 x dp=2 agreeing, cp=4
-with a bug flag on one rank, a rank killed midway). The pipeline scenarios
-activate layoutcheck from a configuration in every rank, as a debug run does:
-the exchanges are the ones the hooks make. Timeouts are 2 s, so a
+2 ranks (agree, several steps, a step that differs in raise mode, bad
+specifications, differing metadata, a bug flag on one rank, a rank that
+stops calling) and 4 ranks (cp=2 x dp=2 agreeing, cp=4 with a bug flag on
+one rank, a rank killed midway). The pipeline scenarios activate layoutcheck
+from a configuration in every rank, as a debug run does: the exchanges are
+the ones the hooks make, one per step (the hooks queue their checks and the
+next step's producer call, or the end of the run, exchanges them). Timeouts are 2 s, so a
 hang shows as a failure here, never as a stuck suite.
 """
 
@@ -20,7 +22,7 @@ from layoutcheck.errors import LayoutSpecError
 
 @pytest.fixture(scope="module")
 def two(tmp_path_factory):
-    return run_job(2, ["agree", "spec", "metadata", "bug", "boundary", "stop", "kill_record"],
+    return run_job(2, ["agree", "steps", "steps_differ", "spec", "metadata", "bug", "boundary", "stop", "kill_record"],
                    tmp_path_factory.mktemp("two"))
 
 
@@ -34,9 +36,10 @@ def problems(result):
 
 
 def test_every_cp_rank_of_a_boundary_call_sees_the_same_schedule(two):
-    # X1 generalised: each call of a boundary contract exchanges its sample count, true lengths and padded total
+    # X1 generalised: each call of a boundary contract exchanges its sample count, true lengths and padded total;
+    # the run's only boundary opens each step, so each call is exchanged at the next one (the last at the end)
     for rank, result in two["boundary"].items():
-        assert result["exchanges"] == 4 and result["notes"] == [], result
+        assert result["before_end"] == 3 and result["exchanges"] == 4 and result["notes"] == [], result
         x1 = [v for v in result["violations"] if v["invariant"] == "X1"]
         assert len(x1) == 1 and x1[0]["where"] == "worker:pack" and x1[0]["micro_batch"] == 3, x1
         assert x1[0]["problem"] == "cp rank 1 has total lengths [13, 5, 9] for micro-batch 3, cp rank 0 has [5, 13, 9]"
@@ -47,18 +50,53 @@ def test_the_exit_closes_the_side_group_even_after_the_trainer_destroyed_every_g
     for rank, result in run_job(2, ["release"], tmp_path)["release"].items():
         assert "error" not in result, result
         assert result["exchanges"] == 1 and result["initialized"] is False, result
+        # the exit handler exchanges the last step while the group is up: its violations are recorded, not raised
+        problem = "cp rank 1 has total lengths [5, 10] for micro-batch 1, cp rank 0 has [5, 9]"
+        assert result["at_exit"] == result["recorded"] == [problem], result
+        # the check queued after the last step boundary has no group left to go on: said, not lost silently
+        (note,) = result["notes"]
+        assert "the last step's 1 cross-rank check was not exchanged: the process group was destroyed" in note
 
 
 # ---------------------------------------------------------------- 2 ranks
 
 
 def test_two_ranks_running_the_same_pipeline_agree_on_every_micro_batch(two):
-    # the hooks exchange once per micro-batch in the replay fillers (2 keys) and once per get_batch call
-    # (the log-prob and the training pass): 6 micro-batches x 4 exchanges
+    # the hooks queue a check per micro-batch in the replay fillers (2 keys) and per get_batch call (the
+    # log-prob and the training pass): 6 micro-batches x 4 checks, exchanged at the step's end in one all-gather
     for rank, result in two["agree"].items():
         assert "error" not in result, result
         assert result["violations"] == [] and result["notes"] == []
-        assert result["batches"] == 12 and result["exchanges"] == 24, rank
+        assert result["batches"] == 12 and result["pending"] == 24, rank
+        assert result["exchanges"] == 1 and result["collectives"] == 1, result
+
+
+def test_a_step_costs_one_collective_on_the_side_group_whatever_its_number_of_checks(two):
+    # three steps of 24 checks each: torch.distributed.all_gather is called three times on the side group
+    for rank, result in two["steps"].items():
+        assert "error" not in result and result["violations"] == [] and result["notes"] == [], result
+        assert result["checked"]["rollouts"] == 3
+        assert result["calls"] == {"replay": 36, "batch": 36}, result["calls"]
+        assert result["exchanges"] == 3 and result["collectives"] == 3, result
+
+
+def test_a_step_that_differs_stops_a_raise_run_at_the_next_step_naming_micro_batch_ranks_and_values(two):
+    # rank 1's first rollout is 8 tokens longer per sample: locally right, across ranks not; the exchange at
+    # the second step's producer call raises on both ranks, before that step's rollout starts
+    for rank, result in two["steps_differ"].items():
+        error = result["error"]
+        assert error["type"] == "LayoutError", result
+        x1 = [v for v in result["violations"] if v["invariant"] == "X1"]
+        assert x1 and all(v["invariant"] == "X1" for v in result["violations"])
+        # the replay fillers' P agree (8 tokens more stay under the same padded length); the lengths do not
+        first = x1[0]
+        assert (first["where"], first["field"], first["micro_batch"]) == ("get_batch", "total_lengths", 0), first
+        assert first["problem"] == "cp rank 1 has total lengths [308] for micro-batch 0, cp rank 0 has [300]", first
+        assert [v["micro_batch"] for v in x1] == [0, 1, 2, 3, 4, 5], x1  # the log-prob pass; the training pass's
+        # second reading of the same micro-batches is the same violation, reported once per rollout
+        assert result["rollouts"] == 1  # the second rollout never started
+        # a step that differs pays the round with the headers and the one with the lists, once each
+        assert result["exchanges"] == 1 and result["collectives"] == 3, result
 
 
 def test_a_rank_with_the_bug_flag_on_is_named_on_both_ranks(two):
@@ -122,7 +160,7 @@ def test_four_ranks_compare_within_their_cp_groups_only(four):
         assert "error" not in result, result
         assert result["violations"] == []
         assert result["ranks"] == [[0, 1], [0, 1], [2, 3], [2, 3]][rank]
-        assert result["batches"] == 8 and result["exchanges"] == 16  # 4 micro-batches per DP rank, 4 exchanges each
+        assert result["batches"] == 8 and result["exchanges"] == 1  # 4 micro-batches per DP rank, one step
         # from a parallel state's process groups, CP groups [0, 2] and [1, 3]
         assert result["state_ranks"] == [[0, 2], [1, 3], [0, 2], [1, 3]][rank]
         assert result["state_exchanges"] == 1
@@ -143,8 +181,9 @@ def test_a_rank_killed_midway_is_named_on_every_live_rank_as_soon_as_the_transpo
         error = result["error"]
         assert error["type"] == "CrossRankTimeout" and error["missing"] == [3], error
         assert result["gone"] == [3]  # same host: its pid is gone, so nobody waits for it
+        # the survivors finish the step (their checks queued) and name it at the next step's exchange
         assert "did not complete: the transport lost a connection: cp rank 3 is gone (cp rank 3 (global rank 3): " \
-               "its process has exited; its last was exchange" in error["message"], error["message"]
+               "its process has exited; it never reached an exchange" in error["message"], error["message"]
         # the report comes long before the 20 s timeout (the bound is loose: a loaded machine is slow)
         assert result["seconds"] < KILL_TIMEOUT / 2, result["seconds"]
 
@@ -153,11 +192,12 @@ def test_in_record_mode_a_killed_rank_is_noted_and_the_step_goes_on(two):
     assert two["kill_record"][1] is None  # it died before writing anything
     result = two["kill_record"][0]
     assert "error" not in result, result
-    assert result["violations"] == [] and result["batches"] == 12  # every get_batch of the step ran
-    assert result["checked"]["micro-batches"] == 6  # and was still checked locally
+    assert result["violations"] == [] and result["batches"] == 24  # every get_batch of both steps ran
+    assert result["checked"]["micro-batches"] == 12  # and was still checked locally
     (note,) = result["notes"]
+    # the first step's exchange, at the second step's producer call, names the last check it held
     assert note.startswith("layoutcheck could not check `cross-rank agreement (X1)`: layoutcheck: the cross-rank "
-                           "check (X1) of `get_batch`, micro-batch 2"), note
+                           "check (X1) of `get_batch`, micro-batch 5 (exchange 1)"), note
     assert "cp rank 1 is gone" in note and "the cross-rank checks stop here" in note
     assert result["seconds"] < KILL_TIMEOUT / 2, result["seconds"]
 

@@ -473,3 +473,43 @@ def test_a_sample_grown_past_its_p_is_g2_at_the_pad_and_prompt_pieces_are_free()
     assert (v.invariant, v.actual) == ("G2", 384)
     assert v.where == f"F.pad at tests/test_tracer.py:{line} in {inspect.currentframe().f_code.co_name}"
     assert "below the 420 positions it holds" in v.problem
+
+
+# --- cp=1: slicing again changes nothing ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("fmt", ["bshd", "thd"])
+def test_at_cp_1_a_second_slice_of_a_sliced_sample_is_a_no_op_and_not_a_violation(fmt):
+    # At cp=1 the CP helpers only pad (BSHD, to P) or return their input (THD): a trainer that calls them again on
+    # their own output (a model-side slice after the batch builder's) holds right data, and nothing may be reported.
+    trainer_cp.set_parallel_state(1, 0)
+    data = rollout(cp=1, r=0, qkv_format=fmt)
+    slice_with_cp = wrap_slice_with_cp(trainer_cp.slice_with_cp, parallel_state=trainer_cp.get_parallel_state)
+    slice_log_prob = wrap_slice_log_prob_with_cp(trainer_cp.slice_log_prob_with_cp,
+                                                 parallel_state=trainer_cp.get_parallel_state)
+    padded = 384 if fmt == "bshd" else None
+    whole = tag(torch.zeros(200), geometry_of(data["loss_masks"][0]).evolve(field="rollout_log_probs"))
+    for mode in ("raise", "warn", "record"):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # a warning in warn mode fails the test too
+            tracer = Tracer(mode, enabled=True, layout=fmt)
+            with tracer:
+                once = slice_with_cp(data["tokens"][0], 0, fmt, padded)
+                twice = slice_with_cp(once, 0, fmt, padded)
+                lp = slice_log_prob(slice_log_prob(whole, 300, 200, fmt, padded), 300, 200, fmt, padded)
+        assert tracer.violations == [], [v.problem for v in tracer.violations]
+        assert torch.equal(once, twice) and twice.shape == ((384,) if fmt == "bshd" else (300,))
+        assert lp.numel() == 200
+
+
+def test_at_cp_1_a_second_slice_to_another_length_is_still_flagged():
+    # what the data hold decides: a repeated BSHD slice to another P pads a laid-out sample again (G3)
+    trainer_cp.set_parallel_state(1, 0)
+    data = rollout(cp=1, r=0)
+    slice_with_cp = wrap_slice_with_cp(trainer_cp.slice_with_cp, parallel_state=trainer_cp.get_parallel_state)
+
+    def twice():
+        slice_with_cp(slice_with_cp(data["tokens"][0], 0, "bshd", 384), 0, "bshd", 1024)
+
+    (v,) = flagged(twice)
+    assert v.invariant == "G3" and v.actual == 1024, v

@@ -592,13 +592,14 @@ class Session:
 
     def _at_exit(self) -> None:
         # A process whose hooks neither went in nor saw a problem (a launcher, a Ray driver, pip) stays quiet.
+        last_step: list[Any] = []
         if self._hooks.installed:
             try:  # boundary checks still waiting for device values: the steps are over, waiting is free now
                 self.checker.flush(wait=True)
             except Exception as err:  # noqa: BLE001 - the exit goes on
                 print(f"layoutcheck: deferred checks could not run at exit: {err}", file=sys.stderr)
-            try:  # layoutcheck's own gloo groups must not outlive the run into the interpreter's teardown
-                self.checker.close_cross_rank()
+            try:  # the last step's X1 checks, then layoutcheck's own gloo groups, before the interpreter's teardown
+                last_step = self.checker.close_cross_rank()
             except Exception as err:  # noqa: BLE001 - the exit goes on
                 print(f"layoutcheck: the cross-rank side group could not be closed at exit: {err}", file=sys.stderr)
         if self._hooks.installed:
@@ -615,6 +616,11 @@ class Session:
             tail = f"; report: {written}" if written else ""
             print(f"layoutcheck{who}: {self.summary()}{tail}\nlayoutcheck{who}: {self.setup.summary()}",
                   file=sys.stderr)
+        if last_step and self.mode == "raise" and not exit_status.already_failing():
+            # X1 is exchanged at step boundaries: the last step's disagreement is found here, and fails the run
+            print(f"layoutcheck{who}: exit status 1: raise mode, and the last step's cross-rank exchange found "
+                  f"{len(last_step)} X1 violation{'s' if len(last_step) != 1 else ''}", file=sys.stderr)
+            exit_status.fail(1)
         if problems and self.mode == "raise":
             if not self.setup.announced:
                 print(f"layoutcheck{who}: {self.setup.error('at exit')}", file=sys.stderr)

@@ -363,6 +363,8 @@ class _BoundaryCalls:
 
     def after(self, call: Mapping[str, Any], result: Any) -> None:
         spec, checker = self.spec, self.checker
+        if spec.cross_rank:
+            checker._step_opens(spec.target)
         self.calls += 1
         checker.checked["boundary calls"] += 1
         coords = self.coordinates.read(call) if self.needs_coordinates else {"tp": 1, "cp": 1, "rank": 0}
@@ -413,7 +415,7 @@ class _BoundaryCalls:
                 requests.append(values.Request("data:" + key, "data", value))
         where = f"{spec.target} (call {self.calls})"
         pending = _Call(self.calls, where, coords, scheme, units, tight, readings, pads, stream_units)
-        found = self._cross_rank(pending)  # every rank exchanges at every call: never deferred
+        found = self._cross_rank(pending)  # queued on every rank, exchanged at the step boundary
         device = [r for r in requests if not values.on_host(r)]
         # host values (CPU tensors, numpy arrays, lists) are read now; device tensors through a snapshot
         now = self._read_values([r for r in requests if not any(d is r for d in device)])

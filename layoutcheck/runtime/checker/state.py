@@ -52,6 +52,8 @@ class CrossRankOptions:
 
     every: int = 1
     timeout: float = 30.0
+    step_limit: int = 1024
+    """At most this many X1 checks wait for the step boundary (`CheckerState.end_step`); then they are exchanged."""
 
 
 class CheckerState:
@@ -93,6 +95,8 @@ class CheckerState:
         without one, the checker warns itself (raise and warn modes)."""
         self._rollouts = 0
         self._run = Rollout(index=-1)
+        self._step_opener: str | None = None
+        """What opens a step, for the cross-rank exchange: the first of a new rollout or a boundary's call seen."""
 
     # --- results -----------------------------------------------------
 
@@ -185,7 +189,8 @@ class CheckerState:
         try:
             self._agreement_checker = CrossRankChecker(
                 parallel_state=self.parallel_state, every=options.every, timeout=options.timeout, mode=None,
-                recorder=self.recorder, on_failure=self._cross_rank_failed,
+                recorder=self.recorder, on_failure=self._cross_rank_failed, defer=True,
+                step_limit=options.step_limit,
             )
         except LayoutSpecError as err:
             self._agreement_checker = False  # said once; the local checks go on
@@ -215,7 +220,7 @@ class CheckerState:
                 ranks = {"cp_size": coords["cp"], "tp_size": coords["tp"]}
             self._boundary_checker = CrossRankChecker(
                 **ranks, every=options.every, timeout=options.timeout, mode=None, recorder=self.recorder,
-                on_failure=self._cross_rank_failed,
+                on_failure=self._cross_rank_failed, defer=True, step_limit=options.step_limit,
             )
         except LayoutSpecError as err:
             self._boundary_checker = False
@@ -237,11 +242,58 @@ class CheckerState:
         finally:
             self.mode = mode
 
-    def close_cross_rank(self) -> None:
-        """Destroy the cross-rank side groups (at exit: gloo's threads then end before the interpreter's teardown)."""
+    def end_step(self) -> list[Violation]:
+        """The step boundary of the cross-rank checks (X1): exchange what every CP rank queued since the last one.
+
+        The hooks queue their X1 checks and call this when a step opens:
+        at a new rollout (the producer's call, or a consumer's first read of
+        a rollout dict) or, in a run with no rollouts, at each call of the
+        first boundary contract called in the run; and at exit
+        (`close_cross_rank`). A trainer may call it itself, on every rank
+        at the same point (after its optimizer step, say). The violations
+        are reported in this checker's mode, so raise mode stops here: a
+        step late, at the start of the step after the one that disagreed.
+        """
+        found: list[Violation] = []
         for checker in (self._agreement_checker, self._boundary_checker):
-            if checker:
-                checker.close()
+            if checker and checker.pending:
+                found += self._checking("cross-rank agreement (X1)", checker.end_step) or []
+        self._report(found)
+        return found
+
+    def _step_opens(self, opener: str) -> None:
+        # The first opener seen (a rollout, or a boundary's target) marks every later step's start.
+        if self._step_opener is None:
+            self._step_opener = opener
+        elif opener == self._step_opener and (self._agreement_checker or self._boundary_checker):
+            self.end_step()
+
+    def close_cross_rank(self) -> list[Violation]:
+        """Exchange the last step's X1 checks, then destroy the side groups (at exit); the violations of that step.
+
+        They are recorded whatever the mode (raising in an exit handler
+        would only print a traceback). A trainer that destroyed its process
+        groups first leaves nothing to exchange them on: one note says how
+        many checks were left unexchanged.
+        """
+        found: list[Violation] = []
+        checkers = [c for c in (self._agreement_checker, self._boundary_checker) if c]
+        left = sum(c.pending for c in checkers)
+        if left:
+            if distributed_ready():
+                mode, self.mode = self.mode, "record"
+                try:
+                    found = self.end_step()
+                finally:
+                    self.mode = mode
+            else:
+                self._note("cross-rank agreement (X1)", f"the last step's {left} cross-rank check"
+                           f"{'s were' if left != 1 else ' was'} not exchanged: the process group was destroyed "
+                           "before the exit (call `end_step()` on the checker before `destroy_process_group()` "
+                           "to have them compared)", key="cross-rank left at exit")
+        for checker in checkers:
+            checker.close()
+        return found
 
     def _cross_rank_failed(self, err: CrossRankTimeout) -> bool:
         # A rank gone or stopped: raise mode stops the step; warn and record note it and go on (X1 stops).
@@ -301,6 +353,7 @@ class CheckerState:
                           stacklevel=user_stacklevel())
 
     def _new_rollout(self, key: int | None, layout: str | None) -> Rollout:
+        self._step_opens("rollout")  # the previous rollout's X1 checks are exchanged, reported under it
         self._run = Rollout(index=self._rollouts, key=key, layout=layout, buckets=self.buckets)
         self._rollouts += 1
         self._log.rollout()

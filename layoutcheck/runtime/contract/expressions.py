@@ -145,7 +145,11 @@ def _walk(value: Any, parts: tuple[str | int, ...]) -> Any:
         if part == "*":
             if not isinstance(value, (list, tuple)) and not _object_array(value):
                 return MISSING
-            return [_walk(entry, parts[i + 1:]) for entry in value]
+            rest = parts[i + 1:]
+            if len(rest) == 1 and isinstance(rest[0], str):  # `x.*.field`, per sample on every call: no recursion
+                name = rest[0]
+                return [MISSING if e is MISSING or e is None else _step(e, name) for e in value]
+            return [_walk(entry, rest) for entry in value]
         value = _step(value, part)
     return value
 
@@ -154,6 +158,10 @@ def _object_array(value: Any) -> bool:
     # a 1-D numpy array of per-sample objects (verl's non_tensor_batch entries): `*` reads each entry
     shape = getattr(value, "shape", None)
     return getattr(getattr(value, "dtype", None), "kind", None) == "O" and shape is not None and len(shape) == 1
+
+
+_MAPPING: dict[type, bool] = {}
+"""Whether each type `_step` met is a `Mapping` (an ABC check: the same answer for every instance)."""
 
 
 def _step(value: Any, part: str | int) -> Any:
@@ -166,7 +174,10 @@ def _step(value: Any, part: str | int) -> Any:
         if isinstance(value, Mapping):
             return value.get(part, MISSING)
         return MISSING
-    if isinstance(value, Mapping):
+    mapping = _MAPPING.get(type(value))
+    if mapping is None:  # asked once per type: `isinstance` against an ABC is slow, and this runs per sample
+        mapping = _MAPPING[type(value)] = isinstance(value, Mapping)
+    if mapping:
         return value.get(part, MISSING)
     if hasattr(value, "keys") and hasattr(value, "__getitem__"):  # mapping-like (a TensorDict, a batch dict)
         try:

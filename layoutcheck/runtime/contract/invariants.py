@@ -37,6 +37,7 @@ import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from layoutcheck import geometry
 from layoutcheck.errors import LayoutSpecError, Violation
@@ -217,12 +218,13 @@ def bind(readings: Sequence[Reading], n: int, where: str, sizes: dict[str, objec
             continue
         if r.cu is not None and len(lengths) == n + 1:
             lengths = lengths[:n]  # the last segment is the stream's tail padding (B4 judges it)
+        quantity, shift = _quantity(basis, 0)
         for i, length in enumerate(lengths[:n]):
-            quantity, value = _quantity(basis, length)
+            value = length + shift
             have = bound.values[i].get(quantity)
             if have is None:
                 bound.values[i][quantity] = value
-                if quantity not in bound.by:  # once per quantity (describing a space is not free)
+                if quantity not in bound.by:  # `described` builds a string: once per quantity, not per sample
                     bound.by[quantity] = r.spec.key
                     bound.spaces[quantity] = r.described
             elif have != value:
@@ -247,6 +249,9 @@ def derive_padded(bound: Bound, unit: int) -> None:
             bound.spaces.setdefault("P", "P")
 
 
+_UNSET: Any = object()
+
+
 def _length(space: Space, sample: SampleLengths, cp: int, rank: int) -> int | None:
     return _cached_length(space, sample, cp, rank)
 
@@ -269,6 +274,7 @@ def check_fields(readings: Sequence[Reading], bound: Bound, *, cp: int, rank: in
     """B1 for every field that did not bind, B4 for packed streams and their cumulative lengths."""
     out: list[Violation] = []
     n = bound.n
+    samples = [bound.sample(i) for i in range(n)]  # once per call, not once per field
     streams = [r for r in readings if r.shape == "stream" and r.total is not None and r.space is not None]
     for r in readings:
         if r.space is None or r.shape in ("missing", "schedule"):
@@ -290,11 +296,16 @@ def check_fields(readings: Sequence[Reading], bound: Bound, *, cp: int, rank: in
         if r.count != n:
             continue  # the return value's count: B5
         binds = r.spec.binds if r.shape != "rows" else None
+        quantity, shift = _quantity(binds, 0) if binds is not None else (None, 0)
+        wants: dict[int, int | None] = {}  # per distinct sample (`Bound.sample` shares equal ones): one length
+        values = bound.values
         for i, got in enumerate(r.lengths):
-            sample = bound.sample(i)
-            if sample is None:
-                continue
-            want = _length(r.space, sample, cp, rank)
+            sample = samples[i]
+            if sample is None or (quantity is not None and got + shift == values[i].get(quantity)):
+                continue  # the field that bound this sample's length holds it by construction
+            want = wants.get(id(sample), _UNSET)
+            if want is _UNSET:
+                want = wants[id(sample)] = _length(r.space, sample, cp, rank)
             if r.shape == "padded rows":  # a row-padded batch: the row must hold the sample (its side: values)
                 if want is not None and got < want:
                     out.append(_b1(r, i, got, f">= {want}", where, sizes, sample, cp, rank,
@@ -307,7 +318,7 @@ def check_fields(readings: Sequence[Reading], bound: Bound, *, cp: int, rank: in
                         out.append(_b1(r, i, got, f">= T_i = {sample.total}", where, sizes, sample, cp, rank,
                                        "the row is narrower than the sample's true length"))
                     continue
-            if want is None or (binds is not None and _quantity(binds, got)[1] == bound.values[i].get(_quantity(binds, got)[0])):
+            if want is None:
                 continue
             if got != want:
                 out.append(_b1(r, i, got, want, where, sizes, sample, cp, rank,

@@ -4,7 +4,14 @@
 this module knows nothing of torch or process groups, so the comparison and
 its messages are tested without spawning anything.
 
-One exchange is at most two rounds. Round one: every CP rank sends a fixed
+A step's checks are exchanged together (`CrossRankChecker` in deferred mode, what
+the hooks use): round one is then `STEP` values per rank, the number of checks
+the rank made in the step and a digest of all their headers; only when those
+differ are the headers themselves gathered (`step_rows`), then the lists of
+the checks whose digests differ, and each check is compared as below, in
+order (`count_mismatch` when one rank made more checks than another).
+
+One check's own exchange is at most two rounds. Round one: every CP rank sends a fixed
 `HEADER` of int64 values (which check, its call number, the micro-batch
 index, ``P``, the CP scheme, the layout, and the count and a 56-bit digest of
 the sample ids and of the lengths). Only when two ranks' digests differ is
@@ -32,8 +39,11 @@ __all__ = [
     "ROLES",
     "Header",
     "RankLayout",
+    "STEP",
     "compare",
+    "count_mismatch",
     "decode_lists",
+    "digest_headers",
     "name_ranks",
     "needs_lists",
 ]
@@ -50,6 +60,8 @@ _UNKNOWN = -1
 
 HEADER = 10
 """int64 values per rank in round one."""
+STEP = 2
+"""int64 values per rank in a step's round one: how many checks, and a digest of their headers."""
 
 HINTS = {
     "schedule": "run the same layoutcheck configuration (hooks, `every`) on every rank, and let the data "
@@ -76,6 +88,11 @@ def _digest(values: Sequence[int] | None) -> int:
         return _UNKNOWN
     data = array("q", values).tobytes()
     return int.from_bytes(hashlib.blake2b(data, digest_size=7).digest(), "little")
+
+
+def digest_headers(headers: Sequence[Sequence[int]]) -> int:
+    """A 56-bit digest of a step's headers, in order: equal on two ranks when (almost surely) every value is."""
+    return _digest([v for h in headers for v in h])
 
 
 def _ints(name: str, values: Sequence[object] | None) -> tuple[int, ...] | None:
@@ -317,3 +334,18 @@ def compare(
                 hint=HINTS[key], micro_batch=k, sizes=sizes,
             ))
     return found, in_step
+
+
+def count_mismatch(counts: Sequence[int], *, global_ranks: Sequence[int], where: str,
+                   micro_batch: int) -> Violation:
+    """The ranks made different numbers of cross-rank checks in one step (each check they share agreed)."""
+    ref, holders = _split(list(counts))
+    odd = sorted(r for v, ranks in holders.items() if v != ref for r in ranks)
+    made = "; ".join(f"{name_ranks(ranks)} made {count} check{'s' if count != 1 else ''}"
+                     for count, ranks in sorted(holders.items(), key=lambda kv: kv[1][0]))
+    return Violation(
+        invariant=INVARIANT, where=where, field="micro-batch schedule",
+        problem=f"the CP ranks are out of step: in this step {made} (the checks they share agree)",
+        actual=[counts[r] for r in odd], expected=ref, hint=HINTS["schedule"], micro_batch=micro_batch,
+        sizes={"cp": len(counts), "global ranks": tuple(global_ranks)},
+    )

@@ -33,6 +33,15 @@ How it stays cheap and never hangs (docs/development.md#what-the-runtime-is-buil
   connects each rank to a few others only) see a lost connection too,
   instead of waiting for the timeout.
 
+A deferred checker (``defer=True``: what the hooks make) queues its checks and
+exchanges them together at `CrossRankChecker.end_step`, the step boundary
+(see `layoutcheck.runtime.checker.state.CheckerState.end_step`): one
+all-gather of two int64 values per rank when the ranks agree, so a step
+costs one collective on the side group whatever its number of checks. It
+announces its pid and connects its side group when it is made (every rank's
+first check), so that a rank that dies before the step's end is still seen
+as gone at once.
+
 A failed exchange ends the cross-rank checks of the process (the exchange
 sequence is broken for good). In raise mode, and by default, it raises
 `CrossRankTimeout`; with ``mode`` ``"warn"`` or ``"record"`` (or an
@@ -63,10 +72,13 @@ from layoutcheck.errors import LayoutcheckError, LayoutSpecError, Violation, met
 from layoutcheck.runtime.crossrank.agreement import (
     HEADER,
     INVARIANT,
+    STEP,
     Header,
     RankLayout,
     compare,
+    count_mismatch,
     decode_lists,
+    digest_headers,
     name_ranks,
     needs_lists,
 )
@@ -179,7 +191,19 @@ class CrossRankChecker:
     ``"record"``; ``None``: only return them, the caller reports).
 
     ``every``: exchange on every n-th call of each check only (the others
-    return at once). ``timeout``: seconds to wait for the group at one
+    return at once).
+
+    ``defer``: queue the checks and exchange them together at `end_step`
+    (what the hooks do: one collective per training step when the ranks
+    agree, instead of one per call). Each check then returns no violations;
+    `end_step` returns them all, naming each check's micro-batch, call and
+    ranks as an immediate exchange would. A bad value still raises at the
+    check. A deferred checker connects its side group when it is made, so
+    every rank of the CP group makes it at the same point (the hooks make
+    it at their first check). ``step_limit``: a deferred checker also exchanges when that
+    many checks are queued (the same call on every rank), so that a run
+    without step boundaries pays one collective per ``step_limit`` checks
+    and holds no more than that. ``timeout``: seconds to wait for the group at one
     exchange before giving up (sooner when a peer is gone). ``store``: where
     the per-rank progress keys go (default: the default process group's
     store).
@@ -205,6 +229,8 @@ class CrossRankChecker:
         recorder: Recorder | None = None,
         store: Any | None = None,
         on_failure: Callable[[CrossRankTimeout], bool] | None = None,
+        defer: bool = False,
+        step_limit: int = 1024,
     ) -> None:
         dist = _dist()
         self.rank: int = dist.get_rank()
@@ -234,7 +260,12 @@ class CrossRankChecker:
         self.mode = None if mode is None else check_mode(mode)
         self.recorder = recorder if recorder is not None else Recorder()
         self.exchanges = 0
-        """Exchanges completed so far."""
+        """Exchanges completed so far (a deferred checker's: steps exchanged)."""
+        self.collectives = 0
+        """All-gathers issued on the side group (a clean deferred step: one)."""
+        self.defer = bool(defer)
+        self.step_limit = size("step_limit", step_limit, minimum=1)
+        self._pending: list[tuple[RankLayout, str, str | None]] = []
         self._calls: Counter[str] = Counter()
         self.on_failure = on_failure
         self._group: Any = None
@@ -246,6 +277,12 @@ class CrossRankChecker:
             tag = "-".join(map(str, group_ranks))
             base = store if store is not None else dist.distributed_c10d._get_default_store()
             self._store = dist.PrefixStore(f"layoutcheck/x1/{tag}/{_instances[group_ranks]}/", base)
+            if self.defer:
+                # A deferred check waits for the step's end: a rank that dies before it must already be known
+                # (its pid) and connected (the side group, made now, on every rank's first check), so that the
+                # survivors' exchange sees a lost connection at once rather than a rendezvous that times out.
+                self._announce()
+                self._side_group()
 
     # --- the checks ---------------------------------------------------
 
@@ -301,6 +338,27 @@ class CrossRankChecker:
         return self._check("boundary", where, "padded total", call, padded, scheme=scheme,
                            samples=list(order) if order is not None else list(range(count)), lengths=lengths)
 
+    @property
+    def pending(self) -> int:
+        """Checks queued for the next `end_step` (deferred mode)."""
+        return len(self._pending)
+
+    def end_step(self) -> list[Violation]:
+        """Exchange the checks queued since the last call (deferred mode); the violations, after ``mode``.
+
+        Every CP rank must call it at the same point of its schedule (the
+        hooks call it at the step boundary: see
+        `layoutcheck.runtime.checker.state.CheckerState.end_step`). One
+        all-gather of `STEP` values when the ranks made the same checks with
+        the same values; the headers (and the lists that differ) follow only
+        when they did not. Nothing queued: nothing exchanged.
+        """
+        entries, self._pending = self._pending, []
+        if not entries or self.cp_size == 1 or self._stopped:
+            return []
+        self._raise_if_failed()
+        return self._run(entries)
+
     def close(self) -> None:
         """Destroy the side group and drop it (after a failed exchange it is left to the process's exit).
 
@@ -321,27 +379,37 @@ class CrossRankChecker:
                **values: Any) -> list[Violation]:
         if self.cp_size == 1 or self._stopped:
             return []
-        if self._failed is not None:
-            raise CrossRankTimeout(f"an earlier cross-rank exchange failed:\n{self._failed}",
-                                   missing=self._failed.missing, gave_up=self._failed.gave_up,
-                                   micro_batch=self._failed.micro_batch)
+        self._raise_if_failed()
         call = self._calls[role] + 1
         mine = RankLayout.of(role, call, micro_batch, padded, **values)  # a bad value raises before counting
         self._calls[role] = call
         if (call - 1) % self.every:
             return []
+        if self.defer:
+            self._pending.append((mine, where, data_key))
+            return self.end_step() if len(self._pending) >= self.step_limit else []
+        return self._run([(mine, where, data_key)])
+
+    def _raise_if_failed(self) -> None:
+        if self._failed is not None:
+            raise CrossRankTimeout(f"an earlier cross-rank exchange failed:\n{self._failed}",
+                                   missing=self._failed.missing, gave_up=self._failed.gave_up,
+                                   micro_batch=self._failed.micro_batch)
+
+    def _run(self, entries: list[tuple[RankLayout, str, str | None]]) -> list[Violation]:
+        """Exchange ``entries`` (one check, or a step's), stop on a failure or when the ranks are out of step."""
         try:
-            found, in_step = self._exchange(mine, where, data_key)
+            found, stopped_at = self._exchange(entries)
         except CrossRankTimeout as err:
             if not self._goes_on(err):
                 raise
             self._stopped = True  # the sequence is broken for good: no later exchange could pair up
             return []
-        if not in_step:
+        if stopped_at is not None:
             # Later exchanges would pair unrelated checks; every rank saw the same values and stops too.
             self._stopped = True
-            self.recorder.add_note(f"layoutcheck stopped cross-rank checks at `{where}` micro-batch {micro_batch}: "
-                                   "the CP ranks are out of step")
+            self.recorder.add_note(f"layoutcheck stopped cross-rank checks at `{stopped_at[1]}` micro-batch "
+                                   f"{stopped_at[0].micro_batch}: the CP ranks are out of step")
         if self.mode is not None:
             report(found, self.mode, recorder=self.recorder)
         return found
@@ -360,20 +428,25 @@ class CrossRankChecker:
             warnings.warn(text, LayoutWarning, stacklevel=user_stacklevel())
         return True
 
-    def _exchange(self, mine: RankLayout, where: str, data_key: str | None) -> tuple[list[Violation], bool]:
+    def _exchange(self, entries: list[tuple[RankLayout, str, str | None]]) -> tuple[
+            list[Violation], tuple[RankLayout, str, str | None] | None]:
+        """One exchange of ``entries``; the violations, and the entry where the ranks went out of step (else ``None``)."""
         seq = self.exchanges + 1
+        mine, where, _ = entries[-1]  # what the progress key and a failure name: the last check of the exchange
         deadline = time.monotonic() + self.timeout
         try:
-            if not self._announced:  # once: who this rank is, so a peer that loses it can tell whether it died
-                self._store.set(f"pid/{self.cp_rank}", f"{_host_identity()} {os.getpid()}")
-                self._announced = True
+            self._announce()
             self._store.set(str(self.cp_rank), f"{seq} at {mine.micro_batch} {where}")
-            headers = [Header.decode(row) for row in self._gather(mine.header(), HEADER)]
-            lists = None
-            longest = needs_lists(headers)
-            if longest is not None:
-                rows = self._gather(mine.lists(*longest), sum(longest))
-                lists = decode_lists(headers, rows, longest[0])
+            if self.defer:
+                compared, counts = self._gather_step([e[0] for e in entries])
+            else:
+                headers = [Header.decode(row) for row in self._gather(mine.header(), HEADER)]
+                lists = None
+                longest = needs_lists(headers)
+                if longest is not None:
+                    rows = self._gather(mine.lists(*longest), sum(longest))
+                    lists = decode_lists(headers, rows, longest[0])
+                compared, counts = [(headers, lists)], None
         except Exception as err:  # noqa: BLE001 - any transport failure ends in one clear error
             gone = _connection_lost(err)
             self._failed = self._timeout(seq, mine, where, err, deadline, gone=gone)
@@ -388,7 +461,57 @@ class CrossRankChecker:
                 self._close_broken_group()
             raise self._failed from None
         self.exchanges = seq
-        return compare(headers, lists, global_ranks=self.ranks, where=where, field=data_key)
+        found: list[Violation] = []
+        for entry, (headers, lists) in zip(entries, compared):
+            more, in_step = compare(headers, lists, global_ranks=self.ranks, where=entry[1], field=entry[2])
+            found += more
+            if not in_step:
+                return found, entry
+        if counts is not None and len(set(counts)) > 1:
+            entry = entries[min(len(compared), len(entries) - 1)]
+            found.append(count_mismatch(counts, global_ranks=self.ranks, where=entry[1],
+                                        micro_batch=entry[0].micro_batch))
+            return found, entry
+        return found, None
+
+    def _gather_step(self, mine: list[RankLayout]) -> tuple[
+            list[tuple[list[Header], Any]], list[int] | None]:
+        """A step's checks: ``[(headers per rank, lists or None)]`` for the checks every rank made, and the counts.
+
+        Round one is `STEP` values (how many checks, a digest of their
+        headers): when every rank sent the same, the step agreed and nothing
+        else is sent (``([], None)``). Otherwise the headers follow, padded
+        to the most checks any rank made, then the lists of the checks whose
+        sample or length digests differ, in one more round.
+        """
+        headers_mine = [m.header() for m in mine]
+        summary = self._gather([len(mine), digest_headers(headers_mine)], STEP)
+        if all(row == summary[0] for row in summary):
+            return [], None
+        counts = [row[0] for row in summary]
+        most = max(counts)
+        flat = [v for h in headers_mine for v in h] + [0] * (HEADER * (most - len(mine)))
+        rows = self._gather(flat, HEADER * most)
+        common = min(counts)
+        per_check = [[Header.decode(rows[r][i * HEADER : (i + 1) * HEADER]) for r in range(self.cp_size)]
+                     for i in range(common)]
+        wanted = [(i, longest) for i, longest in ((i, needs_lists(h)) for i, h in enumerate(per_check))
+                  if longest is not None]
+        lists: dict[int, Any] = {}
+        if wanted:
+            payload = [v for i, longest in wanted for v in mine[i].lists(*longest)]
+            gathered = self._gather(payload, len(payload))
+            start = 0
+            for i, (n_samples, n_lengths) in wanted:
+                part = [row[start : start + n_samples + n_lengths] for row in gathered]
+                lists[i] = decode_lists(per_check[i], part, n_samples)
+                start += n_samples + n_lengths
+        return [(per_check[i], lists.get(i)) for i in range(common)], counts
+
+    def _announce(self) -> None:
+        if not self._announced:  # once: who this rank is, so a peer that loses it can tell whether it died
+            self._store.set(f"pid/{self.cp_rank}", f"{_host_identity()} {os.getpid()}")
+            self._announced = True
 
     def _close_broken_group(self) -> None:
         """Close the side group after a lost connection: its peers blocked in the exchange then fail at once too."""
@@ -415,6 +538,7 @@ class CrossRankChecker:
         import torch
 
         group = self._side_group()
+        self.collectives += 1
         out = bytearray(8 * n * self.cp_size)
         with metadata_only():  # a tracer's TorchFunctionMode must not see these CPU tensors
             send = torch.frombuffer(bytearray(array("q", values).tobytes()), dtype=torch.int64)

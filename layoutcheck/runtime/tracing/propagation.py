@@ -475,7 +475,9 @@ def length_problem(tag: Tag, size: int, new: int, *, action: str, allowed: Seque
     if tag.cp_local and tag.length is not None and new in layout_lengths(tag.length, tag.cp_size, tag.scheme):
         return space_rules.cp_again(tag, size, action=action, given=given)  # the first step of a CP slice: S1
     if tag.sliced:
-        problem = f"{action} {who} {given}, but it is CP-sliced to its local length L={tag.local}"
+        held = (f"already laid out to L={tag.local} positions at cp=1" if not tag.cp_local
+                else f"CP-sliced to its local length L={tag.local}")
+        problem = f"{action} {who} {given}, but it is {held}"
         return violation("G3", tag, problem, actual=new, expected=expected, hint=PAD_HINT)
     if tag.bucket is not None:
         problem = f"{action} {who} {given}, but its bucket is {tag.bucket}"

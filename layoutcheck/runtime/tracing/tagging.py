@@ -408,11 +408,9 @@ def _slice_problems(g: Tag, size: int, qkv_format: object, max_seq_len: object,
         )]
     if g.cp_local:
         return [space_rules.cp_again(g, size, action="CP-slices", given="with slice_with_cp")]
-    if g.sliced:
-        return [violation(
-            "G3", g, f"CP-slices {g.describe()}, which is already CP-sliced", actual=f"a tensor of {size} positions",
-            expected="the sample's unsliced positions", hint="slice each sample once, from its unsliced tokens",
-        )]
+    # A tensor a CP helper laid out at cp=1 holds the whole sample (padded to P under BSHD): the helper only pads,
+    # so slicing it again with the same layout changes nothing. What the data hold is judged below, as for any
+    # unsliced sample: another layout, or another max_seq_len than the positions it holds.
     if qkv_format != g.layout:
         return [violation(
             "G3", g, f"slices {g.describe()} with the {qkv_format} rule, but the sample is laid out {g.layout}",
@@ -498,9 +496,8 @@ def _log_prob_problems(g: Tag, total: object, response: object, qkv_format: obje
     hint = "slice each response field with its own sample's total_length, response_length and max_seq_lens entry"
     if g.cp_local:
         return [space_rules.cp_again(g, g.local or 0, action="CP-slices", given="with slice_log_prob_with_cp")]
-    if g.sliced:
-        return [violation("G4", g, f"CP-slices {g.describe()}, which is already CP-sliced",
-                                       actual="a second slice", expected="one slice per field", hint=hint)]
+    # sliced at cp=1 (`g.sliced`, not CP-local): every entry is still there, and a second slice keeps them all;
+    # the lengths and the layout it is called with are judged as for an unsliced field
     seen = {"T": total, "R": response}
     want = {"T": g.total, "R": g.response}
     if qkv_format == "bshd":
