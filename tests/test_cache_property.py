@@ -76,7 +76,7 @@ class Session:
     def compare(self, target: str) -> None:
         """Check ``target`` with the cache twice (the second finds everything cached or replays), then
         without: all three alike."""
-        args = ["--jobs", "1", target]
+        args = ["--jobs", "1", "--preview", target]  # every rule: a preview rule reads the cache as well
         cached = self._check(args)
         again = self._check(args)
         fresh = self._check(["--no-cache", *args])

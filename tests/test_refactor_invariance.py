@@ -33,6 +33,7 @@ import pytest
 
 from layoutcheck.configfile import TABLE, LoadedConfig
 from layoutcheck.lint.runner import run
+from layoutcheck.lint.selection import SelectionOverrides
 
 from refactoring import TRANSFORMS, Rewrite, anchor, rewrite
 
@@ -64,7 +65,8 @@ def _marks(transform: str, group: str) -> list[pytest.MarkDecorator]:
 
 def _findings(root: Path, project: str, maps: dict[str, tuple[ast.Module, Rewrite | None]]) -> set[Key]:
     """``project``'s findings as (file, first line of the original statement, rule)."""
-    result = run([root / project], cwd=root, use_cache=False, jobs=1)
+    # --preview: every rule, stable or not, must keep its findings through a rewrite.
+    result = run([root / project], cwd=root, use_cache=False, jobs=1, overrides=SelectionOverrides(preview=True))
     assert not result.errors, result.errors
     out: set[Key] = set()
     for finding in result.findings:
@@ -219,7 +221,7 @@ def test_a_real_tree_has_the_same_findings_rewritten(tmp_path: Path) -> None:
 
     def findings(root: Path, maps: dict[str, tuple[ast.Module, Rewrite | None]]) -> set[Key]:
         loaded = LoadedConfig(None, root, {}, TABLE)  # no configuration: as a new user would
-        result = run([root], cwd=root, use_cache=False, jobs=2, loaded=loaded)
+        result = run([root], cwd=root, use_cache=False, jobs=2, loaded=loaded, overrides=SelectionOverrides(preview=True))
         out = set()
         for f in result.findings:
             path = Path(f.path).as_posix()
