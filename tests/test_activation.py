@@ -232,6 +232,13 @@ MISTAKES = {
                                           + hooks_table(GOOD), {}, "runtime.parallel-state",
                                           "'tinytrainer.data:parallel_state' cannot be loaded",
                                           "at the program's first hooked call"),
+    # A coordinate source the user named that does not load was a note per call (the check skipped, exit 0).
+    "cp-size that does not load": ('[runtime]\ncp-size = "tinytrainr.mesh:ctx_world"\n' + hooks_table(GOOD), {},
+                                   "runtime.cp-size", "'tinytrainr.mesh:ctx_world' cannot be loaded: No module "
+                                   "named 'tinytrainr'", "at the program's first hooked call"),
+    "cp-group that does not load": ('[runtime]\ncp-group = "tinytrainer.data:ctx_group"\n' + hooks_table(GOOD), {},
+                                    "runtime.cp-group", "'tinytrainer.data:ctx_group' cannot be loaded",
+                                    "at the program's first hooked call"),
 }
 
 
