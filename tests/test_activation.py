@@ -127,7 +127,7 @@ def test_without_the_variable_nothing_is_imported(project):
 def test_raise_mode_fails_the_step_with_the_violation(project):
     ok = run(project, "train.py", env={"LAYOUTCHECK": "raise"})
     assert ok.returncode == 0 and "trained" in ok.stdout, ok.stderr
-    assert "layoutcheck: no layout violations (checked 1 rollouts)" in ok.stderr
+    assert "layoutcheck: no layout violations (checked 1 rollout)" in ok.stderr
     bad = run(project, "train.py", "bug", env={"LAYOUTCHECK": "raise"})
     assert bad.returncode == 1 and "trained" not in bad.stdout
     assert "layoutcheck.errors.LayoutError: 1 layout violation" in bad.stderr
