@@ -272,6 +272,18 @@ def test_a_configuration_mistake_stops_the_run_before_its_first_step(project, mi
     assert "layout violation" not in proc.stderr and "hooks installed" not in proc.stderr  # no summary either
 
 
+@pytest.mark.parametrize("named", ["missing.toml", "."])
+def test_a_configuration_file_the_variable_names_wrongly_is_said_to_come_from_the_variable(project, named):
+    # "configuration file /x/missing.toml does not exist" did not say that LAYOUTCHECK_CONFIG named it.
+    proc = run(project, "train.py", env={"LAYOUTCHECK": "raise", "LAYOUTCHECK_CONFIG": named})
+    assert proc.returncode == 2 and "trained" not in proc.stdout, proc.stderr
+    lines = proc.stderr.splitlines()
+    assert lines[0].startswith("layoutcheck: configuration error: LAYOUTCHECK_CONFIG (environment variable) names "
+                               f"{project / named if named != '.' else project}"), lines
+    assert "point LAYOUTCHECK_CONFIG at a pyproject.toml or layoutcheck.toml, or unset it" in lines[-1], lines[-1]
+    assert "Traceback" not in proc.stderr
+
+
 def test_a_typo_in_a_runtime_key_never_checks_on_the_default_it_leaves(project):
     # Issue 27 point 5: `parallel-stat` left cp=1 in force and a correct multi-rank run raised 64 false
     # violations. The typo'd run checks nothing and writes no report.

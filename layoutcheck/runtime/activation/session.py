@@ -660,6 +660,8 @@ def _stop(err: ConfigError, when: str) -> None:
     what = str(err).strip()
     if err.source == "environment":
         fix = f"set {err.key} to one of the values above"
+    elif err.key == ENV_CONFIG:
+        fix = f"point {ENV_CONFIG} at a pyproject.toml or layoutcheck.toml, or unset it"
     elif err.key and err.source:
         fix = f"correct `{err.key}` in {err.source}"
     else:
@@ -690,6 +692,13 @@ def _load(config: str | os.PathLike[str] | None, search_from: str | os.PathLike[
     from layoutcheck.configfile import find_config_file, load_config
 
     named = config if config is not None else environ.get(ENV_CONFIG) or None
+    if named is not None and config is None and not Path(named).expanduser().is_file():
+        # Named by the variable, not by a file the user is looking at: the message says where the path came from.
+        try:
+            load_config(named)
+        except ConfigError as err:
+            raise ConfigError(f"{ENV_CONFIG} (environment variable) names {Path(named).expanduser().absolute()}: "
+                              f"{err}", key=ENV_CONFIG) from None
     if named is not None:
         loaded = load_config(named)
     else:
