@@ -127,7 +127,7 @@ def test_without_the_variable_nothing_is_imported(project):
 def test_raise_mode_fails_the_step_with_the_violation(project):
     ok = run(project, "train.py", env={"LAYOUTCHECK": "raise"})
     assert ok.returncode == 0 and "trained" in ok.stdout, ok.stderr
-    assert "layoutcheck: no layout violations (checked 1 rollouts)" in ok.stderr
+    assert "layoutcheck: no layout violations (checked 1 rollout)" in ok.stderr
     bad = run(project, "train.py", "bug", env={"LAYOUTCHECK": "raise"})
     assert bad.returncode == 1 and "trained" not in bad.stdout
     assert "layoutcheck.errors.LayoutError: 1 layout violation" in bad.stderr
@@ -232,6 +232,13 @@ MISTAKES = {
                                           + hooks_table(GOOD), {}, "runtime.parallel-state",
                                           "'tinytrainer.data:parallel_state' cannot be loaded",
                                           "at the program's first hooked call"),
+    # A coordinate source the user named that does not load was a note per call (the check skipped, exit 0).
+    "cp-size that does not load": ('[runtime]\ncp-size = "tinytrainr.mesh:ctx_world"\n' + hooks_table(GOOD), {},
+                                   "runtime.cp-size", "'tinytrainr.mesh:ctx_world' cannot be loaded: No module "
+                                   "named 'tinytrainr'", "at the program's first hooked call"),
+    "cp-group that does not load": ('[runtime]\ncp-group = "tinytrainer.data:ctx_group"\n' + hooks_table(GOOD), {},
+                                    "runtime.cp-group", "'tinytrainer.data:ctx_group' cannot be loaded",
+                                    "at the program's first hooked call"),
 }
 
 
@@ -263,6 +270,18 @@ def test_a_configuration_mistake_stops_the_run_before_its_first_step(project, mi
         assert str(config) in lines[0]
         assert f"correct `{key}` in {config}" in lines[-1]
     assert "layout violation" not in proc.stderr and "hooks installed" not in proc.stderr  # no summary either
+
+
+@pytest.mark.parametrize("named", ["missing.toml", "."])
+def test_a_configuration_file_the_variable_names_wrongly_is_said_to_come_from_the_variable(project, named):
+    # "configuration file /x/missing.toml does not exist" did not say that LAYOUTCHECK_CONFIG named it.
+    proc = run(project, "train.py", env={"LAYOUTCHECK": "raise", "LAYOUTCHECK_CONFIG": named})
+    assert proc.returncode == 2 and "trained" not in proc.stdout, proc.stderr
+    lines = proc.stderr.splitlines()
+    assert lines[0].startswith("layoutcheck: configuration error: LAYOUTCHECK_CONFIG (environment variable) names "
+                               f"{project / named if named != '.' else project}"), lines
+    assert "point LAYOUTCHECK_CONFIG at a pyproject.toml or layoutcheck.toml, or unset it" in lines[-1], lines[-1]
+    assert "Traceback" not in proc.stderr
 
 
 def test_a_typo_in_a_runtime_key_never_checks_on_the_default_it_leaves(project):

@@ -244,3 +244,38 @@ def test_a_file_no_dotted_path_imports_is_never_written_as_a_hook(tmp_path):
     text = flat(init(".", "--stdout", cwd=project).stdout)
     assert "no dotted path imports my-scripts/worker.py from the project's folder" in text
     assert '# producer = ["worker:Worker.forward"]' in text and "\nproducer = " not in text
+
+
+# --- what a tree with nothing to propose, or only part of a preset, gets ------------------------------------
+
+_BALANCER = '''
+def rearrange_micro_batches(batch, max_token_len, dp_group=None):
+    """verl's balancer, as an FSDP-only fork of verl (EasyR1) defines it: no Megatron anywhere."""
+    n = batch["attention_mask"].shape[0]
+    return [batch], [list(range(n))]
+'''
+
+
+def test_a_preset_contract_that_reads_no_coordinate_brings_none(tmp_path):
+    # The verl preset's balancer contract reads no tp, cp or CP rank: proposing the preset's Megatron coordinate
+    # functions beside it made a tree without Megatron stop (or skip every check) at its first hooked call.
+    project = write_project(tmp_path, {"verl/__init__.py": "", "verl/utils/__init__.py": "",
+                                       "verl/utils/seqlen_balancing.py": _BALANCER})
+    proc = init(".", "--stdout", cwd=project)
+    assert proc.returncode == 0, proc.stderr
+    assert '[runtime.boundaries."verl.utils.seqlen_balancing:rearrange_micro_batches"]' in proc.stdout
+    assert "megatron" not in proc.stdout and "tp-size" not in proc.stdout, proc.stdout
+
+
+def test_a_tree_with_nothing_to_propose_gets_no_empty_table(tmp_path):
+    # An empty [runtime] table was written (exit 0, "wrote the proposed tables"), and the run it set up then
+    # said "no hooks are configured". Nothing is written, and the message says what to do instead.
+    project = write_project(tmp_path, {"pkg/__init__.py": "", "pkg/util.py": "def add(a, b):\n    return a + b\n"})
+    (project / "pyproject.toml").write_text('[project]\nname = "pkg"\n')
+    for args in ([], ["--stdout"], ["--diff"]):
+        proc = init(".", *args, cwd=project)
+        assert proc.returncode == 1, proc.stderr
+        assert proc.stdout == ""
+        assert "found nothing to propose" in proc.stderr and "docs/boundaries.md" in proc.stderr, proc.stderr
+    assert (project / "pyproject.toml").read_text() == '[project]\nname = "pkg"\n'
+    assert not (project / "layoutcheck.toml").exists()

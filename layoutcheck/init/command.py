@@ -13,7 +13,9 @@ PATH must be a folder that exists: the linter takes the folder around a
 named path as its project, so a missing one would be linted as the folder
 above it (``/`` for ``/nope``). Hooks name modules as the program imports
 them (`layoutcheck.init.importable`), and every entry is checked before it
-is written (`layoutcheck.init.verify`).
+is written (`layoutcheck.init.verify`). A project with nothing to propose
+gets nothing written (exit 1): an empty table would set up a run that
+checks nothing.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from layoutcheck.errors import ConfigError
 
 __all__ = ["add_parser", "main"]
 
-EXIT_OK, EXIT_ERROR = 0, 2
+EXIT_OK, EXIT_NOTHING, EXIT_ERROR = 0, 1, 2
 
 
 def add_parser(commands: argparse._SubParsersAction) -> None:
@@ -40,8 +42,8 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
                     "comment saying why, and write them into the configuration for review. Each entry is first "
                     "checked as the debug mode would install it, by importing the project in a subprocess (at "
                     "most 120 s): one that would not install is written commented out, saying why. An existing "
-                    "runtime table is kept unless --force. Exit 2 on a missing PATH, a configuration error or a "
-                    "table in the way.",
+                    "runtime table is kept unless --force. Exit 1 when nothing is found to propose (nothing is "
+                    "written); exit 2 on a missing PATH, a configuration error or a table in the way.",
     )
     init.add_argument("path", nargs="?", default=".", help="the project's folder (default: the working folder)")
     init.add_argument("--config", metavar="FILE", help="the configuration file to write (a pyproject.toml or "
@@ -91,7 +93,7 @@ def main(args: argparse.Namespace) -> int:
     from layoutcheck.configfile import resolve_config
     from layoutcheck.init.findings import find
     from layoutcheck.init.importable import module_of, sys_path_roots
-    from layoutcheck.init.proposal import propose, render
+    from layoutcheck.init.proposal import DOCS, propose, render
     from layoutcheck.init.verify import verify
     from layoutcheck.lint.runner import run
 
@@ -119,6 +121,13 @@ def main(args: argparse.Namespace) -> int:
         for ref, function in project.functions() if ref[1] and names[ref[0]]
     }
     proposal = propose(find(project, names.__getitem__), defined)
+    if proposal.empty():
+        # An empty runtime table would set up a run that checks nothing ("no hooks are configured").
+        print(f"layoutcheck: init found nothing to propose in {root}: no function writes per-sample padded "
+              "lengths, packs samples with cumulative lengths or is a CP helper, and none is one a preset "
+              "describes. Nothing written. Describe your functions as boundary contracts (layoutcheck's "
+              f"{DOCS['contracts']}), or name them in [runtime.hooks].", file=sys.stderr)
+        return EXIT_NOTHING
     verify(proposal, roots, cwd=roots[-1])  # each entry installs as written, or is written commented out
     text = render(proposal, _prefix(file))
     if args.stdout:

@@ -80,6 +80,11 @@ class Proposal:
     params: dict[str, tuple[str, ...]] = field(default_factory=dict)
     """Target -> its parameters as the source defines them (what is judged when it cannot be imported)."""
 
+    def empty(self) -> bool:
+        """Whether nothing at all is proposed (no hook, contract, coordinate, owner or skeleton)."""
+        return not (self.hooks or self.parallel_state or self.boundaries or self.coordinates or self.owners
+                    or self.skeletons)
+
     def entries(self) -> list[tuple[str, str, Mapping[str, Any] | None]]:
         """Every ``(kind, target, boundary table or None)`` the probe must judge: roles (kind: the role),
         ``boundary``, ``parallel-state``, and ``exists`` for coordinate functions and skeletons."""
@@ -155,7 +160,8 @@ def _library(defined: Mapping[str, Sequence[str]], out: Proposal) -> set[str]:
             params = defined.get(target)
             if params is None:
                 continue
-            reads = parse_boundary(target, table).parameters()
+            spec = parse_boundary(target, table)
+            reads = spec.parameters()
             missing = sorted(set(reads) - set(params))
             if missing:
                 continue  # another function under that name: never proposed under a wrong reading
@@ -163,7 +169,9 @@ def _library(defined: Mapping[str, Sequence[str]], out: Proposal) -> set[str]:
             out.boundaries[target] = (table, f"the `{name}` preset's contract for this function: its parameters "
                                              f"({', '.join(params)}) are the ones it reads")
             described.add(target)
-            matched = True
+            # The preset's coordinate functions only for a contract that reads them: a fork that keeps one of
+            # its functions (verl's balancer in an FSDP-only tree) need not have their module (Megatron).
+            matched = matched or spec.reads_coordinates()
         if matched:
             for key, source in preset.coordinates.items():
                 out.coordinates.setdefault(key, (source, f"the `{name}` preset's {key}"))

@@ -106,16 +106,13 @@ def tool_signature() -> dict[str, Any]:
     """
     from layoutcheck.version import __version__
 
-    package = Path(__file__).parent.parent  # layoutcheck/
-    rules = package.parent / "rules"
-    try:
-        from importlib.util import find_spec
+    from layoutcheck.lint.registry import rules_folder
 
-        spec = find_spec("layoutcheck.rules")
-        if spec is not None and spec.submodule_search_locations:
-            rules = Path(next(iter(spec.submodule_search_locations)))
+    package = Path(__file__).parent.parent  # layoutcheck/
+    try:
+        rules = rules_folder() or package.parent / "rules"  # the rules this run lints with
     except (ImportError, ValueError):
-        pass
+        rules = package.parent / "rules"
     sources = []
     for folder in (package / "lint", package / "model", rules):
         try:

@@ -21,22 +21,40 @@ from layoutcheck.lint.precision import MEASURED, PREVIEW
 from layoutcheck.lint.rule import LintRule
 
 
+def _checkout_rules() -> Path | None:
+    """The ``rules/`` folder of the source checkout this package runs from; ``None`` for an installed wheel."""
+    root = Path(__file__).resolve().parents[2]
+    init = root / "rules" / "__init__.py"
+    return init.parent if init.is_file() and (root / "pyproject.toml").is_file() else None
+
+
+def rules_folder() -> Path | None:
+    """The folder the rules are read from (the cache's signature stats its files)."""
+    mine = _checkout_rules()
+    if mine is not None:
+        return mine
+    spec = importlib.util.find_spec("layoutcheck.rules")
+    return Path(next(iter(spec.submodule_search_locations))) if spec and spec.submodule_search_locations else None
+
+
 def _rules_package() -> ModuleType:
-    try:
+    # A source checkout's own rules/ first: an editable install of another checkout maps `layoutcheck.rules`
+    # to that checkout's rules/ (a finder on sys.meta_path), and a checkout run through PYTHONPATH would lint
+    # with the other's rules.
+    mine = _checkout_rules()
+    if mine is None:
         return importlib.import_module("layoutcheck.rules")
-    except ModuleNotFoundError:
-        # A plain source checkout on sys.path (no install): the rules live in
-        # the top-level rules/ folder beside the package.
-        init = Path(__file__).resolve().parents[2] / "rules" / "__init__.py"
-        spec = importlib.util.spec_from_file_location(
-            "layoutcheck.rules", init, submodule_search_locations=[str(init.parent)]
-        )
-        if spec is None or spec.loader is None:
-            raise
-        module = importlib.util.module_from_spec(spec)
-        sys.modules["layoutcheck.rules"] = module
-        spec.loader.exec_module(module)
-        return module
+    loaded = sys.modules.get("layoutcheck.rules")
+    if loaded is not None and [str(Path(p).resolve()) for p in getattr(loaded, "__path__", [])] == [str(mine)]:
+        return loaded
+    spec = importlib.util.spec_from_file_location(
+        "layoutcheck.rules", mine / "__init__.py", submodule_search_locations=[str(mine)]
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["layoutcheck.rules"] = module
+    spec.loader.exec_module(module)
+    return module
 
 
 @lru_cache(maxsize=None)

@@ -297,7 +297,7 @@ def test_a_contract_reads_verl_s_own_data_proto(verl_folder, tmp_path):
     fixed = subprocess.run([sys.executable, "run.py", "--fixed"], cwd=tmp_path, env=env, capture_output=True,
                            text=True, timeout=300)
     assert fixed.returncode == 0 and "done" in fixed.stdout, fixed.stderr
-    assert "no layout violations (checked 1 boundary calls)" in fixed.stderr, fixed.stderr
+    assert "no layout violations (checked 1 boundary call)" in fixed.stderr, fixed.stderr
     buggy = subprocess.run([sys.executable, "run.py"], cwd=tmp_path, env=env, capture_output=True, text=True,
                            timeout=300)
     assert buggy.returncode != 0 and "LayoutError" in buggy.stderr

@@ -354,7 +354,8 @@ class Session:
 
         By now the program set up its ``sys.path``: a hook the user named
         whose top-level package cannot be found is a typo, and the
-        ``parallel-state`` function the user named must load. In a session
+        ``parallel-state`` and coordinate functions (``tp-size``, ``cp-size``,
+        ``cp-rank``, ``cp-group``) the user named must load. In a session
         the environment started, either stops the process here (`_stop`),
         before a check runs on a guessed value.
         """
@@ -375,6 +376,16 @@ class Session:
                 target.load()
             except LayoutSpecError as err:
                 _stop(_config_error(self._key("parallel-state"), str(err)),
+                      "at the program's first hooked call, before its checks ran")
+        # The coordinate functions the user named (a preset's are the preset's: a process may never need them)
+        # must load too: one that does not would leave every check that reads it skipped, call after call.
+        for key, source in self._coordinates.configured_sources().items():
+            if getattr(self.settings, key.replace("-", "_")) is None:
+                continue
+            try:
+                self._coordinates.load(source)
+            except LayoutSpecError as err:
+                _stop(_config_error(self._key(key), f"{source.text!r} cannot be loaded: {str(err).partition(': ')[2]}"),
                       "at the program's first hooked call, before its checks ran")
 
     def _refresh_hooks(self, *, at_exit: bool) -> None:
@@ -655,6 +666,8 @@ def _stop(err: ConfigError, when: str) -> None:
     what = str(err).strip()
     if err.source == "environment":
         fix = f"set {err.key} to one of the values above"
+    elif err.key == ENV_CONFIG:
+        fix = f"point {ENV_CONFIG} at a pyproject.toml or layoutcheck.toml, or unset it"
     elif err.key and err.source:
         fix = f"correct `{err.key}` in {err.source}"
     else:
@@ -685,6 +698,13 @@ def _load(config: str | os.PathLike[str] | None, search_from: str | os.PathLike[
     from layoutcheck.configfile import find_config_file, load_config
 
     named = config if config is not None else environ.get(ENV_CONFIG) or None
+    if named is not None and config is None and not Path(named).expanduser().is_file():
+        # Named by the variable, not by a file the user is looking at: the message says where the path came from.
+        try:
+            load_config(named)
+        except ConfigError as err:
+            raise ConfigError(f"{ENV_CONFIG} (environment variable) names {Path(named).expanduser().absolute()}: "
+                              f"{err}", key=ENV_CONFIG) from None
     if named is not None:
         loaded = load_config(named)
     else:

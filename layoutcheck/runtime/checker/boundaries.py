@@ -131,15 +131,14 @@ class Coordinates:
             raise LayoutSpecError(f"the CP rank {out['rank']} is not below the CP size {out['cp']}")
         return out
 
-    def _evaluate(self, source: Source, call: Mapping[str, Any]) -> Any:
-        if source.expr is not None:
-            return source.expr.evaluate(call)
-        fn = self._functions.get(source.text)
-        if fn is not None:  # a function found before: called again (its answer may change, the function does not)
-            value = fn()
-            for attr in source.attrs:
-                value = getattr(value, attr)
-            return value
+    def configured_sources(self) -> dict[str, Source]:
+        """Every source given as a function target, by its configuration key (``tp-size``, ..., ``cp-group``)."""
+        named = {"tp-size": self.sources["tp"], "cp-size": self.sources["cp"], "cp-rank": self.sources["rank"],
+                 "cp-group": self.cp_group}
+        return {key: s for key, s in named.items() if s is not None and s.target is not None}
+
+    def load(self, source: Source) -> Any:
+        """What a function target names (not called); `LayoutSpecError` when its module or attribute is missing."""
         module_name, _, qualname = source.target.partition(":")  # type: ignore[union-attr]
         module = self._loaded.get(module_name)
         try:
@@ -150,6 +149,18 @@ class Coordinates:
                 value = getattr(value, part)
         except (ImportError, AttributeError) as err:
             raise LayoutSpecError(f"`{source.text}` cannot be loaded: {err}") from None
+        return value
+
+    def _evaluate(self, source: Source, call: Mapping[str, Any]) -> Any:
+        if source.expr is not None:
+            return source.expr.evaluate(call)
+        fn = self._functions.get(source.text)
+        if fn is not None:  # a function found before: called again (its answer may change, the function does not)
+            value = fn()
+            for attr in source.attrs:
+                value = getattr(value, attr)
+            return value
+        value = self.load(source)
         if source.attrs or callable(value):
             if isinstance(value, types.FunctionType | types.BuiltinFunctionType):
                 self._functions[source.text] = value

@@ -56,6 +56,11 @@ class CrossRankOptions:
     """At most this many X1 checks wait for the step boundary (`CheckerState.end_step`); then they are exchanged."""
 
 
+_SINGULAR = {"rollouts": "rollout", "micro-batches": "micro-batch", "replay tensors": "replay tensor",
+             "offset calls": "offset call", "boundary calls": "boundary call"}
+"""What `CheckerState.checked` counts, as one of it is said ("checked 1 rollout")."""
+
+
 class CheckerState:
     """What a `LayoutChecker` knows and does besides wrapping (its parameters are documented there)."""
 
@@ -132,7 +137,7 @@ class CheckerState:
 
     def summary(self) -> str:
         """One line: how many violations, per invariant, and where; then what was checked, and what could not be read."""
-        done = ", ".join(f"{n} {what}" for what, n in self.checked.items())
+        done = ", ".join(f"{n} {what if n != 1 else _SINGULAR.get(what, what)}" for what, n in self.checked.items())
         text = self.recorder.summary() + (f" (checked {done})" if done else " (nothing checked yet)")
         if self.problems:
             k = len(self.problems)

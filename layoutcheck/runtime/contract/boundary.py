@@ -281,6 +281,14 @@ class BoundarySpec:
         """The configuration key, as messages name it."""
         return f'runtime.boundaries."{self.target}"'
 
+    def reads_coordinates(self) -> bool:
+        """Whether its checks read ``tp``, ``cp`` or the CP rank (its cross-rank exchange aside): a role (the
+        roles read the parallel state), an expression over them, or a space that is one CP rank's part."""
+        exprs = [*self.units, self.tight, self.scheme] + [
+            e for f in self.fields for e in (f.pad_value, f.stream_unit, f.when)]
+        return self.role is not None or any(e is not None and e.needs_coordinates for e in exprs) or any(
+            f.run_scheme or (f.space is not None and f.space.cp is not None) for f in self.fields)
+
     def parameters(self) -> dict[str, str]:
         """Every parameter the configuration reads, with the key that reads it (checked at install)."""
         out: dict[str, str] = {}

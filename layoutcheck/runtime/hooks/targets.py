@@ -116,6 +116,6 @@ def not_installed_reason(module: str, *, calls: int, at_exit: bool) -> str | Non
     if state == "not found":
         return f"no module `{module.partition('.')[0]}` can be found in this process"
     if at_exit and state != "imported":
-        return (f"this process never imported `{module}` (its other hooks saw {calls} calls): is the function "
+        return (f"this process never imported `{module}` (its other hooks saw {calls} call{'s' if calls != 1 else ''}): is the function "
                 "defined in another module?")
     return None
