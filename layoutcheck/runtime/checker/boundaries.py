@@ -39,6 +39,7 @@ import functools
 import importlib
 import inspect
 import math
+import sys
 import types
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -242,6 +243,21 @@ def _entry_length(entry: Any, axis: int) -> int:
     return -1 if not got or axis >= len(got) else int(got[axis])
 
 
+def _entry_lengths(entries: list[Any], axis: int) -> list[int]:
+    # `_entry_length` of each entry; a plain torch tensor's length is read off its shape directly (this runs
+    # once per sample and field on every call: the general reading builds a tuple per entry)
+    torch = sys.modules.get("torch")
+    tensor = torch.Tensor if torch is not None else None
+    out = []
+    for entry in entries:
+        if type(entry) is tensor:
+            got = entry.shape
+            out.append(-1 if not got or axis >= len(got) else got[axis])
+        else:
+            out.append(_entry_length(entry, axis))
+    return out
+
+
 def read_field(f: FieldSpec, value: Any, scheme: str, *, one: bool) -> tuple[invariants.Reading, list[values.Request]]:
     """What ``value`` shows for field ``f`` (shapes and ints now), and the tensor values it still needs.
 
@@ -295,7 +311,7 @@ def read_field(f: FieldSpec, value: Any, scheme: str, *, one: bool) -> tuple[inv
             else:
                 r.shape, r.lengths = "one", [int(shape[_axis(f, 0)])]
         elif listed is not None:
-            r.shape, r.lengths = "list", [_entry_length(entry, _axis(f, 0)) for entry in listed]
+            r.shape, r.lengths = "list", _entry_lengths(listed, _axis(f, 0))
         elif shape is not None and space is not None and space.packed:
             r.shape, r.total = "stream", int(shape[_axis(f, 1 if len(shape) >= 2 else 0)])
         elif shape is not None and len(shape) >= 2:
@@ -472,7 +488,7 @@ class _BoundaryCalls:
             inputs, _ = invariants.bind(args, n, c.where, sizes)
             outputs, _ = invariants.bind(rets, n, c.where, sizes)
         else:
-            inputs = outputs = invariants.Bound(n=n, values=[{} for _ in range(n)])
+            inputs = outputs = invariants.Bound(n=n)
         found = invariants.check_samples_kept(inputs, outputs, c.readings, n, c.where, sizes)
         reordered = any(v.invariant == "B5" and v.sample is not None for v in found)
         bound, conflicts = invariants.bind(args + rets, n, c.where, sizes)
