@@ -148,10 +148,21 @@ def _walk(value: Any, parts: tuple[str | int, ...]) -> Any:
             rest = parts[i + 1:]
             if len(rest) == 1 and isinstance(rest[0], str):  # `x.*.field`, per sample on every call: no recursion
                 name = rest[0]
-                return [MISSING if e is MISSING or e is None else _step(e, name) for e in value]
+                plain = type(value[0]) if len(value) else None
+                if plain is not None and _MAPPING.get(plain) == 2:  # entries of one plain class: `getattr` each
+                    out = [getattr(e, name, MISSING) if type(e) is plain else _entry(e, name) for e in value]
+                    for j, got in enumerate(out):
+                        if got is MISSING and type(value[j]) is plain:
+                            out[j] = _wrapped(value[j], name)
+                    return out
+                return [_entry(e, name) for e in value]
             return [_walk(entry, rest) for entry in value]
         value = _step(value, part)
     return value
+
+
+def _entry(value: Any, name: str) -> Any:
+    return MISSING if value is MISSING or value is None else _step(value, name)
 
 
 def _object_array(value: Any) -> bool:
