@@ -248,14 +248,8 @@ def _entry_lengths(entries: list[Any], axis: int) -> list[int]:
     # once per sample and field on every call: the general reading builds a tuple per entry)
     torch = sys.modules.get("torch")
     tensor = torch.Tensor if torch is not None else None
-    out = []
-    for entry in entries:
-        if type(entry) is tensor:
-            got = entry.shape
-            out.append(-1 if not got or axis >= len(got) else got[axis])
-        else:
-            out.append(_entry_length(entry, axis))
-    return out
+    return [(-1 if not (got := entry.shape) or axis >= len(got) else got[axis]) if type(entry) is tensor
+            else _entry_length(entry, axis) for entry in entries]
 
 
 def read_field(f: FieldSpec, value: Any, scheme: str, *, one: bool) -> tuple[invariants.Reading, list[values.Request]]:

@@ -231,6 +231,13 @@ class Bound:
         column = self.columns.get(quantity)
         return None if column is None or None in column else list(column)  # type: ignore[arg-type]
 
+    def column(self, quantity: str) -> list[int] | None:
+        """`get` without the copy, for reading only."""
+        if not self.n:
+            return []
+        column = self.columns.get(quantity)
+        return None if column is None or None in column else column  # type: ignore[return-value]
+
     def _changed(self) -> None:
         self._keys = self._samples = None
         self._lengths.clear()
@@ -263,13 +270,14 @@ def lengths_in(space: Space, bound: Bound, cp: int, rank: int) -> list[int | Non
             base = totals
         elif basis == "R":
             base = [None if t is None else r or 0 for t, r in zip(totals, bound.columns.get("R", none))]
+        elif None not in totals:  # every sample known: its padded lengths as bound (None where not decided)
+            base = bound.columns.get("P", none)
         else:
             base = [None if t is None else p for t, p in zip(totals, bound.columns.get("P", none))]
-        known = [b for b in base if b is not None]
-        if cut or (known and min(known) < 0):
-            found = [None if b is None else max(b - cut, 0) for b in base]
+        if not cut and None not in base and (not base or min(base) >= 0):  # type: ignore[type-var]
+            found = list(base)  # lengths as they are (the usual case: no shift, every sample known)
         else:
-            found = list(base)
+            found = [None if b is None else max(b - cut, 0) for b in base]
     else:
         table = _BY_SPACE.get(key)
         if table is None or len(table) > 65536:
@@ -620,7 +628,7 @@ def check_samples_kept(inputs: Bound, outputs: Bound, readings: Sequence[Reading
             out.append(Violation("B5", where, r.spec.key, f"the return value holds {count} samples, the arguments {n}",
                                  actual=count, expected=n, hint=HINTS["B5"], space=r.described, sizes=sizes))
     for quantity in _QUANTITIES:
-        before, after = inputs.get(quantity), outputs.get(quantity)
+        before, after = inputs.column(quantity), outputs.column(quantity)
         if before is None or after is None or before == after or len(before) != len(after):
             continue
         key = outputs.by.get(quantity, "returns")
