@@ -562,7 +562,7 @@ class _BoundaryCalls:
                 rank=c.coords["rank"], pad_value=c.pads.get(f.key, 0), stream_unit=c.stream_units.get(f.key, 1),
                 axis=_axis(f, (1 if target.dim() >= 2 else 0) if reading.shape == "stream" else 0),
             )
-            lengths = [bound.sample(i) for i in range(bound.n)]
+            lengths = bound.samples()  # made once per call, shared by the fields
             out += content.check_content(
                 target, samples, lengths, layout, key=f.key, source_key=source_field.key, where=c.where,
                 space_text=reading.described, packed=reading.shape == "stream", sizes=sizes, one=self.one,
