@@ -587,32 +587,27 @@ def check_padding(bound: Bound, units: Sequence[tuple[str, int]], tight: bool, w
     else:
         bad = [i for i, (t, p) in enumerate(zip(totals, padded))
                if t is not None and p is not None and (p < t or p >= t + above or p % a)]
-    for i in bad:  # the messages: only for a sample that breaks one
-        out += _padding(bound, i, totals[i], padded[i], units, tight, a, where, sizes)  # type: ignore[arg-type]
-    return out
-
-
-def _padding(bound: Bound, i: int, t: int, p: int, units: Sequence[tuple[str, int]], tight: bool, a: int | None,
-             where: str, sizes: dict[str, object]) -> list[Violation]:
-    out: list[Violation] = []
     p_key, space = bound.by.get("P", "P"), bound.spaces.get("P", "P")
-    here = {"T": t, "P": p, **({"A": a} if a else {}), **sizes}
-    if p < t:
-        return [Violation("B2", where, p_key, "padded length is below the true length: the sample is cut",
-                          actual=p, expected=f">= T_i = {t}" + (f": {geometry.round_up(t, a)}" if a else ""),
-                          hint=HINTS["B2"], sample=i, space=space, sizes=here)]
-    for name, u in units:
-        if p % u:
-            out.append(Violation("B3", where, p_key, f"unit `{name}` = {u} does not divide the padded length",
-                                 actual=p, expected=f"a multiple of {u}" + (
-                                     f" (and of A = {a}): {geometry.round_up(t, a)}" if a else ""),
-                                 hint=HINTS["B3"], sample=i, space=space, sizes=here))
-    if tight and a and p >= t + a:
-        out.append(Violation("B2", where, p_key,
-                             f"padded length is {p / t if t else float('inf'):.1f}x the true length, more than "
-                             "one alignment unit above it",
-                             actual=p, expected=f"{geometry.round_up(t, a)} (T_i <= P_i < T_i + A)",
-                             hint=HINTS["B2"], sample=i, space=space, sizes=here))
+    for i in bad:  # the messages: only for a sample that breaks one
+        t, p = totals[i], padded[i]
+        here = {"T": t, "P": p, **({"A": a} if a else {}), **sizes}
+        if p < t:  # type: ignore[operator]
+            out.append(Violation("B2", where, p_key, "padded length is below the true length: the sample is cut",
+                                 actual=p, expected=f">= T_i = {t}" + (f": {geometry.round_up(t, a)}" if a else ""),  # type: ignore[arg-type]
+                                 hint=HINTS["B2"], sample=i, space=space, sizes=here))
+            continue
+        for name, u in units:
+            if p % u:  # type: ignore[operator]
+                out.append(Violation("B3", where, p_key, f"unit `{name}` = {u} does not divide the padded length",
+                                     actual=p, expected=f"a multiple of {u}" + (
+                                         f" (and of A = {a}): {geometry.round_up(t, a)}" if a else ""),  # type: ignore[arg-type]
+                                     hint=HINTS["B3"], sample=i, space=space, sizes=here))
+        if tight and a and p >= t + a:  # type: ignore[operator]
+            out.append(Violation("B2", where, p_key,
+                                 f"padded length is {p / t if t else float('inf'):.1f}x the true length, more than "  # type: ignore[operator]
+                                 "one alignment unit above it",
+                                 actual=p, expected=f"{geometry.round_up(t, a)} (T_i <= P_i < T_i + A)",  # type: ignore[arg-type]
+                                 hint=HINTS["B2"], sample=i, space=space, sizes=here))
     return out
 
 
