@@ -266,8 +266,12 @@ def read_field(f: FieldSpec, value: Any, scheme: str, *, one: bool) -> tuple[inv
         return r, []
     requests: list[values.Request] = []
     with metadata_only():
-        shape = arrays.shape(value) if arrays.is_array(value) else None
-        listed = arrays.entries(value)
+        torch = sys.modules.get("torch")
+        if torch is not None and type(value) is torch.Tensor:  # the usual field: what `arrays` says of it, directly
+            shape, listed = tuple(value.shape), None
+        else:
+            shape = arrays.shape(value) if arrays.is_array(value) else None
+            listed = arrays.entries(value)
         r.seen = shape if shape is not None else type(value).__name__  # described in full only in an error
         if f.holds == "schedule":
             batches = None if listed is None else [_indices(mb) for mb in listed]
@@ -478,7 +482,8 @@ class _BoundaryCalls:
             sizes = {"cp": c.coords["cp"], "r": c.coords["rank"], "scheme": c.scheme}
         args = [r for r in c.readings if r.spec.path.root == "args"]
         rets = [r for r in c.readings if r.spec.path.root == "returns"]
-        if any(r.spec.binds for r in rets) and any(r.spec.binds for r in args):  # both sides say lengths: order
+        # both sides say lengths: their order (B5); one sample cannot come back in another order
+        if n > 1 and any(r.spec.binds for r in rets) and any(r.spec.binds for r in args):
             inputs, _ = invariants.bind(args, n, c.where, sizes)
             outputs, _ = invariants.bind(rets, n, c.where, sizes)
         else:
