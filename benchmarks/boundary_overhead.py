@@ -3,6 +3,7 @@
 Usage::
 
     python benchmarks/boundary_overhead.py [--steps N] [--episodes N] [--median N]
+    python benchmarks/boundary_overhead.py --per-contract [--calls N] [--root DIR]
 
 The workload is ``fixtures/packthd`` (no Miles names): each step plans the
 padded lengths of its episodes (log-normal true lengths around ``--median``
@@ -20,12 +21,17 @@ the median ratio of neighbouring steps and the cost per hooked call:
   value with the layout of its source (CPU tensors are read at once).
 
 With ``--per-contract`` (issue 29's yardstick: the cost of one clean hooked
-call of 64 samples) each process installs one contract only and the step
-packs the 64 episodes as one micro-batch, so ``plan`` and ``pack`` are each
-one call of 64 samples a step and ``zigzag`` (``samples = 1``) 128 calls of
-one; the table gives each contract's cost per call, shapes and values.
-``--root DIR`` runs the same against another checkout of layoutcheck (say
-``git archive COMMIT | tar -x -C DIR``), for a before/after table.
+call of 64 samples) each process installs one contract only and calls its
+function directly with the arguments a step gives it, 64 episodes packed as
+one micro-batch (``plan`` and ``pack``: one call of 64 samples; ``zigzag``,
+``samples = 1``: one sample), alternating the hooked function and the
+function it wraps, ``--calls`` times each; the table gives each contract's
+cost per call (the best hooked call less the best unhooked one, and the
+median of neighbouring pairs), shapes and values. Timing the call, not the
+step: a step of 64 episodes takes milliseconds, whose jitter on a shared
+machine is larger than the checks of one call. ``--root DIR`` runs the same
+against another checkout of layoutcheck (say ``git archive COMMIT | tar -x
+-C DIR``), for a before/after table.
 
 CPU caveat: a step here is only slicing small tensors on the CPU; on a GPU
 the host time of the hooks overlaps with the kernels of a real step.
@@ -90,13 +96,59 @@ WORKER = textwrap.dedent("""
 """)
 
 
+CALLS = textwrap.dedent("""
+    import inspect, json, random, sys, time
+    import torch
+    torch.set_num_threads(1)
+    from layoutcheck.runtime.activation.session import activate
+    session = activate("record", config=sys.argv[1])
+    from packthd import collate, cp, mesh
+    from packthd.episodes import make_episodes
+
+    calls, median, only = int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+    rng = random.Random(0)
+    episodes = make_episodes([max(2, int(rng.lognormvariate(0, 0.6) * median)) for _ in range(64)], seed=0)
+    hooks = session._hooks
+    specs = [h.spec for h in hooks.installed] or list(session.settings.hook_specs())
+    specs = [s for s in specs if s.target.endswith(":" + only)]
+    owner = cp if only == "zigzag" else collate
+    with mesh.use(ctx=2, ctx_rank=1, tensor=2):
+        hooks.remove()
+        hooks.add(specs)
+        functions = [getattr(owner, only)]  # held in a list: installing rebinds module-level names only
+        functions.append(inspect.unwrap(functions[0]))
+        assert functions[0] is not functions[1], "the contract did not install"
+        lengths = inspect.unwrap(collate.plan)(episodes, collate.factors())
+        args = {"plan": (episodes, collate.factors()), "pack": (episodes, lengths),
+                "zigzag": (episodes[0].ids, lengths[0], 0)}[only]
+        for _ in range(5):  # warm-up, hooked and not
+            functions[0](*args)
+            functions[1](*args)
+        before = session.checker.checked["boundary calls"]
+        times = {"on": [], "off": []}
+        for i in range(calls):
+            for state in (("on", "off") if i % 2 else ("off", "on")):
+                function = functions[0] if state == "on" else functions[1]
+                start = time.perf_counter()
+                function(*args)
+                times[state].append(time.perf_counter() - start)
+        checked = session.checker.checked["boundary calls"] - before
+    diffs = sorted(a - b for a, b in zip(times["on"], times["off"]))
+    print(json.dumps({"best": min(times["on"]) - min(times["off"]), "median": diffs[len(diffs) // 2],
+                      "off": min(times["off"]), "checked": checked, "calls": calls,
+                      "violations": len(session.violations), "notes": len(session.notes)}))
+""")
+
+
 def _run(config: Path, steps: int, episodes: int, median: int, *, only: str = "", micro_batch: int = 2,
          root: Path | None = None) -> dict:
     env = {k: v for k, v in os.environ.items() if not k.startswith("LAYOUTCHECK")}
     first = [str(root)] if root is not None else []
     env["PYTHONPATH"] = os.pathsep.join([*first, str(ROOT / "fixtures"), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    # run in the measured checkout: `python -c` puts the working directory first on sys.path, ahead of PYTHONPATH
     proc = subprocess.run([sys.executable, "-c", WORKER, str(config), str(steps), str(episodes), str(median), only,
-                           str(micro_batch)], env=env, capture_output=True, text=True, check=False)
+                           str(micro_batch)], env=env, capture_output=True, text=True, check=False,
+                          cwd=str(root or ROOT))
     if proc.returncode:
         raise SystemExit(proc.stderr)
     return json.loads(proc.stdout.strip().splitlines()[-1])
@@ -108,6 +160,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--episodes", type=int, default=32, help="episodes per step (default 32)")
     parser.add_argument("--median", type=int, default=1300, help="median true length (default 1300)")
     parser.add_argument("--per-contract", action="store_true", help="each contract alone, calls of 64 samples")
+    parser.add_argument("--calls", type=int, default=300, help="--per-contract: calls of each kind (default 300)")
     parser.add_argument("--root", type=Path, help="the layoutcheck checkout to measure (default: this one)")
     args = parser.parse_args(argv)
     text = (ROOT / "fixtures" / "packthd.toml").read_text().replace('mode = "raise"', 'mode = "record"\nsummary = false')
@@ -121,30 +174,44 @@ def main(argv: list[str] | None = None) -> int:
         for name, body in (("shapes", shapes), ("values", text)):
             config = Path(tmp, f"{name}.toml")
             config.write_text(body)
-            result = _run(config, args.steps, args.episodes, args.median)
+            result = _run(config, args.steps, args.episodes, args.median, root=args.root)
             per_call = result["extra"] / result["calls"] * 1e6 if result["calls"] else float("nan")
             print(f"{name:>9}  {result['off']:>10.4f}  {result['ratio']:>7.3f}  {result['calls']:>10.0f}  "
                   f"{per_call:>12.1f} us   (violations {result['violations']}, notes {result['notes']})")
     return 0
 
 
+def _run_calls(config: Path, calls: int, median: int, only: str, root: Path | None) -> dict:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LAYOUTCHECK")}
+    first = [str(root)] if root is not None else []
+    env["PYTHONPATH"] = os.pathsep.join([*first, str(ROOT / "fixtures"), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    proc = subprocess.run([sys.executable, "-c", CALLS, str(config), str(calls), str(median), only],
+                          env=env, capture_output=True, text=True, check=False, cwd=str(root or ROOT))
+    if proc.returncode:
+        raise SystemExit(proc.stderr)
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
 def per_contract(args: argparse.Namespace, text: str, shapes: str) -> int:
-    print(f"packthd: 64 episodes a step (median {args.median} tokens) packed as one micro-batch, cp=2 (rank 1), "
-          f"tp=2; one contract installed, steps alternating with it installed and removed; {args.root or ROOT}")
-    print(f"{'contract':>8}  {'samples a call':>14}  {'shapes, per call':>16}  {'values, per call':>16}   "
-          "(best step on - best step off, over the calls of a step)")
+    print(f"packthd: 64 episodes (median {args.median} tokens) packed as one micro-batch, cp=2 (rank 1), tp=2; "
+          f"one contract installed, its function called {args.calls} times hooked and unhooked, alternating; "
+          f"{args.root or ROOT}")
+    print(f"{'contract':>8}  {'samples a call':>14}  {'unhooked':>9}  {'shapes, per call':>16}  {'values, per call':>16}"
+          "   (best hooked call - best unhooked; median of neighbouring pairs)")
     with tempfile.TemporaryDirectory() as tmp:
         for only, samples in (("plan", 64), ("pack", 64), ("zigzag", 1)):
-            row = []
+            row, off = [], 0.0
             for name, body in (("shapes", shapes), ("values", text)):
                 config = Path(tmp, f"{name}.toml")
                 config.write_text(body)
-                result = _run(config, args.steps, 64, args.median, only=only, micro_batch=64, root=args.root)
-                # the best step of each state: on a loaded machine the least disturbed, and what the hooks cost
-                row.append(result["best"] / result["calls"] * 1e6 if result["calls"] else float("nan"))
+                result = _run_calls(config, args.calls, args.median, only, args.root)
+                if result["checked"] != 2 * args.calls and result["checked"] != args.calls:
+                    print(f"  {only} {name}: {result['checked']} calls checked of {args.calls}")
+                row.append(f"{result['best'] * 1e6:.0f} ({result['median'] * 1e6:.0f}) us")
+                off = result["off"]
                 if result["violations"] or result["notes"]:
                     print(f"  {only} {name}: {result['violations']} violations, {result['notes']} notes")
-            print(f"{only:>8}  {samples:>14}  {row[0]:>13.1f} us  {row[1]:>13.1f} us")
+            print(f"{only:>8}  {samples:>14}  {off * 1e6:>6.0f} us  {row[0]:>16}  {row[1]:>16}")
     return 0
 
 

@@ -39,6 +39,7 @@ import functools
 import importlib
 import inspect
 import math
+import sys
 import types
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -253,6 +254,15 @@ def _entry_length(entry: Any, axis: int) -> int:
     return -1 if not got or axis >= len(got) else int(got[axis])
 
 
+def _entry_lengths(entries: list[Any], axis: int) -> list[int]:
+    # `_entry_length` of each entry; a plain torch tensor's length is read off its shape directly (this runs
+    # once per sample and field on every call: the general reading builds a tuple per entry)
+    torch = sys.modules.get("torch")
+    tensor = torch.Tensor if torch is not None else None
+    return [(-1 if not (got := entry.shape) or axis >= len(got) else got[axis]) if type(entry) is tensor
+            else _entry_length(entry, axis) for entry in entries]
+
+
 def read_field(f: FieldSpec, value: Any, scheme: str, *, one: bool) -> tuple[invariants.Reading, list[values.Request]]:
     """What ``value`` shows for field ``f`` (shapes and ints now), and the tensor values it still needs.
 
@@ -267,8 +277,12 @@ def read_field(f: FieldSpec, value: Any, scheme: str, *, one: bool) -> tuple[inv
         return r, []
     requests: list[values.Request] = []
     with metadata_only():
-        shape = arrays.shape(value) if arrays.is_array(value) else None
-        listed = arrays.entries(value)
+        torch = sys.modules.get("torch")
+        if torch is not None and type(value) is torch.Tensor:  # the usual field: what `arrays` says of it, directly
+            shape, listed = tuple(value.shape), None
+        else:
+            shape = arrays.shape(value) if arrays.is_array(value) else None
+            listed = arrays.entries(value)
         r.seen = shape if shape is not None else type(value).__name__  # described in full only in an error
         if f.holds == "schedule":
             batches = None if listed is None else [_indices(mb) for mb in listed]
@@ -306,7 +320,7 @@ def read_field(f: FieldSpec, value: Any, scheme: str, *, one: bool) -> tuple[inv
             else:
                 r.shape, r.lengths = "one", [int(shape[_axis(f, 0)])]
         elif listed is not None:
-            r.shape, r.lengths = "list", [_entry_length(entry, _axis(f, 0)) for entry in listed]
+            r.shape, r.lengths = "list", _entry_lengths(listed, _axis(f, 0))
         elif shape is not None and space is not None and space.packed:
             r.shape, r.total = "stream", int(shape[_axis(f, 1 if len(shape) >= 2 else 0)])
         elif shape is not None and len(shape) >= 2:
@@ -479,11 +493,12 @@ class _BoundaryCalls:
             sizes = {"cp": c.coords["cp"], "r": c.coords["rank"], "scheme": c.scheme}
         args = [r for r in c.readings if r.spec.path.root == "args"]
         rets = [r for r in c.readings if r.spec.path.root == "returns"]
-        if any(r.spec.binds for r in rets) and any(r.spec.binds for r in args):  # both sides say lengths: order
+        # both sides say lengths: their order (B5); one sample cannot come back in another order
+        if n > 1 and any(r.spec.binds for r in rets) and any(r.spec.binds for r in args):
             inputs, _ = invariants.bind(args, n, c.where, sizes)
             outputs, _ = invariants.bind(rets, n, c.where, sizes)
         else:
-            inputs = outputs = invariants.Bound(n=n, values=[{} for _ in range(n)])
+            inputs = outputs = invariants.Bound(n=n)
         found = invariants.check_samples_kept(inputs, outputs, c.readings, n, c.where, sizes)
         reordered = any(v.invariant == "B5" and v.sample is not None for v in found)
         bound, conflicts = invariants.bind(args + rets, n, c.where, sizes)
@@ -563,7 +578,7 @@ class _BoundaryCalls:
                 rank=c.coords["rank"], pad_value=c.pads.get(f.key, 0), stream_unit=c.stream_units.get(f.key, 1),
                 axis=_axis(f, (1 if target.dim() >= 2 else 0) if reading.shape == "stream" else 0),
             )
-            lengths = [bound.sample(i) for i in range(bound.n)]
+            lengths = bound.samples()  # made once per call, shared by the fields
             out += content.check_content(
                 target, samples, lengths, layout, key=f.key, source_key=source_field.key, where=c.where,
                 space_text=reading.described, packed=reading.shape == "stream", sizes=sizes, one=self.one,

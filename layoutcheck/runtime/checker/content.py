@@ -64,7 +64,9 @@ def source_samples(value: Any, mask: Any, *, n: int, axis: int | None, one: bool
     if one:
         return [value.movedim(axis or 0, 0)]
     if isinstance(value, (list, tuple)):
-        return [None if v is None else v.movedim(axis or 0, 0) for v in value]
+        if not axis:  # already sequence-first: the entries as they are (a view of each would be the same data)
+            return list(value)
+        return [None if v is None else v.movedim(axis, 0) for v in value]
     if mask is not None:  # rows selected by a mask: input_ids[i, attention_mask[i]]
         rows = value.movedim(axis if axis is not None else 1, 1)
         return [rows[i][mask[i].to(torch.bool)] for i in range(min(n, rows.shape[0]))]
@@ -155,6 +157,8 @@ def check_content(
     sample's tensor (``one``), or a list of per-sample tensors.
     """
     torch = _torch()
+    if packed and _clean_stream(target, sources, samples, layout):
+        return []  # the whole stream equals its samples laid out: no part to name
     parts: list[Any] = []
     trues: list[int] = []
     for data, sample in zip(sources, samples):
@@ -223,6 +227,142 @@ def check_content(
                               hint=hint("B6", layout.space, source=layout.source_space), space=space_text,
                               sizes=sizes)]
     return []
+
+
+_RANGES: dict[tuple[int, int, int, str], tuple[tuple[int, int], ...]] = {}
+"""`geometry.rank_ranges` by (length, cp, rank, scheme), kept across calls (ints only)."""
+
+
+def _ranges(length: int, cp: int, rank: int, scheme: str) -> tuple[tuple[int, int], ...]:
+    key = (length, cp, rank, scheme)
+    found = _RANGES.get(key)
+    if found is None:
+        if len(_RANGES) > 65536:
+            _RANGES.clear()
+        found = _RANGES[key] = geometry.rank_ranges(length, cp, rank, scheme)
+    return found
+
+
+_MATERIALISED: dict[tuple[int, int], int] = {}
+"""`geometry.materialised_length` under zigzag by (length, cp), kept across calls (ints only)."""
+
+
+def _materialised(length: int, cp: int) -> int:
+    found = _MATERIALISED.get((length, cp))
+    if found is None:
+        if len(_MATERIALISED) > 65536:
+            _MATERIALISED.clear()
+        found = _MATERIALISED[(length, cp)] = geometry.materialised_length(length, cp, "zigzag")
+    return found
+
+
+def _clean_stream(target: Any, sources: Sequence[Any], samples: Sequence[SampleLengths | None], layout: Layout) -> bool:
+    """Whether a packed stream is exactly its samples laid out, compared in one piece (``False``: not known).
+
+    ``True`` only where the per-sample comparison of `check_content` finds
+    every part equal (same dtype, same values) and the tail all pads; on
+    anything else (a difference, a dtype that differs, pads of unknown value,
+    an all-gather window, a sample without the lengths it needs) ``False``,
+    and the per-sample comparison says what and where. The expected stream
+    is cut from the sources concatenated once, by host ints only: each
+    sample's true positions on this rank are views of it, its pads views of
+    one pad-filled tensor, joined by one ``cat`` and compared by one
+    ``torch.equal`` (no per-sample layout is built).
+    """
+    torch = _torch()
+    cp_part = layout.space.cp
+    if not _numeric(layout.pad_value) or (cp_part is not None and cp_part.scheme == "allgather" and layout.cp > 1):
+        return False
+    if not sources or any(d is None for d in sources) or any(s is None for s in samples) or len(samples) != len(sources):
+        return False
+    seen = target.movedim(layout.axis, 0)
+    if layout.axis != 0 and seen.dim() > 1 and seen.shape[1] == 1:
+        seen = seen[:, 0]  # a (1, N) stream: its one row
+    dtype, rest = sources[0].dtype, tuple(sources[0].shape[1:])
+    if seen.dtype != dtype or tuple(seen.shape[1:]) != rest:
+        return False
+    try:
+        return _stream_equal(torch, seen, sources, samples, layout, dtype, rest)
+    except (TypeError, IndexError, RuntimeError):  # sources that do not stack (0-d, another width): sample by sample
+        return False
+
+
+def _stream_equal(torch: Any, seen: Any, sources: Sequence[Any], samples: Sequence[SampleLengths | None],
+                  layout: Layout, dtype: Any, rest: tuple[int, ...]) -> bool:
+    # `_clean_stream` past its guards: a source of another dtype is promoted by `cat` and then compared with
+    # `torch.equal`, which says equal only for equal values (what the per-sample check compares after a cast)
+    cp_part = layout.space.cp
+    counts = [len(d) for d in sources]  # each source's length (its sequence axis first)
+    shift = layout.space.shift - layout.source_space.shift
+    padded = layout.space.basis == "P" and layout.source_space.basis != "P"
+    left = layout.space.pad_side == "left"
+    cut = cp_part is not None and layout.cp > 1
+    zigzag = cut and cp_part.scheme == "zigzag"  # type: ignore[union-attr]
+    cuts: list[int] = []  # [start, end) of each true piece in the concatenated sources, in order
+    pads: list[int] = []  # each pad piece's length
+    order: list[bool] = []  # the pieces in stream order: True a true piece, False a pad piece
+    offset = stream = 0
+    drop = abs(shift)
+    cp, rank, scheme = layout.cp, layout.rank, cp_part.scheme if cp_part is not None else "zigzag"
+    for n, sample in zip(counts, samples):
+        true = n - drop if n > drop else 0  # data[shift:] or data[:shift]
+        first = offset + (min(shift, n) if shift > 0 else 0)
+        length = true
+        if padded:
+            length = sample.padded  # type: ignore[union-attr]
+            if length is None:
+                return False
+        if zigzag:
+            materialised = _MATERIALISED.get((length, cp)) or _materialised(length, cp)
+            if materialised > length:
+                length = materialised
+        if true > length:
+            length = true  # padded only when longer than the data (`_expected_part`)
+        lo, hi = (length - true, length) if left else (0, true)
+        for a, b in (_RANGES.get((length, cp, rank, scheme)) or _ranges(length, cp, rank, scheme)) if cut else ((0, length),):
+            # the range [a, b) of the laid-out sample: pads before `lo`, its true positions [lo, hi), pads after;
+            # a piece that continues the one before it (the same kind, adjacent in the sources) joins it
+            if a < lo:
+                end = lo if lo < b else b
+                _pad_piece(pads, order, end - a)
+                stream += end - a
+                a = end
+            end = hi if hi < b else b
+            if end > a:
+                start = first + a - lo
+                if order and order[-1] and cuts[-1] == start:
+                    cuts[-1] = first + end - lo
+                else:
+                    cuts += (start, first + end - lo)
+                    order.append(True)
+                stream += end - a
+                a = end
+            if b > a:
+                _pad_piece(pads, order, b - a)
+                stream += b - a
+        offset += n
+    if seen.shape[0] < stream:
+        return False  # a part runs past the stream's end: the per-sample check names it
+    tail = min(geometry.round_up(stream, layout.stream_unit), seen.shape[0]) - stream
+    if tail:
+        _pad_piece(pads, order, tail)
+    flat = torch.cat(list(sources)) if len(sources) > 1 else sources[0]
+    sizes = [b - a for a, b in zip([0, *cuts], [*cuts, flat.shape[0]])]  # gap, piece, gap, piece, ..., the rest
+    trues = iter(flat.split(sizes)[1::2]) if cuts else iter(())
+    filler = torch.full((sum(pads), *rest), layout.pad_value, dtype=dtype)
+    fills = iter(filler.split(pads)) if pads else iter(())
+    pieces = [next(trues) if real else next(fills) for real in order]
+    want = torch.cat(pieces) if pieces else seen[:0]
+    return bool(torch.equal(seen[:stream + tail], want))
+
+
+def _pad_piece(pads: list[int], order: list[bool], length: int) -> None:
+    # a pad piece of the expected stream, joined to a pad piece just before it
+    if order and not order[-1]:
+        pads[-1] += length
+    else:
+        pads.append(length)
+        order.append(False)
 
 
 def _rank_positions(length: int, layout: Layout) -> list[int]:

@@ -56,7 +56,13 @@ def _device_type(value: Any) -> str:
 def on_host(request: Request) -> bool:
     """Whether every tensor of ``request`` is on the CPU (and not a fake tensor): readable at once."""
     values = request.value if isinstance(request.value, (list, tuple)) else [request.value]
+    torch = sys.modules.get("torch")
+    tensor = torch.Tensor if torch is not None else None
     for v in values:
+        if type(v) is tensor:  # a plain tensor (never a fake one, a subclass): its device flag, per sample
+            if not v.is_cpu:
+                return False
+            continue
         if v is None or not is_array(v):
             continue
         if _device_type(v) != "cpu" or type(v).__name__ == "FakeTensor":

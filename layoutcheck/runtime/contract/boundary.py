@@ -158,18 +158,31 @@ class FieldSpec:
         """The space as messages name it, with the run's scheme filled in for ``cp``."""
         if self.space is None:
             return "micro-batch schedule"
-        space = self.resolved(scheme or "zigzag") if self.run_scheme else self.space
-        text = space.describe()
-        if self.holds == "rows":
-            return f"rows of {text}"
-        return f"{self.holds} {text}" if self.holds not in ("data",) else text
+        described = self._memo.get(("describe", scheme))
+        if described is None:
+            space = self.resolved(scheme or "zigzag") if self.run_scheme else self.space
+            text = space.describe()
+            if self.holds == "rows":
+                described = f"rows of {text}"
+            else:
+                described = f"{self.holds} {text}" if self.holds not in ("data",) else text
+            self._memo[("describe", scheme)] = described
+        return described
 
     def resolved(self, scheme: str) -> Space:
         """The field's space with ``cp`` resolved to ``scheme``."""
         assert self.space is not None
         if not self.run_scheme:
             return self.space
-        return _with_scheme(self.space, scheme)
+        found = self._memo.get(scheme)
+        if found is None:
+            found = self._memo[scheme] = _with_scheme(self.space, scheme)
+        return found
+
+    @functools.cached_property
+    def _memo(self) -> dict[object, Any]:
+        # per field: its space resolved to a scheme, and as messages say it (asked per field on every call)
+        return {}
 
 
 @functools.lru_cache(maxsize=256)  # asked per field and call: the same few spaces and schemes

@@ -148,10 +148,21 @@ def _walk(value: Any, parts: tuple[str | int, ...]) -> Any:
             rest = parts[i + 1:]
             if len(rest) == 1 and isinstance(rest[0], str):  # `x.*.field`, per sample on every call: no recursion
                 name = rest[0]
-                return [MISSING if e is MISSING or e is None else _step(e, name) for e in value]
+                plain = type(value[0]) if len(value) else None
+                if plain is not None and _MAPPING.get(plain) == 2:  # entries of one plain class: `getattr` each
+                    out = [getattr(e, name, MISSING) if type(e) is plain else _entry(e, name) for e in value]
+                    for j, got in enumerate(out):
+                        if got is MISSING and type(value[j]) is plain:
+                            out[j] = _wrapped(value[j], name)
+                    return out
+                return [_entry(e, name) for e in value]
             return [_walk(entry, rest) for entry in value]
         value = _step(value, part)
     return value
+
+
+def _entry(value: Any, name: str) -> Any:
+    return MISSING if value is MISSING or value is None else _step(value, name)
 
 
 def _object_array(value: Any) -> bool:
@@ -160,8 +171,8 @@ def _object_array(value: Any) -> bool:
     return getattr(getattr(value, "dtype", None), "kind", None) == "O" and shape is not None and len(shape) == 1
 
 
-_MAPPING: dict[type, bool] = {}
-"""Whether each type `_step` met is a `Mapping` (an ABC check: the same answer for every instance)."""
+_MAPPING: dict[type, int] = {}
+"""How `_step` reads a name from each type it met (`_kind`: the same answer for every instance)."""
 
 
 def _step(value: Any, part: str | int) -> Any:
@@ -174,25 +185,41 @@ def _step(value: Any, part: str | int) -> Any:
         if isinstance(value, Mapping):
             return value.get(part, MISSING)
         return MISSING
-    mapping = _MAPPING.get(type(value))
-    if mapping is None:  # asked once per type: `isinstance` against an ABC is slow, and this runs per sample
-        mapping = _MAPPING[type(value)] = isinstance(value, Mapping)
-    if mapping:
+    kind = _MAPPING.get(type(value))
+    if kind is None:  # asked once per type: `isinstance` against an ABC is slow, and this runs per sample
+        kind = _MAPPING[type(value)] = _kind(type(value))
+    if kind == 1:
         return value.get(part, MISSING)
+    if kind == 2:  # a plain object (a dataclass, say): its attribute, else a field it wraps
+        found = getattr(value, part, MISSING)
+        return found if found is not MISSING else _wrapped(value, part)
     if hasattr(value, "keys") and hasattr(value, "__getitem__"):  # mapping-like (a TensorDict, a batch dict)
         try:
             return value[part] if part in value.keys() else getattr(value, part, MISSING)
         except Exception:  # noqa: BLE001 - a container that cannot answer: nothing there
             return MISSING
     found = getattr(value, part, MISSING)
-    if found is MISSING:
-        for holder in _WRAPPED:  # a batch class wrapping its fields (verl's DataProto): `data.input_ids` reads
-            inner = getattr(value, holder, None)  # `data.batch["input_ids"]`, else `data.non_tensor_batch[...]`
-            if inner is not None and hasattr(inner, "keys") and hasattr(inner, "__getitem__"):
-                found = _step(inner, part)
-                if found is not MISSING:
-                    return found
-    return found
+    return found if found is not MISSING else _wrapped(value, part)
+
+
+def _kind(cls: type) -> int:
+    # 1: a Mapping; 2: a class no instance of which is mapping-like (no `__getitem__`, no `__getattr__` that
+    # could answer for one): `getattr` is all `_step` does on it; 0: anything else, asked per value
+    if issubclass(cls, Mapping):
+        return 1
+    if not hasattr(cls, "__getitem__") and not hasattr(cls, "__getattr__") and cls.__getattribute__ is object.__getattribute__:
+        return 2
+    return 0
+
+
+def _wrapped(value: Any, part: str) -> Any:
+    for holder in _WRAPPED:  # a batch class wrapping its fields (verl's DataProto): `data.input_ids` reads
+        inner = getattr(value, holder, None)  # `data.batch["input_ids"]`, else `data.non_tensor_batch[...]`
+        if inner is not None and hasattr(inner, "keys") and hasattr(inner, "__getitem__"):
+            found = _step(inner, part)
+            if found is not MISSING:
+                return found
+    return MISSING
 
 
 _WRAPPED = ("batch", "non_tensor_batch")

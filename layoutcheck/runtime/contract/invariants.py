@@ -51,6 +51,7 @@ __all__ = [
     "Reading",
     "bind",
     "derive_padded",
+    "lengths_in",
     "check_fields",
     "check_padding",
     "check_samples_kept",
@@ -167,31 +168,135 @@ class Reading:
 
 @dataclass
 class Bound:
-    """Each sample's lengths, and which field gave each one (for messages)."""
+    """Each sample's lengths, and which field gave each one (for messages).
+
+    Held by quantity, one column of ints per quantity over the call's
+    samples (``None`` where no field gave it): the clean path of a call
+    compares whole columns (list equality, in C) instead of visiting every
+    sample, and goes sample by sample only to name what differs.
+    """
 
     n: int
-    values: list[dict[str, int]] = field(default_factory=list)
+    columns: dict[str, list[int | None]] = field(default_factory=dict)
+    """Quantity (``T``, ``R``, ``P``) -> each sample's value (``None``: not known)."""
     by: dict[str, str] = field(default_factory=dict)
     """Quantity (``T``, ``R``, ``P``) -> the key of the field that bound it."""
     spaces: dict[str, str] = field(default_factory=dict)
     """Quantity -> the space of the field that bound it, as messages say it."""
-    _samples: dict[tuple[int, int, int | None], SampleLengths] = field(default_factory=dict, repr=False)
+    _keys: list[tuple[int, int, int | None] | None] | None = field(default=None, repr=False)
+    _samples: list[SampleLengths | None] | None = field(default=None, repr=False)
+    _lengths: dict[tuple[Space, int, int], list[int | None]] = field(default_factory=dict, repr=False)
+
+    def value(self, i: int, quantity: str) -> int | None:
+        """Sample ``i``'s ``quantity`` (``None`` when no field gave it)."""
+        column = self.columns.get(quantity)
+        return None if column is None else column[i]
+
+    def keys(self) -> list[tuple[int, int, int | None] | None]:
+        """Every sample's ``(T, R, P)`` (``R`` 0 when unknown; ``None`` where ``T`` is not known)."""
+        if self._keys is None:
+            none: list[int | None] = [None] * self.n
+            self._keys = [None if t is None else (t, r or 0, p) for t, r, p in zip(
+                self.columns.get("T", none), self.columns.get("R", none), self.columns.get("P", none))]
+        return self._keys
+
+    def samples(self) -> list[SampleLengths | None]:
+        """Every sample's lengths (``None`` where ``T`` is not known); equal samples share one object.
+
+        Made only when a message or a CP-local length needs them: a clean
+        call's checks compare columns of ints.
+        """
+        if self._samples is None:
+            shared: dict[tuple[int, int, int | None], SampleLengths] = {}
+            out: list[SampleLengths | None] = []
+            for key in self.keys():
+                if key is None:
+                    out.append(None)
+                    continue
+                found = shared.get(key)
+                if found is None:
+                    found = shared[key] = SampleLengths(total=key[0], response=key[1], padded=key[2])
+                out.append(found)
+            self._samples = out
+        return self._samples
 
     def sample(self, i: int) -> SampleLengths | None:
         """Sample ``i``'s lengths (``None`` when its ``T`` is not known)."""
-        v = self.values[i]
-        if "T" not in v:
-            return None
-        key = (v["T"], v.get("R", 0), v.get("P"))
-        found = self._samples.get(key)
-        if found is None:
-            found = self._samples[key] = SampleLengths(total=key[0], response=key[1], padded=key[2])
-        return found
+        return self.samples()[i]
 
     def get(self, quantity: str) -> list[int] | None:
         """Every sample's ``quantity``, or ``None`` when any sample lacks it."""
-        out = [v.get(quantity) for v in self.values]
-        return None if any(x is None for x in out) else out  # type: ignore[return-value]
+        if not self.n:
+            return []
+        column = self.columns.get(quantity)
+        return None if column is None or None in column else list(column)  # type: ignore[arg-type]
+
+    def column(self, quantity: str) -> list[int] | None:
+        """`get` without the copy, for reading only."""
+        if not self.n:
+            return []
+        column = self.columns.get(quantity)
+        return None if column is None or None in column else column  # type: ignore[return-value]
+
+    def _changed(self) -> None:
+        self._keys = self._samples = None
+        self._lengths.clear()
+
+
+_BY_SPACE: dict[tuple[Space, int, int], dict[tuple[int, int, int | None], int | None]] = {}
+"""(space, cp, rank) -> (T, R, P) -> the length there: what `Space.length` said, kept across calls (ints only)."""
+
+
+def lengths_in(space: Space, bound: Bound, cp: int, rank: int) -> list[int | None]:
+    """Every sample's length in ``space`` on this rank (`sample_length` per sample; ``None`` where unknown).
+
+    Once per space and call, by whole columns when the space is not cut by
+    CP (what `Space.length` does then is one subtraction); a CP-local space
+    looks each distinct sample up in a table of ints kept across calls.
+    """
+    key = (space, cp, rank)
+    found = bound._lengths.get(key)
+    if found is not None:
+        return found
+    size = space.cp.size if space.cp is not None and space.cp.size is not None else cp
+    if space.cp is None or size == 1:  # `Space._whole` less the shift, from the columns: no sample object made
+        none: list[int | None] = [None] * bound.n
+        totals = bound.columns.get("T", none)
+        basis, cut = space.basis, abs(space.shift)
+        if basis == "T":
+            base = totals
+        elif basis == "T-1":
+            cut += 1  # max(T - 1, 0) less the shift: max(T - 1 - shift, 0)
+            base = totals
+        elif basis == "R":
+            base = [None if t is None else r or 0 for t, r in zip(totals, bound.columns.get("R", none))]
+        elif None not in totals:  # every sample known: its padded lengths as bound (None where not decided)
+            base = bound.columns.get("P", none)
+        else:
+            base = [None if t is None else p for t, p in zip(totals, bound.columns.get("P", none))]
+        if not cut and None not in base and (not base or min(base) >= 0):  # type: ignore[type-var]
+            found = list(base)  # lengths as they are (the usual case: no shift, every sample known)
+        else:
+            found = [None if b is None else max(b - cut, 0) for b in base]
+    else:
+        table = _BY_SPACE.get(key)
+        if table is None or len(table) > 65536:
+            if len(_BY_SPACE) > 256:
+                _BY_SPACE.clear()
+            table = _BY_SPACE[key] = {}
+        found = []
+        samples: list[SampleLengths | None] | None = None
+        for i, k in enumerate(bound.keys()):
+            if k is None:
+                found.append(None)
+                continue
+            length = table.get(k, _UNSET)
+            if length is _UNSET:  # a sample not met before: its lengths object, asked once
+                samples = samples or bound.samples()
+                length = table[k] = _cached_length(space, samples[i], cp, rank)  # type: ignore[arg-type]
+            found.append(length)
+    bound._lengths[key] = found
+    return found
 
 
 def _quantity(basis: str, length: int) -> tuple[str, int]:
@@ -209,7 +314,7 @@ def _per_sample(r: Reading) -> list[int] | None:
 
 def bind(readings: Sequence[Reading], n: int, where: str, sizes: dict[str, object]) -> tuple[Bound, list[Violation]]:
     """Each sample's ``T``, ``R``, ``P`` from the fields that measure them; B1 where two such fields disagree."""
-    bound = Bound(n=n, values=[{} for _ in range(n)])
+    bound = Bound(n=n)
     out: list[Violation] = []
     for r in readings:
         basis = r.spec.binds
@@ -219,21 +324,30 @@ def bind(readings: Sequence[Reading], n: int, where: str, sizes: dict[str, objec
         if r.cu is not None and len(lengths) == n + 1:
             lengths = lengths[:n]  # the last segment is the stream's tail padding (B4 judges it)
         quantity, shift = _quantity(basis, 0)
-        for i, length in enumerate(lengths[:n]):
-            value = length + shift
-            have = bound.values[i].get(quantity)
+        given = [length + shift for length in lengths[:n]] if shift else list(lengths[:n])
+        if not given:
+            continue
+        column = bound.columns.get(quantity)
+        if column is None:  # the first field to measure the quantity binds it: one list, no per-sample work
+            bound.columns[quantity] = given + [None] * (n - len(given))
+            bound.by[quantity] = r.spec.key  # `described` builds a string: once per quantity, not per sample
+            bound.spaces[quantity] = r.described
+            bound._changed()
+            continue
+        if column[:len(given)] == given:
+            continue  # agrees with the field that bound it (a `None` there never equals an int)
+        bound._changed()
+        for i, value in enumerate(given):  # sample by sample, only to fill gaps and name what disagrees
+            have = column[i]
             if have is None:
-                bound.values[i][quantity] = value
-                if quantity not in bound.by:  # `described` builds a string: once per quantity, not per sample
-                    bound.by[quantity] = r.spec.key
-                    bound.spaces[quantity] = r.described
+                column[i] = value
             elif have != value:
                 expected = have - 1 if basis == "T-1" else have
                 out.append(Violation(
                     "B1", where, r.spec.key,
                     f"{quantity}_i disagrees with `{bound.by.get(quantity, '?')}`, which gives the sample "
                     f"{quantity}={have}",
-                    actual=length, expected=expected, hint=hint("B1", r.space), sample=i, space=r.described,
+                    actual=lengths[i], expected=expected, hint=hint("B1", r.space), sample=i, space=r.described,
                     sizes={**sizes, quantity: have},
                 ))
     return bound, out
@@ -242,11 +356,25 @@ def bind(readings: Sequence[Reading], n: int, where: str, sizes: dict[str, objec
 def derive_padded(bound: Bound, unit: int) -> None:
     """``P_i = round_up(T_i, A)`` for every sample no field gives a padded length (a helper that pads to its own
     unit and says so only in the lengths it returns); B2 and B3 then hold by construction."""
-    for v in bound.values:
-        if "P" not in v and "T" in v:
-            v["P"] = geometry.round_up(v["T"], unit)
-            bound.by.setdefault("P", f"round_up(T, A={unit})")
-            bound.spaces.setdefault("P", "P")
+    totals = bound.columns.get("T")
+    if totals is None:
+        return
+    padded = bound.columns.get("P")
+    if padded is None:
+        padded = [None if t is None else geometry.round_up(t, unit) for t in totals]
+        derived = any(p is not None for p in padded)
+        if derived:
+            bound.columns["P"] = padded
+    else:
+        derived = False
+        for i, (t, p) in enumerate(zip(totals, padded)):
+            if p is None and t is not None:
+                padded[i] = geometry.round_up(t, unit)
+                derived = True
+    if derived:
+        bound.by.setdefault("P", f"round_up(T, A={unit})")
+        bound.spaces.setdefault("P", "P")
+        bound._changed()
 
 
 _UNSET: Any = object()
@@ -274,7 +402,6 @@ def check_fields(readings: Sequence[Reading], bound: Bound, *, cp: int, rank: in
     """B1 for every field that did not bind, B4 for packed streams and their cumulative lengths."""
     out: list[Violation] = []
     n = bound.n
-    samples = [bound.sample(i) for i in range(n)]  # once per call, not once per field
     streams = [r for r in readings if r.shape == "stream" and r.total is not None and r.space is not None]
     for r in readings:
         if r.space is None or r.shape in ("missing", "schedule"):
@@ -295,17 +422,18 @@ def check_fields(readings: Sequence[Reading], bound: Bound, *, cp: int, rank: in
             continue
         if r.count != n:
             continue  # the return value's count: B5
+        wants = lengths_in(r.space, bound, cp, rank)
+        if r.lengths == wants and not (r.shape == "rows" and r.spec.mask is not None):
+            continue  # every sample holds its length in the space (a `None` there never equals an int)
         binds = r.spec.binds if r.shape != "rows" else None
         quantity, shift = _quantity(binds, 0) if binds is not None else (None, 0)
-        wants: dict[int, int | None] = {}  # per distinct sample (`Bound.sample` shares equal ones): one length
-        values = bound.values
-        for i, got in enumerate(r.lengths):
+        column = bound.columns.get(quantity) if quantity is not None else None
+        samples = bound.samples()
+        for i, got in enumerate(r.lengths):  # sample by sample: only a call with something to name comes here
             sample = samples[i]
-            if sample is None or (quantity is not None and got + shift == values[i].get(quantity)):
+            if sample is None or (column is not None and got + shift == column[i]):
                 continue  # the field that bound this sample's length holds it by construction
-            want = wants.get(id(sample), _UNSET)
-            if want is _UNSET:
-                want = wants[id(sample)] = _length(r.space, sample, cp, rank)
+            want = wants[i]
             if r.shape == "padded rows":  # a row-padded batch: the row must hold the sample (its side: values)
                 if want is not None and got < want:
                     out.append(_b1(r, i, got, f">= {want}", where, sizes, sample, cp, rank,
@@ -366,13 +494,17 @@ def stream_length(space: Space, samples: Sequence[SampleLengths], cp: int, rank:
 def _check_stream(r: Reading, bound: Bound, cp: int, rank: int, where: str, sizes: dict[str, object],
                   unit: int) -> list[Violation]:
     assert r.space is not None
-    samples = [bound.sample(i) for i in range(bound.n)]
-    if any(s is None for s in samples):
+    if None in bound.keys():
         return []
-    want = stream_length(r.space, samples, cp, rank, unit)  # type: ignore[arg-type]
+    if r.space.cp is not None and r.space.cp.scheme == "allgather" and cp > 1:
+        whole = lengths_in(r.space.unsliced(), bound, cp, rank)
+        want = None if None in whole else geometry.round_up(sum(whole), cp * unit) // cp  # type: ignore[arg-type]
+    else:
+        parts = lengths_in(r.space, bound, cp, rank)
+        want = None if None in parts else geometry.round_up(sum(parts), unit)  # type: ignore[arg-type]
     if want is None or r.total == want:
         return []
-    parts = [_length(r.space, s, cp, rank) for s in samples]  # type: ignore[arg-type]
+    parts = lengths_in(r.space, bound, cp, rank)
     extra: dict[str, object] = {"samples": bound.n, "parts": tuple(parts), "cp": cp, "r": rank}
     if unit > 1:
         extra["stream unit"] = unit
@@ -410,12 +542,14 @@ def _check_cu(r: Reading, bound: Bound, streams: Sequence[Reading], cp: int, ran
                           actual=len(cu), expected=f"{n + 1} (or {n + 2} with a tail pad segment)",
                           hint=HINTS["B4"], space=r.described, sizes=sizes)]
     segments = [b - a for a, b in zip(cu, cu[1:])]
-    for i in range(n):
+    wants = lengths_in(r.space, bound, cp, rank) if r.spec.binds is None else []
+    if segments[:n] == wants:
+        wants = []  # every segment is its sample's length: nothing to name (a binding field names none)
+    for i, want in enumerate(wants):  # sample by sample, only when a segment differs
         sample = bound.sample(i)
         if sample is None:
             continue
-        want = _length(r.space, sample, cp, rank)
-        if want is not None and segments[i] != want and r.spec.binds is None:
+        if want is not None and segments[i] != want:
             out.append(Violation("B4", where, r.spec.key, "a segment of the stream is not its sample's length",
                                  actual=segments[i], expected=want, hint=HINTS["B4"], sample=i, space=r.described,
                                  sizes={**_sample_sizes(sample), **sizes}))
@@ -438,30 +572,41 @@ def _check_cu(r: Reading, bound: Bound, streams: Sequence[Reading], cp: int, ran
 def check_padding(bound: Bound, units: Sequence[tuple[str, int]], tight: bool, where: str,
                   sizes: dict[str, object]) -> list[Violation]:
     """B2 (``T <= P``, tight: ``P < T + A``) and B3 (each unit divides ``P``) for every sample with both."""
-    out: list[Violation] = []
+    totals, padded = bound.columns.get("T"), bound.columns.get("P")
+    if totals is None or padded is None:
+        return []
     a = math.lcm(*(u for _, u in units)) if units else None
+    above = a if tight and a else None
+    out: list[Violation] = []
+    # every unit divides P exactly when their lcm does: one remainder per sample on the clean path
+    if a is None:
+        bad = [i for i, (t, p) in enumerate(zip(totals, padded)) if t is not None and p is not None and p < t]
+    elif above is None:
+        bad = [i for i, (t, p) in enumerate(zip(totals, padded))
+               if t is not None and p is not None and (p < t or p % a)]
+    else:
+        bad = [i for i, (t, p) in enumerate(zip(totals, padded))
+               if t is not None and p is not None and (p < t or p >= t + above or p % a)]
     p_key, space = bound.by.get("P", "P"), bound.spaces.get("P", "P")
-    for i, v in enumerate(bound.values):
-        t, p = v.get("T"), v.get("P")
-        if t is None or p is None:
-            continue
+    for i in bad:  # the messages: only for a sample that breaks one
+        t, p = totals[i], padded[i]
         here = {"T": t, "P": p, **({"A": a} if a else {}), **sizes}
-        if p < t:
+        if p < t:  # type: ignore[operator]
             out.append(Violation("B2", where, p_key, "padded length is below the true length: the sample is cut",
-                                 actual=p, expected=f">= T_i = {t}" + (f": {geometry.round_up(t, a)}" if a else ""),
+                                 actual=p, expected=f">= T_i = {t}" + (f": {geometry.round_up(t, a)}" if a else ""),  # type: ignore[arg-type]
                                  hint=HINTS["B2"], sample=i, space=space, sizes=here))
             continue
         for name, u in units:
-            if p % u:
+            if p % u:  # type: ignore[operator]
                 out.append(Violation("B3", where, p_key, f"unit `{name}` = {u} does not divide the padded length",
                                      actual=p, expected=f"a multiple of {u}" + (
-                                         f" (and of A = {a}): {geometry.round_up(t, a)}" if a else ""),
+                                         f" (and of A = {a}): {geometry.round_up(t, a)}" if a else ""),  # type: ignore[arg-type]
                                      hint=HINTS["B3"], sample=i, space=space, sizes=here))
-        if tight and a and p >= t + a:
+        if tight and a and p >= t + a:  # type: ignore[operator]
             out.append(Violation("B2", where, p_key,
-                                 f"padded length is {p / t if t else float('inf'):.1f}x the true length, more than "
+                                 f"padded length is {p / t if t else float('inf'):.1f}x the true length, more than "  # type: ignore[operator]
                                  "one alignment unit above it",
-                                 actual=p, expected=f"{geometry.round_up(t, a)} (T_i <= P_i < T_i + A)",
+                                 actual=p, expected=f"{geometry.round_up(t, a)} (T_i <= P_i < T_i + A)",  # type: ignore[arg-type]
                                  hint=HINTS["B2"], sample=i, space=space, sizes=here))
     return out
 
@@ -478,7 +623,7 @@ def check_samples_kept(inputs: Bound, outputs: Bound, readings: Sequence[Reading
             out.append(Violation("B5", where, r.spec.key, f"the return value holds {count} samples, the arguments {n}",
                                  actual=count, expected=n, hint=HINTS["B5"], space=r.described, sizes=sizes))
     for quantity in _QUANTITIES:
-        before, after = inputs.get(quantity), outputs.get(quantity)
+        before, after = inputs.column(quantity), outputs.column(quantity)
         if before is None or after is None or before == after or len(before) != len(after):
             continue
         key = outputs.by.get(quantity, "returns")

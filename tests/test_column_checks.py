@@ -1,0 +1,100 @@
+"""The whole-call comparisons of a boundary's clean path decide exactly what the per-sample checks decide.
+
+A clean call of a boundary contract is judged by whole columns of ints
+(`invariants.lengths_in`) and, for B6 on a packed stream, by one comparison
+of the stream with its samples laid out (`content._clean_stream`); only a
+call with something to name goes sample by sample. Each test draws calls,
+right and broken, and holds the shortcut to the per-sample answer.
+"""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+torch = pytest.importorskip("torch")
+
+from layoutcheck.runtime.checker import content  # noqa: E402
+from layoutcheck.runtime.contract import invariants  # noqa: E402
+from layoutcheck.spaces import CPPart, SampleLengths, Space  # noqa: E402
+
+FAST = settings(max_examples=200, deadline=None)
+
+
+@st.composite
+def streams(draw):
+    """A packed stream of a call's samples on one CP rank: laid out right by the per-sample helpers, or broken."""
+    n = draw(st.integers(1, 6))
+    totals = draw(st.lists(st.integers(1, 40), min_size=n, max_size=n))
+    unit = draw(st.sampled_from([1, 4, 8]))
+    padded = [-(-t // unit) * unit for t in totals]
+    cp = draw(st.sampled_from([1, 2, 3]))
+    rank = draw(st.integers(0, cp - 1))
+    shift = draw(st.sampled_from([-1, 0, 1]))
+    side = draw(st.sampled_from([None, "left"]))
+    rows = draw(st.sampled_from([(), (2,)]))
+    dtype = draw(st.sampled_from([torch.int64, torch.float32]))
+    space = Space("P", packed=True, cp=CPPart("zigzag") if cp > 1 else None, shift=shift, pad_side=side)
+    layout = content.Layout(space=space, source_space=Space("T"), cp=cp, rank=rank, pad_value=-1,
+                            stream_unit=draw(st.sampled_from([1, 4])), axis=1)
+    gen = torch.Generator().manual_seed(draw(st.integers(0, 2**16)))
+    sources = [torch.randint(0, 50, (t, *rows), generator=gen).to(dtype) for t in totals]
+    samples = [SampleLengths(total=t, padded=p) for t, p in zip(totals, padded)]
+    parts = [content._rank_part(content._expected_part(d, s, layout)[0], layout) for d, s in zip(sources, samples)]
+    stream = torch.cat(parts)
+    total = -(-stream.shape[0] // layout.stream_unit) * layout.stream_unit
+    stream = torch.cat([stream, torch.full((total - stream.shape[0], *rows), -1, dtype=dtype)])
+    broken = draw(st.sampled_from(["none", "value", "short", "swap"]))
+    if broken == "value" and stream.shape[0]:
+        stream[draw(st.integers(0, stream.shape[0] - 1))] += 7
+    elif broken == "short":
+        stream = stream[: max(stream.shape[0] - draw(st.integers(1, 5)), 0)]
+    elif broken == "swap" and n > 1:
+        sources = sources[1:] + sources[:1]  # the stream holds the samples in another order than its source
+        samples = samples[1:] + samples[:1]
+    return stream.unsqueeze(0), sources, samples, layout, broken
+
+
+def _check(stream, sources, samples, layout):
+    return content.check_content(stream, sources, samples, layout, key="returns.ids", source_key="args.ids",
+                                 where="f (call 1)", space_text="P packed cp", packed=True, sizes={})
+
+
+@FAST
+@given(streams())
+def test_the_stream_shortcut_accepts_only_what_the_per_sample_check_passes(drawn):
+    stream, sources, samples, layout, broken = drawn
+    clean = content._clean_stream(stream, sources, samples, layout)
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(content, "_clean_stream", lambda *a, **k: False)  # the per-sample check alone
+        slow = _check(stream, sources, samples, layout)
+    if clean:
+        assert slow == []
+    if broken == "none":
+        assert clean and slow == []  # the right stream takes the shortcut
+    fast = _check(stream, sources, samples, layout)
+    assert fast == slow  # the same violations, word for word
+
+
+@st.composite
+def bounds(draw):
+    n = draw(st.integers(0, 8))
+    column = st.lists(st.one_of(st.none(), st.integers(-2, 60)), min_size=n, max_size=n)
+    bound = invariants.Bound(n=n)
+    for quantity in draw(st.sets(st.sampled_from(["T", "R", "P"]))):
+        bound.columns[quantity] = draw(column)
+    space = Space(draw(st.sampled_from(["T", "R", "T-1", "P"])), shift=draw(st.sampled_from([-1, 0, 1])),
+                  cp=draw(st.sampled_from([None, CPPart("zigzag"), CPPart("zigzag", size=1)])))
+    cp = draw(st.sampled_from([1, 2]))
+    return bound, space, cp, draw(st.integers(0, cp - 1))
+
+
+@FAST
+@given(bounds())
+def test_lengths_in_a_space_are_each_samples_length(drawn):
+    bound, space, cp, rank = drawn
+    if space.cp is not None and space.basis == "T" and cp > 1:
+        space = Space("P", cp=space.cp)  # a T axis has no CP-local length: the space cannot be written
+    want = [None if s is None else invariants._cached_length(space, s, cp, rank) for s in bound.samples()]
+    assert invariants.lengths_in(space, bound, cp, rank) == want
