@@ -15,8 +15,8 @@ The rewrites are the ways real trainers write the same code (issue 28, point 4):
   with ``b = ys[k]`` first in the body;
 * ``flag``: a statement that slices or pads put under ``if flag: ... else: pass``
   with ``flag = True`` just before (the side of a truncation picked by a switch);
-* ``tuple_return``: a module's function made to return ``(value, None)``, each
-  call unpacked (``x, _ = f(...)``) or subscripted (``f(...)[0]``).
+* ``tuple_return``: a module's function made to return ``(None, value)``, each
+  call unpacked (``_, x = f(...)``) or subscripted (``f(...)[1]``).
 
 Each rewrite keeps the meaning of code whose zipped sequences are as long as
 each other (what a trainer's co-indexed fields are). It replaces whole lines
@@ -453,16 +453,16 @@ def _tuple_return(tree: ast.Module, editor: _Editor, fresh: _Names) -> None:
             continue
         for ret in returns:
             value = ret.value if ret.value is not None else ast.Constant(None)
-            ret.value = ast.Tuple(elts=[value, ast.Constant(None)], ctx=ast.Load())
+            ret.value = ast.Tuple(elts=[ast.Constant(None), value], ctx=ast.Load())
         for call in calls:
             stmt = statements[id(call)]
             if isinstance(stmt, ast.Assign) and stmt.value is call and len(stmt.targets) == 1 and isinstance(
                     stmt.targets[0], ast.Name):
-                stmt.targets[0] = ast.Tuple(elts=[stmt.targets[0], ast.Name(id="_", ctx=ast.Store())],
+                stmt.targets[0] = ast.Tuple(elts=[ast.Name(id="_", ctx=ast.Store()), stmt.targets[0]],
                                             ctx=ast.Store())
             else:
                 parent = parents[id(call)]
-                _replace_child(parent, call, ast.Subscript(value=call, slice=ast.Constant(0), ctx=ast.Load()))
+                _replace_child(parent, call, ast.Subscript(value=call, slice=ast.Constant(1), ctx=ast.Load()))
         for stmt in touched.values():
             editor.replace(stmt.lineno, stmt.end_lineno or stmt.lineno, _statement_lines(editor.indent(stmt), stmt))
 

@@ -43,16 +43,8 @@ PROJECTS = ["flagged", "lookalikes", *(f"pairs/{p.name}/{half}" for p in PAIRS f
 
 Key = tuple[str, int, str]
 
-_TUPLE_RETURN = (
-    "no function summaries yet (issue 28, point 2): the checks that follow a value into the function that "
-    "computes it (`x = f(...)`: the shift, the pad side, the split or the count `f` returns) read `f`'s "
-    "`return` expression as written, so `return value, None` unpacked by `x, _ = f(...)` (or `f(...)[0]`) "
-    "is not followed"
-)
 PENDING: dict[tuple[str, str], str] = {
     # (transform, "corpus" | "fixtures") -> why the engine does not follow it yet
-    ("tuple_return", "corpus"): _TUPLE_RETURN,
-    ("tuple_return", "fixtures"): _TUPLE_RETURN,
 }
 """Rewrites not followed yet, with the reason; each is a strict expected failure."""
 

@@ -319,7 +319,7 @@ class _FunctionState:
         "calls", "source_ticks", "none_checked", "returns", "guarded", "samples", "iterates", "aliases",
         "pads", "writes_source", "writes_packed", "reads_source", "reads_packed", "layout_params",
         "padded_params", "true_params", "rounds", "spaces", "guard_fields", "candidates", "positional", "reads",
-        "returns_calls", "unit_names",
+        "returns_calls", "unit_names", "elements",
     )
 
     def __init__(self) -> None:
@@ -328,6 +328,9 @@ class _FunctionState:
         self.none_checked: set[str] = set()
         self.returns = 0
         self.returns_calls: set[str] = set()
+        # Per element of the tuple every `return` gives: (tags, calls); None before the first
+        # return, False once a return gives something else (no summary by element).
+        self.elements: list[tuple[int, frozenset[str]]] | bool | None = None
         self.guarded: set[str | None] = set()
         self.samples: set[int] = set()
         self.iterates = False
@@ -501,7 +504,10 @@ class _Extractor(ClashesMixin, LiteralsMixin, SidesMixin, Flow):
                 value = self.classify(node.value)
                 self.state.returns |= value.tags
                 self.state.returns_calls |= value.calls
+                self.returned_elements(node.value)
                 self.returned(node.value)
+            else:
+                self.state.elements = False
             return True
         elif kind in (ast.FunctionDef, ast.AsyncFunctionDef):
             self.function(node)
@@ -957,6 +963,8 @@ class _Extractor(ClashesMixin, LiteralsMixin, SidesMixin, Flow):
         facts.none_checked = tuple(sorted(state.none_checked))
         facts.returns_tags = state.returns
         facts.returns_calls = tuple(sorted(state.returns_calls))
+        if state.elements:
+            facts.returns_elements = tuple((tags, tuple(sorted(calls))) for tags, calls in state.elements)
         facts.calls = tuple(state.calls)
         facts.guarded = tuple(sorted(g for g in state.guarded if g is not None)) + (
             ("",) if None in state.guarded else ()
@@ -1115,12 +1123,22 @@ class _Extractor(ClashesMixin, LiteralsMixin, SidesMixin, Flow):
                     # `a, b = f(x)`: each an element of what `f` returns (`*f`: the project reads only the
                     # side its elements are padded on, which the elements share or it is no side).
                     element_of = Value(0, None, calls=frozenset({"*" + c for c in found.calls}))
-                    for element in elements:
+                    starred = False
+                    for i, element in enumerate(elements):
                         if isinstance(element, ast.Name):
-                            self.bind(element.id, element_of if found.calls else NOTHING)
+                            if not found.calls:
+                                self.bind(element.id, NOTHING)
+                            elif starred or not isinstance(value, ast.Call):
+                                self.bind(element.id, element_of)
+                            else:
+                                # Element `i` of what the callee returns: its summary there (`*i:f`).
+                                self.bind(element.id, Value(0, None, calls=frozenset(f"*{i}:{c}" for c in found.calls
+                                                                                      if not c.startswith("*"))))
                             unpacked[element.id] = value  # what `a` was unpacked from
-                        elif isinstance(element, ast.Starred) and isinstance(element.value, ast.Name):
-                            self.bind(element.value.id, NOTHING)
+                        elif isinstance(element, ast.Starred):
+                            starred = True
+                            if isinstance(element.value, ast.Name):
+                                self.bind(element.value.id, NOTHING)
 
     def _rebind_side(self, name: str, tag: int) -> None:
         """A buffer written on one side of its rows is padded on that side from now on."""
@@ -1303,6 +1321,25 @@ class _Extractor(ClashesMixin, LiteralsMixin, SidesMixin, Flow):
             return int_value(count.slice) == 0
         # A comprehension's iterable: a walk over a collection.
         return isinstance(count, (ast.Name, ast.Subscript, ast.Attribute, ast.Call, ast.ListComp))
+
+    def returned_elements(self, value: ast.expr) -> None:
+        """Join what a ``return`` gives into the function's summary by element (`Function.returns_elements`):
+        a tuple written there or bound to the local it returns, position by position."""
+        state = self.state
+        if state.elements is False:
+            return
+        found = self.resolved(value) if isinstance(value, ast.Name) else value
+        if not isinstance(found, ast.Tuple) or any(isinstance(e, ast.Starred) for e in found.elts):
+            state.elements = False
+            return
+        # A local bound to a tuple (`out = a, b` ... `return out`): its elements read in the bindings here.
+        joined = [(v.tags, v.calls) for v in map(self.classify, found.elts)]
+        if state.elements is None:
+            state.elements = joined
+        elif len(state.elements) != len(joined):
+            state.elements = False
+        else:
+            state.elements = [(a | c, b | d) for (a, b), (c, d) in zip(state.elements, joined)]
 
     def returned(self, value: ast.expr) -> None:
         """A returned broadcast, and a function returning its parameter rounded up (a round-up helper)."""

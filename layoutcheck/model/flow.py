@@ -363,7 +363,12 @@ class Flow:
                 tags = (inner.tags & ~SRCLIST) | ENTRY
                 if inner.tags & TOK and not inner.tags & (SAMPLE | STREAM):
                     tags = (tags & ~TOK) | SAMPLE
-                return Value(tags, inner.origin, inner.params, inner.fields, inner.shifts)
+                position = int_value(node.slice) if isinstance(base, ast.Call) else None  # type: ignore[attr-defined]
+                calls = _EMPTY
+                if position is not None and position >= 0 and inner.calls:
+                    # `f(...)[1]`: element 1 of what the project's `f` returns (its summary there, `*1:f`).
+                    calls = frozenset(f"*{position}:{c}" for c in inner.calls if not c.startswith("*"))
+                return Value(tags, inner.origin, inner.params, inner.fields, inner.shifts, calls)
             kind = shift_kind(node.slice)  # type: ignore[attr-defined]
             if kind is not None:
                 if isinstance(node.slice, ast.Tuple):  # type: ignore[attr-defined]
