@@ -707,8 +707,9 @@ class _Extractor(ClashesMixin, LiteralsMixin, SidesMixin, Flow):
 
     def built_by_loop(self, node: ast.For | ast.AsyncFor) -> dict[str, ast.ListComp]:
         """Lists ``node`` builds as a comprehension would: ``xs = []`` before the loop and one
-        ``xs.append(e)`` in its body (under ``if c:`` tests at most), ``xs`` written nowhere else in it.
-        Each as the comprehension ``[e for <target> in <iter> if c]`` (`synthetic`: no node of the file)."""
+        ``xs.append(e)`` (or ``xs.extend(e)``) in its body (under ``if c:`` tests at most), ``xs`` written
+        nowhere else in it. Each as the comprehension ``[e for <target> in <iter> if c]`` (for ``extend``,
+        ``[y for <target> in <iter> if c for y in e]``; `synthetic`: no node of the file)."""
         if isinstance(node, ast.AsyncFor):
             return {}
         found: dict[str, ast.ListComp] = {}
@@ -721,7 +722,7 @@ class _Extractor(ClashesMixin, LiteralsMixin, SidesMixin, Flow):
                     continue
                 call = stmt.value if isinstance(stmt, ast.Expr) else None
                 if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute)
-                        and call.func.attr == "append" and isinstance(call.func.value, ast.Name)
+                        and call.func.attr in ("append", "extend") and isinstance(call.func.value, ast.Name)
                         and len(call.args) == 1 and not call.keywords):
                     continue
                 name = call.func.value.id
@@ -729,9 +730,19 @@ class _Extractor(ClashesMixin, LiteralsMixin, SidesMixin, Flow):
                 if name in found or not (isinstance(bound, ast.List) and not bound.elts) or name not in self.frame.fresh:
                     found[name] = None  # type: ignore[assignment]
                     continue
-                comprehension = ast.ListComp(
-                    elt=call.args[0],
-                    generators=[ast.comprehension(target=node.target, iter=node.iter, ifs=tests, is_async=0)])
+                generators = [ast.comprehension(target=node.target, iter=node.iter, ifs=tests, is_async=0)]
+                element = call.args[0]
+                if call.func.attr == "extend":
+                    # `xs.extend(e)` appends each entry of `e`: `[y for <target> in <iter> for y in e]`, and
+                    # `xs.extend([e])` (one entry) is `xs.append(e)`.
+                    if isinstance(element, (ast.List, ast.Tuple)) and len(element.elts) == 1 \
+                            and not isinstance(element.elts[0], ast.Starred):
+                        element = element.elts[0]
+                    else:
+                        entry = ast.copy_location(ast.Name(id=f"{name}·entry", ctx=ast.Store()), element)
+                        generators.append(ast.comprehension(target=entry, iter=element, ifs=[], is_async=0))
+                        element = ast.copy_location(ast.Name(id=entry.id, ctx=ast.Load()), element)
+                comprehension = ast.ListComp(elt=element, generators=generators)
                 found[name] = ast.copy_location(comprehension, call)
         if not found:
             return {}
