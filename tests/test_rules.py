@@ -523,3 +523,26 @@ def test_a_list_grown_by_extend_in_a_loop_reads_as_the_comprehension(build: str)
     code = _ONE_LENGTH_FOR_ALL.format(build=build)
     found = lint_source(code, "rollout.py", [rule_by_name("global-max-padding")], LintSettings()).findings
     assert [f.rule for f in found] == ["global-max-padding"]
+
+
+_BOUNDS_ON_TWO_PATHS = """
+def piece(mask, total, response, lo, hi, raw):
+    prompt = total - response
+    if raw:
+        s, e = {first}
+    else:
+        s, e = {second}
+    return mask[s:e]
+"""
+_RAW, _CLAMPED = "lo - prompt, hi - prompt", "max(0, lo - prompt), max(0, hi - prompt)"
+
+
+@pytest.mark.parametrize(("first", "second", "flagged"), [
+    (_RAW, _CLAMPED, True), (_CLAMPED, _RAW, True), (_CLAMPED, _CLAMPED, False),
+], ids=["unclamped first", "unclamped last", "clamped on both"])
+def test_a_local_bound_apart_on_two_branches_is_read_on_each_path(first: str, second: str, flagged: bool) -> None:
+    """Bounds bound on each branch of an `if` join both paths' expressions: the unclamped path is
+    flagged whichever branch it is written in (not only when it is walked last)."""
+    code = _BOUNDS_ON_TWO_PATHS.format(first=first, second=second)
+    found = lint_source(code, "loss.py", [rule_by_name("positions-in-another-space")], LintSettings()).findings
+    assert [f.rule for f in found] == (["positions-in-another-space"] if flagged else [])

@@ -55,6 +55,7 @@ from layoutcheck.model.flow import (
     BCAST,
     CP,
     FOREIGN,
+    JOINED_PATH,
     MASKED,
     MAX,
     NOTHING,
@@ -562,18 +563,25 @@ class _Extractor(ClashesMixin, LiteralsMixin, SidesMixin, Flow):
         """Walk alternative ``bodies`` from the same state and join what they leave."""
         frame = self.frame
         before, fresh_before, layout_before = frame.env, set(frame.fresh), frame.layout
+        exprs_before = frame.exprs
         results: list[tuple[dict[str, Value], bool]] = []
+        bound: list[tuple[dict[str, ast.expr], bool]] = []
         for body, layout in zip(bodies, layouts):
             frame.env = dict(before)
+            frame.exprs = dict(exprs_before)
             frame.layout = layout or layout_before
             self.forget()
             ended = self.block(body)
             results.append((frame.env, ended))
+            bound.append((frame.exprs, ended))
         frame.layout = layout_before
         live = [env for env, ended in results if not ended]
+        live_exprs = [exprs for exprs, ended in bound if not ended]
         if not exhaustive:
             live.append(before)
+            live_exprs.append(exprs_before)
         frame.env = _join(live, before) if live else _join([env for env, _ in results], before)
+        frame.exprs = _join_exprs(live_exprs or [exprs for exprs, _ in bound], self.synthetic)
         frame.fresh = fresh_before | frame.fresh
         self.forget()
         return exhaustive and not live
@@ -1976,6 +1984,38 @@ def _join(envs: list[dict[str, Value]], before: dict[str, Value]) -> dict[str, V
             previous = before.get(name)
             if previous is not None and out[name] is not previous:
                 out[name] = out[name] | previous
+    return out
+
+
+def _join_exprs(alternatives: list[dict[str, ast.expr]], synthetic: list[ast.expr]) -> dict[str, ast.expr]:
+    """The expressions locals are bound to after alternative branches: a local bound to another
+    expression on each path is bound to both, as ``a if <path> else b`` (an `ast.IfExp` whose test is
+    no node of the file, kept in ``synthetic``), so a check that reads the local through its
+    expression reads every path. A path where the local has no expression (a parameter, a name bound
+    by a loop) leaves the last walked path's expression, as before."""
+    if len(alternatives) == 1:
+        return alternatives[0]
+    out = dict(alternatives[-1])
+    for name in {n for exprs in alternatives for n in exprs}:
+        found = [exprs.get(name) for exprs in alternatives]
+        if any(e is None for e in found):
+            latest = next((e for e in reversed(found) if e is not None), None)
+            if latest is not None:
+                out[name] = latest
+            continue
+        distinct: list[ast.expr] = []
+        for expr in found:
+            if all(expr is not d for d in distinct):
+                distinct.append(expr)  # type: ignore[arg-type]
+        if len(distinct) == 1:
+            out[name] = distinct[0]
+            continue
+        joined = distinct[-1]
+        for expr in reversed(distinct[:-1]):
+            test = ast.copy_location(ast.Name(id=JOINED_PATH, ctx=ast.Load()), expr)
+            joined = ast.copy_location(ast.IfExp(test=test, body=expr, orelse=joined), expr)
+            synthetic.append(joined)
+        out[name] = joined
     return out
 
 

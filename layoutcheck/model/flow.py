@@ -36,7 +36,7 @@ from layoutcheck.model.syntax import index_of, int_value, last_name, positional,
 from layoutcheck.model.uses import EXTERNAL_ATTRIBUTES, Uses
 from layoutcheck.model.vocabulary import Tag, Vocabulary
 
-__all__ = ["NOTHING", "Flow", "Frame", "Value"]
+__all__ = ["JOINED_PATH", "NOTHING", "Flow", "Frame", "Value", "is_joined"]
 
 SEQ, TOK, SRC, SRCLIST = int(Tag.SEQ), int(Tag.TOK), int(Tag.SRC), int(Tag.SRCLIST)
 MAX, PAD, UNIT, FOREIGN = int(Tag.MAX), int(Tag.PAD), int(Tag.UNIT), int(Tag.FOREIGN)
@@ -225,6 +225,21 @@ class Flow:
                 return node
             node = bound
         return node
+
+    def paths(self, node: ast.expr | None) -> list[ast.expr | None]:
+        """`resolved` ``node``, one expression per path: a local bound to another expression on each
+        branch of an ``if`` (joined as ``a if <path> else b``, `is_joined`) gives each, first to last."""
+        found = self.resolved(node)
+        out: list[ast.expr | None] = []
+        stack = [found]
+        while stack:
+            part = stack.pop()
+            if is_joined(part):
+                stack.append(part.orelse)  # type: ignore[union-attr]
+                stack.append(part.body)  # type: ignore[union-attr]
+            else:
+                out.append(part)
+        return out
 
     def through_locals(self, node: ast.AST, depth: int = 3) -> list[ast.AST]:
         """The expression nodes of ``node`` and of the expressions its locals were bound to, ``depth``
@@ -638,6 +653,15 @@ class Flow:
     def forget(self) -> None:
         """Drop cached classifications (a binding changed)."""
         self._cache.clear()
+
+
+JOINED_PATH = "·path"
+"""The test of the ``a if <path> else b`` a local is bound to after branches that bind it apart."""
+
+
+def is_joined(node: ast.AST | None) -> bool:
+    """Is ``node`` the join of a local's expressions on alternative paths (see `JOINED_PATH`)?"""
+    return isinstance(node, ast.IfExp) and isinstance(node.test, ast.Name) and node.test.id == JOINED_PATH
 
 
 def _offset_differences(node: ast.BinOp) -> bool:
