@@ -566,14 +566,21 @@ class _Extractor(ClashesMixin, LiteralsMixin, SidesMixin, Flow):
         exprs_before = frame.exprs
         results: list[tuple[dict[str, Value], bool]] = []
         bound: list[tuple[dict[str, ast.expr], bool]] = []
+        rebound: set[str] = set()
         for body, layout in zip(bodies, layouts):
             frame.env = dict(before)
             frame.exprs = dict(exprs_before)
             frame.layout = layout or layout_before
             self.forget()
-            ended = self.block(body)
+            self.rebound.append(rebound)
+            try:
+                ended = self.block(body)
+            finally:
+                self.rebound.pop()
             results.append((frame.env, ended))
             bound.append((frame.exprs, ended))
+        if self.rebound:
+            self.rebound[-1] |= rebound
         frame.layout = layout_before
         live = [env for env, ended in results if not ended]
         live_exprs = [exprs for exprs, ended in bound if not ended]
@@ -581,7 +588,7 @@ class _Extractor(ClashesMixin, LiteralsMixin, SidesMixin, Flow):
             live.append(before)
             live_exprs.append(exprs_before)
         frame.env = _join(live, before) if live else _join([env for env, _ in results], before)
-        frame.exprs = _join_exprs(live_exprs or [exprs for exprs, _ in bound], self.synthetic)
+        frame.exprs = _join_exprs(live_exprs or [exprs for exprs, _ in bound], rebound, self.synthetic)
         frame.fresh = fresh_before | frame.fresh
         self.forget()
         return exhaustive and not live
@@ -1987,7 +1994,8 @@ def _join(envs: list[dict[str, Value]], before: dict[str, Value]) -> dict[str, V
     return out
 
 
-def _join_exprs(alternatives: list[dict[str, ast.expr]], synthetic: list[ast.expr]) -> dict[str, ast.expr]:
+def _join_exprs(alternatives: list[dict[str, ast.expr]], rebound: set[str],
+                synthetic: list[ast.AST]) -> dict[str, ast.expr]:
     """The expressions locals are bound to after alternative branches: a local bound to another
     expression on each path is bound to both, as ``a if <path> else b`` (an `ast.IfExp` whose test is
     no node of the file, kept in ``synthetic``), so a check that reads the local through its
@@ -1996,7 +2004,7 @@ def _join_exprs(alternatives: list[dict[str, ast.expr]], synthetic: list[ast.exp
     if len(alternatives) == 1:
         return alternatives[0]
     out = dict(alternatives[-1])
-    for name in {n for exprs in alternatives for n in exprs}:
+    for name in rebound:  # the names bound on some path (the others are bound as before on all)
         found = [exprs.get(name) for exprs in alternatives]
         if any(e is None for e in found):
             latest = next((e for e in reversed(found) if e is not None), None)

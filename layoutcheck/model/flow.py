@@ -159,6 +159,8 @@ class Flow:
         self.scopes: list[dict[str, Value]] = []
         """Comprehension and lambda scopes, innermost last."""
         self._cache: dict[int, Value] = {}
+        self.rebound: list[set[str]] = []
+        """Names bound while each enclosing branch is walked, innermost last (`bind` adds to the last)."""
         self._idioms: dict[tuple[int, str], Any] = {}
         """Recogniser answers per node (they are syntactic: the same for the whole traversal)."""
 
@@ -191,6 +193,8 @@ class Flow:
     def bind(self, name: str, value: Value, expr: ast.expr | None = None) -> None:
         frame = self.frames[-1]
         frame.env[name] = value
+        if self.rebound:
+            self.rebound[-1].add(name)
         if expr is not None:
             frame.exprs[name] = expr
         else:
