@@ -583,3 +583,29 @@ def test_a_tuple_a_helper_returns_is_read_element_by_element_in_another_module()
     assert held == {"padded_a": True, "padded_b": True, "true_a": False, "true_b": False}
     sizes = project.function(next(r for r, f in project.functions() if f.qualname == "sizes"))
     assert len(sizes.returns_elements) == 2 and not sizes.returns_elements[0][0] & pad
+
+
+def test_an_element_computed_from_a_parameter_holds_what_the_caller_passes() -> None:
+    """`return ids, width` with `width` a parameter: `_, w = helper(ids, padded)` is the padded length
+    this caller passes, and a caller passing a true length gets no padded length."""
+    project = project_of({
+        "trainer/__init__.py": "",
+        "trainer/rows.py": '''
+            def with_width(ids, width):
+                return ids, width
+        ''',
+        "trainer/batch.py": '''
+            from trainer.rows import with_width
+
+            def padded(d, ids, n, unit):
+                _, w = with_width(ids, (n + unit - 1) // unit * unit)
+                d["padded"] = w
+
+            def true(d, ids, n):
+                _, w = with_width(ids, n)
+                d["true"] = w
+        ''',
+    })
+    pad = int(Tag.PAD)
+    held = {w.key: bool(w.tags & pad) for ref, _ in project.functions() for w in project.writes(ref)}
+    assert held == {"padded": True, "true": False}

@@ -331,7 +331,7 @@ class _FunctionState:
         self.returns_calls: set[str] = set()
         # Per element of the tuple every `return` gives: (tags, calls); None before the first
         # return, False once a return gives something else (no summary by element).
-        self.elements: list[tuple[int, frozenset[str]]] | bool | None = None
+        self.elements: list[tuple[int, frozenset[str], frozenset[str]]] | bool | None = None
         self.guarded: set[str | None] = set()
         self.samples: set[int] = set()
         self.iterates = False
@@ -990,7 +990,8 @@ class _Extractor(ClashesMixin, LiteralsMixin, SidesMixin, Flow):
         facts.returns_tags = state.returns
         facts.returns_calls = tuple(sorted(state.returns_calls))
         if state.elements:
-            facts.returns_elements = tuple((tags, tuple(sorted(calls))) for tags, calls in state.elements)
+            facts.returns_elements = tuple((tags, tuple(sorted(calls)), tuple(sorted(params)))
+                                           for tags, calls, params in state.elements)
         facts.calls = tuple(state.calls)
         facts.guarded = tuple(sorted(g for g in state.guarded if g is not None)) + (
             ("",) if None in state.guarded else ()
@@ -1359,13 +1360,13 @@ class _Extractor(ClashesMixin, LiteralsMixin, SidesMixin, Flow):
             state.elements = False
             return
         # A local bound to a tuple (`out = a, b` ... `return out`): its elements read in the bindings here.
-        joined = [(v.tags, v.calls) for v in map(self.classify, found.elts)]
+        joined = [(v.tags, v.calls, v.params) for v in map(self.classify, found.elts)]
         if state.elements is None:
             state.elements = joined
         elif len(state.elements) != len(joined):
             state.elements = False
         else:
-            state.elements = [(a | c, b | d) for (a, b), (c, d) in zip(state.elements, joined)]
+            state.elements = [(a | d, b | e, c | f) for (a, b, c), (d, e, f) in zip(state.elements, joined)]
 
     def returned(self, value: ast.expr) -> None:
         """A returned broadcast, and a function returning its parameter rounded up (a round-up helper)."""

@@ -175,10 +175,10 @@ class Function:
     returns_calls: tuple[str, ...] = ()
     """The project's functions whose results it returns (``return build(x)``): what they return, it
     returns (`layoutcheck.model.spaces`)."""
-    returns_elements: tuple[tuple[int, tuple[str, ...]], ...] = ()
+    returns_elements: tuple[tuple[int, tuple[str, ...], tuple[str, ...]], ...] = ()
     """Its summary per element, when every ``return`` gives a tuple of the same length (``return a,
-    b``, or a local bound to one): each position's tags and the project's functions it derives from,
-    joined over the returns. A caller's ``_, x = f()`` or ``f()[1]`` reads its element there (an
+    b``, or a local bound to one): each position's tags, the project's functions and the parameters
+    it derives from (a caller reads what it passes for those), joined over the returns. A caller's ``_, x = f()`` or ``f()[1]`` reads its element there (an
     element of a call is written ``*i:f`` in a value's calls, `element_call`)."""
     unused_params: tuple[str, ...] = ()
     """Parameters the body never reads."""

@@ -193,7 +193,8 @@ class Spaces:
 
     def _element(self, ref: FunctionRef, callee: str, depth: int) -> int:
         """What an element of the tuple a project function returns holds (``_, x = f()``, ``f()[1]``):
-        the callee's summary at that position (`Function.returns_elements`) where it has one; else
+        the callee's summary at that position (`Function.returns_elements`), with what this caller
+        passes for the parameters the element derives from, where it has one; else
         only the side its elements share, or it is no side."""
         index, name = element_call(callee)
         target = self.project.resolve_callee(ref, name)
@@ -206,10 +207,18 @@ class Spaces:
         found = self._params.get(key)
         if found is None:
             self._params[key] = 0  # a cycle returns what is known so far
-            tags, calls = elements[index]
+            tags, calls, params = elements[index]
             found = tags & (SEQ | PAD | MAX | PACKED | STREAM | SIDES)
             if calls and depth < _DEPTH:
                 found |= self.returned(target, calls, depth + 1) & SIDES
+            if params and depth < _DEPTH:
+                # An element computed from the callee's parameters: what this caller passes for them.
+                for _, reached, bound in self.project.bound_calls(ref):
+                    if reached == target:
+                        for param in params:
+                            arg = bound.get(param)
+                            if arg is not None:
+                                found |= self.arg(arg, ref, depth + 1) & (SEQ | PAD | MAX | PACKED | STREAM | SIDES)
             self._params[key] = found
         return found
 
