@@ -9,14 +9,17 @@ The rewrites are the ways real trainers write the same code (issue 28, point 4):
   moved into a local on the line before (``s = a - q`` then ``x[s:e]``);
 * ``loop``: a list comprehension built by a loop with ``append`` instead (and a
   generator given to ``max``/``min``/``sum``/``list``/``tuple`` the same);
+* ``extend``: the same loop growing the list with ``extend``: ``xs.extend([e])``, or
+  for a comprehension of several ``for`` s, the first as the loop and the rest
+  as ``xs.extend([e for b in B])``;
 * ``unloop``: and back, a list built by ``append`` in a loop written as the
   comprehension;
 * ``enumerate``: ``for a, b in zip(xs, ys):`` as ``for k, a in enumerate(xs):``
   with ``b = ys[k]`` first in the body;
 * ``flag``: a statement that slices or pads put under ``if flag: ... else: pass``
   with ``flag = True`` just before (the side of a truncation picked by a switch);
-* ``tuple_return``: a module's function made to return ``(value, None)``, each
-  call unpacked (``x, _ = f(...)``) or subscripted (``f(...)[0]``).
+* ``tuple_return``: a module's function made to return ``(None, value)``, each
+  call unpacked (``_, x = f(...)``) or subscripted (``f(...)[1]``).
 
 Each rewrite keeps the meaning of code whose zipped sequences are as long as
 each other (what a trainer's co-indexed fields are). It replaces whole lines
@@ -266,20 +269,31 @@ def _bound_names(node: ast.AST) -> set[str]:
     return {n.id for gen in getattr(node, "generators", ()) for n in ast.walk(gen.target) if isinstance(n, ast.Name)}
 
 
-def _loop_lines(indent: str, comp: ast.ListComp | ast.GeneratorExp, into: str) -> list[str]:
+def _loop_lines(indent: str, comp: ast.ListComp | ast.GeneratorExp, into: str, extend: bool = False) -> list[str]:
     lines = []
     depth = indent
-    for gen in comp.generators:
+    generators = comp.generators[:1] if extend else comp.generators
+    for gen in generators:
         lines.append(f"{depth}for {ast.unparse(gen.target)} in {ast.unparse(gen.iter)}:")
         depth += "    "
         for cond in gen.ifs:
             lines.append(f"{depth}if {ast.unparse(cond)}:")
             depth += "    "
-    lines.append(f"{depth}{into}.append({ast.unparse(comp.elt)})")
+    if not extend:
+        lines.append(f"{depth}{into}.append({ast.unparse(comp.elt)})")
+    elif len(comp.generators) == 1:
+        lines.append(f"{depth}{into}.extend([{ast.unparse(comp.elt)}])")
+    else:
+        inner = ast.ListComp(elt=comp.elt, generators=comp.generators[1:])
+        lines.append(f"{depth}{into}.extend({ast.unparse(inner)})")
     return lines
 
 
-def _loop(tree: ast.Module, editor: _Editor, fresh: _Names) -> None:
+def _extend(tree: ast.Module, editor: _Editor, fresh: _Names) -> None:
+    _loop(tree, editor, fresh, extend=True)
+
+
+def _loop(tree: ast.Module, editor: _Editor, fresh: _Names, extend: bool = False) -> None:
     parents = _parents(tree)
     for function, stmt in _function_statements(tree):
         if not isinstance(stmt, _SIMPLE) or not editor.owns_lines(stmt):
@@ -312,7 +326,7 @@ def _loop(tree: ast.Module, editor: _Editor, fresh: _Names) -> None:
                 stmt.targets[0], ast.Name) and stmt.value is comp
             into = stmt.targets[0].id if whole else fresh()  # type: ignore[union-attr]
             lines.append(f"{indent}{into} = []")
-            lines.extend(_loop_lines(indent, comp, into))
+            lines.extend(_loop_lines(indent, comp, into, extend))
             if whole:
                 keep_statement = False
                 break
@@ -453,16 +467,16 @@ def _tuple_return(tree: ast.Module, editor: _Editor, fresh: _Names) -> None:
             continue
         for ret in returns:
             value = ret.value if ret.value is not None else ast.Constant(None)
-            ret.value = ast.Tuple(elts=[value, ast.Constant(None)], ctx=ast.Load())
+            ret.value = ast.Tuple(elts=[ast.Constant(None), value], ctx=ast.Load())
         for call in calls:
             stmt = statements[id(call)]
             if isinstance(stmt, ast.Assign) and stmt.value is call and len(stmt.targets) == 1 and isinstance(
                     stmt.targets[0], ast.Name):
-                stmt.targets[0] = ast.Tuple(elts=[stmt.targets[0], ast.Name(id="_", ctx=ast.Store())],
+                stmt.targets[0] = ast.Tuple(elts=[ast.Name(id="_", ctx=ast.Store()), stmt.targets[0]],
                                             ctx=ast.Store())
             else:
                 parent = parents[id(call)]
-                _replace_child(parent, call, ast.Subscript(value=call, slice=ast.Constant(0), ctx=ast.Load()))
+                _replace_child(parent, call, ast.Subscript(value=call, slice=ast.Constant(1), ctx=ast.Load()))
         for stmt in touched.values():
             editor.replace(stmt.lineno, stmt.end_lineno or stmt.lineno, _statement_lines(editor.indent(stmt), stmt))
 
@@ -470,6 +484,7 @@ def _tuple_return(tree: ast.Module, editor: _Editor, fresh: _Names) -> None:
 TRANSFORMS: dict[str, Callable[[ast.Module, _Editor, _Names], None]] = {
     "hoist": _hoist,
     "loop": _loop,
+    "extend": _extend,
     "unloop": _unloop,
     "enumerate": _enumerate,
     "flag": _flag,
@@ -481,7 +496,7 @@ def rewrite(source: str, transform: str) -> Rewrite:
     """``source`` rewritten by ``transform`` (one of `TRANSFORMS`), every site at once."""
     tree = ast.parse(source)
     editor = _Editor(source)
-    TRANSFORMS[transform](tree, editor, _Names(source, {"hoist": "h", "loop": "acc", "unloop": "u", "enumerate": "k",
+    TRANSFORMS[transform](tree, editor, _Names(source, {"hoist": "h", "loop": "acc", "extend": "ext", "unloop": "u", "enumerate": "k",
                                                         "flag": "switch", "tuple_return": "r"}[transform]))
     done = editor.result()
     ast.parse(done.text)  # a rewrite that does not parse is this tool's bug

@@ -27,6 +27,7 @@ from layoutcheck.lint.settings import LintSettings
 from layoutcheck.model.extract import extract
 from layoutcheck.model.facts import FileFacts, from_data, to_data
 from layoutcheck.model.queries import FileQueries
+from layoutcheck.model.vocabulary import Tag
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -552,3 +553,59 @@ def test_model_shows_the_side_each_field_is_padded_on_and_read_as(tmp_path) -> N
     [found] = project.sides.disagreements
     assert (found.field, found.place.side, found.place.span[0]) == ("routing", "left", 7)
     assert "read on the right at replay.py:3" in found.other
+
+
+def test_a_tuple_a_helper_returns_is_read_element_by_element_in_another_module() -> None:
+    """`_, p = helper(...)`, `n, _ = helper(...)` and `helper(...)[1]`: each local holds what the
+    helper returns at its position (the summary by element), through an import."""
+    project = project_of({
+        "trainer/__init__.py": "",
+        "trainer/sizes.py": '''
+            def sizes(response, unit):
+                n = response.size(0)
+                return n, (n + unit - 1) // unit * unit
+        ''',
+        "trainer/batch.py": '''
+            from trainer.sizes import sizes
+
+            def build(d, response, unit):
+                _, padded = sizes(response, unit)
+                true, _ = sizes(response, unit)
+                d["padded_a"] = padded
+                d["padded_b"] = sizes(response, unit)[1]
+                d["true_a"] = true
+                d["true_b"] = sizes(response, unit)[0]
+        ''',
+    })
+    ref = next(r for r, f in project.functions() if f.qualname == "build")
+    pad = int(Tag.PAD)
+    held = {w.key: bool(w.tags & pad) for w in project.writes(ref)}
+    assert held == {"padded_a": True, "padded_b": True, "true_a": False, "true_b": False}
+    sizes = project.function(next(r for r, f in project.functions() if f.qualname == "sizes"))
+    assert len(sizes.returns_elements) == 2 and not sizes.returns_elements[0][0] & pad
+
+
+def test_an_element_computed_from_a_parameter_holds_what_the_caller_passes() -> None:
+    """`return ids, width` with `width` a parameter: `_, w = helper(ids, padded)` is the padded length
+    this caller passes, and a caller passing a true length gets no padded length."""
+    project = project_of({
+        "trainer/__init__.py": "",
+        "trainer/rows.py": '''
+            def with_width(ids, width):
+                return ids, width
+        ''',
+        "trainer/batch.py": '''
+            from trainer.rows import with_width
+
+            def padded(d, ids, n, unit):
+                _, w = with_width(ids, (n + unit - 1) // unit * unit)
+                d["padded"] = w
+
+            def true(d, ids, n):
+                _, w = with_width(ids, n)
+                d["true"] = w
+        ''',
+    })
+    pad = int(Tag.PAD)
+    held = {w.key: bool(w.tags & pad) for ref, _ in project.functions() for w in project.writes(ref)}
+    assert held == {"padded": True, "true": False}

@@ -502,3 +502,47 @@ def shard(record, ring_rank, world, ring_world):
     result = lint_source(source, "example.py", list(all_rules()), LintSettings())
     assert not result.errors, result.errors
     assert [(f.line, f.rule) for f in result.findings] == [(12, "positions-in-another-space")]
+
+
+_ONE_LENGTH_FOR_ALL = """
+def get_rollout_data(rollout_data, unit):
+    longest = max(len(t) for t in rollout_data["tokens"])
+    padded = -(-longest // unit) * unit
+{build}
+"""
+
+
+@pytest.mark.parametrize("build", [
+    '    rollout_data["max_seq_lens"] = [padded for _ in rollout_data["tokens"]]',
+    '    out = []\n    for _ in rollout_data["tokens"]:\n        out.append(padded)\n    rollout_data["max_seq_lens"] = out',
+    '    out = []\n    for _ in rollout_data["tokens"]:\n        out.extend([padded])\n    rollout_data["max_seq_lens"] = out',
+], ids=["comprehension", "append loop", "extend loop"])
+def test_a_list_grown_by_extend_in_a_loop_reads_as_the_comprehension(build: str) -> None:
+    """`xs.extend([e])` in a loop is `xs.append(e)`: the one length given to every sample is flagged
+    whichever way the list is built."""
+    code = _ONE_LENGTH_FOR_ALL.format(build=build)
+    found = lint_source(code, "rollout.py", [rule_by_name("global-max-padding")], LintSettings()).findings
+    assert [f.rule for f in found] == ["global-max-padding"]
+
+
+_BOUNDS_ON_TWO_PATHS = """
+def piece(mask, total, response, lo, hi, raw):
+    prompt = total - response
+    if raw:
+        s, e = {first}
+    else:
+        s, e = {second}
+    return mask[s:e]
+"""
+_RAW, _CLAMPED = "lo - prompt, hi - prompt", "max(0, lo - prompt), max(0, hi - prompt)"
+
+
+@pytest.mark.parametrize(("first", "second", "flagged"), [
+    (_RAW, _CLAMPED, True), (_CLAMPED, _RAW, True), (_CLAMPED, _CLAMPED, False),
+], ids=["unclamped first", "unclamped last", "clamped on both"])
+def test_a_local_bound_apart_on_two_branches_is_read_on_each_path(first: str, second: str, flagged: bool) -> None:
+    """Bounds bound on each branch of an `if` join both paths' expressions: the unclamped path is
+    flagged whichever branch it is written in (not only when it is walked last)."""
+    code = _BOUNDS_ON_TWO_PATHS.format(first=first, second=second)
+    found = lint_source(code, "loss.py", [rule_by_name("positions-in-another-space")], LintSettings()).findings
+    assert [f.rule for f in found] == (["positions-in-another-space"] if flagged else [])

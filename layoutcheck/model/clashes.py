@@ -105,27 +105,38 @@ class ClashesMixin:
         """``x[a - q : b - q]`` with ``q = t - r`` (a prompt's length: a sample's total less its
         response): whole-sequence positions moved to the response's origin, not clamped at 0. A
         position before the response goes negative, and a negative bound counts from the end."""
-        lower, upper = self.resolved(window.lower), self.resolved(window.upper)
+        lowers, uppers = self.paths(window.lower), self.paths(window.upper)
+        if len(lowers) == len(uppers):
+            pairs = list(zip(lowers, uppers))  # `s, e = ...` on each path: the bounds of one path together
+        else:
+            pairs = [(lo, hi) for lo in lowers for hi in uppers]
+        for lower, upper in pairs:
+            if self._moved_origin(node, lower, upper):
+                return
+
+    def _moved_origin(self, node: ast.Subscript, lower: ast.expr | None, upper: ast.expr | None) -> bool:
+        """`moved_origin` for one path's bounds; True when it is flagged."""
         if not (isinstance(lower, ast.BinOp) and isinstance(upper, ast.BinOp) and isinstance(lower.op, ast.Sub)
                 and isinstance(upper.op, ast.Sub)):
-            return
+            return False
         origin = lower.right
         if int_value(origin) is not None or ast.dump(origin) != ast.dump(upper.right):
-            return
+            return False
         if not _difference(self.bound_expr(origin.id) if isinstance(origin, ast.Name) else origin):
-            return
+            return False
         text = self.source.segment(origin)
         for bound in (lower.left, upper.left):
             # `s = max(start, q)`: the position is at or after the origin already.
             expr = self.bound_expr(bound.id) if isinstance(bound, ast.Name) else None
             if isinstance(expr, ast.Call) and last_name(expr.func) == "max" and any(
                     self.source.segment(a) == text for a in expr.args):
-                return
+                return False
         if any(re.search(r"(?<![\w.])" + re.escape(self.source.segment(lower.left)) + r"\s*>=?\s*" + re.escape(text), g)
                for g in self.positive):
-            return
+            return False
         calls = frozenset(c for b in (lower.left, upper.left) for c in [self.computed_by(b)] if c)
         self.add_clash("moved_origin", node, text, Value(0, None, calls=calls))
+        return True
 
     def computed_by(self, node: ast.expr) -> str | None:
         """The function whose result ``node`` is read from (``offsets[0][1]`` with ``_, offsets = f(...)``)."""

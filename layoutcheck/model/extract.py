@@ -55,6 +55,7 @@ from layoutcheck.model.flow import (
     BCAST,
     CP,
     FOREIGN,
+    JOINED_PATH,
     MASKED,
     MAX,
     NOTHING,
@@ -319,7 +320,7 @@ class _FunctionState:
         "calls", "source_ticks", "none_checked", "returns", "guarded", "samples", "iterates", "aliases",
         "pads", "writes_source", "writes_packed", "reads_source", "reads_packed", "layout_params",
         "padded_params", "true_params", "rounds", "spaces", "guard_fields", "candidates", "positional", "reads",
-        "returns_calls", "unit_names",
+        "returns_calls", "unit_names", "elements",
     )
 
     def __init__(self) -> None:
@@ -328,6 +329,9 @@ class _FunctionState:
         self.none_checked: set[str] = set()
         self.returns = 0
         self.returns_calls: set[str] = set()
+        # Per element of the tuple every `return` gives: (tags, calls); None before the first
+        # return, False once a return gives something else (no summary by element).
+        self.elements: list[tuple[int, frozenset[str], frozenset[str]]] | bool | None = None
         self.guarded: set[str | None] = set()
         self.samples: set[int] = set()
         self.iterates = False
@@ -501,7 +505,10 @@ class _Extractor(ClashesMixin, LiteralsMixin, SidesMixin, Flow):
                 value = self.classify(node.value)
                 self.state.returns |= value.tags
                 self.state.returns_calls |= value.calls
+                self.returned_elements(node.value)
                 self.returned(node.value)
+            else:
+                self.state.elements = False
             return True
         elif kind in (ast.FunctionDef, ast.AsyncFunctionDef):
             self.function(node)
@@ -556,18 +563,32 @@ class _Extractor(ClashesMixin, LiteralsMixin, SidesMixin, Flow):
         """Walk alternative ``bodies`` from the same state and join what they leave."""
         frame = self.frame
         before, fresh_before, layout_before = frame.env, set(frame.fresh), frame.layout
+        exprs_before = frame.exprs
         results: list[tuple[dict[str, Value], bool]] = []
+        bound: list[tuple[dict[str, ast.expr], bool]] = []
+        rebound: set[str] = set()
         for body, layout in zip(bodies, layouts):
             frame.env = dict(before)
+            frame.exprs = dict(exprs_before)
             frame.layout = layout or layout_before
             self.forget()
-            ended = self.block(body)
+            self.rebound.append(rebound)
+            try:
+                ended = self.block(body)
+            finally:
+                self.rebound.pop()
             results.append((frame.env, ended))
+            bound.append((frame.exprs, ended))
+        if self.rebound:
+            self.rebound[-1] |= rebound
         frame.layout = layout_before
         live = [env for env, ended in results if not ended]
+        live_exprs = [exprs for exprs, ended in bound if not ended]
         if not exhaustive:
             live.append(before)
+            live_exprs.append(exprs_before)
         frame.env = _join(live, before) if live else _join([env for env, _ in results], before)
+        frame.exprs = _join_exprs(live_exprs or [exprs for exprs, _ in bound], rebound, self.synthetic)
         frame.fresh = fresh_before | frame.fresh
         self.forget()
         return exhaustive and not live
@@ -701,8 +722,9 @@ class _Extractor(ClashesMixin, LiteralsMixin, SidesMixin, Flow):
 
     def built_by_loop(self, node: ast.For | ast.AsyncFor) -> dict[str, ast.ListComp]:
         """Lists ``node`` builds as a comprehension would: ``xs = []`` before the loop and one
-        ``xs.append(e)`` in its body (under ``if c:`` tests at most), ``xs`` written nowhere else in it.
-        Each as the comprehension ``[e for <target> in <iter> if c]`` (`synthetic`: no node of the file)."""
+        ``xs.append(e)`` (or ``xs.extend(e)``) in its body (under ``if c:`` tests at most), ``xs`` written
+        nowhere else in it. Each as the comprehension ``[e for <target> in <iter> if c]`` (for ``extend``,
+        ``[y for <target> in <iter> if c for y in e]``; `synthetic`: no node of the file)."""
         if isinstance(node, ast.AsyncFor):
             return {}
         found: dict[str, ast.ListComp] = {}
@@ -715,7 +737,7 @@ class _Extractor(ClashesMixin, LiteralsMixin, SidesMixin, Flow):
                     continue
                 call = stmt.value if isinstance(stmt, ast.Expr) else None
                 if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute)
-                        and call.func.attr == "append" and isinstance(call.func.value, ast.Name)
+                        and call.func.attr in ("append", "extend") and isinstance(call.func.value, ast.Name)
                         and len(call.args) == 1 and not call.keywords):
                     continue
                 name = call.func.value.id
@@ -723,9 +745,19 @@ class _Extractor(ClashesMixin, LiteralsMixin, SidesMixin, Flow):
                 if name in found or not (isinstance(bound, ast.List) and not bound.elts) or name not in self.frame.fresh:
                     found[name] = None  # type: ignore[assignment]
                     continue
-                comprehension = ast.ListComp(
-                    elt=call.args[0],
-                    generators=[ast.comprehension(target=node.target, iter=node.iter, ifs=tests, is_async=0)])
+                generators = [ast.comprehension(target=node.target, iter=node.iter, ifs=tests, is_async=0)]
+                element = call.args[0]
+                if call.func.attr == "extend":
+                    # `xs.extend(e)` appends each entry of `e`: `[y for <target> in <iter> for y in e]`, and
+                    # `xs.extend([e])` (one entry) is `xs.append(e)`.
+                    if isinstance(element, (ast.List, ast.Tuple)) and len(element.elts) == 1 \
+                            and not isinstance(element.elts[0], ast.Starred):
+                        element = element.elts[0]
+                    else:
+                        entry = ast.copy_location(ast.Name(id=f"{name}·entry", ctx=ast.Store()), element)
+                        generators.append(ast.comprehension(target=entry, iter=element, ifs=[], is_async=0))
+                        element = ast.copy_location(ast.Name(id=entry.id, ctx=ast.Load()), element)
+                comprehension = ast.ListComp(elt=element, generators=generators)
                 found[name] = ast.copy_location(comprehension, call)
         if not found:
             return {}
@@ -957,6 +989,9 @@ class _Extractor(ClashesMixin, LiteralsMixin, SidesMixin, Flow):
         facts.none_checked = tuple(sorted(state.none_checked))
         facts.returns_tags = state.returns
         facts.returns_calls = tuple(sorted(state.returns_calls))
+        if state.elements:
+            facts.returns_elements = tuple((tags, tuple(sorted(calls)), tuple(sorted(params)))
+                                           for tags, calls, params in state.elements)
         facts.calls = tuple(state.calls)
         facts.guarded = tuple(sorted(g for g in state.guarded if g is not None)) + (
             ("",) if None in state.guarded else ()
@@ -1115,12 +1150,22 @@ class _Extractor(ClashesMixin, LiteralsMixin, SidesMixin, Flow):
                     # `a, b = f(x)`: each an element of what `f` returns (`*f`: the project reads only the
                     # side its elements are padded on, which the elements share or it is no side).
                     element_of = Value(0, None, calls=frozenset({"*" + c for c in found.calls}))
-                    for element in elements:
+                    starred = False
+                    for i, element in enumerate(elements):
                         if isinstance(element, ast.Name):
-                            self.bind(element.id, element_of if found.calls else NOTHING)
+                            if not found.calls:
+                                self.bind(element.id, NOTHING)
+                            elif starred or not isinstance(value, ast.Call):
+                                self.bind(element.id, element_of)
+                            else:
+                                # Element `i` of what the callee returns: its summary there (`*i:f`).
+                                self.bind(element.id, Value(0, None, calls=frozenset(f"*{i}:{c}" for c in found.calls
+                                                                                      if not c.startswith("*"))))
                             unpacked[element.id] = value  # what `a` was unpacked from
-                        elif isinstance(element, ast.Starred) and isinstance(element.value, ast.Name):
-                            self.bind(element.value.id, NOTHING)
+                        elif isinstance(element, ast.Starred):
+                            starred = True
+                            if isinstance(element.value, ast.Name):
+                                self.bind(element.value.id, NOTHING)
 
     def _rebind_side(self, name: str, tag: int) -> None:
         """A buffer written on one side of its rows is padded on that side from now on."""
@@ -1303,6 +1348,25 @@ class _Extractor(ClashesMixin, LiteralsMixin, SidesMixin, Flow):
             return int_value(count.slice) == 0
         # A comprehension's iterable: a walk over a collection.
         return isinstance(count, (ast.Name, ast.Subscript, ast.Attribute, ast.Call, ast.ListComp))
+
+    def returned_elements(self, value: ast.expr) -> None:
+        """Join what a ``return`` gives into the function's summary by element (`Function.returns_elements`):
+        a tuple written there or bound to the local it returns, position by position."""
+        state = self.state
+        if state.elements is False:
+            return
+        found = self.resolved(value) if isinstance(value, ast.Name) else value
+        if not isinstance(found, ast.Tuple) or any(isinstance(e, ast.Starred) for e in found.elts):
+            state.elements = False
+            return
+        # A local bound to a tuple (`out = a, b` ... `return out`): its elements read in the bindings here.
+        joined = [(v.tags, v.calls, v.params) for v in map(self.classify, found.elts)]
+        if state.elements is None:
+            state.elements = joined
+        elif len(state.elements) != len(joined):
+            state.elements = False
+        else:
+            state.elements = [(a | d, b | e, c | f) for (a, b, c), (d, e, f) in zip(state.elements, joined)]
 
     def returned(self, value: ast.expr) -> None:
         """A returned broadcast, and a function returning its parameter rounded up (a round-up helper)."""
@@ -1928,6 +1992,39 @@ def _join(envs: list[dict[str, Value]], before: dict[str, Value]) -> dict[str, V
             previous = before.get(name)
             if previous is not None and out[name] is not previous:
                 out[name] = out[name] | previous
+    return out
+
+
+def _join_exprs(alternatives: list[dict[str, ast.expr]], rebound: set[str],
+                synthetic: list[ast.AST]) -> dict[str, ast.expr]:
+    """The expressions locals are bound to after alternative branches: a local bound to another
+    expression on each path is bound to both, as ``a if <path> else b`` (an `ast.IfExp` whose test is
+    no node of the file, kept in ``synthetic``), so a check that reads the local through its
+    expression reads every path. A path where the local has no expression (a parameter, a name bound
+    by a loop) leaves the last walked path's expression, as before."""
+    if len(alternatives) == 1:
+        return alternatives[0]
+    out = dict(alternatives[-1])
+    for name in rebound:  # the names bound on some path (the others are bound as before on all)
+        found = [exprs.get(name) for exprs in alternatives]
+        if any(e is None for e in found):
+            latest = next((e for e in reversed(found) if e is not None), None)
+            if latest is not None:
+                out[name] = latest
+            continue
+        distinct: list[ast.expr] = []
+        for expr in found:
+            if all(expr is not d for d in distinct):
+                distinct.append(expr)  # type: ignore[arg-type]
+        if len(distinct) == 1:
+            out[name] = distinct[0]
+            continue
+        joined = distinct[-1]
+        for expr in reversed(distinct[:-1]):
+            test = ast.copy_location(ast.Name(id=JOINED_PATH, ctx=ast.Load()), expr)
+            joined = ast.copy_location(ast.IfExp(test=test, body=expr, orelse=joined), expr)
+            synthetic.append(joined)
+        out[name] = joined
     return out
 
 

@@ -28,10 +28,10 @@ from typing import Any, NamedTuple, Union, get_args, get_origin, get_type_hints
 __all__ = [
     "FACTS_VERSION", "Arg", "FunctionRef", "Span", "Broadcast", "BucketLiteral", "Call", "Clash", "EntryRead", "PadSide", "FieldWrite", "FileFacts", "Function",
     "MaxCall", "Pad", "Param", "Record", "Rewrite", "Transform", "Zip", "cache_data", "call_names", "ensure_calls", "from_cache_data",
-    "from_data", "object_hook", "to_data",
+    "element_call", "from_data", "object_hook", "to_data",
 ]
 
-FACTS_VERSION = 10
+FACTS_VERSION = 11
 """Bumped whenever the shape or the meaning of the facts changes (cached facts are then misses)."""
 
 Span = tuple[int, int, int, int]
@@ -175,6 +175,11 @@ class Function:
     returns_calls: tuple[str, ...] = ()
     """The project's functions whose results it returns (``return build(x)``): what they return, it
     returns (`layoutcheck.model.spaces`)."""
+    returns_elements: tuple[tuple[int, tuple[str, ...], tuple[str, ...]], ...] = ()
+    """Its summary per element, when every ``return`` gives a tuple of the same length (``return a,
+    b``, or a local bound to one): each position's tags, the project's functions and the parameters
+    it derives from (a caller reads what it passes for those), joined over the returns. A caller's ``_, x = f()`` or ``f()[1]`` reads its element there (an
+    element of a call is written ``*i:f`` in a value's calls, `element_call`)."""
     unused_params: tuple[str, ...] = ()
     """Parameters the body never reads."""
     unit_switches: tuple[str, ...] = ()
@@ -344,8 +349,9 @@ class FieldWrite:
     fresh: bool = False
     """Stored into a container built here (a dict literal, ``{}``), not into a record passed in."""
     calls: tuple[str, ...] = ()
-    """The project's functions whose results the value is (``_round_up(t, unit)``); ``*f`` for an
-    element of the tuple ``f`` returns (``a, b = f(x)``)."""
+    """The project's functions whose results the value is (``_round_up(t, unit)``); ``*i:f`` for
+    element ``i`` of the tuple ``f`` returns (``a, b = f(x)``, ``f(x)[1]``), ``*f`` for one not known
+    (`element_call`)."""
     record: int = 0
     """Writes of one record built in one expression (a dict literal) share this number; 0 for others."""
 
@@ -478,6 +484,17 @@ _DEFAULTS: dict[type, tuple[Any, ...]] = {
 _REQUIRED: dict[type, int] = {
     cls: sum(1 for d in defaults if d is dataclasses.MISSING) for cls, defaults in _DEFAULTS.items()
 }
+
+
+def element_call(callee: str) -> tuple[int | None, str]:
+    """A value's call as (the element of the callee's returned tuple it is, the callee): ``*2:f`` is
+    element 2 of what ``f`` returns, ``*f`` an element not known, ``f`` the whole result (None)."""
+    if not callee.startswith("*"):
+        return None, callee
+    head, sep, name = callee[1:].partition(":")
+    if sep and head.isdigit():
+        return int(head), name
+    return -1, callee[1:]
 
 
 def to_data(value: Any) -> Any:

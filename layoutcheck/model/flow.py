@@ -36,7 +36,7 @@ from layoutcheck.model.syntax import index_of, int_value, last_name, positional,
 from layoutcheck.model.uses import EXTERNAL_ATTRIBUTES, Uses
 from layoutcheck.model.vocabulary import Tag, Vocabulary
 
-__all__ = ["NOTHING", "Flow", "Frame", "Value"]
+__all__ = ["JOINED_PATH", "NOTHING", "Flow", "Frame", "Value", "is_joined"]
 
 SEQ, TOK, SRC, SRCLIST = int(Tag.SEQ), int(Tag.TOK), int(Tag.SRC), int(Tag.SRCLIST)
 MAX, PAD, UNIT, FOREIGN = int(Tag.MAX), int(Tag.PAD), int(Tag.UNIT), int(Tag.FOREIGN)
@@ -159,6 +159,8 @@ class Flow:
         self.scopes: list[dict[str, Value]] = []
         """Comprehension and lambda scopes, innermost last."""
         self._cache: dict[int, Value] = {}
+        self.rebound: list[set[str]] = []
+        """Names bound while each enclosing branch is walked, innermost last (`bind` adds to the last)."""
         self._idioms: dict[tuple[int, str], Any] = {}
         """Recogniser answers per node (they are syntactic: the same for the whole traversal)."""
 
@@ -191,6 +193,8 @@ class Flow:
     def bind(self, name: str, value: Value, expr: ast.expr | None = None) -> None:
         frame = self.frames[-1]
         frame.env[name] = value
+        if self.rebound:
+            self.rebound[-1].add(name)
         if expr is not None:
             frame.exprs[name] = expr
         else:
@@ -225,6 +229,21 @@ class Flow:
                 return node
             node = bound
         return node
+
+    def paths(self, node: ast.expr | None) -> list[ast.expr | None]:
+        """`resolved` ``node``, one expression per path: a local bound to another expression on each
+        branch of an ``if`` (joined as ``a if <path> else b``, `is_joined`) gives each, first to last."""
+        found = self.resolved(node)
+        out: list[ast.expr | None] = []
+        stack = [found]
+        while stack:
+            part = stack.pop()
+            if is_joined(part):
+                stack.append(part.orelse)  # type: ignore[union-attr]
+                stack.append(part.body)  # type: ignore[union-attr]
+            else:
+                out.append(part)
+        return out
 
     def through_locals(self, node: ast.AST, depth: int = 3) -> list[ast.AST]:
         """The expression nodes of ``node`` and of the expressions its locals were bound to, ``depth``
@@ -363,7 +382,12 @@ class Flow:
                 tags = (inner.tags & ~SRCLIST) | ENTRY
                 if inner.tags & TOK and not inner.tags & (SAMPLE | STREAM):
                     tags = (tags & ~TOK) | SAMPLE
-                return Value(tags, inner.origin, inner.params, inner.fields, inner.shifts)
+                position = int_value(node.slice) if isinstance(base, ast.Call) else None  # type: ignore[attr-defined]
+                calls = _EMPTY
+                if position is not None and position >= 0 and inner.calls:
+                    # `f(...)[1]`: element 1 of what the project's `f` returns (its summary there, `*1:f`).
+                    calls = frozenset(f"*{position}:{c}" for c in inner.calls if not c.startswith("*"))
+                return Value(tags, inner.origin, inner.params, inner.fields, inner.shifts, calls)
             kind = shift_kind(node.slice)  # type: ignore[attr-defined]
             if kind is not None:
                 if isinstance(node.slice, ast.Tuple):  # type: ignore[attr-defined]
@@ -633,6 +657,15 @@ class Flow:
     def forget(self) -> None:
         """Drop cached classifications (a binding changed)."""
         self._cache.clear()
+
+
+JOINED_PATH = "·path"
+"""The test of the ``a if <path> else b`` a local is bound to after branches that bind it apart."""
+
+
+def is_joined(node: ast.AST | None) -> bool:
+    """Is ``node`` the join of a local's expressions on alternative paths (see `JOINED_PATH`)?"""
+    return isinstance(node, ast.IfExp) and isinstance(node.test, ast.Name) and node.test.id == JOINED_PATH
 
 
 def _offset_differences(node: ast.BinOp) -> bool:

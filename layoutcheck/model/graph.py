@@ -28,7 +28,9 @@ from functools import cached_property
 
 from layoutcheck.globs import any_match
 from layoutcheck.model.settings import LintSettings
-from layoutcheck.model.facts import Arg, Call, FieldWrite, FileFacts, Function, FunctionRef, Param, call_names, ensure_calls
+from layoutcheck.model.facts import (
+    Arg, Call, FieldWrite, FileFacts, Function, FunctionRef, Param, call_names, element_call, ensure_calls,
+)
 from layoutcheck.model.vocabulary import Vocabulary, vocabulary
 
 __all__ = ["FileModel", "FunctionRef", "ProjectGraph"]
@@ -354,7 +356,10 @@ class ProjectGraph:
         return position is not None and count > position
 
     def resolve_callee(self, caller: FunctionRef, callee: str) -> FunctionRef | None:
-        """The ``def`` a callee as written reaches from ``caller`` (`resolve` for a call's name)."""
+        """The ``def`` a callee as written reaches from ``caller`` (`resolve` for a call's name; an
+        element of its returned tuple, ``*i:f``, reaches ``f``'s)."""
+        if callee.startswith("*"):
+            callee = element_call(callee)[1]
         return self._resolve(caller, callee)
 
     @cached_property

@@ -77,7 +77,7 @@ class Sides:
             return found
         project = self.project
         for callee in calls:
-            target = project.resolve_callee(ref, callee.lstrip("*"))
+            target = project.resolve_callee(ref, callee)
             if target is not None:
                 function = project.function(target)
                 found += self.origins(target, side, True, function.returns_calls, (), depth + 1)

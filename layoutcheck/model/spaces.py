@@ -27,7 +27,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-from layoutcheck.model.facts import Arg, Call
+from layoutcheck.model.facts import Arg, Call, element_call
 from layoutcheck.model.vocabulary import Tag
 
 if TYPE_CHECKING:
@@ -172,8 +172,7 @@ class Spaces:
         out = 0
         for callee in calls:
             if callee.startswith("*"):
-                # An element of the tuple it returns: only the side its elements share is known.
-                out |= self.returned(ref, (callee[1:],), depth) & SIDES
+                out |= self._element(ref, callee, depth)
                 continue
             key = (ref, "call:" + callee)
             found = self._params.get(key)
@@ -191,6 +190,37 @@ class Spaces:
                 self._params[key] = found
             out |= found
         return out
+
+    def _element(self, ref: FunctionRef, callee: str, depth: int) -> int:
+        """What an element of the tuple a project function returns holds (``_, x = f()``, ``f()[1]``):
+        the callee's summary at that position (`Function.returns_elements`), with what this caller
+        passes for the parameters the element derives from, where it has one; else
+        only the side its elements share, or it is no side."""
+        index, name = element_call(callee)
+        target = self.project.resolve_callee(ref, name)
+        if target is None:
+            return 0
+        elements = self.project.function(target).returns_elements
+        if index is None or index < 0 or index >= len(elements):
+            return self.returned(ref, (name,), depth) & SIDES
+        key = (ref, "call:" + callee)
+        found = self._params.get(key)
+        if found is None:
+            self._params[key] = 0  # a cycle returns what is known so far
+            tags, calls, params = elements[index]
+            found = tags & (SEQ | PAD | MAX | PACKED | STREAM | SIDES)
+            if calls and depth < _DEPTH:
+                found |= self.returned(target, calls, depth + 1) & SIDES
+            if params and depth < _DEPTH:
+                # An element computed from the callee's parameters: what this caller passes for them.
+                for _, reached, bound in self.project.bound_calls(ref):
+                    if reached == target:
+                        for param in params:
+                            arg = bound.get(param)
+                            if arg is not None:
+                                found |= self.arg(arg, ref, depth + 1) & (SEQ | PAD | MAX | PACKED | STREAM | SIDES)
+            self._params[key] = found
+        return found
 
     def resolve(self, tags: int, fields: Iterable[str], params: Iterable[str], ref: FunctionRef,
                 depth: int = 0, calls: Iterable[str] = ()) -> int:
