@@ -15,6 +15,7 @@ themselves. The other scenarios call `CrossRankChecker` directly.
 
 from __future__ import annotations
 
+import faulthandler
 import json
 import multiprocessing
 import os
@@ -43,7 +44,8 @@ def run_job(world: int, scenarios: Sequence[str], out: Path, *, deadline: float 
     ctx = multiprocessing.get_context("spawn")
     # A file store in the job's own folder: no port to pick, nothing shared with another run on the machine.
     store = out / "store"
-    procs = [ctx.Process(target=main, args=(rank, world, str(store), str(out), list(scenarios))) for rank in range(world)]
+    procs = [ctx.Process(target=main, args=(rank, world, str(store), str(out), list(scenarios), max(1.0, deadline - 5)))
+             for rank in range(world)]
     for p in procs:
         p.start()
     end = time.monotonic() + deadline
@@ -55,7 +57,12 @@ def run_job(world: int, scenarios: Sequence[str], out: Path, *, deadline: float 
             p.kill()
             p.join()
     if hung:
-        raise AssertionError(f"ranks {hung} still running after {deadline} s: an exchange hung")
+        # What each hung rank had finished, and where it stood (its stacks, dumped just before the deadline).
+        done = sorted(p.name for p in out.glob("*.json"))
+        stacks = "\n".join(f"rank {rank}:\n{(out / f'stack.{rank}.txt').read_text()}" for rank in hung
+                           if (out / f"stack.{rank}.txt").exists())
+        raise AssertionError(f"ranks {hung} still running after {deadline} s: an exchange hung; results written: "
+                             f"{done}\n{stacks}")
     results: dict[str, dict[int, Any]] = {}
     for scenario in scenarios:
         results[scenario] = {}
@@ -319,9 +326,12 @@ def _run(name: str, rank: int, world: int) -> dict[str, Any]:
     raise ValueError(f"unknown scenario {name!r}")
 
 
-def main(rank: int, world: int, store: str, out: str, scenarios: list[str]) -> None:
-    """The body of one spawned rank."""
+def main(rank: int, world: int, store: str, out: str, scenarios: list[str], stack_after: float = 115.0) -> None:
+    """The body of one spawned rank; its stacks go to ``stack.<rank>.txt`` if it still runs after ``stack_after`` s."""
     import torch.distributed as dist
+
+    stacks = open(Path(out, f"stack.{rank}.txt"), "w")  # noqa: SIM115 - open until the process ends
+    faulthandler.dump_traceback_later(stack_after, file=stacks)
 
     os.environ["LAYOUTCHECK_TEST_OUT"] = out
     os.environ.update(loopback_env())  # gloo's connections on loopback
