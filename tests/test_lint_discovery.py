@@ -246,6 +246,23 @@ def test_files_named_on_the_command_line_are_checked_even_when_ignored(tmp_path)
     assert shown(discover(["outputs", "gen"], root=tmp_path, cwd=tmp_path)) == ["gen/y.py", "outputs/dump.py"]
 
 
+def test_a_folder_named_inside_a_tree_that_ignore_files_above_it_ignore_is_checked(tmp_path):
+    # A package installed under `.pytest_cache/` (whose `.gitignore` pytest writes as `*`), or an `outputs/`
+    # run folder, checked by name from inside: the patterns above would ignore everything below it.
+    touch(tmp_path, "repo/.pytest_cache/d/site/pkg/a.py", "repo/.pytest_cache/d/site/pkg/sub/b.py",
+          "repo/.pytest_cache/d/site/pkg/sub/c.gen.py", "repo/outputs/run/pkg/d.py")
+    (tmp_path / "repo" / ".git").mkdir()
+    ignore_file(tmp_path, "repo/.gitignore", ".pytest_cache/", "outputs/")
+    ignore_file(tmp_path, "repo/.pytest_cache/.gitignore", "*")
+    ignore_file(tmp_path, "repo/.pytest_cache/d/site/pkg/.gitignore", "*.gen.py")  # its own still apply
+    site = tmp_path / "repo" / ".pytest_cache" / "d" / "site"
+    assert shown(discover(["pkg"], root=site, cwd=site)) == ["pkg/a.py", "pkg/sub/b.py"]
+    run_folder = tmp_path / "repo" / "outputs" / "run"
+    assert shown(discover(["pkg"], root=run_folder, cwd=run_folder)) == ["pkg/d.py"]
+    # From the repository's root the same trees stay ignored.
+    assert shown(discover(["."], root=tmp_path / "repo", cwd=tmp_path / "repo")) == []
+
+
 @pytest.mark.parametrize(("pattern", "matches", "misses"), [
     ("build", ["build", "a/build", "a/b/build"], ["builds", "a/build.py"]),
     ("/top.py", ["top.py"], ["a/top.py"]),

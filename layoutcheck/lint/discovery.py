@@ -136,6 +136,12 @@ class _Walker:
             names = {n for n in IGNORE_FILES if self.is_file(os.path.join(folder, n))}
             rules = rules.inside(folder, folder_patterns(
                 folder, names, self.read, repository_root=repository and folder == folders[-1]))
+        # A folder named on the command line inside a tree those files ignore (a package installed under
+        # `.pytest_cache/`, whose `.gitignore` is `*`; an `outputs/` run folder) is checked, as a named file
+        # is: their patterns would ignore everything below it. Its own and deeper ignore files still apply.
+        below = [*reversed(folders[:-1]), top] if folders else [top]
+        if any(rules.ignored(folder, True) for folder in below):
+            return IgnoreRules()
         return rules
 
     def display(self, path: str) -> str:
