@@ -303,7 +303,7 @@ def _run(name: str, rank: int, world: int) -> dict[str, Any]:
         except CrossRankTimeout as err:
             return _result(error=err, exchanges=xr.exchanges, seconds=time.monotonic() - start)
         return _result(exchanges=xr.exchanges)
-    if name in ("kill", "kill_record"):
+    if name in ("kill", "kill_record", "kill_unworded"):
         # The last rank dies before micro-batch 2's exchange. Raise mode: every other rank raises as soon as the
         # transport has lost it, not after the timeout. Record mode: the others note it and finish the step.
         # `seconds` runs from micro-batch 2 (where the rank dies) to the error, or to the step's end.
@@ -315,7 +315,13 @@ def _run(name: str, rank: int, world: int) -> dict[str, Any]:
                 if rank == world - 1:
                     os._exit(17)
 
-        mode = "raise" if name == "kill" else "record"
+        mode = "record" if name == "kill_record" else "raise"
+        if name == "kill_unworded":
+            # A transport that words a lost peer otherwise than "connection closed" (a timeout, a peer closing
+            # its group): the process's exit is the evidence, not the wording.
+            from layoutcheck.runtime.crossrank import distributed
+
+            distributed._connection_lost = lambda err: False
         try:
             session = _pipeline(mode, make_args(), ref, ps={"cp_size": world, "cp_rank": rank}, before=die,
                                 timeout=KILL_TIMEOUT, refs=[ref])

@@ -1,10 +1,11 @@
 """Cross-rank agreement (X1) between real processes: gloo on loopback, the reference pipeline per rank.
 
-Two jobs, each one process group for all its scenarios (tests/distributed_worker.py):
+Three jobs, each one process group for all its scenarios (tests/distributed_worker.py):
 2 ranks (agree, several steps, a step that differs in raise mode, bad
 specifications, differing metadata, a bug flag on one rank, a rank that
-stops calling) and 4 ranks (cp=2 x dp=2 agreeing, cp=4 with a bug flag on
-one rank, a rank killed midway). The pipeline scenarios activate layoutcheck
+stops calling), 4 ranks (cp=2 x dp=2 agreeing, cp=4 with a bug flag on
+one rank, a rank killed midway) and 2 ranks where one is killed and the
+transport's words for it are not read. The pipeline scenarios activate layoutcheck
 from a configuration in every rank, as a debug run does: the exchanges are
 the ones the hooks make, one per step (the hooks queue their checks and the
 next step's producer call, or the end of the run, exchanges them). Timeouts are 2 s, so a
@@ -24,6 +25,11 @@ from layoutcheck.errors import LayoutSpecError
 def two(tmp_path_factory):
     return run_job(2, ["agree", "steps", "steps_differ", "spec", "metadata", "bug", "boundary", "stop", "kill_record"],
                    tmp_path_factory.mktemp("two"))
+
+
+@pytest.fixture(scope="module")
+def unworded(tmp_path_factory):
+    return run_job(2, ["kill_unworded"], tmp_path_factory.mktemp("unworded"))
 
 
 @pytest.fixture(scope="module")
@@ -180,12 +186,22 @@ def test_a_rank_killed_midway_is_named_on_every_live_rank_as_soon_as_the_transpo
         result = four["kill"][rank]
         error = result["error"]
         assert error["type"] == "CrossRankTimeout" and error["missing"] == [3], error
-        assert result["gone"] == [3]  # same host: its pid is gone, so nobody waits for it
+        assert result["gone"] == [3], (rank, result)  # same host: its pid is gone, so nobody waits for it
         # the survivors finish the step (their checks queued) and name it at the next step's exchange
         assert "did not complete: the transport lost a connection: cp rank 3 is gone (cp rank 3 (global rank 3): " \
                "its process has exited; it never reached an exchange" in error["message"], error["message"]
         # the report comes long before the 20 s timeout (the bound is loose: a loaded machine is slow)
         assert result["seconds"] < KILL_TIMEOUT / 2, result["seconds"]
+
+
+def test_a_killed_rank_is_named_gone_at_once_whatever_words_the_transport_uses(unworded):
+    # Ranks that gloo does not connect to the dead one fail otherwise (a peer closing its group, a timeout): its
+    # exited process is the evidence, so they name it gone and do not wait out the timeout either.
+    assert unworded["kill_unworded"][1] is None
+    result = unworded["kill_unworded"][0]
+    assert result["gone"] == [1], result
+    assert "cp rank 1 is gone (cp rank 1 (global rank 1): its process has exited" in result["error"]["message"], result
+    assert result["seconds"] < KILL_TIMEOUT / 2, result["seconds"]
 
 
 def test_in_record_mode_a_killed_rank_is_noted_and_the_step_goes_on(two):

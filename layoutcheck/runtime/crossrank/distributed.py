@@ -28,10 +28,12 @@ How it stays cheap and never hangs (docs/development.md#what-the-runtime-is-buil
   lost connection. The ranks that see it say so without waiting out the
   timeout: a peer whose process is known to have exited (same host and pid
   namespace: its pid is gone) is named at once, and one elsewhere is given
-  a short settling time (`SETTLE`) to reach the exchange. They then close
-  their side group, so that the ranks still blocked in the exchange (gloo
-  connects each rank to a few others only) see a lost connection too,
-  instead of waiting for the timeout.
+  a short settling time (`SETTLE`) to reach the exchange. A rank whose
+  transport words the failure otherwise (a timeout, a peer closing its
+  group) still names a peer whose process has exited as gone, without
+  waiting for it. They then close their side group, so that the ranks
+  still blocked in the exchange (gloo connects each rank to a few others
+  only) see a lost connection too, instead of waiting for the timeout.
 
 A deferred checker (``defer=True``: what the hooks make) queues its checks and
 exchanges them together at `CrossRankChecker.end_step`, the step boundary
@@ -454,7 +456,7 @@ class CrossRankChecker:
                 self._store.set(str(self.cp_rank), f"{seq} gave-up {mine.micro_batch} {where}")
             except Exception:  # noqa: BLE001, S110 - the store may be gone too; the error says so
                 pass
-            if gone and self._failed.missing:
+            if (gone or self._failed.gone) and self._failed.missing:
                 # Every survivor of a dead rank closes its side group alike; a rank that was only late (its
                 # peers gave up) keeps it, as they do: a group closed on some ranks only would make the next
                 # group over the same ranks disagree on its name.
@@ -566,7 +568,10 @@ class CrossRankChecker:
         try:
             if gone:
                 deadline = min(deadline, time.monotonic() + SETTLE)
-            missing, gave_up = self._peers(seq, deadline, dead=dead if gone else None)
+            # A peer whose process has exited is gone however the transport words its failure (a rank that
+            # gloo did not connect to the dead one hears of it from a survivor closing its group, or not at all).
+            missing, gave_up = self._peers(seq, deadline, dead=dead)
+            gone = gone or bool(missing) and set(missing) <= set(dead)
         except Exception as store_err:  # noqa: BLE001 - the store's host may be the rank that died
             return CrossRankTimeout(
                 f"{head}: the rendezvous store is unreachable ({type(store_err).__name__}: "
@@ -607,14 +612,14 @@ class CrossRankChecker:
             gone=[c for c in dead if c in missing],
         )
 
-    def _peers(self, seq: int, deadline: float, *, dead: list[int] | None = None) -> tuple[dict[int, str], list[int]]:
+    def _peers(self, seq: int, deadline: float, *, dead: list[int]) -> tuple[dict[int, str], list[int]]:
         """The CP ranks that never reached exchange ``seq`` (with what each last reached), and those that gave up on it.
 
         A rank whose key is below ``seq`` may still be on its way: it is
         waited for until the deadline. A rank that reached ``seq`` and gave
-        up (its own timeout ran out) is live, only no longer waiting. With
-        ``dead`` (a lost connection), a rank whose process is known to have
-        exited is not waited for, and is put in ``dead``.
+        up (its own timeout ran out) is live, only no longer waiting. A rank
+        whose process is known to have exited is not waited for: it is put
+        in ``dead``.
         """
         while True:
             missing: dict[int, str] = {}
@@ -634,9 +639,8 @@ class CrossRankChecker:
                     missing[c] = f"it gave up on exchange {reached} ({where}, micro-batch {k})"
                 else:
                     missing[c] = f"its last was exchange {reached} ({where}, micro-batch {k})"
-            if dead is not None:
-                dead[:] = [c for c in missing if self._exited(c)]
-            if not missing or time.monotonic() >= deadline or (dead is not None and set(missing) <= set(dead)):
+            dead[:] = [c for c in missing if self._exited(c)]
+            if not missing or time.monotonic() >= deadline or set(missing) <= set(dead):
                 return missing, gave_up
             time.sleep(_POLL)
 
