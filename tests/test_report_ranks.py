@@ -112,6 +112,28 @@ def test_a_folder_without_reports_and_a_missing_path_exit_2(capsys, tmp_path):
         2, f"layoutcheck: error: {tmp_path / 'nope.json'}: no such file or directory\n")
 
 
+def test_a_folder_s_other_json_files_are_skipped_and_named_but_a_named_one_is_an_error(capsys, job, tmp_path):
+    folder, reports = job
+    mixed = tmp_path / "outputs"
+    mixed.mkdir()
+    for rank in (0, 1):
+        (mixed / f"run.rank{rank}.json").write_text((folder / f"run.rank{rank}.json").read_text())
+    (mixed / "config.json").write_text('{"lr": 1e-5}')  # what a trainer's output folder also holds
+    (mixed / "metrics.json").write_text("[1, 2]")
+    code, out, err = report_command(capsys, str(mixed))
+    assert code == 0 and out.startswith("layoutcheck report: 2 run reports\n"), out
+    assert err == (f"layoutcheck report: skipped 2 *.json file(s) that are not run reports: {mixed / 'config.json'}, "
+                   f"{mixed / 'metrics.json'}\n")
+    # named on the command line, the same file is a mistake to report
+    code, _, err = report_command(capsys, str(mixed / "config.json"))
+    assert code == 2 and "config.json is not a layoutcheck run report: no `schema_version`" in err
+    # a folder of other JSON only: nothing to report
+    for rank in (0, 1):
+        (mixed / f"run.rank{rank}.json").unlink()
+    code, _, err = report_command(capsys, str(mixed))
+    assert code == 2 and f"{mixed}: no layoutcheck run report among its *.json files" in err, err
+
+
 def test_the_plot_of_a_job_has_one_bar_pair_per_rank_and_marks_the_ranks_that_disagree(capsys, job, tmp_path):
     from layoutcheck.runtime.reporting.runreport import load_run_report
     from layoutcheck.waste.job import JobBuilder

@@ -50,8 +50,8 @@ def add_parser(commands: argparse._SubParsersAction) -> argparse.ArgumentParser:
     return p
 
 
-def report_files(paths: list[str]) -> list[str]:
-    """The files to read: each path named, and a folder's ``*.json`` files in name order.
+def report_files(paths: list[str]) -> list[tuple[str, bool]]:
+    """The files to read, each with whether it was named: each path named, and a folder's ``*.json`` files in name order.
 
     Raises `LayoutSpecError` for a path that does not exist or a folder without any.
     """
@@ -59,19 +59,20 @@ def report_files(paths: list[str]) -> list[str]:
 
     from layoutcheck.errors import LayoutSpecError
 
-    files: list[str] = []
+    files: dict[str, bool] = {}
     for raw in paths:
         path = Path(raw)
         if path.is_dir():
             found = sorted(str(p) for p in path.glob("*.json") if p.is_file())
             if not found:
                 raise LayoutSpecError(f"{raw}: a folder with no *.json run reports in it")
-            files.extend(found)
+            for file in found:
+                files.setdefault(file, False)
         elif path.exists():
-            files.append(raw)
+            files[raw] = True
         else:
             raise LayoutSpecError(f"{raw}: no such file or directory")
-    return list(dict.fromkeys(files))
+    return list(files.items())
 
 
 def run(args: argparse.Namespace) -> int:
@@ -82,18 +83,34 @@ def run(args: argparse.Namespace) -> int:
         return error(missing)
 
     from layoutcheck.errors import LayoutSpecError
-    from layoutcheck.runtime.reporting.runreport import load_run_report
+    from layoutcheck.runtime.reporting.runreport import NotARunReport, load_run_report
     from layoutcheck.waste.job import JobBuilder
     from layoutcheck.waste.render import to_json, to_text
 
     try:
-        files = report_files(args.paths)
+        files: list[str] = []
+        skipped: list[str] = []
         job = JobBuilder(unit=args.unit, top=args.top)
-        for file in files:  # one report at a time: memory stays flat in the number of ranks
-            job.add(load_run_report(file), file)
+        for file, named in report_files(args.paths):  # one report at a time: memory stays flat in the number of ranks
+            try:
+                report = load_run_report(file)
+            except NotARunReport:
+                if named:
+                    raise
+                skipped.append(file)  # a folder's other JSON (a config, metrics): not ours to judge
+                continue
+            job.add(report, file)
+            files.append(file)
+        if not files:
+            raise LayoutSpecError(f"{', '.join(args.paths)}: no layoutcheck run report among its *.json files "
+                                  f"({', '.join(skipped)}); run reports are written by the debug mode "
+                                  "(LAYOUTCHECK_REPORT)")
         waste = job.finish(quantum=args.quantum, max_length=args.max_length, k=args.k)
     except LayoutSpecError as exc:
         return error(str(exc))
+    if skipped and not args.quiet:
+        print(f"layoutcheck report: skipped {len(skipped)} *.json file(s) that are not run reports: "
+              f"{', '.join(skipped)}", file=sys.stderr)
     if args.plot and not waste.batches:  # a boundary contract's or a preset's report: violations, no padding
         return error(f"--plot: {'the run report has' if len(files) == 1 else 'none of the run reports has'} no "
                      "sample or micro-batch records to draw (boundary contracts and presets record violations, "

@@ -32,6 +32,7 @@ __all__ = [
     "SCHEMA_VERSION",
     "HookRecord",
     "MicroBatchRecord",
+    "NotARunReport",
     "ProblemRecord",
     "RankInfo",
     "RunReport",
@@ -189,6 +190,10 @@ class RunReport(_Model):
         return self.model_dump_json(indent=1)
 
 
+class NotARunReport(LayoutSpecError):
+    """The file is not a layoutcheck run report at all (not UTF-8, not JSON, no ``schema_version``)."""
+
+
 def load_run_report(path: str | Path) -> RunReport:
     """Read and validate a run report, JSON Lines or one document; errors name the file and what is wrong (`LayoutSpecError`)."""
     path = Path(path)
@@ -197,7 +202,7 @@ def load_run_report(path: str | Path) -> RunReport:
     except OSError as err:
         raise LayoutSpecError(f"cannot read run report {path}: {err.strerror or err}") from None
     except UnicodeDecodeError as err:  # a binary file, or text in another encoding: run reports are UTF-8 JSON
-        raise LayoutSpecError(
+        raise NotARunReport(
             f"{path} is not a layoutcheck run report: byte {err.start} is not UTF-8 ({err.object[err.start:err.start + 1]!r}); "
             "run reports are UTF-8 JSON written by the debug mode (LAYOUTCHECK_REPORT)"
         ) from None
@@ -205,13 +210,13 @@ def load_run_report(path: str | Path) -> RunReport:
         data = json.loads(text)
     except json.JSONDecodeError as err:
         if err.msg != "Extra data":  # one document, broken
-            raise LayoutSpecError(f"{path} is not a layoutcheck run report: invalid JSON at line {err.lineno}") from None
+            raise NotARunReport(f"{path} is not a layoutcheck run report: invalid JSON at line {err.lineno}") from None
         data = _merge_lines(path, text)
     else:
         if isinstance(data, dict) and data.get("format") == FORMAT:  # a header alone: nothing written after it
             data = _merge_lines(path, text)
     if not isinstance(data, dict) or "schema_version" not in data:
-        raise LayoutSpecError(f"{path} is not a layoutcheck run report: no `schema_version`")
+        raise NotARunReport(f"{path} is not a layoutcheck run report: no `schema_version`")
     _check_version(path, data["schema_version"])
     try:
         return RunReport.model_validate(data)
@@ -242,9 +247,9 @@ def _merge_lines(path: Path, text: str) -> dict[str, object]:
     try:
         header = json.loads(lines[0])
     except (json.JSONDecodeError, IndexError):
-        raise LayoutSpecError(f"{path} is not a layoutcheck run report: invalid JSON at line 1") from None
+        raise NotARunReport(f"{path} is not a layoutcheck run report: invalid JSON at line 1") from None
     if not isinstance(header, dict) or header.get("format") != FORMAT:
-        raise LayoutSpecError(f"{path} is not a layoutcheck run report: line 1 is not a run-report header")
+        raise NotARunReport(f"{path} is not a layoutcheck run report: line 1 is not a run-report header")
     _check_version(path, header.get("schema_version"))
     merged: dict[str, object] = {k: v for k, v in header.items() if k not in ("format", "pid")}
     for name in _LISTS:
