@@ -184,8 +184,9 @@ def test_a_field_no_contract_can_read_fails_raise_mode_at_exit_with_one_message_
     assert results["routed_left_unpadded"]["invariants"] == ["B1"]  # the rest of the contract is still checked
     key = 'runtime.boundaries."arraykinds.collate:collate".args.data'
     problem = (f"{key} in {config}: arraykinds.collate:collate: `args.data` should hold per-sample data")
-    assert proc.stderr.count(problem) == 2, proc.stderr  # the summary's problem line, and raise mode's error
-    assert ("but the call passed a `arraykinds.batch.Batch`; it holds 3 array fields: name the one meant, such as "
+    assert proc.stderr.count(problem) == 1, proc.stderr  # raise mode's error lists it; the summary counts it
+    assert "; 1 configuration problem (below)\n" in proc.stderr
+    assert ("but the call passed an `arraykinds.batch.Batch`; it holds 3 array fields: name the one meant, such as "
             "`args.data.batch.input_ids`, `args.data.batch.attention_mask`, `args.data.non_tensor_batch.routed`"
             ) in proc.stderr
     assert "1 field could not be read (configuration problem)" in proc.stderr

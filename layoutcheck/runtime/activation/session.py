@@ -623,17 +623,18 @@ class Session:
         written = self._write_quietly() if self.settings.report else None
         rank, world = _rank_and_world()
         who = f" [rank {rank}]" if world > 1 else ""
+        listed = bool(problems) and self.mode == "raise" and not self.setup.announced  # the block below lists them
         if self.settings.summary or problems:
             tail = f"; report: {written}" if written else ""
-            print(f"layoutcheck{who}: {self.summary()}{tail}\nlayoutcheck{who}: {self.setup.summary()}",
-                  file=sys.stderr)
+            print(f"layoutcheck{who}: {self.summary()}{tail}\n"
+                  f"layoutcheck{who}: {self.setup.summary(listed_below=listed)}", file=sys.stderr)
         if last_step and self.mode == "raise" and not exit_status.already_failing():
             # X1 is exchanged at step boundaries: the last step's disagreement is found here, and fails the run
             print(f"layoutcheck{who}: exit status 1: raise mode, and the last step's cross-rank exchange found "
                   f"{len(last_step)} X1 violation{'s' if len(last_step) != 1 else ''}", file=sys.stderr)
             exit_status.fail(1)
         if problems and self.mode == "raise":
-            if not self.setup.announced:
+            if listed:
                 print(f"layoutcheck{who}: {self.setup.error('at exit')}", file=sys.stderr)
             if not exit_status.already_failing():
                 print(f"layoutcheck{who}: exit status 1: raise mode, and the run was not checked as configured",

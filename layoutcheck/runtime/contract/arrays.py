@@ -166,10 +166,15 @@ def describe_kind(value: object) -> str:
         return describe_value(value, 80)
     if isinstance(value, (list, tuple)):
         kinds = sorted({type(v).__name__ for v in value[:16]})
-        return f"a {type(value).__name__} of {len(value)} ({', '.join(kinds) or 'nothing'})"
+        return f"{_a(type(value).__name__)} of {len(value)} ({', '.join(kinds) or 'nothing'})"
     if type(value).__module__ != "builtins":
-        return f"a `{type(value).__module__}.{type(value).__qualname__}`"
-    return f"a {type(value).__name__} ({describe_value(value, 40, quote=True)})"
+        return f"{_a(type(value).__module__, '`')}.{type(value).__qualname__}`"
+    return f"{_a(type(value).__name__)} ({describe_value(value, 40, quote=True)})"
+
+
+def _a(word: str, quote: str = "") -> str:
+    """``word`` after its indefinite article (``a list``, ``an object``), ``quote`` opening it."""
+    return f"{'an' if word[:1].lower() in 'aeiou' else 'a'} {quote}{word}"
 
 
 def unreadable(key: str, value: object, holds: str) -> Unreadable:

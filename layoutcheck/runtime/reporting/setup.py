@@ -119,13 +119,17 @@ class SetupLedger:
                 "went unchecked" for h in self.lost]
         return out
 
-    def summary(self) -> str:
-        """The summary's hook line: `hook_line`, then the configuration problems (``; 1 configuration problem: ...``)."""
+    def summary(self, *, listed_below: bool = False) -> str:
+        """The summary's hook line: `hook_line`, then the configuration problems (``; 1 configuration problem: ...``).
+
+        ``listed_below``: each problem is printed in full right after (raise
+        mode at exit), so the line only counts them.
+        """
         text = self.hook_line()
         if self.problems:
             k = len(self.problems)
-            text += f"; {k} configuration problem{'s' if k != 1 else ''}: " + "; ".join(
-                _first_line(p) for p in self.problems)
+            text += f"; {k} configuration problem{'s' if k != 1 else ''}" + (" (below)" if listed_below else (
+                ": " + "; ".join(_first_line(p) for p in self.problems)))
         return text
 
     def hook_line(self) -> str:
