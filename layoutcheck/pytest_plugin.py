@@ -417,6 +417,7 @@ def _phase(item: pytest.Item, when: str) -> Generator[None, object, object]:
     if run is None or session is None:
         return (yield)
     start = session.mark()
+    problems_before = len(session.setup.problems)
     try:
         result = yield
     except BaseException as err:
@@ -431,9 +432,25 @@ def _phase(item: pytest.Item, when: str) -> Generator[None, object, object]:
             _end_test(item, run)
     found = _unconsumed(session, start, run) if run.enabled else []
     run.found[when] = found
-    if found and run.mode == "raise":
-        pytest.fail(_failure(found, when), pytrace=False)
+    problems = [str(p).strip() for p in session.setup.problems[problems_before:]] if run.enabled else []
+    if (found or problems) and run.mode == "raise":
+        pytest.fail("\n".join(([_failure(found, when)] if found else []) + (
+            [_problem_failure(problems, when)] if problems else [])), pytrace=False)
+    if problems and run.mode == "warn":
+        from layoutcheck.runtime.reporting.modes import LayoutWarning
+
+        item.warn(LayoutWarning(_problem_failure(problems, when)))  # shown at the test, not at this line
     return result
+
+
+def _problem_failure(problems: Sequence[str], when: str) -> str:
+    # A field the configuration names that the call's data cannot give: this test's calls were not checked as
+    # configured, so raise mode must not let it pass as checked (a debug run fails at exit for the same reason).
+    phase = {"setup": "while setting up", "call": "during", "teardown": "while tearing down"}[when]
+    k = len(problems)
+    return (f"layoutcheck could not check {phase} this test as configured: {k} configuration problem"
+            f"{'s' if k != 1 else ''}:\n" + "\n".join(f"  {p}" for p in problems) +
+            "\nfix: correct the configuration; the rest of each contract was still checked")
 
 
 @pytest.hookimpl(wrapper=True)
@@ -763,6 +780,7 @@ def _figures(session: Any) -> dict[str, Any]:
         "hooks": list(report.hooks),
         "checked": dict(getattr(session.checker, "checked", {})),
         "notes": len(report.notes),
+        "problems": [str(p).strip() for p in session.setup.problems],
         "totals": report.totals.model_dump(),
         "shapes": [[list(s.shape), s.count] for s in report.shapes],
     }
@@ -790,6 +808,7 @@ def merge_figures(parts: Sequence[dict[str, Any]]) -> dict[str, Any]:
         "processes": sum(p.get("processes", 1) for p in parts),
         "mode": first.get("mode"), "config_file": first.get("config_file"), "hooks": first.get("hooks", []),
         "checked": dict(checked), "notes": sum(p.get("notes", 0) for p in parts), "totals": merged,
+        "problems": list(dict.fromkeys(text for p in parts for text in p.get("problems", []))),
         "shapes": [[list(s), n] for s, n in shapes.most_common()],
     }
 
@@ -836,6 +855,11 @@ def summary_lines(figures: dict[str, Any] | None, per_test: dict[str, list[dict[
         lines.append("padding: " + ("; ".join(parts) if parts else "no figures in the run report"))
         if figures.get("notes"):
             lines.append(f"{figures['notes']} check(s) could not run (see the run report's notes)")
+        problems = figures.get("problems", [])
+        if problems:
+            lines.append(f"{len(problems)} configuration problem{'s' if len(problems) != 1 else ''} (fields left "
+                         "out of the checks):")
+            lines += [f"  {p}" for p in problems[:limit]]
     return lines
 
 

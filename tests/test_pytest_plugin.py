@@ -331,6 +331,46 @@ def test_a_violation_fails_the_test_with_the_violation_first_and_layoutcheck_s_f
     full.stdout.fnmatch_lines(["E * layoutcheck.errors.LayoutError: 1 layout violation"])
 
 
+def test_a_field_the_configuration_names_that_a_call_cannot_give_fails_that_test_in_raise_mode(pytester):
+    # A contract field a call's data cannot give is a configuration problem: the test's calls were not checked as
+    # configured, so raise mode fails the test that met it (it used to pass, the problem said nowhere).
+    pytester.makepyprojecttoml("""
+        [tool.layoutcheck.runtime.boundaries."packer:pack"]
+        args.batch = "T"
+        args.lengths = "len P"
+        returns = { space = "P packed", from = "args.batch", pad-value = 0, axis = 0 }
+    """)
+    pytester.makepyfile(packer="""
+        import torch
+
+        def pack(batch, lengths):  # takes the samples, or a record holding them under "ids"
+            samples = batch["ids"] if isinstance(batch, dict) else batch
+            return torch.tensor([t for s, p in zip(samples, lengths) for t in [*s, *[0] * (p - len(s))]])
+    """, test_pack="""
+        import packer
+
+        def test_a_record_where_samples_belong():
+            packer.pack({"ids": [[1, 2, 3]]}, [4])
+
+        def test_lists_of_ints():
+            packer.pack([[1, 2, 3]], [4])
+    """)
+    pytester.syspathinsert()
+    key = 'tool.layoutcheck.runtime.boundaries."packer:pack".args.batch'
+    _, outcomes = junit(pytester, "--layoutcheck")
+    assert outcomes["test_lists_of_ints"] == ""
+    failure = outcomes["test_a_record_where_samples_belong"]
+    assert "layoutcheck could not check during this test as configured: 1 configuration problem:" in failure
+    assert f"{key} in {pytester.path / 'pyproject.toml'}: packer:pack: `args.batch` should hold per-sample data" \
+        in failure and "but the call passed a dict" in failure and "such as `args.batch.ids`" in failure, failure
+    result, outcomes = junit(pytester, "--layoutcheck", "--layoutcheck-mode", "warn")
+    assert set(outcomes.values()) == {""}
+    assert "LayoutWarning: layoutcheck could not check during this test as configured" in result.stdout.str()
+    result, outcomes = junit(pytester, "--layoutcheck", "--layoutcheck-mode", "record")
+    assert set(outcomes.values()) == {""}
+    result.stdout.fnmatch_lines(["1 configuration problem (fields left out of the checks):", f"  {key} in *"])
+
+
 def test_an_expected_layout_error_is_left_to_pytest(tiny):
     # xfail(raises=LayoutError) and pytest.raises see the LayoutError itself: only a failure's text changes.
     tiny.makepyfile(test_expected="""
