@@ -97,6 +97,8 @@ MEASURED: dict[str, Measured] = {
     "LC123": Measured(0, 0),
     "LC124": Measured(0, 0),
     "LC125": Measured(0, 0),
+    "LC126": Measured(0, 0),
+    "LC127": Measured(0, 0),
     "LC201": Measured(0, 0),
 }
 # END MEASURED

@@ -1,0 +1,24 @@
+"""The function-level checks kept outside `layoutcheck.model.partners`, each with the words its
+function must spell, as the per-file walk (`layoutcheck.model.extract`) runs them.
+
+Each check reads one function's statements (`partners.Body`) and yields the node to flag and what
+the rule's message needs; the walk records each as a clash of the kind named here.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Callable, Iterator
+
+from layoutcheck.model import gathered, slicepairs
+from layoutcheck.model.partners import Body
+
+__all__ = ["CHECKS"]
+
+Check = Callable[[Body], Iterator[tuple[ast.AST, str]]]
+
+CHECKS: tuple[tuple[str, Check, tuple[str, ...]], ...] = (
+    ("misaligned_difference", slicepairs.misaligned_difference, slicepairs.SPELLINGS["misaligned_difference"]),
+    ("padded_gather_cat", gathered.padded_gather_cat, gathered.SPELLINGS["padded_gather_cat"]),
+)
+"""(clash kind, check, the words a function's text must spell for the check to find anything)."""
