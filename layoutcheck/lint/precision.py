@@ -99,6 +99,8 @@ MEASURED: dict[str, Measured] = {
     "LC125": Measured(0, 0),
     "LC126": Measured(0, 0),
     "LC127": Measured(0, 0),
+    "LC128": Measured(0, 0),
+    "LC129": Measured(0, 0),
     "LC201": Measured(0, 0),
 }
 # END MEASURED

@@ -10,7 +10,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Callable, Iterator
 
-from layoutcheck.model import gathered, slicepairs
+from layoutcheck.model import flatcounts, gathered, slicepairs
 from layoutcheck.model.partners import Body
 
 __all__ = ["CHECKS"]
@@ -20,5 +20,7 @@ Check = Callable[[Body], Iterator[tuple[ast.AST, str]]]
 CHECKS: tuple[tuple[str, Check, tuple[str, ...]], ...] = (
     ("misaligned_difference", slicepairs.misaligned_difference, slicepairs.SPELLINGS["misaligned_difference"]),
     ("padded_gather_cat", gathered.padded_gather_cat, gathered.SPELLINGS["padded_gather_cat"]),
+    ("row_index_offsets", flatcounts.row_index_offsets, flatcounts.SPELLINGS["row_index_offsets"]),
+    ("numel_as_length", flatcounts.numel_as_length, flatcounts.SPELLINGS["numel_as_length"]),
 )
 """(clash kind, check, the words a function's text must spell for the check to find anything)."""
