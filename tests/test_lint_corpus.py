@@ -62,7 +62,6 @@ REQUIRED = {
 PENDING = pytest.mark.xfail(strict=False, reason="linter by use: issue 21")
 PENDING_PAIRS: set[str] = {
     # Grown from the trainers' histories (issue 28, point 7); each waits for the construct named.
-    "torchtune_68d4f3ee1_left_pad_flips_batch",  # flip-pad-flip on an axis that is not the padded one in one layout
     "xtuner_f60dca617_shard_pad_not_block_multiple",  # a shard size checked against one unit, the total against none
     "xtuner_91e30dd16_pad_rows_in_sequence_stats",  # a plain mean over rows that include padding-only rows
     "torchtitan_6b36b52fd_context_check_unshifted",  # a bound on len(tokens) guarding the tokens[:-1] it later builds

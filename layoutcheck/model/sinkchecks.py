@@ -10,7 +10,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Callable, Iterator
 
-from layoutcheck.model import flatcounts, gathered, slicepairs
+from layoutcheck.model import flatcounts, gathered, layoutflag, slicepairs
 from layoutcheck.model.partners import Body
 
 __all__ = ["CHECKS"]
@@ -22,5 +22,7 @@ CHECKS: tuple[tuple[str, Check, tuple[str, ...]], ...] = (
     ("padded_gather_cat", gathered.padded_gather_cat, gathered.SPELLINGS["padded_gather_cat"]),
     ("row_index_offsets", flatcounts.row_index_offsets, flatcounts.SPELLINGS["row_index_offsets"]),
     ("numel_as_length", flatcounts.numel_as_length, flatcounts.SPELLINGS["numel_as_length"]),
+    ("fixed_axis_of_switched_layout", layoutflag.fixed_axis_of_switched_layout,
+     layoutflag.SPELLINGS["fixed_axis_of_switched_layout"]),
 )
 """(clash kind, check, the words a function's text must spell for the check to find anything)."""
