@@ -68,7 +68,6 @@ PENDING_PAIRS: set[str] = {
     "torchtitan_669068c0d_chunk_start_from_own_width",  # index * this chunk's width as an offset, in a method across calls
     "torchtune_b18312c7d_labels_shifted_across_pack",  # a shift of a packed row, the packer only reached through the data
     "slime_1d31a49fb_offsets_left_out_of_kernel",  # a keyword partner passed to one call, left out of the next
-    "openinstruct_dba329424_response_truncated_away",  # a tokenizer's truncation=True, and a length measured before it
     "openrlhf_d2fcab25_rebatch_left_padded",  # a side passed as a string argument to a padding helper, the strip elsewhere
     "nanotron_fd6ded8d_local_offsets_scaled_as_global",  # offsets from a CP-local slice, times the CP size, as global
 }

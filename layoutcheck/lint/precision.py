@@ -102,6 +102,7 @@ MEASURED: dict[str, Measured] = {
     "LC128": Measured(0, 0),
     "LC129": Measured(0, 0),
     "LC130": Measured(0, 0),
+    "LC131": Measured(0, 0),
     "LC201": Measured(0, 0),
 }
 # END MEASURED

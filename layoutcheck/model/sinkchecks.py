@@ -10,7 +10,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Callable, Iterator
 
-from layoutcheck.model import flatcounts, gathered, layoutflag, slicepairs
+from layoutcheck.model import encodings, flatcounts, gathered, layoutflag, slicepairs
 from layoutcheck.model.partners import Body
 
 __all__ = ["CHECKS"]
@@ -24,5 +24,6 @@ CHECKS: tuple[tuple[str, Check, tuple[str, ...]], ...] = (
     ("numel_as_length", flatcounts.numel_as_length, flatcounts.SPELLINGS["numel_as_length"]),
     ("fixed_axis_of_switched_layout", layoutflag.fixed_axis_of_switched_layout,
      layoutflag.SPELLINGS["fixed_axis_of_switched_layout"]),
+    ("prefix_length_apart", encodings.prefix_length_apart, encodings.SPELLINGS["prefix_length_apart"]),
 )
 """(clash kind, check, the words a function's text must spell for the check to find anything)."""
