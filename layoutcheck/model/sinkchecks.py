@@ -19,6 +19,7 @@ Check = Callable[[Body], Iterator[tuple[ast.AST, str]]]
 
 CHECKS: tuple[tuple[str, Check, tuple[str, ...]], ...] = (
     ("misaligned_difference", slicepairs.misaligned_difference, slicepairs.SPELLINGS["misaligned_difference"]),
+    ("start_from_own_width", slicepairs.start_from_own_width, slicepairs.SPELLINGS["start_from_own_width"]),
     ("padded_gather_cat", gathered.padded_gather_cat, gathered.SPELLINGS["padded_gather_cat"]),
     ("row_index_offsets", flatcounts.row_index_offsets, flatcounts.SPELLINGS["row_index_offsets"]),
     ("numel_as_length", flatcounts.numel_as_length, flatcounts.SPELLINGS["numel_as_length"]),

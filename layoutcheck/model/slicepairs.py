@@ -9,6 +9,11 @@ one function's statements as written, no names, no project.
   ``x[1:] - x[:1]`` pairs every entry with the first one (``n - 1`` against ``1``, which
   broadcasts): the differences of cumulative offsets become distances from the stream's
   start, not sample lengths. Operands read through locals assigned once.
+* `start_from_own_width` (class 1): a window ``[start : start + w]`` (or ``slice(start, end)``)
+  whose start is ``k * w``, ``w`` being the width of the very value stored there
+  (``w = chunk.shape[d]``, ``buf[..., start:end] = chunk``): every earlier piece is taken to be as
+  wide as this one. When the pieces are uneven (``torch.chunk`` of a length that does not split
+  evenly), the last, narrower piece lands inside the one before it.
 """
 
 from __future__ import annotations
@@ -19,9 +24,12 @@ from collections.abc import Iterator
 from layoutcheck.model.partners import Body
 from layoutcheck.model.syntax import int_value, nodes
 
-__all__ = ["SPELLINGS", "misaligned_difference"]
+__all__ = ["SPELLINGS", "misaligned_difference", "start_from_own_width"]
 
-SPELLINGS: dict[str, tuple[str, ...]] = {"misaligned_difference": (":", "-")}
+SPELLINGS: dict[str, tuple[str, ...]] = {
+    "misaligned_difference": (":", "-"),
+    "start_from_own_width": ("*",),
+}
 """What a function's text must spell for each check here to find anything (words, never names)."""
 
 _NESTED = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
@@ -116,3 +124,64 @@ def _own(stmt: ast.stmt) -> Iterator[ast.AST]:
         for item in value if isinstance(value, list) else [value]:
             if isinstance(item, ast.expr):
                 yield from nodes(item)
+
+
+def _width_of(node: ast.expr, bound: dict[str, list[ast.expr]]) -> str | None:
+    """``ast.dump`` of ``x`` when ``node`` (through locals) is ``x.shape[...]``, ``x.size(...)``
+    or ``len(x)``: a width of ``x``."""
+    node = _through(node, bound)
+    if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Attribute) and node.value.attr == "shape":
+        return ast.dump(node.value.value)
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "size" \
+            and len(node.args) == 1:
+        return ast.dump(node.func.value)
+    return None
+
+
+def _stored(body: Body) -> set[str]:
+    """``ast.dump`` of each value the function stores into a window of a buffer
+    (``buf[...] = v``, ``buf[...].copy_(v)``)."""
+    found: set[str] = set()
+    for block in body.blocks:
+        for stmt in block:
+            if isinstance(stmt, ast.Assign) and any(isinstance(t, ast.Subscript) for t in stmt.targets):
+                found.add(ast.dump(stmt.value))
+            elif isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call) \
+                    and isinstance(stmt.value.func, ast.Attribute) and stmt.value.func.attr == "copy_" \
+                    and isinstance(stmt.value.func.value, ast.Subscript) and stmt.value.args:
+                found.add(ast.dump(stmt.value.args[0]))
+    return found
+
+
+def start_from_own_width(body: Body) -> Iterator[tuple[ast.AST, str]]:
+    """A window ``[start : start + w]`` (or ``slice(start, end)``) with ``start = k * w`` and ``w``
+    the width of the value stored there: each piece placed as if every piece were as wide as it."""
+    bound = body.bindings()
+    stored: set[str] | None = None
+    for block in body.blocks:
+        for stmt in block:
+            if isinstance(stmt, _NESTED):
+                continue
+            for node in _own(stmt):
+                if isinstance(node, ast.Slice) and node.step is None:
+                    lower = node.lower
+                elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "slice" \
+                        and len(node.args) == 2:
+                    lower = node.args[0]
+                else:
+                    continue
+                if lower is None:
+                    continue
+                start = _through(lower, bound)
+                if not (isinstance(start, ast.BinOp) and isinstance(start.op, ast.Mult)):
+                    continue
+                for index, width in ((start.left, start.right), (start.right, start.left)):
+                    piece = _width_of(width, bound)
+                    if piece is None or int_value(_through(index, bound)) is not None:
+                        continue
+                    if stored is None:
+                        stored = _stored(body)
+                    if piece in stored and not any(
+                            ast.dump(n) == piece for n in nodes(_through(index, bound))):
+                        yield start, ast.unparse(width)  # where the start is computed (through a local)
+                        break
