@@ -90,6 +90,17 @@ def doc_offsets(positions):
     return torch.cat([starts, torch.tensor([positions.shape[0]], device=starts.device)])
 """
         ),
+        Valid(
+            """
+import torch
+
+def doc_offsets(position_ids):
+    pos = position_ids.reshape(-1)
+    starts = (pos == 0).nonzero(as_tuple=True)[0]
+    total = torch.tensor([pos.numel()], device=pos.device, dtype=starts.dtype)
+    return torch.cat([starts, total]).to(torch.int32)
+"""
+        ),
     ]
     invalid = [
         Invalid(

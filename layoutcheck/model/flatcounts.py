@@ -109,6 +109,14 @@ def _flattened(cond: ast.expr, text: str) -> bool:
                and ast.dump(n.func.value) == text for n in nodes(cond))
 
 
+def _flat_value(node: ast.expr) -> bool:
+    """Is ``node`` 1-D by construction: ``x.reshape(-1)``, ``x.view(-1)``, ``x.flatten()``, ``x.ravel()``?"""
+    if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in _FLAT):
+        return False
+    return node.func.attr in ("flatten", "ravel") and not node.args or (
+        len(node.args) == 1 and int_value(node.args[0]) == -1)
+
+
 def row_index_offsets(body: Body) -> Iterator[tuple[ast.AST, str]]:
     """First-axis indices of a condition on ``x`` joined with ``x.numel()`` into one list of offsets."""
     bound = body.bindings()
@@ -134,7 +142,8 @@ def row_index_offsets(body: Body) -> Iterator[tuple[ast.AST, str]]:
             others = [p for p in parts if p is not part] + closing
             for tensor in (t for other in others for t in _numel_of(_through(other, bound))):
                 text = ast.dump(tensor)
-                if _unflattened(cond, tensor) and not _flattened(cond, text):
+                if _unflattened(cond, tensor) and not _flattened(cond, text) \
+                        and not _flat_value(_through(tensor, bound)):
                     yield inner, ast.unparse(tensor)  # where the indices are taken (through a local)
                     break
 
