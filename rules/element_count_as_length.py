@@ -19,7 +19,7 @@ class ElementCountAsLength(ModelRule):
 
     ## Why it matters
     `numel()` counts every element: for a row with feature axes (`[tokens,
-    layers, k]`) it is tokens times features. A pad sized by it is too
+    layers, k]`) it is tokens times features. A pad to the alignment unit `A` sized by it is too
     short, or skipped (`if x.numel() < unit:` is false for a 1-token row of
     384 elements), and a flat pad of `k - x.numel()` entries cannot be
     joined to `x`'s rows; later slices of `x` along its first axis then come

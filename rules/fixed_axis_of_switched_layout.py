@@ -20,8 +20,8 @@ class FixedAxisOfSwitchedLayout(ModelRule):
     `pad_sequence` returns `[batch, time]` when `batch_first` is true and
     `[time, batch]` when it is false. Axis 1 is the time axis in one layout
     and the batch axis in the other: a left-padding helper that reverses
-    the samples, pads them on the right and reverses the batch back along
-    axis 1 pads on the left for one value of the flag, and for the other
+    the samples, pads each sample's `T` tokens on the right to `P` and reverses the batch
+    back along axis 1 pads on the left for one value of the flag, and for the other
     reverses the order of the rows and leaves each sample reversed in time,
     its padding on the right (docs/design.md#layout-spaces-and-bug-classes,
     class 7; pytorch/torchtune 68d4f3ee1 flipped `dims=[1]` whatever

@@ -20,7 +20,7 @@ class GatheredPaddingKept(ModelRule):
 
     ## Why it matters
     `all_gather` needs tensors of one size, so shards of different lengths
-    are padded to the longest first. Concatenated as they are, the buffers
+    `T` are padded to the longest first. Concatenated as they are, the buffers
     put each shorter rank's padding between real entries: the joined
     sequence is `world * longest` long, not the sum of the ranks' lengths,
     attention and softmax run over the dummy entries, and offsets computed

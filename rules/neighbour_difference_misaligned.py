@@ -19,7 +19,7 @@ class NeighbourDifferenceMisaligned(ModelRule):
     neighbours and is not flagged.
 
     ## Why it matters
-    The lengths of a packed stream's samples are the differences of
+    The true lengths `T` of a packed stream's samples are the differences of
     neighbouring cumulative offsets, `offsets[1:] - offsets[:-1]`. With
     the second slice cut at the wrong end (`offsets[:1]`, the first offset
     alone) the subtraction still runs: the one entry broadcasts, and every

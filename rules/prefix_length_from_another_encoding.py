@@ -18,7 +18,7 @@ class PrefixLengthFromAnotherEncoding(ModelRule):
     left out or true).
 
     ## Why it matters
-    The joined encoding starts with the special tokens the prefix's
+    The joined encoding's `T` tokens start with the special tokens the prefix's
     encoding left out (a BOS token, a chat header), so `labels[:, :n]`
     with `n` the prefix's own length stops that many tokens short of the
     prefix/answer boundary: the prompt's last tokens are trained as if

@@ -20,8 +20,8 @@ class RowIndicesAsStreamOffsets(ModelRule):
 
     ## Why it matters
     `torch.where(cond)[0]` is the row index of each match; `x.numel()`
-    counts every element. They are offsets into the same stream only when
-    `x` is 1-D. A packed batch's positions are often `[1, T]` or `[rows,
+    counts every element. They are offsets into the same stream of the
+    samples' `T` tokens only when `x` is 1-D. A packed batch's positions are often `[1, T]` or `[rows,
     width]`: the starts of its documents (`positions == 0`) then come back
     as rows 0, 0, 1, ..., and the cumulative offsets handed to a varlen
     kernel name rows instead of token offsets; attention runs across every

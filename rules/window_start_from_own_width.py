@@ -19,8 +19,8 @@ class WindowStartFromOwnWidth(ModelRule):
 
     ## Why it matters
     `k * w` is where the piece goes only if every piece before it is as
-    wide as this one. Pieces cut by `torch.chunk` or `split` from a length
-    that does not divide evenly are not: the last, narrower piece is placed
+    wide as this one. Pieces cut by `torch.chunk` or `split` from a sequence of `T`
+    positions that does not divide evenly are not: the last, narrower piece is placed
     at `k * (its own width)`, inside the piece before it, overwriting its
     rows and leaving the buffer's tail untouched
     (docs/design.md#layout-spaces-and-bug-classes, class 1: one length for
