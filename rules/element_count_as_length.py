@@ -90,6 +90,36 @@ def pad_flat(d, unit):
     return d
 """
         ),
+        Valid(
+            """
+import torch
+
+def pad_row(d, unit):
+    if d.numel() < unit:
+        d = torch.cat([d, torch.zeros(unit - d.numel())])
+    return d[: unit]
+"""
+        ),
+        Valid(
+            """
+import torch
+
+def pad_row(d, unit):
+    if len(d) < unit:
+        d = torch.cat([d, d.new_zeros(unit - len(d), *d.shape[1:])], dim=0)
+    return d
+"""
+        ),
+        Valid(
+            """
+import torch
+
+def pad_cols(d, unit):
+    if d.shape[0] == 1:
+        d = torch.cat([d, torch.zeros(1, unit - d.numel())], dim=1)
+    return d
+"""
+        ),
     ]
     invalid = [
         Invalid(
@@ -118,5 +148,33 @@ def pad_rows(rows, unit):
 """,
             line=7,
             column=40,
+        ),
+            Invalid(
+            """
+import torch
+
+def pad_row(d, unit):
+    missing = unit - d.numel()
+    if missing > 0:
+        d = torch.cat([d, d.new_zeros(missing)])
+    return d, d.size(0)
+""",
+            line=5,
+            column=22,
+        ),
+        Invalid(
+            """
+import torch
+
+def pad_rows(rows, unit):
+    out = []
+    for d in rows:
+        if d.shape[0] < unit:
+            d = torch.cat((d, torch.zeros((unit - d.numel(),), dtype=d.dtype)), dim=0)
+        out.append(d)
+    return out
+""",
+            line=8,
+            column=51,
         ),
     ]

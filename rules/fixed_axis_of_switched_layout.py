@@ -90,6 +90,31 @@ def left_pad(samples, fill=0):
     return pad_sequence([s.flip(0) for s in samples], batch_first=True, padding_value=fill).flip(dims=[1])
 """
         ),
+        Valid(
+            """
+from torch.nn.utils.rnn import pad_sequence
+
+def right_pad(samples, batch_first=False):
+    return pad_sequence(samples, batch_first=batch_first)
+"""
+        ),
+        Valid(
+            """
+from torch.nn.utils.rnn import pad_sequence
+
+def left_pad(samples, batch_first=False):
+    padded = pad_sequence([s.flip(0) for s in samples], batch_first=batch_first)
+    return padded.flip(dims=[1 if batch_first else 0])
+"""
+        ),
+        Valid(
+            """
+from torch.nn.utils.rnn import pad_sequence
+
+def last_axis(samples, batch_first):
+    return pad_sequence(samples, batch_first=batch_first).flip(dims=[-1])
+"""
+        ),
     ]
     invalid = [
         Invalid(
@@ -116,6 +141,27 @@ def left_pad(samples, layout_batch_first):
     return torch.flip(padded, [1])
 """,
             line=7,
+            column=12,
+        ),
+            Invalid(
+            """
+from torch.nn.utils.rnn import pad_sequence
+
+def shifted(samples, batch_first):
+    padded = pad_sequence(samples, batch_first=batch_first, padding_value=0)
+    return padded.roll(-1, dims=1)
+""",
+            line=6,
+            column=12,
+        ),
+        Invalid(
+            """
+from torch.nn.utils.rnn import pad_sequence
+
+def first_positions(samples, cfg):
+    return pad_sequence(samples, cfg.batch_first).narrow(1, 0, 4)
+""",
+            line=5,
             column=12,
         ),
     ]

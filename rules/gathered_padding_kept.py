@@ -105,6 +105,42 @@ def gather_equal(local, world):
     return torch.cat(gathered, dim=0)
 """
         ),
+        Valid(
+            """
+import torch
+import torch.distributed as dist
+
+def gather_padded(local, world, longest):
+    gathered = [torch.zeros(longest, local.shape[1]) for _ in range(world)]
+    dist.all_gather(gathered, local)
+    return torch.cat(gathered)
+"""
+        ),
+        Valid(
+            """
+import torch
+import torch.distributed as dist
+
+def gather_trimmed(local, world, lengths_t):
+    dist.all_reduce(lengths_t, op=dist.ReduceOp.MAX)
+    longest = int(lengths_t.item())
+    gathered = [torch.zeros(longest, local.shape[1]) for _ in range(world)]
+    dist.all_gather(gathered, local)
+    return torch.stack(gathered)
+"""
+        ),
+        Valid(
+            """
+import torch
+import torch.distributed as dist
+
+def sum_counts(count, world):
+    dist.all_reduce(count, op=dist.ReduceOp.MAX)
+    parts = [torch.zeros(1) for _ in range(world)]
+    dist.all_gather(parts, count)
+    return torch.cat(parts)
+"""
+        ),
     ]
     invalid = [
         Invalid(
@@ -141,6 +177,40 @@ def gather_rows(local, world):
         buffers.append(local.new_zeros(longest, local.shape[1]))
     dist.all_gather(buffers, torch.cat([local, local.new_zeros(longest - local.shape[0], local.shape[1])]))
     return torch.cat(buffers)
+""",
+            line=13,
+            column=12,
+        ),
+            Invalid(
+            """
+import torch
+import torch.distributed as dist
+
+def gather_rows(local, world):
+    n = torch.tensor(local.shape[0])
+    dist.all_reduce(n, op=dist.ReduceOp.MAX)
+    gathered = [local.new_zeros(n, local.shape[1])] * world
+    dist.all_gather(gathered, local)
+    return torch.cat(gathered, dim=0)
+""",
+            line=10,
+            column=12,
+        ),
+        Invalid(
+            """
+import torch
+import torch.distributed as dist
+
+def gather_rows(local, world, group):
+    n = torch.tensor(local.shape[0])
+    dist.all_reduce(n, dist.ReduceOp.MAX, group=group)
+    longest = n.item()
+    gathered = []
+    for _ in range(world):
+        gathered.append(torch.empty(longest, local.shape[1]))
+    dist.all_gather(gathered, local, group=group)
+    full = torch.cat(gathered)
+    return full
 """,
             line=13,
             column=12,

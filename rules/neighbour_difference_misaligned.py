@@ -96,6 +96,14 @@ def window_gaps(starts, k):
     return starts[k:] - starts[:k]
 """
         ),
+        Valid(
+            """
+import torch
+
+def lengths(offsets):
+    return torch.diff(offsets)
+"""
+        ),
     ]
     invalid = [
         Invalid(
@@ -115,6 +123,23 @@ def lengths(offsets):
     return tail - head
 """,
             line=5,
+            column=12,
+        ),
+            Invalid(
+            """
+def lengths(offsets):
+    return offsets[2:] - offsets[:-1]
+""",
+            line=3,
+            column=12,
+        ),
+        Invalid(
+            """
+def longest(offsets):
+    gaps = offsets[1:] - offsets[:1]
+    return int(gaps.max())
+""",
+            line=3,
             column=12,
         ),
     ]

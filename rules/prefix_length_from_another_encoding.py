@@ -99,6 +99,31 @@ def masked_row(tokenizer, prompt, answer):
     return enc.input_ids, labels
 """
         ),
+        Valid(
+            """
+def masked_row(tokenizer, prompt, answer):
+    enc = tokenizer(prompt + answer, add_special_tokens=False)
+    prompt_len = len(tokenizer(prompt, add_special_tokens=False).input_ids)
+    labels = list(enc.input_ids)
+    labels[:prompt_len] = [-100] * prompt_len
+    return labels
+"""
+        ),
+        Valid(
+            """
+def lengths(tokenizer, prompt, answer):
+    enc = tokenizer(prompt + answer)
+    return len(enc.input_ids), len(tokenizer(prompt, add_special_tokens=False).input_ids)
+"""
+        ),
+        Valid(
+            """
+def masked_row(tokenizer, other, prompt, answer):
+    enc = other(prompt + answer)
+    prompt_len = len(tokenizer(prompt, add_special_tokens=False).input_ids)
+    return enc.input_ids[prompt_len:]
+"""
+        ),
     ]
     invalid = [
         Invalid(
@@ -122,6 +147,35 @@ def masked_row(encode, prompt, answer):
     return ids[len(encode(prompt, add_special_tokens=False)):]
 """,
             line=4,
+            column=20,
+        ),
+            Invalid(
+            """
+def masked_row(tokenizer, prompt, answer):
+    ids = tokenizer.encode(prompt + answer + tokenizer.eos_token)
+    n = len(tokenizer.encode(prompt, add_special_tokens=False))
+    labels = list(ids)
+    labels[:n] = [-100] * n
+    return ids, labels
+""",
+            line=4,
+            column=13,
+        ),
+        Invalid(
+            """
+import torch
+
+def masked_rows(tokenizer, prompts, answers):
+    out = []
+    for prompt, answer in zip(prompts, answers):
+        enc = tokenizer(prompt + answer, truncation=True, max_length=512, return_tensors="pt")
+        keep = len(tokenizer(prompt, add_special_tokens=False)["input_ids"])
+        labels = enc["input_ids"].clone()
+        labels[:, :keep] = -100
+        out.append(labels)
+    return out
+""",
+            line=8,
             column=20,
         ),
     ]

@@ -101,6 +101,24 @@ def doc_offsets(position_ids):
     return torch.cat([starts, total]).to(torch.int32)
 """
         ),
+        Valid(
+            """
+import torch
+
+def doc_offsets(positions):
+    starts = torch.where(positions.flatten() == 0)[0]
+    return torch.cat([starts, torch.tensor([positions.numel()])])
+"""
+        ),
+        Valid(
+            """
+import torch
+
+def doc_rows(mask):
+    rows = torch.where(mask.any(dim=1))[0]
+    return torch.cat([rows, torch.tensor([mask.shape[0]])])
+"""
+        ),
     ]
     invalid = [
         Invalid(
@@ -122,6 +140,30 @@ import torch.nn.functional as F
 def doc_offsets(position_ids):
     starts = (position_ids == 0).nonzero(as_tuple=True)[0]
     return F.pad(starts, (0, 1), value=position_ids.numel())
+""",
+            line=5,
+            column=14,
+        ),
+            Invalid(
+            """
+import torch
+
+def doc_offsets(positions):
+    is_start = positions == 0
+    starts = torch.where(is_start)[0]
+    end = torch.tensor([positions.numel()], dtype=starts.dtype)
+    return torch.cat([starts, end])
+""",
+            line=6,
+            column=14,
+        ),
+        Invalid(
+            """
+import torch
+
+def doc_offsets(positions):
+    starts = torch.nonzero(positions == 0, as_tuple=True)[0].int()
+    return torch.cat((starts, torch.tensor([positions.numel()]).int()))
 """,
             line=5,
             column=14,

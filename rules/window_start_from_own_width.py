@@ -90,6 +90,32 @@ def place(buffer, chunk, i, unit):
     buffer[start : start + chunk.shape[0]] = chunk
 """
         ),
+        Valid(
+            """
+import torch
+
+def place_all(buffer, pieces):
+    offsets = torch.cumsum(torch.tensor([p.shape[0] for p in pieces]), 0)
+    start = 0
+    for piece in pieces:
+        buffer[start : start + piece.shape[0]] = piece
+        start += piece.shape[0]
+"""
+        ),
+        Valid(
+            """
+def place(buffer, piece, i, width):
+    start = i * width
+    buffer[start : start + piece.shape[0]] = piece
+"""
+        ),
+        Valid(
+            """
+def read(buffer, piece, i):
+    w = piece.shape[0]
+    return buffer[i * w : (i + 1) * w] + piece
+"""
+        ),
     ]
     invalid = [
         Invalid(
@@ -120,5 +146,29 @@ def place_all(buffer, pieces):
 """,
             line=5,
             column=16,
+        ),
+            Invalid(
+            """
+def place(buffer, chunk, index):
+    width = chunk.size(1)
+    buffer[:, index * width : (index + 1) * width].copy_(chunk)
+""",
+            line=4,
+            column=15,
+        ),
+        Invalid(
+            """
+class Grads:
+    def __init__(self, buffer):
+        self.buffer, self.count = buffer, 0
+
+    def add(self, piece):
+        n = piece.shape[0]
+        lo = self.count * n
+        self.buffer[lo : lo + n] = piece
+        self.count += 1
+""",
+            line=8,
+            column=14,
         ),
     ]

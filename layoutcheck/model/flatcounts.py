@@ -194,13 +194,14 @@ def numel_as_length(body: Body) -> Iterator[tuple[ast.AST, str]]:
                     if isinstance(first, (ast.Tuple, ast.List)):
                         first = first.elts[0] if first.elts else None
                     if first is not None and not isinstance(first, ast.Starred):
-                        width = first  # the pad's size along the first axis, the one joined
+                        width = _through(first, bound)  # the pad's size along the first axis, the one joined
                         padded = [p for p in pieces if p is not piece]
                         break
         elif name == "pad" and len(positional(node)) >= 2:
             amount = _through(positional(node)[1], bound)
             if isinstance(amount, (ast.Tuple, ast.List)) and len(amount.elts) == 2:
-                width, padded = amount, [positional(node)[0]]
+                width = ast.Tuple(elts=[_through(e, bound) for e in amount.elts], ctx=ast.Load())
+                padded = [positional(node)[0]]
         if width is None:
             continue
         for tensor in _numel_of(width):
