@@ -27,8 +27,8 @@ from layoutcheck.model.syntax import int_value, nodes
 __all__ = ["SPELLINGS", "misaligned_difference", "start_from_own_width"]
 
 SPELLINGS: dict[str, tuple[str, ...]] = {
-    "misaligned_difference": (":", "-"),
-    "start_from_own_width": ("*",),
+    "misaligned_difference": (":]", "-"),
+    "start_from_own_width": ("*", "["),
 }
 """What a function's text must spell for each check here to find anything (words, never names)."""
 
@@ -156,8 +156,10 @@ def _stored(body: Body) -> set[str]:
 def start_from_own_width(body: Body) -> Iterator[tuple[ast.AST, str]]:
     """A window ``[start : start + w]`` (or ``slice(start, end)``) with ``start = k * w`` and ``w``
     the width of the value stored there: each piece placed as if every piece were as wide as it."""
+    stored = _stored(body)  # statements only, no walk of their expressions: most functions store nothing
+    if not stored:
+        return
     bound = body.bindings()
-    stored: set[str] | None = None
     for block in body.blocks:
         for stmt in block:
             if isinstance(stmt, _NESTED):
@@ -179,8 +181,6 @@ def start_from_own_width(body: Body) -> Iterator[tuple[ast.AST, str]]:
                     piece = _width_of(width, bound)
                     if piece is None or int_value(_through(index, bound)) is not None:
                         continue
-                    if stored is None:
-                        stored = _stored(body)
                     if piece in stored and not any(
                             ast.dump(n) == piece for n in nodes(_through(index, bound))):
                         yield start, ast.unparse(width)  # where the start is computed (through a local)
