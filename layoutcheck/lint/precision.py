@@ -103,7 +103,7 @@ MEASURED: dict[str, Measured] = {
     "LC129": Measured(0, 0),
     "LC130": Measured(0, 0),
     "LC131": Measured(0, 0),
-    "LC132": Measured(0, 0),
+    "LC132": Measured(1, 1),
     "LC201": Measured(0, 0),
 }
 # END MEASURED
