@@ -17,6 +17,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
+from layoutcheck.model.bodyreads import expressions, through
 from layoutcheck.model.partners import Body
 from layoutcheck.model.syntax import keyword, nodes, positional
 
@@ -24,31 +25,6 @@ __all__ = ["SPELLINGS", "prefix_length_apart"]
 
 SPELLINGS: dict[str, tuple[str, ...]] = {"prefix_length_apart": ("add_special_tokens", "len(")}
 """What a function's text must spell for each check here to find anything (words, never names)."""
-
-_NESTED = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
-
-
-def _expressions(body: Body) -> Iterator[ast.AST]:
-    for block in body.blocks:
-        for stmt in block:
-            if isinstance(stmt, _NESTED):
-                continue
-            for _, value in ast.iter_fields(stmt):
-                for item in value if isinstance(value, list) else [value]:
-                    if isinstance(item, ast.expr):
-                        yield from nodes(item)
-
-
-def _through(node: ast.expr, bound: dict[str, list[ast.expr]]) -> ast.expr:
-    for _ in range(3):
-        if not isinstance(node, ast.Name):
-            return node
-        values = bound.get(node.id, ())
-        if len(values) != 1 or isinstance(values[0], ast.Starred):
-            return node
-        node = values[0]
-    return node
-
 
 def _special(call: ast.Call) -> bool | None:
     """Whether ``call`` adds special tokens: False for ``add_special_tokens=False``, True when the
@@ -72,16 +48,16 @@ def prefix_length_apart(body: Body) -> Iterator[tuple[ast.AST, str]]:
     """``len(enc(prefix, add_special_tokens=False)...)`` bounding a slice where the same ``enc``
     encodes ``prefix + rest`` with its special tokens."""
     bound = body.bindings()
-    calls = [n for n in _expressions(body) if isinstance(n, ast.Call) and positional(n)]
+    calls = [n for _, n in expressions(body) if isinstance(n, ast.Call) and positional(n)]
     prefixes = [c for c in calls if _special(c) is False]
     if not prefixes:
         return
-    joined = [c for c in calls if _special(c) is True and _joined_left(_through(positional(c)[0], bound))]
+    joined = [c for c in calls if _special(c) is True and _joined_left(through(positional(c)[0], bound))]
     if not joined:
         return
     # The slice bounds the function uses: a name or a `len(...)` call, as written.
     bounds: set[str] = set()
-    for node in _expressions(body):
+    for _, node in expressions(body):
         if isinstance(node, ast.Slice):
             for part in (node.lower, node.upper):
                 if part is not None:
@@ -90,7 +66,7 @@ def prefix_length_apart(body: Body) -> Iterator[tuple[ast.AST, str]]:
         text = ast.dump(positional(prefix)[0])
         func = ast.dump(prefix.func)
         partner = next((j for j in joined if ast.dump(j.func) == func
-                        and text in _joined_left(_through(positional(j)[0], bound))), None)
+                        and text in _joined_left(through(positional(j)[0], bound))), None)
         if partner is None:
             continue
         # The prefix's length: `len(<prefix call>...)`, inline or bound to a local.

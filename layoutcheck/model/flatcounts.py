@@ -23,6 +23,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
+from layoutcheck.model.bodyreads import expressions, through
 from layoutcheck.model.partners import Body
 from layoutcheck.model.syntax import int_value, keyword, last_name, nodes, positional
 
@@ -34,34 +35,9 @@ SPELLINGS: dict[str, tuple[str, ...]] = {
 }
 """What a function's text must spell for each check here to find anything (words, never names)."""
 
-_NESTED = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
 _FLAT = frozenset({"view", "reshape", "flatten", "ravel"})
 _SIZED = frozenset({"zeros", "ones", "empty", "full", "new_zeros", "new_ones", "new_empty", "new_full"})
 _JOINS = frozenset({"cat", "concat", "concatenate"})
-
-
-def _own(body: Body) -> Iterator[tuple[ast.stmt, ast.AST]]:
-    for block in body.blocks:
-        for stmt in block:
-            if isinstance(stmt, _NESTED):
-                continue
-            for _, value in ast.iter_fields(stmt):
-                for item in value if isinstance(value, list) else [value]:
-                    if isinstance(item, ast.expr):
-                        for node in nodes(item):
-                            yield stmt, node
-
-
-def _through(node: ast.expr, bound: dict[str, list[ast.expr]]) -> ast.expr:
-    """``node``, or the one value a local ``node`` is ever assigned (a few names deep)."""
-    for _ in range(3):
-        if not isinstance(node, ast.Name):
-            return node
-        values = bound.get(node.id, ())
-        if len(values) != 1 or isinstance(values[0], ast.Starred):
-            return node
-        node = values[0]
-    return node
 
 
 def _strip(node: ast.expr) -> ast.expr:
@@ -120,7 +96,7 @@ def _flat_value(node: ast.expr) -> bool:
 def row_index_offsets(body: Body) -> Iterator[tuple[ast.AST, str]]:
     """First-axis indices of a condition on ``x`` joined with ``x.numel()`` into one list of offsets."""
     bound = body.bindings()
-    for _, node in _own(body):
+    for _, node in expressions(body):
         if not isinstance(node, ast.Call):
             continue
         name = last_name(node.func)
@@ -134,16 +110,16 @@ def row_index_offsets(body: Body) -> Iterator[tuple[ast.AST, str]]:
         else:
             continue
         for part in parts:
-            inner = _strip(_through(part, bound))
+            inner = _strip(through(part, bound))
             cond = _first_axis_indices(inner)
             if cond is None:
                 continue
-            cond = _through(cond, bound)
+            cond = through(cond, bound)
             others = [p for p in parts if p is not part] + closing
-            for tensor in (t for other in others for t in _numel_of(_through(other, bound))):
+            for tensor in (t for other in others for t in _numel_of(through(other, bound))):
                 text = ast.dump(tensor)
                 if _unflattened(cond, tensor) and not _flattened(cond, text) \
-                        and not _flat_value(_through(tensor, bound)):
+                        and not _flat_value(through(tensor, bound)):
                     yield inner, ast.unparse(tensor)  # where the indices are taken (through a local)
                     break
 
@@ -152,7 +128,7 @@ def _first_axis_reads(body: Body) -> set[str]:
     """``ast.dump`` of each ``x`` whose length along the first axis the function reads:
     ``x.shape[0]``, ``x.size(0)``, ``len(x)``."""
     found: set[str] = set()
-    for _, node in _own(body):
+    for _, node in expressions(body):
         if isinstance(node, ast.Subscript) and int_value(node.slice) == 0 and isinstance(node.value, ast.Attribute) \
                 and node.value.attr == "shape":
             found.add(ast.dump(node.value.value))
@@ -177,7 +153,7 @@ def numel_as_length(body: Body) -> Iterator[tuple[ast.AST, str]]:
     also reads ``x``'s first-axis length."""
     reads: set[str] | None = None
     bound = body.bindings()
-    for _, node in _own(body):
+    for _, node in expressions(body):
         if not isinstance(node, ast.Call):
             continue
         name = last_name(node.func)
@@ -187,20 +163,20 @@ def numel_as_length(body: Body) -> Iterator[tuple[ast.AST, str]]:
                 and isinstance(positional(node)[0], (ast.List, ast.Tuple)):
             pieces = positional(node)[0].elts  # type: ignore[attr-defined]
             for piece in pieces:
-                built = _through(piece, bound)
+                built = through(piece, bound)
                 if isinstance(built, ast.Call) and last_name(built.func) in _SIZED:
                     shape = [*built.args, *(k.value for k in built.keywords if k.arg in ("size", "shape"))]
                     first = shape[0] if shape else None
                     if isinstance(first, (ast.Tuple, ast.List)):
                         first = first.elts[0] if first.elts else None
                     if first is not None and not isinstance(first, ast.Starred):
-                        width = _through(first, bound)  # the pad's size along the first axis, the one joined
+                        width = through(first, bound)  # the pad's size along the first axis, the one joined
                         padded = [p for p in pieces if p is not piece]
                         break
         elif name == "pad" and len(positional(node)) >= 2:
-            amount = _through(positional(node)[1], bound)
+            amount = through(positional(node)[1], bound)
             if isinstance(amount, (ast.Tuple, ast.List)) and len(amount.elts) == 2:
-                width = ast.Tuple(elts=[_through(e, bound) for e in amount.elts], ctx=ast.Load())
+                width = ast.Tuple(elts=[through(e, bound) for e in amount.elts], ctx=ast.Load())
                 padded = [positional(node)[0]]
         if width is None:
             continue

@@ -16,6 +16,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
+from layoutcheck.model.bodyreads import expressions
 from layoutcheck.model.partners import Body
 from layoutcheck.model.syntax import keyword, last_name, nodes, positional
 
@@ -26,19 +27,6 @@ SPELLINGS: dict[str, tuple[str, ...]] = {"padded_gather_cat": ("all_gather", "ca
 
 _SIZED = frozenset({"zeros", "ones", "empty", "full", "new_zeros", "new_ones", "new_empty", "new_full", "randn"})
 _JOINS = frozenset({"cat", "concat", "concatenate"})
-
-
-def _calls(body: Body) -> Iterator[ast.Call]:
-    for block in body.blocks:
-        for stmt in block:
-            if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-                continue
-            for name, value in ast.iter_fields(stmt):
-                for item in value if isinstance(value, list) else [value]:
-                    if isinstance(item, ast.expr):
-                        for node in nodes(item):
-                            if isinstance(node, ast.Call):
-                                yield node
 
 
 def _is_max_op(node: ast.expr | None) -> bool:
@@ -69,7 +57,7 @@ def _mentions(node: ast.AST, names: set[str]) -> bool:
 def padded_gather_cat(body: Body) -> Iterator[tuple[ast.AST, str]]:
     """``torch.cat(buffers)`` where ``buffers`` was filled by ``all_gather`` and each was sized with a
     maximum across ranks."""
-    calls = list(_calls(body))
+    calls = [n for _, n in expressions(body) if isinstance(n, ast.Call)]
     gathers = [c for c in calls if last_name(c.func) in ("all_gather", "all_gather_object") and positional(c)]
     if not gathers:
         return

@@ -15,15 +15,15 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
+from layoutcheck.model.bodyreads import expressions, through
 from layoutcheck.model.partners import Body
-from layoutcheck.model.syntax import int_value, keyword, last_name, nodes, positional
+from layoutcheck.model.syntax import int_value, keyword, last_name, positional
 
 __all__ = ["SPELLINGS", "fixed_axis_of_switched_layout"]
 
 SPELLINGS: dict[str, tuple[str, ...]] = {"fixed_axis_of_switched_layout": ("batch_first",)}
 """What a function's text must spell for each check here to find anything (words, never names)."""
 
-_NESTED = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
 _AXIS_OPS = {"flip": ("dims", 0), "roll": ("dims", 1), "narrow": ("dim", 0), "select": ("dim", 0),
              "index_select": ("dim", 0), "cumsum": ("dim", 0)}
 """Tensor operations along an axis: the keyword and the position (after the tensor) of the axis."""
@@ -32,12 +32,7 @@ _AXIS_OPS = {"flip": ("dims", 0), "roll": ("dims", 1), "narrow": ("dim", 0), "se
 def _switched(node: ast.AST, bound: dict[str, list[ast.expr]]) -> ast.Call | None:
     """The ``pad_sequence`` call ``node`` is (or a local assigned once to one), when its
     ``batch_first`` is not a literal."""
-    for _ in range(3):
-        if isinstance(node, ast.Name):
-            values = bound.get(node.id, ())
-            if len(values) != 1 or isinstance(values[0], ast.Starred):
-                return None
-            node = values[0]
+    node = through(node, bound)
     if not (isinstance(node, ast.Call) and last_name(node.func) == "pad_sequence"):
         return None
     flag = keyword(node, "batch_first")
@@ -64,27 +59,18 @@ def fixed_axis_of_switched_layout(body: Body) -> Iterator[tuple[ast.AST, str]]:
     """An axis op along literal axis 0 or 1 of a ``pad_sequence`` result whose ``batch_first`` is
     the caller's."""
     bound = body.bindings()
-    for block in body.blocks:
-        for stmt in block:
-            if isinstance(stmt, _NESTED):
-                continue
-            for _, value in ast.iter_fields(stmt):
-                for item in value if isinstance(value, list) else [value]:
-                    if not isinstance(item, ast.expr):
-                        continue
-                    for node in nodes(item):
-                        if not (isinstance(node, ast.Call) and last_name(node.func) in _AXIS_OPS):
-                            continue
-                        func = node.func
-                        method = isinstance(func, ast.Attribute) and not (
-                            isinstance(func.value, ast.Name) and func.value.id == "torch")
-                        tensor = func.value if method else (positional(node)[0] if positional(node) else None)
-                        if tensor is None:
-                            continue
-                        padded = _switched(tensor, bound)
-                        if padded is None:
-                            continue
-                        axes = [a for a in _axes(node, not method) if a in (0, 1)]
-                        if axes:
-                            flag = keyword(padded, "batch_first") or padded.args[1]
-                            yield node, f"{axes[0]}|{ast.unparse(flag)}"
+    for _, node in expressions(body):
+        if not (isinstance(node, ast.Call) and last_name(node.func) in _AXIS_OPS):
+            continue
+        func = node.func
+        method = isinstance(func, ast.Attribute) and not (isinstance(func.value, ast.Name) and func.value.id == "torch")
+        tensor = func.value if method else (positional(node)[0] if positional(node) else None)
+        if tensor is None:
+            continue
+        padded = _switched(tensor, bound)
+        if padded is None:
+            continue
+        axes = [a for a in _axes(node, not method) if a in (0, 1)]
+        if axes:
+            flag = keyword(padded, "batch_first") or padded.args[1]
+            yield node, f"{axes[0]}|{ast.unparse(flag)}"

@@ -21,6 +21,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
+from layoutcheck.model.bodyreads import expressions, through
 from layoutcheck.model.partners import Body
 from layoutcheck.model.syntax import int_value, nodes
 
@@ -32,19 +33,6 @@ SPELLINGS: dict[str, tuple[str, ...]] = {
 }
 """What a function's text must spell for each check here to find anything (words, never names)."""
 
-_NESTED = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
-
-
-def _through(node: ast.expr, bound: dict[str, list[ast.expr]]) -> ast.expr:
-    """``node``, or the one value a local ``node`` is ever assigned (a few names deep)."""
-    for _ in range(3):
-        if not isinstance(node, ast.Name):
-            return node
-        values = bound.get(node.id, ())
-        if len(values) != 1 or isinstance(values[0], ast.Starred):
-            return node
-        node = values[0]
-    return node
 
 
 def _length(window: ast.Slice) -> tuple[int, int] | None:
@@ -101,35 +89,23 @@ def misaligned_difference(body: Body) -> Iterator[tuple[ast.AST, str]]:
     """``x[k:] - x[:j]`` with the two slices' lengths different (`_length`), one of them running to
     the array's end: each entry is paired with another than its neighbour (``x[1:] - x[:-1]``)."""
     bound = body.bindings()
-    for block in body.blocks:
-        for stmt in block:
-            if isinstance(stmt, _NESTED):
-                continue
-            for node in _own(stmt):
-                if not (isinstance(node, ast.BinOp) and isinstance(node.op, ast.Sub)):
-                    continue
-                pair = _pair(_through(node.left, bound), _through(node.right, bound))
-                if pair is None:
-                    continue
-                first, second = pair
-                # One operand runs to the end (its length counts `n`): the pair is meant to line up
-                # entries, and a constant-length partner of another length does not.
-                if first != second and (first[0] or second[0]) and first[0] >= 0 and second[0] >= 0:
-                    yield node, f"{_shown(first)} against {_shown(second)}"
-
-
-def _own(stmt: ast.stmt) -> Iterator[ast.AST]:
-    """The expression nodes of ``stmt`` itself (comprehensions included), not of statements nested in it."""
-    for name, value in ast.iter_fields(stmt):
-        for item in value if isinstance(value, list) else [value]:
-            if isinstance(item, ast.expr):
-                yield from nodes(item)
+    for _, node in expressions(body):
+        if not (isinstance(node, ast.BinOp) and isinstance(node.op, ast.Sub)):
+            continue
+        pair = _pair(through(node.left, bound), through(node.right, bound))
+        if pair is None:
+            continue
+        first, second = pair
+        # One operand runs to the end (its length counts `n`): the pair is meant to line up
+        # entries, and a constant-length partner of another length does not.
+        if first != second and (first[0] or second[0]) and first[0] >= 0 and second[0] >= 0:
+            yield node, f"{_shown(first)} against {_shown(second)}"
 
 
 def _width_of(node: ast.expr, bound: dict[str, list[ast.expr]]) -> str | None:
     """``ast.dump`` of ``x`` when ``node`` (through locals) is ``x.shape[...]``, ``x.size(...)``
     or ``len(x)``: a width of ``x``."""
-    node = _through(node, bound)
+    node = through(node, bound)
     if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Attribute) and node.value.attr == "shape":
         return ast.dump(node.value.value)
     if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "size" \
@@ -160,28 +136,23 @@ def start_from_own_width(body: Body) -> Iterator[tuple[ast.AST, str]]:
     if not stored:
         return
     bound = body.bindings()
-    for block in body.blocks:
-        for stmt in block:
-            if isinstance(stmt, _NESTED):
+    for _, node in expressions(body):
+        if isinstance(node, ast.Slice) and node.step is None:
+            lower = node.lower
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "slice" \
+                and len(node.args) == 2:
+            lower = node.args[0]
+        else:
+            continue
+        if lower is None:
+            continue
+        start = through(lower, bound)
+        if not (isinstance(start, ast.BinOp) and isinstance(start.op, ast.Mult)):
+            continue
+        for index, width in ((start.left, start.right), (start.right, start.left)):
+            piece = _width_of(width, bound)
+            if piece is None or int_value(through(index, bound)) is not None:
                 continue
-            for node in _own(stmt):
-                if isinstance(node, ast.Slice) and node.step is None:
-                    lower = node.lower
-                elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "slice" \
-                        and len(node.args) == 2:
-                    lower = node.args[0]
-                else:
-                    continue
-                if lower is None:
-                    continue
-                start = _through(lower, bound)
-                if not (isinstance(start, ast.BinOp) and isinstance(start.op, ast.Mult)):
-                    continue
-                for index, width in ((start.left, start.right), (start.right, start.left)):
-                    piece = _width_of(width, bound)
-                    if piece is None or int_value(_through(index, bound)) is not None:
-                        continue
-                    if piece in stored and not any(
-                            ast.dump(n) == piece for n in nodes(_through(index, bound))):
-                        yield start, ast.unparse(width)  # where the start is computed (through a local)
-                        break
+            if piece in stored and not any(ast.dump(n) == piece for n in nodes(through(index, bound))):
+                yield start, ast.unparse(width)  # where the start is computed (through a local)
+                break
