@@ -62,19 +62,12 @@ REQUIRED = {
 PENDING = pytest.mark.xfail(strict=False, reason="linter by use: issue 21")
 PENDING_PAIRS: set[str] = {
     # Grown from the trainers' histories (issue 28, point 7); each waits for the construct named.
-    "ringflashattn_8996282_seqlen_diff_misaligned",  # offsets[1:] - offsets[:1]: two slices of one array that are not neighbours
-    "nanotron_7d8bc89b_row_index_as_offset",  # torch.where(...)[0] of a 2-D tensor: row indices as stream offsets
-    "torchtune_68d4f3ee1_left_pad_flips_batch",  # flip-pad-flip on an axis that is not the padded one in one layout
     "xtuner_f60dca617_shard_pad_not_block_multiple",  # a shard size checked against one unit, the total against none
     "xtuner_91e30dd16_pad_rows_in_sequence_stats",  # a plain mean over rows that include padding-only rows
     "torchtitan_6b36b52fd_context_check_unshifted",  # a bound on len(tokens) guarding the tokens[:-1] it later builds
-    "torchtitan_669068c0d_chunk_start_from_own_width",  # index * this chunk's width as an offset, in a method across calls
-    "deepspeed_b6bb8b3c6_gathered_shards_keep_padding",  # all_gather into max-padded buffers, then cat of the buffers
     "torchtune_b18312c7d_labels_shifted_across_pack",  # a shift of a packed row, the packer only reached through the data
     "slime_1d31a49fb_offsets_left_out_of_kernel",  # a keyword partner passed to one call, left out of the next
-    "openinstruct_dba329424_response_truncated_away",  # a tokenizer's truncation=True, and a length measured before it
     "openrlhf_d2fcab25_rebatch_left_padded",  # a side passed as a string argument to a padding helper, the strip elsewhere
-    "verl_1ae945592_pad_width_from_numel",  # numel() of a row as its length in a pad width
     "nanotron_fd6ded8d_local_offsets_scaled_as_global",  # offsets from a CP-local slice, times the CP size, as global
 }
 """Static pairs the linter does not flag yet: each is an expected failure until it passes (then it leaves

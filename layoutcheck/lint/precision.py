@@ -97,6 +97,13 @@ MEASURED: dict[str, Measured] = {
     "LC123": Measured(0, 0),
     "LC124": Measured(0, 0),
     "LC125": Measured(0, 0),
+    "LC126": Measured(0, 0),
+    "LC127": Measured(0, 0),
+    "LC128": Measured(0, 0),
+    "LC129": Measured(0, 0),
+    "LC130": Measured(0, 0),
+    "LC131": Measured(0, 0),
+    "LC132": Measured(1, 1),
     "LC201": Measured(0, 0),
 }
 # END MEASURED

@@ -105,6 +105,7 @@ from layoutcheck.model.partners import (
 )
 from layoutcheck.model.records import record_cut_apart, window_partners
 from layoutcheck.model.reshift import reshifted_fields
+from layoutcheck.model.sinkchecks import CHECKS as SINK_CHECKS
 from layoutcheck.model.sinks import Sinks
 from layoutcheck.model.syntax import (
     Source,
@@ -199,7 +200,7 @@ _PARTNER_CHECKS = tuple((kind, check, SPELLINGS[kind]) for kind, check in (
     ("unmasked_mean", unmasked_mean),
     ("combined_before_restore", combined_before_restore),
     ("row_count_as_size", row_count_as_size),
-))
+)) + SINK_CHECKS
 """The function-level checks of `layoutcheck.model.partners`, by the clash kind each records, with
 the words a function must spell for each to find anything (`partners.SPELLINGS`)."""
 

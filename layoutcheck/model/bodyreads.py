@@ -1,0 +1,48 @@
+"""Two reads of one function's body that the sink checks share (`layoutcheck.model.sinkchecks`).
+
+* `through`: an expression, or the one value a local is ever assigned in the function, followed a
+  few names deep (``k = -n`` then ``x[k:]`` reads as ``x[-n:]``); a name assigned twice or never
+  (a parameter, a loop target, a list grown by ``append``) stays itself.
+* `expressions`: every expression node of the function's own statements, comprehensions
+  included, nested functions and classes left out, each with its statement.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+
+from layoutcheck.model.partners import Body
+from layoutcheck.model.syntax import nodes
+
+__all__ = ["expressions", "through"]
+
+_NESTED = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
+
+
+def through(node: ast.expr, bound: dict[str, list[ast.expr]], depth: int = 3) -> ast.expr:
+    """``node``, or the one value a local ``node`` is ever assigned (`Body.bindings`), up to
+    ``depth`` names deep."""
+    for _ in range(depth):
+        if not isinstance(node, ast.Name):
+            return node
+        values = bound.get(node.id, ())
+        if len(values) != 1 or isinstance(values[0], ast.Starred):
+            return node
+        node = values[0]
+    return node
+
+
+def expressions(body: Body) -> Iterator[tuple[ast.stmt, ast.AST]]:
+    """Each expression node of ``body``'s statements with its statement (a compound statement's own
+    parts only: the test of an ``if``, the target and iterable of a ``for``; its body's statements
+    come as statements of their own block)."""
+    for block in body.blocks:
+        for stmt in block:
+            if isinstance(stmt, _NESTED):
+                continue
+            for _, value in ast.iter_fields(stmt):
+                for item in value if isinstance(value, list) else [value]:
+                    if isinstance(item, ast.expr):
+                        for node in nodes(item):
+                            yield stmt, node
