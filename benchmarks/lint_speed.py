@@ -45,6 +45,15 @@ Subprocesses run as a user's installation does: with bytecode caching on
 caller set it), and each timed command runs once untimed first, so every
 module is compiled to a ``.pyc`` before it is timed.
 
+* ruff (issue 28), beside them: ``ruff check --isolated --select ALL
+  --no-cache`` on the tree and on the staged file, whole process (ruff's
+  own thread pool, one thread per CPU), when ``ruff`` is on ``PATH``
+  (``pip install ruff``); reference rows, no target.
+
+The summary ends with issue 28's targets: cold at most 2x the bound (the
+*cold/bound* column), warm at most 0.05x the floor, the staged file at most
+1.5x ``import libcst``, and ruff's times beside them.
+
 It also runs ``layoutcheck check`` once with a sentinel ``torch`` package
 first on ``PYTHONPATH`` (workers inherit it) and reports whether anything
 tried to import torch.
@@ -205,6 +214,12 @@ def best_wall(cmd: Sequence[str], *, repeat: int, cwd: Path, warmup: bool = True
     return best_walls([cmd], repeat=repeat, cwd=cwd, warmup=warmup)[0]
 
 
+def ruff_command() -> list[str] | None:
+    """``ruff check`` with every rule and no configuration or cache, or None when ruff is not installed."""
+    found = shutil.which("ruff")
+    return None if found is None else [found, "check", "--isolated", "--select", "ALL", "--no-cache"]
+
+
 def best_parse(kind: str, file_list: Path, *, repeat: int, jobs: int = 1) -> float:
     """Best time of parsing every file with ``kind`` (libcst or ast) in ``jobs`` processes, start-up excluded."""
     times = []
@@ -261,6 +276,10 @@ COLD = f"layoutcheck check TREE --no-cache -j {JOBS} (cold)"
 WARM = f"layoutcheck check TREE -j {JOBS}, cached (warm)"
 ONE_FILE = "layoutcheck check STAGED_FILE (project cached)"
 ONE_FILE_NO_CACHE = "layoutcheck check STAGED_FILE --no-cache (reference)"
+RUFF = "ruff check --select ALL TREE --no-cache (reference)"
+RUFF_ONE = "ruff check --select ALL STAGED_FILE --no-cache (reference)"
+COLD_BOUND = 2.0
+"""Issue 28: a cold run at most twice the bound (start-up plus ``ast.parse`` in as many processes)."""
 
 
 def measure(tree: Path, files: Sequence[Path], repeat: int, cold_target: float) -> tuple[list[Row], Path]:
@@ -280,13 +299,15 @@ def measure(tree: Path, files: Sequence[Path], repeat: int, cold_target: float) 
         (Path(empty) / "empty.py").write_text("")
         startup = best_wall([*cmd, "check", "empty.py", "--no-cache"], repeat=repeat, cwd=Path(empty))
     cold = best_wall([*cmd, "check", str(tree), "--no-cache", "--jobs", str(JOBS)], repeat=repeat, cwd=tree)
+    ruff = ruff_command()
+    ruff_tree = None if ruff is None else best_wall([*ruff, str(tree)], repeat=repeat, cwd=tree)
     # The warm-up run fills the cache.
     warm = best_wall([*cmd, "check", str(tree), "--jobs", str(JOBS)], repeat=repeat, cwd=tree)
     one = pick_one_file(files)
     # A pre-commit run: the project's facts are in the cache from an earlier run (the warm rows
     # left it there); the staged file itself changed, so its own facts are a miss.
     original = one.read_bytes()
-    import_libcst = one_file = no_cache = float("inf")
+    import_libcst = one_file = no_cache = ruff_one = float("inf")
     env = subprocess_env()
     try:
         for cmd_ in ([sys.executable, "-c", "import libcst"], [*cmd, "check", str(one)]):
@@ -296,6 +317,8 @@ def measure(tree: Path, files: Sequence[Path], repeat: int, cold_target: float) 
             one.write_bytes(original + f"\n# staged change {attempt}\n".encode())
             one_file = min(one_file, _wall([*cmd, "check", str(one)], tree, env))
             no_cache = min(no_cache, _wall([*cmd, "check", str(one), "--no-cache"], tree, env))
+            if ruff is not None:
+                ruff_one = min(ruff_one, _wall([*ruff, str(one)], tree, env))
     finally:
         one.write_bytes(original)
     rows = [
@@ -310,6 +333,9 @@ def measure(tree: Path, files: Sequence[Path], repeat: int, cold_target: float) 
         Row(ONE_FILE, one_file, import_libcst, 1.5),
         Row(ONE_FILE_NO_CACHE, no_cache, import_libcst),
     ]
+    if ruff_tree is not None:
+        rows.insert(6, Row(RUFF, ruff_tree, parse))
+        rows.append(Row(RUFF_ONE, ruff_one, import_libcst))
     return rows, one
 
 
@@ -401,6 +427,24 @@ def main(argv: Sequence[str] | None = None) -> int:
                   f"   {' '.join(r.verdict for r in (cold, warm, one))}")
         print("bound: start-up plus ast.parse in as many processes, over the floor: what no cold run that "
               "parses every file with ast can beat; cold-bound: what the walk and the project phase add")
+        print()
+        print(f"issue 28's targets: cold <= {COLD_BOUND:g}x the bound, warm <= 0.05x the floor, staged file "
+              "<= 1.5x import libcst; ruff --select ALL beside them (seconds, whole process):")
+        print(f"{'tree':<12} {'bound s':>8} {'cold s':>8} {'cold/bound':>11} {'warm':>8} {'staged':>8} "
+              f"{'ruff tree s':>12} {'cold/ruff':>10} {'ruff file s':>12} {'staged/ruff':>12}")
+        for name, rows in summary:
+            by = {row.label: row for row in rows}
+            cold, warm, one = by[COLD], by[WARM], by[ONE_FILE]
+            bound_s = by[AST_JOBS].seconds + by[STARTUP].seconds
+            over = cold.seconds / bound_s
+            ruff_tree, ruff_one = by.get(RUFF), by.get(RUFF_ONE)
+            ruffs = ("" if ruff_tree is None or ruff_one is None else
+                     f" {ruff_tree.seconds:12.3f} {cold.seconds / ruff_tree.seconds:9.2f}x"
+                     f" {ruff_one.seconds:12.3f} {one.seconds / ruff_one.seconds:11.2f}x")
+            verdicts = ["PASS" if over <= COLD_BOUND else "MISS", warm.verdict, one.verdict]
+            print(f"{name:<12} {bound_s:8.3f} {cold.seconds:8.3f} {over:10.2f}x {warm.ratio:7.3f}x "
+                  f"{one.ratio:7.2f}x{ruffs or '   (ruff not installed)'}   {' '.join(verdicts)}")
+            missed = missed or verdicts[0] == "MISS"
         return 1 if args.strict and (missed or torch) else 0
     finally:
         for _, tree, origin, _ in trees:
