@@ -45,6 +45,15 @@ Subprocesses run as a user's installation does: with bytecode caching on
 caller set it), and each timed command runs once untimed first, so every
 module is compiled to a ``.pyc`` before it is timed.
 
+* ruff (issue 28), beside them: ``ruff check --isolated --select ALL
+  --no-cache`` on the tree and on the staged file, whole process (ruff's
+  own thread pool, one thread per CPU), when ``ruff`` is on ``PATH``
+  (``pip install ruff``); reference rows, no target.
+
+The summary ends with issue 28's targets: cold at most 2x the bound (the
+*cold/bound* column), warm at most 0.05x the floor, the staged file at most
+1.5x ``import libcst``, and ruff's times beside them.
+
 It also runs ``layoutcheck check`` once with a sentinel ``torch`` package
 first on ``PYTHONPATH`` (workers inherit it) and reports whether anything
 tried to import torch.
@@ -57,6 +66,7 @@ import importlib.util
 import json
 import os
 import platform
+import resource
 import shutil
 import subprocess
 import sys
@@ -100,10 +110,10 @@ def ready(_):
 
 parse("x = 1\\n")
 if jobs <= 1:
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     for path in paths:
         parse_file(path)
-    print(time.perf_counter() - start)
+    print(time.perf_counter() - start, time.process_time() - cpu)
 else:
     import multiprocessing
     with multiprocessing.get_context("fork").Pool(jobs) as pool:
@@ -174,13 +184,32 @@ BYTECODE_NOTE = ("bytecode caching on in the timed subprocesses (PYTHONDONTWRITE
                  "after one untimed warm-up run of each command")
 
 
-def _wall(cmd: Sequence[str], cwd: Path, env: dict[str, str]) -> float:
+def _run(cmd: Sequence[str], cwd: Path, env: dict[str, str]) -> tuple[float, float]:
+    """Wall seconds and CPU seconds (user + system, of the process and every process it waited for:
+    the lint's workers included) of one run of ``cmd``."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     proc = subprocess.run(cmd, cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     elapsed = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if proc.returncode not in (0, 1):
         raise SystemExit(f"{' '.join(cmd)} exited {proc.returncode}:\n{proc.stderr[-2000:]}")
-    return elapsed
+    return elapsed, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+
+
+def _wall(cmd: Sequence[str], cwd: Path, env: dict[str, str]) -> float:
+    return _run(cmd, cwd, env)[0]
+
+
+def best_wall_cpu(cmd: Sequence[str], *, repeat: int, cwd: Path) -> tuple[float, float]:
+    """Best wall seconds and best CPU seconds (each the least of ``repeat`` runs, after one untimed run).
+
+    CPU time hardly moves with the machine's load, where wall time does: on a shared machine it is
+    the steadier measure of the work a run does."""
+    env = subprocess_env()
+    _run(cmd, cwd, env)
+    runs = [_run(cmd, cwd, env) for _ in range(repeat)]
+    return min(r[0] for r in runs), min(r[1] for r in runs)
 
 
 def best_walls(cmds: Sequence[Sequence[str]], *, repeat: int, cwd: Path,
@@ -205,14 +234,27 @@ def best_wall(cmd: Sequence[str], *, repeat: int, cwd: Path, warmup: bool = True
     return best_walls([cmd], repeat=repeat, cwd=cwd, warmup=warmup)[0]
 
 
+def ruff_command() -> list[str] | None:
+    """``ruff check`` with every rule and no configuration or cache, or None when ruff is not installed."""
+    found = shutil.which("ruff")
+    return None if found is None else [found, "check", "--isolated", "--select", "ALL", "--no-cache"]
+
+
 def best_parse(kind: str, file_list: Path, *, repeat: int, jobs: int = 1) -> float:
     """Best time of parsing every file with ``kind`` (libcst or ast) in ``jobs`` processes, start-up excluded."""
-    times = []
+    return best_parse_cpu(kind, file_list, repeat=repeat, jobs=jobs)[0]
+
+
+def best_parse_cpu(kind: str, file_list: Path, *, repeat: int, jobs: int = 1) -> tuple[float, float]:
+    """`best_parse`, and in one process (``jobs`` 1) the best CPU seconds too (else NaN)."""
+    walls, cpus = [], []
     for _ in range(repeat):
         proc = subprocess.run([sys.executable, "-c", _PARSE_SNIPPET, kind, str(file_list), str(jobs)],
                               capture_output=True, text=True, check=True, env=subprocess_env())
-        times.append(float(proc.stdout.strip()))
-    return min(times)
+        values = proc.stdout.split()
+        walls.append(float(values[0]))
+        cpus.append(float(values[1]) if len(values) > 1 else float("nan"))
+    return min(walls), min(cpus)
 
 
 def pick_one_file(files: Sequence[Path]) -> Path:
@@ -261,6 +303,12 @@ COLD = f"layoutcheck check TREE --no-cache -j {JOBS} (cold)"
 WARM = f"layoutcheck check TREE -j {JOBS}, cached (warm)"
 ONE_FILE = "layoutcheck check STAGED_FILE (project cached)"
 ONE_FILE_NO_CACHE = "layoutcheck check STAGED_FILE --no-cache (reference)"
+RUFF = "ruff check --select ALL TREE --no-cache (reference)"
+CPU_BOUND = "CPU: start-up + ast.parse, all files (reference)"
+CPU_COLD = "CPU: layoutcheck check TREE --no-cache -j 2, workers included (reference)"
+RUFF_ONE = "ruff check --select ALL STAGED_FILE --no-cache (reference)"
+COLD_BOUND = 2.0
+"""Issue 28: a cold run at most twice the bound (start-up plus ``ast.parse`` in as many processes)."""
 
 
 def measure(tree: Path, files: Sequence[Path], repeat: int, cold_target: float) -> tuple[list[Row], Path]:
@@ -272,21 +320,25 @@ def measure(tree: Path, files: Sequence[Path], repeat: int, cold_target: float) 
     try:
         parse = best_parse("libcst", file_list, repeat=repeat, jobs=JOBS)
         parse_one = best_parse("libcst", file_list, repeat=repeat)
-        ast_time = best_parse("ast", file_list, repeat=repeat)
+        ast_time, ast_cpu = best_parse_cpu("ast", file_list, repeat=repeat)
         ast_jobs = best_parse("ast", file_list, repeat=repeat, jobs=JOBS)
     finally:
         file_list.unlink()
     with tempfile.TemporaryDirectory(prefix="lc-startup-") as empty:
         (Path(empty) / "empty.py").write_text("")
-        startup = best_wall([*cmd, "check", "empty.py", "--no-cache"], repeat=repeat, cwd=Path(empty))
-    cold = best_wall([*cmd, "check", str(tree), "--no-cache", "--jobs", str(JOBS)], repeat=repeat, cwd=tree)
+        startup, startup_cpu = best_wall_cpu([*cmd, "check", "empty.py", "--no-cache"], repeat=repeat,
+                                             cwd=Path(empty))
+    cold, cold_cpu = best_wall_cpu([*cmd, "check", str(tree), "--no-cache", "--jobs", str(JOBS)], repeat=repeat,
+                                   cwd=tree)
+    ruff = ruff_command()
+    ruff_tree = None if ruff is None else best_wall([*ruff, str(tree)], repeat=repeat, cwd=tree)
     # The warm-up run fills the cache.
     warm = best_wall([*cmd, "check", str(tree), "--jobs", str(JOBS)], repeat=repeat, cwd=tree)
     one = pick_one_file(files)
     # A pre-commit run: the project's facts are in the cache from an earlier run (the warm rows
     # left it there); the staged file itself changed, so its own facts are a miss.
     original = one.read_bytes()
-    import_libcst = one_file = no_cache = float("inf")
+    import_libcst = one_file = no_cache = ruff_one = float("inf")
     env = subprocess_env()
     try:
         for cmd_ in ([sys.executable, "-c", "import libcst"], [*cmd, "check", str(one)]):
@@ -296,6 +348,8 @@ def measure(tree: Path, files: Sequence[Path], repeat: int, cold_target: float) 
             one.write_bytes(original + f"\n# staged change {attempt}\n".encode())
             one_file = min(one_file, _wall([*cmd, "check", str(one)], tree, env))
             no_cache = min(no_cache, _wall([*cmd, "check", str(one), "--no-cache"], tree, env))
+            if ruff is not None:
+                ruff_one = min(ruff_one, _wall([*ruff, str(one)], tree, env))
     finally:
         one.write_bytes(original)
     rows = [
@@ -309,7 +363,12 @@ def measure(tree: Path, files: Sequence[Path], repeat: int, cold_target: float) 
         Row('python -c "import libcst" (baseline)', import_libcst),
         Row(ONE_FILE, one_file, import_libcst, 1.5),
         Row(ONE_FILE_NO_CACHE, no_cache, import_libcst),
+        Row(CPU_BOUND, startup_cpu + ast_cpu),
+        Row(CPU_COLD, cold_cpu, startup_cpu + ast_cpu),
     ]
+    if ruff_tree is not None:
+        rows.insert(6, Row(RUFF, ruff_tree, parse))
+        rows.insert(len(rows) - 2, Row(RUFF_ONE, ruff_one, import_libcst))
     return rows, one
 
 
@@ -371,7 +430,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             lines = sum(p.read_text(encoding="utf-8", errors="replace").count("\n") for p in files)
             print()
             print(f"== {name}: {tree} ({origin})")
-            print(f"   {len(files)} files, {lines:,} lines")
+            print(f"   {len(files)} files, {lines:,} lines; load average {os.getloadavg()[0]:.1f}")
             _clean_cache(tree)
             rows, one = measure(tree, files, args.repeat, cold_target)
             _clean_cache(tree)
@@ -401,6 +460,29 @@ def main(argv: Sequence[str] | None = None) -> int:
                   f"   {' '.join(r.verdict for r in (cold, warm, one))}")
         print("bound: start-up plus ast.parse in as many processes, over the floor: what no cold run that "
               "parses every file with ast can beat; cold-bound: what the walk and the project phase add")
+        print()
+        print(f"issue 28's targets: cold <= {COLD_BOUND:g}x the bound, warm <= 0.05x the floor, staged file "
+              "<= 1.5x import libcst; ruff --select ALL beside them (seconds, whole process):")
+        print(f"{'tree':<12} {'bound s':>8} {'cold s':>8} {'cold/bound':>11} {'warm':>8} {'staged':>8} "
+              f"{'ruff tree s':>12} {'cold/ruff':>10} {'ruff file s':>12} {'staged/ruff':>12} {'CPU cold/bound':>15}")
+        for name, rows in summary:
+            by = {row.label: row for row in rows}
+            cold, warm, one = by[COLD], by[WARM], by[ONE_FILE]
+            bound_s = by[AST_JOBS].seconds + by[STARTUP].seconds
+            over = cold.seconds / bound_s
+            ruff_tree, ruff_one = by.get(RUFF), by.get(RUFF_ONE)
+            ruffs = ("" if ruff_tree is None or ruff_one is None else
+                     f" {ruff_tree.seconds:12.3f} {cold.seconds / ruff_tree.seconds:9.2f}x"
+                     f" {ruff_one.seconds:12.3f} {one.seconds / ruff_one.seconds:11.2f}x")
+            verdicts = ["PASS" if over <= COLD_BOUND else "MISS", warm.verdict, one.verdict]
+            print(f"{name:<12} {bound_s:8.3f} {cold.seconds:8.3f} {over:10.2f}x {warm.ratio:7.3f}x "
+                  f"{one.ratio:7.2f}x{ruffs or '   (ruff not installed)'} {by[CPU_COLD].ratio:14.2f}x"
+                  f"   {' '.join(verdicts)}")
+            missed = missed or verdicts[0] == "MISS"
+        print("CPU cold/bound: user+system seconds of the cold run (its workers included) over those of start-up "
+              "plus ast.parse of every file in one process: the work the walk adds, steadier than wall time "
+              "on a loaded machine (no target)")
+        print(f"load average at the end: {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
         return 1 if args.strict and (missed or torch) else 0
     finally:
         for _, tree, origin, _ in trees:

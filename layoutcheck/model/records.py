@@ -18,6 +18,7 @@ does, never from names:
 from __future__ import annotations
 
 import ast
+from bisect import bisect_left
 from collections.abc import Iterator, Sequence
 
 from layoutcheck.model.syntax import nodes, own_nodes
@@ -71,11 +72,33 @@ def _measured(width: ast.expr, bound: dict[str, ast.expr]) -> set[str]:
     return fields
 
 
+def _may_store_into_window(node: ast.AST) -> bool:
+    """Could `_window_width` find a window in this statement's target, whatever the locals hold? A
+    slice with a start and an end that is a sum, or a local (``e = a + n``)."""
+    if not isinstance(node, ast.Assign) or len(node.targets) != 1 or not isinstance(node.targets[0], ast.Subscript):
+        return False
+    index = node.targets[0].slice
+    return any(
+        isinstance(part, ast.Slice) and part.step is None and part.lower is not None
+        and isinstance(part.upper, (ast.Name, ast.BinOp))
+        for part in (index.elts if isinstance(index, ast.Tuple) else [index])
+    )
+
+
 def window_partners(tree: ast.Module) -> dict[str, frozenset[str]]:
     """Field -> the fields whose lengths size the window it is placed into, in any function of the module."""
     found: dict[str, set[str]] = {}
+    # Only a store into a window finds anything: the functions around none are not walked (listing
+    # the nodes of every function in a module with a window store cost 2-3% of the extraction on verl).
+    lines = sorted({n.lineno for n in nodes(tree) if _may_store_into_window(n)})
+    if not lines:
+        return {}
     for function in nodes(tree):
         if not isinstance(function, _FUNCTIONS):
+            continue
+        start, end = function.lineno, function.end_lineno or function.lineno
+        at = bisect_left(lines, start)
+        if at == len(lines) or lines[at] > end:
             continue
         bound: dict[str, ast.expr] = {}
         for stmt in nodes(function):
