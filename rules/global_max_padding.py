@@ -162,6 +162,8 @@ class GlobalMaxPadding(ModelRule):
                     continue  # `[0] * n` filled per sample later, or the owner's own value copied
             elif not (found.count_per_sample and value & _MAX and value & (_SEQ | _PAD)):
                 continue  # a configured length repeated, or one kernel scalar per layer or head
+            elif file.beside_packed(found):
+                continue  # a varlen attention bound stored with the packed batch's cumulative lengths
             if _tensor_rank(found.text) > 1:
                 # `torch.full((rows, longest), pad_id)`: a rectangular batch filled with the pad value, whose
                 # width is the longest row's; its rows share one width by definition, no sample gets a length.

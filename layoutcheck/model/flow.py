@@ -39,9 +39,12 @@ from layoutcheck.model.vocabulary import Tag, Vocabulary
 __all__ = ["JOINED_PATH", "NOTHING", "Flow", "Frame", "Value", "is_joined"]
 
 SEQ, TOK, SRC, SRCLIST = int(Tag.SEQ), int(Tag.TOK), int(Tag.SRC), int(Tag.SRCLIST)
+WIDTH, CONFIG = int(Tag.WIDTH), int(Tag.CONFIG)
 MAX, PAD, UNIT, FOREIGN = int(Tag.MAX), int(Tag.PAD), int(Tag.UNIT), int(Tag.FOREIGN)
 BCAST, CP, PACKED = int(Tag.BCAST), int(Tag.CP), int(Tag.PACKED)
 STREAM, SAMPLE, MASKED, ENTRY = int(Tag.STREAM), int(Tag.SAMPLE), int(Tag.MASKED), int(Tag.ENTRY)
+_DATA = TOK | SAMPLE | STREAM | ENTRY | MASKED | SRC | SRCLIST | PACKED | SEQ
+"""What a record of the batch holds: an attribute read from anything else is a setting (`Tag.CONFIG`)."""
 _EMPTY: frozenset[str] = frozenset()
 _NO_SHIFTS: frozenset[tuple[str, str, str, ast.AST]] = frozenset()
 _SHAPED = SEQ | STREAM | SAMPLE | PAD | PACKED | MAX
@@ -363,6 +366,10 @@ class Flow:
             value = self.field_value(attr)
             if root in vocab.config_roots:
                 return Value(vocab.tags(attr) & (UNIT | FOREIGN | CP), None, _EMPTY, value.fields)
+            if not self.classify(node.value).tags & _DATA:  # type: ignore[attr-defined]
+                # Read from an object that holds none of the batch's data: a setting, whatever the
+                # project stores under that name elsewhere, not a length measured from a sample.
+                return value.with_tags(value.tags | CONFIG)
             return value
         if kind is ast.Subscript:
             key = string_key(node)  # type: ignore[arg-type]
@@ -373,7 +380,7 @@ class Flow:
                 return self._fields_of(keys)
             base = node.value  # type: ignore[attr-defined]
             if isinstance(base, ast.Attribute) and base.attr == "shape":
-                return self.size_of(self.classify(base.value))
+                return _width(self.size_of(self.classify(base.value)), node.slice)  # type: ignore[attr-defined]
             inner = self.classify(base)
             if is_mask_selection(node, self.resolved):  # type: ignore[arg-type]
                 return Value((inner.tags | MASKED) & ~TOK, inner.origin, inner.params, inner.fields, inner.shifts)
@@ -501,7 +508,8 @@ class Flow:
         name = imports.qualify(func) or ""
         if isinstance(func, ast.Attribute):
             if tail in _SIZE_METHODS:
-                return self.size_of(self.classify(func.value))
+                dim = args[0] if args else next((k.value for k in node.keywords if k.arg == "dim"), None)
+                return _width(self.size_of(self.classify(func.value)), dim)
             if tail == "cumsum":
                 inner = self.classify(func.value)
                 return inner.with_tags((inner.tags | PACKED) & ~(TOK | SAMPLE))
@@ -676,3 +684,11 @@ def _offset_differences(node: ast.BinOp) -> bool:
     a, b = left.slice, right.slice
     return (isinstance(a, ast.Slice) and isinstance(b, ast.Slice) and int_value(a.lower) == 1 and a.upper is None
             and b.lower is None and int_value(b.upper) == -1 and ast.dump(left.value) == ast.dump(right.value))
+
+
+def _width(size: Value, dim: ast.AST | None) -> Value:
+    """``x.shape[k]`` / ``x.size(k)`` with ``k >= 1``: the tensor has rows, all of this width (`Tag.WIDTH`)."""
+    if dim is None or not size.tags & SEQ:
+        return size
+    k = int_value(dim)  # type: ignore[arg-type]
+    return size.with_tags(size.tags | WIDTH) if k is not None and k >= 1 else size
