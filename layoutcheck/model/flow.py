@@ -39,7 +39,7 @@ from layoutcheck.model.vocabulary import Tag, Vocabulary
 __all__ = ["JOINED_PATH", "NOTHING", "Flow", "Frame", "Value", "is_joined"]
 
 SEQ, TOK, SRC, SRCLIST = int(Tag.SEQ), int(Tag.TOK), int(Tag.SRC), int(Tag.SRCLIST)
-WIDTH, CONFIG = int(Tag.WIDTH), int(Tag.CONFIG)
+WIDTH, CONFIG, MEASURED = int(Tag.WIDTH), int(Tag.CONFIG), int(Tag.MEASURED)
 MAX, PAD, UNIT, FOREIGN = int(Tag.MAX), int(Tag.PAD), int(Tag.UNIT), int(Tag.FOREIGN)
 BCAST, CP, PACKED = int(Tag.BCAST), int(Tag.CP), int(Tag.PACKED)
 STREAM, SAMPLE, MASKED, ENTRY = int(Tag.STREAM), int(Tag.SAMPLE), int(Tag.MASKED), int(Tag.ENTRY)
@@ -337,15 +337,17 @@ class Flow:
             out = out | self.classify(node)
         return out
 
-    def size_of(self, inner: Value) -> Value:
+    def size_of(self, inner: Value, tensor: bool = False) -> Value:
         """The size of a value: a sample's true length, a stream's length, or (of a list of
-        samples or of padded lengths) a count, which is no length at all."""
+        samples or of padded lengths) a count, which is no length at all. ``tensor``: read by a
+        tensor's own size (``.size()``, ``.numel()``, ``.shape``), a measured length (`Tag.MEASURED`)."""
         tags = inner.tags
         if tags & (SRCLIST | TOK) and not tags & (SAMPLE | STREAM):
             return Value(0, None, inner.params, inner.fields)  # how many samples
+        measured = MEASURED if tensor or tags & (SAMPLE | STREAM | MASKED) else 0
         if tags & STREAM:
-            return Value(SEQ | STREAM, None, inner.params, inner.fields)
-        return Value(SEQ, None, inner.params, inner.fields)
+            return Value(SEQ | STREAM | measured, None, inner.params, inner.fields)
+        return Value(SEQ | measured, None, inner.params, inner.fields)
 
     def _classify(self, node: ast.AST) -> Value:
         vocab = self.vocab
@@ -380,7 +382,7 @@ class Flow:
                 return self._fields_of(keys)
             base = node.value  # type: ignore[attr-defined]
             if isinstance(base, ast.Attribute) and base.attr == "shape":
-                return _width(self.size_of(self.classify(base.value)), node.slice)  # type: ignore[attr-defined]
+                return _width(self.size_of(self.classify(base.value), tensor=True), node.slice)  # type: ignore[attr-defined]
             inner = self.classify(base)
             if is_mask_selection(node, self.resolved):  # type: ignore[arg-type]
                 return Value((inner.tags | MASKED) & ~TOK, inner.origin, inner.params, inner.fields, inner.shifts)
@@ -509,8 +511,8 @@ class Flow:
         if isinstance(func, ast.Attribute):
             if tail in _SIZE_METHODS:
                 dim = args[0] if args else next((k.value for k in node.keywords if k.arg == "dim"), None)
-                return _width(self.size_of(self.classify(func.value)), dim)
-            if tail == "cumsum":
+                return _width(self.size_of(self.classify(func.value), tensor=tail != "__len__"), dim)
+            if tail == "cumsum" and name not in _CUMULATIVE:  # `x.cumsum(0)`; `torch.cumsum(x)` sums its argument
                 inner = self.classify(func.value)
                 return inner.with_tags((inner.tags | PACKED) & ~(TOK | SAMPLE))
             if tail == "offsets" and not args:
@@ -533,7 +535,7 @@ class Flow:
                 if inner.tags & SEQ:
                     return inner.with_tags(SEQ | STREAM)  # a sum of lengths: a stream's length
                 if node.args or node.keywords:
-                    return inner.with_tags(SEQ | (inner.tags & ENTRY))  # `mask.sum(-1)`: each row's length
+                    return inner.with_tags(SEQ | MEASURED | (inner.tags & ENTRY))  # `mask.sum(-1)`: each row's length
                 # One sample's mask summed: its length; a whole batch's: a count.
                 return inner.with_tags((SEQ | ENTRY) if inner.tags & (ENTRY | SAMPLE) else 0)
             if tail in ("get", "pop") and args:

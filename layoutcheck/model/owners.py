@@ -30,8 +30,9 @@ __all__ = ["Owner", "ProjectOwners", "configured_layouts", "owner_matches"]
 
 SRC, PAD, SEQ, MAX = int(Tag.SRC), int(Tag.PAD), int(Tag.SEQ), int(Tag.MAX)
 PACKED, TOK, STREAM, SAMPLE = int(Tag.PACKED), int(Tag.TOK), int(Tag.STREAM), int(Tag.SAMPLE)
+MEASURED = int(Tag.MEASURED)
 _ORIGIN_DEPTH = 3
-_TOKEN_WORDS = frozenset({"per-sample tensors", "one sample's tensor", "packed stream"})
+_TOKEN_WORDS = frozenset({"per-sample tensors", "one sample's tensor"})
 """The spaces `layoutcheck model` names that hold token data (`Function.spaces`)."""
 
 
@@ -230,11 +231,12 @@ class ProjectOwners(ProjectHelpers):
         return None
 
     def _packs_sequences(self, ref: FunctionRef, write: FieldWrite) -> bool:
-        """Are the cumulative lengths ``write`` stores those of sequences: does the value, or the
-        function around it, handle token data (per-sample tensors, one sample's tokens, a packed
-        stream), as a packed batch's builder does? A running sum of other counts is not one."""
+        """Are the cumulative lengths ``write`` stores those of sequences: are they sums of lengths
+        measured from data (tensor sizes, a mask's row sums), or does the function around them handle
+        token data (per-sample tensors, one sample's tokens), as a packed batch's builder does? A running
+        sum of other counts (environments, memory blocks, lengths a profiling script makes up) is not."""
         spaces = self.spaces
-        if spaces.resolve(write.tags, write.fields, write.params, ref) & (TOK | SAMPLE | STREAM):
+        if spaces.resolve(write.tags, write.fields, write.params, ref) & (TOK | SAMPLE | STREAM | MEASURED):
             return True
         if any(spaces.field(key) & TOK for key in self.fields_read.get(ref, ())):
             return True
