@@ -1020,7 +1020,7 @@ class _Extractor(ClashesMixin, LiteralsMixin, SidesMixin, Flow):
         for tag in (TOK, SEQ, UNIT, CP, PACKED):
             if tags & tag:
                 line = uses.lines.get((kind, key, tag), 0)
-                state.note_space(subject, space_word(tag), line, _USE_WHY[tag])
+                state.note_space(subject, space_word(tag), line, uses.hows.get((kind, key, tag)) or _USE_WHY[tag])
 
     # -- stores --
 

@@ -520,7 +520,8 @@ class Flow:
                 inner = self.classify(func.value)
                 return inner.with_tags((inner.tags | PACKED) & ~(TOK | SAMPLE | SEQ))
             if tail == "diff":
-                inner = self.classify(func.value)
+                # `x.diff()`, or `torch.diff(x)` / `numpy.diff(x)`: the differences of `x`, not of the module
+                inner = self.classify(args[0] if name in ("torch.diff", "numpy.diff") and args else func.value)
                 if inner.tags & PACKED:  # each offset less the one before: the lengths they hold
                     return inner.with_tags((inner.tags & ~PACKED) | SEQ)
                 return inner
