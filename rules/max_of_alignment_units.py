@@ -118,6 +118,35 @@ def unit(args, tp_size, cp_size):
     return alignment_unit(tp_size, args.data_pad_size_multiplier, cp_size=cp_size).value
 """
         ),
+        Valid(
+            """
+import math
+
+def video_seq_len(shapes, patch, sp_size):
+    # each length is rounded up to `sp_size`: the longest is a multiple of it too, not a unit
+    seq_lens = []
+    for frames, height, width in shapes:
+        seq_lens.append(math.ceil(frames * height * width / patch / sp_size) * sp_size)
+    return max(seq_lens)
+""",
+            files={"data.py": '''
+def get_rollout_data(args, rollout_data):
+    unit = args.sp_size * args.data_pad_size_multiplier
+    rollout_data["max_seq_lens"] = [-(-t // unit) * unit for t in rollout_data["total_lengths"]]
+    return rollout_data
+'''},
+        ),
+        Valid(
+            """
+import triton
+
+def launch(x, n_cols):
+    # Triton tile sizes are powers of two, which divide each other: their max is their lcm
+    block = max(triton.next_power_of_2(n_cols), 16)
+    padded = (n_cols + block - 1) // block * block
+    return x.new_zeros(padded)
+"""
+        ),
     ]
     invalid = [
         Invalid(

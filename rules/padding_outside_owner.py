@@ -44,6 +44,27 @@ def get_rollout_data(args, rollout_data):
     return rollout_data
 '''
 """A producer: it stores each sample's rounded-up length, so it owns the per-sample padded lengths."""
+_CONVERTED = '''
+import torch
+import torch.nn.functional as F
+
+
+def pack(tokens, args):
+    unit = args.tp_size * args.data_pad_size_multiplier
+    stream = torch.cat(tokens)
+    pad = (unit - stream.size(0) % unit) % unit
+    bounds = [0]
+    for t in tokens:
+        bounds.append(bounds[-1] + t.size(0))
+    bounds.append(bounds[-1] + pad)
+    return F.pad(stream, (0, pad)), bounds
+
+
+def to_batch(batch, args):
+    stream, bounds = pack(batch["tokens"], args)
+    return {"tokens": stream, "cu_seqlens": torch.tensor(bounds, dtype=torch.int32)}
+'''
+"""A packer whose cumulative lengths another function converts and stores: the packer owns them."""
 
 
 class PaddingOutsideOwner(ModelRule):
@@ -312,8 +333,91 @@ def slice_log_prob_with_cp(log_prob, total_length, response_length, qkv_format="
     return log_prob[: length - (total_length - response_length)]
 '''},
         ),
+        Valid(
+            """
+from padding_utils import pad_or_truncate_to_len
+
+def get_batch(batch, cfg):
+    # pipeline parallelism needs every micro-batch `cfg.model.seq_length` wide: a configured width
+    seq_len = cfg.model.seq_length
+    batch["tokens"] = pad_or_truncate_to_len(batch["tokens"], seq_len, seq_len, pad_value=0)
+    return batch
+""",
+            files={
+                "padding_utils.py": '''
+import torch.nn.functional as F
+
+def pad_or_truncate_to_len(x, target_len, max_cap, pad_value):
+    if x.size(1) < target_len:
+        return F.pad(x, (0, target_len - x.size(1)), value=pad_value)
+    return x[:, :max_cap]
+''',
+                "record.py": '''
+class Batch:
+    def __init__(self, input_ids):
+        self.seq_length = input_ids.size(1)
+''',
+            },
+        ),
+        Valid(
+            """
+import torch.nn.functional as F
+
+def pad_to_length(tensor, length, pad_value):
+    if tensor.size(-1) >= length:
+        return tensor
+    return F.pad(tensor, (0, length - tensor.size(-1)), value=pad_value)
+
+def concatenated_inputs(batch):
+    # the common width of two padded batches, so that they can be stacked: no sample's length
+    width = max(batch["chosen_input_ids"].shape[1], batch["rejected_input_ids"].shape[1])
+    return pad_to_length(batch["chosen_input_ids"], width, 0), pad_to_length(batch["rejected_input_ids"], width, 0)
+""",
+            files={"data.py": _BUILDER},
+        ),
+        Valid(
+            """
+import math
+
+def group_buffers(groups, nccl_alignment, world_size):
+    # ZeRO's flat buffer: a parameter count rounded up, optimizer geometry
+    for params in groups:
+        numel = sum(p.numel() for p in params)
+        alignment = nccl_alignment * world_size
+        yield int(math.ceil(numel / alignment)) * alignment
+""",
+            files={"adam.py": '''
+import torch
+
+class OnebitAdam:
+    def step(self):
+        for group in self.param_groups:
+            for p in group["params"]:
+                state = self.state[p]
+                state["tensor_size"] = torch.numel(p.data)
+                state["corrected_tensor_size"] = state["tensor_size"]
+                if state["tensor_size"] % (self.size * self.divider) != 0:
+                    state["corrected_tensor_size"] += (self.size * self.divider) - (
+                        state["tensor_size"] % (self.size * self.divider))
+                state["worker_error"] = torch.zeros(state["corrected_tensor_size"], device=p.device)
+'''},
+        ),
     ]
     invalid = [
+        Invalid(
+            """
+def replay_pad(replay, args):
+    # the stream pad `pack` computes (and `to_batch` only converts and stores): decided twice
+    unit = args.tp_size * args.data_pad_size_multiplier
+    return (unit - replay.size(0) % unit) % unit
+""",
+            line=5,
+            column=12,
+            message="re-derives the padding that `pack` (data.py:6) owns: it computes the cumulative lengths "
+                    "that `to_batch` stores in `cu_seqlens`. Read the padding from the batch it builds (its "
+                    "`cu_seqlens`)",
+            files={"data.py": _CONVERTED},
+        ),
         Invalid(
             """
 def fill_replay_data(*, args, replay_data, parallel_state):
