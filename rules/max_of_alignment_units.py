@@ -122,12 +122,13 @@ def unit(args, tp_size, cp_size):
             """
 import math
 
-def video_seq_len(shapes, patch, sp_size):
-    # each length is rounded up to `sp_size`: the longest is a multiple of it too, not a unit
-    seq_lens = []
-    for frames, height, width in shapes:
-        seq_lens.append(math.ceil(frames * height * width / patch / sp_size) * sp_size)
-    return max(seq_lens)
+class VideoPipeline:
+    def video_seq_len(self, shapes, patch):
+        # each length is rounded up to `sp_size`: the longest is a multiple of it too, not a unit
+        seq_lens = []
+        for frames, height, width in shapes:
+            seq_lens.append(math.ceil(frames * height * width / patch / self.sp_size) * self.sp_size)
+        return max(seq_lens)
 """,
             files={"data.py": '''
 def get_rollout_data(args, rollout_data):
@@ -146,6 +147,28 @@ def launch(x, n_cols):
     padded = (n_cols + block - 1) // block * block
     return x.new_zeros(padded)
 """
+        ),
+        Valid(
+            """
+class ContiguousAllocator:
+    def largest_free_block(self):
+        # the largest free block of a memory allocator: a size, not a unit
+        return max([size for _, size in self.contiguous_sizes.items()])
+""",
+            files={"data.py": '''
+def get_rollout_data(args, rollout_data):
+    unit = args.size * args.data_pad_size_multiplier
+    rollout_data["max_seq_lens"] = [-(-t // unit) * unit for t in rollout_data["total_lengths"]]
+    return rollout_data
+'''},
+        ),
+        Valid(
+            """
+def bound(rollout_data, args):
+    # the longest sample, or the multiplier when every sample is shorter: a bound on a length
+    return max(max(len(t) for t in rollout_data["tokens"]), args.data_pad_size_multiplier)
+""",
+            files={"data.py": _PRODUCER},
         ),
     ]
     invalid = [

@@ -111,7 +111,12 @@ class LiteralsMixin:
         values = units
         found: set[str] = set()
         for value in values:
+            # A comprehension's own variables hold elements of what it walks (`size for _, size in
+            # blocks.items()`): their names are no factor of a unit.
+            walked = {n.id for g in getattr(value, "generators", ()) for n in walk(g.target) if isinstance(n, ast.Name)}
             for part in walk(value):
+                if isinstance(part, ast.Name) and part.id in walked:
+                    continue
                 if isinstance(part, ast.Name):
                     bound = self.bound_expr(part.id)
                     text = canonical(bound, self.unit_of, self.vocab.is_pad_multiplier) if bound is not None else part.id
