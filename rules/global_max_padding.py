@@ -84,7 +84,10 @@ class GlobalMaxPadding(ModelRule):
     per-sample padding and is left alone, and so is a placeholder filled in
     later (`[0] * n`). So is a rectangular batch filled with the pad value
     (`torch.full((len(rows), longest), pad_id)`: its rows share one width by
-    definition).
+    definition), and a bound stored in one record with a packed batch's
+    cumulative lengths (`{"cu_seqlens_q": cu, "max_seqlen_q": [bound] *
+    rows}`: a varlen attention kernel's `max_seqlen`, kept the same over
+    batches for CUDA graphs, which no sample is padded to).
 
     ## Why it matters
     Each sample's padded length `P` must be its own total length `T` rounded

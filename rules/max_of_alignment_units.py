@@ -25,7 +25,14 @@ class MaxOfAlignmentUnits(ModelRule):
     values is built from a factor of the unit an owner pads lengths to (an
     attribute such as `args.data_pad_size_multiplier`, seen in the owner's
     round-up): `max(a, b)` of several values, or `max(units)` over a list of
-    them. `max(x, 1)` (a clamp) is not flagged.
+    them. `max(x, 1)` (a clamp) is not flagged, and neither is a maximum
+    of lengths (values rounded up to a unit, sizes: each a multiple of its
+    unit, and so is their maximum; `max(longest, multiplier)` bounds a
+    length), of powers of two (Triton's `next_power_of_2` tile sizes, `2 **
+    k`, `1 << k`: they divide each other, so their maximum is their lcm), or
+    of a comprehension's own variables (`max(size for _, size in
+    blocks.items())`: elements of what it walks). What a value is is read
+    from how it is computed, not from its name.
 
     ## Why it matters
     The alignment unit `A` must be a multiple of every unit it combines: TP

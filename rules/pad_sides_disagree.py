@@ -58,7 +58,13 @@ class PadSidesDisagree(ModelRule):
     `F.pad(cu_seqlens, (1, 0))` (a leading zero of cumulative lengths) is
     no row padding, and neither is a window copied into a buffer with both
     bounds moved by one base (`out[lo - first:hi - first] = ...`: a rank's
-    slice of a packed stream). Names play no part.
+    slice of a packed stream). Placements in different arms of one `if`
+    (`if padding_side == "right": ... elif padding_side == "left": ...`)
+    never both run, so they are not partners; and a left-padded tensor
+    joined before a right-padded one along their rows
+    (`torch.cat([prompts, responses], dim=-1)`: verl's record, each row's
+    real tokens contiguous) is a segment of the row, not a partner of the
+    fields padded with the other segment. Names play no part.
 
     ## Why it matters
     Partner tensors of one layout must hold each sample's tokens at the same

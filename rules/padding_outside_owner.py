@@ -87,7 +87,14 @@ class PaddingOutsideOwner(ModelRule):
       `tp_size * data_pad_size_multiplier`) belongs to the owners of the
       layout: the function that writes a source (`max_seq_lens`) and the
       batch builder that builds a packed batch's `cu_seqlens`, wherever they
-      are, plus the functions `owners` lists;
+      are, plus the functions `owners` lists. The owner is the function
+      that first computes the layout from data: one that only converts and
+      stores another's result (`torch.tensor(bounds)` of what `pack`
+      returned) is not, the function that computed it is; cumulative sums
+      of lengths measured from data (tensor sizes, a mask's row sums) build
+      a packed batch, a running sum of other counts (environments, memory
+      blocks, made-up lengths) does not, and an optimizer's element count
+      rounded up (`state["size"] += pad`) is no sample's padded length;
     * padding to the longest sample belongs to the owner of `max_seq_lens`;
     * CP padding (`2 * cp`) belongs to the CP helpers (`slice_with_cp`).
     A pad is reported when the project has an owner for what it pads and
@@ -106,7 +113,13 @@ class PaddingOutsideOwner(ModelRule):
     local geometry from `P`), and values that only reach metrics, logs or
     comparisons. A parameter fed from the source at every call site (a
     `max_seq_len` taken from `rollout_data["max_seq_lens"]`) is the owner's
-    value, whatever the callee names it.
+    value, whatever the callee names it. A value passed as a padded length
+    is a true length only when it is measured from a sample: a batch's width
+    (`x.shape[1]`, `x.size(1)`: every row shares it, as in
+    `max(chosen.shape[1], rejected.shape[1])`) is not, and neither is a
+    configured length (`cfg.model.seq_length`, an attribute of an object that
+    holds none of the batch's data: the fixed width pipeline parallelism
+    pads every micro-batch to).
 
     ## Why it matters
     `P` is layout metadata, not a memory hint: tokens, log-probs, MoE routing
@@ -358,49 +371,6 @@ class Batch:
         self.seq_length = input_ids.size(1)
 ''',
             },
-        ),
-        Valid(
-            """
-import torch.nn.functional as F
-
-def pad_to_length(tensor, length, pad_value):
-    if tensor.size(-1) >= length:
-        return tensor
-    return F.pad(tensor, (0, length - tensor.size(-1)), value=pad_value)
-
-def concatenated_inputs(batch):
-    # the common width of two padded batches, so that they can be stacked: no sample's length
-    width = max(batch["chosen_input_ids"].shape[1], batch["rejected_input_ids"].shape[1])
-    return pad_to_length(batch["chosen_input_ids"], width, 0), pad_to_length(batch["rejected_input_ids"], width, 0)
-""",
-            files={"data.py": _BUILDER},
-        ),
-        Valid(
-            """
-import math
-
-def group_buffers(groups, nccl_alignment, world_size):
-    # ZeRO's flat buffer: a parameter count rounded up, optimizer geometry
-    for params in groups:
-        numel = sum(p.numel() for p in params)
-        alignment = nccl_alignment * world_size
-        yield int(math.ceil(numel / alignment)) * alignment
-""",
-            files={"adam.py": '''
-import torch
-
-class OnebitAdam:
-    def step(self):
-        for group in self.param_groups:
-            for p in group["params"]:
-                state = self.state[p]
-                state["tensor_size"] = torch.numel(p.data)
-                state["corrected_tensor_size"] = state["tensor_size"]
-                if state["tensor_size"] % (self.size * self.divider) != 0:
-                    state["corrected_tensor_size"] += (self.size * self.divider) - (
-                        state["tensor_size"] % (self.size * self.divider))
-                state["worker_error"] = torch.zeros(state["corrected_tensor_size"], device=p.device)
-'''},
         ),
     ]
     invalid = [

@@ -185,3 +185,65 @@ def test_the_model_says_which_use_showed_a_length() -> None:
     (ref, function), = [(r, f) for r, f in project.functions() if f.qualname == "sp_pad"]
     whys = {(subject, word): why for subject, word, _, why in function.spaces}
     assert whys[("max_seqlen", "true length T")] == "rounded up to a multiple or divided into chunks"
+
+
+def _lc102(source: str, files: dict[str, str]) -> list[str]:
+    result = lint_source(textwrap.dedent(source).lstrip("\n"), "trainer/example.py",
+                         [rule_by_name("padding-outside-owner")], LintSettings(),
+                         files={k: textwrap.dedent(v).lstrip("\n") for k, v in files.items()})
+    assert not result.errors, result.errors
+    return [f"{f.line}: {f.message}" for f in result.findings]
+
+
+def test_the_common_width_of_two_padded_batches_is_no_true_length() -> None:
+    # open-instruct's DPO concatenation: chosen and rejected padded to the wider of the two batches
+    found = _lc102('''
+        import torch.nn.functional as F
+
+
+        def pad_to_length(tensor, length, pad_value):
+            if tensor.size(-1) >= length:
+                return tensor
+            return F.pad(tensor, (0, length - tensor.size(-1)), value=pad_value)
+
+
+        def concatenated_inputs(batch):
+            width = max(batch["chosen_input_ids"].shape[1], batch["rejected_input_ids"].shape[1])
+            return pad_to_length(batch["chosen_input_ids"], width, 0), pad_to_length(batch["rejected_input_ids"], width, 0)
+
+
+        def one_row(tokens):
+            # one sample's own length taken for the padded width: still flagged
+            return pad_to_length(tokens, len(tokens), 0)
+    ''', {"trainer/data.py": PACKER})
+    assert len(found) == 1 and found[0].startswith("17: `pad_to_length` gets `len(tokens)`, a true length"), found
+
+
+def test_zero_s_parameter_count_alignment_is_no_second_owner_of_a_token_layout() -> None:
+    # DeepSpeed: a flat buffer of a parameter group rounded up; an optimizer elsewhere rounds its own counts
+    found = _lc102('''
+        import math
+
+
+        def group_buffers(groups, nccl_alignment, world_size):
+            for params in groups:
+                numel = sum(p.numel() for p in params)
+                alignment = nccl_alignment * world_size
+                yield int(math.ceil(numel / alignment)) * alignment
+    ''', {"optim/adam.py": '''
+        import torch
+
+
+        class OnebitAdam:
+            def step(self):
+                for group in self.param_groups:
+                    for p in group["params"]:
+                        state = self.state[p]
+                        state["tensor_size"] = torch.numel(p.data)
+                        state["corrected_tensor_size"] = state["tensor_size"]
+                        if state["tensor_size"] % (self.size * self.divider) != 0:
+                            state["corrected_tensor_size"] += (self.size * self.divider) - (
+                                state["tensor_size"] % (self.size * self.divider))
+                        state["worker_error"] = torch.zeros(state["corrected_tensor_size"], device=p.device)
+    '''})
+    assert found == []
