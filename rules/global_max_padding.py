@@ -84,9 +84,10 @@ class GlobalMaxPadding(ModelRule):
     per-sample padding and is left alone, and so is a placeholder filled in
     later (`[0] * n`). So is a rectangular batch filled with the pad value
     (`torch.full((len(rows), longest), pad_id)`: its rows share one width by
-    definition), and a bound stored in one record with a packed batch's
-    cumulative lengths (`{"cu_seqlens_q": cu, "max_seqlen_q": [bound] *
-    rows}`: a varlen attention kernel's `max_seqlen`, kept the same over
+    definition), and a bound repeated once per row of a packed batch's
+    cumulative lengths (`[bound] * len(cu_seqlens)`, each row of
+    `cu_seqlens` grown by its own last entry plus a length: a varlen
+    attention kernel's `max_seqlen` per packed row, kept the same over
     batches for CUDA graphs, which no sample is padded to).
 
     ## Why it matters
@@ -165,8 +166,6 @@ class GlobalMaxPadding(ModelRule):
                     continue  # `[0] * n` filled per sample later, or the owner's own value copied
             elif not (found.count_per_sample and value & _MAX and value & (_SEQ | _PAD)):
                 continue  # a configured length repeated, or one kernel scalar per layer or head
-            elif file.beside_packed(found):
-                continue  # a varlen attention bound stored with the packed batch's cumulative lengths
             if _tensor_rank(found.text) > 1:
                 # `torch.full((rows, longest), pad_id)`: a rectangular batch filled with the pad value, whose
                 # width is the longest row's; its rows share one width by definition, no sample gets a length.

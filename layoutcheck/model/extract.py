@@ -1342,7 +1342,8 @@ class _Extractor(ClashesMixin, LiteralsMixin, SidesMixin, Flow):
         if isinstance(count, ast.Call):
             func = count.func
             if isinstance(func, ast.Name) and func.id == "len" and count.args:
-                return not isinstance(count.args[0], ast.Constant)
+                # `len(cu_seqlens)`: the boundaries (or packed rows) of cumulative lengths, not samples
+                return not isinstance(count.args[0], ast.Constant) and not self.classify(count.args[0]).tags & PACKED
             if isinstance(func, ast.Name) and func.id == "range":
                 args = positional(count)
                 return len(args) == 1 and self.per_sample(args[0])

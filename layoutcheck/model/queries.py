@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from layoutcheck.model.facts import Arg, Broadcast, Call, FileFacts, Function, Pad, Record, Rewrite, Transform, Zip, ensure_calls
+from layoutcheck.model.facts import Arg, Call, FileFacts, Function, Pad, Record, Rewrite, Transform, Zip, ensure_calls
 from layoutcheck.model.project import FileModel, FunctionRef, HelperSignature, Project
 from layoutcheck.model.sides import SideDisagreement
 from layoutcheck.model.units import atoms
@@ -26,7 +26,7 @@ __all__ = ["FileQueries", "HelperCall", "OwnerDisagreement", "PaddedArgument", "
 
 SRC, PAD, SEQ, MAX, TOK = int(Tag.SRC), int(Tag.PAD), int(Tag.SEQ), int(Tag.MAX), int(Tag.TOK)
 UNIT, FOREIGN, BCAST = int(Tag.UNIT), int(Tag.FOREIGN), int(Tag.BCAST)
-WIDTH, CONFIG, PACKED = int(Tag.WIDTH), int(Tag.CONFIG), int(Tag.PACKED)
+WIDTH, CONFIG = int(Tag.WIDTH), int(Tag.CONFIG)
 
 
 @dataclass(frozen=True)
@@ -208,19 +208,6 @@ class FileQueries:
             # (`cfg.model.seq_length`): neither is measured from one sample.
             return False
         return bool(tags & (SEQ | MAX)) and not tags & (SRC | PAD)
-
-    # ------------------------------------------------------------ LC101: broadcasts
-
-    def beside_packed(self, found: Broadcast) -> bool:
-        """Is the broadcast ``found`` stored in one record with a packed batch's cumulative lengths
-        (``{"cu_seqlens_q": cu, "max_seqlen_q": [bound] * rows}``)? Then it is that batch's bound for a
-        varlen attention kernel, one per packed row, which no sample is padded to."""
-        if found.target_kind not in ("field", "keyword"):
-            return False
-        spaces = self.project.spaces
-        writes = [w for w in self.facts.field_writes if w.function == found.function]
-        records = {w.record for w in writes if w.key == found.target and w.record}
-        return any(w.record in records and w.key != found.target and spaces.field(w.key) & PACKED for w in writes)
 
     # ------------------------------------------------------------ LC104: CP helpers
 

@@ -344,6 +344,16 @@ def _call_uses(node: ast.Call, uses: Uses, imports: Imports, line: int) -> None:
                 if (isinstance(side, ast.Subscript) and isinstance(side.value, ast.Name) and side.value.id == own
                         and int_value(side.slice) == -1):
                     uses.add("name", own, PACKED, line)
+    elif tail == "append" and isinstance(func, ast.Attribute) and _last_row(func.value) is not None and args:
+        # `rows[-1].append(rows[-1][-1] + n)`: each row of `rows` a running sum, the cumulative lengths
+        # of one packed row (a batch of packed rows: `len(rows)` counts rows, not samples).
+        own = _last_row(func.value)
+        value = args[0]
+        if isinstance(value, ast.BinOp) and isinstance(value.op, ast.Add):
+            for side in (value.left, value.right):
+                if (isinstance(side, ast.Subscript) and _last_row(side.value) == own
+                        and int_value(side.slice) == -1):
+                    uses.add("name", own, PACKED, line, "each of its rows grown by its own last entry plus a length")
     elif len(args) == 2 and (match_round_up(node, imports) or match_ceil_div(node, imports)):
         # A library's round-up helper (`triton.cdiv`, `layoutcheck.geometry.round_up`): its second
         # argument is the unit. The project's own helpers are read from their bodies.
@@ -356,3 +366,10 @@ def _call_uses(node: ast.Call, uses: Uses, imports: Imports, line: int) -> None:
             size = count.right if int_value(count.left) == 2 else count.left
             if isinstance(size, ast.Name):
                 uses.add("name", size.id, CP, line)
+
+
+def _last_row(node: ast.AST) -> str | None:
+    """``rows`` of ``rows[-1]``: the last row of a list of rows, else None."""
+    if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) and int_value(node.slice) == -1:
+        return node.value.id
+    return None
