@@ -3,7 +3,12 @@
 A function owns padded lengths when `owners` lists it (per layout), or when
 the project sees it decide them: it stores each sample's rounded-up length
 into a record (BSHD), or a packed batch's cumulative lengths (THD), or it is
-the only padding decision on its path (an inferred owner). A pad elsewhere
+the only padding decision on its path (an inferred owner). The owner is where
+the layout is first computed from data: a store of a project function's result
+(converted or not) makes that function the owner (`ProjectOwners._computed_by`),
+a store of what the callers passed in is a copy, and cumulative lengths are a
+packed batch's only when they sum lengths measured from data or the function
+handles token tensors (`ProjectOwners._packs_sequences`). A pad elsewhere
 is a second owner when an owner pads the same lengths (fields it reads) or
 to the same unit (`ProjectOwners.owners_for`); two owners of one layout must
 pad alike (`ProjectOwners.disagreements`).
