@@ -84,7 +84,11 @@ class GlobalMaxPadding(ModelRule):
     per-sample padding and is left alone, and so is a placeholder filled in
     later (`[0] * n`). So is a rectangular batch filled with the pad value
     (`torch.full((len(rows), longest), pad_id)`: its rows share one width by
-    definition).
+    definition), and a bound repeated once per row of a packed batch's
+    cumulative lengths (`[bound] * len(cu_seqlens)`, each row of
+    `cu_seqlens` grown by its own last entry plus a length: a varlen
+    attention kernel's `max_seqlen` per packed row, kept the same over
+    batches for CUDA graphs, which no sample is padded to).
 
     ## Why it matters
     Each sample's padded length `P` must be its own total length `T` rounded
@@ -335,6 +339,40 @@ def attention_metadata(cu_seqlens, seq_lens, num_layers):
     max_seqlen = max(seq_lens)
     return {"cu_seqlens": cu_seqlens, "max_seqlens": [max_seqlen] * num_layers}
 """
+        ),
+        Valid(
+            """
+import torch
+
+def collate(batch, metadata):
+    # a varlen attention kernel's `max_seqlen`, one per packed row and the same for every batch
+    # (CUDA graphs), stored with the rows' cumulative lengths: no sample is padded to it
+    cu_seqlens = []
+    for item in batch:
+        cu_seqlens.append([0])
+        for length in item["seq_boundaries"]:
+            cu_seqlens[-1].append(cu_seqlens[-1][-1] + length)
+    longest = max(p["dataset_max_seqlen"] for p in metadata)
+    width = max(len(item["input_ids"]) for item in batch)
+    bound = max(longest, width - min(p["min_packed_seqlen"] for p in metadata))
+    max_seqlen = torch.IntTensor([bound] * len(cu_seqlens))
+    return {"cu_seqlens_q": torch.IntTensor(cu_seqlens), "max_seqlen_q": max_seqlen}
+""",
+            files={
+                "meta.py": '''
+def pack_metadata(packs):
+    return [{"dataset_max_seqlen": max(len(s) for s in pack), "min_packed_seqlen": sum(len(s) for s in pack)}
+            for pack in packs]
+''',
+                "thd.py": '''
+import torch
+import torch.nn.functional as F
+
+def thd_batch(tokens):
+    lengths = torch.tensor([t.numel() for t in tokens])
+    return {"input_ids": torch.cat(tokens), "cu_seqlens_q": F.pad(torch.cumsum(lengths, 0), (1, 0))}
+''',
+            },
         ),
     ]
     invalid = [

@@ -25,7 +25,14 @@ class MaxOfAlignmentUnits(ModelRule):
     values is built from a factor of the unit an owner pads lengths to (an
     attribute such as `args.data_pad_size_multiplier`, seen in the owner's
     round-up): `max(a, b)` of several values, or `max(units)` over a list of
-    them. `max(x, 1)` (a clamp) is not flagged.
+    them. `max(x, 1)` (a clamp) is not flagged, and neither is a maximum
+    of lengths (values rounded up to a unit, sizes: each a multiple of its
+    unit, and so is their maximum; `max(longest, multiplier)` bounds a
+    length), of powers of two (Triton's `next_power_of_2` tile sizes, `2 **
+    k`, `1 << k`: they divide each other, so their maximum is their lcm), or
+    of a comprehension's own variables (`max(size for _, size in
+    blocks.items())`: elements of what it walks). What a value is is read
+    from how it is computed, not from its name.
 
     ## Why it matters
     The alignment unit `A` must be a multiple of every unit it combines: TP
@@ -117,6 +124,58 @@ from layoutcheck.geometry import alignment_unit
 def unit(args, tp_size, cp_size):
     return alignment_unit(tp_size, args.data_pad_size_multiplier, cp_size=cp_size).value
 """
+        ),
+        Valid(
+            """
+import math
+
+class VideoPipeline:
+    def video_seq_len(self, shapes, patch):
+        # each length is rounded up to `sp_size`: the longest is a multiple of it too, not a unit
+        seq_lens = []
+        for frames, height, width in shapes:
+            seq_lens.append(math.ceil(frames * height * width / patch / self.sp_size) * self.sp_size)
+        return max(seq_lens)
+""",
+            files={"data.py": '''
+def get_rollout_data(args, rollout_data):
+    unit = args.sp_size * args.data_pad_size_multiplier
+    rollout_data["max_seq_lens"] = [-(-t // unit) * unit for t in rollout_data["total_lengths"]]
+    return rollout_data
+'''},
+        ),
+        Valid(
+            """
+import triton
+
+def launch(x, n_cols):
+    # Triton tile sizes are powers of two, which divide each other: their max is their lcm
+    block = max(triton.next_power_of_2(n_cols), 16)
+    padded = (n_cols + block - 1) // block * block
+    return x.new_zeros(padded)
+"""
+        ),
+        Valid(
+            """
+class ContiguousAllocator:
+    def largest_free_block(self):
+        # the largest free block of a memory allocator: a size, not a unit
+        return max([size for _, size in self.contiguous_sizes.items()])
+""",
+            files={"data.py": '''
+def get_rollout_data(args, rollout_data):
+    unit = args.size * args.data_pad_size_multiplier
+    rollout_data["max_seq_lens"] = [-(-t // unit) * unit for t in rollout_data["total_lengths"]]
+    return rollout_data
+'''},
+        ),
+        Valid(
+            """
+def bound(rollout_data, args):
+    # the longest sample, or the multiplier when every sample is shorter: a bound on a length
+    return max(max(len(t) for t in rollout_data["tokens"]), args.data_pad_size_multiplier)
+""",
+            files={"data.py": _PRODUCER},
         ),
     ]
     invalid = [

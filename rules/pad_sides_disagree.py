@@ -58,7 +58,13 @@ class PadSidesDisagree(ModelRule):
     `F.pad(cu_seqlens, (1, 0))` (a leading zero of cumulative lengths) is
     no row padding, and neither is a window copied into a buffer with both
     bounds moved by one base (`out[lo - first:hi - first] = ...`: a rank's
-    slice of a packed stream). Names play no part.
+    slice of a packed stream). Placements in different arms of one `if`
+    (`if padding_side == "right": ... elif padding_side == "left": ...`)
+    never both run, so they are not partners; and a left-padded tensor
+    joined before a right-padded one along their rows
+    (`torch.cat([prompts, responses], dim=-1)`: verl's record, each row's
+    real tokens contiguous) is a segment of the row, not a partner of the
+    fields padded with the other segment. Names play no part.
 
     ## Why it matters
     Partner tensors of one layout must hold each sample's tokens at the same
@@ -287,6 +293,42 @@ def hide_tails(mask, sizes):
 def reward_masks(rows, sizes):
     mask = pad_rows(rows)
     return hide_tails(mask, sizes)
+"""
+        ),
+        Valid(
+            """
+import torch
+
+def packed_to_padded(packed, num_tokens, padding_value, padding_side="right"):
+    # one side or the other, by the parameter: exclusive arms, never both on one tensor
+    pieces = list(torch.split(packed, num_tokens, dim=1))
+    out = torch.full((len(num_tokens), max(num_tokens)), padding_value, dtype=packed.dtype)
+    for i, seq in enumerate(pieces):
+        if padding_side == "right":
+            out[i, : num_tokens[i]] = seq[0]
+        elif padding_side == "left":
+            out[i, -num_tokens[i] :] = seq[0]
+        else:
+            raise ValueError(padding_side)
+    return out
+"""
+        ),
+        Valid(
+            """
+import torch
+from torch.nn.utils.rnn import pad_sequence
+
+def postprocess(prompt_ids, response_ids, log_probs, pad_id):
+    # verl's record: prompts left-padded and responses right-padded, joined so that each row's real
+    # tokens are contiguous; the response-side fields are the responses' partners, not the prompts'
+    prompts = pad_sequence(prompt_ids, batch_first=True, padding_value=pad_id, padding_side="left")
+    responses = pad_sequence(response_ids, batch_first=True, padding_value=pad_id, padding_side="right")
+    logprobs = pad_sequence(log_probs, batch_first=True, padding_value=0.0, padding_side="right")
+    response_mask = pad_sequence([torch.ones_like(r) for r in response_ids], batch_first=True,
+                                 padding_value=0, padding_side="right")
+    input_ids = torch.cat([prompts, responses], dim=1)
+    return {"prompts": prompts, "responses": responses, "rollout_log_probs": logprobs,
+            "response_mask": response_mask, "input_ids": input_ids}
 """
         ),
     ]

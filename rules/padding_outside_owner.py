@@ -44,6 +44,27 @@ def get_rollout_data(args, rollout_data):
     return rollout_data
 '''
 """A producer: it stores each sample's rounded-up length, so it owns the per-sample padded lengths."""
+_CONVERTED = '''
+import torch
+import torch.nn.functional as F
+
+
+def pack(tokens, args):
+    unit = args.tp_size * args.data_pad_size_multiplier
+    stream = torch.cat(tokens)
+    pad = (unit - stream.size(0) % unit) % unit
+    bounds = [0]
+    for t in tokens:
+        bounds.append(bounds[-1] + t.size(0))
+    bounds.append(bounds[-1] + pad)
+    return F.pad(stream, (0, pad)), bounds
+
+
+def to_batch(batch, args):
+    stream, bounds = pack(batch["tokens"], args)
+    return {"tokens": stream, "cu_seqlens": torch.tensor(bounds, dtype=torch.int32)}
+'''
+"""A packer whose cumulative lengths another function converts and stores: the packer owns them."""
 
 
 class PaddingOutsideOwner(ModelRule):
@@ -66,7 +87,14 @@ class PaddingOutsideOwner(ModelRule):
       `tp_size * data_pad_size_multiplier`) belongs to the owners of the
       layout: the function that writes a source (`max_seq_lens`) and the
       batch builder that builds a packed batch's `cu_seqlens`, wherever they
-      are, plus the functions `owners` lists;
+      are, plus the functions `owners` lists. The owner is the function
+      that first computes the layout from data: one that only converts and
+      stores another's result (`torch.tensor(bounds)` of what `pack`
+      returned) is not, the function that computed it is; cumulative sums
+      of lengths measured from data (tensor sizes, a mask's row sums) build
+      a packed batch, a running sum of other counts (environments, memory
+      blocks, made-up lengths) does not, and an optimizer's element count
+      rounded up (`state["size"] += pad`) is no sample's padded length;
     * padding to the longest sample belongs to the owner of `max_seq_lens`;
     * CP padding (`2 * cp`) belongs to the CP helpers (`slice_with_cp`).
     A pad is reported when the project has an owner for what it pads and
@@ -85,7 +113,13 @@ class PaddingOutsideOwner(ModelRule):
     local geometry from `P`), and values that only reach metrics, logs or
     comparisons. A parameter fed from the source at every call site (a
     `max_seq_len` taken from `rollout_data["max_seq_lens"]`) is the owner's
-    value, whatever the callee names it.
+    value, whatever the callee names it. A value passed as a padded length
+    is a true length only when it is measured from a sample: a batch's width
+    (`x.shape[1]`, `x.size(1)`: every row shares it, as in
+    `max(chosen.shape[1], rejected.shape[1])`) is not, and neither is a
+    configured length (`cfg.model.seq_length`, an attribute of an object that
+    holds none of the batch's data: the fixed width pipeline parallelism
+    pads every micro-batch to).
 
     ## Why it matters
     `P` is layout metadata, not a memory hint: tokens, log-probs, MoE routing
@@ -312,8 +346,48 @@ def slice_log_prob_with_cp(log_prob, total_length, response_length, qkv_format="
     return log_prob[: length - (total_length - response_length)]
 '''},
         ),
+        Valid(
+            """
+from padding_utils import pad_or_truncate_to_len
+
+def get_batch(batch, cfg):
+    # pipeline parallelism needs every micro-batch `cfg.model.seq_length` wide: a configured width
+    seq_len = cfg.model.seq_length
+    batch["tokens"] = pad_or_truncate_to_len(batch["tokens"], seq_len, seq_len, pad_value=0)
+    return batch
+""",
+            files={
+                "padding_utils.py": '''
+import torch.nn.functional as F
+
+def pad_or_truncate_to_len(x, target_len, max_cap, pad_value):
+    if x.size(1) < target_len:
+        return F.pad(x, (0, target_len - x.size(1)), value=pad_value)
+    return x[:, :max_cap]
+''',
+                "record.py": '''
+class Batch:
+    def __init__(self, input_ids):
+        self.seq_length = input_ids.size(1)
+''',
+            },
+        ),
     ]
     invalid = [
+        Invalid(
+            """
+def replay_pad(replay, args):
+    # the stream pad `pack` computes (and `to_batch` only converts and stores): decided twice
+    unit = args.tp_size * args.data_pad_size_multiplier
+    return (unit - replay.size(0) % unit) % unit
+""",
+            line=5,
+            column=12,
+            message="re-derives the padding that `pack` (data.py:6) owns: it computes the cumulative lengths "
+                    "that `to_batch` stores in `cu_seqlens`. Read the padding from the batch it builds (its "
+                    "`cu_seqlens`)",
+            files={"data.py": _CONVERTED},
+        ),
         Invalid(
             """
 def fill_replay_data(*, args, replay_data, parallel_state):

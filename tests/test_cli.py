@@ -386,14 +386,14 @@ def test_rules_table_shows_each_real_rules_status_and_measured_precision(capsys)
         assert status == measured.status, code
         assert (default == "on") == (measured.status == "stable"), code
         assert precision == (f"{measured.true}/{measured.findings}" if measured.findings else "0/0"), code
-    assert rows["LC102"][2] == "preview" and rows["LC104"][2] == "stable"
+    assert rows["LC112"][2] == "preview" and rows["LC104"][2] == "stable"
 
 
 def test_rule_names_a_preview_rules_status_and_how_to_run_it(capsys):
-    assert cli.main(["rule", "LC102"]) == 0
+    assert cli.main(["rule", "LC112"]) == 0
     out = capsys.readouterr().out
     assert out.splitlines()[1].startswith("Status: preview (precision on the corpus: ")
-    assert "runs with --preview, or when selected as LC102 or padding-outside-owner" in out
+    assert "runs with --preview, or when selected as LC112 or partner-field-left-out" in out
     assert "Default: off." in out
     assert cli.main(["rule", "LC104", "--output-format", "json"]) == 0
     record = json.loads(capsys.readouterr().out)

@@ -153,7 +153,7 @@ def test_the_precision_table_is_what_the_verdicts_count(truth) -> None:
     rows = truth.measured_rows(truth.table_counts(tomllib.loads(truth.TABLE.read_text())))
     assert rows == {code: (m.findings, m.true) for code, m in MEASURED.items()}
     assert truth.precision_diff(rows) == []
-    assert sum(f for f, _ in rows.values()) >= 40  # the table was read, not left empty
+    assert sum(f for f, _ in rows.values()) >= 20  # the table was read, not left empty
 
 
 def test_the_registry_reads_the_table_and_the_default_rules_are_exactly_those_at_90_percent() -> None:

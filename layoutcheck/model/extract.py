@@ -72,6 +72,7 @@ from layoutcheck.model.flow import (
     Frame,
     Value,
 )
+from layoutcheck.model.accumulate import extends_collection, sums_sizes
 from layoutcheck.model.clashes import ClashesMixin
 from layoutcheck.model.counts import short_receives
 from layoutcheck.model.floors import token_bounds_on_logit_offsets
@@ -1020,7 +1021,7 @@ class _Extractor(ClashesMixin, LiteralsMixin, SidesMixin, Flow):
         for tag in (TOK, SEQ, UNIT, CP, PACKED):
             if tags & tag:
                 line = uses.lines.get((kind, key, tag), 0)
-                state.note_space(subject, space_word(tag), line, _USE_WHY[tag])
+                state.note_space(subject, space_word(tag), line, uses.hows.get((kind, key, tag)) or _USE_WHY[tag])
 
     # -- stores --
 
@@ -1205,9 +1206,13 @@ class _Extractor(ClashesMixin, LiteralsMixin, SidesMixin, Flow):
         keys, _ = self.store_keys(target)
         self.rewrite(target, None)
         if isinstance(target, ast.Name):
-            self.bind(target.id, self.lookup(target.id) | self.classify(node.value), None)
+            added = self.classify(node.value)
+            if sums_sizes(node, bool(self.loops), lambda v: bool(added.tags & SEQ) and not added.tags & (PAD | PACKED)):
+                added = added.with_tags(added.tags | STREAM)  # a running total of sizes: a stream's length
+            self.bind(target.id, self.lookup(target.id) | added, None)
+        entry = extends_collection(node.value, self.bound_expr)  # `d["k"] += pad` rounds a number up
         for key in keys:
-            self.note_write(key, node.value, node=target, entry=True, fresh=self.fresh_root(target))
+            self.note_write(key, node.value, node=target, entry=entry, fresh=self.fresh_root(target))
 
     def record(self, target: ast.expr, value: Value, stored: ast.expr) -> None:
         """A padded length stored into a field: later padding leaves it stale (LC105)."""
@@ -1338,7 +1343,8 @@ class _Extractor(ClashesMixin, LiteralsMixin, SidesMixin, Flow):
         if isinstance(count, ast.Call):
             func = count.func
             if isinstance(func, ast.Name) and func.id == "len" and count.args:
-                return not isinstance(count.args[0], ast.Constant)
+                # `len(cu_seqlens)`: the boundaries (or packed rows) of cumulative lengths, not samples
+                return not isinstance(count.args[0], ast.Constant) and not self.classify(count.args[0]).tags & PACKED
             if isinstance(func, ast.Name) and func.id == "range":
                 args = positional(count)
                 return len(args) == 1 and self.per_sample(args[0])
@@ -1703,6 +1709,8 @@ class _Extractor(ClashesMixin, LiteralsMixin, SidesMixin, Flow):
                         self.pad_target(size, node)
             if (name in _PAD or tail == "pad_sequence") and not self.in_test:
                 self.pad_call_placed(node, name or tail)
+            elif name in ("torch.cat", "torch.concat", "torch.concatenate"):
+                self.row_segments(node)
             if tail == "pad_sequence":
                 sequences = argument(node, "sequences", 0)
                 if sequences is not None and self.classify(sequences).has(TOK):

@@ -26,12 +26,12 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple, Union, get_args, get_origin, get_type_hints
 
 __all__ = [
-    "FACTS_VERSION", "Arg", "FunctionRef", "Span", "Broadcast", "BucketLiteral", "Call", "Clash", "EntryRead", "PadSide", "FieldWrite", "FileFacts", "Function",
+    "FACTS_VERSION", "exclusive_arms", "Arg", "FunctionRef", "Span", "Broadcast", "BucketLiteral", "Call", "Clash", "EntryRead", "PadSide", "FieldWrite", "FileFacts", "Function",
     "MaxCall", "Pad", "Param", "Record", "Rewrite", "Transform", "Zip", "cache_data", "call_names", "ensure_calls", "from_cache_data",
     "element_call", "from_data", "object_hook", "to_data",
 ]
 
-FACTS_VERSION = 11
+FACTS_VERSION = 12
 """Bumped whenever the shape or the meaning of the facts changes (cached facts are then misses)."""
 
 Span = tuple[int, int, int, int]
@@ -412,6 +412,15 @@ class PadSide:
     fields: tuple[str, ...] = ()
     params: tuple[str, ...] = ()
     """What the tensor read derives from, for the project to resolve (``read``)."""
+    arms: tuple[str, ...] = ()
+    """The branch arms it sits in (``12:4:body``, ``12:4:else``: the ``if`` at line 12, column 4): two
+    placements in different arms of one ``if`` never both run (`exclusive_arms`)."""
+
+
+def exclusive_arms(one: tuple[str, ...], other: tuple[str, ...]) -> bool:
+    """Do two positions sit in different arms of one ``if`` (``if right: ... elif left: ...``)?"""
+    mine = {arm.rsplit(":", 1)[0]: arm for arm in one}
+    return any(arm.rsplit(":", 1)[0] in mine and mine[arm.rsplit(":", 1)[0]] != arm for arm in other)
 
 
 @dataclass

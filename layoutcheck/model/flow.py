@@ -39,9 +39,12 @@ from layoutcheck.model.vocabulary import Tag, Vocabulary
 __all__ = ["JOINED_PATH", "NOTHING", "Flow", "Frame", "Value", "is_joined"]
 
 SEQ, TOK, SRC, SRCLIST = int(Tag.SEQ), int(Tag.TOK), int(Tag.SRC), int(Tag.SRCLIST)
+WIDTH, CONFIG, MEASURED = int(Tag.WIDTH), int(Tag.CONFIG), int(Tag.MEASURED)
 MAX, PAD, UNIT, FOREIGN = int(Tag.MAX), int(Tag.PAD), int(Tag.UNIT), int(Tag.FOREIGN)
 BCAST, CP, PACKED = int(Tag.BCAST), int(Tag.CP), int(Tag.PACKED)
 STREAM, SAMPLE, MASKED, ENTRY = int(Tag.STREAM), int(Tag.SAMPLE), int(Tag.MASKED), int(Tag.ENTRY)
+_DATA = TOK | SAMPLE | STREAM | ENTRY | MASKED | SRC | SRCLIST | PACKED | SEQ
+"""What a record of the batch holds: an attribute read from anything else is a setting (`Tag.CONFIG`)."""
 _EMPTY: frozenset[str] = frozenset()
 _NO_SHIFTS: frozenset[tuple[str, str, str, ast.AST]] = frozenset()
 _SHAPED = SEQ | STREAM | SAMPLE | PAD | PACKED | MAX
@@ -334,15 +337,17 @@ class Flow:
             out = out | self.classify(node)
         return out
 
-    def size_of(self, inner: Value) -> Value:
+    def size_of(self, inner: Value, tensor: bool = False) -> Value:
         """The size of a value: a sample's true length, a stream's length, or (of a list of
-        samples or of padded lengths) a count, which is no length at all."""
+        samples or of padded lengths) a count, which is no length at all. ``tensor``: read by a
+        tensor's own size (``.size()``, ``.numel()``, ``.shape``), a measured length (`Tag.MEASURED`)."""
         tags = inner.tags
         if tags & (SRCLIST | TOK) and not tags & (SAMPLE | STREAM):
             return Value(0, None, inner.params, inner.fields)  # how many samples
+        measured = MEASURED if tensor or tags & (SAMPLE | STREAM | MASKED) else 0
         if tags & STREAM:
-            return Value(SEQ | STREAM, None, inner.params, inner.fields)
-        return Value(SEQ, None, inner.params, inner.fields)
+            return Value(SEQ | STREAM | measured, None, inner.params, inner.fields)
+        return Value(SEQ | measured, None, inner.params, inner.fields)
 
     def _classify(self, node: ast.AST) -> Value:
         vocab = self.vocab
@@ -363,6 +368,10 @@ class Flow:
             value = self.field_value(attr)
             if root in vocab.config_roots:
                 return Value(vocab.tags(attr) & (UNIT | FOREIGN | CP), None, _EMPTY, value.fields)
+            if not self.classify(node.value).tags & _DATA:  # type: ignore[attr-defined]
+                # Read from an object that holds none of the batch's data: a setting, whatever the
+                # project stores under that name elsewhere, not a length measured from a sample.
+                return value.with_tags(value.tags | CONFIG)
             return value
         if kind is ast.Subscript:
             key = string_key(node)  # type: ignore[arg-type]
@@ -373,7 +382,7 @@ class Flow:
                 return self._fields_of(keys)
             base = node.value  # type: ignore[attr-defined]
             if isinstance(base, ast.Attribute) and base.attr == "shape":
-                return self.size_of(self.classify(base.value))
+                return _width(self.size_of(self.classify(base.value), tensor=True), node.slice)  # type: ignore[attr-defined]
             inner = self.classify(base)
             if is_mask_selection(node, self.resolved):  # type: ignore[arg-type]
                 return Value((inner.tags | MASKED) & ~TOK, inner.origin, inner.params, inner.fields, inner.shifts)
@@ -501,8 +510,9 @@ class Flow:
         name = imports.qualify(func) or ""
         if isinstance(func, ast.Attribute):
             if tail in _SIZE_METHODS:
-                return self.size_of(self.classify(func.value))
-            if tail == "cumsum":
+                dim = args[0] if args else next((k.value for k in node.keywords if k.arg == "dim"), None)
+                return _width(self.size_of(self.classify(func.value), tensor=tail != "__len__"), dim)
+            if tail == "cumsum" and name not in _CUMULATIVE:  # `x.cumsum(0)`; `torch.cumsum(x)` sums its argument
                 inner = self.classify(func.value)
                 return inner.with_tags((inner.tags | PACKED) & ~(TOK | SAMPLE))
             if tail == "offsets" and not args:
@@ -510,7 +520,8 @@ class Flow:
                 inner = self.classify(func.value)
                 return inner.with_tags((inner.tags | PACKED) & ~(TOK | SAMPLE | SEQ))
             if tail == "diff":
-                inner = self.classify(func.value)
+                # `x.diff()`, or `torch.diff(x)` / `numpy.diff(x)`: the differences of `x`, not of the module
+                inner = self.classify(args[0] if name in ("torch.diff", "numpy.diff") and args else func.value)
                 if inner.tags & PACKED:  # each offset less the one before: the lengths they hold
                     return inner.with_tags((inner.tags & ~PACKED) | SEQ)
                 return inner
@@ -525,7 +536,7 @@ class Flow:
                 if inner.tags & SEQ:
                     return inner.with_tags(SEQ | STREAM)  # a sum of lengths: a stream's length
                 if node.args or node.keywords:
-                    return inner.with_tags(SEQ | (inner.tags & ENTRY))  # `mask.sum(-1)`: each row's length
+                    return inner.with_tags(SEQ | MEASURED | (inner.tags & ENTRY))  # `mask.sum(-1)`: each row's length
                 # One sample's mask summed: its length; a whole batch's: a count.
                 return inner.with_tags((SEQ | ENTRY) if inner.tags & (ENTRY | SAMPLE) else 0)
             if tail in ("get", "pop") and args:
@@ -676,3 +687,11 @@ def _offset_differences(node: ast.BinOp) -> bool:
     a, b = left.slice, right.slice
     return (isinstance(a, ast.Slice) and isinstance(b, ast.Slice) and int_value(a.lower) == 1 and a.upper is None
             and b.lower is None and int_value(b.upper) == -1 and ast.dump(left.value) == ast.dump(right.value))
+
+
+def _width(size: Value, dim: ast.AST | None) -> Value:
+    """``x.shape[k]`` / ``x.size(k)`` with ``k >= 1``: the tensor has rows, all of this width (`Tag.WIDTH`)."""
+    if dim is None or not size.tags & SEQ:
+        return size
+    k = int_value(dim)  # type: ignore[arg-type]
+    return size.with_tags(size.tags | WIDTH) if k is not None and k >= 1 else size

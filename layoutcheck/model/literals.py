@@ -28,6 +28,8 @@ from layoutcheck.model.vocabulary import Tag
 __all__ = ["LiteralsMixin"]
 
 UNIT = int(Tag.UNIT)
+_SEQ, _PAD, _MAX, _STREAM = int(Tag.SEQ), int(Tag.PAD), int(Tag.MAX), int(Tag.STREAM)
+_SRC, _CP = int(Tag.SRC), int(Tag.CP)
 _LENGTH = int(Tag.SEQ | Tag.MAX | Tag.PAD | Tag.SRC | Tag.STREAM)
 """What a value a bucket must hold is computed from, for the list searched to be sequence-length buckets."""
 _MAX_LENGTH_KEYWORDS = ("max_length", "max_len", "max_seq_len", "max_seq_length", "max_tokens")
@@ -99,9 +101,22 @@ class LiteralsMixin:
             values = [a for a in args if (n := int_value(a)) is None or n > 1]
             if len(values) < 2:
                 return
+        # A length (a padded length, a maximum, a stream) is a multiple of its unit, not a unit: the
+        # max of multiples of one unit is one too. Powers of two divide each other: their max is their lcm.
+        units = [v for v in values if not self._length_not_unit(v)]
+        if not units or (collection is None and len(units) < 2) or all(
+            _power_of_two(v, self.bound_expr) for v in units
+        ):
+            return  # `max(longest, unit)` is a bound on a length, not a combination of units
+        values = units
         found: set[str] = set()
         for value in values:
+            # A comprehension's own variables hold elements of what it walks (`size for _, size in
+            # blocks.items()`): their names are no factor of a unit.
+            walked = {n.id for g in getattr(value, "generators", ()) for n in walk(g.target) if isinstance(n, ast.Name)}
             for part in walk(value):
+                if isinstance(part, ast.Name) and part.id in walked:
+                    continue
                 if isinstance(part, ast.Name):
                     bound = self.bound_expr(part.id)
                     text = canonical(bound, self.unit_of, self.vocab.is_pad_multiplier) if bound is not None else part.id
@@ -118,6 +133,15 @@ class LiteralsMixin:
         self.facts.max_calls.append(MaxCall(
             self.frame.index, self.source.span(node), self.source.snippet(node), tuple(sorted(found)), unit,
         ))
+
+    def _length_not_unit(self, value: ast.expr) -> bool:
+        """Is ``value`` a length (rounded up to a unit, a maximum, a stream's, a sum of sizes) rather
+        than a unit? What it is computed from decides, never its name."""
+        tags = self.classify(value).tags  # type: ignore[attr-defined]
+        if tags & (UNIT | _CP):
+            return False
+        # A maximum alone is no length: `max(args.compress_ratios)` is the largest of some units.
+        return bool(tags & (_PAD | _STREAM | _SRC)) or bool(tags & _SEQ and not _products(value))
 
     def unit_picked(self, unit: ast.expr, pad: ast.AST) -> None:
         """A round-up's unit ``unit`` (a local) bound by an ``if``/``elif`` chain whose arms test different
@@ -272,3 +296,38 @@ def _subjects(test: ast.expr) -> set[str]:
                 out.add(path)
     # An attribute path's own prefix (`args` of `args.cp`) is no subject of its own.
     return {p for p in out if not any(o.startswith(p + ".") for o in out)}
+
+
+def _products(value: ast.expr) -> bool:
+    """``a * b``: a product, as units are built (a length's product with a unit is a padded length,
+    already caught by its tags)."""
+    return isinstance(value, ast.BinOp) and isinstance(value.op, ast.Mult)
+
+
+def _power_of_two(value: ast.expr, bound_expr: object, depth: int = 0) -> bool:
+    """Is ``value`` a power of two by construction: a literal one, ``2 ** k``, ``1 << k``,
+    ``next_power_of_2(n)`` (Triton's tile sizes), a product of such, or a local bound to one?"""
+    n = int_value(value)
+    if n is not None:
+        return n > 0 and n & (n - 1) == 0
+    if isinstance(value, ast.BinOp):
+        if isinstance(value.op, ast.Pow):
+            return int_value(value.left) == 2
+        if isinstance(value.op, ast.LShift):
+            return int_value(value.left) == 1
+        if isinstance(value.op, ast.Mult):
+            return _power_of_two(value.left, bound_expr, depth) and _power_of_two(value.right, bound_expr, depth)
+        return False
+    if isinstance(value, ast.Call):
+        tail = last_name(value.func) or ""
+        return tail in _POWER_OF_TWO_CALLS
+    if isinstance(value, ast.IfExp):
+        return _power_of_two(value.body, bound_expr, depth) and _power_of_two(value.orelse, bound_expr, depth)
+    if isinstance(value, ast.Name) and depth < 3 and callable(bound_expr):
+        bound = bound_expr(value.id)
+        return bound is not None and _power_of_two(bound, bound_expr, depth + 1)
+    return False
+
+
+_POWER_OF_TWO_CALLS = frozenset({"next_power_of_2", "next_power_of_two", "next_pow2", "prev_power_of_2"})
+"""Calls whose result is a power of two by definition (Triton's ``triton.next_power_of_2``)."""

@@ -3,7 +3,12 @@
 A function owns padded lengths when `owners` lists it (per layout), or when
 the project sees it decide them: it stores each sample's rounded-up length
 into a record (BSHD), or a packed batch's cumulative lengths (THD), or it is
-the only padding decision on its path (an inferred owner). A pad elsewhere
+the only padding decision on its path (an inferred owner). The owner is where
+the layout is first computed from data: a store of a project function's result
+(converted or not) makes that function the owner (`ProjectOwners._computed_by`),
+a store of what the callers passed in is a copy, and cumulative lengths are a
+packed batch's only when they sum lengths measured from data or the function
+handles token tensors (`ProjectOwners._packs_sequences`). A pad elsewhere
 is a second owner when an owner pads the same lengths (fields it reads) or
 to the same unit (`ProjectOwners.owners_for`); two owners of one layout must
 pad alike (`ProjectOwners.disagreements`).
@@ -18,7 +23,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import TYPE_CHECKING
 
-from layoutcheck.model.facts import FunctionRef, Pad, ensure_calls
+from layoutcheck.model.facts import FieldWrite, FunctionRef, Pad, ensure_calls
 from layoutcheck.model.helpers import ProjectHelpers
 from layoutcheck.model.units import atoms, shape
 from layoutcheck.model.vocabulary import Tag
@@ -30,6 +35,10 @@ __all__ = ["Owner", "ProjectOwners", "configured_layouts", "owner_matches"]
 
 SRC, PAD, SEQ, MAX = int(Tag.SRC), int(Tag.PAD), int(Tag.SEQ), int(Tag.MAX)
 PACKED, TOK, STREAM, SAMPLE = int(Tag.PACKED), int(Tag.TOK), int(Tag.STREAM), int(Tag.SAMPLE)
+MEASURED = int(Tag.MEASURED)
+_ORIGIN_DEPTH = 3
+_TOKEN_WORDS = frozenset({"per-sample tensors", "one sample's tensor"})
+"""The spaces `layoutcheck model` names that hold token data (`Function.spaces`)."""
 
 
 @dataclass(frozen=True)
@@ -41,6 +50,8 @@ class Owner:
     """``bshd``, ``thd``."""
     why: str
     """``writes `max_seq_lens```, ``builds `cu_seqlens```, ``listed in `owners.thd```, ``inside `f```."""
+    stored_in: str | None = None
+    """For an owner whose result another function stores: the field it is stored in."""
 
 
 def _shape_within(theirs: str, mine: str, *, loose: bool) -> bool:
@@ -127,6 +138,8 @@ class ProjectOwners(ProjectHelpers):
         `owners`, or seen to store each sample's padded length (BSHD) or a packed batch's cumulative
         lengths (THD) into a field."""
         out: dict[FunctionRef, Owner] = {}
+        found_by: dict[FunctionRef, tuple[str, str, str]] = {}
+        """Functions that compute what another stores (the owner is where a layout is first computed)."""
         vocab = self.vocab
         spaces = self.spaces
         for ref, function in self.functions():
@@ -153,17 +166,36 @@ class ProjectOwners(ProjectHelpers):
                     continue
                 resolved = spaces.resolve(write.tags, write.fields, write.params, ref)
                 if spaces.is_padded_field(write.key) and write.tags & (PAD | MAX) and not resolved & SRC:
+                    origins = self._computed_by(ref, write, PAD | MAX)
+                    if origins is not None:
+                        # Stored here, computed there: the function that computes it owns the layout.
+                        for origin in origins:
+                            found_by[origin] = ("bshd", f"computes each sample's padded length that "
+                                                f"`{function.qualname}` stores in `{write.key}`", write.key)
+                        continue
                     if "bshd" not in layouts or not any(w.startswith("writes") for w in why):
                         layouts.append("bshd")
                         why.append(f"writes each sample's padded length to `{write.key}`")
                 elif spaces.field(write.key) & PACKED and write.tags & PACKED and not resolved & SRC and not (
                     spaces.read(write.fields) & PACKED
                 ):
+                    origins = self._computed_by(ref, write, PACKED)
+                    if origins is not None:
+                        for origin in origins:
+                            found_by[origin] = ("thd", f"computes the cumulative lengths that "
+                                                f"`{function.qualname}` stores in `{write.key}`", write.key)
+                        continue
+                    if not self._packs_sequences(ref, write):
+                        continue  # a running sum of other counts (environments, memory blocks, experts)
                     if not any(w.startswith("builds") for w in why):
                         layouts.append("thd")
                         why.append(f"builds `{write.key}` (cumulative lengths of the packed batch)")
             if layouts:
                 out[ref] = Owner(ref, tuple(sorted(set(layouts))), ", ".join(why))
+        for origin, (layout, reason, key) in found_by.items():
+            if origin in out or self.function(origin).in_model:
+                continue
+            out[origin] = Owner(origin, (layout,), reason, key)
         # An owner around a nested function owns it too.
         for ref, _ in self.functions():
             if ref in out or ref[1] == 0:
@@ -174,6 +206,49 @@ class ProjectOwners(ProjectHelpers):
                     out[ref] = Owner(ref, found.layouts, f"inside `{self.function(outer).qualname}`")
                     break
         return out
+
+    def _computed_by(self, ref: FunctionRef, write: FieldWrite, tag: int) -> list[FunctionRef] | None:
+        """Where the ``tag`` part of ``write``'s value was computed, when not in ``ref``: the project's
+        functions whose results it stores (followed through functions that only return a callee's
+        result), or, for a value its callers pass in, none named (they are judged where they compute
+        it). None when ``ref`` computes it itself."""
+        spaces = self.spaces
+        origins: list[FunctionRef] = []
+        for callee in write.calls:
+            if not spaces.returned(ref, (callee,)) & tag:
+                continue
+            target = self.resolve_callee(ref, callee)
+            if target is None or self.function(target).rounds is not None:
+                continue  # a round-up helper applied here (`[_round_up(t, unit) for t in totals]`): decided here
+            for _ in range(_ORIGIN_DEPTH):
+                if target is None or self.function(target).returns_tags & tag:
+                    break  # it computes what it returns
+                onward = [c for c in self.function(target).returns_calls if spaces.returned(target, (c,)) & tag]
+                if not onward:
+                    break
+                target = self.resolve_callee(target, onward[0])
+            if target is not None and target != ref:
+                origins.append(target)
+        if origins:
+            return origins
+        if write.params and not write.calls and any(spaces.param(ref, name) & tag for name in write.params):
+            return []  # stored as its callers passed it: a copy, not a decision
+        return None
+
+    def _packs_sequences(self, ref: FunctionRef, write: FieldWrite) -> bool:
+        """Are the cumulative lengths ``write`` stores those of sequences: are they sums of lengths
+        measured from data (tensor sizes, a mask's row sums), or does the function around them handle
+        token data (per-sample tensors, one sample's tokens), as a packed batch's builder does? A running
+        sum of other counts (environments, memory blocks, lengths a profiling script makes up) is not."""
+        spaces = self.spaces
+        if spaces.resolve(write.tags, write.fields, write.params, ref) & (TOK | SAMPLE | STREAM | MEASURED):
+            return True
+        if any(spaces.field(key) & TOK for key in self.fields_read.get(ref, ())):
+            return True
+        function = self.function(ref)
+        if any(word in _TOKEN_WORDS for _, word, _, _ in function.spaces):
+            return True
+        return any(spaces.param(ref, param.name) & (TOK | STREAM) for param in function.params)
 
     @cached_property
     def owner_fields(self) -> dict[FunctionRef, frozenset[str]]:
@@ -468,6 +543,9 @@ class ProjectOwners(ProjectHelpers):
         for write in self.writes(ref):
             if self.spaces.is_padded_field(write.key) and write.tags & (PAD | MAX):
                 return write.key
+        owner = self.owners.get(ref)
+        if owner is not None and owner.stored_in and "bshd" in owner.layouts:
+            return owner.stored_in
         return self.vocab.source if self.function(ref).writes_source else None
 
     def packed_field_of(self, ref: FunctionRef) -> str | None:
@@ -475,6 +553,9 @@ class ProjectOwners(ProjectHelpers):
         for write in self.writes(ref):
             if self.spaces.field(write.key) & PACKED and write.tags & PACKED:
                 return write.key
+        owner = self.owners.get(ref)
+        if owner is not None and owner.stored_in and "thd" in owner.layouts:
+            return owner.stored_in
         return None
 
     def source_ticks(self, ref: FunctionRef) -> tuple[int, ...]:

@@ -138,7 +138,7 @@ class SidesMixin:
         text = self.source.snippet(node, 60)  # type: ignore[attr-defined]
         self.facts.sides.append(PadSide(  # type: ignore[attr-defined]
             self.frame.index, side, act, self.source.span(node), text, extent, tuple(sorted(fields)),  # type: ignore[attr-defined]
-            tuple(sorted(params)),
+            tuple(sorted(params)), branch_arms(self.frame.node, node),  # type: ignore[attr-defined]
         ))
         space = f"padded on the {side}" if act == "place" else f"read as padded on the {side}"
         why = "where it puts the real tokens" if act == "place" else "a row read up to a true length"
@@ -158,6 +158,22 @@ class SidesMixin:
             target = amount.left if isinstance(amount, ast.BinOp) and isinstance(amount.op, ast.Sub) else amount
             extent = (self.source.segment(target),)  # type: ignore[attr-defined]
         self.add_side(side, "place", node, extent)
+
+    def row_segments(self, node: ast.Call) -> None:
+        """``torch.cat([prompts, responses], dim=-1)``: tensors joined along their rows are segments of
+        one row, not partners (a ``join``: the names in order, for `Sides` to read with the sides)."""
+        parts = node.args[0] if node.args else None
+        dim = keyword(node, "dim")
+        if dim is None and len(node.args) > 1:
+            dim = node.args[1]
+        if not isinstance(parts, (ast.List, ast.Tuple)) or int_value(dim) not in (1, -1):
+            return
+        names = [p.id for p in parts.elts if isinstance(p, ast.Name)]
+        if len(names) == len(parts.elts) >= 2:
+            self.facts.sides.append(PadSide(  # type: ignore[attr-defined]
+                self.frame.index, "", "join", self.source.span(node), self.source.snippet(node, 60),  # type: ignore[attr-defined]
+                (), tuple(names),
+            ))
 
     def stored_side(self, target: ast.Subscript, value: ast.expr,
                     rebind: Callable[[str, int], None]) -> None:
@@ -210,3 +226,38 @@ class SidesMixin:
         params = base.params if isinstance(node.value, ast.Name) or last_name(node.value) else frozenset()
         if base.fields or params:
             self.add_side(side, "read", node, (), base.fields, params)
+
+
+def branch_arms(function: ast.AST | None, target: ast.AST) -> tuple[str, ...]:
+    """The arms of the ``if`` statements of ``function`` that hold ``target`` (`PadSide.arms`), outermost
+    first; an ``elif`` is an ``if`` in the ``else`` arm. Searched only for the rare placement."""
+    if function is None:
+        return ()
+    line = getattr(target, "lineno", None)
+    if line is None:
+        return ()
+
+    def search(statements: list[ast.stmt], path: tuple[str, ...]) -> tuple[str, ...] | None:
+        for statement in statements:
+            end = getattr(statement, "end_lineno", statement.lineno)
+            if not statement.lineno <= line <= end:
+                continue
+            if isinstance(statement, ast.If):
+                where = f"{statement.lineno}:{statement.col_offset}"
+                for arm, body in (("body", statement.body), ("else", statement.orelse)):
+                    found = search(body, (*path, f"{where}:{arm}"))
+                    if found is not None:
+                        return found
+                return path
+            for child in ("body", "orelse", "finalbody", "handlers"):
+                inner = getattr(statement, child, None)
+                if isinstance(inner, list) and inner:
+                    blocks = inner if child != "handlers" else [s for h in inner for s in h.body]
+                    found = search(blocks, path)
+                    if found is not None:
+                        return found
+            return path
+        return None
+
+    body = getattr(function, "body", None)
+    return (search(body, ()) or ()) if isinstance(body, list) else ()

@@ -26,6 +26,7 @@ __all__ = ["FileQueries", "HelperCall", "OwnerDisagreement", "PaddedArgument", "
 
 SRC, PAD, SEQ, MAX, TOK = int(Tag.SRC), int(Tag.PAD), int(Tag.SEQ), int(Tag.MAX), int(Tag.TOK)
 UNIT, FOREIGN, BCAST = int(Tag.UNIT), int(Tag.FOREIGN), int(Tag.BCAST)
+WIDTH, CONFIG = int(Tag.WIDTH), int(Tag.CONFIG)
 
 
 @dataclass(frozen=True)
@@ -202,6 +203,10 @@ class FileQueries:
         if arg.bare and arg.params and arg.params[0] in self.project.spaces.padded_slots(found.caller):
             return False  # a padded length passed on: its callers are judged where they call
         tags = self.project.spaces.arg(arg, found.caller)
+        if tags & (WIDTH | CONFIG):
+            # A batch's width (`x.shape[1]`: every row padded to it) or a configured length
+            # (`cfg.model.seq_length`): neither is measured from one sample.
+            return False
         return bool(tags & (SEQ | MAX)) and not tags & (SRC | PAD)
 
     # ------------------------------------------------------------ LC104: CP helpers

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import TYPE_CHECKING
 
-from layoutcheck.model.facts import FieldWrite, PadSide
+from layoutcheck.model.facts import FieldWrite, PadSide, exclusive_arms
 from layoutcheck.model.vocabulary import Tag
 
 if TYPE_CHECKING:
@@ -57,10 +57,15 @@ class Sides:
         self.project = project
         self.places: dict[FunctionRef, list[PadSide]] = {}
         self.reads: dict[FunctionRef, list[PadSide]] = {}
+        self.joins: dict[FunctionRef, set[tuple[str, str]]] = {}
+        """Names joined along their rows (``torch.cat([a, b], dim=-1)``), in order: one row's segments."""
         for i, file in enumerate(project.files):
             if file.is_test:
                 continue
             for side in file.facts.sides:
+                if side.act == "join":
+                    self.joins.setdefault((i, side.function), set()).update(zip(side.fields, side.fields[1:]))
+                    continue
                 table = self.places if side.act == "place" else self.reads
                 table.setdefault((i, side.function), []).append(side)
 
@@ -176,22 +181,30 @@ class Sides:
                 fewer, more = (left, right) if len(left) < len(right) else (right, left)
                 if len(left) == len(right):
                     continue  # as many each way: no odd one out to name
-                where = self._where(more[0][1], "placed") + f" for `{more[0][0]}` in the same record"
-                for key, (place_ref, place) in fewer:
+                joined = self.joins.get(ref, set())
+                for key, (place_ref, place), name in fewer:
+                    # A left-padded segment joined before a right-padded one (`cat([prompts, responses])`,
+                    # verl's layout) keeps each row's real tokens contiguous: segments, not partners.
+                    if any((name, m[2]) in joined or (m[2], name) in joined for m in more):
+                        continue  # a segment of the row the other side's fields are the rest of
+                    partners = more
+                    where = self._where(partners[0][1], "placed") + f" for `{partners[0][0]}` in the same record"
                     flag(place_ref, place, where, key)
         for ref, found in sorted(self.places.items()):
             for i, later in enumerate(found):
                 for earlier in found[:i]:
-                    if earlier.side != later.side and set(earlier.extent) & set(later.extent):
+                    if earlier.side != later.side and set(earlier.extent) & set(later.extent) and not exclusive_arms(
+                        earlier.arms, later.arms
+                    ):  # `if side == "right": ... elif side == "left": ...` runs one placement, never both
                         flag(ref, later, self._where((ref, earlier), "placed") + " to the same length", None)
                         break
         return out
 
     @cached_property
-    def records(self) -> dict[tuple[FunctionRef, int], dict[str, list[tuple[str, tuple[FunctionRef, PadSide]]]]]:
+    def records(self) -> dict[tuple[FunctionRef, int], dict[str, list[tuple[str, tuple[FunctionRef, PadSide], str]]]]:
         """Fields stored into one record in one expression (a dict literal), by the side each is padded
         on (traced to its placement): partners, which every consumer indexes alike."""
-        out: dict[tuple[FunctionRef, int], dict[str, list[tuple[str, tuple[FunctionRef, PadSide]]]]] = {}
+        out: dict[tuple[FunctionRef, int], dict[str, list[tuple[str, tuple[FunctionRef, PadSide], str]]]] = {}
         for i, file in enumerate(self.project.files):
             if file.is_test:
                 continue
@@ -204,7 +217,8 @@ class Sides:
                     continue
                 found = self.origins(ref, side, bool(write.tags & (_LEFT | _RIGHT)), write.calls, write.params)
                 if found:
-                    out.setdefault((ref, write.record), {}).setdefault(side, []).append((write.key, found[0]))
+                    out.setdefault((ref, write.record), {}).setdefault(side, []).append(
+                        (write.key, found[0], write.text))
         return out
 
     def _copied(self) -> dict[str, set[str]]:
@@ -224,3 +238,4 @@ class Sides:
 
 def _last(found: list[tuple[FunctionRef, PadSide]]) -> tuple[int, int]:
     return max((ref[0], side.span[0]) for ref, side in found)
+

@@ -110,7 +110,8 @@ class Spaces:
                         if field != write.key:
                             tags |= self.fields.get(field, 0) & (SEQ | TOK | PACKED)
                 line = write.span[0]
-                if tags & PAD and (write.per_sample or tags & BCAST) and not tags & (SRC | PACKED) and (
+                # A padded stream total (a sum of sizes rounded up) is no sample's padded length.
+                if tags & PAD and (write.per_sample or tags & BCAST) and not tags & (SRC | PACKED | STREAM) and (
                     write.key in read_elsewhere.get(ref, ()) or not write.fresh
                 ):
                     self._note(write.key, PAD, ref, line, f"each sample's entry is rounded up: `{write.text}`")

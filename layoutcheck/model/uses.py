@@ -61,6 +61,9 @@ class Uses:
     fields: dict[str, int] = field(default_factory=dict)
     lines: dict[tuple[str, str, int], int] = field(default_factory=dict)
     """``("name"|"field", key, tag) -> line`` of the use that showed it first."""
+    hows: dict[tuple[str, str, int], str] = field(default_factory=dict)
+    """``("name"|"field", key, tag) -> what that first use did`` (``rounded up to a multiple``), where
+    the use says more than its tag."""
     unit_atoms: set[str] = field(default_factory=set)
     """Attribute and field names that are factors of an alignment unit (``args.pad_multiplier``)."""
     own_names: set[str] = field(default_factory=set)
@@ -81,11 +84,13 @@ class Uses:
             }
         return name in self._nested_names
 
-    def add(self, kind: str, key: str, tag: int, line: int) -> None:
+    def add(self, kind: str, key: str, tag: int, line: int, how: str = "") -> None:
         table = self.names if kind == "name" else self.fields
         if not table.get(key, 0) & tag:
             table[key] = table.get(key, 0) | tag
             self.lines[(kind, key, tag)] = line
+            if how:
+                self.hows[(kind, key, tag)] = how
 
 
 def field_of(node: ast.AST) -> str | None:
@@ -275,7 +280,7 @@ def body_uses(body: Iterable[ast.stmt], imports: Imports) -> Uses:
             if idiom is not None:
                 for value in idiom.values:
                     if isinstance(value, ast.Name):
-                        uses.add("name", value.id, SEQ, line)
+                        uses.add("name", value.id, SEQ, line, "rounded up to a multiple or divided into chunks")
             if isinstance(node.op, ast.Sub):
                 zig = _zigzag(node)
                 if zig is not None:
@@ -292,7 +297,7 @@ def _credit(uses: Uses, pairs: list[tuple[str, ast.AST]], found: dict[str, int],
             continue
         where = carrier(iterable)
         if where is not None:
-            uses.add(where[0], where[1], tags, line)
+            uses.add(where[0], where[1], tags, line, "what is done with each of its elements")
 
 
 def _summed(node: ast.AST | None, imports: Imports) -> list[tuple[str, str]]:
@@ -329,7 +334,7 @@ def _call_uses(node: ast.Call, uses: Uses, imports: Imports, line: int) -> None:
         )
         target = func.value if method else (args[0] if args else None)  # type: ignore[union-attr]
         for where in _summed(target, imports):
-            uses.add(where[0], where[1], SEQ, line)
+            uses.add(where[0], where[1], SEQ, line, "fed to a cumulative sum")
     elif tail == "append" and isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and args:
         # `offsets.append(offsets[-1] + n)`: a running sum, the cumulative lengths of a packed stream.
         own = func.value.id
@@ -339,6 +344,16 @@ def _call_uses(node: ast.Call, uses: Uses, imports: Imports, line: int) -> None:
                 if (isinstance(side, ast.Subscript) and isinstance(side.value, ast.Name) and side.value.id == own
                         and int_value(side.slice) == -1):
                     uses.add("name", own, PACKED, line)
+    elif tail == "append" and isinstance(func, ast.Attribute) and _last_row(func.value) is not None and args:
+        # `rows[-1].append(rows[-1][-1] + n)`: each row of `rows` a running sum, the cumulative lengths
+        # of one packed row (a batch of packed rows: `len(rows)` counts rows, not samples).
+        own = _last_row(func.value)
+        value = args[0]
+        if isinstance(value, ast.BinOp) and isinstance(value.op, ast.Add):
+            for side in (value.left, value.right):
+                if (isinstance(side, ast.Subscript) and _last_row(side.value) == own
+                        and int_value(side.slice) == -1):
+                    uses.add("name", own, PACKED, line, "each of its rows grown by its own last entry plus a length")
     elif len(args) == 2 and (match_round_up(node, imports) or match_ceil_div(node, imports)):
         # A library's round-up helper (`triton.cdiv`, `layoutcheck.geometry.round_up`): its second
         # argument is the unit. The project's own helpers are read from their bodies.
@@ -351,3 +366,10 @@ def _call_uses(node: ast.Call, uses: Uses, imports: Imports, line: int) -> None:
             size = count.right if int_value(count.left) == 2 else count.left
             if isinstance(size, ast.Name):
                 uses.add("name", size.id, CP, line)
+
+
+def _last_row(node: ast.AST) -> str | None:
+    """``rows`` of ``rows[-1]``: the last row of a list of rows, else None."""
+    if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) and int_value(node.slice) == -1:
+        return node.value.id
+    return None

@@ -63,6 +63,16 @@ class Tag(IntFlag):
     """Padded on the left: each row's real tokens placed at its end (``F.pad(x, (k, 0))``)."""
     RIGHT = 65536
     """Padded on the right: each row's real tokens placed at its start (``F.pad(x, (0, k))``)."""
+    WIDTH = 131072
+    """The size of a tensor along a dimension past its first (``x.shape[1]``, ``x.size(1)``): a width
+    every row of the tensor shares, so a padded width of a batch, not one sample's own length."""
+    MEASURED = 524288
+    """A length measured from data: a tensor's size (``x.size(0)``, ``x.numel()``, ``x.shape[0]``), a
+    mask's row sums (``mask.sum(-1)``), the size of a sample's tokens (``len(t)`` of a token tensor).
+    Cumulative sums of such lengths describe a packed batch; of other counts they do not."""
+    CONFIG = 262144
+    """An attribute read from an object that holds no data of the batch (``cfg.model.seq_length``,
+    ``config.max_len``): a configured value, the same for every batch, not measured from a sample."""
 
 
 CHECK_PREFIXES = ("check", "assert", "validate", "ensure", "verify")
