@@ -578,6 +578,10 @@ class _BoundaryCalls:
                 rank=c.coords["rank"], pad_value=c.pads.get(f.key, 0), stream_unit=c.stream_units.get(f.key, 1),
                 axis=_axis(f, (1 if target.dim() >= 2 else 0) if reading.shape == "stream" else 0),
             )
+            packed = reading.shape == "stream"
+            if packed and content.clean_stream(target, samples, bound.columns.get("T") or [None] * bound.n,
+                                               bound.columns.get("P") or [None] * bound.n, layout):
+                continue  # the whole stream equals its samples laid out (the clean call: no lengths objects made)
             lengths = bound.samples()  # made once per call, shared by the fields
             out += content.check_content(
                 target, samples, lengths, layout, key=f.key, source_key=source_field.key, where=c.where,

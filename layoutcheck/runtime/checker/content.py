@@ -36,7 +36,7 @@ from layoutcheck.errors import Violation
 from layoutcheck.runtime.contract.invariants import HINTS, hint
 from layoutcheck.spaces import SampleLengths, Space
 
-__all__ = ["Layout", "RowLayout", "check_content", "check_rows", "row_samples", "source_samples"]
+__all__ = ["Layout", "RowLayout", "check_content", "check_rows", "clean_stream", "row_samples", "source_samples"]
 
 
 @dataclass(frozen=True)
@@ -257,23 +257,36 @@ def _materialised(length: int, cp: int) -> int:
 
 
 def _clean_stream(target: Any, sources: Sequence[Any], samples: Sequence[SampleLengths | None], layout: Layout) -> bool:
+    """`clean_stream` over the samples' lengths objects (``None``: a sample whose ``T`` is not known)."""
+    return clean_stream(target, sources, [None if s is None else s.total for s in samples],
+                        [None if s is None else s.padded for s in samples], layout)
+
+
+def clean_stream(target: Any, sources: Sequence[Any], totals: Sequence[int | None], padded: Sequence[int | None],
+                 layout: Layout) -> bool:
     """Whether a packed stream is exactly its samples laid out, compared in one piece (``False``: not known).
 
-    ``True`` only where the per-sample comparison of `check_content` finds
-    every part equal (same dtype, same values) and the tail all pads; on
-    anything else (a difference, a dtype that differs, pads of unknown value,
-    an all-gather window, a sample without the lengths it needs) ``False``,
-    and the per-sample comparison says what and where. The expected stream
-    is cut from the sources concatenated once, by host ints only: each
-    sample's true positions on this rank are views of it, its pads views of
-    one pad-filled tensor, joined by one ``cat`` and compared by one
-    ``torch.equal`` (no per-sample layout is built).
+    ``totals`` and ``padded`` are the call's columns of ``T`` and ``P``
+    (``None`` where not known). ``True`` only where the per-sample
+    comparison of `check_content` finds every part equal (same dtype, same
+    values) and the tail all pads; on anything else (a difference, a dtype
+    that differs, pads of unknown value, an all-gather window, a sample
+    without the lengths it needs) ``False``, and the per-sample comparison
+    says what and where.
+
+    The expected stream is cut from the sources concatenated once, by host
+    ints only: each sample's true positions on this rank are views of it,
+    its pads views of one pad-filled tensor, adjacent pieces joined, then
+    one ``cat`` and one ``torch.equal`` (no per-sample layout is built).
+    Cutting views beat gathering by an index of every position on CPU
+    (one ``cumsum`` and one ``index_select`` over the stream: 10-20% slower
+    on a 49k-position stream, benchmarks/README.md).
     """
     torch = _torch()
     cp_part = layout.space.cp
     if not _numeric(layout.pad_value) or (cp_part is not None and cp_part.scheme == "allgather" and layout.cp > 1):
         return False
-    if not sources or any(d is None for d in sources) or any(s is None for s in samples) or len(samples) != len(sources):
+    if not sources or len(totals) != len(sources) or None in totals or any(d is None for d in sources):
         return False
     seen = target.movedim(layout.axis, 0)
     if layout.axis != 0 and seen.dim() > 1 and seen.shape[1] == 1:
@@ -282,17 +295,17 @@ def _clean_stream(target: Any, sources: Sequence[Any], samples: Sequence[SampleL
     if seen.dtype != dtype or tuple(seen.shape[1:]) != rest:
         return False
     try:
-        return _stream_equal(torch, seen, sources, samples, layout, dtype, rest)
+        return _stream_equal(torch, seen, sources, padded, layout, dtype, rest)
     except (TypeError, IndexError, RuntimeError):  # sources that do not stack (0-d, another width): sample by sample
         return False
 
 
-def _stream_equal(torch: Any, seen: Any, sources: Sequence[Any], samples: Sequence[SampleLengths | None],
+def _stream_equal(torch: Any, seen: Any, sources: Sequence[Any], padded_lengths: Sequence[int | None],
                   layout: Layout, dtype: Any, rest: tuple[int, ...]) -> bool:
     # `_clean_stream` past its guards: a source of another dtype is promoted by `cat` and then compared with
     # `torch.equal`, which says equal only for equal values (what the per-sample check compares after a cast)
     cp_part = layout.space.cp
-    counts = [len(d) for d in sources]  # each source's length (its sequence axis first)
+    counts = [d.shape[0] for d in sources]  # each source's length (its sequence axis first; `len` costs more)
     shift = layout.space.shift - layout.source_space.shift
     padded = layout.space.basis == "P" and layout.source_space.basis != "P"
     left = layout.space.pad_side == "left"
@@ -304,14 +317,14 @@ def _stream_equal(torch: Any, seen: Any, sources: Sequence[Any], samples: Sequen
     offset = stream = 0
     drop = abs(shift)
     cp, rank, scheme = layout.cp, layout.rank, cp_part.scheme if cp_part is not None else "zigzag"
-    for n, sample in zip(counts, samples):
+    for n, p in zip(counts, padded_lengths):
         true = n - drop if n > drop else 0  # data[shift:] or data[:shift]
         first = offset + (min(shift, n) if shift > 0 else 0)
         length = true
         if padded:
-            length = sample.padded  # type: ignore[union-attr]
-            if length is None:
+            if p is None:
                 return False
+            length = p
         if zigzag:
             materialised = _MATERIALISED.get((length, cp)) or _materialised(length, cp)
             if materialised > length:

@@ -275,6 +275,9 @@ def host_data(value: Any, key: str) -> Any:
                              "field at an integer or float array") from None
     rows = entries(value)
     if rows is not None:
+        kinds = set(map(type, rows))
+        if kinds == {torch.Tensor} or kinds == {torch.Tensor, type(None)}:
+            return rows  # per-sample tensors (the usual case): as they are, with no check per entry
         if rows and all(isinstance(v, Real) for v in rows):
             return torch.tensor(rows)  # one sample's values as a list
         return [None if v is None else _sample_data(torch, v, key) for v in rows]

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import functools
 import math
+import operator
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -185,7 +186,7 @@ class Bound:
     """Quantity -> the space of the field that bound it, as messages say it."""
     _keys: list[tuple[int, int, int | None] | None] | None = field(default=None, repr=False)
     _samples: list[SampleLengths | None] | None = field(default=None, repr=False)
-    _lengths: dict[tuple[Space, int, int], list[int | None]] = field(default_factory=dict, repr=False)
+    _lengths: dict[tuple[object, int, int], list[int | None]] = field(default_factory=dict, repr=False)
 
     def value(self, i: int, quantity: str) -> int | None:
         """Sample ``i``'s ``quantity`` (``None`` when no field gave it)."""
@@ -243,8 +244,19 @@ class Bound:
         self._lengths.clear()
 
 
-_BY_SPACE: dict[tuple[Space, int, int], dict[tuple[int, int, int | None], int | None]] = {}
-"""(space, cp, rank) -> (T, R, P) -> the length there: what `Space.length` said, kept across calls (ints only)."""
+_BY_SPACE: dict[tuple[object, int, int], dict[tuple[int, int, int | None], int | None]] = {}
+"""(space key, cp, rank) -> (T, R, P) -> the length there: what `Space.length` said, kept across calls (ints only)."""
+_BY_PADDED: dict[tuple[object, int, int], dict[int, int | None]] = {}
+"""The same for a CP-local space of basis ``P``, whose length depends on ``P`` alone: P -> the length there."""
+
+
+def _table(tables: dict[tuple[object, int, int], dict[Any, int | None]], key: tuple[object, int, int]) -> dict[Any, int | None]:
+    table = tables.get(key)
+    if table is None or len(table) > 65536:
+        if len(tables) > 256:
+            tables.clear()
+        table = tables[key] = {}
+    return table
 
 
 def lengths_in(space: Space, bound: Bound, cp: int, rank: int) -> list[int | None]:
@@ -252,15 +264,16 @@ def lengths_in(space: Space, bound: Bound, cp: int, rank: int) -> list[int | Non
 
     Once per space and call, by whole columns when the space is not cut by
     CP (what `Space.length` does then is one subtraction); a CP-local space
-    looks each distinct sample up in a table of ints kept across calls.
+    looks each distinct sample up in a table of ints kept across calls (by
+    its ``P`` alone when the space is measured in ``P``).
     """
-    key = (space, cp, rank)
+    key = (space.key, cp, rank)
     found = bound._lengths.get(key)
     if found is not None:
         return found
     size = space.cp.size if space.cp is not None and space.cp.size is not None else cp
+    none: list[int | None] = [None] * bound.n
     if space.cp is None or size == 1:  # `Space._whole` less the shift, from the columns: no sample object made
-        none: list[int | None] = [None] * bound.n
         totals = bound.columns.get("T", none)
         basis, cut = space.basis, abs(space.shift)
         if basis == "T":
@@ -274,16 +287,23 @@ def lengths_in(space: Space, bound: Bound, cp: int, rank: int) -> list[int | Non
             base = bound.columns.get("P", none)
         else:
             base = [None if t is None else p for t, p in zip(totals, bound.columns.get("P", none))]
-        if not cut and None not in base and (not base or min(base) >= 0):  # type: ignore[type-var]
-            found = list(base)  # lengths as they are (the usual case: no shift, every sample known)
+        if None not in base and (not base or min(base) >= cut):  # type: ignore[type-var]
+            # every sample known and at least `cut` long (the usual case): one subtraction each, or none
+            found = [b - cut for b in base] if cut else list(base)  # type: ignore[operator]
         else:
             found = [None if b is None else max(b - cut, 0) for b in base]
+    elif space.basis == "P":  # one rank's part of P: a function of P alone, looked up by P
+        table = _table(_BY_PADDED, key)
+        totals, padded = bound.columns.get("T", none), bound.columns.get("P", none)
+        found = list(map(table.get, padded))
+        if None in found or None in totals:
+            for i, (t, p) in enumerate(zip(totals, padded)):
+                if t is None or p is None:
+                    found[i] = None  # a sample not known (no T), or its P not decided: nothing to compare with
+                elif found[i] is None:  # a padded length not met before: asked once
+                    found[i] = table[p] = _cached_length(space, SampleLengths(total=t, padded=p), cp, rank)
     else:
-        table = _BY_SPACE.get(key)
-        if table is None or len(table) > 65536:
-            if len(_BY_SPACE) > 256:
-                _BY_SPACE.clear()
-            table = _BY_SPACE[key] = {}
+        table = _table(_BY_SPACE, key)
         found = []
         samples: list[SampleLengths | None] | None = None
         for i, k in enumerate(bound.keys()):
@@ -494,8 +514,9 @@ def stream_length(space: Space, samples: Sequence[SampleLengths], cp: int, rank:
 def _check_stream(r: Reading, bound: Bound, cp: int, rank: int, where: str, sizes: dict[str, object],
                   unit: int) -> list[Violation]:
     assert r.space is not None
-    if None in bound.keys():
-        return []
+    totals = bound.columns.get("T")
+    if bound.n and (totals is None or None in totals):
+        return []  # a sample whose T is not known: its part cannot be measured
     if r.space.cp is not None and r.space.cp.scheme == "allgather" and cp > 1:
         whole = lengths_in(r.space.unsliced(), bound, cp, rank)
         want = None if None in whole else geometry.round_up(sum(whole), cp * unit) // cp  # type: ignore[arg-type]
@@ -533,7 +554,8 @@ def _check_cu(r: Reading, bound: Bound, streams: Sequence[Reading], cp: int, ran
               sizes: dict[str, object]) -> list[Violation]:
     assert r.cu is not None and r.space is not None
     cu, n, out = r.cu, bound.n, []
-    if not cu or cu[0] != 0 or any(b < a for a, b in zip(cu, cu[1:])):
+    segments = list(map(operator.sub, cu[1:], cu))  # one C loop: the segments, and whether the lengths rise
+    if not cu or cu[0] != 0 or (segments and min(segments) < 0):
         return [Violation("B4", where, r.spec.key, "cumulative lengths do not start at 0 and rise",
                           actual=list(cu), expected="0 = cu[0] <= cu[1] <= ...", hint=HINTS["B4"],
                           space=r.described, sizes=sizes)]
@@ -541,7 +563,6 @@ def _check_cu(r: Reading, bound: Bound, streams: Sequence[Reading], cp: int, ran
         return [Violation("B4", where, r.spec.key, f"cumulative lengths have {len(cu)} entries for {n} samples",
                           actual=len(cu), expected=f"{n + 1} (or {n + 2} with a tail pad segment)",
                           hint=HINTS["B4"], space=r.described, sizes=sizes)]
-    segments = [b - a for a, b in zip(cu, cu[1:])]
     wants = lengths_in(r.space, bound, cp, rank) if r.spec.binds is None else []
     if segments[:n] == wants:
         wants = []  # every segment is its sample's length: nothing to name (a binding field names none)
