@@ -280,6 +280,8 @@ def read_field(f: FieldSpec, value: Any, scheme: str, *, one: bool) -> tuple[inv
         torch = sys.modules.get("torch")
         if torch is not None and type(value) is torch.Tensor:  # the usual field: what `arrays` says of it, directly
             shape, listed = tuple(value.shape), None
+        elif type(value) is list:  # per-sample entries, or ints: read now and not kept (no copy needed)
+            shape, listed = None, value
         else:
             shape = arrays.shape(value) if arrays.is_array(value) else None
             listed = arrays.entries(value)
@@ -374,6 +376,7 @@ class _BoundaryCalls:
         self.calls = 0
         self.one = spec.samples == 1
         self.content = [f for f in spec.fields if f.source is not None]
+        self.by_key = {f.key: f for f in spec.fields}
         self.rows = [f for f in spec.fields if f.holds == "rows"]
         exprs = [*spec.units, spec.tight, spec.scheme] + [e for f in spec.fields for e in (f.pad_value, f.stream_unit, f.when)]
         self.needs_coordinates = spec.cross_rank or any(
@@ -402,10 +405,11 @@ class _BoundaryCalls:
             units.append((u.text, value))
         tight = bool(self._eval(spec.tight, call, coords, True))
         readings, requests, pads, stream_units = [], [], {}, {}
+        field_values: dict[str, Any] = {}  # each field's value as read here, for the value checks below
         for f in spec.fields:
             if f.when is not None and not f.when.evaluate(call, coords):
                 continue
-            value = f.path.read(call, result)
+            value = field_values[f.key] = f.path.read(call, result)
             try:
                 reading, needed = read_field(f, value, scheme, one=self.one)
             except arrays.Unreadable as err:
@@ -434,8 +438,9 @@ class _BoundaryCalls:
             if any(r.spec is f for r in readings):
                 wanted += ([f.mask.text] if f.mask is not None else []) + ([f.key] if f.pad_value is not None else [])
         for key in dict.fromkeys(wanted):
-            field = next(x for x in spec.fields if x.key == key)
-            value = field.path.read(call, result)
+            value = field_values.get(key, MISSING)
+            if value is MISSING:  # a field left out by its `when` (a source or a mask): read for the values alone
+                value = self.by_key[key].path.read(call, result)
             if value is not MISSING and value is not None:
                 requests.append(values.Request("data:" + key, "data", value))
         where = f"{spec.target} (call {self.calls})"
@@ -494,14 +499,19 @@ class _BoundaryCalls:
         args = [r for r in c.readings if r.spec.path.root == "args"]
         rets = [r for r in c.readings if r.spec.path.root == "returns"]
         # both sides say lengths: their order (B5); one sample cannot come back in another order
-        if n > 1 and any(r.spec.binds for r in rets) and any(r.spec.binds for r in args):
-            inputs, _ = invariants.bind(args, n, c.where, sizes)
+        both = n > 1 and any(r.spec.binds for r in rets) and any(r.spec.binds for r in args)
+        if both:
+            inputs, conflicts = invariants.bind(args, n, c.where, sizes)
             outputs, _ = invariants.bind(rets, n, c.where, sizes)
         else:
             inputs = outputs = invariants.Bound(n=n)
         found = invariants.check_samples_kept(inputs, outputs, c.readings, n, c.where, sizes)
         reordered = any(v.invariant == "B5" and v.sample is not None for v in found)
-        bound, conflicts = invariants.bind(args + rets, n, c.where, sizes)
+        if both:  # the returns bound on top of the arguments: what binding them all at once gives
+            bound, more = invariants.bind(rets, n, c.where, sizes, start=inputs)
+            conflicts += more
+        else:
+            bound, conflicts = invariants.bind(args + rets, n, c.where, sizes)
         if reordered:  # the returns' lengths are the arguments' in another order: said once, as B5
             conflicts = [v for v in conflicts if not v.field.startswith("returns")]
         found += conflicts

@@ -88,7 +88,7 @@ def entries(value: object) -> list[Any] | None:
 def int_list(value: object) -> list[int] | None:
     """A list or tuple of Python or numpy ints as Python ints; ``None`` when it is anything else."""
     if isinstance(value, (list, tuple)):
-        if all(type(v) is int for v in value):  # Python ints (the usual case): no per-entry call
+        if set(map(type, value)) == {int}:  # Python ints (the usual case): no per-entry call
             return list(value)
         if all(is_int(v) for v in value):
             return [int(v) for v in value]

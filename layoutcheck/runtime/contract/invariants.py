@@ -328,28 +328,39 @@ def _per_sample(r: Reading) -> list[int] | None:
     if r.lengths is not None and r.shape != "stream":
         return r.lengths
     if r.cu is not None:
-        return [b - a for a, b in zip(r.cu, r.cu[1:])]
+        return list(map(operator.sub, r.cu[1:], r.cu))
     return None
 
 
-def bind(readings: Sequence[Reading], n: int, where: str, sizes: dict[str, object]) -> tuple[Bound, list[Violation]]:
-    """Each sample's ``T``, ``R``, ``P`` from the fields that measure them; B1 where two such fields disagree."""
+def bind(readings: Sequence[Reading], n: int, where: str, sizes: dict[str, object],
+         start: Bound | None = None) -> tuple[Bound, list[Violation]]:
+    """Each sample's ``T``, ``R``, ``P`` from the fields that measure them; B1 where two such fields disagree.
+
+    ``start``: a bound of earlier readings to go on from (copied, not
+    changed): ``bind(b, n, ..., start=bind(a, n, ...)[0])`` binds as
+    ``bind(a + b, n, ...)`` does, with the violations of ``b`` alone.
+    """
     bound = Bound(n=n)
+    if start is not None:
+        bound.columns = {q: list(column) for q, column in start.columns.items()}
+        bound.by, bound.spaces = dict(start.by), dict(start.spaces)
     out: list[Violation] = []
     for r in readings:
         basis = r.spec.binds
+        if basis is None or r.shape == "rows":
+            continue
         lengths = _per_sample(r)
-        if basis is None or lengths is None or r.shape == "rows":
+        if lengths is None:
             continue
         if r.cu is not None and len(lengths) == n + 1:
             lengths = lengths[:n]  # the last segment is the stream's tail padding (B4 judges it)
         quantity, shift = _quantity(basis, 0)
-        given = [length + shift for length in lengths[:n]] if shift else list(lengths[:n])
+        given = [length + shift for length in lengths[:n]] if shift else lengths[:n]  # a new list either way
         if not given:
             continue
         column = bound.columns.get(quantity)
         if column is None:  # the first field to measure the quantity binds it: one list, no per-sample work
-            bound.columns[quantity] = given + [None] * (n - len(given))
+            bound.columns[quantity] = given + [None] * (n - len(given)) if len(given) < n else given
             bound.by[quantity] = r.spec.key  # `described` builds a string: once per quantity, not per sample
             bound.spaces[quantity] = r.described
             bound._changed()
@@ -385,6 +396,8 @@ def derive_padded(bound: Bound, unit: int) -> None:
         derived = any(p is not None for p in padded)
         if derived:
             bound.columns["P"] = padded
+    elif None not in padded:
+        derived = False  # every sample's P given (the usual case): nothing to derive
     else:
         derived = False
         for i, (t, p) in enumerate(zip(totals, padded)):
@@ -442,6 +455,8 @@ def check_fields(readings: Sequence[Reading], bound: Bound, *, cp: int, rank: in
             continue
         if r.count != n:
             continue  # the return value's count: B5
+        if r.spec.binds is not None and r.shape != "rows" and bound.by.get(_quantity(r.spec.binds, 0)[0]) == r.spec.key:
+            continue  # the field that bound its quantity holds it by construction (its every sample: see below)
         wants = lengths_in(r.space, bound, cp, rank)
         if r.lengths == wants and not (r.shape == "rows" and r.spec.mask is not None):
             continue  # every sample holds its length in the space (a `None` there never equals an int)
@@ -600,6 +615,15 @@ def check_padding(bound: Bound, units: Sequence[tuple[str, int]], tight: bool, w
     above = a if tight and a else None
     out: list[Violation] = []
     # every unit divides P exactly when their lcm does: one remainder per sample on the clean path
+    if None not in totals and None not in padded:  # every sample known (the usual case): no None test per sample
+        if a is None:
+            broken = [1 for t, p in zip(totals, padded) if p < t]
+        elif above is None:
+            broken = [1 for t, p in zip(totals, padded) if p < t or p % a]
+        else:
+            broken = [1 for t, p in zip(totals, padded) if p < t or p >= t + above or p % a]
+        if not broken:
+            return out  # no sample breaks B2 or B3; else the lists below say which
     if a is None:
         bad = [i for i, (t, p) in enumerate(zip(totals, padded)) if t is not None and p is not None and p < t]
     elif above is None:
