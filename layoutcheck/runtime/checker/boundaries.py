@@ -377,6 +377,9 @@ class _BoundaryCalls:
         self.one = spec.samples == 1
         self.content = [f for f in spec.fields if f.source is not None]
         self.by_key = {f.key: f for f in spec.fields}
+        self.units_by_coordinates = not any(u.parameters for u in spec.units)
+        """Whether the units are a function of the coordinates alone (literals, ``tp``, ``cp``): kept per coordinates."""
+        self._units: dict[tuple[int, int, int] | None, list[tuple[str, int]]] = {}
         self.rows = [f for f in spec.fields if f.holds == "rows"]
         exprs = [*spec.units, spec.tight, spec.scheme] + [e for f in spec.fields for e in (f.pad_value, f.stream_unit, f.when)]
         self.needs_coordinates = spec.cross_rank or any(
@@ -384,7 +387,8 @@ class _BoundaryCalls:
             f.run_scheme or (f.space is not None and f.space.cp is not None) for f in spec.fields)
 
     def poll(self) -> None:
-        self.checker._checking(self.spec.target, lambda: self.checker._deferred.poll())
+        if self.checker._deferred.waiting:  # value checks of earlier calls waiting for their copies (a GPU run)
+            self.checker._checking(self.spec.target, lambda: self.checker._deferred.poll())
 
     def _eval(self, expr: Expr | None, call: Mapping[str, Any], coords: dict[str, int], default: Any) -> Any:
         return default if expr is None else expr.evaluate(call, coords)
@@ -397,12 +401,17 @@ class _BoundaryCalls:
         checker.checked["boundary calls"] += 1
         coords = self.coordinates.read(call) if self.needs_coordinates else {"tp": 1, "cp": 1, "rank": 0}
         scheme = geometry.check_scheme(self._eval(spec.scheme, call, coords, "zigzag"))
-        units = []
-        for u in spec.units:
-            value = u.evaluate(call, coords)
-            if type(value) is not int or value < 1:
-                raise LayoutSpecError(f"unit `{u.text}` is {describe_value(value, 40, quote=True)}, not a positive int")
-            units.append((u.text, value))
+        memo = (coords["tp"], coords["cp"], coords["rank"]) if self.units_by_coordinates else None
+        units = self._units.get(memo) if memo is not None else None
+        if units is None:
+            units = []
+            for u in spec.units:
+                value = u.evaluate(call, coords)
+                if type(value) is not int or value < 1:
+                    raise LayoutSpecError(f"unit `{u.text}` is {describe_value(value, 40, quote=True)}, not a positive int")
+                units.append((u.text, value))
+            if memo is not None and len(self._units) < 64:
+                self._units[memo] = units
         tight = bool(self._eval(spec.tight, call, coords, True))
         readings, requests, pads, stream_units = [], [], {}, {}
         field_values: dict[str, Any] = {}  # each field's value as read here, for the value checks below
