@@ -274,13 +274,14 @@ def clean_stream(target: Any, sources: Sequence[Any], totals: Sequence[int | Non
     without the lengths it needs) ``False``, and the per-sample comparison
     says what and where.
 
-    The expected stream is cut from the sources concatenated once, by host
-    ints only: each sample's true positions on this rank are views of it,
-    its pads views of one pad-filled tensor, adjacent pieces joined, then
-    one ``cat`` and one ``torch.equal`` (no per-sample layout is built).
-    Cutting views beat gathering by an index of every position on CPU
-    (one ``cumsum`` and one ``index_select`` over the stream: 10-20% slower
-    on a 49k-position stream, benchmarks/README.md).
+    The expected stream is built by host ints only: each sample's true
+    positions on this rank are views of its source (the source itself
+    where it is whole), its pads views of one pad-filled tensor, adjacent
+    pieces joined, then one ``cat`` and one ``torch.equal`` (no per-sample
+    layout is built, and the sources are not concatenated first: the
+    stream holds only this rank's part of them). Gathering by an index of
+    every position instead (one ``cumsum`` and one ``index_select`` over
+    the stream) measured 8-13% slower on CPU (benchmarks/README.md).
     """
     torch = _torch()
     cp_part = layout.space.cp
@@ -311,15 +312,15 @@ def _stream_equal(torch: Any, seen: Any, sources: Sequence[Any], padded_lengths:
     left = layout.space.pad_side == "left"
     cut = cp_part is not None and layout.cp > 1
     zigzag = cut and cp_part.scheme == "zigzag"  # type: ignore[union-attr]
-    cuts: list[int] = []  # [start, end) of each true piece in the concatenated sources, in order
+    cuts: list[list[int]] = []  # [sample, start, end) of each true piece, in the sample's own positions, in order
     pads: list[int] = []  # each pad piece's length
     order: list[bool] = []  # the pieces in stream order: True a true piece, False a pad piece
-    offset = stream = 0
+    stream = 0
     drop = abs(shift)
     cp, rank, scheme = layout.cp, layout.rank, cp_part.scheme if cp_part is not None else "zigzag"
-    for n, p in zip(counts, padded_lengths):
+    for i, (n, p) in enumerate(zip(counts, padded_lengths)):
         true = n - drop if n > drop else 0  # data[shift:] or data[:shift]
-        first = offset + (min(shift, n) if shift > 0 else 0)
+        first = min(shift, n) if shift > 0 else 0
         length = true
         if padded:
             if p is None:
@@ -334,7 +335,7 @@ def _stream_equal(torch: Any, seen: Any, sources: Sequence[Any], padded_lengths:
         lo, hi = (length - true, length) if left else (0, true)
         for a, b in (_RANGES.get((length, cp, rank, scheme)) or _ranges(length, cp, rank, scheme)) if cut else ((0, length),):
             # the range [a, b) of the laid-out sample: pads before `lo`, its true positions [lo, hi), pads after;
-            # a piece that continues the one before it (the same kind, adjacent in the sources) joins it
+            # a piece that continues the one before it (pads after pads, or the same sample's next positions) joins it
             if a < lo:
                 end = lo if lo < b else b
                 _pad_piece(pads, order, end - a)
@@ -343,25 +344,24 @@ def _stream_equal(torch: Any, seen: Any, sources: Sequence[Any], padded_lengths:
             end = hi if hi < b else b
             if end > a:
                 start = first + a - lo
-                if order and order[-1] and cuts[-1] == start:
-                    cuts[-1] = first + end - lo
+                if order and order[-1] and cuts[-1][0] == i and cuts[-1][2] == start:
+                    cuts[-1][2] = first + end - lo
                 else:
-                    cuts += (start, first + end - lo)
+                    cuts.append([i, start, first + end - lo])
                     order.append(True)
                 stream += end - a
                 a = end
             if b > a:
                 _pad_piece(pads, order, b - a)
                 stream += b - a
-        offset += n
     if seen.shape[0] < stream:
         return False  # a part runs past the stream's end: the per-sample check names it
     tail = min(geometry.round_up(stream, layout.stream_unit), seen.shape[0]) - stream
     if tail:
         _pad_piece(pads, order, tail)
-    flat = torch.cat(list(sources)) if len(sources) > 1 else sources[0]
-    sizes = [b - a for a, b in zip([0, *cuts], [*cuts, flat.shape[0]])]  # gap, piece, gap, piece, ..., the rest
-    trues = iter(flat.split(sizes)[1::2]) if cuts else iter(())
+    # a view of each source where it is cut (the source itself where it is whole): no copy of the sources, of
+    # which this rank's stream holds only a part (concatenating them first, then cutting, cost more)
+    trues = iter([sources[i] if a == 0 and b == counts[i] else sources[i][a:b] for i, a, b in cuts])
     filler = torch.full((sum(pads), *rest), layout.pad_value, dtype=dtype)
     fills = iter(filler.split(pads)) if pads else iter(())
     pieces = [next(trues) if real else next(fills) for real in order]
