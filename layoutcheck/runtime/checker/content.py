@@ -229,31 +229,10 @@ def check_content(
     return []
 
 
-_RANGES: dict[tuple[int, int, int, str], tuple[tuple[int, int], ...]] = {}
-"""`geometry.rank_ranges` by (length, cp, rank, scheme), kept across calls (ints only)."""
-
-
-def _ranges(length: int, cp: int, rank: int, scheme: str) -> tuple[tuple[int, int], ...]:
-    key = (length, cp, rank, scheme)
-    found = _RANGES.get(key)
-    if found is None:
-        if len(_RANGES) > 65536:
-            _RANGES.clear()
-        found = _RANGES[key] = geometry.rank_ranges(length, cp, rank, scheme)
-    return found
-
-
-_MATERIALISED: dict[tuple[int, int], int] = {}
-"""`geometry.materialised_length` under zigzag by (length, cp), kept across calls (ints only)."""
-
-
-def _materialised(length: int, cp: int) -> int:
-    found = _MATERIALISED.get((length, cp))
-    if found is None:
-        if len(_MATERIALISED) > 65536:
-            _MATERIALISED.clear()
-        found = _MATERIALISED[(length, cp)] = geometry.materialised_length(length, cp, "zigzag")
-    return found
+_RANGES_BY: dict[tuple[int, int, str], dict[int, tuple[tuple[int, int], ...]]] = {}
+"""`geometry.rank_ranges` by (cp, rank, scheme), then by length, kept across calls (ints only)."""
+_MATERIALISED_BY: dict[int, dict[int, int]] = {}
+"""`geometry.materialised_length` under zigzag by cp, then by length, kept across calls (ints only)."""
 
 
 def _clean_stream(target: Any, sources: Sequence[Any], samples: Sequence[SampleLengths | None], layout: Layout) -> bool:
@@ -318,6 +297,12 @@ def _stream_equal(torch: Any, seen: Any, sources: Sequence[Any], padded_lengths:
     stream = 0
     drop = abs(shift)
     cp, rank, scheme = layout.cp, layout.rank, cp_part.scheme if cp_part is not None else "zigzag"
+    # the tables of ints kept across calls, for this call's cp, rank and scheme: looked up by a length alone
+    materialised_of = _MATERIALISED_BY.get(cp) or _MATERIALISED_BY.setdefault(cp, {})
+    ranges_of = _RANGES_BY.get((cp, rank, scheme)) or _RANGES_BY.setdefault((cp, rank, scheme), {})
+    if len(materialised_of) > 65536 or len(ranges_of) > 65536:
+        materialised_of.clear()
+        ranges_of.clear()
     for i, (n, p) in enumerate(zip(counts, padded_lengths)):
         true = n - drop if n > drop else 0  # data[shift:] or data[:shift]
         first = min(shift, n) if shift > 0 else 0
@@ -327,18 +312,30 @@ def _stream_equal(torch: Any, seen: Any, sources: Sequence[Any], padded_lengths:
                 return False
             length = p
         if zigzag:
-            materialised = _MATERIALISED.get((length, cp)) or _materialised(length, cp)
+            materialised = materialised_of.get(length)
+            if materialised is None:
+                materialised = materialised_of[length] = geometry.materialised_length(length, cp, "zigzag")
             if materialised > length:
                 length = materialised
         if true > length:
             length = true  # padded only when longer than the data (`_expected_part`)
         lo, hi = (length - true, length) if left else (0, true)
-        for a, b in (_RANGES.get((length, cp, rank, scheme)) or _ranges(length, cp, rank, scheme)) if cut else ((0, length),):
+        if cut:
+            ranges = ranges_of.get(length)
+            if ranges is None:
+                ranges = ranges_of[length] = geometry.rank_ranges(length, cp, rank, scheme)
+        else:
+            ranges = ((0, length),)
+        for a, b in ranges:
             # the range [a, b) of the laid-out sample: pads before `lo`, its true positions [lo, hi), pads after;
             # a piece that continues the one before it (pads after pads, or the same sample's next positions) joins it
             if a < lo:
                 end = lo if lo < b else b
-                _pad_piece(pads, order, end - a)
+                if order and not order[-1]:
+                    pads[-1] += end - a
+                else:
+                    pads.append(end - a)
+                    order.append(False)
                 stream += end - a
                 a = end
             end = hi if hi < b else b
@@ -352,7 +349,11 @@ def _stream_equal(torch: Any, seen: Any, sources: Sequence[Any], padded_lengths:
                 stream += end - a
                 a = end
             if b > a:
-                _pad_piece(pads, order, b - a)
+                if order and not order[-1]:
+                    pads[-1] += b - a
+                else:
+                    pads.append(b - a)
+                    order.append(False)
                 stream += b - a
     if seen.shape[0] < stream:
         return False  # a part runs past the stream's end: the per-sample check names it
