@@ -503,7 +503,7 @@ class _BoundaryCalls:
                 r.lengths = ints
         n = self._count(c.readings)
         sizes: dict[str, object] = {}
-        if any(r.space is not None and (r.space.cp is not None) for r in c.readings) or c.coords["cp"] > 1:
+        if c.coords["cp"] > 1 or any(r.space is not None and (r.space.cp is not None) for r in c.readings):
             sizes = {"cp": c.coords["cp"], "r": c.coords["rank"], "scheme": c.scheme}
         args = [r for r in c.readings if r.spec.path.root == "args"]
         rets = [r for r in c.readings if r.spec.path.root == "returns"]
