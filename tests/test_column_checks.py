@@ -77,6 +77,18 @@ def test_the_stream_shortcut_accepts_only_what_the_per_sample_check_passes(drawn
     assert fast == slow  # the same violations, word for word
 
 
+def test_the_stream_shortcut_leaves_sources_of_another_shape_to_the_per_sample_check():
+    # Sample 1 (T=1 of P=8) has no true position on rank 1 of cp=2, so no piece of the expected stream is cut
+    # from it; its source is 2-D where the stream is 1-D. Concatenating every source would fail, and the shortcut
+    # must answer "not known" (the per-sample check judges it), never "clean".
+    space = Space("P", packed=True, cp=CPPart("zigzag"))
+    layout = content.Layout(space=space, source_space=Space("T"), cp=2, rank=1, pad_value=0, axis=1)
+    sources = [torch.arange(1, 9), torch.ones(1, 2, dtype=torch.int64)]
+    stream = torch.cat([torch.arange(3, 7), torch.zeros(4, dtype=torch.int64)]).unsqueeze(0)
+    assert content.clean_stream(stream, sources, [8, 1], [8, 8], layout) is False
+    assert content.clean_stream(torch.arange(3, 7).unsqueeze(0), sources[:1], [8], [8], layout) is True  # sample 0
+
+
 @st.composite
 def bounds(draw):
     n = draw(st.integers(0, 8))

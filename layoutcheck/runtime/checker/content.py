@@ -275,6 +275,11 @@ def clean_stream(target: Any, sources: Sequence[Any], totals: Sequence[int | Non
     if seen.dtype != dtype or tuple(seen.shape[1:]) != rest:
         return False
     try:
+        # every source of the stream's shape past its sequence axis, as concatenating them all would require (a
+        # sample with no true position on this rank gives no piece to the `cat` below that would notice it)
+        if set(map(torch.Tensor.dim, sources)) != {len(rest) + 1} or (
+                rest and any(tuple(d.shape[1:]) != rest for d in sources)):
+            return False
         return _stream_equal(torch, seen, sources, padded, layout, dtype, rest)
     except (TypeError, IndexError, RuntimeError):  # sources that do not stack (0-d, another width): sample by sample
         return False
