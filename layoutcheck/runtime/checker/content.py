@@ -287,7 +287,7 @@ def clean_stream(target: Any, sources: Sequence[Any], totals: Sequence[int | Non
 
 def _stream_equal(torch: Any, seen: Any, sources: Sequence[Any], padded_lengths: Sequence[int | None],
                   layout: Layout, dtype: Any, rest: tuple[int, ...]) -> bool:
-    # `_clean_stream` past its guards: a source of another dtype is promoted by `cat` and then compared with
+    # `clean_stream` past its guards: a source of another dtype is promoted by `cat` and then compared with
     # `torch.equal`, which says equal only for equal values (what the per-sample check compares after a cast)
     cp_part = layout.space.cp
     counts = [d.shape[0] for d in sources]  # each source's length (its sequence axis first; `len` costs more)
