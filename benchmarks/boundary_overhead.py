@@ -4,6 +4,7 @@ Usage::
 
     python benchmarks/boundary_overhead.py [--steps N] [--episodes N] [--median N]
     python benchmarks/boundary_overhead.py --per-contract [--calls N] [--root DIR]
+    python benchmarks/boundary_overhead.py --per-contract --before COMMIT [--rounds N]
 
 The workload is ``fixtures/packthd`` (no Miles names): each step plans the
 padded lengths of its episodes (log-normal true lengths around ``--median``
@@ -31,7 +32,10 @@ median of neighbouring pairs), shapes and values. Timing the call, not the
 step: a step of 64 episodes takes milliseconds, whose jitter on a shared
 machine is larger than the checks of one call. ``--root DIR`` runs the same
 against another checkout of layoutcheck (say ``git archive COMMIT | tar -x
--C DIR``), for a before/after table.
+-C DIR``), for a before/after table; ``--before COMMIT`` does that itself
+(``git archive`` of the package into a scratch folder) and prints one table
+of both, each cell the best of ``--rounds`` processes per side, the
+processes of the two sides alternating so that a busy machine slows both.
 
 CPU caveat: a step here is only slicing small tensors on the CPU; on a GPU
 the host time of the hooks overlaps with the kernels of a real step.
@@ -40,11 +44,13 @@ the host time of the hooks overlaps with the kernels of a real step.
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import os
 import re
 import subprocess
 import sys
+import tarfile
 import tempfile
 import textwrap
 from pathlib import Path
@@ -162,6 +168,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--per-contract", action="store_true", help="each contract alone, calls of 64 samples")
     parser.add_argument("--calls", type=int, default=300, help="--per-contract: calls of each kind (default 300)")
     parser.add_argument("--root", type=Path, help="the layoutcheck checkout to measure (default: this one)")
+    parser.add_argument("--before", metavar="COMMIT", help="--per-contract: also measure COMMIT's layoutcheck "
+                        "(`git archive`), processes alternating, in one table")
+    parser.add_argument("--rounds", type=int, default=2, help="--before: processes of each side per cell (default 2)")
     args = parser.parse_args(argv)
     text = (ROOT / "fixtures" / "packthd.toml").read_text().replace('mode = "raise"', 'mode = "record"\nsummary = false')
     shapes = re.sub(r', from = "[^"]+"', "", text)
@@ -192,7 +201,48 @@ def _run_calls(config: Path, calls: int, median: int, only: str, root: Path | No
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
+def _extract(commit: str, folder: Path) -> Path:
+    # the `layoutcheck` package of `commit`, as a checkout to run workers in (`--root`)
+    archive = subprocess.run(["git", "-C", str(ROOT), "archive", commit, "layoutcheck"], capture_output=True,
+                             check=True).stdout
+    with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+        tar.extractall(folder, filter="data")
+    return folder
+
+
+def side_by_side(args: argparse.Namespace, text: str, shapes: str) -> int:
+    """``--per-contract --before COMMIT``: each contract's call before and after, processes alternating."""
+    print(f"packthd: 64 episodes (median {args.median} tokens) packed as one micro-batch, cp=2 (rank 1), tp=2; "
+          f"one contract installed, its function called {args.calls} times hooked and unhooked, alternating; "
+          f"before = {args.before}, after = this checkout; {args.rounds} process(es) of each, alternating, best kept")
+    print(f"{'contract':>8}  {'samples':>7}  {'unhooked':>9}  {'shapes, before':>14}  {'shapes, after':>13}  "
+          f"{'values, before':>14}  {'values, after':>13}   (best hooked call - best unhooked)")
+    failed = 0
+    with tempfile.TemporaryDirectory() as tmp:
+        before = _extract(args.before, Path(tmp, "before"))
+        for only, samples in (("plan", 64), ("pack", 64), ("zigzag", 1)):
+            cells, off = [], []
+            for name, body in (("shapes", shapes), ("values", text)):
+                config = Path(tmp, f"{name}.toml")
+                config.write_text(body)
+                best = {"before": float("inf"), "after": float("inf")}
+                for i in range(args.rounds):
+                    for side in (("before", "after") if i % 2 == 0 else ("after", "before")):
+                        result = _run_calls(config, args.calls, args.median, only, before if side == "before" else None)
+                        if result["violations"] or result["notes"]:
+                            print(f"  {only} {name} {side}: {result['violations']} violations, {result['notes']} notes")
+                            failed = 1
+                        best[side] = min(best[side], result["best"])
+                        off.append(result["off"])
+                cells += [f"{best['before'] * 1e6:.0f} us", f"{best['after'] * 1e6:.0f} us"]
+            print(f"{only:>8}  {samples:>7}  {min(off) * 1e6:>6.0f} us  {cells[0]:>14}  {cells[1]:>13}  {cells[2]:>14}  "
+                  f"{cells[3]:>13}")
+    return failed
+
+
 def per_contract(args: argparse.Namespace, text: str, shapes: str) -> int:
+    if args.before:
+        return side_by_side(args, text, shapes)
     print(f"packthd: 64 episodes (median {args.median} tokens) packed as one micro-batch, cp=2 (rank 1), tp=2; "
           f"one contract installed, its function called {args.calls} times hooked and unhooked, alternating; "
           f"{args.root or ROOT}")

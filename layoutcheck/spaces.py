@@ -36,6 +36,7 @@ Pure Python: no torch, no libcst.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, replace
 from typing import Literal
 
@@ -116,6 +117,13 @@ class Space:
         """The parts in which two partners' spaces disagree, by name (empty when they agree)."""
         names = ("basis", "packed", "cp", "shift", "pad_side", "positions")
         return tuple(n for n in names if getattr(self, n) != getattr(other, n))
+
+    @functools.cached_property
+    def key(self) -> tuple[object, ...]:
+        """The space as a tuple of plain values: a key for tables of lengths (a tuple of ints and strings hashes
+        in C; the dataclass's own hash is a Python call per lookup, on every hooked call)."""
+        cp = (self.cp.scheme, self.cp.size, self.cp.rank) if self.cp is not None else None
+        return (self.basis, self.packed, cp, self.shift, self.pad_side, self.positions)
 
     def unsliced(self) -> Space:
         """The same space before CP slicing."""

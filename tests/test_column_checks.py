@@ -4,7 +4,8 @@ A clean call of a boundary contract is judged by whole columns of ints
 (`invariants.lengths_in`) and, for B6 on a packed stream, by one comparison
 of the stream with its samples laid out (`content._clean_stream`); only a
 call with something to name goes sample by sample. Each test draws calls,
-right and broken, and holds the shortcut to the per-sample answer.
+right and broken, and holds the shortcut to the per-sample answer (and the
+return value bound on top of the arguments to binding them all at once).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ torch = pytest.importorskip("torch")
 
 from layoutcheck.runtime.checker import content  # noqa: E402
 from layoutcheck.runtime.contract import invariants  # noqa: E402
+from layoutcheck.runtime.contract.boundary import parse_field  # noqa: E402
 from layoutcheck.spaces import CPPart, SampleLengths, Space  # noqa: E402
 
 FAST = settings(max_examples=200, deadline=None)
@@ -77,6 +79,18 @@ def test_the_stream_shortcut_accepts_only_what_the_per_sample_check_passes(drawn
     assert fast == slow  # the same violations, word for word
 
 
+def test_the_stream_shortcut_leaves_sources_of_another_shape_to_the_per_sample_check():
+    # Sample 1 (T=1 of P=8) has no true position on rank 1 of cp=2, so no piece of the expected stream is cut
+    # from it; its source is 2-D where the stream is 1-D. Concatenating every source would fail, and the shortcut
+    # must answer "not known" (the per-sample check judges it), never "clean".
+    space = Space("P", packed=True, cp=CPPart("zigzag"))
+    layout = content.Layout(space=space, source_space=Space("T"), cp=2, rank=1, pad_value=0, axis=1)
+    sources = [torch.arange(1, 9), torch.ones(1, 2, dtype=torch.int64)]
+    stream = torch.cat([torch.arange(3, 7), torch.zeros(4, dtype=torch.int64)]).unsqueeze(0)
+    assert content.clean_stream(stream, sources, [8, 1], [8, 8], layout) is False
+    assert content.clean_stream(torch.arange(3, 7).unsqueeze(0), sources[:1], [8], [8], layout) is True  # sample 0
+
+
 @st.composite
 def bounds(draw):
     n = draw(st.integers(0, 8))
@@ -98,3 +112,37 @@ def test_lengths_in_a_space_are_each_samples_length(drawn):
         space = Space("P", cp=space.cp)  # a T axis has no CP-local length: the space cannot be written
     want = [None if s is None else invariants._cached_length(space, s, cp, rank) for s in bound.samples()]
     assert invariants.lengths_in(space, bound, cp, rank) == want
+
+
+_BINDING = [("args.a", "T", "args"), ("args.b", "T-1", "args"), ("args.c", "len P", "args"),
+            ("returns.d", "len T", "returns"), ("returns.e", "len P", "returns"), ("returns.f", "T-1", "returns")]
+
+
+@st.composite
+def readings(draw):
+    """Fields of both sides that bind T and P, each sample's length drawn to agree or not with the others."""
+    n = draw(st.integers(1, 6))
+    truth = draw(st.lists(st.integers(0, 9), min_size=n, max_size=n))
+    out = []
+    for key, text, root in draw(st.lists(st.sampled_from(_BINDING), min_size=1, max_size=6, unique=True)):
+        f = parse_field(key, text, root=root)
+        base = [t - 1 if text == "T-1" else t for t in truth]
+        lengths = [draw(st.sampled_from([b, b + 1, -1])) for b in base]  # the sample's, another, a shapeless entry
+        out.append(invariants.Reading(spec=f, space=f.space, shape="ints" if text.startswith("len") else "list",
+                                      lengths=lengths[:draw(st.integers(0, n))] if draw(st.booleans()) else lengths))
+    return out, n
+
+
+@FAST
+@given(readings())
+def test_binding_the_returns_on_top_of_the_arguments_is_binding_them_all(drawn):
+    rs, n = drawn
+    args = [r for r in rs if r.spec.path.root == "args"]
+    rets = [r for r in rs if r.spec.path.root == "returns"]
+    together, found = invariants.bind(args + rets, n, "f (call 1)", {})
+    first, before = invariants.bind(args, n, "f (call 1)", {})
+    columns = {q: list(c) for q, c in first.columns.items()}
+    after, more = invariants.bind(rets, n, "f (call 1)", {}, start=first)
+    assert first.columns == columns  # the start is not changed
+    assert (after.columns, after.by, after.spaces) == (together.columns, together.by, together.spaces)
+    assert before + more == found

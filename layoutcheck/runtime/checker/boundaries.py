@@ -280,6 +280,8 @@ def read_field(f: FieldSpec, value: Any, scheme: str, *, one: bool) -> tuple[inv
         torch = sys.modules.get("torch")
         if torch is not None and type(value) is torch.Tensor:  # the usual field: what `arrays` says of it, directly
             shape, listed = tuple(value.shape), None
+        elif type(value) is list:  # per-sample entries, or ints: read now and not kept (no copy needed)
+            shape, listed = None, value
         else:
             shape = arrays.shape(value) if arrays.is_array(value) else None
             listed = arrays.entries(value)
@@ -374,6 +376,10 @@ class _BoundaryCalls:
         self.calls = 0
         self.one = spec.samples == 1
         self.content = [f for f in spec.fields if f.source is not None]
+        self.by_key = {f.key: f for f in spec.fields}
+        self.units_by_coordinates = not any(u.parameters for u in spec.units)
+        """Whether the units are a function of the coordinates alone (literals, ``tp``, ``cp``): kept per coordinates."""
+        self._units: dict[tuple[int, int, int] | None, list[tuple[str, int]]] = {}
         self.rows = [f for f in spec.fields if f.holds == "rows"]
         exprs = [*spec.units, spec.tight, spec.scheme] + [e for f in spec.fields for e in (f.pad_value, f.stream_unit, f.when)]
         self.needs_coordinates = spec.cross_rank or any(
@@ -381,7 +387,8 @@ class _BoundaryCalls:
             f.run_scheme or (f.space is not None and f.space.cp is not None) for f in spec.fields)
 
     def poll(self) -> None:
-        self.checker._checking(self.spec.target, lambda: self.checker._deferred.poll())
+        if self.checker._deferred.waiting:  # value checks of earlier calls waiting for their copies (a GPU run)
+            self.checker._checking(self.spec.target, lambda: self.checker._deferred.poll())
 
     def _eval(self, expr: Expr | None, call: Mapping[str, Any], coords: dict[str, int], default: Any) -> Any:
         return default if expr is None else expr.evaluate(call, coords)
@@ -394,18 +401,24 @@ class _BoundaryCalls:
         checker.checked["boundary calls"] += 1
         coords = self.coordinates.read(call) if self.needs_coordinates else {"tp": 1, "cp": 1, "rank": 0}
         scheme = geometry.check_scheme(self._eval(spec.scheme, call, coords, "zigzag"))
-        units = []
-        for u in spec.units:
-            value = u.evaluate(call, coords)
-            if type(value) is not int or value < 1:
-                raise LayoutSpecError(f"unit `{u.text}` is {describe_value(value, 40, quote=True)}, not a positive int")
-            units.append((u.text, value))
+        memo = (coords["tp"], coords["cp"], coords["rank"]) if self.units_by_coordinates else None
+        units = self._units.get(memo) if memo is not None else None
+        if units is None:
+            units = []
+            for u in spec.units:
+                value = u.evaluate(call, coords)
+                if type(value) is not int or value < 1:
+                    raise LayoutSpecError(f"unit `{u.text}` is {describe_value(value, 40, quote=True)}, not a positive int")
+                units.append((u.text, value))
+            if memo is not None and len(self._units) < 64:
+                self._units[memo] = units
         tight = bool(self._eval(spec.tight, call, coords, True))
         readings, requests, pads, stream_units = [], [], {}, {}
+        field_values: dict[str, Any] = {}  # each field's value as read here, for the value checks below
         for f in spec.fields:
             if f.when is not None and not f.when.evaluate(call, coords):
                 continue
-            value = f.path.read(call, result)
+            value = field_values[f.key] = f.path.read(call, result)
             try:
                 reading, needed = read_field(f, value, scheme, one=self.one)
             except arrays.Unreadable as err:
@@ -434,8 +447,9 @@ class _BoundaryCalls:
             if any(r.spec is f for r in readings):
                 wanted += ([f.mask.text] if f.mask is not None else []) + ([f.key] if f.pad_value is not None else [])
         for key in dict.fromkeys(wanted):
-            field = next(x for x in spec.fields if x.key == key)
-            value = field.path.read(call, result)
+            value = field_values.get(key, MISSING)
+            if value is MISSING:  # a field left out by its `when` (a source or a mask): read for the values alone
+                value = self.by_key[key].path.read(call, result)
             if value is not MISSING and value is not None:
                 requests.append(values.Request("data:" + key, "data", value))
         where = f"{spec.target} (call {self.calls})"
@@ -489,19 +503,24 @@ class _BoundaryCalls:
                 r.lengths = ints
         n = self._count(c.readings)
         sizes: dict[str, object] = {}
-        if any(r.space is not None and (r.space.cp is not None) for r in c.readings) or c.coords["cp"] > 1:
+        if c.coords["cp"] > 1 or any(r.space is not None and (r.space.cp is not None) for r in c.readings):
             sizes = {"cp": c.coords["cp"], "r": c.coords["rank"], "scheme": c.scheme}
         args = [r for r in c.readings if r.spec.path.root == "args"]
         rets = [r for r in c.readings if r.spec.path.root == "returns"]
         # both sides say lengths: their order (B5); one sample cannot come back in another order
-        if n > 1 and any(r.spec.binds for r in rets) and any(r.spec.binds for r in args):
-            inputs, _ = invariants.bind(args, n, c.where, sizes)
+        both = n > 1 and any(r.spec.binds for r in rets) and any(r.spec.binds for r in args)
+        if both:
+            inputs, conflicts = invariants.bind(args, n, c.where, sizes)
             outputs, _ = invariants.bind(rets, n, c.where, sizes)
         else:
             inputs = outputs = invariants.Bound(n=n)
         found = invariants.check_samples_kept(inputs, outputs, c.readings, n, c.where, sizes)
         reordered = any(v.invariant == "B5" and v.sample is not None for v in found)
-        bound, conflicts = invariants.bind(args + rets, n, c.where, sizes)
+        if both:  # the returns bound on top of the arguments: what binding them all at once gives
+            bound, more = invariants.bind(rets, n, c.where, sizes, start=inputs)
+            conflicts += more
+        else:
+            bound, conflicts = invariants.bind(args + rets, n, c.where, sizes)
         if reordered:  # the returns' lengths are the arguments' in another order: said once, as B5
             conflicts = [v for v in conflicts if not v.field.startswith("returns")]
         found += conflicts
@@ -578,6 +597,10 @@ class _BoundaryCalls:
                 rank=c.coords["rank"], pad_value=c.pads.get(f.key, 0), stream_unit=c.stream_units.get(f.key, 1),
                 axis=_axis(f, (1 if target.dim() >= 2 else 0) if reading.shape == "stream" else 0),
             )
+            packed = reading.shape == "stream"
+            if packed and content.clean_stream(target, samples, bound.columns.get("T") or [None] * bound.n,
+                                               bound.columns.get("P") or [None] * bound.n, layout):
+                continue  # the whole stream equals its samples laid out (the clean call: no lengths objects made)
             lengths = bound.samples()  # made once per call, shared by the fields
             out += content.check_content(
                 target, samples, lengths, layout, key=f.key, source_key=source_field.key, where=c.where,

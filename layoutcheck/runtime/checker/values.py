@@ -24,6 +24,7 @@ torch is imported only when a tensor is met (it is already loaded then).
 
 from __future__ import annotations
 
+import operator
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -48,6 +49,9 @@ class Request:
     """A tensor, or a list of tensors (per-sample masks or data)."""
 
 
+_IS_CPU = operator.attrgetter("is_cpu")
+
+
 def _device_type(value: Any) -> str:
     device = getattr(value, "device", None)
     return "cpu" if device is None else str(getattr(device, "type", device))
@@ -58,6 +62,8 @@ def on_host(request: Request) -> bool:
     values = request.value if isinstance(request.value, (list, tuple)) else [request.value]
     torch = sys.modules.get("torch")
     tensor = torch.Tensor if torch is not None else None
+    if tensor is not None and set(map(type, values)) == {tensor}:  # plain tensors (per-sample data): their flags
+        return all(map(_IS_CPU, values))
     for v in values:
         if type(v) is tensor:  # a plain tensor (never a fake one, a subclass): its device flag, per sample
             if not v.is_cpu:

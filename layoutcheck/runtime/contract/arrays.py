@@ -88,7 +88,7 @@ def entries(value: object) -> list[Any] | None:
 def int_list(value: object) -> list[int] | None:
     """A list or tuple of Python or numpy ints as Python ints; ``None`` when it is anything else."""
     if isinstance(value, (list, tuple)):
-        if all(type(v) is int for v in value):  # Python ints (the usual case): no per-entry call
+        if set(map(type, value)) == {int}:  # Python ints (the usual case): no per-entry call
             return list(value)
         if all(is_int(v) for v in value):
             return [int(v) for v in value]
@@ -280,6 +280,9 @@ def host_data(value: Any, key: str) -> Any:
                              "field at an integer or float array") from None
     rows = entries(value)
     if rows is not None:
+        kinds = set(map(type, rows))
+        if kinds == {torch.Tensor} or kinds == {torch.Tensor, type(None)}:
+            return rows  # per-sample tensors (the usual case): as they are, with no check per entry
         if rows and all(isinstance(v, Real) for v in rows):
             return torch.tensor(rows)  # one sample's values as a list
         return [None if v is None else _sample_data(torch, v, key) for v in rows]

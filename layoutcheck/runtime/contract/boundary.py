@@ -139,7 +139,7 @@ class FieldSpec:
     stream_unit: Expr | None = None
     when: Expr | None = None
 
-    @property
+    @functools.cached_property  # asked several times per field and call; the spec never changes
     def binds(self) -> str | None:
         """The per-sample length this field gives directly (``T``, ``R``, ``T-1``, ``P``), or ``None``.
 

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import ast
 import math
+import operator
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -150,6 +151,11 @@ def _walk(value: Any, parts: tuple[str | int, ...]) -> Any:
                 name = rest[0]
                 plain = type(value[0]) if len(value) else None
                 if plain is not None and _MAPPING.get(plain) == 2:  # entries of one plain class: `getattr` each
+                    if len(set(map(type, value))) == 1:  # all of that class: one C loop (the usual batch)
+                        try:
+                            return list(map(_getter(name), value))
+                        except AttributeError:
+                            pass  # an entry without it: read one by one below, as `_step` reads it
                     out = [getattr(e, name, MISSING) if type(e) is plain else _entry(e, name) for e in value]
                     for j, got in enumerate(out):
                         if got is MISSING and type(value[j]) is plain:
@@ -159,6 +165,16 @@ def _walk(value: Any, parts: tuple[str | int, ...]) -> Any:
             return [_walk(entry, rest) for entry in value]
         value = _step(value, part)
     return value
+
+
+_GETTERS: dict[str, Any] = {}
+
+
+def _getter(name: str) -> Any:
+    found = _GETTERS.get(name)
+    if found is None:
+        found = _GETTERS[name] = operator.attrgetter(name)
+    return found
 
 
 def _entry(value: Any, name: str) -> Any:

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import functools
 import math
+import operator
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -185,7 +186,7 @@ class Bound:
     """Quantity -> the space of the field that bound it, as messages say it."""
     _keys: list[tuple[int, int, int | None] | None] | None = field(default=None, repr=False)
     _samples: list[SampleLengths | None] | None = field(default=None, repr=False)
-    _lengths: dict[tuple[Space, int, int], list[int | None]] = field(default_factory=dict, repr=False)
+    _lengths: dict[tuple[object, int, int], list[int | None]] = field(default_factory=dict, repr=False)
 
     def value(self, i: int, quantity: str) -> int | None:
         """Sample ``i``'s ``quantity`` (``None`` when no field gave it)."""
@@ -243,8 +244,19 @@ class Bound:
         self._lengths.clear()
 
 
-_BY_SPACE: dict[tuple[Space, int, int], dict[tuple[int, int, int | None], int | None]] = {}
-"""(space, cp, rank) -> (T, R, P) -> the length there: what `Space.length` said, kept across calls (ints only)."""
+_BY_SPACE: dict[tuple[object, int, int], dict[tuple[int, int, int | None], int | None]] = {}
+"""(space key, cp, rank) -> (T, R, P) -> the length there: what `Space.length` said, kept across calls (ints only)."""
+_BY_PADDED: dict[tuple[object, int, int], dict[int, int | None]] = {}
+"""The same for a CP-local space of basis ``P``, whose length depends on ``P`` alone: P -> the length there."""
+
+
+def _table(tables: dict[tuple[object, int, int], dict[Any, int | None]], key: tuple[object, int, int]) -> dict[Any, int | None]:
+    table = tables.get(key)
+    if table is None or len(table) > 65536:
+        if len(tables) > 256:
+            tables.clear()
+        table = tables[key] = {}
+    return table
 
 
 def lengths_in(space: Space, bound: Bound, cp: int, rank: int) -> list[int | None]:
@@ -252,15 +264,16 @@ def lengths_in(space: Space, bound: Bound, cp: int, rank: int) -> list[int | Non
 
     Once per space and call, by whole columns when the space is not cut by
     CP (what `Space.length` does then is one subtraction); a CP-local space
-    looks each distinct sample up in a table of ints kept across calls.
+    looks each distinct sample up in a table of ints kept across calls (by
+    its ``P`` alone when the space is measured in ``P``).
     """
-    key = (space, cp, rank)
+    key = (space.key, cp, rank)
     found = bound._lengths.get(key)
     if found is not None:
         return found
     size = space.cp.size if space.cp is not None and space.cp.size is not None else cp
+    none: list[int | None] = [None] * bound.n
     if space.cp is None or size == 1:  # `Space._whole` less the shift, from the columns: no sample object made
-        none: list[int | None] = [None] * bound.n
         totals = bound.columns.get("T", none)
         basis, cut = space.basis, abs(space.shift)
         if basis == "T":
@@ -274,16 +287,23 @@ def lengths_in(space: Space, bound: Bound, cp: int, rank: int) -> list[int | Non
             base = bound.columns.get("P", none)
         else:
             base = [None if t is None else p for t, p in zip(totals, bound.columns.get("P", none))]
-        if not cut and None not in base and (not base or min(base) >= 0):  # type: ignore[type-var]
-            found = list(base)  # lengths as they are (the usual case: no shift, every sample known)
+        if None not in base and (not base or min(base) >= cut):  # type: ignore[type-var]
+            # every sample known and at least `cut` long (the usual case): one subtraction each, or none
+            found = [b - cut for b in base] if cut else list(base)  # type: ignore[operator]
         else:
             found = [None if b is None else max(b - cut, 0) for b in base]
+    elif space.basis == "P":  # one rank's part of P: a function of P alone, looked up by P
+        table = _table(_BY_PADDED, key)
+        totals, padded = bound.columns.get("T", none), bound.columns.get("P", none)
+        found = list(map(table.get, padded))
+        if None in found or None in totals:
+            for i, (t, p) in enumerate(zip(totals, padded)):
+                if t is None or p is None:
+                    found[i] = None  # a sample not known (no T), or its P not decided: nothing to compare with
+                elif found[i] is None:  # a padded length not met before: asked once
+                    found[i] = table[p] = _cached_length(space, SampleLengths(total=t, padded=p), cp, rank)
     else:
-        table = _BY_SPACE.get(key)
-        if table is None or len(table) > 65536:
-            if len(_BY_SPACE) > 256:
-                _BY_SPACE.clear()
-            table = _BY_SPACE[key] = {}
+        table = _table(_BY_SPACE, key)
         found = []
         samples: list[SampleLengths | None] | None = None
         for i, k in enumerate(bound.keys()):
@@ -308,28 +328,39 @@ def _per_sample(r: Reading) -> list[int] | None:
     if r.lengths is not None and r.shape != "stream":
         return r.lengths
     if r.cu is not None:
-        return [b - a for a, b in zip(r.cu, r.cu[1:])]
+        return list(map(operator.sub, r.cu[1:], r.cu))
     return None
 
 
-def bind(readings: Sequence[Reading], n: int, where: str, sizes: dict[str, object]) -> tuple[Bound, list[Violation]]:
-    """Each sample's ``T``, ``R``, ``P`` from the fields that measure them; B1 where two such fields disagree."""
+def bind(readings: Sequence[Reading], n: int, where: str, sizes: dict[str, object],
+         start: Bound | None = None) -> tuple[Bound, list[Violation]]:
+    """Each sample's ``T``, ``R``, ``P`` from the fields that measure them; B1 where two such fields disagree.
+
+    ``start``: a bound of earlier readings to go on from (copied, not
+    changed): ``bind(b, n, ..., start=bind(a, n, ...)[0])`` binds as
+    ``bind(a + b, n, ...)`` does, with the violations of ``b`` alone.
+    """
     bound = Bound(n=n)
+    if start is not None:
+        bound.columns = {q: list(column) for q, column in start.columns.items()}
+        bound.by, bound.spaces = dict(start.by), dict(start.spaces)
     out: list[Violation] = []
     for r in readings:
         basis = r.spec.binds
+        if basis is None or r.shape == "rows":
+            continue
         lengths = _per_sample(r)
-        if basis is None or lengths is None or r.shape == "rows":
+        if lengths is None:
             continue
         if r.cu is not None and len(lengths) == n + 1:
             lengths = lengths[:n]  # the last segment is the stream's tail padding (B4 judges it)
         quantity, shift = _quantity(basis, 0)
-        given = [length + shift for length in lengths[:n]] if shift else list(lengths[:n])
+        given = [length + shift for length in lengths[:n]] if shift else lengths[:n]  # a new list either way
         if not given:
             continue
         column = bound.columns.get(quantity)
         if column is None:  # the first field to measure the quantity binds it: one list, no per-sample work
-            bound.columns[quantity] = given + [None] * (n - len(given))
+            bound.columns[quantity] = given + [None] * (n - len(given)) if len(given) < n else given
             bound.by[quantity] = r.spec.key  # `described` builds a string: once per quantity, not per sample
             bound.spaces[quantity] = r.described
             bound._changed()
@@ -365,6 +396,8 @@ def derive_padded(bound: Bound, unit: int) -> None:
         derived = any(p is not None for p in padded)
         if derived:
             bound.columns["P"] = padded
+    elif None not in padded:
+        derived = False  # every sample's P given (the usual case): nothing to derive
     else:
         derived = False
         for i, (t, p) in enumerate(zip(totals, padded)):
@@ -422,6 +455,8 @@ def check_fields(readings: Sequence[Reading], bound: Bound, *, cp: int, rank: in
             continue
         if r.count != n:
             continue  # the return value's count: B5
+        if r.spec.binds is not None and r.shape != "rows" and bound.by.get(_quantity(r.spec.binds, 0)[0]) == r.spec.key:
+            continue  # the field that bound its quantity holds it by construction (its every sample: see below)
         wants = lengths_in(r.space, bound, cp, rank)
         if r.lengths == wants and not (r.shape == "rows" and r.spec.mask is not None):
             continue  # every sample holds its length in the space (a `None` there never equals an int)
@@ -494,8 +529,9 @@ def stream_length(space: Space, samples: Sequence[SampleLengths], cp: int, rank:
 def _check_stream(r: Reading, bound: Bound, cp: int, rank: int, where: str, sizes: dict[str, object],
                   unit: int) -> list[Violation]:
     assert r.space is not None
-    if None in bound.keys():
-        return []
+    totals = bound.columns.get("T")
+    if bound.n and (totals is None or None in totals):
+        return []  # a sample whose T is not known: its part cannot be measured
     if r.space.cp is not None and r.space.cp.scheme == "allgather" and cp > 1:
         whole = lengths_in(r.space.unsliced(), bound, cp, rank)
         want = None if None in whole else geometry.round_up(sum(whole), cp * unit) // cp  # type: ignore[arg-type]
@@ -533,7 +569,8 @@ def _check_cu(r: Reading, bound: Bound, streams: Sequence[Reading], cp: int, ran
               sizes: dict[str, object]) -> list[Violation]:
     assert r.cu is not None and r.space is not None
     cu, n, out = r.cu, bound.n, []
-    if not cu or cu[0] != 0 or any(b < a for a, b in zip(cu, cu[1:])):
+    segments = list(map(operator.sub, cu[1:], cu))  # one C loop: the segments, and whether the lengths rise
+    if not cu or cu[0] != 0 or (segments and min(segments) < 0):
         return [Violation("B4", where, r.spec.key, "cumulative lengths do not start at 0 and rise",
                           actual=list(cu), expected="0 = cu[0] <= cu[1] <= ...", hint=HINTS["B4"],
                           space=r.described, sizes=sizes)]
@@ -541,7 +578,6 @@ def _check_cu(r: Reading, bound: Bound, streams: Sequence[Reading], cp: int, ran
         return [Violation("B4", where, r.spec.key, f"cumulative lengths have {len(cu)} entries for {n} samples",
                           actual=len(cu), expected=f"{n + 1} (or {n + 2} with a tail pad segment)",
                           hint=HINTS["B4"], space=r.described, sizes=sizes)]
-    segments = [b - a for a, b in zip(cu, cu[1:])]
     wants = lengths_in(r.space, bound, cp, rank) if r.spec.binds is None else []
     if segments[:n] == wants:
         wants = []  # every segment is its sample's length: nothing to name (a binding field names none)
@@ -579,6 +615,15 @@ def check_padding(bound: Bound, units: Sequence[tuple[str, int]], tight: bool, w
     above = a if tight and a else None
     out: list[Violation] = []
     # every unit divides P exactly when their lcm does: one remainder per sample on the clean path
+    if None not in totals and None not in padded:  # every sample known (the usual case): no None test per sample
+        if a is None:
+            broken = [1 for t, p in zip(totals, padded) if p < t]
+        elif above is None:
+            broken = [1 for t, p in zip(totals, padded) if p < t or p % a]
+        else:
+            broken = [1 for t, p in zip(totals, padded) if p < t or p >= t + above or p % a]
+        if not broken:
+            return out  # no sample breaks B2 or B3; else the lists below say which
     if a is None:
         bad = [i for i, (t, p) in enumerate(zip(totals, padded)) if t is not None and p is not None and p < t]
     elif above is None:
