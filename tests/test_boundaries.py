@@ -466,6 +466,23 @@ def test_lists_of_lists_and_numpy_object_arrays_hold_one_entry_per_sample():
         ("B1", "returns", 0, 3, 2), ("B1", "returns", 1, 5, 4)]
 
 
+def test_a_packed_stream_kept_as_a_python_list_of_numbers_is_one_stream_not_one_sample_per_number():
+    # a packer that returns a flat list was read as one sample per number: a false B5 on right data
+    def pack(rows, lengths):
+        out = [t for r, p in zip(rows, lengths) for t in [*r, *[0] * (p - len(r))]]
+        if lengths[-1] == 4:
+            out[5] = 9  # a token written where sample 1's padding belongs
+        return out
+
+    table = {"args": {"rows": "T", "lengths": "len P"},
+             "returns": {"space": "P packed", "from": "args.rows", "pad-value": 0}}
+    checker, f = hook(pack, table, mode="record")
+    f([[1, 2, 3], [4, 5]], [4, 2])
+    assert checker.violations == [] and checker.problems == [] and checker.notes == []
+    f([[1, 2, 3], [4, 5]], [4, 4])  # still read position by position (B6)
+    assert [(v.invariant, v.sample, v.actual) for v in checker.violations] == [("B6", 1, 9)]
+
+
 def test_a_path_that_leads_nowhere_is_a_configuration_problem_naming_what_is_there():
     # a typo in a path was a note ("absent from the call") and raise mode ended "no layout violations", status 0
     @dataclass

@@ -263,6 +263,12 @@ def _entry_lengths(entries: list[Any], axis: int) -> list[int]:
             else _entry_length(entry, axis) for entry in entries]
 
 
+def _scalars(listed: list[Any]) -> bool:
+    """Whether a list holds numbers (one stream's positions), not per-sample entries."""
+    return bool(listed) and all(isinstance(v, (int, float)) or arrays.is_int(v) for v in listed[:8]) and \
+        isinstance(listed[-1], (int, float))
+
+
 def read_field(f: FieldSpec, value: Any, scheme: str, *, one: bool) -> tuple[invariants.Reading, list[values.Request]]:
     """What ``value`` shows for field ``f`` (shapes and ints now), and the tensor values it still needs.
 
@@ -321,6 +327,8 @@ def read_field(f: FieldSpec, value: Any, scheme: str, *, one: bool) -> tuple[inv
                 raise arrays.unreadable(f.key, value, "one sample's data (a tensor, an array or a list)")
             else:
                 r.shape, r.lengths = "one", [int(shape[_axis(f, 0)])]
+        elif listed is not None and space is not None and space.packed and _scalars(listed):
+            r.shape, r.total = "stream", len(listed)  # a packed stream kept as a Python list of numbers
         elif listed is not None:
             r.shape, r.lengths = "list", _entry_lengths(listed, _axis(f, 0))
         elif shape is not None and space is not None and space.packed:

@@ -87,6 +87,8 @@ def tag_space(
         raise LayoutSpecError(f"tag_space({field!r}): {len(all_lengths)} lengths for {len(ids)} samples")
     base = _base(space, field, seq_dim, cp_size, cp_rank, layout, micro_batch, unit)
     if isinstance(value, (list, tuple)):
+        if space.packed and value and isinstance(value[0], (int, float)):
+            return 0  # one stream kept as Python numbers: nothing in it can carry a tag
         ids = list(range(len(value))) if ids is None else ids
         if len(ids) != len(value):
             raise LayoutSpecError(f"tag_space({field!r}): {len(ids)} sample ids for {len(value)} entries")
