@@ -35,6 +35,7 @@ import sys
 import warnings
 from collections.abc import Callable, Iterable, Sequence
 
+from layoutcheck.model.calls import read_calls_through
 from layoutcheck.model.settings import LintSettings
 from layoutcheck.model.facts import (
     Arg,
@@ -257,6 +258,7 @@ and the walk recurses a few frames per level."""
 
 def extract_tree(tree: ast.Module, source: str, settings: LintSettings) -> FileFacts:
     """The facts of an already parsed file."""
+    tree = read_calls_through(tree, source)
     try:
         facts = _walk(tree, source, settings)
     except RecursionError:

@@ -1,0 +1,247 @@
+"""Call sites read through their callee: the stage before the per-file walk.
+
+The checks of the per-file phase read a value through the expression it was
+bound to, and a call of the module's own function through what that function
+returns. Real code moves a value through calls in ways that keep its meaning
+but not its shape; `read_calls_through` rewrites a module's tree (a copy: the
+caller's tree is never changed) so that each of these reads as the plain call
+the checks already follow, with every node keeping its position (a finding
+lands where it would in the source):
+
+* **one element of a tuple return**: a function of the module whose every
+  ``return`` gives a tuple of ``n`` (no ``yield``), and whose every use in
+  the module is a call that takes the same element ``k`` of the result
+  (``f(...)[k]``, or ``a, b = f(...)`` with every target but the ``k``-th
+  never read in its function), is read as returning that element: its
+  returns give ``e_k`` and its calls are the calls themselves (``b = f(...)``).
+  What the other elements hold is dropped by every caller, so nothing is lost;
+  a function whose callers take different elements is left as is (the
+  project's summary by element, `Function.returns_elements`, reads it);
+* **a partial application**: ``g = functools.partial(f, a, k=v)`` (in a
+  function or at module level, bound once), then ``g(x)``: the call is read
+  as ``f(a, x, k=v)``.
+
+Both are decided by what the code does with the values, never by a name.
+"""
+
+from __future__ import annotations
+
+import ast
+import copy
+from collections.abc import Iterator
+
+from layoutcheck.model.syntax import own_nodes
+
+__all__ = ["read_calls_through"]
+
+_FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
+
+
+def read_calls_through(tree: ast.Module, source: str) -> ast.Module:
+    """``tree``, or a rewritten copy when a call in it is read through its callee (module docstring)."""
+    elements = _tuple_returns(tree) if "return" in source else {}
+    partials = "partial(" in source
+    if not elements and not partials:
+        return tree
+    uses = _Uses(tree, set(elements))
+    projections = {}
+    for name, returns in elements.items():
+        k = uses.single_element(name, len(returns[0].value.elts))  # type: ignore[union-attr]
+        if k is not None:
+            projections[name] = k
+    bound = _partials(tree) if partials else {}
+    if not projections and not bound:
+        return tree
+    tree = copy.deepcopy(tree)
+    if projections:
+        _project(tree, projections)
+    if bound:
+        _apply_partials(tree, bound)
+    return tree
+
+
+def _tuple_returns(tree: ast.Module) -> dict[str, list[ast.Return]]:
+    """The module-level functions whose every ``return`` gives a tuple of one length (no ``yield``, no
+    starred element, no bare ``return``, and no way to fall off the end), by name."""
+    out: dict[str, list[ast.Return]] = {}
+    names: dict[str, int] = {}
+    for stmt in tree.body:
+        if isinstance(stmt, (*_FUNCTIONS, ast.ClassDef)):
+            names[stmt.name] = names.get(stmt.name, 0) + 1
+    for stmt in tree.body:
+        if not isinstance(stmt, _FUNCTIONS) or names[stmt.name] != 1 or stmt.decorator_list:
+            continue
+        if not stmt.body or not isinstance(stmt.body[-1], (ast.Return, ast.Raise)):
+            continue
+        returns: list[ast.Return] = []
+        ok = True
+        for node in own_nodes(stmt):
+            if isinstance(node, (ast.Yield, ast.YieldFrom)):
+                ok = False
+                break
+            if isinstance(node, ast.Return):
+                value = node.value
+                if not isinstance(value, ast.Tuple) or any(isinstance(e, ast.Starred) for e in value.elts):
+                    ok = False
+                    break
+                returns.append(node)
+        if ok and returns and len({len(r.value.elts) for r in returns}) == 1:  # type: ignore[union-attr]
+            out[stmt.name] = returns
+    return out
+
+
+class _Uses:
+    """Every use of some module-level names: the node that holds it and the function it is in."""
+
+    def __init__(self, tree: ast.Module, names: set[str]) -> None:
+        self.names = names
+        self.uses: dict[str, list[tuple[ast.AST, ast.AST, ast.AST | None]]] = {name: [] for name in names}
+        """Each use's parent and grandparent, and the function it is read in (None: module level)."""
+        self.loads: dict[int, set[str]] = {}
+        """The names each function reads (by the function's id), its nested scopes' reads included."""
+        stack: list[tuple[ast.AST, ast.AST | None, ast.AST | None, tuple[ast.AST, ...]]] = [(tree, None, None, ())]
+        while stack:
+            node, parent, grand, functions = stack.pop()
+            if isinstance(node, ast.Name):
+                if isinstance(node.ctx, ast.Load):
+                    for function in functions:
+                        self.loads.setdefault(id(function), set()).add(node.id)
+                if node.id in names and parent is not None and grand is not None:
+                    self.uses[node.id].append((parent, grand, functions[-1] if functions else None))
+                elif node.id in names:
+                    self.uses[node.id].append((node, node, None))  # at the top: not a call
+                continue
+            inner = (*functions, node) if isinstance(node, (*_FUNCTIONS, ast.Lambda)) else functions
+            for child in ast.iter_child_nodes(node):
+                stack.append((child, node, parent, inner))
+
+    def single_element(self, name: str, length: int) -> int | None:
+        """The one element of ``name``'s tuple every use takes, or None (a use that takes the whole
+        tuple, several elements, or passes the function on)."""
+        taken: set[int] = set()
+        for call, parent, function in self.uses[name]:
+            if not isinstance(call, ast.Call) or not (isinstance(call.func, ast.Name) and call.func.id == name):
+                return None
+            if isinstance(parent, ast.Subscript) and parent.value is call:
+                k = _constant_index(parent.slice, length)
+                if k is None:
+                    return None
+                taken.add(k)
+            elif isinstance(parent, ast.Assign) and parent.value is call and len(parent.targets) == 1 \
+                    and isinstance(parent.targets[0], (ast.Tuple, ast.List)):
+                targets = parent.targets[0].elts
+                if len(targets) != length or any(isinstance(t, ast.Starred) for t in targets):
+                    return None
+                read = self.loads.get(id(function), set()) if function is not None else None
+                live = [i for i, t in enumerate(targets) if not (
+                    isinstance(t, ast.Name) and read is not None and t.id not in read)]
+                if len(live) != 1:
+                    return None
+                taken.add(live[0])
+            else:
+                return None
+            if len(taken) > 1:
+                return None
+        return next(iter(taken)) if taken else None
+
+
+def _constant_index(node: ast.AST, length: int) -> int | None:
+    if isinstance(node, ast.Constant) and type(node.value) is int and -length <= node.value < length:
+        return node.value % length
+    return None
+
+
+def _project(tree: ast.Module, projections: dict[str, int]) -> None:
+    """Rewrite (in place, ``tree`` being a copy) each projected function and its calls."""
+    for stmt in tree.body:
+        if isinstance(stmt, _FUNCTIONS) and stmt.name in projections:
+            k = projections[stmt.name]
+            for node in own_nodes(stmt):
+                if isinstance(node, ast.Return) and isinstance(node.value, ast.Tuple):
+                    node.value = node.value.elts[k]
+    for parent in _walk_all(tree):
+        # a tuple unpacked from the call itself (before ``f(...)[k]`` below becomes the call)
+        if isinstance(parent, ast.Assign) and _projected_call(parent.value, projections) \
+                and len(parent.targets) == 1 and isinstance(parent.targets[0], (ast.Tuple, ast.List)):
+            k = projections[parent.value.func.id]  # type: ignore[union-attr]
+            parent.targets = [parent.targets[0].elts[k]]
+        for field, value in ast.iter_fields(parent):
+            if isinstance(value, list):
+                for i, item in enumerate(value):
+                    replaced = _unprojected(item, projections)
+                    if replaced is not None:
+                        value[i] = replaced
+            else:
+                replaced = _unprojected(value, projections)
+                if replaced is not None:
+                    setattr(parent, field, replaced)
+
+
+def _projected_call(node: object, projections: dict[str, int]) -> bool:
+    return isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in projections
+
+
+def _unprojected(node: object, projections: dict[str, int]) -> ast.expr | None:
+    """The call of ``f(...)[k]`` (``f`` projected to ``k``), else None."""
+    if isinstance(node, ast.Subscript) and _projected_call(node.value, projections):
+        return node.value  # type: ignore[return-value]
+    return None
+
+
+def _walk_all(tree: ast.AST) -> Iterator[ast.AST]:
+    stack = [tree]
+    while stack:
+        node = stack.pop()
+        yield node
+        stack.extend(ast.iter_child_nodes(node))
+
+
+def _is_partial(node: ast.AST) -> bool:
+    func = node.func if isinstance(node, ast.Call) else None
+    return (isinstance(func, ast.Attribute) and func.attr == "partial" and isinstance(func.value, ast.Name)
+            and func.value.id == "functools") or (isinstance(func, ast.Name) and func.id == "partial")
+
+
+def _partials(tree: ast.Module) -> dict[tuple[int, str], ast.Call]:
+    """``g = functools.partial(f, ...)`` bound once in its scope (a function's id, or 0 for the module),
+    ``f`` a plain name or attribute: by scope and name."""
+    found: dict[tuple[int, str], list[ast.AST]] = {}
+    scopes: list[ast.AST] = [tree, *(n for n in ast.walk(tree) if isinstance(n, _FUNCTIONS))]
+    for scope in scopes:
+        key = 0 if scope is tree else id(scope)
+        body = scope.body if isinstance(scope, ast.Module) else [scope]
+        for stmt in body:
+            for node in (own_nodes(stmt) if scope is not tree else [stmt]):
+                if node is scope:
+                    continue
+                if isinstance(node, ast.Assign):
+                    for target in node.targets:
+                        if isinstance(target, ast.Name):
+                            found.setdefault((key, target.id), []).append(node.value)
+    out: dict[tuple[int, str], ast.Call] = {}
+    for (key, name), values in found.items():
+        if len(values) == 1 and _is_partial(values[0]):
+            call = values[0]
+            if call.args and isinstance(call.args[0], (ast.Name, ast.Attribute)) \
+                    and not any(isinstance(a, ast.Starred) for a in call.args) \
+                    and all(k.arg is not None for k in call.keywords):
+                out[(key, name)] = call
+    return out
+
+
+def _apply_partials(tree: ast.Module, bound: dict[tuple[int, str], ast.Call]) -> None:
+    """Each call of a partial read as the call of its function with the bound arguments first (in place)."""
+    def visit(node: ast.AST, scope: int) -> None:
+        for child in ast.iter_child_nodes(node):
+            visit(child, id(child) if isinstance(child, _FUNCTIONS) else scope)
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+            partial = bound.get((scope, node.func.id)) or bound.get((0, node.func.id))
+            if partial is None:
+                return
+            given = {k.arg for k in node.keywords}
+            node.func = copy.deepcopy(partial.args[0])
+            ast.copy_location(node.func, node)
+            node.args = [*(copy.deepcopy(a) for a in partial.args[1:]), *node.args]
+            node.keywords = [*(copy.deepcopy(k) for k in partial.keywords if k.arg not in given), *node.keywords]
+
+    visit(tree, 0)
