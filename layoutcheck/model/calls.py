@@ -16,7 +16,9 @@ lands where it would in the source):
   returns give ``e_k`` and its calls are the calls themselves (``b = f(...)``).
   What the other elements hold is dropped by every caller, so nothing is lost;
   a function whose callers take different elements is left as is (the
-  project's summary by element, `Function.returns_elements`, reads it);
+  project's summary by element, `Function.returns_elements`, reads it), and
+  a projected ``return`` keeps its whole tuple (`returned_tuple`) for the
+  summary that callers in other modules read;
 * **a partial application**: ``g = functools.partial(f, a, k=v)`` (in a
   function or at module level, bound once), then ``g(x)``: the call is read
   as ``f(a, x, k=v)``.
@@ -32,9 +34,18 @@ from collections.abc import Iterator
 
 from layoutcheck.model.syntax import own_nodes
 
-__all__ = ["read_calls_through"]
+__all__ = ["read_calls_through", "returned_tuple"]
 
 _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
+_WHOLE = "layoutcheck_whole"
+"""The attribute a projected ``return`` keeps its whole tuple in."""
+
+
+def returned_tuple(node: ast.Return) -> ast.expr | None:
+    """What ``node`` returns as written: the whole tuple of a return `read_calls_through` projected to one
+    element (the module's callers take that element; the function's summary for other modules is the
+    tuple's), else its value."""
+    return getattr(node, _WHOLE, node.value)
 
 
 def read_calls_through(tree: ast.Module, source: str) -> ast.Module:
@@ -56,7 +67,7 @@ def read_calls_through(tree: ast.Module, source: str) -> ast.Module:
     if projections:
         _project(tree, projections)
     if bound:
-        _apply_partials(tree, bound)
+        _apply_partials(tree, _partials(tree))  # the copy's nodes (found by scope id)
     return tree
 
 
@@ -158,6 +169,9 @@ def _project(tree: ast.Module, projections: dict[str, int]) -> None:
             k = projections[stmt.name]
             for node in own_nodes(stmt):
                 if isinstance(node, ast.Return) and isinstance(node.value, ast.Tuple):
+                    # The whole tuple stays readable: callers in other modules may take other elements
+                    # (the function's summary by element is built from it, `returned_tuple`).
+                    setattr(node, _WHOLE, node.value)
                     node.value = node.value.elts[k]
     for parent in _walk_all(tree):
         # a tuple unpacked from the call itself (before ``f(...)[k]`` below becomes the call)
@@ -231,17 +245,18 @@ def _partials(tree: ast.Module) -> dict[tuple[int, str], ast.Call]:
 
 def _apply_partials(tree: ast.Module, bound: dict[tuple[int, str], ast.Call]) -> None:
     """Each call of a partial read as the call of its function with the bound arguments first (in place)."""
-    def visit(node: ast.AST, scope: int) -> None:
-        for child in ast.iter_child_nodes(node):
-            visit(child, id(child) if isinstance(child, _FUNCTIONS) else scope)
+    # a stack, not a recursive closure (a closure that calls itself is a reference cycle: the lint's
+    # workers run with the collector off, so every tree must go by reference counting)
+    stack: list[tuple[ast.AST, int]] = [(tree, 0)]
+    while stack:
+        node, scope = stack.pop()
+        stack.extend((child, id(child) if isinstance(child, _FUNCTIONS) else scope)
+                     for child in ast.iter_child_nodes(node))
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
             partial = bound.get((scope, node.func.id)) or bound.get((0, node.func.id))
             if partial is None:
-                return
+                continue
             given = {k.arg for k in node.keywords}
-            node.func = copy.deepcopy(partial.args[0])
-            ast.copy_location(node.func, node)
+            node.func = ast.copy_location(copy.deepcopy(partial.args[0]), node)
             node.args = [*(copy.deepcopy(a) for a in partial.args[1:]), *node.args]
             node.keywords = [*(copy.deepcopy(k) for k in partial.keywords if k.arg not in given), *node.keywords]
-
-    visit(tree, 0)

@@ -144,9 +144,13 @@ class ClashesMixin:
             root = root_name(node)
             if root is None:
                 return None
-            source = self.bound_expr(root) or self.frame.data.get("unpacked", {}).get(root)
+            bound = self.bound_expr(root)
+            source = bound or self.frame.data.get("unpacked", {}).get(root)
             if isinstance(source, ast.Call):
-                return self.imports.qualify(source.func) or last_name(source.func)
+                name = self.imports.qualify(source.func) or last_name(source.func)
+                at = None if bound is not None else self.frame.data.get("unpacked_at", {}).get(root)
+                # element `at` of what the callee returns: its summary there (`*i:f`, `Function.zero_elements`)
+                return name if name is None or at is None else f"*{at}:{name}"
             if source is None:
                 return None
             node = source

@@ -35,8 +35,9 @@ import sys
 import warnings
 from collections.abc import Callable, Iterable, Sequence
 
-from layoutcheck.model.calls import read_calls_through
+from layoutcheck.model.calls import read_calls_through, returned_tuple
 from layoutcheck.model.settings import LintSettings
+from layoutcheck.model.summaries import zero_pair_elements
 from layoutcheck.model.facts import (
     Arg,
     Broadcast,
@@ -507,7 +508,7 @@ class _Extractor(ClashesMixin, LiteralsMixin, SidesMixin, Flow):
                 value = self.classify(node.value)
                 self.state.returns |= value.tags
                 self.state.returns_calls |= value.calls
-                self.returned_elements(node.value)
+                self.returned_elements(returned_tuple(node) or node.value)
                 self.returned(node.value)
             else:
                 self.state.elements = False
@@ -994,6 +995,8 @@ class _Extractor(ClashesMixin, LiteralsMixin, SidesMixin, Flow):
         if state.elements:
             facts.returns_elements = tuple((tags, tuple(sorted(calls)), tuple(sorted(params)))
                                            for tags, calls, params in state.elements)
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                facts.zero_elements = zero_pair_elements(node)
         facts.calls = tuple(state.calls)
         facts.guarded = tuple(sorted(g for g in state.guarded if g is not None)) + (
             ("",) if None in state.guarded else ()
@@ -1164,6 +1167,8 @@ class _Extractor(ClashesMixin, LiteralsMixin, SidesMixin, Flow):
                                 self.bind(element.id, Value(0, None, calls=frozenset(f"*{i}:{c}" for c in found.calls
                                                                                       if not c.startswith("*"))))
                             unpacked[element.id] = value  # what `a` was unpacked from
+                            if not starred:
+                                self.frame.data.setdefault("unpacked_at", {})[element.id] = i
                         elif isinstance(element, ast.Starred):
                             starred = True
                             if isinstance(element.value, ast.Name):

@@ -184,6 +184,10 @@ class Function:
     """Parameters the body never reads."""
     unit_switches: tuple[str, ...] = ()
     """Parameters an ``if`` tests to change a pad's unit (``if fp8: unit = lcm(16, unit)``)."""
+    zero_elements: tuple[int, ...] = ()
+    """Positions of its returned tuple that hold the literal pair ``(0, 0)`` on some path and a computed
+    pair on another (`layoutcheck.model.summaries.zero_pair_elements`): positions it clamps on one path
+    only."""
 
 
 def _param(data: Any) -> Param:
