@@ -72,6 +72,9 @@ class UnitDisagreement:
     """What differs: the switch left at its default, or the factor ignored."""
     other: FunctionRef
     """The function that builds the layout otherwise (the caller passing the switch, the sibling pad's)."""
+    hard_coded: bool = False
+    """A pad whose literal factor stands where the sibling's function takes the factor as a parameter
+    (``tp * 128`` against ``tp * pad_multiplier``), rather than a factor this function takes and ignores."""
 
 
 @dataclass(frozen=True)
@@ -411,9 +414,9 @@ class FileQueries:
             if ref[0] != self.index:
                 continue
             mine = atoms(pad.unit)
-            unused = set(project.function(ref).unused_params)
-            if not unused or not any(part.isdigit() for part in pad.unit.replace("(", "*").split("*")):
+            if not any(part.isdigit() for part in pad.unit.replace("(", "*").split("*")):
                 continue
+            unused = set(project.function(ref).unused_params)
             for other_ref, other in stream_pads:
                 theirs = atoms(other.unit)
                 if other_ref == ref or not (mine & theirs):
@@ -421,6 +424,17 @@ class FileQueries:
                 ignored = sorted((theirs - mine) & unused)
                 if ignored:
                     yield UnitDisagreement(pad, ref, ignored[0], other_ref)
+                    break
+                # The sibling takes, in the literal's place, a factor its callers give it (a parameter it
+                # reads): the project configures that factor, and this pad hard-codes it. Only for partner
+                # streams: the two functions read a field of one record (the tokens a replay mirrors); a
+                # stream of other data may have a unit of its own.
+                given = theirs - mine  # (`atoms` leaves the literal out: the unit's text shows it, above)
+                sibling = project.function(other_ref)
+                params = {p.name for p in sibling.params}
+                if given and given <= params - set(sibling.unused_params) \
+                        and set(sibling.reads) & set(project.function(ref).reads):
+                    yield UnitDisagreement(pad, ref, sorted(given)[0], other_ref, hard_coded=True)
                     break
 
     # ------------------------------------------------------------ LC113: pad sides
