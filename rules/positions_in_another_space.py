@@ -26,7 +26,10 @@ class PositionsInAnotherSpace(ModelRule):
       summary shows the element they come from returned as the literal
       `(0, 0)` on some path (an empty chunk): clamped on one path only,
       so `0 - q` is a negative bound on the other. The helper may be in
-      any module, called directly or through `functools.partial`;
+      any module, called directly or through `functools.partial`. Both
+      ends of one such pair (`x[p[0] - q : p[1] - q]`) are not flagged:
+      on the `(0, 0)` path the bounds are equal, and the slice is empty
+      as the empty chunk's should be;
     * positions stored beside a window of data, into the same slots of
       another buffer (`ids[w] = row[lo:hi]` then `pos[w] = arange(a, b)`),
       whose start is neither 0 (positions counted from each piece's own
@@ -103,6 +106,8 @@ class PositionsInAnotherSpace(ModelRule):
                 unclamped = self._unclamped_by(project, ref, found.calls)
                 if unclamped is None:
                     continue  # positions the project's own function computes: judged where it clamps them
+                if unclamped and found.one_pair:
+                    continue  # both ends of the `(0, 0)` pair: `x[-q:-q]` is empty, as the empty range's slice is
                 if unclamped:
                     yield self.report(
                         found.span,

@@ -56,11 +56,15 @@ def local_masks(loss_masks, totals, responses, rank, size):
 _UNPACKED = "_, _, _, offs = chunk_offsets(total, response, rank, size)"
 _PARTIAL = "offsets_of = functools.partial(chunk_offsets, rank=rank, size=size)\n        _, _, _, offs = offsets_of(total, response)"
 _RAW = ("offs[0][0] - prompt, offs[0][1] - prompt", "offs[1][0] - prompt, offs[1][1] - prompt")
+_ACROSS = ("offs[0][0] - prompt, offs[1][1] - prompt", "offs[1][0] - prompt, offs[1][1] - prompt")
+"""The first window runs from the front chunk's start to the back chunk's end: where the front chunk is
+`(0, 0)` and the back one is not, its start is `-prompt` and its end is not (a wrong window)."""
 _CLAMPED = ("max(0, offs[0][0] - prompt), max(0, offs[0][1] - prompt)",
             "max(0, offs[1][0] - prompt), max(0, offs[1][1] - prompt)")
 
 
 def _lint(tmp_path: Path, files: dict[str, str]) -> list[tuple[str, int, str]]:
+    tmp_path.mkdir(exist_ok=True)
     for name, text in files.items():
         (tmp_path / name).write_text(text)
     loaded = LoadedConfig(None, tmp_path, {}, TABLE)
@@ -83,15 +87,21 @@ def _moved(found: list[tuple[str, int, str]]) -> list[tuple[str, str]]:
 
 @pytest.mark.parametrize("call", [_UNPACKED, _PARTIAL], ids=["unpacked", "through functools.partial"])
 def test_positions_a_helper_returns_as_zero_on_one_path_are_judged_at_the_caller(tmp_path: Path, call: str) -> None:
-    """thudm/slime afda55394: the helper clamps chunk offsets on one path and returns `(0, 0)` on the other;
-    the caller in another module moves them to the response's origin unclamped. The helper's summary
-    (`Function.zero_elements`) says which element is unclamped on a path, so the caller is flagged."""
-    found = _lint(tmp_path, _project(_EMPTY_AS_ZERO, call, _RAW))
-    assert _moved(found) == [("loss.py", "positions-in-another-space")] * 2, found
+    """The helper clamps chunk offsets on one path and returns `(0, 0)` on the other; the caller in
+    another module moves them to the response's origin unclamped. The helper's summary
+    (`Function.zero_elements`) says which element is unclamped on a path, so the caller's window whose
+    ends come from two pairs is flagged; the window of one pair is not (`x[-p:-p]` is empty, as the
+    empty chunk's slice should be: thudm/slime afda55394's parent, read, slices so)."""
+    files = _project(_EMPTY_AS_ZERO, call, _ACROSS)
+    window = next(i for i, line in enumerate(files["loss.py"].splitlines(), 1) if "full[s0:e0]" in line)
+    found = _lint(tmp_path, files)
+    assert [(name, line) for name, line, rule in found if rule == "positions-in-another-space"] == [
+        ("loss.py", window)], found
+    assert _moved(_lint(tmp_path / "pairs", _project(_EMPTY_AS_ZERO, call, _RAW))) == []
 
 
 @pytest.mark.parametrize(("helper", "call", "bounds"), [
-    (_ALWAYS_CLAMPED, _UNPACKED, _RAW), (_ALWAYS_CLAMPED, _PARTIAL, _RAW), (_EMPTY_AS_ZERO, _UNPACKED, _CLAMPED),
+    (_ALWAYS_CLAMPED, _UNPACKED, _ACROSS), (_ALWAYS_CLAMPED, _PARTIAL, _ACROSS), (_EMPTY_AS_ZERO, _UNPACKED, _CLAMPED),
 ], ids=["helper clamps on every path", "through functools.partial", "caller clamps"])
 def test_positions_clamped_on_every_path_are_not_flagged(tmp_path: Path, helper: tuple[str, str], call: str,
                                                          bounds: tuple[str, str]) -> None:
@@ -103,10 +113,10 @@ def test_positions_clamped_on_every_path_are_not_flagged(tmp_path: Path, helper:
 def test_a_helper_projected_for_its_own_module_keeps_its_tuple_for_other_modules(tmp_path: Path) -> None:
     """The helper's own module takes one element of its result (read there as returning that element);
     a caller in another module takes another element, and still reads that element's summary."""
-    files = _project(_EMPTY_AS_ZERO, _UNPACKED, _RAW)
+    files = _project(_EMPTY_AS_ZERO, _UNPACKED, _ACROSS)
     files["cp_utils.py"] += "\n\ndef chunk_size(total, response, rank, size):\n" \
                             "    step, _, _, _ = chunk_offsets(total, response, rank, size)\n    return step\n"
-    assert _moved(_lint(tmp_path, files)) == [("loss.py", "positions-in-another-space")] * 2
+    assert _moved(_lint(tmp_path, files)) == [("loss.py", "positions-in-another-space")]
 
 
 def _read(source: str) -> str:

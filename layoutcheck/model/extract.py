@@ -411,6 +411,10 @@ class _Extractor(ClashesMixin, LiteralsMixin, SidesMixin, Flow):
         self.module_clashes: dict[ast.AST, list[tuple[str, ast.AST, str]]] = {}
         """What the module-wide readers (`_MODULE_READERS`) found, by function node: ``(kind, node, detail)``."""
         self.gathered: set[str] = set()
+        self.gathering: set[int] = set()
+        """The functions (by index) that store a gather of a field."""
+        self.whole_copies: list[tuple[int, str]] = []
+        """``(function index, field)`` for each field copied whole from another record (`FileFacts.shipped_whole`)."""
         self.in_class_body = 0
         self.attribute_bases: set[int] = set()
         self.pad_context = 0
@@ -457,6 +461,7 @@ class _Extractor(ClashesMixin, LiteralsMixin, SidesMixin, Flow):
         facts.bucket_names = tuple(sorted(self.bucket_names))
         facts.partners = tuple(sorted(self.partners))
         facts.gathered = tuple(sorted(self.gathered))
+        facts.shipped_whole = tuple(sorted({key for index, key in self.whole_copies if index in self.gathering}))
 
     def _absorb(self, uses: Uses) -> None:
         for key, tags in uses.fields.items():
@@ -1049,6 +1054,15 @@ class _Extractor(ClashesMixin, LiteralsMixin, SidesMixin, Flow):
             return self.imports.qualify(value.func) in _FRESH_CALLS or last_name(value.func) in _FRESH_METHODS
         return False
 
+    def walks_given_keys(self, name: str) -> bool:
+        """Is ``name`` the target of an enclosing loop over a parameter (``for key in keys:``)? A gather
+        of ``d[key]`` there moves the fields its callers name, alike: not every field of the record
+        (a micro-batch iterator's ``get_next(keys)``), so it says nothing of which fields are gathered."""
+        for loop in reversed(self.loops):
+            if isinstance(loop.target, ast.Name) and loop.target.id == name:
+                return isinstance(loop.iter, ast.Name) and self.is_parameter(loop.iter.id)
+        return False
+
     def store_keys(self, target: ast.expr) -> tuple[tuple[str, ...], bool]:
         """The fields a store target writes (``d["k"]``, ``obj.k``, ``d[key]`` in a loop over keys)
         and whether it writes one entry of them (``d["k"][i] = ...``)."""
@@ -1119,7 +1133,13 @@ class _Extractor(ClashesMixin, LiteralsMixin, SidesMixin, Flow):
                     self.check_broadcast(value, key, "field")
                 self.transform(target, key, value)
             if isinstance(target, ast.Subscript) and _gathers(value):
-                self.gathered |= set(keys) if keys else {"*"} if isinstance(target.slice, ast.Name) else set()
+                self.gathered |= set(keys) if keys else {"*"} if isinstance(target.slice, ast.Name) \
+                    and not self.walks_given_keys(target.slice.id) else set()
+                self.gathering.add(self.frame.index)
+            elif keys and isinstance(target, ast.Subscript) and isinstance(value, ast.Subscript) \
+                    and ast.dump(value.slice) == ast.dump(target.slice) and ast.dump(value.value) != ast.dump(target.value):
+                # `out[key] = data[key]`: the field copied whole from another record
+                self.whole_copies.extend((self.frame.index, key) for key in keys)
             if isinstance(target, ast.Name):
                 self.check_broadcast(value, target.id, "name")
             self.rewrite(target, value)

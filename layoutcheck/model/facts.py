@@ -330,6 +330,9 @@ class Clash:
     """What the judged value derives from, for the project to resolve (``zero_slice``'s ``n``)."""
     calls: tuple[str, ...] = ()
     """The project's functions whose results the judged value is (``moved_origin``'s positions)."""
+    one_pair: bool = False
+    """``moved_origin``: the two bounds are the two ends of one pair (``x[p[0] - q : p[1] - q]``): where
+    the pair is ``(0, 0)`` the bounds are equal and the slice is empty, as an empty range's should be."""
 
 
 @dataclass
@@ -453,6 +456,10 @@ class FileFacts:
     gathered: tuple[str, ...] = ()
     """Fields rewritten as a gather by an index list (``d["k"] = [d["k"][i] for i in order]``): reordered
     or partitioned per sample; ``*`` when a loop does it to every key of a record."""
+    shipped_whole: tuple[str, ...] = ()
+    """Fields a function that gathers others copies whole into a record (``out[key] = data[key]``
+    beside ``out[k] = [data[k][i] for i in part]``): left unpartitioned on purpose, beside fields that
+    are."""
     zips: list[Zip] = field(default_factory=list)
     clashes: list[Clash] = field(default_factory=list)
     sides: list[PadSide] = field(default_factory=list)
