@@ -1054,15 +1054,6 @@ class _Extractor(ClashesMixin, LiteralsMixin, SidesMixin, Flow):
             return self.imports.qualify(value.func) in _FRESH_CALLS or last_name(value.func) in _FRESH_METHODS
         return False
 
-    def walks_given_keys(self, name: str) -> bool:
-        """Is ``name`` the target of an enclosing loop over a parameter (``for key in keys:``)? A gather
-        of ``d[key]`` there moves the fields its callers name, alike: not every field of the record
-        (a micro-batch iterator's ``get_next(keys)``), so it says nothing of which fields are gathered."""
-        for loop in reversed(self.loops):
-            if isinstance(loop.target, ast.Name) and loop.target.id == name:
-                return isinstance(loop.iter, ast.Name) and self.is_parameter(loop.iter.id)
-        return False
-
     def store_keys(self, target: ast.expr) -> tuple[tuple[str, ...], bool]:
         """The fields a store target writes (``d["k"]``, ``obj.k``, ``d[key]`` in a loop over keys)
         and whether it writes one entry of them (``d["k"][i] = ...``)."""
@@ -1133,8 +1124,7 @@ class _Extractor(ClashesMixin, LiteralsMixin, SidesMixin, Flow):
                     self.check_broadcast(value, key, "field")
                 self.transform(target, key, value)
             if isinstance(target, ast.Subscript) and _gathers(value):
-                self.gathered |= set(keys) if keys else {"*"} if isinstance(target.slice, ast.Name) \
-                    and not self.walks_given_keys(target.slice.id) else set()
+                self.gathered |= set(keys) if keys else {"*"} if isinstance(target.slice, ast.Name) else set()
                 self.gathering.add(self.frame.index)
             elif keys and isinstance(target, ast.Subscript) and isinstance(value, ast.Subscript) \
                     and ast.dump(value.slice) == ast.dump(target.slice) and ast.dump(value.value) != ast.dump(target.value):

@@ -376,15 +376,16 @@ class FileQueries:
         """Zips here of a record's fields that the project reorders (or partitions) by an index list
         with fields it never does: ``(zip, reordered, left in their order)``."""
         gathered = self.project.gathered_fields
-        if not gathered or "*" in gathered:
-            return  # nothing reordered, or some loop reorders every field: no field is left out
         whole = self.project.shipped_whole
+        if not gathered or "*" in gathered and not whole:
+            return  # nothing reordered, or some loop reorders every field: no field is left out
         for found in self.facts.zips:
             moved = [f for f in found.fields if f in gathered]
             kept = [f for f in found.fields if f not in gathered]
             if whole:
-                # The partition names the fields it leaves whole: only those are out of step (a field
-                # computed on this rank after the partition, log-probs, is this rank's already).
+                # The partition names the fields it leaves whole (a later loop may gather every key it is
+                # given, alike): only those are out of step (a field computed on this rank after the
+                # partition, log-probs, is this rank's already).
                 kept = [f for f in kept if f in whole]
             if moved and kept:
                 yield found, moved, kept
