@@ -158,3 +158,51 @@ def test_a_partial_call_reads_as_the_call_it_stands_for() -> None:
     assert _read(source).splitlines()[-1] == (
         "    return (pad(items, side='right', fill=1), pad(items, side='left'))"
     )
+
+
+_PAIRS = (Path(__file__).resolve().parents[1] / "fixtures" / "lint" / "corpus" / "openrlhf_a32a7322_pair_rows_left_padded"
+          / "before.py").read_text().split("def policy_pair_masks")[0]
+"""Preference rows padded on the left by a collate method (OpenRLHF a32a7322), and a loss that hides each
+row's prompt from its start."""
+
+_LOOPS = {
+    "local loader": '''
+def policy_pair_masks(pairs: PreferencePairs, items: list):
+    loader = DataLoader(items, batch_size=2, collate_fn=pairs.collate)
+    out = []
+    for good, good_mask, bad, bad_mask, sizes in loader:
+        out.append((hide_questions(good_mask, sizes), hide_questions(bad_mask, sizes)))
+    return out
+''',
+    "loader stored on the trainer, enumerated": '''
+class Trainer:
+    def __init__(self, pairs: PreferencePairs, items: list):
+        self.loader = DataLoader(items, batch_size=2, collate_fn=pairs.collate)
+
+    def fit(self):
+        out = []
+        for step, (good, good_mask, bad, bad_mask, sizes) in enumerate(self.loader):
+            out.append((step, hide_questions(good_mask, sizes), hide_questions(bad_mask, sizes)))
+        return out
+''',
+    "collate_fn=functools.partial": '''
+def policy_pair_masks(pairs: PreferencePairs, items: list):
+    loader = DataLoader(items, batch_size=2, collate_fn=functools.partial(PreferencePairs.collate, pairs))
+    out = []
+    for good, good_mask, bad, bad_mask, sizes in loader:
+        out.append((hide_questions(good_mask, sizes), hide_questions(bad_mask, sizes)))
+    return out
+''',
+}
+
+
+@pytest.mark.parametrize("loop", list(_LOOPS), ids=list(_LOOPS))
+@pytest.mark.parametrize("side", ["left", "right"])
+def test_a_loop_over_a_dataloader_binds_what_its_collate_function_returns(tmp_path: Path, loop: str, side: str) -> None:
+    """`for batch in DataLoader(..., collate_fn=f)` binds `f`'s result: the rows the collate method pads
+    on the left meet the loss that reads each row from its start (pad-sides-disagree); padded on the
+    right, nothing is flagged."""
+    source = _PAIRS.replace('side: str = "left"', f'side: str = "{side}"') + \
+        "import functools\nfrom torch.utils.data import DataLoader\n" + _LOOPS[loop]
+    found = [rule for _, _, rule in _lint(tmp_path, {"dpo.py": source})]
+    assert found == (["pad-sides-disagree"] * 2 if side == "left" else []), found

@@ -18,10 +18,19 @@ lands where it would in the source):
   a function whose callers take different elements is left as is (the
   project's summary by element, `Function.returns_elements`, reads it), and
   a projected ``return`` keeps its whole tuple (`returned_tuple`) for the
-  summary that callers in other modules read;
+  summaries that callers in other modules read by element
+  (`layoutcheck.model.summaries`; the summary by element of the walk,
+  `Function.returns_elements`, is the projected element's, which the
+  module's own callers read);
 * **a partial application**: ``g = functools.partial(f, a, k=v)`` (in a
   function or at module level, bound once), then ``g(x)``: the call is read
-  as ``f(a, x, k=v)``.
+  as ``f(a, x, k=v)``;
+* **a DataLoader's collate function**: ``loader = DataLoader(ds, collate_fn=f)``
+  (a local, or an attribute of the method's instance stored in any method of
+  its class), then ``for batch in loader:`` (or ``enumerate(loader)``): what
+  the loop binds is what ``f`` returns for a list of samples, so the loop
+  reads as ``for b in loader: batch = f(b)`` (``collate_fn=partial(g, ...)``
+  as ``g(..., b)``).
 
 Both are decided by what the code does with the values, never by a name.
 """
@@ -52,6 +61,11 @@ def read_calls_through(tree: ast.Module, source: str) -> ast.Module:
     """``tree``, or a rewritten copy when a call in it is read through its callee (module docstring)."""
     elements = _tuple_returns(tree) if "return" in source else {}
     partials = "partial(" in source
+    loaders = "collate_fn" in source and "DataLoader" in source
+    if loaders and _loader_loops(tree):
+        tree = copy.deepcopy(tree)
+        _read_batches_through_collate(tree, _loader_loops(tree))
+        elements = _tuple_returns(tree) if elements else {}
     if not elements and not partials:
         return tree
     uses = _Uses(tree, set(elements))
@@ -63,7 +77,7 @@ def read_calls_through(tree: ast.Module, source: str) -> ast.Module:
     bound = _partials(tree) if partials else {}
     if not projections and not bound:
         return tree
-    tree = copy.deepcopy(tree)
+    tree = copy.deepcopy(tree) if not loaders else tree  # (already a copy when loaders were read)
     if projections:
         _project(tree, projections)
     if bound:
@@ -170,7 +184,7 @@ def _project(tree: ast.Module, projections: dict[str, int]) -> None:
             for node in own_nodes(stmt):
                 if isinstance(node, ast.Return) and isinstance(node.value, ast.Tuple):
                     # The whole tuple stays readable: callers in other modules may take other elements
-                    # (the function's summary by element is built from it, `returned_tuple`).
+                    # (`returned_tuple`: the summaries of `layoutcheck.model.summaries` read it).
                     setattr(node, _WHOLE, node.value)
                     node.value = node.value.elts[k]
     for parent in _walk_all(tree):
@@ -260,3 +274,101 @@ def _apply_partials(tree: ast.Module, bound: dict[tuple[int, str], ast.Call]) ->
             node.func = ast.copy_location(copy.deepcopy(partial.args[0]), node)
             node.args = [*(copy.deepcopy(a) for a in partial.args[1:]), *node.args]
             node.keywords = [*(copy.deepcopy(k) for k in partial.keywords if k.arg not in given), *node.keywords]
+
+
+def _is_loader(node: ast.AST) -> ast.expr | None:
+    """The ``collate_fn=`` of ``DataLoader(..., collate_fn=f)``, else None."""
+    if not isinstance(node, ast.Call):
+        return None
+    func = node.func
+    name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else None
+    if name != "DataLoader":
+        return None
+    for keyword in node.keywords:
+        if keyword.arg == "collate_fn" and isinstance(keyword.value, (ast.Name, ast.Attribute, ast.Call)) \
+                and (not isinstance(keyword.value, ast.Call) or _is_partial(keyword.value)):
+            return keyword.value
+    return None
+
+
+def _instance(function: ast.AST) -> str | None:
+    """The name of a method's instance (its first parameter), or None for a function outside a class."""
+    args = getattr(function, "args", None)
+    if args is None:
+        return None
+    first = [*args.posonlyargs, *args.args]
+    return first[0].arg if first else None
+
+
+def _loader_loops(tree: ast.Module) -> list[tuple[ast.For, ast.expr, int]]:
+    """Each ``for`` over a DataLoader given a collate function: the loop, the collate function, and the
+    position in the loop's target of the batch (0, or 1 for ``enumerate(loader)``)."""
+    out: list[tuple[ast.For, ast.expr, int]] = []
+    classes = [n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)]
+    methods = {id(f): c for c in classes for f in c.body if isinstance(f, _FUNCTIONS)}
+    by_attr: dict[tuple[int, str], ast.expr] = {}
+    for cls in classes:
+        for method in cls.body:
+            if not isinstance(method, _FUNCTIONS):
+                continue
+            me = _instance(method)
+            for node in own_nodes(method):
+                if isinstance(node, ast.Assign) and len(node.targets) == 1:
+                    target, collate = node.targets[0], _is_loader(node.value)
+                    if collate is not None and isinstance(target, ast.Attribute) \
+                            and isinstance(target.value, ast.Name) and target.value.id == me:
+                        by_attr[(id(cls), target.attr)] = collate
+    for function in (n for n in ast.walk(tree) if isinstance(n, _FUNCTIONS)):
+        local: dict[str, ast.expr] = {}
+        stores: dict[str, int] = {}
+        for node in own_nodes(function):
+            if isinstance(node, ast.Assign):
+                for target in node.targets:
+                    if isinstance(target, ast.Name):
+                        stores[target.id] = stores.get(target.id, 0) + 1
+                        collate = _is_loader(node.value) if len(node.targets) == 1 else None
+                        if collate is not None:
+                            local[target.id] = collate
+        cls = methods.get(id(function))
+        me = _instance(function) if cls is not None else None
+        for node in own_nodes(function):
+            if not isinstance(node, (ast.For, ast.AsyncFor)) or not node.body:
+                continue
+            source, at = node.iter, 0
+            if isinstance(source, ast.Call) and isinstance(source.func, ast.Name) and source.func.id == "enumerate" \
+                    and len(source.args) == 1 and isinstance(node.target, ast.Tuple) and len(node.target.elts) == 2:
+                source, at = source.args[0], 1
+            collate = None
+            if isinstance(source, ast.Call):
+                collate = _is_loader(source)
+            elif isinstance(source, ast.Name) and stores.get(source.id) == 1:
+                collate = local.get(source.id)
+            elif cls is not None and isinstance(source, ast.Attribute) and isinstance(source.value, ast.Name) \
+                    and source.value.id == me:
+                collate = by_attr.get((id(cls), source.attr))
+            if collate is not None:
+                out.append((node, collate, at))
+    return out
+
+
+def _read_batches_through_collate(tree: ast.Module, loops: list[tuple[ast.For, ast.expr, int]]) -> None:
+    """Each loop of `_loader_loops` (nodes of ``tree`` itself) made to bind a fresh name, and its batch
+    bound to the collate function's result on that name first thing in the body (in place)."""
+    for count, (loop, collate, at) in enumerate(loops):
+        batch = loop.target.elts[at] if at else loop.target  # type: ignore[attr-defined]
+        fresh = ast.copy_location(ast.Name(id=f"layoutcheck_samples_{count}", ctx=ast.Store()), batch)
+        if at:
+            loop.target.elts[at] = fresh  # type: ignore[attr-defined]
+        else:
+            loop.target = fresh
+        samples = ast.copy_location(ast.Name(id=fresh.id, ctx=ast.Load()), batch)
+        if isinstance(collate, ast.Call):  # partial(g, a, k=v): g(a, samples, k=v)
+            call = ast.Call(func=copy.deepcopy(collate.args[0]), args=[*map(copy.deepcopy, collate.args[1:]), samples],
+                            keywords=[copy.deepcopy(k) for k in collate.keywords])
+        else:
+            call = ast.Call(func=copy.deepcopy(collate), args=[samples], keywords=[])
+        for node in ast.walk(call):  # the whole call stands on the loop's target (a finding lands there)
+            ast.copy_location(node, batch)
+        bind = ast.copy_location(ast.Assign(targets=[batch], value=call), batch)
+        bind.end_lineno, bind.end_col_offset = batch.end_lineno, batch.end_col_offset  # type: ignore[attr-defined]
+        loop.body.insert(0, bind)

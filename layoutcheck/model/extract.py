@@ -323,7 +323,7 @@ class _FunctionState:
         "calls", "source_ticks", "none_checked", "returns", "guarded", "samples", "iterates", "aliases",
         "pads", "writes_source", "writes_packed", "reads_source", "reads_packed", "layout_params",
         "padded_params", "true_params", "rounds", "spaces", "guard_fields", "candidates", "positional", "reads",
-        "returns_calls", "unit_names", "elements",
+        "returns_calls", "unit_names", "elements", "tuple_returns",
     )
 
     def __init__(self) -> None:
@@ -335,6 +335,8 @@ class _FunctionState:
         # Per element of the tuple every `return` gives: (tags, calls); None before the first
         # return, False once a return gives something else (no summary by element).
         self.elements: list[tuple[int, frozenset[str], frozenset[str]]] | bool | None = None
+        self.tuple_returns = False
+        """A ``return`` gives a tuple as written (a projected one included, `calls.returned_tuple`)."""
         self.guarded: set[str | None] = set()
         self.samples: set[int] = set()
         self.iterates = False
@@ -513,7 +515,9 @@ class _Extractor(ClashesMixin, LiteralsMixin, SidesMixin, Flow):
                 value = self.classify(node.value)
                 self.state.returns |= value.tags
                 self.state.returns_calls |= value.calls
-                self.returned_elements(returned_tuple(node) or node.value)
+                self.returned_elements(node.value)
+                if isinstance(returned_tuple(node), ast.Tuple):
+                    self.state.tuple_returns = True
                 self.returned(node.value)
             else:
                 self.state.elements = False
@@ -1000,8 +1004,8 @@ class _Extractor(ClashesMixin, LiteralsMixin, SidesMixin, Flow):
         if state.elements:
             facts.returns_elements = tuple((tags, tuple(sorted(calls)), tuple(sorted(params)))
                                            for tags, calls, params in state.elements)
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                facts.zero_elements = zero_pair_elements(node)
+        if state.tuple_returns and isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            facts.zero_elements = zero_pair_elements(node)
         facts.calls = tuple(state.calls)
         facts.guarded = tuple(sorted(g for g in state.guarded if g is not None)) + (
             ("",) if None in state.guarded else ()
