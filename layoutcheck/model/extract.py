@@ -413,10 +413,12 @@ class _Extractor(ClashesMixin, LiteralsMixin, SidesMixin, Flow):
         self.module_clashes: dict[ast.AST, list[tuple[str, ast.AST, str]]] = {}
         """What the module-wide readers (`_MODULE_READERS`) found, by function node: ``(kind, node, detail)``."""
         self.gathered: set[str] = set()
-        self.gathering: set[int] = set()
-        """The functions (by index) that store a gather of a field."""
-        self.whole_copies: list[tuple[int, str]] = []
-        """``(function index, field)`` for each field copied whole from another record (`FileFacts.shipped_whole`)."""
+        self.gathering: dict[tuple[int, str], set[str]] = {}
+        """``(function index, record)`` -> the fields stored there as shares by an index list (the record
+        as its `ast.dump`)."""
+        self.whole_copies: list[tuple[int, str, str]] = []
+        """``(function index, record, field)`` for each field copied whole from another record
+        (`FileFacts.shipped_whole`)."""
         self.in_class_body = 0
         self.attribute_bases: set[int] = set()
         self.pad_context = 0
@@ -463,7 +465,10 @@ class _Extractor(ClashesMixin, LiteralsMixin, SidesMixin, Flow):
         facts.bucket_names = tuple(sorted(self.bucket_names))
         facts.partners = tuple(sorted(self.partners))
         facts.gathered = tuple(sorted(self.gathered))
-        facts.shipped_whole = tuple(sorted({key for index, key in self.whole_copies if index in self.gathering}))
+        # Copied whole into a record that the same function fills with shares of several fields: a partition
+        # that leaves these out (a message assembled from parts gathers one field, and partitions nothing).
+        facts.shipped_whole = tuple(sorted({key for index, record, key in self.whole_copies
+                                            if len(self.gathering.get((index, record), ())) >= 2}))
 
     def _absorb(self, uses: Uses) -> None:
         for key, tags in uses.fields.items():
@@ -1129,11 +1134,13 @@ class _Extractor(ClashesMixin, LiteralsMixin, SidesMixin, Flow):
                 self.transform(target, key, value)
             if isinstance(target, ast.Subscript) and _gathers(value):
                 self.gathered |= set(keys) if keys else {"*"} if isinstance(target.slice, ast.Name) else set()
-                self.gathering.add(self.frame.index)
+                if keys and isinstance(value.generators[0].iter, ast.Name):  # type: ignore[attr-defined]
+                    # `out[k] = [d[k][i] for i in part]`: a share of the record by an index list
+                    self.gathering.setdefault((self.frame.index, ast.dump(target.value)), set()).update(keys)
             elif keys and isinstance(target, ast.Subscript) and isinstance(value, ast.Subscript) \
                     and ast.dump(value.slice) == ast.dump(target.slice) and ast.dump(value.value) != ast.dump(target.value):
                 # `out[key] = data[key]`: the field copied whole from another record
-                self.whole_copies.extend((self.frame.index, key) for key in keys)
+                self.whole_copies.extend((self.frame.index, ast.dump(target.value), key) for key in keys)
             if isinstance(target, ast.Name):
                 self.check_broadcast(value, target.id, "name")
             self.rewrite(target, value)

@@ -457,9 +457,9 @@ class FileFacts:
     """Fields rewritten as a gather by an index list (``d["k"] = [d["k"][i] for i in order]``): reordered
     or partitioned per sample; ``*`` when a loop does it to every key of a record."""
     shipped_whole: tuple[str, ...] = ()
-    """Fields a function that gathers others copies whole into a record (``out[key] = data[key]``
-    beside ``out[k] = [data[k][i] for i in part]``): left unpartitioned on purpose, beside fields that
-    are."""
+    """Fields a function copies whole into a record (``out[key] = data[key]``) that it fills with shares
+    of several other fields (``out[k] = [data[k][i] for i in part]``): left out of the partition on
+    purpose."""
     zips: list[Zip] = field(default_factory=list)
     clashes: list[Clash] = field(default_factory=list)
     sides: list[PadSide] = field(default_factory=list)
