@@ -30,10 +30,10 @@ def chunk_offsets(total, response, rank, size):
     return step, (head, tail), (logits_0, logits_1), (token_0, token_1)
 '''
 _EMPTY_AS_ZERO = (
-    "if logits_0[0] < logits_0[1]:\n        token_0 = (logits_0[0] + 1, logits_0[1] + 1)\n"
-    "    else:\n        token_0 = (0, 0)",
-    "if logits_1[0] < logits_1[1]:\n        token_1 = (logits_1[0] + 1, logits_1[1] + 1)\n"
-    "    else:\n        token_1 = (0, 0)",
+    ("if logits_0[0] < logits_0[1]:\n        token_0 = (logits_0[0] + 1, logits_0[1] + 1)\n"
+     "    else:\n        token_0 = (0, 0)"),
+    ("if logits_1[0] < logits_1[1]:\n        token_1 = (logits_1[0] + 1, logits_1[1] + 1)\n"
+     "    else:\n        token_1 = (0, 0)"),
 )
 _ALWAYS_CLAMPED = ("token_0 = (logits_0[0] + 1, logits_0[1] + 1)", "token_1 = (logits_1[0] + 1, logits_1[1] + 1)")
 

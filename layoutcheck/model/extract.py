@@ -35,9 +35,9 @@ import sys
 import warnings
 from collections.abc import Callable, Iterable, Sequence
 
-from layoutcheck.model.calls import read_calls_through, returned_tuple
+from layoutcheck.model.calls import read_calls_through
 from layoutcheck.model.settings import LintSettings
-from layoutcheck.model.summaries import zero_pair_elements
+from layoutcheck.model.summaries import SummaryMixin, write_summary
 from layoutcheck.model.facts import (
     Arg,
     Broadcast,
@@ -381,7 +381,7 @@ _NOTED = TOK | SEQ | UNIT | CP | PACKED
 """The use tags `_note_uses` names (those of `_USE_WHY`)."""
 
 
-class _Extractor(ClashesMixin, LiteralsMixin, SidesMixin, Flow):
+class _Extractor(ClashesMixin, LiteralsMixin, SidesMixin, SummaryMixin, Flow):
     def __init__(self, source: str, settings: LintSettings) -> None:
         super().__init__(vocabulary(settings))
         self.settings = settings
@@ -517,12 +517,7 @@ class _Extractor(ClashesMixin, LiteralsMixin, SidesMixin, Flow):
         elif kind is ast.Return:
             if node.value is not None:
                 self.scan(node.value)
-                value = self.classify(node.value)
-                self.state.returns |= value.tags
-                self.state.returns_calls |= value.calls
-                self.returned_elements(node.value)
-                if isinstance(returned_tuple(node), ast.Tuple):
-                    self.state.tuple_returns = True
+                self.summarise_return(node)
                 self.returned(node.value)
             else:
                 self.state.elements = False
@@ -1004,13 +999,7 @@ class _Extractor(ClashesMixin, LiteralsMixin, SidesMixin, Flow):
         facts.reads_packed = state.reads_packed
         facts.source_ticks = tuple(state.source_ticks)
         facts.none_checked = tuple(sorted(state.none_checked))
-        facts.returns_tags = state.returns
-        facts.returns_calls = tuple(sorted(state.returns_calls))
-        if state.elements:
-            facts.returns_elements = tuple((tags, tuple(sorted(calls)), tuple(sorted(params)))
-                                           for tags, calls, params in state.elements)
-        if state.tuple_returns and isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            facts.zero_elements = zero_pair_elements(node)
+        write_summary(state, node, facts)
         facts.calls = tuple(state.calls)
         facts.guarded = tuple(sorted(g for g in state.guarded if g is not None)) + (
             ("",) if None in state.guarded else ()
@@ -1376,25 +1365,6 @@ class _Extractor(ClashesMixin, LiteralsMixin, SidesMixin, Flow):
             return int_value(count.slice) == 0
         # A comprehension's iterable: a walk over a collection.
         return isinstance(count, (ast.Name, ast.Subscript, ast.Attribute, ast.Call, ast.ListComp))
-
-    def returned_elements(self, value: ast.expr) -> None:
-        """Join what a ``return`` gives into the function's summary by element (`Function.returns_elements`):
-        a tuple written there or bound to the local it returns, position by position."""
-        state = self.state
-        if state.elements is False:
-            return
-        found = self.resolved(value) if isinstance(value, ast.Name) else value
-        if not isinstance(found, ast.Tuple) or any(isinstance(e, ast.Starred) for e in found.elts):
-            state.elements = False
-            return
-        # A local bound to a tuple (`out = a, b` ... `return out`): its elements read in the bindings here.
-        joined = [(v.tags, v.calls, v.params) for v in map(self.classify, found.elts)]
-        if state.elements is None:
-            state.elements = joined
-        elif len(state.elements) != len(joined):
-            state.elements = False
-        else:
-            state.elements = [(a | d, b | e, c | f) for (a, b, c), (d, e, f) in zip(state.elements, joined)]
 
     def returned(self, value: ast.expr) -> None:
         """A returned broadcast, and a function returning its parameter rounded up (a round-up helper)."""

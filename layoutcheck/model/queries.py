@@ -440,7 +440,7 @@ class FileQueries:
                 params = {p.name for p in sibling.params}
                 if given and given <= params - set(sibling.unused_params) \
                         and set(sibling.reads) & set(project.function(ref).reads):
-                    yield UnitDisagreement(pad, ref, sorted(given)[0], other_ref, hard_coded=True)
+                    yield UnitDisagreement(pad, ref, min(given), other_ref, hard_coded=True)
                     break
 
     # ------------------------------------------------------------ LC113: pad sides
