@@ -206,3 +206,50 @@ def test_a_loop_over_a_dataloader_binds_what_its_collate_function_returns(tmp_pa
         "import functools\nfrom torch.utils.data import DataLoader\n" + _LOOPS[loop]
     found = [rule for _, _, rule in _lint(tmp_path, {"dpo.py": source})]
     assert found == (["pad-sides-disagree"] * 2 if side == "left" else []), found
+
+
+_ASSIGNED = '''
+import torch
+
+
+def targets(self, ids):
+    return ids[:, 1:]
+
+
+class Head:
+    def loss(self, ids, logits, mask):
+        labels = self.shift(ids)
+        return (logits * labels).sum() * mask[:, 1:]
+
+
+Head.shift = targets
+'''
+
+
+def test_a_function_assigned_onto_a_class_is_called_through_its_instance() -> None:
+    """`Cls.name = f`, then `self.name(x)` in a method: the call is `f(self, x)`."""
+    assert "labels = targets(self, ids)" in _read(_ASSIGNED)
+
+
+def test_a_helper_assigned_onto_a_class_is_reached_through_the_instance(tmp_path: Path) -> None:
+    """`Loss.offsets = chunk_offsets`, then `self.offsets(...)`: the positions are the helper's, which clamps
+    them on every path (silent); a call of an unknown method would be flagged, its clamp unseen."""
+    helper = _HELPER.format(first=_ALWAYS_CLAMPED[0], second=_ALWAYS_CLAMPED[1]).replace(
+        "def chunk_offsets(total,", "def chunk_offsets(owner, total,")
+    caller = '''
+import torch
+
+
+class Loss:
+    def local_masks(self, loss_masks, totals, responses, rank, size):
+        chunks = []
+        for i in range(len(loss_masks)):
+            full = loss_masks[i]
+            total, response, prompt = totals[i], responses[i], totals[i] - responses[i]
+            _, _, _, offs = self.offsets(total, response, rank, size)
+            chunks.append(full[offs[0][0] - prompt : offs[1][1] - prompt])
+        return torch.cat(chunks)
+'''
+    assigned = helper + caller + "\n\nLoss.offsets = chunk_offsets\n"
+    assert _moved(_lint(tmp_path / "assigned", {"loss.py": assigned})) == []
+    assert _moved(_lint(tmp_path / "unknown", {"loss.py": helper + caller})) == [("loss.py", "positions-in-another-space")]

@@ -30,7 +30,10 @@ lands where it would in the source):
   its class), then ``for batch in loader:`` (or ``enumerate(loader)``): what
   the loop binds is what ``f`` returns for a list of samples, so the loop
   reads as ``for b in loader: batch = f(b)`` (``collate_fn=partial(g, ...)``
-  as ``g(..., b)``).
+  as ``g(..., b)``);
+* **a function assigned onto a class**: ``Cls.name = f`` at module level (``Cls``
+  and ``f`` the module's own), then ``self.name(x)`` in a method of ``Cls``: the
+  call is ``f(self, x)``.
 
 Both are decided by what the code does with the values, never by a name.
 """
@@ -66,6 +69,11 @@ def read_calls_through(tree: ast.Module, source: str) -> ast.Module:
         tree = copy.deepcopy(tree)
         _read_batches_through_collate(tree, _loader_loops(tree))
         elements = _tuple_returns(tree) if elements else {}
+    if _assigned_methods(tree):
+        if not loaders:
+            tree = copy.deepcopy(tree)
+            loaders = True  # (the tree is a copy from here on)
+        _call_assigned_methods(tree, _assigned_methods(tree))
     if not elements and not partials:
         return tree
     uses = _Uses(tree, set(elements))
@@ -372,3 +380,42 @@ def _read_batches_through_collate(tree: ast.Module, loops: list[tuple[ast.For, a
         bind = ast.copy_location(ast.Assign(targets=[batch], value=call), batch)
         bind.end_lineno, bind.end_col_offset = batch.end_lineno, batch.end_col_offset  # type: ignore[attr-defined]
         loop.body.insert(0, bind)
+
+
+def _assigned_methods(tree: ast.Module) -> dict[tuple[str, str], str]:
+    """``Cls.name = f`` at module level, ``Cls`` a class and ``f`` a function of the module (each defined
+    once): ``(class, name) -> f``."""
+    defined: dict[str, list[ast.AST]] = {}
+    for stmt in tree.body:
+        if isinstance(stmt, (*_FUNCTIONS, ast.ClassDef)):
+            defined.setdefault(stmt.name, []).append(stmt)
+    out: dict[tuple[str, str], str] = {}
+    for stmt in tree.body:
+        if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.value, ast.Name)):
+            continue
+        target = stmt.targets[0]
+        if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name):
+            owner, function = defined.get(target.value.id, []), defined.get(stmt.value.id, [])
+            if len(owner) == 1 and isinstance(owner[0], ast.ClassDef) and len(function) == 1 \
+                    and isinstance(function[0], _FUNCTIONS):
+                out[(target.value.id, target.attr)] = stmt.value.id
+    return out
+
+
+def _call_assigned_methods(tree: ast.Module, assigned: dict[tuple[str, str], str]) -> None:
+    """``self.name(x)`` in a method of ``Cls`` read as ``f(self, x)`` for each ``Cls.name = f`` (in place)."""
+    for cls in tree.body:
+        if not isinstance(cls, ast.ClassDef) or not any(c == cls.name for c, _ in assigned):
+            continue
+        for method in cls.body:
+            me = _instance(method) if isinstance(method, _FUNCTIONS) else None
+            if me is None:
+                continue
+            for node in own_nodes(method):
+                if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+                        and isinstance(node.func.value, ast.Name) and node.func.value.id == me:
+                    function = assigned.get((cls.name, node.func.attr))
+                    if function is not None:
+                        receiver = node.func.value
+                        node.func = ast.copy_location(ast.Name(id=function, ctx=ast.Load()), node.func)
+                        node.args = [receiver, *node.args]
