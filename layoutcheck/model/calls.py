@@ -3,8 +3,8 @@
 The checks of the per-file phase read a value through the expression it was
 bound to, and a call of the module's own function through what that function
 returns. Real code moves a value through calls in ways that keep its meaning
-but not its shape; `read_calls_through` rewrites a module's tree (a copy: the
-caller's tree is never changed) so that each of these reads as the plain call
+but not its shape; `read_calls_through` rewrites a module's tree (in place: the
+per-file walk's own parse) so that each of these reads as the plain call
 the checks already follow, with every node keeping its position (a finding
 lands where it would in the source):
 
@@ -12,7 +12,7 @@ lands where it would in the source):
   ``return`` gives a tuple of ``n`` (no ``yield``), and whose every use in
   the module is a call that takes the same element ``k`` of the result
   (``f(...)[k]``, or ``a, b = f(...)`` with every target but the ``k``-th
-  never read in its function), is read as returning that element: its
+  never read in the module), is read as returning that element: its
   returns give ``e_k`` and its calls are the calls themselves (``b = f(...)``).
   What the other elements hold is dropped by every caller, so nothing is lost;
   a function whose callers take different elements is left as is (the
@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import ast
 import copy
+import re
 from collections.abc import Iterator
 
 from layoutcheck.model.syntax import own_nodes
@@ -49,6 +50,13 @@ from layoutcheck.model.syntax import own_nodes
 __all__ = ["read_calls_through", "returned_tuple"]
 
 _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
+_ELEMENT_OF_CALL = re.compile(r"^.*\)[ \t]*\[[ \t]*-?\d+[ \t]*\].*$", re.MULTILINE)
+"""A line where a call's result is subscripted by a constant (``f(x)[1]``): where a projection may apply."""
+_CALLED = re.compile(r"(\w+)\(")
+_UNPACKED_CALL = re.compile(r"^[ \t]*[(\[]?[\w.\[\]]+[ \t]*,[^=\n]*=[ \t]*(\w+)\(", re.MULTILINE)
+"""A tuple unpacked from a call (``a, b = f(``), as text, with the function's name."""
+_PARTIAL_BOUND = re.compile(r"=\s*(?:functools\.)?partial\(")
+"""``g = partial(`` / ``g = functools.partial(``: where `_partials` can find something."""
 _WHOLE = "layoutcheck_whole"
 """The attribute a projected ``return`` keeps its whole tuple in."""
 
@@ -61,39 +69,89 @@ def returned_tuple(node: ast.Return) -> ast.expr | None:
 
 
 def read_calls_through(tree: ast.Module, source: str) -> ast.Module:
-    """``tree``, or a rewritten copy when a call in it is read through its callee (module docstring)."""
-    elements = _tuple_returns(tree) if "return" in source else {}
-    partials = "partial(" in source
-    loaders = "collate_fn" in source and "DataLoader" in source
-    if loaders and _loader_loops(tree):
-        tree = copy.deepcopy(tree)
-        _read_batches_through_collate(tree, _loader_loops(tree))
-        elements = _tuple_returns(tree) if elements else {}
-    if _assigned_methods(tree):
-        if not loaders:
-            tree = copy.deepcopy(tree)
-            loaders = True  # (the tree is a copy from here on)
-        _call_assigned_methods(tree, _assigned_methods(tree))
-    if not elements and not partials:
-        return tree
-    uses = _Uses(tree, set(elements))
-    projections = {}
-    for name, returns in elements.items():
-        k = uses.single_element(name, len(returns[0].value.elts))  # type: ignore[union-attr]
-        if k is not None:
-            projections[name] = k
-    bound = _partials(tree) if partials else {}
-    if not projections and not bound:
-        return tree
-    tree = copy.deepcopy(tree) if not loaders else tree  # (already a copy when loaders were read)
+    """``tree`` (parsed from ``source``), each call in it that is read through its callee rewritten in place
+    (module docstring): the per-file walk owns the tree it parsed, and copying a tree costs more than
+    the walk saves."""
+    if "collate_fn" in source and "DataLoader" in source:
+        loops = _loader_loops(tree)
+        if loops:
+            _read_batches_through_collate(tree, loops)
+    assigned = _assigned_methods(tree)
+    if assigned:
+        _call_assigned_methods(tree, assigned)
+    projections = _projections(tree, source) if "return" in source else {}
     if projections:
         _project(tree, projections)
-    if bound:
-        _apply_partials(tree, _partials(tree))  # the copy's nodes (found by scope id)
+    if _PARTIAL_BOUND.search(source):
+        bound = _partials(tree)
+        if bound:
+            _apply_partials(tree, bound)
     return tree
 
 
-def _tuple_returns(tree: ast.Module) -> dict[str, list[ast.Return]]:
+def _projections(tree: ast.Module, source: str) -> dict[str, int]:
+    """The module's functions read as returning one element of their tuple, with the element (module docs).
+
+    The text first: a function is a candidate only where the module unpacks a call of it, or calls it on
+    a line that subscripts a call's result by a constant (most modules do neither). Then one walk of the module finds the functions
+    some call takes an element of, and whether every use of each is such a call; only those functions'
+    bodies are read for their returns."""
+    names = {stmt.name for stmt in tree.body if isinstance(stmt, _FUNCTIONS)}
+    if names:
+        called = {m.group(1) for m in _UNPACKED_CALL.finditer(source)}
+        called.update(m.group(1) for line in _ELEMENT_OF_CALL.findall(source) for m in _CALLED.finditer(line))
+        names &= called
+    if not names:
+        return {}
+    used: dict[str, int] = {}
+    taken: dict[str, list[int | list[ast.expr]]] = {}
+    loads: set[str] = set()
+    for node in ast.walk(tree):
+        kind = type(node)
+        if kind is ast.Name:
+            if type(node.ctx) is ast.Load:  # type: ignore[attr-defined]
+                loads.add(node.id)  # type: ignore[attr-defined]
+                if node.id in names:  # type: ignore[attr-defined]
+                    used[node.id] = used.get(node.id, 0) + 1  # type: ignore[attr-defined]
+        elif kind is ast.Subscript or kind is ast.Assign:
+            value = node.value  # type: ignore[attr-defined]
+            if type(value) is not ast.Call or type(value.func) is not ast.Name or value.func.id not in names:
+                continue
+            if kind is ast.Subscript:
+                index = node.slice  # type: ignore[attr-defined]
+                if isinstance(index, ast.Constant) and type(index.value) is int:
+                    taken.setdefault(value.func.id, []).append(index.value)
+            elif len(node.targets) == 1 and isinstance(node.targets[0], (ast.Tuple, ast.List)):  # type: ignore[attr-defined]
+                taken.setdefault(value.func.id, []).append(node.targets[0].elts)  # type: ignore[attr-defined]
+    out: dict[str, int] = {}
+    candidates = {name for name, uses in taken.items() if len(uses) == used.get(name)}
+    if not candidates:
+        return out
+    for name, returns in _tuple_returns(tree, candidates).items():
+        length = len(returns[0].value.elts)  # type: ignore[union-attr]
+        elements: set[int] = set()
+        for use in taken[name]:
+            if isinstance(use, int):
+                if not -length <= use < length:
+                    break
+                elements.add(use % length)
+            else:
+                if len(use) != length or any(isinstance(t, ast.Starred) for t in use):
+                    break
+                # the targets read anywhere in the module (a target never read is dropped)
+                live = [i for i, t in enumerate(use) if not (isinstance(t, ast.Name) and t.id not in loads)]
+                if len(live) != 1:
+                    break
+                elements.add(live[0])
+            if len(elements) > 1:
+                break
+        else:
+            if len(elements) == 1:
+                out[name] = elements.pop()
+    return out
+
+
+def _tuple_returns(tree: ast.Module, candidates: set[str]) -> dict[str, list[ast.Return]]:
     """The module-level functions whose every ``return`` gives a tuple of one length (no ``yield``, no
     starred element, no bare ``return``, and no way to fall off the end), by name."""
     out: dict[str, list[ast.Return]] = {}
@@ -102,7 +160,8 @@ def _tuple_returns(tree: ast.Module) -> dict[str, list[ast.Return]]:
         if isinstance(stmt, (*_FUNCTIONS, ast.ClassDef)):
             names[stmt.name] = names.get(stmt.name, 0) + 1
     for stmt in tree.body:
-        if not isinstance(stmt, _FUNCTIONS) or names[stmt.name] != 1 or stmt.decorator_list:
+        if not isinstance(stmt, _FUNCTIONS) or stmt.name not in candidates or names[stmt.name] != 1 \
+                or stmt.decorator_list:
             continue
         if not stmt.body or not isinstance(stmt.body[-1], (ast.Return, ast.Raise)):
             continue
@@ -123,69 +182,8 @@ def _tuple_returns(tree: ast.Module) -> dict[str, list[ast.Return]]:
     return out
 
 
-class _Uses:
-    """Every use of some module-level names: the node that holds it and the function it is in."""
-
-    def __init__(self, tree: ast.Module, names: set[str]) -> None:
-        self.names = names
-        self.uses: dict[str, list[tuple[ast.AST, ast.AST, ast.AST | None]]] = {name: [] for name in names}
-        """Each use's parent and grandparent, and the function it is read in (None: module level)."""
-        self.loads: dict[int, set[str]] = {}
-        """The names each function reads (by the function's id), its nested scopes' reads included."""
-        stack: list[tuple[ast.AST, ast.AST | None, ast.AST | None, tuple[ast.AST, ...]]] = [(tree, None, None, ())]
-        while stack:
-            node, parent, grand, functions = stack.pop()
-            if isinstance(node, ast.Name):
-                if isinstance(node.ctx, ast.Load):
-                    for function in functions:
-                        self.loads.setdefault(id(function), set()).add(node.id)
-                if node.id in names and parent is not None and grand is not None:
-                    self.uses[node.id].append((parent, grand, functions[-1] if functions else None))
-                elif node.id in names:
-                    self.uses[node.id].append((node, node, None))  # at the top: not a call
-                continue
-            inner = (*functions, node) if isinstance(node, (*_FUNCTIONS, ast.Lambda)) else functions
-            for child in ast.iter_child_nodes(node):
-                stack.append((child, node, parent, inner))
-
-    def single_element(self, name: str, length: int) -> int | None:
-        """The one element of ``name``'s tuple every use takes, or None (a use that takes the whole
-        tuple, several elements, or passes the function on)."""
-        taken: set[int] = set()
-        for call, parent, function in self.uses[name]:
-            if not isinstance(call, ast.Call) or not (isinstance(call.func, ast.Name) and call.func.id == name):
-                return None
-            if isinstance(parent, ast.Subscript) and parent.value is call:
-                k = _constant_index(parent.slice, length)
-                if k is None:
-                    return None
-                taken.add(k)
-            elif isinstance(parent, ast.Assign) and parent.value is call and len(parent.targets) == 1 \
-                    and isinstance(parent.targets[0], (ast.Tuple, ast.List)):
-                targets = parent.targets[0].elts
-                if len(targets) != length or any(isinstance(t, ast.Starred) for t in targets):
-                    return None
-                read = self.loads.get(id(function), set()) if function is not None else None
-                live = [i for i, t in enumerate(targets) if not (
-                    isinstance(t, ast.Name) and read is not None and t.id not in read)]
-                if len(live) != 1:
-                    return None
-                taken.add(live[0])
-            else:
-                return None
-            if len(taken) > 1:
-                return None
-        return next(iter(taken)) if taken else None
-
-
-def _constant_index(node: ast.AST, length: int) -> int | None:
-    if isinstance(node, ast.Constant) and type(node.value) is int and -length <= node.value < length:
-        return node.value % length
-    return None
-
-
 def _project(tree: ast.Module, projections: dict[str, int]) -> None:
-    """Rewrite (in place, ``tree`` being a copy) each projected function and its calls."""
+    """Rewrite (in place) each projected function and its calls."""
     for stmt in tree.body:
         if isinstance(stmt, _FUNCTIONS) and stmt.name in projections:
             k = projections[stmt.name]
