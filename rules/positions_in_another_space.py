@@ -1,9 +1,11 @@
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
 from layoutcheck.lint.rule import Invalid, ModelRule, Report, Valid
 from layoutcheck.lint.settings import LintSettings
+from layoutcheck.model.facts import element_call
+from layoutcheck.model.project import FunctionRef, Project
 from layoutcheck.model.queries import FileQueries
 
 
@@ -20,7 +22,14 @@ class PositionsInAnotherSpace(ModelRule):
       at 0: neither `max(0, a - q)` nor a bound already computed as
       `max(..., q)`, nor a test `a >= q` around it. Bounds that a function
       of the project computes (a CP offset helper that clamps its offsets)
-      are that function's to clamp and are not flagged here;
+      are that function's to clamp and are not flagged here, unless its
+      summary shows the element they come from returned as the literal
+      `(0, 0)` on some path (an empty chunk): clamped on one path only,
+      so `0 - q` is a negative bound on the other. The helper may be in
+      any module, called directly or through `functools.partial`. Both
+      ends of one such pair (`x[p[0] - q : p[1] - q]`) are not flagged:
+      on the `(0, 0)` path the bounds are equal, and the slice is empty
+      as the empty chunk's should be;
     * positions stored beside a window of data, into the same slots of
       another buffer (`ids[w] = row[lo:hi]` then `pos[w] = arange(a, b)`),
       whose start is neither 0 (positions counted from each piece's own
@@ -69,8 +78,8 @@ class PositionsInAnotherSpace(ModelRule):
     ## Known problems
     Only the spellings above are read (a bound may be a local:
     `s, e = a - q, b - q` then `x[s:e]` reads as `x[a - q : b - q]`): bounds
-    moved through a helper, or positions computed in another function, are
-    not followed. Positions
+    moved inside a helper, or positions computed in another function
+    (beyond a helper's `(0, 0)` path), are not followed. Positions
     meant for a sequence gathered later (as wide as the group's slices on
     purpose) but stored in the record of one rank's tokens are flagged all
     the same; store them apart.
@@ -94,8 +103,20 @@ class PositionsInAnotherSpace(ModelRule):
         for found in file.facts.clashes:
             if found.kind == "moved_origin":
                 ref = file.ref(found.function)
-                if any(project.resolve_callee(ref, callee) is not None for callee in found.calls):
+                unclamped = self._unclamped_by(project, ref, found.calls)
+                if unclamped is None:
                     continue  # positions the project's own function computes: judged where it clamps them
+                if unclamped and found.one_pair:
+                    continue  # both ends of the `(0, 0)` pair: `x[-q:-q]` is empty, as the empty range's slice is
+                if unclamped:
+                    yield self.report(
+                        found.span,
+                        f"`{found.text}` moves positions that {unclamped} returns to an origin `{found.detail}` "
+                        "later, but on one path it returns them as `(0, 0)`, not clamped into the range: there "
+                        f"`0 - {found.detail}` is a negative bound, which counts from the end. Clamp each bound "
+                        f"(`max(0, a - {found.detail})`) and skip empty parts.",
+                    )
+                    continue
                 yield self.report(
                     found.span,
                     f"`{found.text}` moves whole-sequence positions to an origin `{found.detail}` later (a length "
@@ -117,6 +138,21 @@ class PositionsInAnotherSpace(ModelRule):
                     f"but its positions do not start at `{found.detail}`: each token gets another token's position. "
                     "Give the window the positions it was read from.",
                 )
+
+    @staticmethod
+    def _unclamped_by(project: Project, ref: FunctionRef, calls: Iterable[str]) -> str | None:
+        """"" when no callee of ``calls`` is the project's; the label of the project's function whose
+        returned element holds ``(0, 0)`` on some path (`Function.zero_elements`: it clamps on one path
+        only); None when the project's function computes the positions (its clamp is judged there)."""
+        for callee in calls:
+            target = project.resolve_callee(ref, callee)
+            if target is None:
+                continue
+            index, _ = element_call(callee)
+            if index >= 0 and index in project.function(target).zero_elements:
+                return project.label(target)
+            return None
+        return ""
 
     valid = [
         Valid(

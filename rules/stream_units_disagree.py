@@ -20,9 +20,13 @@ class StreamUnitsDisagree(ModelRule):
       builder tests the parameter to change the unit its stream is padded
       to (`if fp8: unit = math.lcm(16, unit)`), so the two calls lay out
       their streams with different units;
-    * a stream padded to a unit with a literal factor (`tp * 128`) in a
-      function that takes, and never reads, the factor a sibling stream pad
-      of the project uses in its place (`tp * pad_factor`).
+    * a stream padded to a unit with a literal factor (`tp * 128`) where a
+      sibling stream pad of the project, sharing its other factors, uses a
+      parameter of its function in that place (`tp * pad_factor`): the
+      function that hard-codes the factor takes, and never reads, that
+      factor; or the two functions read a field of one record (the stream
+      of a routing replay that mirrors the tokens, in any module), so the
+      hard-coded factor stands where the sibling's callers configure it.
 
     ## Why it matters
     Partner streams (tokens and the routing replay that mirrors them, inputs
@@ -75,6 +79,15 @@ class StreamUnitsDisagree(ModelRule):
         for found in file.unit_disagreements():
             if isinstance(found.node, Pad):
                 pad = found.node
+                if found.hard_coded:
+                    yield self.report(
+                        pad.unit_span or pad.span,
+                        f"`{pad.text}` pads a stream to a unit with a literal factor (`{pad.unit}`), while "
+                        f"{file.label(found.other)} pads its stream with `{found.detail}` in that place, a "
+                        "factor its callers give it: the two streams are padded to different units when the "
+                        f"configured `{found.detail}` is not the literal. Use the configured factor here too.",
+                    )
+                    continue
                 yield self.report(
                     pad.unit_span or pad.span,
                     f"`{pad.text}` pads a stream to a unit with a literal factor (`{pad.unit}`), while "
@@ -230,6 +243,28 @@ def stream_replay(routes, tp, pad_factor):
             line=13,
             column=12,
             message="pads its stream with `pad_factor` in that place",
+        ),
+        Invalid(
+            """
+import torch
+import torch.nn.functional as F
+
+def stream_tokens(batch, tp, pad_factor, pad_id):
+    stream = torch.cat(batch["tokens"])
+    unit = tp * pad_factor
+    return F.pad(stream, (0, (unit - stream.size(0) % unit) % unit), value=pad_id)
+
+
+def stream_replay(batch, tp):
+    routes = batch["routes"]
+    assert len(routes) == len(batch["tokens"])
+    stream = torch.cat(routes)
+    unit = tp * 128
+    return F.pad(stream, (0, 0, 0, (unit - stream.size(0) % unit) % unit))
+""",
+            line=15,
+            column=12,
+            message="a factor its callers give it",
         ),
         Invalid(
             """

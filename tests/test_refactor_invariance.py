@@ -44,21 +44,8 @@ PROJECTS = ["flagged", "lookalikes", *(f"pairs/{p.name}/{half}" for p in PAIRS f
 
 Key = tuple[str, int, str]
 
-_TUPLE_RETURN = (
-    "function summaries carry a returned element's tags, calls and parameters, not its shift, its fields or the "
-    "expression it was bound to (issue 28, point 2): the checks that read a value's expression (shifts, pad sides, "
-    "split counts) do not see through `_, x = f(...)` or `f(...)[1]`"
-)
-_EXTEND = (
-    "a list grown by `extend` in a loop reads as a nested comprehension, which the checks that count a list's "
-    "entries (receive-count-short) or read its element (pad sides, shifts) do not yet treat as the `append` loop"
-)
 PENDING: dict[tuple[str, str], str] = {
     # (transform, "corpus" | "fixtures") -> why the engine does not follow it yet
-    ("tuple_return", "corpus"): _TUPLE_RETURN,
-    ("tuple_return", "fixtures"): _TUPLE_RETURN,
-    ("extend", "corpus"): _EXTEND,
-    ("extend", "fixtures"): _EXTEND,
 }
 """Rewrites not followed yet, with the reason; each is a strict expected failure."""
 

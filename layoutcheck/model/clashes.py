@@ -136,7 +136,21 @@ class ClashesMixin:
             return False
         calls = frozenset(c for b in (lower.left, upper.left) for c in [self.computed_by(b)] if c)
         self.add_clash("moved_origin", node, text, Value(0, None, calls=calls))
+        self.facts.clashes[-1].one_pair = self._ends_of_one_pair(lower.left, upper.left)
         return True
+
+    def _ends_of_one_pair(self, lower: ast.expr, upper: ast.expr) -> bool:
+        """Are ``lower`` and ``upper`` elements 0 and 1 of one pair (``p[0]``, ``p[1]``), read through the
+        locals they were bound to?"""
+        ends = []
+        for bound in (lower, upper):
+            if isinstance(bound, ast.Name):
+                bound = self.bound_expr(bound.id) or bound
+            if not (isinstance(bound, ast.Subscript) and int_value(bound.slice) is not None):
+                return False
+            ends.append(bound)
+        return (int_value(ends[0].slice), int_value(ends[1].slice)) == (0, 1) \
+            and ast.dump(ends[0].value) == ast.dump(ends[1].value)
 
     def computed_by(self, node: ast.expr) -> str | None:
         """The function whose result ``node`` is read from (``offsets[0][1]`` with ``_, offsets = f(...)``)."""
@@ -144,9 +158,13 @@ class ClashesMixin:
             root = root_name(node)
             if root is None:
                 return None
-            source = self.bound_expr(root) or self.frame.data.get("unpacked", {}).get(root)
+            bound = self.bound_expr(root)
+            source = bound or self.frame.data.get("unpacked", {}).get(root)
             if isinstance(source, ast.Call):
-                return self.imports.qualify(source.func) or last_name(source.func)
+                name = self.imports.qualify(source.func) or last_name(source.func)
+                at = None if bound is not None else self.frame.data.get("unpacked_at", {}).get(root)
+                # element `at` of what the callee returns: its summary there (`*i:f`, `Function.zero_elements`)
+                return name if name is None or at is None else f"*{at}:{name}"
             if source is None:
                 return None
             node = source

@@ -77,18 +77,21 @@ class _Scope:
         self.loops: dict[str, ast.For] = {}
         self.appended: dict[str, ast.expr] = {}
         """What each list of `loops` gets appended per step (the comprehension's element)."""
+        self.extended: dict[str, ast.expr] = {}
+        """What each list of `loops` is extended with per step (``xs.extend(E)``: ``len(E)`` entries)."""
         for node in own_nodes(function):
             if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
                 assigned.setdefault(node.targets[0].id, []).append(node.value)
             elif isinstance(node, ast.For):
                 # one append per step, not under a condition (a switch set once is no condition)
                 for stmt in live(node.body, self.switches):
-                    if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call) \
-                            and last_name(stmt.value.func) == "append" and isinstance(stmt.value.func, ast.Attribute) \
-                            and isinstance(stmt.value.func.value, ast.Name):
-                        self.loops[stmt.value.func.value.id] = node
-                        if len(stmt.value.args) == 1:
-                            self.appended[stmt.value.func.value.id] = stmt.value.args[0]
+                    grown = _grown(stmt)
+                    if grown is not None:
+                        self.loops[grown[0]] = node
+                        if grown[2]:
+                            self.extended[grown[0]] = grown[1]  # type: ignore[assignment]
+                        elif grown[1] is not None:
+                            self.appended[grown[0]] = grown[1]
         self.bound = {name: values[-1] for name, values in assigned.items() if len(values) == 1
                       or all(_mentions(v, name) for v in values[1:])}
         """Locals assigned once, or rebound from themselves (``xs = sum([[x] * k for x in xs], [])``):
@@ -137,7 +140,11 @@ class _Scope:
             if node.id in seen:
                 return _atom(f"len({node.id})")
             if node.id in self.loops:
-                return self._steps(self.loops[node.id].iter, depth + 1, seen | {node.id})
+                steps = self._steps(self.loops[node.id].iter, depth + 1, seen | {node.id})
+                if node.id not in self.extended or steps is None:
+                    return steps
+                each = self.count(self.extended[node.id], depth + 1, seen | {node.id})
+                return None if each is None else _times(steps, each)
             if node.id in self.bound:
                 return self.count(self.bound[node.id], depth + 1, seen | {node.id})
             return _atom(f"len({self.chain(node, depth) or node.id})")
@@ -189,6 +196,24 @@ class _Scope:
                 return _over(steps, self.value(args[2], depth, seen)) if len(args) == 3 else steps
             return None
         return self.count(iterable, depth, seen)
+
+
+def _grown(stmt: ast.stmt) -> tuple[str, ast.expr | None, bool] | None:
+    """``xs.append(e)`` or ``xs.extend([e])`` (the same one entry per step): the list, ``e`` (None
+    when the call's argument does not show it) and False; ``xs.extend(E)`` of anything else: the list,
+    ``E`` and True (``len(E)`` entries per step)."""
+    if not (isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call) and isinstance(stmt.value.func, ast.Attribute)
+            and isinstance(stmt.value.func.value, ast.Name)):
+        return None
+    call, name = stmt.value, stmt.value.func.value.id
+    if call.func.attr == "append":  # type: ignore[union-attr]
+        return name, call.args[0] if len(call.args) == 1 else None, False
+    if call.func.attr != "extend" or len(call.args) != 1:  # type: ignore[union-attr]
+        return None
+    grown = call.args[0]
+    if isinstance(grown, ast.List) and len(grown.elts) == 1 and not isinstance(grown.elts[0], ast.Starred):
+        return name, grown.elts[0], False
+    return name, grown, True
 
 
 def _mentions(node: ast.expr, name: str) -> bool:

@@ -35,7 +35,9 @@ import sys
 import warnings
 from collections.abc import Callable, Iterable, Sequence
 
+from layoutcheck.model.calls import read_calls_through
 from layoutcheck.model.settings import LintSettings
+from layoutcheck.model.summaries import SummaryMixin, write_summary
 from layoutcheck.model.facts import (
     Arg,
     Broadcast,
@@ -259,6 +261,7 @@ and the walk recurses a few frames per level."""
 
 def extract_tree(tree: ast.Module, source: str, settings: LintSettings) -> FileFacts:
     """The facts of an already parsed file."""
+    tree = read_calls_through(tree, source)
     try:
         facts = _walk(tree, source, settings)
     except RecursionError:
@@ -322,7 +325,7 @@ class _FunctionState:
         "calls", "source_ticks", "none_checked", "returns", "guarded", "samples", "iterates", "aliases",
         "pads", "writes_source", "writes_packed", "reads_source", "reads_packed", "layout_params",
         "padded_params", "true_params", "rounds", "spaces", "guard_fields", "candidates", "positional", "reads",
-        "returns_calls", "unit_names", "elements",
+        "returns_calls", "unit_names", "elements", "tuple_returns",
     )
 
     def __init__(self) -> None:
@@ -334,6 +337,8 @@ class _FunctionState:
         # Per element of the tuple every `return` gives: (tags, calls); None before the first
         # return, False once a return gives something else (no summary by element).
         self.elements: list[tuple[int, frozenset[str], frozenset[str]]] | bool | None = None
+        self.tuple_returns = False
+        """A ``return`` gives a tuple as written (a projected one included, `calls.returned_tuple`)."""
         self.guarded: set[str | None] = set()
         self.samples: set[int] = set()
         self.iterates = False
@@ -378,7 +383,7 @@ _NOTED = TOK | SEQ | UNIT | CP | PACKED
 """The use tags `_note_uses` names (those of `_USE_WHY`)."""
 
 
-class _Extractor(ClashesMixin, LiteralsMixin, SidesMixin, Flow):
+class _Extractor(ClashesMixin, LiteralsMixin, SidesMixin, SummaryMixin, Flow):
     def __init__(self, source: str, settings: LintSettings) -> None:
         super().__init__(vocabulary(settings))
         self.settings = settings
@@ -410,6 +415,12 @@ class _Extractor(ClashesMixin, LiteralsMixin, SidesMixin, Flow):
         self.module_clashes: dict[ast.AST, list[tuple[str, ast.AST, str]]] = {}
         """What the module-wide readers (`_MODULE_READERS`) found, by function node: ``(kind, node, detail)``."""
         self.gathered: set[str] = set()
+        self.gathering: dict[tuple[int, str], set[str]] = {}
+        """``(function index, record)`` -> the fields stored there as shares by an index list (the record
+        as its `ast.dump`)."""
+        self.whole_copies: list[tuple[int, str, str]] = []
+        """``(function index, record, field)`` for each field copied whole from another record
+        (`FileFacts.shipped_whole`)."""
         self.in_class_body = 0
         self.attribute_bases: set[int] = set()
         self.pad_context = 0
@@ -456,6 +467,10 @@ class _Extractor(ClashesMixin, LiteralsMixin, SidesMixin, Flow):
         facts.bucket_names = tuple(sorted(self.bucket_names))
         facts.partners = tuple(sorted(self.partners))
         facts.gathered = tuple(sorted(self.gathered))
+        # Copied whole into a record that the same function fills with shares of several fields: a partition
+        # that leaves these out (a message assembled from parts gathers one field, and partitions nothing).
+        facts.shipped_whole = tuple(sorted({key for index, record, key in self.whole_copies
+                                            if len(self.gathering.get((index, record), ())) >= 2}))
 
     def _absorb(self, uses: Uses) -> None:
         for key, tags in uses.fields.items():
@@ -504,10 +519,7 @@ class _Extractor(ClashesMixin, LiteralsMixin, SidesMixin, Flow):
         elif kind is ast.Return:
             if node.value is not None:
                 self.scan(node.value)
-                value = self.classify(node.value)
-                self.state.returns |= value.tags
-                self.state.returns_calls |= value.calls
-                self.returned_elements(node.value)
+                self.summarise_return(node)
                 self.returned(node.value)
             else:
                 self.state.elements = False
@@ -989,11 +1001,7 @@ class _Extractor(ClashesMixin, LiteralsMixin, SidesMixin, Flow):
         facts.reads_packed = state.reads_packed
         facts.source_ticks = tuple(state.source_ticks)
         facts.none_checked = tuple(sorted(state.none_checked))
-        facts.returns_tags = state.returns
-        facts.returns_calls = tuple(sorted(state.returns_calls))
-        if state.elements:
-            facts.returns_elements = tuple((tags, tuple(sorted(calls)), tuple(sorted(params)))
-                                           for tags, calls, params in state.elements)
+        write_summary(state, node, facts)
         facts.calls = tuple(state.calls)
         facts.guarded = tuple(sorted(g for g in state.guarded if g is not None)) + (
             ("",) if None in state.guarded else ()
@@ -1117,6 +1125,13 @@ class _Extractor(ClashesMixin, LiteralsMixin, SidesMixin, Flow):
                 self.transform(target, key, value)
             if isinstance(target, ast.Subscript) and _gathers(value):
                 self.gathered |= set(keys) if keys else {"*"} if isinstance(target.slice, ast.Name) else set()
+                if keys and isinstance(value.generators[0].iter, ast.Name):  # type: ignore[attr-defined]
+                    # `out[k] = [d[k][i] for i in part]`: a share of the record by an index list
+                    self.gathering.setdefault((self.frame.index, ast.dump(target.value)), set()).update(keys)
+            elif keys and isinstance(target, ast.Subscript) and isinstance(value, ast.Subscript) \
+                    and ast.dump(value.slice) == ast.dump(target.slice) and ast.dump(value.value) != ast.dump(target.value):
+                # `out[key] = data[key]`: the field copied whole from another record
+                self.whole_copies.extend((self.frame.index, ast.dump(target.value), key) for key in keys)
             if isinstance(target, ast.Name):
                 self.check_broadcast(value, target.id, "name")
             self.rewrite(target, value)
@@ -1164,6 +1179,8 @@ class _Extractor(ClashesMixin, LiteralsMixin, SidesMixin, Flow):
                                 self.bind(element.id, Value(0, None, calls=frozenset(f"*{i}:{c}" for c in found.calls
                                                                                       if not c.startswith("*"))))
                             unpacked[element.id] = value  # what `a` was unpacked from
+                            if not starred:
+                                self.frame.data.setdefault("unpacked_at", {})[element.id] = i
                         elif isinstance(element, ast.Starred):
                             starred = True
                             if isinstance(element.value, ast.Name):
@@ -1355,25 +1372,6 @@ class _Extractor(ClashesMixin, LiteralsMixin, SidesMixin, Flow):
             return int_value(count.slice) == 0
         # A comprehension's iterable: a walk over a collection.
         return isinstance(count, (ast.Name, ast.Subscript, ast.Attribute, ast.Call, ast.ListComp))
-
-    def returned_elements(self, value: ast.expr) -> None:
-        """Join what a ``return`` gives into the function's summary by element (`Function.returns_elements`):
-        a tuple written there or bound to the local it returns, position by position."""
-        state = self.state
-        if state.elements is False:
-            return
-        found = self.resolved(value) if isinstance(value, ast.Name) else value
-        if not isinstance(found, ast.Tuple) or any(isinstance(e, ast.Starred) for e in found.elts):
-            state.elements = False
-            return
-        # A local bound to a tuple (`out = a, b` ... `return out`): its elements read in the bindings here.
-        joined = [(v.tags, v.calls, v.params) for v in map(self.classify, found.elts)]
-        if state.elements is None:
-            state.elements = joined
-        elif len(state.elements) != len(joined):
-            state.elements = False
-        else:
-            state.elements = [(a | d, b | e, c | f) for (a, b, c), (d, e, f) in zip(state.elements, joined)]
 
     def returned(self, value: ast.expr) -> None:
         """A returned broadcast, and a function returning its parameter rounded up (a round-up helper)."""

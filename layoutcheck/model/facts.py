@@ -184,6 +184,10 @@ class Function:
     """Parameters the body never reads."""
     unit_switches: tuple[str, ...] = ()
     """Parameters an ``if`` tests to change a pad's unit (``if fp8: unit = lcm(16, unit)``)."""
+    zero_elements: tuple[int, ...] = ()
+    """Positions of its returned tuple that hold the literal pair ``(0, 0)`` on some path and a computed
+    pair on another (`layoutcheck.model.summaries.zero_pair_elements`): positions it clamps on one path
+    only."""
 
 
 def _param(data: Any) -> Param:
@@ -326,6 +330,9 @@ class Clash:
     """What the judged value derives from, for the project to resolve (``zero_slice``'s ``n``)."""
     calls: tuple[str, ...] = ()
     """The project's functions whose results the judged value is (``moved_origin``'s positions)."""
+    one_pair: bool = False
+    """``moved_origin``: the two bounds are the two ends of one pair (``x[p[0] - q : p[1] - q]``): where
+    the pair is ``(0, 0)`` the bounds are equal and the slice is empty, as an empty range's should be."""
 
 
 @dataclass
@@ -458,6 +465,10 @@ class FileFacts:
     gathered: tuple[str, ...] = ()
     """Fields rewritten as a gather by an index list (``d["k"] = [d["k"][i] for i in order]``): reordered
     or partitioned per sample; ``*`` when a loop does it to every key of a record."""
+    shipped_whole: tuple[str, ...] = ()
+    """Fields a function copies whole into a record (``out[key] = data[key]``) that it fills with shares
+    of several other fields (``out[k] = [data[k][i] for i in part]``): left out of the partition on
+    purpose."""
     zips: list[Zip] = field(default_factory=list)
     clashes: list[Clash] = field(default_factory=list)
     sides: list[PadSide] = field(default_factory=list)

@@ -398,6 +398,12 @@ class ProjectGraph:
         return frozenset(k for f in self.files if not f.is_test for k in f.facts.gathered)
 
     @cached_property
+    def shipped_whole(self) -> frozenset[str]:
+        """Fields a function that partitions a record's fields copies whole beside them
+        (`FileFacts.shipped_whole`): left out of the partition on purpose."""
+        return frozenset(k for f in self.files if not f.is_test for k in f.facts.shipped_whole)
+
+    @cached_property
     def fields_read(self) -> dict[FunctionRef, frozenset[str]]:
         """Fields each function reads, as far as the facts show (guards, entries, arguments, pads)."""
         out: dict[FunctionRef, set[str]] = {}

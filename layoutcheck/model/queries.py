@@ -73,6 +73,9 @@ class UnitDisagreement:
     """What differs: the switch left at its default, or the factor ignored."""
     other: FunctionRef
     """The function that builds the layout otherwise (the caller passing the switch, the sibling pad's)."""
+    hard_coded: bool = False
+    """A pad whose literal factor stands where the sibling's function takes the factor as a parameter
+    (``tp * 128`` against ``tp * pad_multiplier``), rather than a factor this function takes and ignores."""
 
 
 @dataclass(frozen=True)
@@ -378,11 +381,17 @@ class FileQueries:
         """Zips here of a record's fields that the project reorders (or partitions) by an index list
         with fields it never does: ``(zip, reordered, left in their order)``."""
         gathered = self.project.gathered_fields
-        if not gathered or "*" in gathered:
+        whole = self.project.shipped_whole
+        if not gathered or "*" in gathered and not whole:
             return  # nothing reordered, or some loop reorders every field: no field is left out
         for found in self.facts.zips:
             moved = [f for f in found.fields if f in gathered]
             kept = [f for f in found.fields if f not in gathered]
+            if whole:
+                # The partition names the fields it leaves whole (a later loop may gather every key it is
+                # given, alike): only those are out of step (a field computed on this rank after the
+                # partition, log-probs, is this rank's already).
+                kept = [f for f in kept if f in whole]
             if moved and kept:
                 yield found, moved, kept
 
@@ -416,9 +425,9 @@ class FileQueries:
             if ref[0] != self.index:
                 continue
             mine = atoms(pad.unit)
-            unused = set(project.function(ref).unused_params)
-            if not unused or not any(part.isdigit() for part in pad.unit.replace("(", "*").split("*")):
+            if not any(part.isdigit() for part in pad.unit.replace("(", "*").split("*")):
                 continue
+            unused = set(project.function(ref).unused_params)
             for other_ref, other in stream_pads:
                 theirs = atoms(other.unit)
                 if other_ref == ref or not (mine & theirs):
@@ -426,6 +435,17 @@ class FileQueries:
                 ignored = sorted((theirs - mine) & unused)
                 if ignored:
                     yield UnitDisagreement(pad, ref, ignored[0], other_ref)
+                    break
+                # The sibling takes, in the literal's place, a factor its callers give it (a parameter it
+                # reads): the project configures that factor, and this pad hard-codes it. Only for partner
+                # streams: the two functions read a field of one record (the tokens a replay mirrors); a
+                # stream of other data may have a unit of its own.
+                given = theirs - mine  # (`atoms` leaves the literal out: the unit's text shows it, above)
+                sibling = project.function(other_ref)
+                params = {p.name for p in sibling.params}
+                if given and given <= params - set(sibling.unused_params) \
+                        and set(sibling.reads) & set(project.function(ref).reads):
+                    yield UnitDisagreement(pad, ref, min(given), other_ref, hard_coded=True)
                     break
 
     # ------------------------------------------------------------ LC113: pad sides

@@ -1,0 +1,419 @@
+"""Call sites read through their callee: the stage before the per-file walk.
+
+The checks of the per-file phase read a value through the expression it was
+bound to, and a call of the module's own function through what that function
+returns. Real code moves a value through calls in ways that keep its meaning
+but not its shape; `read_calls_through` rewrites a module's tree (in place: the
+per-file walk's own parse) so that each of these reads as the plain call
+the checks already follow, with every node keeping its position (a finding
+lands where it would in the source):
+
+* **one element of a tuple return**: a function of the module whose every
+  ``return`` gives a tuple of ``n`` (no ``yield``), and whose every use in
+  the module is a call that takes the same element ``k`` of the result
+  (``f(...)[k]``, or ``a, b = f(...)`` with every target but the ``k``-th
+  never read in the module), is read as returning that element: its
+  returns give ``e_k`` and its calls are the calls themselves (``b = f(...)``).
+  What the other elements hold is dropped by every caller, so nothing is lost;
+  a function whose callers take different elements is left as is (the
+  project's summary by element, `Function.returns_elements`, reads it), and
+  a projected ``return`` keeps its whole tuple (`returned_tuple`) for the
+  summaries that callers in other modules read by element
+  (`layoutcheck.model.summaries`; the summary by element of the walk,
+  `Function.returns_elements`, is the projected element's, which the
+  module's own callers read);
+* **a partial application**: ``g = functools.partial(f, a, k=v)`` (in a
+  function or at module level, bound once), then ``g(x)``: the call is read
+  as ``f(a, x, k=v)``;
+* **a DataLoader's collate function**: ``loader = DataLoader(ds, collate_fn=f)``
+  (a local, or an attribute of the method's instance stored in any method of
+  its class), then ``for batch in loader:`` (or ``enumerate(loader)``): what
+  the loop binds is what ``f`` returns for a list of samples, so the loop
+  reads as ``for b in loader: batch = f(b)`` (``collate_fn=partial(g, ...)``
+  as ``g(..., b)``);
+* **a function assigned onto a class**: ``Cls.name = f`` at module level (``Cls``
+  and ``f`` the module's own), then ``self.name(x)`` in a method of ``Cls``: the
+  call is ``f(self, x)``.
+
+Both are decided by what the code does with the values, never by a name.
+"""
+
+from __future__ import annotations
+
+import ast
+import copy
+import re
+from collections.abc import Iterator
+
+from layoutcheck.model.syntax import own_nodes
+
+__all__ = ["read_calls_through", "returned_tuple"]
+
+_FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
+_ELEMENT_OF_CALL = re.compile(r"^.*\)[ \t]*\[[ \t]*-?\d+[ \t]*\].*$", re.MULTILINE)
+"""A line where a call's result is subscripted by a constant (``f(x)[1]``): where a projection may apply."""
+_CALLED = re.compile(r"(\w+)\(")
+_UNPACKED_CALL = re.compile(r"^[ \t]*[(\[]?[\w.\[\]]+[ \t]*,[^=\n]*=[ \t]*(\w+)\(", re.MULTILINE)
+"""A tuple unpacked from a call (``a, b = f(``), as text, with the function's name."""
+_PARTIAL_BOUND = re.compile(r"=\s*(?:functools\.)?partial\(")
+"""``g = partial(`` / ``g = functools.partial(``: where `_partials` can find something."""
+_WHOLE = "layoutcheck_whole"
+"""The attribute a projected ``return`` keeps its whole tuple in."""
+
+
+def returned_tuple(node: ast.Return) -> ast.expr | None:
+    """What ``node`` returns as written: the whole tuple of a return `read_calls_through` projected to one
+    element (the module's callers take that element; the function's summary for other modules is the
+    tuple's), else its value."""
+    return getattr(node, _WHOLE, node.value)
+
+
+def read_calls_through(tree: ast.Module, source: str) -> ast.Module:
+    """``tree`` (parsed from ``source``), each call in it that is read through its callee rewritten in place
+    (module docstring): the per-file walk owns the tree it parsed, and copying a tree costs more than
+    the walk saves."""
+    if "collate_fn" in source and "DataLoader" in source:
+        loops = _loader_loops(tree)
+        if loops:
+            _read_batches_through_collate(tree, loops)
+    assigned = _assigned_methods(tree)
+    if assigned:
+        _call_assigned_methods(tree, assigned)
+    projections = _projections(tree, source) if "return" in source else {}
+    if projections:
+        _project(tree, projections)
+    if _PARTIAL_BOUND.search(source):
+        bound = _partials(tree)
+        if bound:
+            _apply_partials(tree, bound)
+    return tree
+
+
+def _projections(tree: ast.Module, source: str) -> dict[str, int]:
+    """The module's functions read as returning one element of their tuple, with the element (module docs).
+
+    The text first: a function is a candidate only where the module unpacks a call of it, or calls it on
+    a line that subscripts a call's result by a constant (most modules do neither). Then one walk of the module finds the functions
+    some call takes an element of, and whether every use of each is such a call; only those functions'
+    bodies are read for their returns."""
+    names = {stmt.name for stmt in tree.body if isinstance(stmt, _FUNCTIONS)}
+    if names:
+        called = {m.group(1) for m in _UNPACKED_CALL.finditer(source)}
+        called.update(m.group(1) for line in _ELEMENT_OF_CALL.findall(source) for m in _CALLED.finditer(line))
+        names &= called
+    if not names:
+        return {}
+    used: dict[str, int] = {}
+    taken: dict[str, list[int | list[ast.expr]]] = {}
+    loads: set[str] = set()
+    for node in ast.walk(tree):
+        kind = type(node)
+        if kind is ast.Name:
+            if type(node.ctx) is ast.Load:  # type: ignore[attr-defined]
+                loads.add(node.id)  # type: ignore[attr-defined]
+                if node.id in names:  # type: ignore[attr-defined]
+                    used[node.id] = used.get(node.id, 0) + 1  # type: ignore[attr-defined]
+        elif kind is ast.Subscript or kind is ast.Assign:
+            value = node.value  # type: ignore[attr-defined]
+            if type(value) is not ast.Call or type(value.func) is not ast.Name or value.func.id not in names:
+                continue
+            if kind is ast.Subscript:
+                index = node.slice  # type: ignore[attr-defined]
+                if isinstance(index, ast.Constant) and type(index.value) is int:
+                    taken.setdefault(value.func.id, []).append(index.value)
+            elif len(node.targets) == 1 and isinstance(node.targets[0], (ast.Tuple, ast.List)):  # type: ignore[attr-defined]
+                taken.setdefault(value.func.id, []).append(node.targets[0].elts)  # type: ignore[attr-defined]
+    out: dict[str, int] = {}
+    candidates = {name for name, uses in taken.items() if len(uses) == used.get(name)}
+    if not candidates:
+        return out
+    for name, returns in _tuple_returns(tree, candidates).items():
+        length = len(returns[0].value.elts)  # type: ignore[union-attr]
+        elements: set[int] = set()
+        for use in taken[name]:
+            if isinstance(use, int):
+                if not -length <= use < length:
+                    break
+                elements.add(use % length)
+            else:
+                if len(use) != length or any(isinstance(t, ast.Starred) for t in use):
+                    break
+                # the targets read anywhere in the module (a target never read is dropped)
+                live = [i for i, t in enumerate(use) if not (isinstance(t, ast.Name) and t.id not in loads)]
+                if len(live) != 1:
+                    break
+                elements.add(live[0])
+            if len(elements) > 1:
+                break
+        else:
+            if len(elements) == 1:
+                out[name] = elements.pop()
+    return out
+
+
+def _tuple_returns(tree: ast.Module, candidates: set[str]) -> dict[str, list[ast.Return]]:
+    """The module-level functions whose every ``return`` gives a tuple of one length (no ``yield``, no
+    starred element, no bare ``return``, and no way to fall off the end), by name."""
+    out: dict[str, list[ast.Return]] = {}
+    names: dict[str, int] = {}
+    for stmt in tree.body:
+        if isinstance(stmt, (*_FUNCTIONS, ast.ClassDef)):
+            names[stmt.name] = names.get(stmt.name, 0) + 1
+    for stmt in tree.body:
+        if not isinstance(stmt, _FUNCTIONS) or stmt.name not in candidates or names[stmt.name] != 1 \
+                or stmt.decorator_list:
+            continue
+        if not stmt.body or not isinstance(stmt.body[-1], (ast.Return, ast.Raise)):
+            continue
+        returns: list[ast.Return] = []
+        ok = True
+        for node in own_nodes(stmt):
+            if isinstance(node, (ast.Yield, ast.YieldFrom)):
+                ok = False
+                break
+            if isinstance(node, ast.Return):
+                value = node.value
+                if not isinstance(value, ast.Tuple) or any(isinstance(e, ast.Starred) for e in value.elts):
+                    ok = False
+                    break
+                returns.append(node)
+        if ok and returns and len({len(r.value.elts) for r in returns}) == 1:  # type: ignore[union-attr]
+            out[stmt.name] = returns
+    return out
+
+
+def _project(tree: ast.Module, projections: dict[str, int]) -> None:
+    """Rewrite (in place) each projected function and its calls."""
+    for stmt in tree.body:
+        if isinstance(stmt, _FUNCTIONS) and stmt.name in projections:
+            k = projections[stmt.name]
+            for node in own_nodes(stmt):
+                if isinstance(node, ast.Return) and isinstance(node.value, ast.Tuple):
+                    # The whole tuple stays readable: callers in other modules may take other elements
+                    # (`returned_tuple`: the summaries of `layoutcheck.model.summaries` read it).
+                    setattr(node, _WHOLE, node.value)
+                    node.value = node.value.elts[k]
+    for parent in _walk_all(tree):
+        # a tuple unpacked from the call itself (before ``f(...)[k]`` below becomes the call)
+        if isinstance(parent, ast.Assign) and _projected_call(parent.value, projections) \
+                and len(parent.targets) == 1 and isinstance(parent.targets[0], (ast.Tuple, ast.List)):
+            k = projections[parent.value.func.id]  # type: ignore[union-attr]
+            parent.targets = [parent.targets[0].elts[k]]
+        for field, value in ast.iter_fields(parent):
+            if isinstance(value, list):
+                for i, item in enumerate(value):
+                    replaced = _unprojected(item, projections)
+                    if replaced is not None:
+                        value[i] = replaced
+            else:
+                replaced = _unprojected(value, projections)
+                if replaced is not None:
+                    setattr(parent, field, replaced)
+
+
+def _projected_call(node: object, projections: dict[str, int]) -> bool:
+    return isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in projections
+
+
+def _unprojected(node: object, projections: dict[str, int]) -> ast.expr | None:
+    """The call of ``f(...)[k]`` (``f`` projected to ``k``), else None."""
+    if isinstance(node, ast.Subscript) and _projected_call(node.value, projections):
+        return node.value  # type: ignore[return-value]
+    return None
+
+
+def _walk_all(tree: ast.AST) -> Iterator[ast.AST]:
+    stack = [tree]
+    while stack:
+        node = stack.pop()
+        yield node
+        stack.extend(ast.iter_child_nodes(node))
+
+
+def _is_partial(node: ast.AST) -> bool:
+    func = node.func if isinstance(node, ast.Call) else None
+    return (isinstance(func, ast.Attribute) and func.attr == "partial" and isinstance(func.value, ast.Name)
+            and func.value.id == "functools") or (isinstance(func, ast.Name) and func.id == "partial")
+
+
+def _partials(tree: ast.Module) -> dict[tuple[int, str], ast.Call]:
+    """``g = functools.partial(f, ...)`` bound once in its scope (a function's id, or 0 for the module),
+    ``f`` a plain name or attribute: by scope and name."""
+    found: dict[tuple[int, str], list[ast.AST]] = {}
+    scopes: list[ast.AST] = [tree, *(n for n in ast.walk(tree) if isinstance(n, _FUNCTIONS))]
+    for scope in scopes:
+        key = 0 if scope is tree else id(scope)
+        body = scope.body if isinstance(scope, ast.Module) else [scope]
+        for stmt in body:
+            for node in (own_nodes(stmt) if scope is not tree else [stmt]):
+                if node is scope:
+                    continue
+                if isinstance(node, ast.Assign):
+                    for target in node.targets:
+                        if isinstance(target, ast.Name):
+                            found.setdefault((key, target.id), []).append(node.value)
+    out: dict[tuple[int, str], ast.Call] = {}
+    for (key, name), values in found.items():
+        if len(values) == 1 and _is_partial(values[0]):
+            call = values[0]
+            if call.args and isinstance(call.args[0], (ast.Name, ast.Attribute)) \
+                    and not any(isinstance(a, ast.Starred) for a in call.args) \
+                    and all(k.arg is not None for k in call.keywords):
+                out[(key, name)] = call
+    return out
+
+
+def _apply_partials(tree: ast.Module, bound: dict[tuple[int, str], ast.Call]) -> None:
+    """Each call of a partial read as the call of its function with the bound arguments first (in place)."""
+    # a stack, not a recursive closure (a closure that calls itself is a reference cycle: the lint's
+    # workers run with the collector off, so every tree must go by reference counting)
+    stack: list[tuple[ast.AST, int]] = [(tree, 0)]
+    while stack:
+        node, scope = stack.pop()
+        stack.extend((child, id(child) if isinstance(child, _FUNCTIONS) else scope)
+                     for child in ast.iter_child_nodes(node))
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+            partial = bound.get((scope, node.func.id)) or bound.get((0, node.func.id))
+            if partial is None:
+                continue
+            given = {k.arg for k in node.keywords}
+            node.func = ast.copy_location(copy.deepcopy(partial.args[0]), node)
+            node.args = [*(copy.deepcopy(a) for a in partial.args[1:]), *node.args]
+            node.keywords = [*(copy.deepcopy(k) for k in partial.keywords if k.arg not in given), *node.keywords]
+
+
+def _is_loader(node: ast.AST) -> ast.expr | None:
+    """The ``collate_fn=`` of ``DataLoader(..., collate_fn=f)``, else None."""
+    if not isinstance(node, ast.Call):
+        return None
+    func = node.func
+    name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else None
+    if name != "DataLoader":
+        return None
+    for keyword in node.keywords:
+        if keyword.arg == "collate_fn" and isinstance(keyword.value, (ast.Name, ast.Attribute, ast.Call)) \
+                and (not isinstance(keyword.value, ast.Call) or _is_partial(keyword.value)):
+            return keyword.value
+    return None
+
+
+def _instance(function: ast.AST) -> str | None:
+    """The name of a method's instance (its first parameter), or None for a function outside a class."""
+    args = getattr(function, "args", None)
+    if args is None:
+        return None
+    first = [*args.posonlyargs, *args.args]
+    return first[0].arg if first else None
+
+
+def _loader_loops(tree: ast.Module) -> list[tuple[ast.For, ast.expr, int]]:
+    """Each ``for`` over a DataLoader given a collate function: the loop, the collate function, and the
+    position in the loop's target of the batch (0, or 1 for ``enumerate(loader)``)."""
+    out: list[tuple[ast.For, ast.expr, int]] = []
+    classes = [n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)]
+    methods = {id(f): c for c in classes for f in c.body if isinstance(f, _FUNCTIONS)}
+    by_attr: dict[tuple[int, str], ast.expr] = {}
+    for cls in classes:
+        for method in cls.body:
+            if not isinstance(method, _FUNCTIONS):
+                continue
+            me = _instance(method)
+            for node in own_nodes(method):
+                if isinstance(node, ast.Assign) and len(node.targets) == 1:
+                    target, collate = node.targets[0], _is_loader(node.value)
+                    if collate is not None and isinstance(target, ast.Attribute) \
+                            and isinstance(target.value, ast.Name) and target.value.id == me:
+                        by_attr[(id(cls), target.attr)] = collate
+    for function in (n for n in ast.walk(tree) if isinstance(n, _FUNCTIONS)):
+        local: dict[str, ast.expr] = {}
+        stores: dict[str, int] = {}
+        for node in own_nodes(function):
+            if isinstance(node, ast.Assign):
+                for target in node.targets:
+                    if isinstance(target, ast.Name):
+                        stores[target.id] = stores.get(target.id, 0) + 1
+                        collate = _is_loader(node.value) if len(node.targets) == 1 else None
+                        if collate is not None:
+                            local[target.id] = collate
+        cls = methods.get(id(function))
+        me = _instance(function) if cls is not None else None
+        for node in own_nodes(function):
+            if not isinstance(node, (ast.For, ast.AsyncFor)) or not node.body:
+                continue
+            source, at = node.iter, 0
+            if isinstance(source, ast.Call) and isinstance(source.func, ast.Name) and source.func.id == "enumerate" \
+                    and len(source.args) == 1 and isinstance(node.target, ast.Tuple) and len(node.target.elts) == 2:
+                source, at = source.args[0], 1
+            collate = None
+            if isinstance(source, ast.Call):
+                collate = _is_loader(source)
+            elif isinstance(source, ast.Name) and stores.get(source.id) == 1:
+                collate = local.get(source.id)
+            elif cls is not None and isinstance(source, ast.Attribute) and isinstance(source.value, ast.Name) \
+                    and source.value.id == me:
+                collate = by_attr.get((id(cls), source.attr))
+            if collate is not None:
+                out.append((node, collate, at))
+    return out
+
+
+def _read_batches_through_collate(tree: ast.Module, loops: list[tuple[ast.For, ast.expr, int]]) -> None:
+    """Each loop of `_loader_loops` (nodes of ``tree`` itself) made to bind a fresh name, and its batch
+    bound to the collate function's result on that name first thing in the body (in place)."""
+    for count, (loop, collate, at) in enumerate(loops):
+        batch = loop.target.elts[at] if at else loop.target  # type: ignore[attr-defined]
+        fresh = ast.copy_location(ast.Name(id=f"layoutcheck_samples_{count}", ctx=ast.Store()), batch)
+        if at:
+            loop.target.elts[at] = fresh  # type: ignore[attr-defined]
+        else:
+            loop.target = fresh
+        samples = ast.copy_location(ast.Name(id=fresh.id, ctx=ast.Load()), batch)
+        if isinstance(collate, ast.Call):  # partial(g, a, k=v): g(a, samples, k=v)
+            call = ast.Call(func=copy.deepcopy(collate.args[0]), args=[*map(copy.deepcopy, collate.args[1:]), samples],
+                            keywords=[copy.deepcopy(k) for k in collate.keywords])
+        else:
+            call = ast.Call(func=copy.deepcopy(collate), args=[samples], keywords=[])
+        for node in ast.walk(call):  # the whole call stands on the loop's target (a finding lands there)
+            ast.copy_location(node, batch)
+        bind = ast.copy_location(ast.Assign(targets=[batch], value=call), batch)
+        bind.end_lineno, bind.end_col_offset = batch.end_lineno, batch.end_col_offset  # type: ignore[attr-defined]
+        loop.body.insert(0, bind)
+
+
+def _assigned_methods(tree: ast.Module) -> dict[tuple[str, str], str]:
+    """``Cls.name = f`` at module level, ``Cls`` a class and ``f`` a function of the module (each defined
+    once): ``(class, name) -> f``."""
+    defined: dict[str, list[ast.AST]] = {}
+    for stmt in tree.body:
+        if isinstance(stmt, (*_FUNCTIONS, ast.ClassDef)):
+            defined.setdefault(stmt.name, []).append(stmt)
+    out: dict[tuple[str, str], str] = {}
+    for stmt in tree.body:
+        if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.value, ast.Name)):
+            continue
+        target = stmt.targets[0]
+        if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name):
+            owner, function = defined.get(target.value.id, []), defined.get(stmt.value.id, [])
+            if len(owner) == 1 and isinstance(owner[0], ast.ClassDef) and len(function) == 1 \
+                    and isinstance(function[0], _FUNCTIONS):
+                out[(target.value.id, target.attr)] = stmt.value.id
+    return out
+
+
+def _call_assigned_methods(tree: ast.Module, assigned: dict[tuple[str, str], str]) -> None:
+    """``self.name(x)`` in a method of ``Cls`` read as ``f(self, x)`` for each ``Cls.name = f`` (in place)."""
+    for cls in tree.body:
+        if not isinstance(cls, ast.ClassDef) or not any(c == cls.name for c, _ in assigned):
+            continue
+        for method in cls.body:
+            me = _instance(method) if isinstance(method, _FUNCTIONS) else None
+            if me is None:
+                continue
+            for node in own_nodes(method):
+                if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+                        and isinstance(node.func.value, ast.Name) and node.func.value.id == me:
+                    function = assigned.get((cls.name, node.func.attr))
+                    if function is not None:
+                        receiver = node.func.value
+                        node.func = ast.copy_location(ast.Name(id=function, ctx=ast.Load()), node.func)
+                        node.args = [receiver, *node.args]

@@ -1,0 +1,255 @@
+"""Function summaries across modules, and call sites read through their callee (issue 28, point 2).
+
+Each case is a small project of real files linted as a new user would (no
+configuration, every rule, `--preview`): a helper in one module, its caller in
+another, written the ways trainers write them.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+from layoutcheck.configfile import TABLE, LoadedConfig
+from layoutcheck.lint.runner import run
+from layoutcheck.lint.selection import SelectionOverrides
+from layoutcheck.model.calls import read_calls_through
+
+_HELPER = '''
+def chunk_offsets(total, response, rank, size):
+    prompt = total - response
+    step = (total + 2 * size - 1) // (2 * size)
+    head = (rank * step, (rank + 1) * step)
+    tail = ((2 * size - rank - 1) * step, (2 * size - rank) * step)
+    logits_0 = (max(head[0], prompt - 1), min(head[1], total - 1))
+    logits_1 = (max(tail[0], prompt - 1), min(tail[1], total - 1))
+    {first}
+    {second}
+    return step, (head, tail), (logits_0, logits_1), (token_0, token_1)
+'''
+_EMPTY_AS_ZERO = (
+    ("if logits_0[0] < logits_0[1]:\n        token_0 = (logits_0[0] + 1, logits_0[1] + 1)\n"
+     "    else:\n        token_0 = (0, 0)"),
+    ("if logits_1[0] < logits_1[1]:\n        token_1 = (logits_1[0] + 1, logits_1[1] + 1)\n"
+     "    else:\n        token_1 = (0, 0)"),
+)
+_ALWAYS_CLAMPED = ("token_0 = (logits_0[0] + 1, logits_0[1] + 1)", "token_1 = (logits_1[0] + 1, logits_1[1] + 1)")
+
+_CALLER = '''
+import torch
+from cp_utils import chunk_offsets
+
+
+def local_masks(loss_masks, totals, responses, rank, size):
+    chunks = []
+    for i in range(len(loss_masks)):
+        full = loss_masks[i]
+        total, response, prompt = totals[i], responses[i], totals[i] - responses[i]
+        {call}
+        s0, e0 = {bounds0}
+        s1, e1 = {bounds1}
+        chunks.append(torch.cat([full[s0:e0], full[s1:e1]]))
+    return torch.cat(chunks)
+'''
+_UNPACKED = "_, _, _, offs = chunk_offsets(total, response, rank, size)"
+_PARTIAL = "offsets_of = functools.partial(chunk_offsets, rank=rank, size=size)\n        _, _, _, offs = offsets_of(total, response)"
+_RAW = ("offs[0][0] - prompt, offs[0][1] - prompt", "offs[1][0] - prompt, offs[1][1] - prompt")
+_ACROSS = ("offs[0][0] - prompt, offs[1][1] - prompt", "offs[1][0] - prompt, offs[1][1] - prompt")
+"""The first window runs from the front chunk's start to the back chunk's end: where the front chunk is
+`(0, 0)` and the back one is not, its start is `-prompt` and its end is not (a wrong window)."""
+_CLAMPED = ("max(0, offs[0][0] - prompt), max(0, offs[0][1] - prompt)",
+            "max(0, offs[1][0] - prompt), max(0, offs[1][1] - prompt)")
+
+
+def _lint(tmp_path: Path, files: dict[str, str]) -> list[tuple[str, int, str]]:
+    tmp_path.mkdir(exist_ok=True)
+    for name, text in files.items():
+        (tmp_path / name).write_text(text)
+    loaded = LoadedConfig(None, tmp_path, {}, TABLE)
+    result = run([tmp_path], cwd=tmp_path, use_cache=False, jobs=1, loaded=loaded,
+                 overrides=SelectionOverrides(preview=True))
+    assert not result.errors, result.errors
+    return sorted((Path(f.path).name, f.line, f.rule) for f in result.findings)
+
+
+def _project(helper: tuple[str, str], call: str, bounds: tuple[str, str]) -> dict[str, str]:
+    caller = _CALLER.format(call=call, bounds0=bounds[0], bounds1=bounds[1])
+    if "functools" in call:
+        caller = "import functools\n" + caller
+    return {"cp_utils.py": _HELPER.format(first=helper[0], second=helper[1]), "loss.py": caller}
+
+
+def _moved(found: list[tuple[str, int, str]]) -> list[tuple[str, str]]:
+    return [(name, rule) for name, _, rule in found if rule == "positions-in-another-space"]
+
+
+@pytest.mark.parametrize("call", [_UNPACKED, _PARTIAL], ids=["unpacked", "through functools.partial"])
+def test_positions_a_helper_returns_as_zero_on_one_path_are_judged_at_the_caller(tmp_path: Path, call: str) -> None:
+    """The helper clamps chunk offsets on one path and returns `(0, 0)` on the other; the caller in
+    another module moves them to the response's origin unclamped. The helper's summary
+    (`Function.zero_elements`) says which element is unclamped on a path, so the caller's window whose
+    ends come from two pairs is flagged; the window of one pair is not (`x[-p:-p]` is empty, as the
+    empty chunk's slice should be: thudm/slime afda55394's parent, read, slices so)."""
+    files = _project(_EMPTY_AS_ZERO, call, _ACROSS)
+    window = next(i for i, line in enumerate(files["loss.py"].splitlines(), 1) if "full[s0:e0]" in line)
+    found = _lint(tmp_path, files)
+    assert [(name, line) for name, line, rule in found if rule == "positions-in-another-space"] == [
+        ("loss.py", window)], found
+    assert _moved(_lint(tmp_path / "pairs", _project(_EMPTY_AS_ZERO, call, _RAW))) == []
+
+
+@pytest.mark.parametrize(("helper", "call", "bounds"), [
+    (_ALWAYS_CLAMPED, _UNPACKED, _ACROSS), (_ALWAYS_CLAMPED, _PARTIAL, _ACROSS), (_EMPTY_AS_ZERO, _UNPACKED, _CLAMPED),
+], ids=["helper clamps on every path", "through functools.partial", "caller clamps"])
+def test_positions_clamped_on_every_path_are_not_flagged(tmp_path: Path, helper: tuple[str, str], call: str,
+                                                         bounds: tuple[str, str]) -> None:
+    """A helper's clamp is its own to judge, reached however it is called (a partial of it included:
+    a call of an unknown function would be flagged, its clamp unseen)."""
+    assert _moved(_lint(tmp_path, _project(helper, call, bounds))) == []
+
+
+def test_a_helper_projected_for_its_own_module_keeps_its_tuple_for_other_modules(tmp_path: Path) -> None:
+    """The helper's own module takes one element of its result (read there as returning that element);
+    a caller in another module takes another element, and still reads that element's summary."""
+    files = _project(_EMPTY_AS_ZERO, _UNPACKED, _ACROSS)
+    files["cp_utils.py"] += "\n\ndef chunk_size(total, response, rank, size):\n" \
+                            "    step, _, _, _ = chunk_offsets(total, response, rank, size)\n    return step\n"
+    assert _moved(_lint(tmp_path, files)) == [("loss.py", "positions-in-another-space")]
+
+
+def _read(source: str) -> str:
+    tree = ast.parse(source)
+    return ast.unparse(read_calls_through(tree, source))
+
+
+def test_a_tuple_return_every_caller_takes_one_element_of_reads_as_that_element() -> None:
+    source = (
+        "def f(x):\n    return None, x[:, 1:]\n\n"
+        "def g(y):\n    _, a = f(y)\n    return a\n\n"
+        "def h(y):\n    return f(y)[1] * 2\n"
+    )
+    assert _read(source) == (
+        "def f(x):\n    return x[:, 1:]\n\n"
+        "def g(y):\n    a = f(y)\n    return a\n\n"
+        "def h(y):\n    return f(y) * 2"
+    )
+
+
+@pytest.mark.parametrize("callers", [
+    "def g(y):\n    a, b = f(y)\n    return a + b\n",  # both elements read
+    "def g(y):\n    _, a = f(y)\n    return f(y)[0] + a\n",  # different elements
+    "def g(y):\n    return f(y)\n",  # the whole tuple
+    "def g(y):\n    return map(f, y)\n",  # passed on
+], ids=["both read", "two elements", "whole", "passed on"])
+def test_a_tuple_return_read_otherwise_is_left_as_is(callers: str) -> None:
+    source = "def f(x):\n    return x, x[:, 1:]\n\n" + callers
+    assert _read(source) == ast.unparse(ast.parse(source))
+
+
+def test_a_partial_call_reads_as_the_call_it_stands_for() -> None:
+    source = (
+        "import functools\n\n"
+        "def pad(rows, side='left', fill=0):\n    return rows\n\n"
+        "def collate(items):\n    right = functools.partial(pad, side='right')\n"
+        "    return right(items, fill=1), right(items, side='left')\n"
+    )
+    assert _read(source).splitlines()[-1] == (
+        "    return (pad(items, side='right', fill=1), pad(items, side='left'))"
+    )
+
+
+_PAIRS = (Path(__file__).resolve().parents[1] / "fixtures" / "lint" / "corpus" / "openrlhf_a32a7322_pair_rows_left_padded"
+          / "before.py").read_text().split("def policy_pair_masks")[0]
+"""Preference rows padded on the left by a collate method (OpenRLHF a32a7322), and a loss that hides each
+row's prompt from its start."""
+
+_LOOPS = {
+    "local loader": '''
+def policy_pair_masks(pairs: PreferencePairs, items: list):
+    loader = DataLoader(items, batch_size=2, collate_fn=pairs.collate)
+    out = []
+    for good, good_mask, bad, bad_mask, sizes in loader:
+        out.append((hide_questions(good_mask, sizes), hide_questions(bad_mask, sizes)))
+    return out
+''',
+    "loader stored on the trainer, enumerated": '''
+class Trainer:
+    def __init__(self, pairs: PreferencePairs, items: list):
+        self.loader = DataLoader(items, batch_size=2, collate_fn=pairs.collate)
+
+    def fit(self):
+        out = []
+        for step, (good, good_mask, bad, bad_mask, sizes) in enumerate(self.loader):
+            out.append((step, hide_questions(good_mask, sizes), hide_questions(bad_mask, sizes)))
+        return out
+''',
+    "collate_fn=functools.partial": '''
+def policy_pair_masks(pairs: PreferencePairs, items: list):
+    loader = DataLoader(items, batch_size=2, collate_fn=functools.partial(PreferencePairs.collate, pairs))
+    out = []
+    for good, good_mask, bad, bad_mask, sizes in loader:
+        out.append((hide_questions(good_mask, sizes), hide_questions(bad_mask, sizes)))
+    return out
+''',
+}
+
+
+@pytest.mark.parametrize("loop", list(_LOOPS), ids=list(_LOOPS))
+@pytest.mark.parametrize("side", ["left", "right"])
+def test_a_loop_over_a_dataloader_binds_what_its_collate_function_returns(tmp_path: Path, loop: str, side: str) -> None:
+    """`for batch in DataLoader(..., collate_fn=f)` binds `f`'s result: the rows the collate method pads
+    on the left meet the loss that reads each row from its start (pad-sides-disagree); padded on the
+    right, nothing is flagged."""
+    source = _PAIRS.replace('side: str = "left"', f'side: str = "{side}"') + \
+        "import functools\nfrom torch.utils.data import DataLoader\n" + _LOOPS[loop]
+    found = [rule for _, _, rule in _lint(tmp_path, {"dpo.py": source})]
+    assert found == (["pad-sides-disagree"] * 2 if side == "left" else []), found
+
+
+_ASSIGNED = '''
+import torch
+
+
+def targets(self, ids):
+    return ids[:, 1:]
+
+
+class Head:
+    def loss(self, ids, logits, mask):
+        labels = self.shift(ids)
+        return (logits * labels).sum() * mask[:, 1:]
+
+
+Head.shift = targets
+'''
+
+
+def test_a_function_assigned_onto_a_class_is_called_through_its_instance() -> None:
+    """`Cls.name = f`, then `self.name(x)` in a method: the call is `f(self, x)`."""
+    assert "labels = targets(self, ids)" in _read(_ASSIGNED)
+
+
+def test_a_helper_assigned_onto_a_class_is_reached_through_the_instance(tmp_path: Path) -> None:
+    """`Loss.offsets = chunk_offsets`, then `self.offsets(...)`: the positions are the helper's, which clamps
+    them on every path (silent); a call of an unknown method would be flagged, its clamp unseen."""
+    helper = _HELPER.format(first=_ALWAYS_CLAMPED[0], second=_ALWAYS_CLAMPED[1]).replace(
+        "def chunk_offsets(total,", "def chunk_offsets(owner, total,")
+    caller = '''
+import torch
+
+
+class Loss:
+    def local_masks(self, loss_masks, totals, responses, rank, size):
+        chunks = []
+        for i in range(len(loss_masks)):
+            full = loss_masks[i]
+            total, response, prompt = totals[i], responses[i], totals[i] - responses[i]
+            _, _, _, offs = self.offsets(total, response, rank, size)
+            chunks.append(full[offs[0][0] - prompt : offs[1][1] - prompt])
+        return torch.cat(chunks)
+'''
+    assigned = helper + caller + "\n\nLoss.offsets = chunk_offsets\n"
+    assert _moved(_lint(tmp_path / "assigned", {"loss.py": assigned})) == []
+    assert _moved(_lint(tmp_path / "unknown", {"loss.py": helper + caller})) == [("loss.py", "positions-in-another-space")]
