@@ -31,7 +31,7 @@ __all__ = [
     "element_call", "from_data", "object_hook", "to_data",
 ]
 
-FACTS_VERSION = 12
+FACTS_VERSION = 13
 """Bumped whenever the shape or the meaning of the facts changes (cached facts are then misses)."""
 
 Span = tuple[int, int, int, int]
