@@ -129,7 +129,7 @@ class ProjectOwners(ProjectHelpers):
         out: dict[FunctionRef, Owner] = {}
         vocab = self.vocab
         spaces = self.spaces
-        for ref, function in self.functions():
+        for ref, function in self.defs():  # reads no calls: a cached file's stay undecoded
             if ref[1] == 0:
                 continue
             file = self.files[ref[0]]
@@ -165,7 +165,7 @@ class ProjectOwners(ProjectHelpers):
             if layouts:
                 out[ref] = Owner(ref, tuple(sorted(set(layouts))), ", ".join(why))
         # An owner around a nested function owns it too.
-        for ref, _ in self.functions():
+        for ref, _ in self.defs():
             if ref in out or ref[1] == 0:
                 continue
             for outer in self.enclosing(ref):
@@ -507,7 +507,7 @@ class ProjectOwners(ProjectHelpers):
         for call in function.calls:
             if any(spaces.is_padded_field(f) for a in call.args for f in a.fields):
                 return True
-        return any(spaces.is_padded_field(f) for f in self.fields_read.get(ref, ()))
+        return any(spaces.is_padded_field(f) for f in self.fields_read_in(ref[0]).get(ref, ()))
 
     def param_fed_from_source(self, ref: FunctionRef, param: str, depth: int = 0) -> bool | None:
         """Do the callers of ``ref`` pass the owner's value into ``param``?
