@@ -85,6 +85,8 @@ class ProjectGraph:
         self._by_name_cache: dict[str, list[tuple[FunctionRef, Call]]] = {}
         self._by_name_index: dict[str, list[tuple[FunctionRef, Call]]] = {}
         self._indexed_files: set[int] = set()
+        self._files_calling: dict[str, list[int]] | None = None
+        self._files_decoded: list[int] = []
         self._fields_read_in: dict[int, dict[FunctionRef, frozenset[str]]] = {}
         self._static_readers: dict[str, set[FunctionRef]] | None = None
         self._readers: dict[str, frozenset[FunctionRef]] = {}
@@ -315,20 +317,34 @@ class ProjectGraph:
         cached calls decoded (`layoutcheck.model.facts.call_names`)."""
         found = self._by_name_cache.get(name)
         if found is None:
-            found = []
-            for i, file in enumerate(self.files):
-                if file.is_test or i in self._indexed_files:
-                    continue
-                names = call_names(file.facts)
-                if names is not None and name not in names:
+            if self._files_calling is None:
+                # Per last name, the files that may call it: a cached file's own list of names, or
+                # every name for a file whose calls are decoded already (looked up once, below).
+                self._files_calling = {}
+                self._files_decoded = []
+                for i, file in enumerate(self.files):
+                    if file.is_test:
+                        continue
+                    names = call_names(file.facts)
+                    if names is None:
+                        self._files_decoded.append(i)
+                    else:
+                        for called in names:
+                            self._files_calling.setdefault(called, []).append(i)
+            for i in sorted({*self._files_decoded, *self._files_calling.get(name, ())}):
+                if i in self._indexed_files:
                     continue
                 # Index every call of the file by its last name once: later names are lookups.
-                ensure_calls(file.facts)
+                facts = self.files[i].facts
+                ensure_calls(facts)
                 self._indexed_files.add(i)
-                for j, function in enumerate(file.facts.functions):
+                for j, function in enumerate(facts.functions):
                     for call in function.calls:
                         self._by_name_index.setdefault(call.callee.rsplit(".", 1)[-1], []).append(((i, j), call))
-            found = self._by_name_cache[name] = list(self._by_name_index.get(name, ()))
+            # In the project's order, as when every file was indexed at once (a fresh run), whatever
+            # order earlier questions indexed the files in.
+            found = sorted(self._by_name_index.get(name, ()), key=lambda item: item[0])
+            self._by_name_cache[name] = found
         return found
 
     def callers_of(self, ref: FunctionRef) -> list[tuple[FunctionRef, Call]]:
