@@ -151,14 +151,16 @@ class ProjectOwners(ProjectHelpers):
             for write in self.writes(ref):
                 if write.entry and not write.tags & (PAD | MAX):
                     continue
+                padded = spaces.is_padded_field(write.key) and write.tags & (PAD | MAX)
+                packed = spaces.field(write.key) & PACKED and write.tags & PACKED
+                if not padded and not packed:
+                    continue  # what the value derives from decides nothing here: not asked
                 resolved = spaces.resolve(write.tags, write.fields, write.params, ref)
-                if spaces.is_padded_field(write.key) and write.tags & (PAD | MAX) and not resolved & SRC:
+                if padded and not resolved & SRC:
                     if "bshd" not in layouts or not any(w.startswith("writes") for w in why):
                         layouts.append("bshd")
                         why.append(f"writes each sample's padded length to `{write.key}`")
-                elif spaces.field(write.key) & PACKED and write.tags & PACKED and not resolved & SRC and not (
-                    spaces.read(write.fields) & PACKED
-                ):
+                elif packed and not resolved & SRC and not spaces.read(write.fields) & PACKED:
                     if not any(w.startswith("builds") for w in why):
                         layouts.append("thd")
                         why.append(f"builds `{write.key}` (cumulative lengths of the packed batch)")
