@@ -129,6 +129,10 @@ class ProjectOwners(ProjectHelpers):
         out: dict[FunctionRef, Owner] = {}
         vocab = self.vocab
         spaces = self.spaces
+        # Every form of `owners` entry ends with the function's own name (`owner_matches`): a function
+        # named by no entry is not matched against each.
+        listed = {entry.rsplit(":", 1)[-1].rsplit(".", 1)[-1]
+                  for entries in self.settings.owners.values() for entry in entries}
         for ref, function in self.defs():  # reads no calls: a cached file's stay undecoded
             if ref[1] == 0:
                 continue
@@ -137,7 +141,8 @@ class ProjectOwners(ProjectHelpers):
                 continue  # a model's or a kernel's own geometry is not the data layout's
             layouts: list[str] = []
             why: list[str] = []
-            configured = configured_layouts(self.settings, function.qualname, file.relpath, file.module)
+            configured = (configured_layouts(self.settings, function.qualname, file.relpath, file.module)
+                          if function.qualname.rsplit(".", 1)[-1] in listed else [])
             if configured:
                 layouts += configured
                 why.append("listed in " + " and ".join(f"`owners.{layout}`" for layout in configured))
