@@ -109,3 +109,31 @@ def test_staged_run_matches_a_fresh_run(tmp_path: Path, name: str) -> None:
         code_cached, text_cached = _check(root, target)
         code_fresh, text_fresh = _check(root, target, "--no-cache")
         assert (code_cached, text_cached) == (code_fresh, text_fresh)
+
+
+
+def test_readers_of_cached_facts_are_the_decoded_facts_readers() -> None:
+    """`ProjectGraph.readers_of` leaves a cached file's calls undecoded when their JSON does not
+    spell the field: for every field the fixture reads, the readers are those every call decoded
+    gives (`fields_read` of the same project as extracted)."""
+    from layoutcheck.lint.runner import run
+    from layoutcheck.model.facts import cache_data, from_cache_data, object_hook
+    from layoutcheck.model.project import FileModel, Project
+
+    with contextlib.chdir(FIXTURE):
+        fresh = run(["."], use_cache=False, keep_project=True).project
+    assert fresh is not None
+
+    def cached(facts):  # as a one-file run reads it from the cache: calls still a JSON string
+        return from_cache_data(json.loads(json.dumps(cache_data(facts)), object_hook=object_hook))
+
+    staged = Project([FileModel(f.display, f.relpath, f.module, cached(f.facts), f.checked, is_package=f.is_package)
+                      for f in fresh.files], fresh.settings)
+    keys = sorted({k for fields in fresh.fields_read.values() for k in fields})
+    assert len(keys) > 20
+    undecoded = 0
+    for key in keys:
+        expected = {ref for ref, fields in fresh.fields_read.items() if key in fields}
+        assert set(staged.readers_of(key)) == expected, key
+        undecoded = max(undecoded, sum("pending_calls" in f.facts.__dict__ for f in staged.files))
+    assert undecoded, "every file's calls were decoded: the skip was not exercised"
