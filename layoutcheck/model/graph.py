@@ -151,13 +151,15 @@ class ProjectGraph:
             for j, function in enumerate(file.facts.functions):
                 yield (i, j), function
 
-    def functions_calling(self, names: Collection[str]) -> Iterator[tuple[FunctionRef, Function]]:
+    def functions_calling(self, names: Collection[str], *, tests: bool = False,
+                          ) -> Iterator[tuple[FunctionRef, Function]]:
         """`functions`, less the cached files none of whose calls' last names is in ``names``
         (`call_names`), which stay undecoded. A call reaches a ``def`` only through that ``def``'s
         own name or, for a constructor, its class's (`target_names`), so code that looks only at
-        calls reaching given ``def`` s misses nothing here; it still filters the calls itself."""
+        calls reaching given ``def`` s misses nothing here; it still filters the calls itself.
+        ``tests``: the ``def`` s of `test-paths` files too (a call can reach one)."""
         for i, file in enumerate(self.files):
-            if file.is_test:
+            if file.is_test and not tests:
                 continue
             pending = call_names(file.facts)
             if pending is not None and pending.isdisjoint(names):

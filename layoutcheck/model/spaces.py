@@ -125,7 +125,7 @@ class Spaces:
         # (`target_names`), and files calling none of them keep their calls undecoded.
         names = project.target_names(self.slots)
         names |= project.target_names(
-            ref for ref, function in project.functions_calling(names)
+            ref for ref, function in project.functions_calling(names, tests=True)
             if any(c.callee.rsplit(".", 1)[-1] in names for c in function.calls)
         )
 
