@@ -335,23 +335,8 @@ def measure(tree: Path, files: Sequence[Path], repeat: int, cold_target: float) 
     # The warm-up run fills the cache.
     warm = best_wall([*cmd, "check", str(tree), "--jobs", str(JOBS)], repeat=repeat, cwd=tree)
     one = pick_one_file(files)
-    # A pre-commit run: the project's facts are in the cache from an earlier run (the warm rows
-    # left it there); the staged file itself changed, so its own facts are a miss.
-    original = one.read_bytes()
-    import_libcst = one_file = no_cache = ruff_one = float("inf")
-    env = subprocess_env()
-    try:
-        for cmd_ in ([sys.executable, "-c", "import libcst"], [*cmd, "check", str(one)]):
-            _wall(cmd_, tree, env)  # warm-up (.pyc files)
-        for attempt in range(repeat):
-            import_libcst = min(import_libcst, _wall([sys.executable, "-c", "import libcst"], tree, env))
-            one.write_bytes(original + f"\n# staged change {attempt}\n".encode())
-            one_file = min(one_file, _wall([*cmd, "check", str(one)], tree, env))
-            no_cache = min(no_cache, _wall([*cmd, "check", str(one), "--no-cache"], tree, env))
-            if ruff is not None:
-                ruff_one = min(ruff_one, _wall([*ruff, str(one)], tree, env))
-    finally:
-        one.write_bytes(original)
+    staged = measure_staged(tree, one, repeat, ruff)
+    import_libcst, one_file, no_cache, ruff_one = (staged[k][0] for k in ("libcst", "staged", "no-cache", "ruff"))
     rows = [
         Row(f"libcst parse-only, all files, {JOBS} processes (baseline)", parse),
         Row("libcst parse-only, all files, 1 process (reference)", parse_one, parse),
@@ -370,6 +355,66 @@ def measure(tree: Path, files: Sequence[Path], repeat: int, cold_target: float) 
         rows.insert(6, Row(RUFF, ruff_tree, parse))
         rows.insert(len(rows) - 2, Row(RUFF_ONE, ruff_one, import_libcst))
     return rows, one
+
+
+def measure_staged(tree: Path, one: Path, repeat: int, ruff: list[str] | None) -> dict[str, tuple[float, float]]:
+    """Best wall and best CPU seconds of the staged-file commands, alternated run for run:
+    ``import libcst``, ``layoutcheck check FILE`` (the project cached), the same ``--no-cache``,
+    and ruff on the file (``inf`` without ruff). The cache must hold the project already."""
+    cmd = layoutcheck_command()
+    # A pre-commit run: the project's facts are in the cache from an earlier run (the warm rows
+    # left it there); the staged file itself changed, so its own facts are a miss.
+    original = one.read_bytes()
+    inf = (float("inf"), float("inf"))
+    best = {"libcst": inf, "staged": inf, "no-cache": inf, "ruff": inf}
+    env = subprocess_env()
+
+    def keep(name: str, run: tuple[float, float]) -> None:
+        best[name] = (min(best[name][0], run[0]), min(best[name][1], run[1]))
+
+    try:
+        for cmd_ in ([sys.executable, "-c", "import libcst"], [*cmd, "check", str(one)]):
+            _wall(cmd_, tree, env)  # warm-up (.pyc files)
+        for attempt in range(repeat):
+            keep("libcst", _run([sys.executable, "-c", "import libcst"], tree, env))
+            one.write_bytes(original + f"\n# staged change {attempt}\n".encode())
+            keep("staged", _run([*cmd, "check", str(one)], tree, env))
+            keep("no-cache", _run([*cmd, "check", str(one), "--no-cache"], tree, env))
+            if ruff is not None:
+                keep("ruff", _run([*ruff, str(one)], tree, env))
+    finally:
+        one.write_bytes(original)
+    return best
+
+
+def staged_only(trees: Sequence[tuple[str, Path]], repeat: int) -> None:
+    """``--staged-only``: the staged-file rows alone, wall and CPU, a table across the trees."""
+    cmd = layoutcheck_command()
+    ruff = ruff_command()
+    rows = []
+    for name, tree in trees:
+        files = python_files(tree)
+        one = pick_one_file(files)
+        load = os.getloadavg()[0]
+        _clean_cache(tree)
+        try:
+            _run([*cmd, "check", str(tree), "--jobs", str(JOBS)], tree, subprocess_env())  # fills the cache
+            best = measure_staged(tree, one, repeat, ruff)
+        finally:
+            _clean_cache(tree)
+        rows.append((name, one.relative_to(tree), load, best))
+        print(f"{name}: {one.relative_to(tree)} (load average {load:.1f})", flush=True)
+    print()
+    print(f"{'tree':<12} {'libcst s':>9} {'staged s':>9} {'staged':>8} {'CPU libcst':>11} {'CPU staged':>11} "
+          f"{'CPU ratio':>10} {'no-cache s':>11} {'ruff file s':>12}")
+    for name, _, _, best in rows:
+        lib, one_, bare, ruff_one = best["libcst"], best["staged"], best["no-cache"], best["ruff"]
+        verdict = "PASS" if one_[0] <= 1.5 * lib[0] else "MISS"
+        print(f"{name:<12} {lib[0]:9.3f} {one_[0]:9.3f} {one_[0] / lib[0]:7.2f}x {lib[1]:11.3f} {one_[1]:11.3f} "
+              f"{one_[1] / lib[1]:9.2f}x {bare[0]:11.3f} {ruff_one[0]:12.3f}   {verdict}")
+    print("staged: layoutcheck check FILE, the rest of the project cached, against python -c 'import libcst' "
+          "(target <= 1.5x), wall and CPU (user + system), best of each, the commands alternated")
+    print(f"load average at the end: {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
 
 
 def render(rows: Sequence[Row]) -> str:
@@ -396,11 +441,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--no-generated", action="store_true", help="only the trees given")
     parser.add_argument("--keep", action="store_true", help="keep the generated trees and print their paths")
     parser.add_argument("--strict", action="store_true", help="exit 1 when a target is missed")
+    parser.add_argument("--staged-only", action="store_true",
+                        help="only the staged-file rows (and their import libcst baseline) of the trees given")
     args = parser.parse_args(argv)
 
     if importlib.util.find_spec("layoutcheck.cli") is None:
         print("layoutcheck.cli is not importable: install the package (pip install -e .) first", file=sys.stderr)
         return 2
+
+    if args.staged_only:
+        print(f"python {platform.python_version()}, libcst {version('libcst')}, "
+              f"{os.cpu_count()} CPUs, best of {args.repeat}")
+        print(BYTECODE_NOTE)
+        given = []
+        for item in args.trees:
+            name, _, path = item.rpartition("=")
+            given.append((name or Path(path).resolve().name, Path(path).resolve()))
+        staged_only(given, args.repeat)
+        return 0
 
     workdir = Path(tempfile.mkdtemp(prefix="layoutcheck-bench-"))
     trees: list[tuple[str, Path, str, float]] = []

@@ -27,7 +27,7 @@ from typing import Any, NamedTuple, Union, get_args, get_origin, get_type_hints
 
 __all__ = [
     "FACTS_VERSION", "exclusive_arms", "Arg", "FunctionRef", "Span", "Broadcast", "BucketLiteral", "Call", "Clash", "EntryRead", "PadSide", "FieldWrite", "FileFacts", "Function",
-    "MaxCall", "Pad", "Param", "Record", "Rewrite", "Transform", "Zip", "cache_data", "call_names", "ensure_calls", "from_cache_data",
+    "MaxCall", "Pad", "Param", "Record", "Rewrite", "Transform", "Zip", "cache_data", "call_names", "calls_may_spell", "ensure_calls", "from_cache_data",
     "element_call", "from_data", "object_hook", "to_data",
 ]
 
@@ -577,6 +577,14 @@ def ensure_calls(facts: FileFacts) -> None:
         return
     for function, calls in zip(facts.functions, json.loads(pending)):
         function.calls = tuple(_call(c) for c in calls)
+
+
+def calls_may_spell(facts: FileFacts, text: str) -> bool:
+    """False only when ``facts`` ' calls are still pending (`cache_data`) and their JSON does not
+    hold ``text`` JSON-quoted, as `cache_data` wrote every string: then no call's argument names
+    it, and the calls can stay undecoded."""
+    pending = facts.__dict__.get("pending_calls")
+    return pending is None or json.dumps(text) in pending
 
 
 def call_names(facts: FileFacts) -> frozenset[str] | None:

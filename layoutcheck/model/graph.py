@@ -22,14 +22,15 @@ helpers (`layoutcheck.model.helpers`) and owners (`layoutcheck.model.owners`);
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 
 from layoutcheck.globs import any_match
 from layoutcheck.model.settings import LintSettings
 from layoutcheck.model.facts import (
-    Arg, Call, FieldWrite, FileFacts, Function, FunctionRef, Param, call_names, element_call, ensure_calls,
+    Arg, Call, FieldWrite, FileFacts, Function, FunctionRef, Param, call_names, calls_may_spell, element_call,
+    ensure_calls,
 )
 from layoutcheck.model.vocabulary import Vocabulary, vocabulary
 
@@ -84,6 +85,11 @@ class ProjectGraph:
         self._by_name_cache: dict[str, list[tuple[FunctionRef, Call]]] = {}
         self._by_name_index: dict[str, list[tuple[FunctionRef, Call]]] = {}
         self._indexed_files: set[int] = set()
+        self._files_calling: dict[str, list[int]] | None = None
+        self._files_decoded: list[int] = []
+        self._fields_read_in: dict[int, dict[FunctionRef, frozenset[str]]] = {}
+        self._static_readers: dict[str, set[FunctionRef]] | None = None
+        self._readers: dict[str, frozenset[FunctionRef]] = {}
 
     # ------------------------------------------------------------ files
 
@@ -120,6 +126,11 @@ class ProjectGraph:
         ensure_calls(facts)
         return facts.functions[ref[1]]
 
+    def signature(self, ref: FunctionRef) -> Function:
+        """The ``def`` ``ref`` names, for what it holds besides its calls (name, class, parameters,
+        returns): a cached file's calls stay undecoded, so its ``calls`` may read empty here."""
+        return self.files[ref[0]].facts.functions[ref[1]]
+
     def functions(self) -> Iterator[tuple[FunctionRef, Function]]:
         """Every ``def`` of the trainer model (tests and benchmarks left out), calls decoded: a warm
         run must see the calls a cold one sees."""
@@ -129,6 +140,45 @@ class ProjectGraph:
             ensure_calls(file.facts)
             for j, function in enumerate(file.facts.functions):
                 yield (i, j), function
+
+    def defs(self) -> Iterator[tuple[FunctionRef, Function]]:
+        """Every ``def`` of the trainer model, as `functions` gives them but with a cached file's
+        calls left undecoded: for code that reads no ``calls`` of what it iterates (`function`
+        decodes a file's calls when asked)."""
+        for i, file in enumerate(self.files):
+            if file.is_test:
+                continue
+            for j, function in enumerate(file.facts.functions):
+                yield (i, j), function
+
+    def functions_calling(self, names: Collection[str], *, tests: bool = False,
+                          ) -> Iterator[tuple[FunctionRef, Function]]:
+        """`functions`, less the cached files none of whose calls' last names is in ``names``
+        (`call_names`), which stay undecoded. A call reaches a ``def`` only through that ``def``'s
+        own name or, for a constructor, its class's (`target_names`), so code that looks only at
+        calls reaching given ``def`` s misses nothing here; it still filters the calls itself.
+        ``tests``: the ``def`` s of `test-paths` files too (a call can reach one)."""
+        for i, file in enumerate(self.files):
+            if file.is_test and not tests:
+                continue
+            pending = call_names(file.facts)
+            if pending is not None and pending.isdisjoint(names):
+                continue
+            ensure_calls(file.facts)
+            for j, function in enumerate(file.facts.functions):
+                yield (i, j), function
+
+    def target_names(self, refs: Iterable[FunctionRef]) -> set[str]:
+        """The last names of the calls that can reach ``refs`` (`resolve`): each ``def``'s own name,
+        and its class's for an ``__init__`` (``Replay(...)``)."""
+        out: set[str] = set()
+        for ref in refs:
+            qualname = self.files[ref[0]].facts.functions[ref[1]].qualname
+            parts = qualname.rsplit(".", 2)
+            out.add(parts[-1])
+            if parts[-1] == "__init__" and len(parts) > 1:
+                out.add(parts[-2])
+        return out
 
     def where(self, ref: FunctionRef) -> str:
         """``path:line`` of a ``def``."""
@@ -207,7 +257,7 @@ class ProjectGraph:
         if head in ("self", "cls") and rest and "." not in rest:
             cls = None
             for ref in self.enclosing(caller):
-                cls = cls or self.function(ref).cls
+                cls = cls or self.signature(ref).cls
             if cls is not None:
                 found = self._index.by_qualname.get((i, f"{cls}.{rest}"))
                 if found is not None:
@@ -269,20 +319,34 @@ class ProjectGraph:
         cached calls decoded (`layoutcheck.model.facts.call_names`)."""
         found = self._by_name_cache.get(name)
         if found is None:
-            found = []
-            for i, file in enumerate(self.files):
-                if file.is_test or i in self._indexed_files:
-                    continue
-                names = call_names(file.facts)
-                if names is not None and name not in names:
+            if self._files_calling is None:
+                # Per last name, the files that may call it: a cached file's own list of names, or
+                # every name for a file whose calls are decoded already (looked up once, below).
+                self._files_calling = {}
+                self._files_decoded = []
+                for i, file in enumerate(self.files):
+                    if file.is_test:
+                        continue
+                    names = call_names(file.facts)
+                    if names is None:
+                        self._files_decoded.append(i)
+                    else:
+                        for called in names:
+                            self._files_calling.setdefault(called, []).append(i)
+            for i in sorted({*self._files_decoded, *self._files_calling.get(name, ())}):
+                if i in self._indexed_files:
                     continue
                 # Index every call of the file by its last name once: later names are lookups.
-                ensure_calls(file.facts)
+                facts = self.files[i].facts
+                ensure_calls(facts)
                 self._indexed_files.add(i)
-                for j, function in enumerate(file.facts.functions):
+                for j, function in enumerate(facts.functions):
                     for call in function.calls:
                         self._by_name_index.setdefault(call.callee.rsplit(".", 1)[-1], []).append(((i, j), call))
-            found = self._by_name_cache[name] = list(self._by_name_index.get(name, ()))
+            # In the project's order, as when every file was indexed at once (a fresh run), whatever
+            # order earlier questions indexed the files in.
+            found = sorted(self._by_name_index.get(name, ()), key=lambda item: item[0])
+            self._by_name_cache[name] = found
         return found
 
     def callers_of(self, ref: FunctionRef) -> list[tuple[FunctionRef, Call]]:
@@ -293,7 +357,7 @@ class ProjectGraph:
             if "callers" in self.__dict__:
                 found = self.callers.get(ref, [])
             else:
-                qualname = self.function(ref).qualname
+                qualname = self.signature(ref).qualname
                 name = qualname.rsplit(".", 1)[-1]
                 if name == "__init__" and "." in qualname:
                     name = qualname.rsplit(".", 2)[-2]  # `Replay(...)` reaches `Replay.__init__`
@@ -337,7 +401,7 @@ class ProjectGraph:
             target = self.resolve(ref, call)
             if target is None:
                 continue
-            callee = self.function(target)
+            callee = self.signature(target)
             yield call, target, self.bind(callee.params, call, callee.cls is not None)
 
     @staticmethod
@@ -405,29 +469,67 @@ class ProjectGraph:
 
     @cached_property
     def fields_read(self) -> dict[FunctionRef, frozenset[str]]:
-        """Fields each function reads, as far as the facts show (guards, entries, arguments, pads)."""
-        out: dict[FunctionRef, set[str]] = {}
-        for i, file in enumerate(self.files):
-            facts = file.facts
-            for j, function in enumerate(facts.functions):
-                found = out.setdefault((i, j), set())
-                found |= set(function.guard_fields) | set(function.reads)
-            for read in facts.entry_reads:
-                out.setdefault((i, read.function), set()).update(read.fields)
-            for pad in facts.pads:
-                out.setdefault((i, pad.function), set()).update(pad.fields)
-            for write in facts.field_writes:
-                out.setdefault((i, write.function), set()).update(write.fields)
-            for read in facts.broadcasts:
-                out.setdefault((i, read.function), set()).update(read.value_fields)
+        """Fields each function reads, as far as the facts show (guards, entries, arguments, pads).
+        Decodes every file's calls: a one-file run asks `fields_read_in` and `readers_of` instead."""
+        out: dict[FunctionRef, frozenset[str]] = {}
+        for i in range(len(self.files)):
+            out.update(self.fields_read_in(i))
+        return out
+
+    def fields_read_in(self, index: int) -> dict[FunctionRef, frozenset[str]]:
+        """`fields_read` of the functions of file ``index`` (its calls decoded)."""
+        found = self._fields_read_in.get(index)
+        if found is None:
+            out = {ref: set(fields) for ref, fields in self._static_reads(index).items()}
+            facts = self.files[index].facts
             ensure_calls(facts)
             for j, function in enumerate(facts.functions):
                 for call in function.calls:
                     for arg in call.args:
-                        out.setdefault((i, j), set()).update(arg.fields)
-            for key, _ in facts.field_uses:
-                out.setdefault((i, 0), set()).add(key)
-        return {ref: frozenset(fields) for ref, fields in out.items()}
+                        out.setdefault((index, j), set()).update(arg.fields)
+            found = self._fields_read_in[index] = {ref: frozenset(fields) for ref, fields in out.items()}
+        return found
+
+    def _static_reads(self, index: int) -> dict[FunctionRef, set[str]]:
+        """What `fields_read_in` finds in file ``index`` outside its calls' arguments."""
+        i, facts = index, self.files[index].facts
+        out: dict[FunctionRef, set[str]] = {}
+        for j, function in enumerate(facts.functions):
+            found = out.setdefault((i, j), set())
+            found |= set(function.guard_fields) | set(function.reads)
+        for read in facts.entry_reads:
+            out.setdefault((i, read.function), set()).update(read.fields)
+        for pad in facts.pads:
+            out.setdefault((i, pad.function), set()).update(pad.fields)
+        for write in facts.field_writes:
+            out.setdefault((i, write.function), set()).update(write.fields)
+        for read in facts.broadcasts:
+            out.setdefault((i, read.function), set()).update(read.value_fields)
+        for key, _ in facts.field_uses:
+            out.setdefault((i, 0), set()).add(key)
+        return out
+
+    def readers_of(self, key: str) -> frozenset[FunctionRef]:
+        """The functions whose `fields_read` holds ``key``. A cached file whose calls' text does not
+        spell the key (JSON-quoted, as `cache_data` wrote it) passes it in no argument, so its calls
+        stay undecoded."""
+        found = self._readers.get(key)
+        if found is None:
+            if self._static_readers is None:
+                self._static_readers = {}
+                for i in range(len(self.files)):
+                    for ref, fields in self._static_reads(i).items():
+                        for field in fields:
+                            self._static_readers.setdefault(field, set()).add(ref)
+            out = set(self._static_readers.get(key, ()))
+            for i, file in enumerate(self.files):
+                if not calls_may_spell(file.facts, key):
+                    continue
+                for ref, fields in self.fields_read_in(i).items():
+                    if key in fields:
+                        out.add(ref)
+            found = self._readers[key] = frozenset(out)
+        return found
 
     @cached_property
     def writes_by_function(self) -> dict[FunctionRef, list[FieldWrite]]:

@@ -74,7 +74,7 @@ class ProjectHelpers(ProjectValues):
         length (or passed on to one). Found by what they do, whatever they are called."""
         out: dict[FunctionRef, HelperSignature] = {}
         spaces = self.spaces
-        for ref, function in self.functions():
+        for ref, function in self.defs():  # reads no calls: a cached file's stay undecoded
             if ref[1] == 0 or not function.layout_params:
                 continue
             if not spaces.padded_slots(ref):

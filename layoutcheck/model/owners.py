@@ -142,7 +142,11 @@ class ProjectOwners(ProjectHelpers):
         """Functions that compute what another stores (the owner is where a layout is first computed)."""
         vocab = self.vocab
         spaces = self.spaces
-        for ref, function in self.functions():
+        # Every form of `owners` entry ends with the function's own name (`owner_matches`): a function
+        # named by no entry is not matched against each.
+        listed = {entry.rsplit(":", 1)[-1].rsplit(".", 1)[-1]
+                  for entries in self.settings.owners.values() for entry in entries}
+        for ref, function in self.defs():  # reads no calls: a cached file's stay undecoded
             if ref[1] == 0:
                 continue
             file = self.files[ref[0]]
@@ -150,7 +154,8 @@ class ProjectOwners(ProjectHelpers):
                 continue  # a model's or a kernel's own geometry is not the data layout's
             layouts: list[str] = []
             why: list[str] = []
-            configured = configured_layouts(self.settings, function.qualname, file.relpath, file.module)
+            configured = (configured_layouts(self.settings, function.qualname, file.relpath, file.module)
+                          if function.qualname.rsplit(".", 1)[-1] in listed else [])
             if configured:
                 layouts += configured
                 why.append("listed in " + " and ".join(f"`owners.{layout}`" for layout in configured))
@@ -164,6 +169,10 @@ class ProjectOwners(ProjectHelpers):
             for write in self.writes(ref):
                 if write.entry and not write.tags & (PAD | MAX):
                     continue
+                padded = spaces.is_padded_field(write.key) and write.tags & (PAD | MAX)
+                packed = spaces.field(write.key) & PACKED and write.tags & PACKED
+                if not padded and not packed:
+                    continue  # what the value derives from decides nothing here: not asked
                 resolved = spaces.resolve(write.tags, write.fields, write.params, ref)
                 if spaces.is_padded_field(write.key) and write.tags & (PAD | MAX) and not resolved & SRC:
                     origins = self._computed_by(ref, write, PAD | MAX)
@@ -197,7 +206,7 @@ class ProjectOwners(ProjectHelpers):
                 continue
             out[origin] = Owner(origin, (layout,), reason, key)
         # An owner around a nested function owns it too.
-        for ref, _ in self.functions():
+        for ref, _ in self.defs():
             if ref in out or ref[1] == 0:
                 continue
             for outer in self.enclosing(ref):
@@ -588,7 +597,7 @@ class ProjectOwners(ProjectHelpers):
         for call in function.calls:
             if any(spaces.is_padded_field(f) for a in call.args for f in a.fields):
                 return True
-        return any(spaces.is_padded_field(f) for f in self.fields_read.get(ref, ()))
+        return any(spaces.is_padded_field(f) for f in self.fields_read_in(ref[0]).get(ref, ()))
 
     def param_fed_from_source(self, ref: FunctionRef, param: str, depth: int = 0) -> bool | None:
         """Do the callers of ``ref`` pass the owner's value into ``param``?

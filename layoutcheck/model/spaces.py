@@ -24,7 +24,7 @@ field's space, for `layoutcheck model` and for messages.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING
 
 from layoutcheck.model.facts import Arg, Call, element_call
@@ -81,11 +81,6 @@ class Spaces:
         for key in vocab.packed:
             self._note(key, PACKED, None, 0, "configured in `packed-sources`")
         writes = []
-        readers: dict[str, set[FunctionRef]] = {}
-        for ref, fields in project.fields_read.items():
-            for key in fields:
-                readers.setdefault(key, set()).add(ref)
-        read_elsewhere: dict[FunctionRef, set[str]] = {}
         for i, file in enumerate(project.files):
             if file.is_test:
                 continue
@@ -95,10 +90,7 @@ class Spaces:
                     if tags & tag:
                         self._note(key, tag, None, 0, f"{what} ({file.display})")
             for write in file.facts.field_writes:
-                ref = (i, write.function)
-                writes.append((ref, write))
-                if readers.get(write.key, set()) - {ref}:
-                    read_elsewhere.setdefault(ref, set()).add(write.key)
+                writes.append(((i, write.function), write))
         for _ in range(_ROUNDS):
             before = dict(self.fields)
             for ref, write in writes:
@@ -110,9 +102,10 @@ class Spaces:
                         if field != write.key:
                             tags |= self.fields.get(field, 0) & (SEQ | TOK | PACKED)
                 line = write.span[0]
-                # A padded stream total (a sum of sizes rounded up) is no sample's padded length.
+                # Whether another function reads the field is asked last, of the few stores it can
+                # decide: it is the one question here that needs other files' calls (`readers_of`).
                 if tags & PAD and (write.per_sample or tags & BCAST) and not tags & (SRC | PACKED | STREAM) and (
-                    write.key in read_elsewhere.get(ref, ()) or not write.fresh
+                    not write.fresh or project.readers_of(write.key) - {ref}
                 ):
                     self._note(write.key, PAD, ref, line, f"each sample's entry is rounded up: `{write.text}`")
                 if tags & PACKED and not tags & (TOK | SAMPLE):
@@ -127,9 +120,21 @@ class Spaces:
     def _fields_from_slots(self) -> None:
         """A field passed where a function takes true lengths holds true lengths (``SEQ``)."""
         project = self.project
-        for ref, _ in project.functions():
-            for call, target, bound in project.bound_calls(ref, lambda c: any(a.fields for a in c.args)):
-                callee = project.function(target)
+        # Only calls that reach a function with slots, or one passing a list's entries to such a
+        # function (`list_slot`), can say anything: they are spelt with those functions' names
+        # (`target_names`), and files calling none of them keep their calls undecoded.
+        names = project.target_names(self.slots)
+        names |= project.target_names(
+            ref for ref, function in project.functions_calling(names, tests=True)
+            if any(c.callee.rsplit(".", 1)[-1] in names for c in function.calls)
+        )
+
+        def wanted(call: Call) -> bool:
+            return call.callee.rsplit(".", 1)[-1] in names and any(a.fields for a in call.args)
+
+        for ref, _ in project.functions_calling(names):
+            for call, target, bound in project.bound_calls(ref, wanted):
+                callee = project.signature(target)
                 for param, arg in bound.items():
                     if not arg.fields:
                         continue
@@ -182,7 +187,7 @@ class Spaces:
                 self._params[key] = found  # a cycle returns what is known so far
                 target = self.project.resolve_callee(ref, callee)
                 if target is not None:
-                    function = self.project.function(target)
+                    function = self.project.signature(target)
                     if function.rounds is not None:
                         found |= PAD
                     found |= function.returns_tags & (SEQ | PAD | MAX | PACKED | STREAM | SIDES)
@@ -201,7 +206,7 @@ class Spaces:
         target = self.project.resolve_callee(ref, name)
         if target is None:
             return 0
-        elements = self.project.function(target).returns_elements
+        elements = self.project.signature(target).returns_elements
         if index is None or index < 0 or index >= len(elements):
             return self.returned(ref, (name,), depth) & SIDES
         key = (ref, "call:" + callee)
@@ -242,7 +247,7 @@ class Spaces:
         found = self._params.get(key)
         if found is not None:
             return found
-        function = self.project.function(ref)
+        function = self.project.signature(ref)
         own = dict(function.param_uses).get(name, 0) & (SEQ | TOK | UNIT | CP | PACKED)
         if depth > _DEPTH:
             return own
@@ -261,7 +266,7 @@ class Spaces:
         if key in self._param_fields:
             return self._param_fields[key]
         self._param_fields[key] = frozenset()
-        function = self.project.function(ref)
+        function = self.project.signature(ref)
         found: set[str] = set()
         if depth <= _DEPTH:
             for caller, call in self.project.callers_of(ref):
@@ -281,19 +286,33 @@ class Spaces:
         project = self.project
         padded: dict[FunctionRef, set[str]] = {}
         true: dict[FunctionRef, set[str]] = {}
-        for ref, function in project.functions():
+        for ref, function in project.defs():
             if function.padded_params:
                 padded[ref] = set(function.padded_params)
             if function.true_params:
                 true[ref] = set(function.true_params)
+        # A pass can add a slot only towards a function that has slots or gets them through its
+        # own passes: those functions, found back from the ones with slots by the calls that pass a
+        # parameter on (spelt with their names: `target_names`), bound the calls to read. The rounds
+        # below then run on the same passes in the same order as over every call.
+        reach = set(padded) | set(true)
+        while True:
+            names = project.target_names(reach)
+            found = set()
+            for ref, call, target in self._passing_calls(names):
+                if ref not in reach and target in reach:
+                    found.add(ref)
+            if not found:
+                break
+            reach |= found
         passes: list[tuple[FunctionRef, str, FunctionRef, str]] = []
-        for ref, function in project.functions():
-            if not function.params:
+        for ref, call, target in self._passing_calls(project.target_names(reach)):
+            if target not in reach:
                 continue
-            for _, target, bound in project.bound_calls(ref, lambda c: any(a.bare and a.params for a in c.args)):
-                for param, arg in bound.items():
-                    if arg.bare and arg.params:
-                        passes.append((ref, arg.params[0], target, param))
+            callee = project.signature(target)
+            for param, arg in project.bind(callee.params, call, callee.cls is not None).items():
+                if arg.bare and arg.params:
+                    passes.append((ref, arg.params[0], target, param))
         for _ in range(_ROUNDS):
             changed = False
             for ref, mine, target, theirs in passes:
@@ -306,6 +325,23 @@ class Spaces:
         refs = set(padded) | set(true)
         return {ref: (frozenset(padded.get(ref, ())), frozenset(true.get(ref, set()) - padded.get(ref, set())))
                 for ref in refs}
+
+    def _passing_calls(self, names: set[str]) -> Iterator[tuple[FunctionRef, Call, FunctionRef]]:
+        """``(caller, call, def reached)`` for the calls spelt with one of ``names`` that pass a
+        parameter of their caller on as it is (``f(n)`` in ``def g(n)``), in the project's order."""
+        project = self.project
+
+        def wanted(call: Call) -> bool:
+            return call.callee.rsplit(".", 1)[-1] in names and any(a.bare and a.params for a in call.args)
+
+        for ref, function in project.functions_calling(names):
+            if not function.params:
+                continue
+            for call in function.calls:
+                if wanted(call):
+                    target = project.resolve(ref, call)
+                    if target is not None:
+                        yield ref, call, target
 
     @property
     def slots(self) -> dict[FunctionRef, tuple[frozenset[str], frozenset[str]]]:

@@ -66,14 +66,18 @@ class ProjectValues(ProjectGraph):
         """Calls of the project's own round-up helpers (``_round_up(n, m)``, found by their bodies:
         they return a parameter rounded up to another), as pads at the call."""
         out: dict[int, list[Pad]] = {}
-        for ref, function in self.functions():
+        # Only calls spelt with a round-up helper's name can reach one (`target_names`): files
+        # calling none keep their cached calls undecoded.
+        names = self.target_names((i, j) for i, file in enumerate(self.files)
+                                  for j, function in enumerate(file.facts.functions) if function.rounds is not None)
+        for ref, function in self.functions_calling(names):
             for call in function.calls:
-                if not call.fate:
+                if not call.fate or call.callee.rsplit(".", 1)[-1] not in names:
                     continue
                 target = self.resolve(ref, call)
-                if target is None or self.function(target).rounds is None:
+                if target is None or self.signature(target).rounds is None:
                     continue
-                i, j = self.function(target).rounds  # type: ignore[misc]
+                i, j = self.signature(target).rounds  # type: ignore[misc]
                 args = [a for a in call.args if a.keyword is None]
                 if len(args) <= max(i, j):
                     continue
