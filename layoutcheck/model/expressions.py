@@ -40,6 +40,8 @@ __all__ = ["ExpressionsMixin"]
 class ExpressionsMixin:
     """The expression visitors of the per-file walk (mixed into its extractor)."""
 
+    # -- per-sample entries as batch lengths (LC103) --
+
     def container(self, node: ast.expr) -> str | None:
         """The container a per-sample list was read from, through local aliases."""
         root = root_name(node)
@@ -48,6 +50,9 @@ class ExpressionsMixin:
         return self.state.aliases.get(root, root)
 
     def guard(self, test: ast.expr, *, negated: bool) -> None:
+        """A test that a collection's entries are all equal (`idioms.match_agreement`: ``len(set(xs)) == 1``,
+        or one entry only): what it guards is noted, by container and by field or parameter (``negated``:
+        the test of an ``if ...: raise``)."""
         state = self.state
         for kind, collection in match_agreement(test, self.imports, negated=negated):
             found = self.classify(collection)
@@ -60,6 +65,7 @@ class ExpressionsMixin:
                 state.guard_fields.add(f"param:{param}")
 
     def walks(self, iterable: ast.expr) -> None:
+        """A loop or comprehension over ``iterable``: does the function walk its samples one by one?"""
         state = self.state
         if not state.iterates:
             per_sample = SEQ | TOK | SRCLIST
@@ -67,7 +73,7 @@ class ExpressionsMixin:
                 self.classify(n).tags & per_sample or self.classify(n).fields for n in walk(iterable)
             )
 
-    # ------------------------------------------------------------ expressions
+    # -- expressions --
 
     def scan(self, node: ast.AST) -> None:
         """Record what ``node`` and its parts do (calls, pads, reads), in source order."""
