@@ -253,3 +253,50 @@ class Loss:
     assigned = helper + caller + "\n\nLoss.offsets = chunk_offsets\n"
     assert _moved(_lint(tmp_path / "assigned", {"loss.py": assigned})) == []
     assert _moved(_lint(tmp_path / "unknown", {"loss.py": helper + caller})) == [("loss.py", "positions-in-another-space")]
+
+
+_PAD_SIDES = Path(__file__).resolve().parents[1] / "fixtures" / "lint" / "pairs" / "d7b_pad_sides" / "flagged"
+"""Routing rows placed on the left by one module (`rollout.py`), stored as a record's field by a helper
+that takes them as a parameter, and read from each row's start by another module (`replay.py`)."""
+
+_FORWARDS = {
+    "**kwargs": ("finish(sample, routing=routing)", "def finish(sample, **kwargs):\n    return attach_routing(sample, **kwargs)"),
+    "*args, **kwargs": ("finish(sample, routing)", "def finish(*args, **kwargs):\n    return attach_routing(*args, **kwargs)"),
+    "*args after a positional": ("finish(sample, routing)", "def finish(sample, *rest):\n    return attach_routing(sample, *rest)"),
+    "two wrappers": ("outer(sample, routing=routing)",
+                     "def outer(sample, **options):\n    return finish(sample, **options)\n\n\n"
+                     "def finish(sample, **kwargs):\n    return attach_routing(sample, **kwargs)"),
+}
+
+
+@pytest.mark.parametrize("across", [False, True], ids=["one module", "wrapper in another module"])
+@pytest.mark.parametrize("forward", list(_FORWARDS), ids=list(_FORWARDS))
+def test_arguments_forwarded_through_args_and_kwargs_reach_the_callee(tmp_path: Path, forward: str,
+                                                                      across: bool) -> None:
+    """`def finish(sample, **kwargs): return attach_routing(sample, **kwargs)`, called `finish(sample,
+    routing=routing)`: the helper's `routing` parameter receives the caller's left-padded rows, as it does
+    when called directly (pad-sides-disagree where they are placed); a wrapper's caller that names
+    the keyword, positions forwarded through `*args`, and a forward of a forward alike."""
+    call, wrapper = _FORWARDS[forward]
+    rollout = (_PAD_SIDES / "rollout.py").read_text()
+    direct = "    return attach_routing(sample, routing)"
+    assert direct in rollout
+    rollout = rollout.replace(direct, f"    return {call}")
+    placed = next(i for i, line in enumerate(rollout.splitlines(), 1) if "expect: pad-sides-disagree" in line)
+    files = {"replay.py": (_PAD_SIDES / "replay.py").read_text()}
+    if across:
+        files["rollout.py"] = f"from wrappers import {call.split('(')[0]}\n" + rollout
+        files["wrappers.py"] = "from rollout import attach_routing\n\n\n" + wrapper + "\n"
+        placed += 1
+    else:
+        files["rollout.py"] = rollout + "\n\n" + wrapper + "\n"
+    assert _lint(tmp_path, files) == [("rollout.py", placed, "pad-sides-disagree")]
+
+
+def test_a_wrapper_that_takes_the_keyword_itself_forwards_nothing(tmp_path: Path) -> None:
+    """The wrapper names `routing` as its own parameter and passes something else on: the caller's rows
+    never reach the helper (silent)."""
+    rollout = (_PAD_SIDES / "rollout.py").read_text().replace(
+        "    return attach_routing(sample, routing)", "    return finish(sample, routing=routing)")
+    rollout += "\n\ndef finish(sample, routing=None, **kwargs):\n    return attach_routing(sample, None, **kwargs)\n"
+    assert _lint(tmp_path, {"replay.py": (_PAD_SIDES / "replay.py").read_text(), "rollout.py": rollout}) == []

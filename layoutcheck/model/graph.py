@@ -28,6 +28,7 @@ from functools import cached_property
 
 from layoutcheck.globs import any_match
 from layoutcheck.model.settings import LintSettings
+from layoutcheck.model.summaries import forwarded_calls
 from layoutcheck.model.facts import (
     Arg, Call, FieldWrite, FileFacts, Function, FunctionRef, Param, call_names, element_call, ensure_calls,
 )
@@ -301,6 +302,9 @@ class ProjectGraph:
                     (caller, call) for caller, call in self._calls_named(name)
                     if caller != ref and self.resolve(caller, call) == ref
                 ]
+            self._callers_of[ref] = found  # a cycle of forwards reads the direct calls
+            # calls through a wrapper that forwards its `*args` / `**kwargs` here (`summaries.forwarded_calls`)
+            found = found + forwarded_calls(self.function(ref), found, self.function, self.callers_of)
             self._callers_of[ref] = found
         return found
 
