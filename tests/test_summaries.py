@@ -300,3 +300,39 @@ def test_a_wrapper_that_takes_the_keyword_itself_forwards_nothing(tmp_path: Path
         "    return attach_routing(sample, routing)", "    return finish(sample, routing=routing)")
     rollout += "\n\ndef finish(sample, routing=None, **kwargs):\n    return attach_routing(sample, None, **kwargs)\n"
     assert _lint(tmp_path, {"replay.py": (_PAD_SIDES / "replay.py").read_text(), "rollout.py": rollout}) == []
+
+
+_PATCHES = {
+    "Cls.name = f": "from loss import Loss\nfrom cp_utils import chunk_offsets\n\nLoss.offsets = chunk_offsets\n",
+    "mod.Cls.name = f in a function": ("import loss\n\n\ndef patch():\n    from cp_utils import chunk_offsets\n"
+                                       "    loss.Loss.offsets = chunk_offsets\n"),
+    "setattr(Cls, name, f)": ('from loss import Loss\nfrom cp_utils import chunk_offsets\n\n'
+                              'setattr(Loss, "offsets", chunk_offsets)\n'),
+}
+
+
+@pytest.mark.parametrize("patch", list(_PATCHES), ids=list(_PATCHES))
+def test_a_helper_assigned_onto_another_modules_class_is_reached_through_the_instance(tmp_path: Path,
+                                                                                       patch: str) -> None:
+    """The class (`loss.py`), the helper (`cp_utils.py`) and the assignment that puts the helper onto the
+    class (`patch.py`, as a monkey patch does) are three modules: `self.offsets(...)` in the class is a
+    call of the helper, which clamps on every path (silent); a call of an unknown method is flagged."""
+    helper = _HELPER.format(first=_ALWAYS_CLAMPED[0], second=_ALWAYS_CLAMPED[1]).replace(
+        "def chunk_offsets(total,", "def chunk_offsets(owner, total,")
+    caller = '''
+import torch
+
+
+class Loss:
+    def local_masks(self, loss_masks, totals, responses, rank, size):
+        chunks = []
+        for i in range(len(loss_masks)):
+            full = loss_masks[i]
+            total, response, prompt = totals[i], responses[i], totals[i] - responses[i]
+            _, _, _, offs = self.offsets(total, response, rank, size)
+            chunks.append(full[offs[0][0] - prompt : offs[1][1] - prompt])
+        return torch.cat(chunks)
+'''
+    files = {"cp_utils.py": helper, "loss.py": caller}
+    assert _moved(_lint(tmp_path / "alone", files)) == [("loss.py", "positions-in-another-space")]
+    assert _moved(_lint(tmp_path / "patched", {**files, "patch.py": _PATCHES[patch]})) == []

@@ -47,7 +47,7 @@ from collections.abc import Iterator
 
 from layoutcheck.model.syntax import own_nodes
 
-__all__ = ["read_calls_through", "returned_tuple"]
+__all__ = ["methods_assigned", "read_calls_through", "returned_tuple"]
 
 _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
 _ELEMENT_OF_CALL = re.compile(r"^.*\)[ \t]*\[[ \t]*-?\d+[ \t]*\].*$", re.MULTILINE)
@@ -417,3 +417,70 @@ def _call_assigned_methods(tree: ast.Module, assigned: dict[tuple[str, str], str
                         receiver = node.func.value
                         node.func = ast.copy_location(ast.Name(id=function, ctx=ast.Load()), node.func)
                         node.args = [receiver, *node.args]
+
+
+def _dotted(node: ast.AST) -> str | None:
+    """``a.b.c`` as written, for a chain of names; else None."""
+    parts: list[str] = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if not isinstance(node, ast.Name):
+        return None
+    parts.append(node.id)
+    return ".".join(reversed(parts))
+
+
+_ASSIGNED_ONTO = re.compile(r"^[ \t]*(?!self\.|cls\.)[A-Za-z_]\w*(?:\.\w+)+[ \t]*=[ \t]*[A-Za-z_][\w.]*[ \t]*(?:#.*)?$|setattr\(",
+                            re.MULTILINE)
+"""``a.B.name = f`` or ``setattr(``, as text: where `methods_assigned` can find something."""
+
+
+def _statements(tree: ast.Module) -> Iterator[tuple[ast.stmt, frozenset[str]]]:
+    """Every statement of the module, nested ones included, with the parameters of the function it is in
+    (no expression is visited: cheaper than `ast.walk`)."""
+    stack: list[tuple[ast.stmt, frozenset[str]]] = [(stmt, frozenset()) for stmt in tree.body]
+    while stack:
+        stmt, params = stack.pop()
+        yield stmt, params
+        if isinstance(stmt, _FUNCTIONS):
+            args = stmt.args
+            params = frozenset(a.arg for a in (*args.posonlyargs, *args.args, *args.kwonlyargs))
+        for field in ("body", "orelse", "finalbody"):
+            stack.extend((s, params) for s in getattr(stmt, field, ()))
+        for handler in getattr(stmt, "handlers", ()):
+            stack.extend((s, params) for s in handler.body)
+        for case in getattr(stmt, "cases", ()):
+            stack.extend((s, params) for s in case.body)
+
+
+def methods_assigned(tree: ast.Module, source: str) -> tuple[tuple[str, str], ...]:
+    """Functions assigned onto a class anywhere in the module, as written: ``Cls.name = f``,
+    ``mod.Cls.name = f`` or ``setattr(Cls, "name", f)`` (in a function too, as a monkey patch is), as
+    ``("mod.Cls.name", "f")``. The project qualifies both through the module's imports and reads a
+    ``self.name(...)`` in a method of that class, in any module, as a call of ``f``
+    (`ProjectGraph.resolve`); a target or value that is not a chain of names is left out, and so is
+    one the project cannot resolve (a local, ``obj.__class__``)."""
+    if not _ASSIGNED_ONTO.search(source):
+        return ()
+    out: list[tuple[str, str]] = []
+    for node, params in _statements(tree):
+        if isinstance(node, ast.Assign):
+            if len(node.targets) != 1 or not isinstance(node.targets[0], ast.Attribute):
+                continue
+            target, value = _dotted(node.targets[0]), _dotted(node.value)
+        elif isinstance(node, ast.Expr) and isinstance(node.value, ast.Call) \
+                and isinstance(node.value.func, ast.Name) and node.value.func.id == "setattr" \
+                and len(node.value.args) == 3 and not node.value.keywords:
+            owner, name, function = node.value.args
+            if not (isinstance(name, ast.Constant) and isinstance(name.value, str) and name.value.isidentifier()):
+                continue
+            owner_name = _dotted(owner)
+            target = f"{owner_name}.{name.value}" if owner_name is not None else None
+            value = _dotted(function)
+        else:
+            continue
+        # onto a class, not onto an instance a parameter holds (`self.fn = f`)
+        if target is not None and value is not None and "." in target and target.split(".")[0] not in params:
+            out.append((target, value))
+    return tuple(sorted(set(out)))

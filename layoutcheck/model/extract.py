@@ -35,7 +35,7 @@ import sys
 import warnings
 from collections.abc import Callable, Iterable, Sequence
 
-from layoutcheck.model.calls import read_calls_through
+from layoutcheck.model.calls import methods_assigned, read_calls_through
 from layoutcheck.model.settings import LintSettings
 from layoutcheck.model.summaries import SummaryMixin, write_summary
 from layoutcheck.model.facts import (
@@ -274,6 +274,7 @@ def extract_tree(tree: ast.Module, source: str, settings: LintSettings) -> FileF
                                                        "its deepest expression, or leave the file out with "
                                                        "`exclude`)"))
     facts.extracted = True
+    facts.assigned_methods = methods_assigned(tree, source)
     return facts
 
 

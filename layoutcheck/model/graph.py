@@ -213,6 +213,10 @@ class ProjectGraph:
                 found = self._index.by_qualname.get((i, f"{cls}.{rest}"))
                 if found is not None:
                     return (i, found)
+                if file.module:  # a function assigned onto the class, in any module
+                    assigned = self._assigned_methods.get(f"{file.module}.{cls}.{rest}")
+                    if assigned is not None:
+                        return self._lookup(assigned)
             return self._unique(rest)
         if callee.startswith("."):
             return self._lookup(self._absolute(i, callee))
@@ -237,6 +241,28 @@ class ProjectGraph:
             if found is not None:
                 return found
         return self._unique(callee.rsplit(".", 1)[-1])
+
+    def _qualify(self, file_index: int, dotted: str) -> str | None:
+        """A name as written in file ``file_index`` (``mod.Cls.name``), absolute: its head through the
+        file's imports, else a name of the module itself."""
+        file = self.files[file_index]
+        head, dot, rest = dotted.partition(".")
+        imported = dict(file.facts.imports).get(head)
+        if imported is not None:
+            return self._absolute(file_index, imported + dot + rest)
+        return f"{file.module}.{dotted}" if file.module else None
+
+    @cached_property
+    def _assigned_methods(self) -> dict[str, str]:
+        """``pkg.mod.Cls.name -> pkg.other.f`` for each function assigned onto a class
+        (`FileFacts.assigned_methods`), both absolute; a target given two functions is left out."""
+        found: dict[str, set[str]] = {}
+        for i, file in enumerate(self.files):
+            for target, function in file.facts.assigned_methods:
+                where, what = self._qualify(i, target), self._qualify(i, function)
+                if where is not None and what is not None:
+                    found.setdefault(where, set()).add(what)
+        return {target: functions.pop() for target, functions in found.items() if len(functions) == 1}
 
     def _unique(self, name: str) -> FunctionRef | None:
         """The one trainer ``def`` named ``name``, when the name is distinctive enough to trust."""
