@@ -336,3 +336,37 @@ class Loss:
     files = {"cp_utils.py": helper, "loss.py": caller}
     assert _moved(_lint(tmp_path / "alone", files)) == [("loss.py", "positions-in-another-space")]
     assert _moved(_lint(tmp_path / "patched", {**files, "patch.py": _PATCHES[patch]})) == []
+
+
+def test_a_call_of_a_forwarder_reads_as_the_call_it_forwards() -> None:
+    """`def w(x, **kw): return g(x, **kw)`, then `w(a, k=v)`: the call is `g(a, k=v)`; the positions
+    `*args` takes land after the forwarder's own; a missing parameter with a literal default takes it;
+    a call that spreads its own `*`/`**`, or passes a keyword the forwarder cannot take, is left as is."""
+    source = (
+        "def inner(x, cu_seqlens=None, side='left'):\n    return x\n\n"
+        "def w(x, **kwargs):\n    '''doc'''\n    return inner(x, **kwargs)\n\n"
+        "def v(*args, **kwargs):\n    return inner(*args, **kwargs)\n\n"
+        "def u(a, b=1, *rest):\n    return inner(a, *rest, side=b)\n\n"
+        "def caller(t, c):\n    return (w(t, cu_seqlens=c), v(t, c, side='right'), u(t), u(t, 2, c), w(*t), u(t, q=1))\n"
+    )
+    assert _read(source).splitlines()[-1] == (
+        "    return (inner(t, cu_seqlens=c), inner(t, c, side='right'), inner(t, side=1), inner(t, c, side=2), "
+        "w(*t), u(t, q=1))")
+
+
+def test_rows_forwarded_through_kwargs_in_one_module_meet_the_reader_of_their_start(tmp_path: Path) -> None:
+    """The collate method pads rows on the left; a wrapper forwards `**kwargs` to the function that reads
+    each row from its start: pad-sides-disagree, as with the direct call (the per-module reader follows
+    the forward); padded on the right, silent."""
+    wrapper = '''
+def scored(sizes, **kwargs):
+    return hide_questions(question_sizes=sizes, **kwargs)
+
+
+def policy_pair_masks(pairs: PreferencePairs, items: list):
+    good, good_mask, bad, bad_mask, sizes = pairs.collate(items)
+    return scored(sizes, mask=good_mask)
+'''
+    for side, expected in (("left", ["pad-sides-disagree"]), ("right", [])):
+        source = _PAIRS.replace('side: str = "left"', f'side: str = "{side}"') + wrapper
+        assert [rule for _, _, rule in _lint(tmp_path / side, {"dpo.py": source})] == expected

@@ -33,9 +33,16 @@ lands where it would in the source):
   as ``g(..., b)``);
 * **a function assigned onto a class**: ``Cls.name = f`` at module level (``Cls``
   and ``f`` the module's own), then ``self.name(x)`` in a method of ``Cls``: the
-  call is ``f(self, x)``.
+  call is ``f(self, x)``. Assignments onto a class of another module (``mod.Cls.name
+  = f``, ``setattr(Cls, "name", f)``, in a function too) are listed for the project
+  (`methods_assigned`), which reads ``self.name(x)`` there through them;
+* **a forward of ``*args`` / ``**kwargs``**: a module-level function whose body is
+  only ``return g(x, *args, **kwargs)`` (each argument one of its parameters),
+  called ``w(a, b, k=v)`` in the module: the call is ``g(a, b, k=v)``, each of the
+  caller's arguments where the forward puts it (the project follows forwards
+  across modules and through longer bodies, `summaries.forwarded_calls`).
 
-Both are decided by what the code does with the values, never by a name.
+Each is decided by what the code does with the values, never by a name.
 """
 
 from __future__ import annotations
@@ -76,6 +83,10 @@ def read_calls_through(tree: ast.Module, source: str) -> ast.Module:
         loops = _loader_loops(tree)
         if loops:
             _read_batches_through_collate(tree, loops)
+    if "(*" in source or "**" in source:
+        forwarders = _forwarders(tree)
+        if forwarders:
+            _call_through_forwarders(tree, forwarders)
     assigned = _assigned_methods(tree)
     if assigned:
         _call_assigned_methods(tree, assigned)
@@ -484,3 +495,103 @@ def methods_assigned(tree: ast.Module, source: str) -> tuple[tuple[str, str], ..
         if target is not None and value is not None and "." in target and target.split(".")[0] not in params:
             out.append((target, value))
     return tuple(sorted(set(out)))
+
+
+def _forwarder(function: ast.FunctionDef | ast.AsyncFunctionDef) -> ast.Call | None:
+    """The call a module-level function only forwards to (its body, past a docstring, is ``return
+    g(...)`` whose every argument is one of its parameters, each passed once, ``*args`` and ``**kwargs``
+    included), else None."""
+    if function.decorator_list or isinstance(function, ast.AsyncFunctionDef):
+        return None
+    body = function.body
+    if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+        body = body[1:]
+    if len(body) != 1 or not isinstance(body[0], ast.Return) or not isinstance(body[0].value, ast.Call):
+        return None
+    call = body[0].value
+    args = function.args
+    if args.posonlyargs:
+        return None
+    names = {a.arg for a in (*args.args, *args.kwonlyargs)}
+    star = args.vararg.arg if args.vararg else None
+    dstar = args.kwarg.arg if args.kwarg else None
+    head = _dotted(call.func)
+    if head is None or head.split(".")[0] in names | {star, dstar}:
+        return None
+    used: list[str] = []
+    for arg in call.args:
+        value = arg.value if isinstance(arg, ast.Starred) else arg
+        if not isinstance(value, ast.Name) or (value.id == star) != isinstance(arg, ast.Starred):
+            return None
+        used.append(value.id)
+    for keyword in call.keywords:
+        if not isinstance(keyword.value, ast.Name) or (keyword.value.id == dstar) != (keyword.arg is None):
+            return None
+        used.append(keyword.value.id)
+    if len(used) != len(set(used)) or not set(used) <= names | {star, dstar}:
+        return None
+    # a forward of `*args` / `**kwargs` (a plain `return g(x)` is read through its return already)
+    return call if star in used or dstar in used else None
+
+
+def _forwarders(tree: ast.Module) -> dict[str, ast.FunctionDef]:
+    """The module's functions that only forward to another call (`_forwarder`), each defined once, by name."""
+    defined: dict[str, int] = {}
+    for stmt in tree.body:
+        if isinstance(stmt, (*_FUNCTIONS, ast.ClassDef)):
+            defined[stmt.name] = defined.get(stmt.name, 0) + 1
+    return {stmt.name: stmt for stmt in tree.body
+            if isinstance(stmt, ast.FunctionDef) and defined[stmt.name] == 1 and _forwarder(stmt) is not None}
+
+
+def _call_through_forwarders(tree: ast.Module, forwarders: dict[str, ast.FunctionDef]) -> None:
+    """Each call of a forwarder (``w(a, k=v)`` for ``def w(x, **kw): return g(x, **kw)``) read as the call
+    it forwards to (``g(a, k=v)``), in place, the caller's own argument nodes kept (their positions with
+    them). A call that spreads ``*``/``**`` itself, misses a parameter with no literal default, or passes
+    what the forwarder cannot take, is left as is; so are the forwarder's own calls of itself."""
+    for node in _walk_all(tree):
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in forwarders):
+            continue
+        function = forwarders[node.func.id]
+        if any(isinstance(a, ast.Starred) for a in node.args) or any(k.arg is None for k in node.keywords):
+            continue
+        forwarded = _forwarder(function)
+        assert forwarded is not None
+        args = function.args
+        bound: dict[str, ast.expr] = {}
+        positional = [a.arg for a in args.args]
+        extra_args = list(node.args[len(positional):])
+        if extra_args and args.vararg is None:
+            continue
+        bound.update(zip(positional, node.args))
+        extra_keywords: list[ast.keyword] = []
+        named = set(positional) | {a.arg for a in args.kwonlyargs}
+        for keyword in node.keywords:
+            if keyword.arg in named and keyword.arg not in bound:
+                bound[keyword.arg] = keyword.value
+            elif keyword.arg not in named and args.kwarg is not None:
+                extra_keywords.append(keyword)
+            else:
+                break
+        else:
+            defaults = dict(zip(positional[len(positional) - len(args.defaults):], args.defaults))
+            defaults.update((a.arg, d) for a, d in zip(args.kwonlyargs, args.kw_defaults) if d is not None)
+            missing = named - set(bound)
+            if any(not isinstance(defaults.get(name), ast.Constant) for name in missing):
+                continue
+            for name in missing:
+                bound[name] = ast.copy_location(ast.Constant(value=defaults[name].value), node)  # type: ignore[union-attr]
+            new_args: list[ast.expr] = []
+            for arg in forwarded.args:
+                new_args.extend(extra_args if isinstance(arg, ast.Starred) else [bound[arg.id]])  # type: ignore[attr-defined]
+            new_keywords: list[ast.keyword] = []
+            for keyword in forwarded.keywords:
+                if keyword.arg is None:
+                    new_keywords.extend(extra_keywords)
+                else:
+                    new_keywords.append(ast.copy_location(
+                        ast.keyword(arg=keyword.arg, value=bound[keyword.value.id]), bound[keyword.value.id]))  # type: ignore[attr-defined]
+            func = copy.deepcopy(forwarded.func)
+            for part in ast.walk(func):
+                ast.copy_location(part, node.func)
+            node.func, node.args, node.keywords = func, new_args, new_keywords
