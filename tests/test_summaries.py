@@ -370,3 +370,67 @@ def policy_pair_masks(pairs: PreferencePairs, items: list):
     for side, expected in (("left", ["pad-sides-disagree"]), ("right", [])):
         source = _PAIRS.replace('side: str = "left"', f'side: str = "{side}"') + wrapper
         assert [rule for _, _, rule in _lint(tmp_path / side, {"dpo.py": source})] == expected
+
+
+_COLLATE = '''
+
+def collate(items):
+    item = items[0]
+    return routing_tensor(item["choices"], item["input_ids"], item["attention_mask"])
+'''
+_BUILDER = '''
+from torch.utils.data import DataLoader
+from data import collate
+from trainer import Trainer
+
+
+def main(ds, cu_seqlens, max_len):
+    loader = DataLoader(ds, batch_size=1{collate})
+    return Trainer({passed}, cu_seqlens=cu_seqlens, max_len=max_len).fit()
+'''
+_TRAINER = '''
+from replay import replay_inputs
+
+
+class Trainer:
+    def __init__(self, loader, cu_seqlens, max_len):
+        self.train_loader = loader
+        self.cu_seqlens = cu_seqlens
+        self.max_len = max_len
+
+    def fit(self):
+        out = []
+        for {target} in {loop}:
+            sample = {{}}
+            sample["routing"] = routing
+            out.append(replay_inputs(sample, self.cu_seqlens, self.max_len))
+        return out
+'''
+_HANDED_ON = {
+    "positional": ("loader", "routing", "self.train_loader"),
+    "by keyword, enumerated": ("loader=loader", "step, routing", "enumerate(self.train_loader)"),
+    "built in the call": ("DataLoader(ds, collate_fn=collate)", "routing", "self.train_loader"),
+}
+
+
+@pytest.mark.parametrize("collate", [True, False], ids=["collate_fn given", "no collate_fn"])
+@pytest.mark.parametrize("handed", list(_HANDED_ON), ids=list(_HANDED_ON))
+def test_a_loader_passed_to_a_constructor_and_looped_over_in_another_module_binds_its_collate_result(
+        tmp_path: Path, handed: str, collate: bool) -> None:
+    """`main.py` builds `DataLoader(ds, collate_fn=collate)` (`collate` from `data.py`, which places routing
+    rows on the left) and passes it to `Trainer` (`trainer.py`), which stores it on `self` and loops over
+    it: the loop binds what `collate` returns, stored as the record's `routing` field that `replay.py`
+    reads from each row's start (pad-sides-disagree where `data.py` places the rows). With no
+    `collate_fn`, the loop binds nothing known (silent)."""
+    passed, target, loop = _HANDED_ON[handed]
+    if not collate:
+        passed = passed.replace(", collate_fn=collate", "")
+    rollout = (_PAD_SIDES / "rollout.py").read_text().split("def attach_routing")[0]
+    placed = next(i for i, line in enumerate(rollout.splitlines(), 1) if "expect: pad-sides-disagree" in line)
+    files = {
+        "replay.py": (_PAD_SIDES / "replay.py").read_text(),
+        "data.py": rollout + _COLLATE,
+        "main.py": _BUILDER.format(collate=", collate_fn=collate" if collate else "", passed=passed),
+        "trainer.py": _TRAINER.format(target=target, loop=loop),
+    }
+    assert _lint(tmp_path, files) == ([("data.py", placed, "pad-sides-disagree")] if collate else [])

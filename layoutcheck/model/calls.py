@@ -48,13 +48,14 @@ Each is decided by what the code does with the values, never by a name.
 from __future__ import annotations
 
 import ast
+import builtins
 import copy
 import re
 from collections.abc import Iterator
 
 from layoutcheck.model.syntax import own_nodes
 
-__all__ = ["methods_assigned", "read_calls_through", "returned_tuple"]
+__all__ = ["BATCHES_OF", "COLLATE_AT", "COLLATE_FOR", "methods_assigned", "read_calls_through", "returned_tuple"]
 
 _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
 _ELEMENT_OF_CALL = re.compile(r"^.*\)[ \t]*\[[ \t]*-?\d+[ \t]*\].*$", re.MULTILINE)
@@ -64,6 +65,19 @@ _UNPACKED_CALL = re.compile(r"^[ \t]*[(\[]?[\w.\[\]]+[ \t]*,[^=\n]*=[ \t]*(\w+)\
 """A tuple unpacked from a call (``a, b = f(``), as text, with the function's name."""
 _PARTIAL_BOUND = re.compile(r"=\s*(?:functools\.)?partial\(")
 """``g = partial(`` / ``g = functools.partial(``: where `_partials` can find something."""
+_STORED_LOOP = re.compile(r"\bfor\b[^\n]*\bin[ \t]+(?:enumerate\([ \t]*)?self\.\w+[ \t]*\)?[ \t]*:")
+"""``for b in self.loader:`` (or ``enumerate(self.loader)``), as text: where `_stored_loader_loops` can find something."""
+BATCHES_OF = "layoutcheck_batches_of_"
+"""The callee a loop over a constructor's parameter stored on the instance binds its batch to
+(``layoutcheck_batches_of_loader(samples)``): the project resolves it to the collate function the
+constructor's callers hand on with that argument (`COLLATE_AT`, `COLLATE_FOR`)."""
+COLLATE_AT = "layoutcheck_collate_at_"
+COLLATE_FOR = "layoutcheck_collate_for_"
+"""The keyword a call that passes a DataLoader given ``collate_fn=f`` gets beside it: ``f(loader)``, named
+by the position (``layoutcheck_collate_at_0``) or the keyword (``layoutcheck_collate_for_loader``) the
+loader is passed at. No parameter takes it; the project reads the collate function from it."""
+_BUILTIN_NAMES = frozenset(dir(builtins))
+"""``len(loader)``, ``enumerate(loader)``: calls that take a loader but never store it."""
 _WHOLE = "layoutcheck_whole"
 """The attribute a projected ``return`` keeps its whole tuple in."""
 
@@ -79,10 +93,13 @@ def read_calls_through(tree: ast.Module, source: str) -> ast.Module:
     """``tree`` (parsed from ``source``), each call in it that is read through its callee rewritten in place
     (module docstring): the per-file walk owns the tree it parsed, and copying a tree costs more than
     the walk saves."""
+    loops = _loader_loops(tree) if "collate_fn" in source and "DataLoader" in source else []
+    if _STORED_LOOP.search(source):
+        loops += _stored_loader_loops(tree, {id(loop) for loop, _, _ in loops})
+    if loops:
+        _read_batches_through_collate(tree, loops)
     if "collate_fn" in source and "DataLoader" in source:
-        loops = _loader_loops(tree)
-        if loops:
-            _read_batches_through_collate(tree, loops)
+        _hand_collate_on(tree)
     if "(*" in source or "**" in source:
         forwarders = _forwarders(tree)
         if forwarders:
@@ -595,3 +612,97 @@ def _call_through_forwarders(tree: ast.Module, forwarders: dict[str, ast.Functio
             for part in ast.walk(func):
                 ast.copy_location(part, node.func)
             node.func, node.args, node.keywords = func, new_args, new_keywords
+
+
+def _stored_loader_loops(tree: ast.Module, known: set[int]) -> list[tuple[ast.For, ast.expr, int]]:
+    """Each ``for`` over an attribute of the instance that the class's ``__init__`` stores from one of its
+    parameters (``self.loader = loader``, the attribute stored nowhere else in the class), with the
+    callee that stands for the batches of what the constructor's callers pass there
+    (``layoutcheck_batches_of_loader``: `BATCHES_OF`) and the batch's position in the loop's target. The
+    project resolves that callee to the collate function of a DataLoader passed there; a loop over
+    anything else binds the result of a call the project cannot resolve (nothing known, as before)."""
+    out: list[tuple[ast.For, ast.expr, int]] = []
+    for cls in (n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)):
+        methods = [f for f in cls.body if isinstance(f, _FUNCTIONS)]
+        init = next((f for f in methods if f.name == "__init__"), None)
+        me = _instance(init) if init is not None else None
+        if init is None or me is None:
+            continue
+        params = {a.arg for a in (*init.args.args, *init.args.kwonlyargs)} - {me}
+        stored: dict[str, str] = {}
+        stores: dict[str, int] = {}
+        for method in methods:
+            mine = _instance(method)
+            for node in own_nodes(method):
+                if isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+                    for target in (node.targets if isinstance(node, ast.Assign) else [node.target]):
+                        if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) \
+                                and target.value.id == mine:
+                            stores[target.attr] = stores.get(target.attr, 0) + 1
+                            if method is init and isinstance(node, ast.Assign) and isinstance(node.value, ast.Name) \
+                                    and node.value.id in params:
+                                stored[target.attr] = node.value.id
+        stored = {attr: param for attr, param in stored.items() if stores[attr] == 1}
+        if not stored:
+            continue
+        for method in methods:
+            mine = _instance(method)
+            for node in own_nodes(method):
+                if not isinstance(node, (ast.For, ast.AsyncFor)) or not node.body or id(node) in known:
+                    continue
+                source, at = node.iter, 0
+                if isinstance(source, ast.Call) and isinstance(source.func, ast.Name) \
+                        and source.func.id == "enumerate" and len(source.args) == 1 \
+                        and isinstance(node.target, ast.Tuple) and len(node.target.elts) == 2:
+                    source, at = source.args[0], 1
+                if isinstance(source, ast.Attribute) and isinstance(source.value, ast.Name) \
+                        and source.value.id == mine and source.attr in stored:
+                    marker = ast.copy_location(ast.Name(id=BATCHES_OF + stored[source.attr], ctx=ast.Load()), source)
+                    out.append((node, marker, at))
+    return out
+
+
+def _collate_call(collate: ast.expr, samples: ast.expr) -> ast.Call:
+    """``f(samples)`` for ``collate_fn=f``; ``g(a, samples, k=v)`` for ``collate_fn=partial(g, a, k=v)``."""
+    if isinstance(collate, ast.Call):
+        return ast.Call(func=copy.deepcopy(collate.args[0]), args=[*map(copy.deepcopy, collate.args[1:]), samples],
+                        keywords=[copy.deepcopy(k) for k in collate.keywords])
+    return ast.Call(func=copy.deepcopy(collate), args=[samples], keywords=[])
+
+
+def _hand_collate_on(tree: ast.Module) -> None:
+    """Each call that passes a DataLoader given ``collate_fn=f`` (built there, or a local bound to one once)
+    gets the keyword `COLLATE_AT` / `COLLATE_FOR` with ``f(loader)`` beside it (in place), on the
+    loader's position: what a constructor that stores the loader and loops over it binds."""
+    for function in (n for n in ast.walk(tree) if isinstance(n, _FUNCTIONS)):
+        local: dict[str, ast.expr] = {}
+        stores: dict[str, int] = {}
+        calls: list[ast.Call] = []
+        for node in own_nodes(function):
+            if isinstance(node, ast.Assign):
+                for target in node.targets:
+                    if isinstance(target, ast.Name):
+                        stores[target.id] = stores.get(target.id, 0) + 1
+                        collate = _is_loader(node.value) if len(node.targets) == 1 else None
+                        if collate is not None:
+                            local[target.id] = collate
+            elif isinstance(node, ast.Call) and isinstance(node.func, (ast.Name, ast.Attribute)):
+                calls.append(node)
+        for call in calls:
+            if _is_loader(call) is not None or (isinstance(call.func, ast.Name) and call.func.id in _BUILTIN_NAMES):
+                continue
+            added: list[ast.keyword] = []
+            given = [(f"{COLLATE_AT}{i}", a) for i, a in enumerate(call.args) if not isinstance(a, ast.Starred)]
+            given += [(f"{COLLATE_FOR}{k.arg}", k.value) for k in call.keywords if k.arg is not None]
+            for name, value in given:
+                collate = _is_loader(value) if isinstance(value, ast.Call) else \
+                    local.get(value.id) if isinstance(value, ast.Name) and stores.get(value.id) == 1 else None
+                if collate is None:
+                    continue
+                # the samples stand for a list no code of the module holds (not the loader: `f` is not
+                # called on it, and nothing of the loader's call is repeated)
+                made = _collate_call(collate, ast.Name(id="layoutcheck_samples", ctx=ast.Load()))
+                for part in ast.walk(made):  # the whole call stands on the loader's argument
+                    ast.copy_location(part, value)
+                added.append(ast.copy_location(ast.keyword(arg=name, value=made), value))
+            call.keywords.extend(added)

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 
 from layoutcheck.globs import any_match
+from layoutcheck.model.calls import BATCHES_OF, COLLATE_AT, COLLATE_FOR
 from layoutcheck.model.settings import LintSettings
 from layoutcheck.model.summaries import forwarded_calls
 from layoutcheck.model.facts import (
@@ -85,6 +86,7 @@ class ProjectGraph:
         self._by_name_cache: dict[str, list[tuple[FunctionRef, Call]]] = {}
         self._by_name_index: dict[str, list[tuple[FunctionRef, Call]]] = {}
         self._indexed_files: set[int] = set()
+        self._collates: dict[tuple[FunctionRef, str], FunctionRef | None] = {}
 
     # ------------------------------------------------------------ files
 
@@ -204,6 +206,8 @@ class ProjectGraph:
         i, j = caller
         file = self.files[i]
         functions = file.facts.functions
+        if callee.startswith(BATCHES_OF):
+            return self._collate_of(caller, callee[len(BATCHES_OF):])
         head, _, rest = callee.partition(".")
         if head in ("self", "cls") and rest and "." not in rest:
             cls = None
@@ -241,6 +245,36 @@ class ProjectGraph:
             if found is not None:
                 return found
         return self._unique(callee.rsplit(".", 1)[-1])
+
+    def _collate_of(self, caller: FunctionRef, param: str) -> FunctionRef | None:
+        """The collate function of the DataLoader the callers of ``caller``'s class constructor pass as its
+        parameter ``param`` (`layoutcheck.model.calls.BATCHES_OF`): the one ``def`` every such caller's
+        `COLLATE_AT` / `COLLATE_FOR` argument reaches, else None."""
+        cls = None
+        for ref in self.enclosing(caller):
+            cls = cls or self.function(ref).cls
+        init = self._index.by_qualname.get((caller[0], f"{cls}.__init__")) if cls is not None else None
+        if init is None:
+            return None
+        key = ((caller[0], init), param)
+        if key in self._collates:
+            return self._collates[key]
+        self._collates[key] = None  # a cycle finds nothing
+        constructor = self.function((caller[0], init))
+        positional = [p.name for p in constructor.params if p.kind in ("posonly", "pos")][1:]
+        names = {f"{COLLATE_FOR}{param}"}
+        if param in positional:
+            names.add(f"{COLLATE_AT}{positional.index(param)}")
+        found: set[FunctionRef] = set()
+        for outer, call in self.callers_of((caller[0], init)):
+            for arg in call.args:
+                if arg.keyword in names:
+                    for made in arg.calls:
+                        target = self._resolve(outer, made)
+                        if target is not None:
+                            found.add(target)
+        self._collates[key] = found.pop() if len(found) == 1 else None
+        return self._collates[key]
 
     def _qualify(self, file_index: int, dotted: str) -> str | None:
         """A name as written in file ``file_index`` (``mod.Cls.name``), absolute: its head through the
