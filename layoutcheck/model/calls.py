@@ -30,7 +30,11 @@ lands where it would in the source):
   its class), then ``for batch in loader:`` (or ``enumerate(loader)``): what
   the loop binds is what ``f`` returns for a list of samples, so the loop
   reads as ``for b in loader: batch = f(b)`` (``collate_fn=partial(g, ...)``
-  as ``g(..., b)``);
+  as ``g(..., b)``). Across modules the two ends meet at a constructor: a call that
+  passes such a loader carries ``f``'s result beside it (`COLLATE_AT` /
+  `COLLATE_FOR`), and a loop over ``self.x`` stored from the constructor's
+  parameter ``p`` binds ``layoutcheck_batches_of_p(b)`` (`BATCHES_OF`), which the
+  project resolves to ``f``;
 * **a function assigned onto a class**: ``Cls.name = f`` at module level (``Cls``
   and ``f`` the module's own), then ``self.name(x)`` in a method of ``Cls``: the
   call is ``f(self, x)``. Assignments onto a class of another module (``mod.Cls.name
