@@ -69,7 +69,7 @@ _UNPACKED_CALL = re.compile(r"^[ \t]*[(\[]?[\w.\[\]]+[ \t]*,[^=\n]*=[ \t]*(\w+)\
 """A tuple unpacked from a call (``a, b = f(``), as text, with the function's name."""
 _PARTIAL_BOUND = re.compile(r"=\s*(?:functools\.)?partial\(")
 """``g = partial(`` / ``g = functools.partial(``: where `_partials` can find something."""
-_STORED_LOOP = re.compile(r"\bfor\b[^\n]*\bin[ \t]+(?:enumerate\([ \t]*)?self\.\w+[ \t]*\)?[ \t]*:")
+_STORED_LOOP = re.compile(r"in (?:enumerate\()?self\.\w+\)?:")
 """``for b in self.loader:`` (or ``enumerate(self.loader)``), as text: where `_stored_loader_loops` can find something."""
 BATCHES_OF = "layoutcheck_batches_of_"
 """The callee a loop over a constructor's parameter stored on the instance binds its batch to
@@ -463,9 +463,9 @@ def _dotted(node: ast.AST) -> str | None:
     return ".".join(reversed(parts))
 
 
-_ASSIGNED_ONTO = re.compile(r"^[ \t]*(?!self\.|cls\.)[A-Za-z_]\w*(?:\.\w+)+[ \t]*=[ \t]*[A-Za-z_][\w.]*[ \t]*(?:#.*)?$|setattr\(",
-                            re.MULTILINE)
-"""``a.B.name = f`` or ``setattr(``, as text: where `methods_assigned` can find something."""
+_ASSIGNED_ONTO = re.compile(r"\.\w+ = [A-Za-z_][\w.]*\n|setattr\(")
+"""``a.B.name = f`` (as formatters write it) or ``setattr(``, as text: where `methods_assigned` can find
+something (a cheap scan: most modules have neither)."""
 
 
 def _statements(tree: ast.Module) -> Iterator[tuple[ast.stmt, frozenset[str]]]:
@@ -486,6 +486,15 @@ def _statements(tree: ast.Module) -> Iterator[tuple[ast.stmt, frozenset[str]]]:
             stack.extend((s, params) for s in case.body)
 
 
+def _onto_a_class(source: str, match: re.Match[str]) -> bool:
+    """Is the assignment `_ASSIGNED_ONTO` found maybe onto a class: ``setattr(``, or a target that does not
+    start at the instance of a method (``self.x = y``, most such lines; the walk judges by parameters)."""
+    if match.group().startswith("setattr"):
+        return True
+    line = source[source.rfind("\n", 0, match.start()) + 1:match.start()].lstrip()
+    return not line.startswith(("self.", "cls."))
+
+
 def methods_assigned(tree: ast.Module, source: str) -> tuple[tuple[str, str], ...]:
     """Functions assigned onto a class anywhere in the module, as written: ``Cls.name = f``,
     ``mod.Cls.name = f`` or ``setattr(Cls, "name", f)`` (in a function too, as a monkey patch is), as
@@ -493,7 +502,7 @@ def methods_assigned(tree: ast.Module, source: str) -> tuple[tuple[str, str], ..
     ``self.name(...)`` in a method of that class, in any module, as a call of ``f``
     (`ProjectGraph.resolve`); a target or value that is not a chain of names is left out, and so is
     one the project cannot resolve (a local, ``obj.__class__``)."""
-    if not _ASSIGNED_ONTO.search(source):
+    if not any(_onto_a_class(source, m) for m in _ASSIGNED_ONTO.finditer(source)):
         return ()
     out: list[tuple[str, str]] = []
     for node, params in _statements(tree):
@@ -618,6 +627,23 @@ def _call_through_forwarders(tree: ast.Module, forwarders: dict[str, ast.Functio
             node.func, node.args, node.keywords = func, new_args, new_keywords
 
 
+def _own_statements(function: ast.FunctionDef | ast.AsyncFunctionDef) -> Iterator[ast.stmt]:
+    """The statements of a function, nested blocks included, nested ``def`` and ``class`` bodies left out
+    (no expression is visited: cheaper than `own_nodes`)."""
+    stack: list[ast.stmt] = list(function.body)
+    while stack:
+        stmt = stack.pop()
+        yield stmt
+        if isinstance(stmt, (*_FUNCTIONS, ast.ClassDef)):
+            continue
+        for field in ("body", "orelse", "finalbody"):
+            stack.extend(getattr(stmt, field, ()))
+        for handler in getattr(stmt, "handlers", ()):
+            stack.extend(handler.body)
+        for case in getattr(stmt, "cases", ()):
+            stack.extend(case.body)
+
+
 def _stored_loader_loops(tree: ast.Module, known: set[int]) -> list[tuple[ast.For, ast.expr, int]]:
     """Each ``for`` over an attribute of the instance that the class's ``__init__`` stores from one of its
     parameters (``self.loader = loader``, the attribute stored nowhere else in the class), with the
@@ -626,7 +652,7 @@ def _stored_loader_loops(tree: ast.Module, known: set[int]) -> list[tuple[ast.Fo
     project resolves that callee to the collate function of a DataLoader passed there; a loop over
     anything else binds the result of a call the project cannot resolve (nothing known, as before)."""
     out: list[tuple[ast.For, ast.expr, int]] = []
-    for cls in (n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)):
+    for cls in (n for n, _ in _statements(tree) if isinstance(n, ast.ClassDef)):
         methods = [f for f in cls.body if isinstance(f, _FUNCTIONS)]
         init = next((f for f in methods if f.name == "__init__"), None)
         me = _instance(init) if init is not None else None
@@ -637,7 +663,7 @@ def _stored_loader_loops(tree: ast.Module, known: set[int]) -> list[tuple[ast.Fo
         stores: dict[str, int] = {}
         for method in methods:
             mine = _instance(method)
-            for node in own_nodes(method):
+            for node in _own_statements(method):
                 if isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
                     for target in (node.targets if isinstance(node, ast.Assign) else [node.target]):
                         if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) \
@@ -651,7 +677,7 @@ def _stored_loader_loops(tree: ast.Module, known: set[int]) -> list[tuple[ast.Fo
             continue
         for method in methods:
             mine = _instance(method)
-            for node in own_nodes(method):
+            for node in _own_statements(method):
                 if not isinstance(node, (ast.For, ast.AsyncFor)) or not node.body or id(node) in known:
                     continue
                 source, at = node.iter, 0
