@@ -434,3 +434,11 @@ def test_a_loader_passed_to_a_constructor_and_looped_over_in_another_module_bind
         "trainer.py": _TRAINER.format(target=target, loop=loop),
     }
     assert _lint(tmp_path, files) == ([("data.py", placed, "pad-sides-disagree")] if collate else [])
+
+
+def test_a_forwarder_that_drops_a_parameter_is_left_as_is() -> None:
+    """`def w(x, unused, **kw): return g(x, **kw)`: reading `w(t, c[1:], k=c)` as `g(t, k=c)` would drop
+    the caller's `c[1:]` from the tree (a finding in it lost); the call stays."""
+    source = ("def g(x, k=None):\n    return x\n\ndef w(x, unused, **kwargs):\n    return g(x, **kwargs)\n\n"
+              "def caller(t, c):\n    return w(t, c[1:], k=c)\n")
+    assert _read(source) == ast.unparse(ast.parse(source))

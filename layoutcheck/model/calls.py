@@ -529,8 +529,8 @@ def methods_assigned(tree: ast.Module, source: str) -> tuple[tuple[str, str], ..
 
 def _forwarder(function: ast.FunctionDef | ast.AsyncFunctionDef) -> ast.Call | None:
     """The call a module-level function only forwards to (its body, past a docstring, is ``return
-    g(...)`` whose every argument is one of its parameters, each passed once, ``*args`` and ``**kwargs``
-    included), else None."""
+    g(...)`` whose arguments are its parameters, each passed once and every one passed, ``*args`` and
+    ``**kwargs`` included), else None."""
     if function.decorator_list or isinstance(function, ast.AsyncFunctionDef):
         return None
     body = function.body
@@ -558,7 +558,8 @@ def _forwarder(function: ast.FunctionDef | ast.AsyncFunctionDef) -> ast.Call | N
         if not isinstance(keyword.value, ast.Name) or (keyword.value.id == dstar) != (keyword.arg is None):
             return None
         used.append(keyword.value.id)
-    if len(used) != len(set(used)) or not set(used) <= names | {star, dstar}:
+    # every parameter passed on, once: each of a caller's argument nodes stays in the call it reads as
+    if len(used) != len(set(used)) or set(used) != names | ({star, dstar} - {None}):
         return None
     # a forward of `*args` / `**kwargs` (a plain `return g(x)` is read through its return already)
     return call if star in used or dstar in used else None
