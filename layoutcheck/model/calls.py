@@ -41,7 +41,7 @@ lands where it would in the source):
   = f``, ``setattr(Cls, "name", f)``, in a function too) are listed for the project
   (`methods_assigned`), which reads ``self.name(x)`` there through them;
 * **a forward of ``*args`` / ``**kwargs``**: a module-level function whose body is
-  only ``return g(x, *args, **kwargs)`` (each argument one of its parameters),
+  only ``return g(x, *args, **kwargs)`` (every parameter passed on, once),
   called ``w(a, b, k=v)`` in the module: the call is ``g(a, b, k=v)``, each of the
   caller's arguments where the forward puts it (the project follows forwards
   across modules and through longer bodies, `summaries.forwarded_calls`).
