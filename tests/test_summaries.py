@@ -253,3 +253,192 @@ class Loss:
     assigned = helper + caller + "\n\nLoss.offsets = chunk_offsets\n"
     assert _moved(_lint(tmp_path / "assigned", {"loss.py": assigned})) == []
     assert _moved(_lint(tmp_path / "unknown", {"loss.py": helper + caller})) == [("loss.py", "positions-in-another-space")]
+
+
+_PAD_SIDES = Path(__file__).resolve().parents[1] / "fixtures" / "lint" / "pairs" / "d7b_pad_sides" / "flagged"
+"""Routing rows placed on the left by one module (`rollout.py`), stored as a record's field by a helper
+that takes them as a parameter, and read from each row's start by another module (`replay.py`)."""
+
+_FORWARDS = {
+    "**kwargs": ("finish(sample, routing=routing)", "def finish(sample, **kwargs):\n    return attach_routing(sample, **kwargs)"),
+    "*args, **kwargs": ("finish(sample, routing)", "def finish(*args, **kwargs):\n    return attach_routing(*args, **kwargs)"),
+    "*args after a positional": ("finish(sample, routing)", "def finish(sample, *rest):\n    return attach_routing(sample, *rest)"),
+    "two wrappers": ("outer(sample, routing=routing)",
+                     "def outer(sample, **options):\n    return finish(sample, **options)\n\n\n"
+                     "def finish(sample, **kwargs):\n    return attach_routing(sample, **kwargs)"),
+}
+
+
+@pytest.mark.parametrize("across", [False, True], ids=["one module", "wrapper in another module"])
+@pytest.mark.parametrize("forward", list(_FORWARDS), ids=list(_FORWARDS))
+def test_arguments_forwarded_through_args_and_kwargs_reach_the_callee(tmp_path: Path, forward: str,
+                                                                      across: bool) -> None:
+    """`def finish(sample, **kwargs): return attach_routing(sample, **kwargs)`, called `finish(sample,
+    routing=routing)`: the helper's `routing` parameter receives the caller's left-padded rows, as it does
+    when called directly (pad-sides-disagree where they are placed); a wrapper's caller that names
+    the keyword, positions forwarded through `*args`, and a forward of a forward alike."""
+    call, wrapper = _FORWARDS[forward]
+    rollout = (_PAD_SIDES / "rollout.py").read_text()
+    direct = "    return attach_routing(sample, routing)"
+    assert direct in rollout
+    rollout = rollout.replace(direct, f"    return {call}")
+    placed = next(i for i, line in enumerate(rollout.splitlines(), 1) if "expect: pad-sides-disagree" in line)
+    files = {"replay.py": (_PAD_SIDES / "replay.py").read_text()}
+    if across:
+        files["rollout.py"] = f"from wrappers import {call.split('(')[0]}\n" + rollout
+        files["wrappers.py"] = "from rollout import attach_routing\n\n\n" + wrapper + "\n"
+        placed += 1
+    else:
+        files["rollout.py"] = rollout + "\n\n" + wrapper + "\n"
+    assert _lint(tmp_path, files) == [("rollout.py", placed, "pad-sides-disagree")]
+
+
+def test_a_wrapper_that_takes_the_keyword_itself_forwards_nothing(tmp_path: Path) -> None:
+    """The wrapper names `routing` as its own parameter and passes something else on: the caller's rows
+    never reach the helper (silent)."""
+    rollout = (_PAD_SIDES / "rollout.py").read_text().replace(
+        "    return attach_routing(sample, routing)", "    return finish(sample, routing=routing)")
+    rollout += "\n\ndef finish(sample, routing=None, **kwargs):\n    return attach_routing(sample, None, **kwargs)\n"
+    assert _lint(tmp_path, {"replay.py": (_PAD_SIDES / "replay.py").read_text(), "rollout.py": rollout}) == []
+
+
+_PATCHES = {
+    "Cls.name = f": "from loss import Loss\nfrom cp_utils import chunk_offsets\n\nLoss.offsets = chunk_offsets\n",
+    "mod.Cls.name = f in a function": ("import loss\n\n\ndef patch():\n    from cp_utils import chunk_offsets\n"
+                                       "    loss.Loss.offsets = chunk_offsets\n"),
+    "setattr(Cls, name, f)": ('from loss import Loss\nfrom cp_utils import chunk_offsets\n\n'
+                              'setattr(Loss, "offsets", chunk_offsets)\n'),
+}
+
+
+@pytest.mark.parametrize("patch", list(_PATCHES), ids=list(_PATCHES))
+def test_a_helper_assigned_onto_another_modules_class_is_reached_through_the_instance(tmp_path: Path,
+                                                                                       patch: str) -> None:
+    """The class (`loss.py`), the helper (`cp_utils.py`) and the assignment that puts the helper onto the
+    class (`patch.py`, as a monkey patch does) are three modules: `self.offsets(...)` in the class is a
+    call of the helper, which clamps on every path (silent); a call of an unknown method is flagged."""
+    helper = _HELPER.format(first=_ALWAYS_CLAMPED[0], second=_ALWAYS_CLAMPED[1]).replace(
+        "def chunk_offsets(total,", "def chunk_offsets(owner, total,")
+    caller = '''
+import torch
+
+
+class Loss:
+    def local_masks(self, loss_masks, totals, responses, rank, size):
+        chunks = []
+        for i in range(len(loss_masks)):
+            full = loss_masks[i]
+            total, response, prompt = totals[i], responses[i], totals[i] - responses[i]
+            _, _, _, offs = self.offsets(total, response, rank, size)
+            chunks.append(full[offs[0][0] - prompt : offs[1][1] - prompt])
+        return torch.cat(chunks)
+'''
+    files = {"cp_utils.py": helper, "loss.py": caller}
+    assert _moved(_lint(tmp_path / "alone", files)) == [("loss.py", "positions-in-another-space")]
+    assert _moved(_lint(tmp_path / "patched", {**files, "patch.py": _PATCHES[patch]})) == []
+
+
+def test_a_call_of_a_forwarder_reads_as_the_call_it_forwards() -> None:
+    """`def w(x, **kw): return g(x, **kw)`, then `w(a, k=v)`: the call is `g(a, k=v)`; the positions
+    `*args` takes land after the forwarder's own; a missing parameter with a literal default takes it;
+    a call that spreads its own `*`/`**`, or passes a keyword the forwarder cannot take, is left as is."""
+    source = (
+        "def inner(x, cu_seqlens=None, side='left'):\n    return x\n\n"
+        "def w(x, **kwargs):\n    '''doc'''\n    return inner(x, **kwargs)\n\n"
+        "def v(*args, **kwargs):\n    return inner(*args, **kwargs)\n\n"
+        "def u(a, b=1, *rest):\n    return inner(a, *rest, side=b)\n\n"
+        "def caller(t, c):\n    return (w(t, cu_seqlens=c), v(t, c, side='right'), u(t), u(t, 2, c), w(*t), u(t, q=1))\n"
+    )
+    assert _read(source).splitlines()[-1] == (
+        "    return (inner(t, cu_seqlens=c), inner(t, c, side='right'), inner(t, side=1), inner(t, c, side=2), "
+        "w(*t), u(t, q=1))")
+
+
+def test_rows_forwarded_through_kwargs_in_one_module_meet_the_reader_of_their_start(tmp_path: Path) -> None:
+    """The collate method pads rows on the left; a wrapper forwards `**kwargs` to the function that reads
+    each row from its start: pad-sides-disagree, as with the direct call (the per-module reader follows
+    the forward); padded on the right, silent."""
+    wrapper = '''
+def scored(sizes, **kwargs):
+    return hide_questions(question_sizes=sizes, **kwargs)
+
+
+def policy_pair_masks(pairs: PreferencePairs, items: list):
+    good, good_mask, bad, bad_mask, sizes = pairs.collate(items)
+    return scored(sizes, mask=good_mask)
+'''
+    for side, expected in (("left", ["pad-sides-disagree"]), ("right", [])):
+        source = _PAIRS.replace('side: str = "left"', f'side: str = "{side}"') + wrapper
+        assert [rule for _, _, rule in _lint(tmp_path / side, {"dpo.py": source})] == expected
+
+
+_COLLATE = '''
+
+def collate(items):
+    item = items[0]
+    return routing_tensor(item["choices"], item["input_ids"], item["attention_mask"])
+'''
+_BUILDER = '''
+from torch.utils.data import DataLoader
+from data import collate
+from trainer import Trainer
+
+
+def main(ds, cu_seqlens, max_len):
+    loader = DataLoader(ds, batch_size=1{collate})
+    return Trainer({passed}, cu_seqlens=cu_seqlens, max_len=max_len).fit()
+'''
+_TRAINER = '''
+from replay import replay_inputs
+
+
+class Trainer:
+    def __init__(self, loader, cu_seqlens, max_len):
+        self.train_loader = loader
+        self.cu_seqlens = cu_seqlens
+        self.max_len = max_len
+
+    def fit(self):
+        out = []
+        for {target} in {loop}:
+            sample = {{}}
+            sample["routing"] = routing
+            out.append(replay_inputs(sample, self.cu_seqlens, self.max_len))
+        return out
+'''
+_HANDED_ON = {
+    "positional": ("loader", "routing", "self.train_loader"),
+    "by keyword, enumerated": ("loader=loader", "step, routing", "enumerate(self.train_loader)"),
+    "built in the call": ("DataLoader(ds, collate_fn=collate)", "routing", "self.train_loader"),
+}
+
+
+@pytest.mark.parametrize("collate", [True, False], ids=["collate_fn given", "no collate_fn"])
+@pytest.mark.parametrize("handed", list(_HANDED_ON), ids=list(_HANDED_ON))
+def test_a_loader_passed_to_a_constructor_and_looped_over_in_another_module_binds_its_collate_result(
+        tmp_path: Path, handed: str, collate: bool) -> None:
+    """`main.py` builds `DataLoader(ds, collate_fn=collate)` (`collate` from `data.py`, which places routing
+    rows on the left) and passes it to `Trainer` (`trainer.py`), which stores it on `self` and loops over
+    it: the loop binds what `collate` returns, stored as the record's `routing` field that `replay.py`
+    reads from each row's start (pad-sides-disagree where `data.py` places the rows). With no
+    `collate_fn`, the loop binds nothing known (silent)."""
+    passed, target, loop = _HANDED_ON[handed]
+    if not collate:
+        passed = passed.replace(", collate_fn=collate", "")
+    rollout = (_PAD_SIDES / "rollout.py").read_text().split("def attach_routing")[0]
+    placed = next(i for i, line in enumerate(rollout.splitlines(), 1) if "expect: pad-sides-disagree" in line)
+    files = {
+        "replay.py": (_PAD_SIDES / "replay.py").read_text(),
+        "data.py": rollout + _COLLATE,
+        "main.py": _BUILDER.format(collate=", collate_fn=collate" if collate else "", passed=passed),
+        "trainer.py": _TRAINER.format(target=target, loop=loop),
+    }
+    assert _lint(tmp_path, files) == ([("data.py", placed, "pad-sides-disagree")] if collate else [])
+
+
+def test_a_forwarder_that_drops_a_parameter_is_left_as_is() -> None:
+    """`def w(x, unused, **kw): return g(x, **kw)`: reading `w(t, c[1:], k=c)` as `g(t, k=c)` would drop
+    the caller's `c[1:]` from the tree (a finding in it lost); the call stays."""
+    source = ("def g(x, k=None):\n    return x\n\ndef w(x, unused, **kwargs):\n    return g(x, **kwargs)\n\n"
+              "def caller(t, c):\n    return w(t, c[1:], k=c)\n")
+    assert _read(source) == ast.unparse(ast.parse(source))

@@ -30,24 +30,36 @@ lands where it would in the source):
   its class), then ``for batch in loader:`` (or ``enumerate(loader)``): what
   the loop binds is what ``f`` returns for a list of samples, so the loop
   reads as ``for b in loader: batch = f(b)`` (``collate_fn=partial(g, ...)``
-  as ``g(..., b)``);
+  as ``g(..., b)``). Across modules the two ends meet at a constructor: a call that
+  passes such a loader carries ``f``'s result beside it (`COLLATE_AT` /
+  `COLLATE_FOR`), and a loop over ``self.x`` stored from the constructor's
+  parameter ``p`` binds ``layoutcheck_batches_of_p(b)`` (`BATCHES_OF`), which the
+  project resolves to ``f``;
 * **a function assigned onto a class**: ``Cls.name = f`` at module level (``Cls``
   and ``f`` the module's own), then ``self.name(x)`` in a method of ``Cls``: the
-  call is ``f(self, x)``.
+  call is ``f(self, x)``. Assignments onto a class of another module (``mod.Cls.name
+  = f``, ``setattr(Cls, "name", f)``, in a function too) are listed for the project
+  (`methods_assigned`), which reads ``self.name(x)`` there through them;
+* **a forward of ``*args`` / ``**kwargs``**: a module-level function whose body is
+  only ``return g(x, *args, **kwargs)`` (every parameter passed on, once),
+  called ``w(a, b, k=v)`` in the module: the call is ``g(a, b, k=v)``, each of the
+  caller's arguments where the forward puts it (the project follows forwards
+  across modules and through longer bodies, `summaries.forwarded_calls`).
 
-Both are decided by what the code does with the values, never by a name.
+Each is decided by what the code does with the values, never by a name.
 """
 
 from __future__ import annotations
 
 import ast
+import builtins
 import copy
 import re
 from collections.abc import Iterator
 
 from layoutcheck.model.syntax import own_nodes
 
-__all__ = ["read_calls_through", "returned_tuple"]
+__all__ = ["BATCHES_OF", "COLLATE_AT", "COLLATE_FOR", "methods_assigned", "read_calls_through", "returned_tuple"]
 
 _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
 _ELEMENT_OF_CALL = re.compile(r"^.*\)[ \t]*\[[ \t]*-?\d+[ \t]*\].*$", re.MULTILINE)
@@ -57,6 +69,19 @@ _UNPACKED_CALL = re.compile(r"^[ \t]*[(\[]?[\w.\[\]]+[ \t]*,[^=\n]*=[ \t]*(\w+)\
 """A tuple unpacked from a call (``a, b = f(``), as text, with the function's name."""
 _PARTIAL_BOUND = re.compile(r"=\s*(?:functools\.)?partial\(")
 """``g = partial(`` / ``g = functools.partial(``: where `_partials` can find something."""
+_STORED_LOOP = re.compile(r"in (?:enumerate\()?self\.\w+\)?:")
+"""``for b in self.loader:`` (or ``enumerate(self.loader)``), as text: where `_stored_loader_loops` can find something."""
+BATCHES_OF = "layoutcheck_batches_of_"
+"""The callee a loop over a constructor's parameter stored on the instance binds its batch to
+(``layoutcheck_batches_of_loader(samples)``): the project resolves it to the collate function the
+constructor's callers hand on with that argument (`COLLATE_AT`, `COLLATE_FOR`)."""
+COLLATE_AT = "layoutcheck_collate_at_"
+COLLATE_FOR = "layoutcheck_collate_for_"
+"""The keyword a call that passes a DataLoader given ``collate_fn=f`` gets beside it: ``f(loader)``, named
+by the position (``layoutcheck_collate_at_0``) or the keyword (``layoutcheck_collate_for_loader``) the
+loader is passed at. No parameter takes it; the project reads the collate function from it."""
+_BUILTIN_NAMES = frozenset(dir(builtins))
+"""``len(loader)``, ``enumerate(loader)``: calls that take a loader but never store it."""
 _WHOLE = "layoutcheck_whole"
 """The attribute a projected ``return`` keeps its whole tuple in."""
 
@@ -72,10 +97,17 @@ def read_calls_through(tree: ast.Module, source: str) -> ast.Module:
     """``tree`` (parsed from ``source``), each call in it that is read through its callee rewritten in place
     (module docstring): the per-file walk owns the tree it parsed, and copying a tree costs more than
     the walk saves."""
+    loops = _loader_loops(tree) if "collate_fn" in source and "DataLoader" in source else []
+    if _STORED_LOOP.search(source):
+        loops += _stored_loader_loops(tree, {id(loop) for loop, _, _ in loops})
+    if loops:
+        _read_batches_through_collate(tree, loops)
     if "collate_fn" in source and "DataLoader" in source:
-        loops = _loader_loops(tree)
-        if loops:
-            _read_batches_through_collate(tree, loops)
+        _hand_collate_on(tree)
+    if "(*" in source or "**" in source:
+        forwarders = _forwarders(tree)
+        if forwarders:
+            _call_through_forwarders(tree, forwarders)
     assigned = _assigned_methods(tree)
     if assigned:
         _call_assigned_methods(tree, assigned)
@@ -417,3 +449,291 @@ def _call_assigned_methods(tree: ast.Module, assigned: dict[tuple[str, str], str
                         receiver = node.func.value
                         node.func = ast.copy_location(ast.Name(id=function, ctx=ast.Load()), node.func)
                         node.args = [receiver, *node.args]
+
+
+def _dotted(node: ast.AST) -> str | None:
+    """``a.b.c`` as written, for a chain of names; else None."""
+    parts: list[str] = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if not isinstance(node, ast.Name):
+        return None
+    parts.append(node.id)
+    return ".".join(reversed(parts))
+
+
+_ASSIGNED_ONTO = re.compile(r"\.\w+ = [A-Za-z_][\w.]*\n|setattr\(")
+"""``a.B.name = f`` (as formatters write it) or ``setattr(``, as text: where `methods_assigned` can find
+something (a cheap scan: most modules have neither)."""
+
+
+def _statements(tree: ast.Module) -> Iterator[tuple[ast.stmt, frozenset[str]]]:
+    """Every statement of the module, nested ones included, with the parameters of the function it is in
+    (no expression is visited: cheaper than `ast.walk`)."""
+    stack: list[tuple[ast.stmt, frozenset[str]]] = [(stmt, frozenset()) for stmt in tree.body]
+    while stack:
+        stmt, params = stack.pop()
+        yield stmt, params
+        if isinstance(stmt, _FUNCTIONS):
+            args = stmt.args
+            params = frozenset(a.arg for a in (*args.posonlyargs, *args.args, *args.kwonlyargs))
+        for field in ("body", "orelse", "finalbody"):
+            stack.extend((s, params) for s in getattr(stmt, field, ()))
+        for handler in getattr(stmt, "handlers", ()):
+            stack.extend((s, params) for s in handler.body)
+        for case in getattr(stmt, "cases", ()):
+            stack.extend((s, params) for s in case.body)
+
+
+def _onto_a_class(source: str, match: re.Match[str]) -> bool:
+    """Is the assignment `_ASSIGNED_ONTO` found maybe onto a class: ``setattr(``, or a target that does not
+    start at the instance of a method (``self.x = y``, most such lines; the walk judges by parameters)."""
+    if match.group().startswith("setattr"):
+        return True
+    line = source[source.rfind("\n", 0, match.start()) + 1:match.start()].lstrip()
+    return not line.startswith(("self.", "cls."))
+
+
+def methods_assigned(tree: ast.Module, source: str) -> tuple[tuple[str, str], ...]:
+    """Functions assigned onto a class anywhere in the module, as written: ``Cls.name = f``,
+    ``mod.Cls.name = f`` or ``setattr(Cls, "name", f)`` (in a function too, as a monkey patch is), as
+    ``("mod.Cls.name", "f")``. The project qualifies both through the module's imports and reads a
+    ``self.name(...)`` in a method of that class, in any module, as a call of ``f``
+    (`ProjectGraph.resolve`); a target or value that is not a chain of names is left out, and so is
+    one the project cannot resolve (a local, ``obj.__class__``)."""
+    if not any(_onto_a_class(source, m) for m in _ASSIGNED_ONTO.finditer(source)):
+        return ()
+    out: list[tuple[str, str]] = []
+    for node, params in _statements(tree):
+        if isinstance(node, ast.Assign):
+            if len(node.targets) != 1 or not isinstance(node.targets[0], ast.Attribute):
+                continue
+            target, value = _dotted(node.targets[0]), _dotted(node.value)
+        elif isinstance(node, ast.Expr) and isinstance(node.value, ast.Call) \
+                and isinstance(node.value.func, ast.Name) and node.value.func.id == "setattr" \
+                and len(node.value.args) == 3 and not node.value.keywords:
+            owner, name, function = node.value.args
+            if not (isinstance(name, ast.Constant) and isinstance(name.value, str) and name.value.isidentifier()):
+                continue
+            owner_name = _dotted(owner)
+            target = f"{owner_name}.{name.value}" if owner_name is not None else None
+            value = _dotted(function)
+        else:
+            continue
+        # onto a class, not onto an instance a parameter holds (`self.fn = f`)
+        if target is not None and value is not None and "." in target and target.split(".")[0] not in params:
+            out.append((target, value))
+    return tuple(sorted(set(out)))
+
+
+def _forwarder(function: ast.FunctionDef | ast.AsyncFunctionDef) -> ast.Call | None:
+    """The call a module-level function only forwards to (its body, past a docstring, is ``return
+    g(...)`` whose arguments are its parameters, each passed once and every one passed, ``*args`` and
+    ``**kwargs`` included), else None."""
+    if function.decorator_list or isinstance(function, ast.AsyncFunctionDef):
+        return None
+    body = function.body
+    if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+        body = body[1:]
+    if len(body) != 1 or not isinstance(body[0], ast.Return) or not isinstance(body[0].value, ast.Call):
+        return None
+    call = body[0].value
+    args = function.args
+    if args.posonlyargs:
+        return None
+    names = {a.arg for a in (*args.args, *args.kwonlyargs)}
+    star = args.vararg.arg if args.vararg else None
+    dstar = args.kwarg.arg if args.kwarg else None
+    head = _dotted(call.func)
+    if head is None or head.split(".")[0] in names | {star, dstar}:
+        return None
+    used: list[str] = []
+    for arg in call.args:
+        value = arg.value if isinstance(arg, ast.Starred) else arg
+        if not isinstance(value, ast.Name) or (value.id == star) != isinstance(arg, ast.Starred):
+            return None
+        used.append(value.id)
+    for keyword in call.keywords:
+        if not isinstance(keyword.value, ast.Name) or (keyword.value.id == dstar) != (keyword.arg is None):
+            return None
+        used.append(keyword.value.id)
+    # every parameter passed on, once: each of a caller's argument nodes stays in the call it reads as
+    if len(used) != len(set(used)) or set(used) != names | ({star, dstar} - {None}):
+        return None
+    # a forward of `*args` / `**kwargs` (a plain `return g(x)` is read through its return already)
+    return call if star in used or dstar in used else None
+
+
+def _forwarders(tree: ast.Module) -> dict[str, ast.FunctionDef]:
+    """The module's functions that only forward to another call (`_forwarder`), each defined once, by name."""
+    defined: dict[str, int] = {}
+    for stmt in tree.body:
+        if isinstance(stmt, (*_FUNCTIONS, ast.ClassDef)):
+            defined[stmt.name] = defined.get(stmt.name, 0) + 1
+    return {stmt.name: stmt for stmt in tree.body
+            if isinstance(stmt, ast.FunctionDef) and defined[stmt.name] == 1 and _forwarder(stmt) is not None}
+
+
+def _call_through_forwarders(tree: ast.Module, forwarders: dict[str, ast.FunctionDef]) -> None:
+    """Each call of a forwarder (``w(a, k=v)`` for ``def w(x, **kw): return g(x, **kw)``) read as the call
+    it forwards to (``g(a, k=v)``), in place, the caller's own argument nodes kept (their positions with
+    them). A call that spreads ``*``/``**`` itself, misses a parameter with no literal default, or passes
+    what the forwarder cannot take, is left as is; so are the forwarder's own calls of itself."""
+    for node in _walk_all(tree):
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in forwarders):
+            continue
+        function = forwarders[node.func.id]
+        if any(isinstance(a, ast.Starred) for a in node.args) or any(k.arg is None for k in node.keywords):
+            continue
+        forwarded = _forwarder(function)
+        assert forwarded is not None
+        args = function.args
+        bound: dict[str, ast.expr] = {}
+        positional = [a.arg for a in args.args]
+        extra_args = list(node.args[len(positional):])
+        if extra_args and args.vararg is None:
+            continue
+        bound.update(zip(positional, node.args))
+        extra_keywords: list[ast.keyword] = []
+        named = set(positional) | {a.arg for a in args.kwonlyargs}
+        for keyword in node.keywords:
+            if keyword.arg in named and keyword.arg not in bound:
+                bound[keyword.arg] = keyword.value
+            elif keyword.arg not in named and args.kwarg is not None:
+                extra_keywords.append(keyword)
+            else:
+                break
+        else:
+            defaults = dict(zip(positional[len(positional) - len(args.defaults):], args.defaults))
+            defaults.update((a.arg, d) for a, d in zip(args.kwonlyargs, args.kw_defaults) if d is not None)
+            missing = named - set(bound)
+            if any(not isinstance(defaults.get(name), ast.Constant) for name in missing):
+                continue
+            for name in missing:
+                bound[name] = ast.copy_location(ast.Constant(value=defaults[name].value), node)  # type: ignore[union-attr]
+            new_args: list[ast.expr] = []
+            for arg in forwarded.args:
+                new_args.extend(extra_args if isinstance(arg, ast.Starred) else [bound[arg.id]])  # type: ignore[attr-defined]
+            new_keywords: list[ast.keyword] = []
+            for keyword in forwarded.keywords:
+                if keyword.arg is None:
+                    new_keywords.extend(extra_keywords)
+                else:
+                    new_keywords.append(ast.copy_location(
+                        ast.keyword(arg=keyword.arg, value=bound[keyword.value.id]), bound[keyword.value.id]))  # type: ignore[attr-defined]
+            func = copy.deepcopy(forwarded.func)
+            for part in ast.walk(func):
+                ast.copy_location(part, node.func)
+            node.func, node.args, node.keywords = func, new_args, new_keywords
+
+
+def _own_statements(function: ast.FunctionDef | ast.AsyncFunctionDef) -> Iterator[ast.stmt]:
+    """The statements of a function, nested blocks included, nested ``def`` and ``class`` bodies left out
+    (no expression is visited: cheaper than `own_nodes`)."""
+    stack: list[ast.stmt] = list(function.body)
+    while stack:
+        stmt = stack.pop()
+        yield stmt
+        if isinstance(stmt, (*_FUNCTIONS, ast.ClassDef)):
+            continue
+        for field in ("body", "orelse", "finalbody"):
+            stack.extend(getattr(stmt, field, ()))
+        for handler in getattr(stmt, "handlers", ()):
+            stack.extend(handler.body)
+        for case in getattr(stmt, "cases", ()):
+            stack.extend(case.body)
+
+
+def _stored_loader_loops(tree: ast.Module, known: set[int]) -> list[tuple[ast.For, ast.expr, int]]:
+    """Each ``for`` over an attribute of the instance that the class's ``__init__`` stores from one of its
+    parameters (``self.loader = loader``, the attribute stored nowhere else in the class), with the
+    callee that stands for the batches of what the constructor's callers pass there
+    (``layoutcheck_batches_of_loader``: `BATCHES_OF`) and the batch's position in the loop's target. The
+    project resolves that callee to the collate function of a DataLoader passed there; a loop over
+    anything else binds the result of a call the project cannot resolve (nothing known, as before)."""
+    out: list[tuple[ast.For, ast.expr, int]] = []
+    for cls in (n for n, _ in _statements(tree) if isinstance(n, ast.ClassDef)):
+        methods = [f for f in cls.body if isinstance(f, _FUNCTIONS)]
+        init = next((f for f in methods if f.name == "__init__"), None)
+        me = _instance(init) if init is not None else None
+        if init is None or me is None:
+            continue
+        params = {a.arg for a in (*init.args.args, *init.args.kwonlyargs)} - {me}
+        stored: dict[str, str] = {}
+        stores: dict[str, int] = {}
+        for method in methods:
+            mine = _instance(method)
+            for node in _own_statements(method):
+                if isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+                    for target in (node.targets if isinstance(node, ast.Assign) else [node.target]):
+                        if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) \
+                                and target.value.id == mine:
+                            stores[target.attr] = stores.get(target.attr, 0) + 1
+                            if method is init and isinstance(node, ast.Assign) and isinstance(node.value, ast.Name) \
+                                    and node.value.id in params:
+                                stored[target.attr] = node.value.id
+        stored = {attr: param for attr, param in stored.items() if stores[attr] == 1}
+        if not stored:
+            continue
+        for method in methods:
+            mine = _instance(method)
+            for node in _own_statements(method):
+                if not isinstance(node, (ast.For, ast.AsyncFor)) or not node.body or id(node) in known:
+                    continue
+                source, at = node.iter, 0
+                if isinstance(source, ast.Call) and isinstance(source.func, ast.Name) \
+                        and source.func.id == "enumerate" and len(source.args) == 1 \
+                        and isinstance(node.target, ast.Tuple) and len(node.target.elts) == 2:
+                    source, at = source.args[0], 1
+                if isinstance(source, ast.Attribute) and isinstance(source.value, ast.Name) \
+                        and source.value.id == mine and source.attr in stored:
+                    marker = ast.copy_location(ast.Name(id=BATCHES_OF + stored[source.attr], ctx=ast.Load()), source)
+                    out.append((node, marker, at))
+    return out
+
+
+def _collate_call(collate: ast.expr, samples: ast.expr) -> ast.Call:
+    """``f(samples)`` for ``collate_fn=f``; ``g(a, samples, k=v)`` for ``collate_fn=partial(g, a, k=v)``."""
+    if isinstance(collate, ast.Call):
+        return ast.Call(func=copy.deepcopy(collate.args[0]), args=[*map(copy.deepcopy, collate.args[1:]), samples],
+                        keywords=[copy.deepcopy(k) for k in collate.keywords])
+    return ast.Call(func=copy.deepcopy(collate), args=[samples], keywords=[])
+
+
+def _hand_collate_on(tree: ast.Module) -> None:
+    """Each call that passes a DataLoader given ``collate_fn=f`` (built there, or a local bound to one once)
+    gets the keyword `COLLATE_AT` / `COLLATE_FOR` with ``f(loader)`` beside it (in place), on the
+    loader's position: what a constructor that stores the loader and loops over it binds."""
+    for function in (n for n in ast.walk(tree) if isinstance(n, _FUNCTIONS)):
+        local: dict[str, ast.expr] = {}
+        stores: dict[str, int] = {}
+        calls: list[ast.Call] = []
+        for node in own_nodes(function):
+            if isinstance(node, ast.Assign):
+                for target in node.targets:
+                    if isinstance(target, ast.Name):
+                        stores[target.id] = stores.get(target.id, 0) + 1
+                        collate = _is_loader(node.value) if len(node.targets) == 1 else None
+                        if collate is not None:
+                            local[target.id] = collate
+            elif isinstance(node, ast.Call) and isinstance(node.func, (ast.Name, ast.Attribute)):
+                calls.append(node)
+        for call in calls:
+            if _is_loader(call) is not None or (isinstance(call.func, ast.Name) and call.func.id in _BUILTIN_NAMES):
+                continue
+            added: list[ast.keyword] = []
+            given = [(f"{COLLATE_AT}{i}", a) for i, a in enumerate(call.args) if not isinstance(a, ast.Starred)]
+            given += [(f"{COLLATE_FOR}{k.arg}", k.value) for k in call.keywords if k.arg is not None]
+            for name, value in given:
+                collate = _is_loader(value) if isinstance(value, ast.Call) else \
+                    local.get(value.id) if isinstance(value, ast.Name) and stores.get(value.id) == 1 else None
+                if collate is None:
+                    continue
+                # the samples stand for a list no code of the module holds (not the loader: `f` is not
+                # called on it, and nothing of the loader's call is repeated)
+                made = _collate_call(collate, ast.Name(id="layoutcheck_samples", ctx=ast.Load()))
+                for part in ast.walk(made):  # the whole call stands on the loader's argument
+                    ast.copy_location(part, value)
+                added.append(ast.copy_location(ast.keyword(arg=name, value=made), value))
+            call.keywords.extend(added)

@@ -43,7 +43,7 @@ import ast
 import sys
 import warnings
 
-from layoutcheck.model.calls import read_calls_through
+from layoutcheck.model.calls import methods_assigned, read_calls_through
 from layoutcheck.model.callsites import CallSitesMixin
 from layoutcheck.model.clashes import ClashesMixin
 from layoutcheck.model.definitions import DefinitionsMixin
@@ -102,6 +102,7 @@ def extract_tree(tree: ast.Module, source: str, settings: LintSettings) -> FileF
                                                        "its deepest expression, or leave the file out with "
                                                        "`exclude`)"))
     facts.extracted = True
+    facts.assigned_methods = methods_assigned(tree, source)
     return facts
 
 

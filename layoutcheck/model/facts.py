@@ -31,7 +31,7 @@ __all__ = [
     "element_call", "from_data", "object_hook", "to_data",
 ]
 
-FACTS_VERSION = 13
+FACTS_VERSION = 14
 """Bumped whenever the shape or the meaning of the facts changes (cached facts are then misses)."""
 
 Span = tuple[int, int, int, int]
@@ -441,6 +441,9 @@ class FileFacts:
     """Every module the file imports from."""
     classes: tuple[tuple[str, tuple[str, ...]], ...] = ()
     """Class name and the last names of its bases."""
+    assigned_methods: tuple[tuple[str, str], ...] = ()
+    """Functions assigned onto a class (``mod.Cls.name = f``, ``setattr(Cls, "name", f)``), as written:
+    ``(target, function)`` (`layoutcheck.model.calls.methods_assigned`)."""
     kernel: bool = False
     """The file imports a kernel module (`kernel-modules`)."""
     mentions_source: bool = False

@@ -27,7 +27,9 @@ from dataclasses import dataclass, field
 from functools import cached_property
 
 from layoutcheck.globs import any_match
+from layoutcheck.model.calls import BATCHES_OF, COLLATE_AT, COLLATE_FOR
 from layoutcheck.model.settings import LintSettings
+from layoutcheck.model.summaries import forwarded_calls
 from layoutcheck.model.facts import (
     Arg, Call, FieldWrite, FileFacts, Function, FunctionRef, Param, call_names, calls_may_spell, element_call,
     ensure_calls,
@@ -90,6 +92,7 @@ class ProjectGraph:
         self._fields_read_in: dict[int, dict[FunctionRef, frozenset[str]]] = {}
         self._static_readers: dict[str, set[FunctionRef]] | None = None
         self._readers: dict[str, frozenset[FunctionRef]] = {}
+        self._collates: dict[tuple[FunctionRef, str], FunctionRef | None] = {}
 
     # ------------------------------------------------------------ files
 
@@ -253,6 +256,8 @@ class ProjectGraph:
         i, j = caller
         file = self.files[i]
         functions = file.facts.functions
+        if callee.startswith(BATCHES_OF):
+            return self._collate_of(caller, callee[len(BATCHES_OF):])
         head, _, rest = callee.partition(".")
         if head in ("self", "cls") and rest and "." not in rest:
             cls = None
@@ -262,6 +267,10 @@ class ProjectGraph:
                 found = self._index.by_qualname.get((i, f"{cls}.{rest}"))
                 if found is not None:
                     return (i, found)
+                if file.module:  # a function assigned onto the class, in any module
+                    assigned = self._assigned_methods.get(f"{file.module}.{cls}.{rest}")
+                    if assigned is not None:
+                        return self._lookup(assigned)
             return self._unique(rest)
         if callee.startswith("."):
             return self._lookup(self._absolute(i, callee))
@@ -286,6 +295,58 @@ class ProjectGraph:
             if found is not None:
                 return found
         return self._unique(callee.rsplit(".", 1)[-1])
+
+    def _collate_of(self, caller: FunctionRef, param: str) -> FunctionRef | None:
+        """The collate function of the DataLoader the callers of ``caller``'s class constructor pass as its
+        parameter ``param`` (`layoutcheck.model.calls.BATCHES_OF`): the one ``def`` every such caller's
+        `COLLATE_AT` / `COLLATE_FOR` argument reaches, else None."""
+        cls = None
+        for ref in self.enclosing(caller):
+            cls = cls or self.function(ref).cls
+        init = self._index.by_qualname.get((caller[0], f"{cls}.__init__")) if cls is not None else None
+        if init is None:
+            return None
+        key = ((caller[0], init), param)
+        if key in self._collates:
+            return self._collates[key]
+        self._collates[key] = None  # a cycle finds nothing
+        constructor = self.function((caller[0], init))
+        positional = [p.name for p in constructor.params if p.kind in ("posonly", "pos")][1:]
+        names = {f"{COLLATE_FOR}{param}"}
+        if param in positional:
+            names.add(f"{COLLATE_AT}{positional.index(param)}")
+        found: set[FunctionRef] = set()
+        for outer, call in self.callers_of((caller[0], init)):
+            for arg in call.args:
+                if arg.keyword in names:
+                    for made in arg.calls:
+                        target = self._resolve(outer, made)
+                        if target is not None:
+                            found.add(target)
+        self._collates[key] = found.pop() if len(found) == 1 else None
+        return self._collates[key]
+
+    def _qualify(self, file_index: int, dotted: str) -> str | None:
+        """A name as written in file ``file_index`` (``mod.Cls.name``), absolute: its head through the
+        file's imports, else a name of the module itself."""
+        file = self.files[file_index]
+        head, dot, rest = dotted.partition(".")
+        imported = dict(file.facts.imports).get(head)
+        if imported is not None:
+            return self._absolute(file_index, imported + dot + rest)
+        return f"{file.module}.{dotted}" if file.module else None
+
+    @cached_property
+    def _assigned_methods(self) -> dict[str, str]:
+        """``pkg.mod.Cls.name -> pkg.other.f`` for each function assigned onto a class
+        (`FileFacts.assigned_methods`), both absolute; a target given two functions is left out."""
+        found: dict[str, set[str]] = {}
+        for i, file in enumerate(self.files):
+            for target, function in file.facts.assigned_methods:
+                where, what = self._qualify(i, target), self._qualify(i, function)
+                if where is not None and what is not None:
+                    found.setdefault(where, set()).add(what)
+        return {target: functions.pop() for target, functions in found.items() if len(functions) == 1}
 
     def _unique(self, name: str) -> FunctionRef | None:
         """The one trainer ``def`` named ``name``, when the name is distinctive enough to trust."""
@@ -365,6 +426,9 @@ class ProjectGraph:
                     (caller, call) for caller, call in self._calls_named(name)
                     if caller != ref and self.resolve(caller, call) == ref
                 ]
+            self._callers_of[ref] = found  # a cycle of forwards reads the direct calls
+            # calls through a wrapper that forwards its `*args` / `**kwargs` here (`summaries.forwarded_calls`)
+            found = found + forwarded_calls(self.function(ref), found, self.function, self.callers_of)
             self._callers_of[ref] = found
         return found
 

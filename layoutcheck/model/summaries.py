@@ -25,15 +25,16 @@ holds the summaries computed from the syntax of one function alone:
 from __future__ import annotations
 
 import ast
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from layoutcheck.model.calls import returned_tuple
 from layoutcheck.model.syntax import int_value, own_nodes
 
 if TYPE_CHECKING:
-    from layoutcheck.model.facts import Function
+    from layoutcheck.model.facts import Arg, Call, Function, FunctionRef, Param
 
-__all__ = ["SummaryMixin", "write_summary", "zero_pair_elements"]
+__all__ = ["SummaryMixin", "forwarded_calls", "write_summary", "zero_pair_elements"]
 
 _DEPTH = 3
 """How many locals deep a returned element is read (``return a, (t0, t1)`` with ``t0 = ...``)."""
@@ -129,3 +130,76 @@ def write_summary(state: Any, node: ast.AST, facts: Function) -> None:
                                        for tags, calls, params in state.elements)
     if state.tuple_returns and isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
         facts.zero_elements = zero_pair_elements(node)
+
+
+_FORWARD_DEPTH = 4
+"""How many wrappers deep a forwarded argument is followed (``a(**kw)`` -> ``b(**kw)`` -> ``c(**kw)``)."""
+
+
+def forwarded_calls(callee: Function, found: Sequence[tuple[FunctionRef, Call]],
+                    function: Callable[[FunctionRef], Function],
+                    callers_of: Callable[[FunctionRef], Sequence[tuple[FunctionRef, Call]]],
+                    depth: int = 0) -> list[tuple[FunctionRef, Call]]:
+    """The calls that reach ``callee`` through a wrapper that forwards its own ``*args`` / ``**kwargs``
+    (``def w(x, **kw): return callee(x, **kw)``; ``def forward(self, *a, **k): return callee(*a, **k)``):
+    for each call of such a wrapper (``found`` holds the calls that reach ``callee``, the wrapper's
+    among them), the arguments the wrapper's own parameters do not take, as a call of ``callee`` from
+    the wrapper's caller, each argument named by the parameter of ``callee`` it lands on (a positional
+    one after the wrapper's own positional arguments). The wrapper's own call stays in ``found``: its
+    other arguments are the wrapper's values. Decided by where each argument goes, never by a name."""
+    out: list[tuple[FunctionRef, Call]] = []
+    if depth >= _FORWARD_DEPTH:
+        return out
+    targets = _positional(callee.params, callee.cls is not None)
+    for wrapper_ref, call in found:
+        wrapper = function(wrapper_ref)
+        star = next((p.name for p in wrapper.params if p.kind == "star"), None)
+        dstar = next((p.name for p in wrapper.params if p.kind == "dstar"), None)
+        if star is None and dstar is None:
+            continue
+        spread = next((a for a in call.args if a.keyword == "*"), None)
+        spreads_star = spread is not None and spread.bare and spread.params == (star,)
+        spreads_dstar = any(a.keyword == "**" and a.bare and a.params == (dstar,) for a in call.args)
+        if not (spreads_star or spreads_dstar):
+            continue
+        # where the wrapper's `*args` start among the callee's positional parameters
+        before = 0
+        for arg in call.args:
+            if arg.keyword == "*":
+                break
+            if arg.keyword is None:
+                before += 1
+        taken = _positional(wrapper.params, wrapper.cls is not None)
+        named = {p.name for p in wrapper.params if p.kind in ("posonly", "pos", "kwonly")}
+        for outer, outer_call in callers_of(wrapper_ref):
+            args: list[Arg] = []
+            index = 0
+            for arg in outer_call.args:
+                if arg.keyword is None:
+                    if index >= len(taken) and spreads_star:
+                        at = before + index - len(taken)
+                        if at < len(targets):
+                            args.append(arg._replace(keyword=targets[at]))
+                    index += 1
+                elif arg.keyword == "*":
+                    break  # the positions after an unknown spread are unknown
+                elif arg.keyword == "**":
+                    if spreads_dstar:
+                        args.append(arg)  # the outer caller's own forward: followed one wrapper further out
+                elif arg.keyword not in named and spreads_dstar:
+                    args.append(arg)
+            if args:
+                out.append((outer, outer_call._replace(args=tuple(args))))
+    # a wrapper's caller that forwards its own `**kwargs` again
+    if out:
+        out += forwarded_calls(callee, out, function, callers_of, depth + 1)
+    return out
+
+
+def _positional(params: Sequence[Param], method: bool) -> list[str]:
+    """The names of the positional parameters a call's positional arguments fill (``self`` left out,
+    as `ProjectGraph.bind` does)."""
+    positional = [p.name for p in params if p.kind in ("posonly", "pos")]
+    if method and positional and positional[0] in ("self", "cls"):
+        positional = positional[1:]
+    return positional
