@@ -252,7 +252,7 @@ class ProjectOwners(ProjectHelpers):
         spaces = self.spaces
         if spaces.resolve(write.tags, write.fields, write.params, ref) & (TOK | SAMPLE | STREAM | MEASURED):
             return True
-        if any(spaces.field(key) & TOK for key in self.fields_read.get(ref, ())):
+        if any(spaces.field(key) & TOK for key in self.fields_read_in(ref[0]).get(ref, ())):
             return True
         function = self.function(ref)
         if any(word in _TOKEN_WORDS for _, word, _, _ in function.spaces):
