@@ -303,7 +303,7 @@ def _run(name: str, rank: int, world: int) -> dict[str, Any]:
         except CrossRankTimeout as err:
             return _result(error=err, exchanges=xr.exchanges, seconds=time.monotonic() - start)
         return _result(exchanges=xr.exchanges)
-    if name in ("kill", "kill_record", "kill_unworded"):
+    if name in ("kill", "kill_record", "kill_unworded", "kill_late"):
         # The last rank dies before micro-batch 2's exchange. Raise mode: every other rank raises as soon as the
         # transport has lost it, not after the timeout. Record mode: the others note it and finish the step.
         # `seconds` runs from micro-batch 2 (where the rank dies) to the error, or to the step's end.
@@ -314,6 +314,10 @@ def _run(name: str, rank: int, world: int) -> dict[str, Any]:
                 start.append(time.monotonic())
                 if rank == world - 1:
                     os._exit(17)
+            if name == "kill_late" and rank == 1 and k == 3:
+                # This rank reaches the step's exchange after the others have failed on the dead rank and
+                # closed their side group: it must fail at once on the closed connections, not time out.
+                time.sleep(1.5)
 
         mode = "record" if name == "kill_record" else "raise"
         if name == "kill_unworded":

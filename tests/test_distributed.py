@@ -1,10 +1,11 @@
 """Cross-rank agreement (X1) between real processes: gloo on loopback, the reference pipeline per rank.
 
-Three jobs, each one process group for all its scenarios (tests/distributed_worker.py):
+Four jobs, each one process group for all its scenarios (tests/distributed_worker.py):
 2 ranks (agree, several steps, a step that differs in raise mode, bad
 specifications, differing metadata, a bug flag on one rank, a rank that
 stops calling), 4 ranks (cp=2 x dp=2 agreeing, cp=4 with a bug flag on
-one rank, a rank killed midway) and 2 ranks where one is killed and the
+one rank, a rank killed midway), 4 ranks where one is killed and another
+reaches the exchange late, and 2 ranks where one is killed and the
 transport's words for it are not read. The pipeline scenarios activate layoutcheck
 from a configuration in every rank, as a debug run does: the exchanges are
 the ones the hooks make, one per step (the hooks queue their checks and the
@@ -30,6 +31,11 @@ def two(tmp_path_factory):
 @pytest.fixture(scope="module")
 def unworded(tmp_path_factory):
     return run_job(2, ["kill_unworded"], tmp_path_factory.mktemp("unworded"))
+
+
+@pytest.fixture(scope="module")
+def late(tmp_path_factory):
+    return run_job(4, ["kill_late"], tmp_path_factory.mktemp("late"))
 
 
 @pytest.fixture(scope="module")
@@ -202,6 +208,17 @@ def test_a_killed_rank_is_named_gone_at_once_whatever_words_the_transport_uses(u
     assert result["gone"] == [1], result
     assert "cp rank 1 is gone (cp rank 1 (global rank 1): its process has exited" in result["error"]["message"], result
     assert result["seconds"] < KILL_TIMEOUT / 2, result["seconds"]
+
+
+def test_a_rank_that_reaches_the_exchange_after_the_others_closed_it_fails_at_once(late):
+    # The survivors that saw the dead rank close their side group; a survivor arriving later must see those
+    # connections closed. It waited out the whole timeout while the failed collective's frames (kept by the
+    # error's traceback) still held the group open (a CI run failed so).
+    assert late["kill_late"][3] is None  # rank 1's neighbours in gloo's ring are ranks 0 and 2, both alive
+    for rank in (0, 1, 2):
+        result = late["kill_late"][rank]
+        assert result["error"]["missing"] == [3] and result["gone"] == [3], (rank, result)
+    assert late["kill_late"][1]["seconds"] < KILL_TIMEOUT / 2, late["kill_late"][1]
 
 
 def test_in_record_mode_a_killed_rank_is_noted_and_the_step_goes_on(two):

@@ -61,6 +61,7 @@ checker is made: `import layoutcheck.runtime.crossrank.distributed` stays torch-
 from __future__ import annotations
 
 import os
+import traceback
 import sys
 import time
 import warnings
@@ -450,6 +451,9 @@ class CrossRankChecker:
                     lists = decode_lists(headers, rows, longest[0])
                 compared, counts = [(headers, lists)], None
         except Exception as err:  # noqa: BLE001 - any transport failure ends in one clear error
+            # The failed collective's frames hold the side group (a local of `_gather`): cleared, closing the
+            # group below really closes its connections, and the peers still blocked in it fail at once.
+            traceback.clear_frames(err.__traceback__)
             gone = _connection_lost(err)
             self._failed = self._timeout(seq, mine, where, err, deadline, gone=gone)
             try:  # peers still waiting learn that this rank left, and name it at once
