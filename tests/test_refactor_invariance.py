@@ -17,7 +17,8 @@ the reason): whoever makes one pass removes its mark. Each test also checks the
 rewrite changed enough sites, so a rewrite that found nothing to do cannot pass.
 
 A real tree can be checked too: point ``LAYOUTCHECK_REFACTOR_TREE`` at a checkout
-(SpecForge at a6b6b023 takes about a minute per rewrite; Miles at 31f1ca961 several),
+that has findings (torchtitan at b5bcd76c6: about a minute; Miles at 31f1ca961: about a
+minute and a half; SpecForge at a6b6b023 has none since owners are read by the flow of values),
 with ``LAYOUTCHECK_REFACTOR_TRANSFORMS`` naming the rewrites (default: the ones
 that pass on the fixtures); the test is skipped without it.
 """
@@ -205,7 +206,7 @@ def _run(text: str) -> object:
 
 
 @pytest.mark.skipif(not os.environ.get("LAYOUTCHECK_REFACTOR_TREE"),
-                    reason="set LAYOUTCHECK_REFACTOR_TREE to a checkout (SpecForge at a6b6b023) to rewrite and lint it")
+                    reason="set LAYOUTCHECK_REFACTOR_TREE to a checkout (torchtitan at b5bcd76c6) to rewrite and lint it")
 def test_a_real_tree_has_the_same_findings_rewritten(tmp_path: Path) -> None:
     tree = Path(os.environ["LAYOUTCHECK_REFACTOR_TREE"]).resolve()
     wanted = os.environ.get("LAYOUTCHECK_REFACTOR_TRANSFORMS", "")
