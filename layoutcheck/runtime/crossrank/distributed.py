@@ -61,9 +61,9 @@ checker is made: `import layoutcheck.runtime.crossrank.distributed` stays torch-
 from __future__ import annotations
 
 import os
-import traceback
 import sys
 import time
+import traceback
 import warnings
 from array import array
 from collections import Counter
