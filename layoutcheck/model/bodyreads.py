@@ -1,8 +1,8 @@
 """Two reads of one function's body that the sink checks share (`layoutcheck.model.sinkchecks`).
 
-* `through`: an expression, or the one value a local is ever assigned in the function, followed a
-  few names deep (``k = -n`` then ``x[k:]`` reads as ``x[-n:]``); a name assigned twice or never
-  (a parameter, a loop target, a list grown by ``append``) stays itself.
+* `through` (`layoutcheck.model.partners.through`, the statement-level checks' own): an expression,
+  or the one value a local is ever assigned in the function, followed a few names deep (``k = -n``
+  then ``x[k:]`` reads as ``x[-n:]``); a name assigned twice or never stays itself.
 * `expressions`: every expression node of the function's own statements, comprehensions
   included, nested functions and classes left out, each with its statement.
 """
@@ -12,25 +12,12 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from layoutcheck.model.partners import Body
+from layoutcheck.model.partners import Body, through
 from layoutcheck.model.syntax import nodes
 
 __all__ = ["expressions", "through"]
 
 _NESTED = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
-
-
-def through(node: ast.expr, bound: dict[str, list[ast.expr]], depth: int = 3) -> ast.expr:
-    """``node``, or the one value a local ``node`` is ever assigned (`Body.bindings`), up to
-    ``depth`` names deep."""
-    for _ in range(depth):
-        if not isinstance(node, ast.Name):
-            return node
-        values = bound.get(node.id, ())
-        if len(values) != 1 or isinstance(values[0], ast.Starred):
-            return node
-        node = values[0]
-    return node
 
 
 def expressions(body: Body) -> Iterator[tuple[ast.stmt, ast.AST]]:

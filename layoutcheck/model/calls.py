@@ -338,6 +338,28 @@ def _instance(function: ast.AST) -> str | None:
     return first[0].arg if first else None
 
 
+def _local_loaders(function: ast.AST) -> dict[str, ast.expr]:
+    """The locals of ``function`` bound once, to a DataLoader given a collate function: name -> that function."""
+    stores: dict[str, int] = {}
+    found: dict[str, ast.expr] = {}
+    for node in own_nodes(function):
+        if isinstance(node, ast.Assign):
+            for target in node.targets:
+                if isinstance(target, ast.Name):
+                    stores[target.id] = stores.get(target.id, 0) + 1
+                    collate = _is_loader(node.value) if len(node.targets) == 1 else None
+                    if collate is not None:
+                        found[target.id] = collate
+    return {name: collate for name, collate in found.items() if stores[name] == 1}
+
+
+def _loader_collate(value: ast.expr, local: dict[str, ast.expr]) -> ast.expr | None:
+    """The collate function of a DataLoader built in ``value``, or held by a local of `_local_loaders`."""
+    if isinstance(value, ast.Call):
+        return _is_loader(value)
+    return local.get(value.id) if isinstance(value, ast.Name) else None
+
+
 def _loader_loops(tree: ast.Module) -> list[tuple[ast.For, ast.expr, int]]:
     """Each ``for`` over a DataLoader given a collate function: the loop, the collate function, and the
     position in the loop's target of the batch (0, or 1 for ``enumerate(loader)``)."""
@@ -357,16 +379,7 @@ def _loader_loops(tree: ast.Module) -> list[tuple[ast.For, ast.expr, int]]:
                             and isinstance(target.value, ast.Name) and target.value.id == me:
                         by_attr[(id(cls), target.attr)] = collate
     for function in (n for n in ast.walk(tree) if isinstance(n, _FUNCTIONS)):
-        local: dict[str, ast.expr] = {}
-        stores: dict[str, int] = {}
-        for node in own_nodes(function):
-            if isinstance(node, ast.Assign):
-                for target in node.targets:
-                    if isinstance(target, ast.Name):
-                        stores[target.id] = stores.get(target.id, 0) + 1
-                        collate = _is_loader(node.value) if len(node.targets) == 1 else None
-                        if collate is not None:
-                            local[target.id] = collate
+        local = _local_loaders(function)
         cls = methods.get(id(function))
         me = _instance(function) if cls is not None else None
         for node in own_nodes(function):
@@ -376,12 +389,8 @@ def _loader_loops(tree: ast.Module) -> list[tuple[ast.For, ast.expr, int]]:
             if isinstance(source, ast.Call) and isinstance(source.func, ast.Name) and source.func.id == "enumerate" \
                     and len(source.args) == 1 and isinstance(node.target, ast.Tuple) and len(node.target.elts) == 2:
                 source, at = source.args[0], 1
-            collate = None
-            if isinstance(source, ast.Call):
-                collate = _is_loader(source)
-            elif isinstance(source, ast.Name) and stores.get(source.id) == 1:
-                collate = local.get(source.id)
-            elif cls is not None and isinstance(source, ast.Attribute) and isinstance(source.value, ast.Name) \
+            collate = _loader_collate(source, local)
+            if collate is None and cls is not None and isinstance(source, ast.Attribute) and isinstance(source.value, ast.Name) \
                     and source.value.id == me:
                 collate = by_attr.get((id(cls), source.attr))
             if collate is not None:
@@ -706,19 +715,9 @@ def _hand_collate_on(tree: ast.Module) -> None:
     gets the keyword `COLLATE_AT` / `COLLATE_FOR` with ``f(loader)`` beside it (in place), on the
     loader's position: what a constructor that stores the loader and loops over it binds."""
     for function in (n for n in ast.walk(tree) if isinstance(n, _FUNCTIONS)):
-        local: dict[str, ast.expr] = {}
-        stores: dict[str, int] = {}
-        calls: list[ast.Call] = []
-        for node in own_nodes(function):
-            if isinstance(node, ast.Assign):
-                for target in node.targets:
-                    if isinstance(target, ast.Name):
-                        stores[target.id] = stores.get(target.id, 0) + 1
-                        collate = _is_loader(node.value) if len(node.targets) == 1 else None
-                        if collate is not None:
-                            local[target.id] = collate
-            elif isinstance(node, ast.Call) and isinstance(node.func, (ast.Name, ast.Attribute)):
-                calls.append(node)
+        local = _local_loaders(function)
+        calls = [n for n in own_nodes(function)
+                 if isinstance(n, ast.Call) and isinstance(n.func, (ast.Name, ast.Attribute))]
         for call in calls:
             if _is_loader(call) is not None or (isinstance(call.func, ast.Name) and call.func.id in _BUILTIN_NAMES):
                 continue
@@ -726,8 +725,7 @@ def _hand_collate_on(tree: ast.Module) -> None:
             given = [(f"{COLLATE_AT}{i}", a) for i, a in enumerate(call.args) if not isinstance(a, ast.Starred)]
             given += [(f"{COLLATE_FOR}{k.arg}", k.value) for k in call.keywords if k.arg is not None]
             for name, value in given:
-                collate = _is_loader(value) if isinstance(value, ast.Call) else \
-                    local.get(value.id) if isinstance(value, ast.Name) and stores.get(value.id) == 1 else None
+                collate = _loader_collate(value, local)
                 if collate is None:
                     continue
                 # the samples stand for a list no code of the module holds (not the loader: `f` is not

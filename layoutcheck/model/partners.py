@@ -38,7 +38,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from layoutcheck.model.syntax import child_fields, int_value, last_name, live, nodes, positional, switches
 
 __all__ = [
-    "SPELLINGS", "Body", "unit_switches", "combined_before_restore", "empty_segment", "misplaced_positions",
+    "SPELLINGS", "Body", "through", "unit_switches", "combined_before_restore", "empty_segment", "misplaced_positions",
     "moving_reference", "truncated_apart", "row_count_as_size", "unmasked_mean",
 ]
 
@@ -172,7 +172,7 @@ def misplaced_positions(body: Body) -> Iterator[tuple[ast.AST, str]]:
             start = positional(call)[0]
             lower = _inlined_dump(window.lower, bound)
             # Both sides written out the same way (locals assigned once, to the same depth).
-            if int_value(_through(start, bound)) == 0 or any(_inlined_dump(part, bound) == lower
+            if int_value(through(start, bound)) == 0 or any(_inlined_dump(part, bound) == lower
                                                             for part in nodes(start)):
                 continue  # from 0, or from the window's start (moved by an offset: another origin)
             yield call, ast.unparse(window.lower)
@@ -199,7 +199,7 @@ def _cut_side(value: ast.expr, name: str, bindings: dict[str, list[ast.expr]]) -
     if window is None or not (isinstance(value, ast.Subscript) and isinstance(value.value, ast.Name)
                               and value.value.id == name):
         return None
-    lower, upper = _through(window.lower, bindings), _through(window.upper, bindings)
+    lower, upper = through(window.lower, bindings), through(window.upper, bindings)
     if lower is None and upper is not None and not (isinstance(upper, ast.UnaryOp) or (int_value(upper) or 0) < 0):
         return "start"
     if upper is None and isinstance(lower, ast.UnaryOp) and isinstance(lower.op, ast.USub):
@@ -302,7 +302,7 @@ def _own_nodes(stmt: ast.stmt) -> list[ast.AST]:
     return found
 
 
-def _through(node: ast.expr | None, bindings: dict[str, list[ast.expr]], depth: int = 3) -> ast.expr | None:
+def through(node: ast.expr | None, bindings: dict[str, list[ast.expr]], depth: int = 3) -> ast.expr | None:
     """``node``, or the one value a local ``node`` is ever assigned in the function (followed up to
     ``depth`` names): ``k = -n`` then ``x[k:]`` reads as ``x[-n:]``. A name assigned twice or
     never (a parameter, a loop target) stays itself."""
@@ -317,7 +317,7 @@ def _through(node: ast.expr | None, bindings: dict[str, list[ast.expr]], depth: 
 
 
 class _Inline(ast.NodeTransformer):
-    """A copy of an expression with each local assigned once replaced by its value (`_through`)."""
+    """A copy of an expression with each local assigned once replaced by its value (`through`)."""
 
     def __init__(self, bindings: dict[str, list[ast.expr]], depth: int) -> None:
         self.bindings = bindings
@@ -368,7 +368,7 @@ def _bindings(blocks: Iterable[Sequence[ast.stmt]]) -> dict[str, list[ast.expr]]
 
 def _derived(value: ast.expr) -> ast.expr:
     """``value`` as what a local derives from without being its value (a loop target's iterable, a
-    list's appended entry): wrapped in a ``Starred``, which `_through` and `_Inline` never follow."""
+    list's appended entry): wrapped in a ``Starred``, which `through` and `_Inline` never follow."""
     return ast.Starred(value=value, ctx=ast.Load())
 
 
