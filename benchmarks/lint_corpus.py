@@ -56,6 +56,10 @@ except ModuleNotFoundError:  # Python 3.10
 MANIFEST = Path(__file__).resolve().parents[1] / "fixtures" / "lint" / "corpus" / "corpus.toml"
 _HUNK = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@", re.M)
 
+#: what ``--scope tree`` extracts: the Python sources and the files that may configure a run (a
+#: ``pyproject.toml`` whose ``[tool.layoutcheck]`` the linter would read, ignore files)
+TREE_FILES = (".py", ".pyi", "pyproject.toml", ".gitignore")
+
 Span = tuple[int, int]
 Finding = tuple[str, int, int, str]  # path, first line, last line, rule
 
@@ -122,8 +126,9 @@ def extract(gitdir: Path, rev: str, paths: Sequence[str], into: Path) -> None:
 
 
 def lint(tree: Path, files: Sequence[str]) -> list[Finding]:
-    """Findings of ``layoutcheck check --preview`` on ``files`` (relative to ``tree``), with no configuration
-    (``--preview``: a fix is caught by its rule whatever the rule's release status; see docs/linter.md)."""
+    """Findings of ``layoutcheck check --preview`` on ``files`` (relative to ``tree``; none: the whole tree, as
+    a user's run in the repository), with no configuration (``--preview``: a fix is caught by its rule whatever
+    the rule's release status; see docs/linter.md)."""
     (tree / "layoutcheck.toml").write_text("")
     done = subprocess.run(
         [sys.executable, "-m", "layoutcheck", "check", "--no-cache", "--output-format", "json", "--exit-zero",
@@ -207,9 +212,17 @@ def check_side(gitdir: Path, rev: str, entry: dict, spans: dict[str, list[Span]]
     side = Side(files=len(present))
     if not present:
         return side
-    roots = sorted({p.split("/", 1)[0] for p in present}) if scope == "package" else present
-    extract(gitdir, rev, roots, tree)
-    side.anywhere = lint(tree, present)
+    if scope == "tree":
+        # What `layoutcheck check` run in the repository reads: every Python file of the tree (and the
+        # configuration files that may set the source roots), each touched file judged with all the others.
+        every = str(git(gitdir, "ls-tree", "-r", "--name-only", rev)).split("\n")
+        extract(gitdir, rev, [p for p in every if p.endswith(TREE_FILES)], tree)
+        touched = set(present)
+        side.anywhere = [f for f in lint(tree, []) if f[0] in touched]
+    else:
+        roots = sorted({p.split("/", 1)[0] for p in present}) if scope == "package" else present
+        extract(gitdir, rev, roots, tree)
+        side.anywhere = lint(tree, present)
     for path in present:
         source = (tree / path).read_text(encoding="utf-8", errors="replace")
         try:
@@ -293,8 +306,9 @@ def summary(outcomes: Sequence[Outcome]) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("mirror_root", type=Path, help="folder of the mirrors: MIRROR_ROOT/<owner>+<name>/repo")
-    parser.add_argument("--scope", choices=("package", "files"), default="package",
-                        help="extract each touched file's top-level package (default) or the touched files alone")
+    parser.add_argument("--scope", choices=("tree", "package", "files"), default="tree",
+                        help="lint the whole tree as a user's run in the repository does, reporting the touched "
+                             "files (default); or each touched file's top-level package; or the touched files alone")
     parser.add_argument("--only", nargs="+", metavar="PREFIX", help="check the entries whose folder starts so")
     parser.add_argument("--json", type=Path, metavar="FILE", help="also write every outcome to FILE")
     parser.add_argument("--manifest", type=Path, default=MANIFEST, help=f"the corpus manifest (default {MANIFEST})")
