@@ -442,3 +442,93 @@ def test_a_forwarder_that_drops_a_parameter_is_left_as_is() -> None:
     source = ("def g(x, k=None):\n    return x\n\ndef w(x, unused, **kwargs):\n    return g(x, **kwargs)\n\n"
               "def caller(t, c):\n    return w(t, c[1:], k=c)\n")
     assert _read(source) == ast.unparse(ast.parse(source))
+
+
+_SHIFTER = '''
+import torch
+
+
+def step(t, left=True):
+    tail = torch.zeros_like(t[:, -1:])
+    if left:
+        t = torch.cat((tail, t[:, :-1]), dim=1)
+    else:
+        t = torch.cat((t[:, 1:], tail), dim=1)
+    return t
+'''
+_STORED = '''
+import torch
+
+from draft.shifts import step
+
+
+class StoredRecords(torch.utils.data.Dataset):
+    def __init__(self, records, limit):
+        self.records = records
+        self.limit = limit
+
+    @staticmethod
+    def load(rec, limit):
+        out = {{}}
+        out["input_ids"] = {stored}
+        out["loss_mask"] = rec["loss_mask"][:limit][None, :]
+        return out
+
+    def __getitem__(self, i):
+        return self.load(self.records[i], self.limit)
+'''
+_HEAD = '''
+from torch import nn
+
+from draft.shifts import step
+
+
+class Projector(nn.Module):
+    def prepare(self, input_ids, loss_mask):
+        input_ids = step(input_ids, left=False)
+        return input_ids, loss_mask[..., None]
+'''
+_LOOP = '''
+from torch.utils.data import DataLoader
+
+{imported}
+
+
+def train_step(head, model, batch):
+    input_ids = batch["input_ids"].cuda()
+    input_ids, loss_mask = head.prepare(input_ids, batch["loss_mask"].cuda())
+    return model(input_ids, loss_mask)
+
+
+def main(records, head, model):
+    for batch in DataLoader({dataset}, batch_size=1):
+        train_step(head, model, batch)
+'''
+
+
+@pytest.mark.parametrize(("stored", "imported", "flagged"), [
+    ('step(rec["input_ids"][:limit][None, :], left=False)', True, True),
+    ('rec["input_ids"][:limit][None, :]', True, False),
+    ('step(rec["input_ids"][:limit][None, :])', True, False),
+    ('step(rec["input_ids"][:limit][None, :], left=False)', False, False),
+], ids=["stored shifted, shifted again", "stored as read (the fix)", "shifted the other way", "not imported"])
+def test_a_field_stored_shifted_and_shifted_again_in_other_modules(tmp_path: Path, stored: str, imported: bool,
+                                                                    flagged: bool) -> None:
+    """sgl-project/SpecForge 20924186: a dataset stores `step(ids, left=False)` (a shifter of a utility
+    module whose parameter picks the side), and a training script reads the field and hands it to a
+    method of a head class in a fourth module, which shifts that parameter again the same way: the
+    store is flagged (transform-applied-twice). Silent when the dataset stores the value as read (the
+    fix), when the two shifts go opposite ways (`left` left at its default), and when the script does not
+    import the dataset's module (nothing says the value read is the one stored)."""
+    files = {
+        "draft/__init__.py": "",
+        "draft/shifts.py": _SHIFTER,
+        "draft/records.py": _STORED.format(stored=stored),
+        "draft/head.py": _HEAD,
+        "train.py": _LOOP.format(imported="from draft.records import StoredRecords" if imported else "",
+                                 dataset="StoredRecords(records, 64)" if imported else "records"),
+    }
+    (tmp_path / "draft").mkdir()
+    line = next(i for i, text in enumerate(files["draft/records.py"].splitlines(), 1) if 'out["input_ids"]' in text)
+    found = [(name, at) for name, at, rule in _lint(tmp_path, files) if rule == "transform-applied-twice"]
+    assert found == ([("records.py", line)] if flagged else []), found
