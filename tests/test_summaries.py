@@ -119,6 +119,23 @@ def test_a_helper_projected_for_its_own_module_keeps_its_tuple_for_other_modules
     assert _moved(_lint(tmp_path, files)) == [("loss.py", "positions-in-another-space")]
 
 
+def test_a_helper_and_its_caller_in_one_module_are_judged_without_error(tmp_path: Path) -> None:
+    """Helper and caller in one module (thudm/slime's `cp_utils.py` before afda55394): the module reads
+    the helper as returning the one element its callers take, so the window's positions are the whole
+    result of a call, not an element of it; the rule judged them as an element and crashed (`None >= 0`)
+    on a whole-tree run, which checks that file. Now it runs: the window of one pair stays silent."""
+    files = _project(_EMPTY_AS_ZERO, _UNPACKED, _RAW)
+    caller = files.pop("loss.py").replace("from cp_utils import chunk_offsets\n", "")
+    files["cp_utils.py"] += caller
+    tmp_path.mkdir(exist_ok=True)
+    (tmp_path / "cp_utils.py").write_text(files["cp_utils.py"])
+    loaded = LoadedConfig(None, tmp_path, {}, TABLE)
+    result = run([tmp_path], cwd=tmp_path, use_cache=False, jobs=1, loaded=loaded,
+                 overrides=SelectionOverrides(preview=True))
+    assert not result.errors, [e.message for e in result.errors]
+    assert _moved(sorted((Path(f.path).name, f.line, f.rule) for f in result.findings)) == []
+
+
 def _read(source: str) -> str:
     tree = ast.parse(source)
     return ast.unparse(read_calls_through(tree, source))
