@@ -29,9 +29,9 @@ __all__ = ["read_module", "shifters_of_module"]
 _WINDOW_STORE = re.compile(r":[^\]\n]*\]\s*=[^=]")
 """A store into a window ``buf[a : a + n] = ...`` (or ``buf[a:e] = ...``, the end in a local):
 where `window_partners` can find something."""
-_SHIFT_SLICE = re.compile(r"(?:\b1\s*:\s*[\],]|:\s*-\s*1\s*[\],])")
-"""A slice dropping the first or the last position (``t[:, 1:]``, ``t[..., :-1]``): where a module can
-define a shifter (`shift_summaries`)."""
+_SHIFT_SPELLINGS = ("1:]", "1:,", ":-1]", ":-1,")
+"""A slice dropping the first or the last position (``t[:, 1:]``, ``t[..., :-1]``, as formatters write
+them): where a module can define a shifter (`shift_summaries`)."""
 _RETURNED_SHIFT = re.compile(r"return[^\n]*(?:1:|-1\]|roll\()")
 """A function returning a shift (``return t[:, 1:]``): where `reshifted_fields` can find something."""
 
@@ -75,5 +75,14 @@ def read_module(tree: ast.Module, text: str) -> tuple[dict[str, frozenset[str]] 
 
 def shifters_of_module(tree: ast.Module, text: str) -> tuple[ShiftSummary, ...]:
     """The module's functions that return a one-position shift of a parameter (`reshift.shift_summaries`),
-    read only where the text spells such a slice."""
-    return shift_summaries(tree) if _SHIFT_SLICE.search(text) else ()
+    read only where the text spells such a slice (the functions spanning one of its lines)."""
+    found: list[int] = []
+    for spelling in _SHIFT_SPELLINGS:  # plain searches: a regex over every colon of a module costs more
+        at = text.find(spelling)
+        while at >= 0:
+            found.append(at)
+            at = text.find(spelling, at + 1)
+    if not found:
+        return ()
+    lines = {text.count("\n", 0, at) + 1 for at in found}
+    return shift_summaries(tree, lines)

@@ -19,7 +19,7 @@ the project reads the stores and the reads of other modules through them
 from __future__ import annotations
 
 import ast
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 
 from layoutcheck.model.shifts import rolled_left, shift_kind
 from layoutcheck.model.syntax import last_name, nodes, own_nodes, param_names
@@ -152,6 +152,9 @@ def _summary(function: ast.FunctionDef | ast.AsyncFunctionDef) -> tuple[str, str
     of a parameter: directly (``return cat((t[:, 1:], pad))``), or a parameter rebound so on every path,
     by a statement or by both arms of ``if flag: ... else: ...`` on another parameter."""
     params = [p for p in param_names(function) if p not in ("self", "cls")]
+    last = function.body[-1] if function.body else None
+    if not params or not isinstance(last, ast.Return) or last.value is None:
+        return None  # the one return is the last statement (checked before the function is walked)
     returns = [n for n in own_nodes(function) if isinstance(n, ast.Return)]
     if len(returns) != 1 or returns[0].value is None:
         return None
@@ -186,14 +189,18 @@ def _summary(function: ast.FunctionDef | ast.AsyncFunctionDef) -> tuple[str, str
     return None
 
 
-def shift_summaries(tree: ast.Module) -> tuple[ShiftSummary, ...]:
+def shift_summaries(tree: ast.Module, lines: Collection[int] | None = None) -> tuple[ShiftSummary, ...]:
     """The module's functions (and methods, ``Class.method``) that return a one-position shift of a parameter
-    (see `ShiftSummary`), for callers in other modules."""
+    (see `ShiftSummary`), for callers in other modules. ``lines``: the lines that can spell a shift (a
+    function spanning none of them is not read)."""
     out: list[ShiftSummary] = []
 
     def visit(body: list[ast.stmt], prefix: str) -> None:
         for stmt in body:
             if isinstance(stmt, _FUNCTIONS):
+                if lines is not None and not any(
+                        stmt.lineno <= line <= (stmt.end_lineno or stmt.lineno) for line in lines):
+                    continue
                 found = _summary(stmt)
                 if found is not None:
                     out.append((prefix + stmt.name, *found))
