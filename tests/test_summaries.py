@@ -523,25 +523,37 @@ def main(records, head, model):
 '''
 
 
-@pytest.mark.parametrize(("stored", "imported", "flagged"), [
-    ('step(rec["input_ids"][:limit][None, :], left=False)', True, True),
-    ('rec["input_ids"][:limit][None, :]', True, False),
-    ('step(rec["input_ids"][:limit][None, :])', True, False),
-    ('step(rec["input_ids"][:limit][None, :], left=False)', False, False),
-], ids=["stored shifted, shifted again", "stored as read (the fix)", "shifted the other way", "not imported"])
+_SHIFTED = 'step(rec["input_ids"][:limit][None, :], left=False)'
+_RIVAL = '''
+
+class Passthrough:
+    def prepare(self, input_ids, loss_mask):
+        return input_ids, loss_mask
+'''
+
+
+@pytest.mark.parametrize(("stored", "imported", "rival", "flagged"), [
+    (_SHIFTED, True, False, True),
+    ('rec["input_ids"][:limit][None, :]', True, False, False),
+    ('step(rec["input_ids"][:limit][None, :])', True, False, False),
+    (_SHIFTED, False, False, False),
+    (_SHIFTED, True, True, False),
+], ids=["stored shifted, shifted again", "stored as read (the fix)", "shifted the other way", "not imported",
+        "another class's method of that name does not shift"])
 def test_a_field_stored_shifted_and_shifted_again_in_other_modules(tmp_path: Path, stored: str, imported: bool,
-                                                                    flagged: bool) -> None:
+                                                                    rival: bool, flagged: bool) -> None:
     """sgl-project/SpecForge 20924186: a dataset stores `step(ids, left=False)` (a shifter of a utility
     module whose parameter picks the side), and a training script reads the field and hands it to a
     method of a head class in a fourth module, which shifts that parameter again the same way: the
     store is flagged (transform-applied-twice). Silent when the dataset stores the value as read (the
-    fix), when the two shifts go opposite ways (`left` left at its default), and when the script does not
-    import the dataset's module (nothing says the value read is the one stored)."""
+    fix), when the two shifts go opposite ways (`left` left at its default), when the script does not
+    import the dataset's module (nothing says the value read is the one stored), and when another class
+    has a `prepare` that passes the value on unshifted (the instance's class is not known at the call)."""
     files = {
         "draft/__init__.py": "",
         "draft/shifts.py": _SHIFTER,
         "draft/records.py": _STORED.format(stored=stored),
-        "draft/head.py": _HEAD,
+        "draft/head.py": _HEAD + (_RIVAL if rival else ""),
         "train.py": _LOOP.format(imported="from draft.records import StoredRecords" if imported else "",
                                  dataset="StoredRecords(records, 64)" if imported else "records"),
     }
@@ -549,3 +561,25 @@ def test_a_field_stored_shifted_and_shifted_again_in_other_modules(tmp_path: Pat
     line = next(i for i, text in enumerate(files["draft/records.py"].splitlines(), 1) if 'out["input_ids"]' in text)
     found = [(name, at) for name, at, rule in _lint(tmp_path, files) if rule == "transform-applied-twice"]
     assert found == ([("records.py", line)] if flagged else []), found
+
+
+@pytest.mark.parametrize(("source", "expected"), [
+    ("def f(t):\n    return t[:, 1:]\n", [("f", "t", "first", "first", "")]),
+    ("class H:\n    def f(self, x):\n        return torch.cat((x[..., :-1], pad), dim=-1)\n",
+     [("H.f", "x", "last", "last", "")]),
+    ("def f(t, left=True):\n    z = t[:, -1:]\n    if left:\n        t = cat((z, t[:, :-1]))\n    else:\n"
+     "        t = cat((t[:, 1:], z))\n    return t\n", [("f", "t", "last", "first", "left")]),
+    ("def f(t, right=False):\n    if not right:\n        t = t[:, :-1]\n    else:\n        t = t[:, 1:]\n    return t\n",
+     [("f", "t", "first", "last", "right")]),
+    ("def f(t, k):\n    if k:\n        return t[:, 1:]\n    return t\n", []),
+    ("def f(t, left):\n    if left:\n        t = t[:, :-1]\n    return t\n", []),
+    ("def f(t):\n    t = t[:, 1:]\n    t = t[:, 1:]\n    return t\n", []),
+], ids=["returned", "a method", "side picked by a parameter", "negated", "two returns", "one arm only",
+        "rebound twice"])
+def test_a_shifter_summary_says_which_parameter_is_shifted_and_how(source: str, expected: list) -> None:
+    """`FileFacts.shifters`: a function whose one return is a one-position shift of a parameter, directly or
+    through the parameter rebound on every path (both arms of `if flag:` on another parameter); anything
+    else (a path that returns the value unshifted, a second rebinding) is no shifter."""
+    from layoutcheck.model.modulereaders import shifters_of_module
+
+    assert [tuple(s) for s in shifters_of_module(ast.parse(source), source)] == expected

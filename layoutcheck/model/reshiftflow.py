@@ -28,7 +28,7 @@ project joins the modules' summaries:
 from __future__ import annotations
 
 import ast
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from layoutcheck.model.facts import Call, FieldWrite, FunctionRef, Param
@@ -115,9 +115,12 @@ class _Flow:
                     self.summaries[(i, j)] = (rest[0], rest[1], rest[2], rest[3])
         self._applies: dict[FunctionRef, dict[str, str | None]] = {}
 
-    def shift_of_call(self, caller: FunctionRef, call: Call) -> Iterator[tuple[FunctionRef, str, str]]:
-        """(the ``def`` reached, its parameter shifted, the kind) for each ``def`` a call reaches that
-        shifts a parameter (itself, or by passing it to a shifter)."""
+    def shifted_arguments(self, caller: FunctionRef, call: Call) -> dict[int, tuple[str, FunctionRef]]:
+        """Argument position in ``call.args`` -> (the kind of shift, the ``def`` that applies it) for each
+        argument the call shifts: the ``def`` it reaches shifts the parameter the argument binds (itself,
+        or by passing it on to a shifter). A method called on an instance whose class is not known
+        reaches every method of that name in the project: an argument counts only when every one of them
+        shifts it, the same way."""
         graph = self.graph
         target = graph.resolve(caller, call)
         if target is not None:
@@ -125,15 +128,25 @@ class _Flow:
         else:
             head, _, method = call.callee.rpartition(".")
             if not head or head in ("self", "cls"):
-                return
-            # an instance of a class not known here: every method of that name in the project
+                return {}
             targets = [ref for ref in graph.defs_named(method) if graph.signature(ref).cls is not None]
             if not targets:
-                return
+                return {}
         parsed = _call_node(call.text)
+        agreed: dict[int, tuple[str, FunctionRef]] | None = None
         for ref in targets:
-            for param, kind in self.applied(ref, parsed).items():
-                yield ref, param, kind
+            callee = graph.signature(ref)
+            bound = graph.bind(callee.params, call, callee.cls is not None)
+            applied = self.applied(ref, parsed)
+            mine = {k: (applied[name], ref) for k, arg in enumerate(call.args)
+                    for name, given in bound.items() if given is arg and name in applied}
+            if agreed is None:
+                agreed = mine
+            else:
+                agreed = {k: v for k, v in agreed.items() if k in mine and mine[k][0] == v[0]}
+            if not agreed:
+                return {}
+        return agreed or {}
 
     def applied(self, ref: FunctionRef, call: ast.Call | None) -> dict[str, str]:
         """Parameter -> the kind of shift ``ref`` applies to it: as a shifter (for a call as ``call``), or
@@ -240,10 +253,9 @@ def reshifted_stores(graph: ProjectGraph) -> list[ReshiftedStore]:
                       if len(arg.fields) == 1 and not arg.calls and arg.fields[0] in stores}
             if not fields:
                 continue
-            for target, param, kind in flow.shift_of_call(ref, call):
-                callee = graph.signature(target)
-                arg = graph.bind(callee.params, call, callee.cls is not None).get(param)
-                if arg is None or len(arg.fields) != 1 or arg.calls or arg.fields[0] not in fields:
+            for k, (kind, target) in flow.shifted_arguments(ref, call).items():
+                arg = call.args[k]
+                if len(arg.fields) != 1 or arg.calls or arg.fields[0] not in fields:
                     continue
                 again.setdefault((arg.fields[0], kind), {}).setdefault(ref, target)
     out: list[ReshiftedStore] = []
