@@ -4,7 +4,7 @@ Usage::
 
     python benchmarks/lint_corpus.py /work/.mirror
     python benchmarks/lint_corpus.py /work/.mirror --only verl_2d6c6dbb3 slime_ --json out.json
-    python benchmarks/lint_corpus.py /work/.mirror --scope files     # the touched files alone
+    python benchmarks/lint_corpus.py /work/.mirror --scope package   # each touched file's package only
 
 ``fixtures/lint/corpus/corpus.toml`` lists real fixes from trainers' histories (the
 fixture pairs beside it rewrite each one in this project's names; the test suite lints
@@ -13,10 +13,13 @@ of the entry's mirrors (``MIRROR_ROOT/<mirror>/repo``, bare git repositories), e
 the tree at the commit's first parent (the bug) and at the commit (the fix) with
 ``git archive`` into a temporary folder outside the repository, and runs
 ``layoutcheck check --no-cache`` there, with an empty ``layoutcheck.toml`` (no
-configuration, as a new user), on the files the fix touches. With ``--scope package``
-(the default) the extract holds each touched file's whole top-level package, so the
-linter sees the project around the files as it would in the trainer's checkout; with
-``--scope files`` only the touched files.
+configuration, as a new user). With ``--scope tree`` (the default) the extract holds
+every Python file of the tree and the run checks them all, as ``layoutcheck check``
+run in the repository does (scripts and examples beside the package included); the
+findings in the files the fix touches are kept (a file elsewhere that the linter
+cannot check leaves its own findings out; a touched one is an error). With ``--scope
+package`` the extract holds each touched file's top-level package and the run checks
+the touched files; with ``--scope files`` only the touched files.
 
 Per entry it prints the findings in the touched files on each side: those on the lines
 the fix changed (``hunk``: the diff's ``-U0`` hunks, a pure insertion counting the line
@@ -56,7 +59,13 @@ except ModuleNotFoundError:  # Python 3.10
 MANIFEST = Path(__file__).resolve().parents[1] / "fixtures" / "lint" / "corpus" / "corpus.toml"
 _HUNK = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@", re.M)
 
+#: what ``--scope tree`` extracts: the Python sources and the files that may configure a run (a
+#: ``pyproject.toml`` whose ``[tool.layoutcheck]`` the linter would read, ignore files)
+TREE_FILES = (".py", ".pyi", "pyproject.toml", ".gitignore")
+
 Span = tuple[int, int]
+ERROR = "error"
+"""The rule of a file the linter reports it could not check (an internal error)."""
 Finding = tuple[str, int, int, str]  # path, first line, last line, rule
 
 
@@ -122,17 +131,25 @@ def extract(gitdir: Path, rev: str, paths: Sequence[str], into: Path) -> None:
 
 
 def lint(tree: Path, files: Sequence[str]) -> list[Finding]:
-    """Findings of ``layoutcheck check --preview`` on ``files`` (relative to ``tree``), with no configuration
-    (``--preview``: a fix is caught by its rule whatever the rule's release status; see docs/linter.md)."""
+    """Findings of ``layoutcheck check --preview`` on ``files`` (relative to ``tree``; none: the whole tree, as
+    a user's run in the repository), with no configuration (``--preview``: a fix is caught by its rule whatever
+    the rule's release status; see docs/linter.md)."""
     (tree / "layoutcheck.toml").write_text("")
     done = subprocess.run(
         [sys.executable, "-m", "layoutcheck", "check", "--no-cache", "--output-format", "json", "--exit-zero",
          "--preview", *files],
         cwd=tree, capture_output=True, text=True,
     )
-    if done.returncode != 0:
+    try:
+        found = json.loads(done.stdout) if done.returncode in (0, 2) else None
+    except json.JSONDecodeError:
+        found = None
+    if found is None:
         raise RuntimeError(f"layoutcheck check in {tree} exited {done.returncode}: {done.stderr.strip()[-2000:]}")
-    return [(f["path"], f["line"], f.get("end_line") or f["line"], f["rule"]) for f in json.loads(done.stdout)]
+    # A file the linter could not check (exit 2: a crash, an unreadable file) is an error where it is a
+    # touched file (`check_side`); elsewhere in the tree it only leaves that file's findings out.
+    return [(f["path"], f["line"] or 0, f.get("end_line") or f["line"] or 0, f["rule"] if f["code"] else ERROR)
+            for f in found]
 
 
 def _within(finding: Finding, spans: Sequence[Span]) -> bool:
@@ -207,9 +224,20 @@ def check_side(gitdir: Path, rev: str, entry: dict, spans: dict[str, list[Span]]
     side = Side(files=len(present))
     if not present:
         return side
-    roots = sorted({p.split("/", 1)[0] for p in present}) if scope == "package" else present
-    extract(gitdir, rev, roots, tree)
-    side.anywhere = lint(tree, present)
+    if scope == "tree":
+        # What `layoutcheck check` run in the repository reads: every Python file of the tree (and the
+        # configuration files that may set the source roots), each touched file judged with all the others.
+        every = str(git(gitdir, "ls-tree", "-r", "--name-only", rev)).split("\n")
+        extract(gitdir, rev, [p for p in every if p.endswith(TREE_FILES)], tree)
+        touched = set(present)
+        side.anywhere = [f for f in lint(tree, []) if f[0] in touched]
+    else:
+        roots = sorted({p.split("/", 1)[0] for p in present}) if scope == "package" else present
+        extract(gitdir, rev, roots, tree)
+        side.anywhere = lint(tree, present)
+    broken = sorted({f[0] for f in side.anywhere if f[3] == ERROR})
+    if broken:
+        raise RuntimeError(f"layoutcheck could not check {', '.join(broken)} at {rev[:10]}")
     for path in present:
         source = (tree / path).read_text(encoding="utf-8", errors="replace")
         try:
@@ -293,8 +321,9 @@ def summary(outcomes: Sequence[Outcome]) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("mirror_root", type=Path, help="folder of the mirrors: MIRROR_ROOT/<owner>+<name>/repo")
-    parser.add_argument("--scope", choices=("package", "files"), default="package",
-                        help="extract each touched file's top-level package (default) or the touched files alone")
+    parser.add_argument("--scope", choices=("tree", "package", "files"), default="tree",
+                        help="lint the whole tree as a user's run in the repository does, reporting the touched "
+                             "files (default); or each touched file's top-level package; or the touched files alone")
     parser.add_argument("--only", nargs="+", metavar="PREFIX", help="check the entries whose folder starts so")
     parser.add_argument("--json", type=Path, metavar="FILE", help="also write every outcome to FILE")
     parser.add_argument("--manifest", type=Path, default=MANIFEST, help=f"the corpus manifest (default {MANIFEST})")

@@ -149,7 +149,7 @@ class PositionsInAnotherSpace(ModelRule):
             if target is None:
                 continue
             index, _ = element_call(callee)
-            if index >= 0 and index in project.function(target).zero_elements:
+            if index is not None and index >= 0 and index in project.function(target).zero_elements:
                 return project.label(target)
             return None
         return ""

@@ -1,11 +1,14 @@
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 
 from layoutcheck.lint.rule import Invalid, ModelRule, Report, Valid
 from layoutcheck.lint.settings import LintSettings
 from layoutcheck.model.queries import FileQueries
 
+_STORED_CALL = re.compile(r"""(?:\]\s*=|["']\s*:)\s*[\w.]+\(""")
+"""A call's result stored into a field (``d["ids"] = f(x)``, ``{"ids": f(x)}``)."""
 _WHAT = {"first": "drops the first position again (`[..., 1:]`)", "last": "drops the last position again (`[..., :-1]`)"}
 
 
@@ -26,6 +29,16 @@ class TransformAppliedTwice(ModelRule):
     shifts; a record field stored as its result (`{"ids": shift(ids)}`)
     and read back into a shift of the same kind (`shift(item["ids"])`, or a
     function that applies one to that parameter) is flagged at the store.
+
+    Across modules, by the project's summaries: a function of any module that
+    returns a one-position shift of a parameter, also when another parameter
+    picks the side (`if left: ... else: ...`, read at each call from the
+    literal passed or the default); a field stored as such a call's result in
+    one module, read in a module that imports it (directly or through others)
+    and given to a shifter of the same kind or to a function that passes that
+    parameter to one (`head.prepare(batch["ids"])`; a method of an instance
+    whose class is not known counts when every method of that name in the
+    project shifts the parameter so) is flagged at the store.
 
     ## Why it matters
     A language model's logit at position `t` predicts the token at `t + 1`,
@@ -55,8 +68,10 @@ class TransformAppliedTwice(ModelRule):
     ```
 
     ## Known problems
-    Within one function, or one module through a record's field; a value
-    shifted in a callee and shifted again by its caller is not followed. A loop that trims one position per iteration
+    Within one function, or through a record's field; a value shifted in a
+    callee and returned, then shifted again by its caller, is not followed,
+    nor a field read that goes through another call (a model's forward)
+    before its second shift. A loop that trims one position per iteration
     is walked once, so it is not flagged.
 
     ## Fix safety
@@ -71,9 +86,22 @@ class TransformAppliedTwice(ModelRule):
 
     @classmethod
     def could_match(cls, source: str, settings: LintSettings) -> bool:
-        return ":-1" in source or "1:" in source
+        # a shift spelled here, or a call's result stored into a field (a shifter of another module's)
+        return ":-1" in source or "1:" in source or _STORED_CALL.search(source) is not None
 
     def check(self, file: FileQueries) -> Iterator[Report]:
+        # A store the module's own reader flags (at its value) is not reported twice.
+        stored = {found.span[0] for found in file.facts.clashes if found.kind == "reshifted_field"}
+        for store in file.reshifted_stores():
+            if store.write.span[0] in stored:
+                continue
+            stored.add(store.write.span[0])
+            yield self.report(
+                store.write.span,
+                f"`{store.write.text}` stores a value already shifted by one position, and "
+                f"{file.project.label(store.again)} shifts the field again where it is read back: each position "
+                "then holds the value two ahead, not the next. Shift in one place only.",
+            )
         for found in file.facts.clashes:
             if found.kind == "reshifted_field":
                 yield self.report(

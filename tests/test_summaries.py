@@ -119,6 +119,23 @@ def test_a_helper_projected_for_its_own_module_keeps_its_tuple_for_other_modules
     assert _moved(_lint(tmp_path, files)) == [("loss.py", "positions-in-another-space")]
 
 
+def test_a_helper_and_its_caller_in_one_module_are_judged_without_error(tmp_path: Path) -> None:
+    """Helper and caller in one module (thudm/slime's `cp_utils.py` before afda55394): the module reads
+    the helper as returning the one element its callers take, so the window's positions are the whole
+    result of a call, not an element of it; the rule judged them as an element and crashed (`None >= 0`)
+    on a whole-tree run, which checks that file. Now it runs: the window of one pair stays silent."""
+    files = _project(_EMPTY_AS_ZERO, _UNPACKED, _RAW)
+    caller = files.pop("loss.py").replace("from cp_utils import chunk_offsets\n", "")
+    files["cp_utils.py"] += caller
+    tmp_path.mkdir(exist_ok=True)
+    (tmp_path / "cp_utils.py").write_text(files["cp_utils.py"])
+    loaded = LoadedConfig(None, tmp_path, {}, TABLE)
+    result = run([tmp_path], cwd=tmp_path, use_cache=False, jobs=1, loaded=loaded,
+                 overrides=SelectionOverrides(preview=True))
+    assert not result.errors, [e.message for e in result.errors]
+    assert _moved(sorted((Path(f.path).name, f.line, f.rule) for f in result.findings)) == []
+
+
 def _read(source: str) -> str:
     tree = ast.parse(source)
     return ast.unparse(read_calls_through(tree, source))
@@ -442,3 +459,127 @@ def test_a_forwarder_that_drops_a_parameter_is_left_as_is() -> None:
     source = ("def g(x, k=None):\n    return x\n\ndef w(x, unused, **kwargs):\n    return g(x, **kwargs)\n\n"
               "def caller(t, c):\n    return w(t, c[1:], k=c)\n")
     assert _read(source) == ast.unparse(ast.parse(source))
+
+
+_SHIFTER = '''
+import torch
+
+
+def step(t, left=True):
+    tail = torch.zeros_like(t[:, -1:])
+    if left:
+        t = torch.cat((tail, t[:, :-1]), dim=1)
+    else:
+        t = torch.cat((t[:, 1:], tail), dim=1)
+    return t
+'''
+_STORED = '''
+import torch
+
+from draft.shifts import step
+
+
+class StoredRecords(torch.utils.data.Dataset):
+    def __init__(self, records, limit):
+        self.records = records
+        self.limit = limit
+
+    @staticmethod
+    def load(rec, limit):
+        out = {{}}
+        out["input_ids"] = {stored}
+        out["loss_mask"] = rec["loss_mask"][:limit][None, :]
+        return out
+
+    def __getitem__(self, i):
+        return self.load(self.records[i], self.limit)
+'''
+_HEAD = '''
+from torch import nn
+
+from draft.shifts import step
+
+
+class Projector(nn.Module):
+    def prepare(self, input_ids, loss_mask):
+        input_ids = step(input_ids, left=False)
+        return input_ids, loss_mask[..., None]
+'''
+_LOOP = '''
+from torch.utils.data import DataLoader
+
+{imported}
+
+
+def train_step(head, model, batch):
+    input_ids = batch["input_ids"].cuda()
+    input_ids, loss_mask = head.prepare(input_ids, batch["loss_mask"].cuda())
+    return model(input_ids, loss_mask)
+
+
+def main(records, head, model):
+    for batch in DataLoader({dataset}, batch_size=1):
+        train_step(head, model, batch)
+'''
+
+
+_SHIFTED = 'step(rec["input_ids"][:limit][None, :], left=False)'
+_RIVAL = '''
+
+class Passthrough:
+    def prepare(self, input_ids, loss_mask):
+        return input_ids, loss_mask
+'''
+
+
+@pytest.mark.parametrize(("stored", "imported", "rival", "flagged"), [
+    (_SHIFTED, True, False, True),
+    ('rec["input_ids"][:limit][None, :]', True, False, False),
+    ('step(rec["input_ids"][:limit][None, :])', True, False, False),
+    (_SHIFTED, False, False, False),
+    (_SHIFTED, True, True, False),
+], ids=["stored shifted, shifted again", "stored as read (the fix)", "shifted the other way", "not imported",
+        "another class's method of that name does not shift"])
+def test_a_field_stored_shifted_and_shifted_again_in_other_modules(tmp_path: Path, stored: str, imported: bool,
+                                                                    rival: bool, flagged: bool) -> None:
+    """sgl-project/SpecForge 20924186: a dataset stores `step(ids, left=False)` (a shifter of a utility
+    module whose parameter picks the side), and a training script reads the field and hands it to a
+    method of a head class in a fourth module, which shifts that parameter again the same way: the
+    store is flagged (transform-applied-twice). Silent when the dataset stores the value as read (the
+    fix), when the two shifts go opposite ways (`left` left at its default), when the script does not
+    import the dataset's module (nothing says the value read is the one stored), and when another class
+    has a `prepare` that passes the value on unshifted (the instance's class is not known at the call)."""
+    files = {
+        "draft/__init__.py": "",
+        "draft/shifts.py": _SHIFTER,
+        "draft/records.py": _STORED.format(stored=stored),
+        "draft/head.py": _HEAD + (_RIVAL if rival else ""),
+        "train.py": _LOOP.format(imported="from draft.records import StoredRecords" if imported else "",
+                                 dataset="StoredRecords(records, 64)" if imported else "records"),
+    }
+    (tmp_path / "draft").mkdir()
+    line = next(i for i, text in enumerate(files["draft/records.py"].splitlines(), 1) if 'out["input_ids"]' in text)
+    found = [(name, at) for name, at, rule in _lint(tmp_path, files) if rule == "transform-applied-twice"]
+    assert found == ([("records.py", line)] if flagged else []), found
+
+
+@pytest.mark.parametrize(("source", "expected"), [
+    ("def f(t):\n    return t[:, 1:]\n", [("f", "t", "first", "first", "")]),
+    ("class H:\n    def f(self, x):\n        return torch.cat((x[..., :-1], pad), dim=-1)\n",
+     [("H.f", "x", "last", "last", "")]),
+    ("def f(t, left=True):\n    z = t[:, -1:]\n    if left:\n        t = cat((z, t[:, :-1]))\n    else:\n"
+     "        t = cat((t[:, 1:], z))\n    return t\n", [("f", "t", "last", "first", "left")]),
+    ("def f(t, right=False):\n    if not right:\n        t = t[:, :-1]\n    else:\n        t = t[:, 1:]\n    return t\n",
+     [("f", "t", "first", "last", "right")]),
+    ("def f(t, k):\n    if k:\n        return t[:, 1:]\n    return t\n", []),
+    ("def f(t, left):\n    if left:\n        t = t[:, :-1]\n    return t\n", []),
+    ("def f(t):\n    t = t[:, 1:]\n    t = t[:, 1:]\n    return t\n", []),
+], ids=["returned", "a method", "side picked by a parameter", "negated", "two returns", "one arm only",
+        "rebound twice"])
+def test_a_shifter_summary_says_which_parameter_is_shifted_and_how(source: str, expected: list) -> None:
+    """`FileFacts.shifters`: a function whose one return is a one-position shift of a parameter, directly or
+    through the parameter rebound on every path (both arms of `if flag:` on another parameter); anything
+    else (a path that returns the value unshifted, a second rebinding) is no shifter."""
+    from layoutcheck.model.modulereaders import shifters_of_module
+
+    assert [tuple(s) for s in shifters_of_module(ast.parse(source), source)] == expected

@@ -31,7 +31,7 @@ __all__ = [
     "element_call", "from_data", "object_hook", "to_data",
 ]
 
-FACTS_VERSION = 14
+FACTS_VERSION = 15
 """Bumped whenever the shape or the meaning of the facts changes (cached facts are then misses)."""
 
 Span = tuple[int, int, int, int]
@@ -473,6 +473,9 @@ class FileFacts:
     of several other fields (``out[k] = [data[k][i] for i in part]``): left out of the partition on
     purpose."""
     zips: list[Zip] = field(default_factory=list)
+    shifters: tuple[tuple[str, str, str, str, str], ...] = ()
+    """Functions returning a one-position shift of a parameter (`layoutcheck.model.reshift.ShiftSummary`):
+    what a call of one in another module stores or reads."""
     clashes: list[Clash] = field(default_factory=list)
     sides: list[PadSide] = field(default_factory=list)
     extracted: bool = False

@@ -93,6 +93,7 @@ class ProjectGraph:
         self._static_readers: dict[str, set[FunctionRef]] | None = None
         self._readers: dict[str, frozenset[FunctionRef]] = {}
         self._collates: dict[tuple[FunctionRef, str], FunctionRef | None] = {}
+        self._imported: dict[int, frozenset[int]] = {}
 
     # ------------------------------------------------------------ files
 
@@ -226,6 +227,18 @@ class ProjectGraph:
                 return None
             dotted = dotted.rsplit(".", 1)[0]
         return None
+
+    def imported_files(self, index: int) -> frozenset[int]:
+        """The project files file ``index`` imports (a module, or a name from one; relative imports
+        resolved against its package)."""
+        found = self._imported.get(index)
+        if found is None:
+            facts = self.files[index].facts
+            names = {dotted for _, dotted in facts.imports} | set(facts.imported)
+            found = frozenset(j for j in (self._module_file(self._absolute(index, n)) for n in names)
+                              if j is not None and j != index)
+            self._imported[index] = found
+        return found
 
     def _lookup(self, dotted: str) -> FunctionRef | None:
         """The ``def`` a fully qualified name (``pkg.mod.func``, ``pkg.mod.Class.method``) names."""

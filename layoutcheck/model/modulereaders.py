@@ -19,16 +19,19 @@ from layoutcheck.model.floors import token_bounds_on_logit_offsets
 from layoutcheck.model.pieceroll import rolled_pieces
 from layoutcheck.model.poswidth import wide_positions_by_function
 from layoutcheck.model.records import window_partners
-from layoutcheck.model.reshift import reshifted_fields
+from layoutcheck.model.reshift import ShiftSummary, reshifted_fields, shift_summaries
 from layoutcheck.model.sidedefault import left_padded_into_head_readers
 from layoutcheck.model.spunit import unaligned_packed_cuts
 from layoutcheck.model.stacked import unstacked_row_lists
 
-__all__ = ["read_module"]
+__all__ = ["read_module", "shifters_of_module"]
 
 _WINDOW_STORE = re.compile(r":[^\]\n]*\]\s*=[^=]")
 """A store into a window ``buf[a : a + n] = ...`` (or ``buf[a:e] = ...``, the end in a local):
 where `window_partners` can find something."""
+_SHIFT_SPELLINGS = ("1:]", "1:,", ":-1]", ":-1,")
+"""A slice dropping the first or the last position (``t[:, 1:]``, ``t[..., :-1]``, as formatters write
+them): where a module can define a shifter (`shift_summaries`)."""
 _RETURNED_SHIFT = re.compile(r"return[^\n]*(?:1:|-1\]|roll\()")
 """A function returning a shift (``return t[:, 1:]``): where `reshifted_fields` can find something."""
 
@@ -68,3 +71,18 @@ def read_module(tree: ast.Module, text: str) -> tuple[dict[str, frozenset[str]] 
             for function, found in reader(tree).items():
                 clashes.setdefault(function, []).extend((kind, n, d) for n, d in found)
     return partners, clashes
+
+
+def shifters_of_module(tree: ast.Module, text: str) -> tuple[ShiftSummary, ...]:
+    """The module's functions that return a one-position shift of a parameter (`reshift.shift_summaries`),
+    read only where the text spells such a slice (the functions spanning one of its lines)."""
+    found: list[int] = []
+    for spelling in _SHIFT_SPELLINGS:  # plain searches: a regex over every colon of a module costs more
+        at = text.find(spelling)
+        while at >= 0:
+            found.append(at)
+            at = text.find(spelling, at + 1)
+    if not found:
+        return ()
+    lines = {text.count("\n", 0, at) + 1 for at in found}
+    return shift_summaries(tree, lines)

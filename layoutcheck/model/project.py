@@ -34,6 +34,7 @@ from functools import cached_property
 from layoutcheck.model.graph import FileModel, FunctionRef
 from layoutcheck.model.helpers import HelperSignature
 from layoutcheck.model.owners import Owner, ProjectOwners
+from layoutcheck.model.reshiftflow import ReshiftedStore, reshifted_stores
 from layoutcheck.model.sides import Sides
 
 __all__ = ["FileModel", "FunctionRef", "HelperSignature", "Owner", "Project"]
@@ -46,3 +47,9 @@ class Project(ProjectOwners):
     def sides(self) -> Sides:
         """The sides fields are padded on, and where they disagree (`layoutcheck.model.sides`)."""
         return Sides(self)
+
+    @cached_property
+    def reshifted(self) -> list[ReshiftedStore]:
+        """Fields stored shifted and shifted again where a module importing the store's reads them
+        (`layoutcheck.model.reshiftflow`)."""
+        return reshifted_stores(self)

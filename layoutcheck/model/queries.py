@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 from layoutcheck.model.facts import Arg, Call, FileFacts, Function, Pad, Record, Rewrite, Transform, Zip, ensure_calls
 from layoutcheck.model.project import FileModel, FunctionRef, HelperSignature, Project
+from layoutcheck.model.reshiftflow import ReshiftedStore
 from layoutcheck.model.sides import SideDisagreement
 from layoutcheck.model.units import atoms
 from layoutcheck.model.vocabulary import LAYOUT_KINDS, Tag
@@ -457,6 +458,13 @@ class FileQueries:
                 yield found
 
     # ------------------------------------------------------------ LC107: owners that disagree
+
+    def reshifted_stores(self) -> Iterator[ReshiftedStore]:
+        """This file's stores of a shifted value into a field that the project shifts again where it is
+        read (`layoutcheck.model.reshiftflow`)."""
+        for found in self.project.reshifted:
+            if found.file == self.index:
+                yield found
 
     def disagreeing_owners(self) -> Iterator[OwnerDisagreement]:
         """This file's owner pads whose unit (or rounding) another owner of the layout does not use."""

@@ -8,17 +8,28 @@ same field read back (``item["ids"]``) and given to a shifter of the same kind,
 directly or through a function of the module that applies one to that
 parameter, is shifted twice: the record's store is flagged (the fix either
 drops one shift, and the store is where the producer decided).
+
+Across modules the module gives the project its shifters' summaries
+(`shift_summaries`: which parameter each function returns shifted, and how,
+also when a parameter of its own picks the side, ``if left: ... else: ...``);
+the project reads the stores and the reads of other modules through them
+(`layoutcheck.model.reshiftflow`).
 """
 
 from __future__ import annotations
 
 import ast
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 
 from layoutcheck.model.shifts import rolled_left, shift_kind
 from layoutcheck.model.syntax import last_name, nodes, own_nodes, param_names
 
-__all__ = ["reshifted_fields"]
+__all__ = ["ShiftSummary", "reshifted_fields", "shift_summaries"]
+
+ShiftSummary = tuple[str, str, str, str, str]
+"""A function that returns a one-position shift of one of its parameters: (qualified name, the shifted
+parameter, the shift's kind when ``cond`` is true, its kind when ``cond`` is false, ``cond``: the parameter
+whose truth picks the kind, empty when one kind holds on every path). Kinds are ``first`` / ``last``."""
 
 _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
 
@@ -124,3 +135,77 @@ def reshifted_fields(tree: ast.Module) -> dict[ast.AST, list[tuple[ast.AST, str]
                 if where is not None:
                     out.setdefault(scope, []).append((value, where))
     return out
+
+
+def _branch_shift(stmts: list[ast.stmt], name: str) -> str | None:
+    """The kind of the one-position shift of ``name`` the statements bind to ``name`` (``t = cat((t[:, 1:],
+    pad))``), when they rebind it exactly once."""
+    stores = [s for s in stmts if isinstance(s, ast.Assign) and len(s.targets) == 1
+              and isinstance(s.targets[0], ast.Name) and s.targets[0].id == name]
+    if len(stores) != 1:
+        return None
+    return _shift_of(stores[0].value, name)
+
+
+def _summary(function: ast.FunctionDef | ast.AsyncFunctionDef) -> tuple[str, str, str, str] | None:
+    """(parameter, kind if true, kind if false, condition) when ``function`` returns a one-position shift
+    of a parameter: directly (``return cat((t[:, 1:], pad))``), or a parameter rebound so on every path,
+    by a statement or by both arms of ``if flag: ... else: ...`` on another parameter."""
+    params = [p for p in param_names(function) if p not in ("self", "cls")]
+    last = function.body[-1] if function.body else None
+    if not params or not isinstance(last, ast.Return) or last.value is None:
+        return None  # the one return is the last statement (checked before the function is walked)
+    returns = [n for n in own_nodes(function) if isinstance(n, ast.Return)]
+    if len(returns) != 1 or returns[0].value is None:
+        return None
+    value = returns[0].value
+    for param in params:
+        kind = _shift_of(value, param)
+        if kind is not None:
+            return param, kind, kind, ""
+    if not (isinstance(value, ast.Name) and value.id in params):
+        return None
+    name = value.id
+    body = [s for s in function.body if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))]
+    # Every other top-level statement leaves ``name`` alone: the one rebinding is the shift.
+    rebinding = [s for s in body if any(isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Store)
+                                        for n in nodes(s))]
+    if len(rebinding) != 1:
+        return None
+    stmt = rebinding[0]
+    if isinstance(stmt, ast.Assign):
+        kind = _branch_shift([stmt], name)
+        return (name, kind, kind, "") if kind is not None else None
+    if isinstance(stmt, ast.If) and stmt.orelse:
+        test, negated = stmt.test, False
+        if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+            test, negated = test.operand, True
+        if not (isinstance(test, ast.Name) and test.id in params and test.id != name):
+            return None
+        yes, no = _branch_shift(stmt.body, name), _branch_shift(stmt.orelse, name)
+        if yes is None or no is None:
+            return None
+        return (name, no, yes, test.id) if negated else (name, yes, no, test.id)
+    return None
+
+
+def shift_summaries(tree: ast.Module, lines: Collection[int] | None = None) -> tuple[ShiftSummary, ...]:
+    """The module's functions (and methods, ``Class.method``) that return a one-position shift of a parameter
+    (see `ShiftSummary`), for callers in other modules. ``lines``: the lines that can spell a shift (a
+    function spanning none of them is not read)."""
+    out: list[ShiftSummary] = []
+
+    def visit(body: list[ast.stmt], prefix: str) -> None:
+        for stmt in body:
+            if isinstance(stmt, _FUNCTIONS):
+                if lines is not None and not any(
+                        stmt.lineno <= line <= (stmt.end_lineno or stmt.lineno) for line in lines):
+                    continue
+                found = _summary(stmt)
+                if found is not None:
+                    out.append((prefix + stmt.name, *found))
+            elif isinstance(stmt, ast.ClassDef):
+                visit(stmt.body, f"{prefix}{stmt.name}.")
+
+    visit(tree.body, "")
+    return tuple(out)
