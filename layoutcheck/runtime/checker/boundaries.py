@@ -259,6 +259,11 @@ def _entry_lengths(entries: list[Any], axis: int) -> list[int]:
     # once per sample and field on every call: the general reading builds a tuple per entry)
     torch = sys.modules.get("torch")
     tensor = torch.Tensor if torch is not None else None
+    if axis >= 0 and set(map(type, entries)) == {tensor}:  # plain tensors only (the usual call): one loop, no test
+        try:
+            return [entry.shape[axis] for entry in entries]
+        except IndexError:  # one with fewer axes: -1 for it, below
+            pass
     return [(-1 if not (got := entry.shape) or axis >= len(got) else got[axis]) if type(entry) is tensor
             else _entry_length(entry, axis) for entry in entries]
 

@@ -266,7 +266,7 @@ def clean_stream(target: Any, sources: Sequence[Any], totals: Sequence[int | Non
     cp_part = layout.space.cp
     if not _numeric(layout.pad_value) or (cp_part is not None and cp_part.scheme == "allgather" and layout.cp > 1):
         return False
-    if not sources or len(totals) != len(sources) or None in totals or any(d is None for d in sources):
+    if not sources or len(totals) != len(sources) or None in totals or type(None) in set(map(type, sources)):
         return False
     seen = target.movedim(layout.axis, 0)
     if layout.axis != 0 and seen.dim() > 1 and seen.shape[1] == 1:
@@ -289,8 +289,73 @@ def _stream_equal(torch: Any, seen: Any, sources: Sequence[Any], padded_lengths:
                   layout: Layout, dtype: Any, rest: tuple[int, ...]) -> bool:
     # `clean_stream` past its guards: a source of another dtype is promoted by `cat` and then compared with
     # `torch.equal`, which says equal only for equal values (what the per-sample check compares after a cast)
-    cp_part = layout.space.cp
     counts = [d.shape[0] for d in sources]  # each source's length (its sequence axis first; `len` costs more)
+    key = (layout.space.key, layout.source_space.key, layout.cp, layout.rank, layout.stream_unit, seen.shape[0],
+           tuple(counts), tuple(padded_lengths))
+    plan = _PLANS.get(key, _UNPLANNED)
+    if plan is _UNPLANNED:
+        plan = _stream_plan(counts, padded_lengths, layout, seen.shape[0])
+        if len(_PLANS) >= 1024:
+            _PLANS.clear()
+        _PLANS[key] = plan
+    if plan is None:
+        return False  # a sample without its padded length, or parts past the stream's end: the per-sample check
+    cuts, pads, order, length = plan
+    # a view of each source where it is cut (the source itself where it is whole): no copy of the sources, of
+    # which this rank's stream holds only a part (concatenating them first, then cutting, cost more)
+    pieces = [sources[i] if whole else sources[i][a:b] for i, a, b, whole in cuts]
+    if pads:
+        trues = iter(pieces)
+        fills = iter(torch.full((sum(pads), *rest), layout.pad_value, dtype=dtype).split(pads))
+        pieces = [next(trues) if real else next(fills) for real in order]
+    want = torch.cat(pieces) if pieces else seen[:0]
+    return equal(seen[:length], want)
+
+
+_NUMPY: list[Any] = []
+
+
+def equal(seen: Any, want: Any) -> bool:
+    """``torch.equal(seen, want)`` for host tensors: the same shape and every position equal (NaN never is).
+
+    Two CPU tensors of one dtype are compared through numpy views of them
+    (no copy): `numpy.array_equal` answers as `torch.equal` does and cost
+    a third to a fifth of it on a 49k-position stream (benchmarks/README.md).
+    Anything numpy cannot view (bfloat16, a tensor that requires grad,
+    another device) and tensors of two dtypes go to `torch.equal`.
+    """
+    if seen.dtype is want.dtype:
+        if not _NUMPY:
+            try:
+                import numpy
+            except ImportError:  # torch without numpy: torch compares
+                numpy = None
+            _NUMPY.append(numpy)
+        if _NUMPY[0] is not None:
+            try:
+                return bool(_NUMPY[0].array_equal(seen.numpy(), want.numpy()))
+            except (TypeError, RuntimeError):
+                pass
+    return bool(_torch().equal(seen, want))
+
+
+_PLANS: dict[tuple[Any, ...], tuple[list[tuple[int, int, int, bool]], list[int], list[bool], int] | None] = {}
+"""A packed stream's layout by its geometry (spaces, cp, rank, stream unit, the stream's and each source's length,
+each padded length) -> its pieces (`_stream_plan`), kept across calls (ints only)."""
+_UNPLANNED: Any = object()
+
+
+def _stream_plan(counts: Sequence[int], padded_lengths: Sequence[int | None], layout: Layout,
+                 length_seen: int) -> tuple[list[tuple[int, int, int, bool]], list[int], list[bool], int] | None:
+    """The expected stream as pieces, from ints alone: ``(cuts, pads, order, length)``; ``None``: not decidable here.
+
+    ``cuts``: each true piece as (sample, start, end, whole) in the sample's
+    own positions (whole: the piece is all of the source); ``pads``: each pad piece's length; ``order``: the pieces in
+    stream order (``True`` a true piece); ``length``: the positions they
+    cover, the tail padding included. ``None`` for a sample without the
+    padded length it needs, or parts that run past the stream's end.
+    """
+    cp_part = layout.space.cp
     shift = layout.space.shift - layout.source_space.shift
     padded = layout.space.basis == "P" and layout.source_space.basis != "P"
     left = layout.space.pad_side == "left"
@@ -314,7 +379,7 @@ def _stream_equal(torch: Any, seen: Any, sources: Sequence[Any], padded_lengths:
         length = true
         if padded:
             if p is None:
-                return False
+                return None
             length = p
         if zigzag:
             materialised = materialised_of.get(length)
@@ -360,19 +425,12 @@ def _stream_equal(torch: Any, seen: Any, sources: Sequence[Any], padded_lengths:
                     pads.append(b - a)
                     order.append(False)
                 stream += b - a
-    if seen.shape[0] < stream:
-        return False  # a part runs past the stream's end: the per-sample check names it
-    tail = min(geometry.round_up(stream, layout.stream_unit), seen.shape[0]) - stream
+    if length_seen < stream:
+        return None  # a part runs past the stream's end: the per-sample check names it
+    tail = min(geometry.round_up(stream, layout.stream_unit), length_seen) - stream
     if tail:
         _pad_piece(pads, order, tail)
-    # a view of each source where it is cut (the source itself where it is whole): no copy of the sources, of
-    # which this rank's stream holds only a part (concatenating them first, then cutting, cost more)
-    trues = iter([sources[i] if a == 0 and b == counts[i] else sources[i][a:b] for i, a, b in cuts])
-    filler = torch.full((sum(pads), *rest), layout.pad_value, dtype=dtype)
-    fills = iter(filler.split(pads)) if pads else iter(())
-    pieces = [next(trues) if real else next(fills) for real in order]
-    want = torch.cat(pieces) if pieces else seen[:0]
-    return bool(torch.equal(seen[:stream + tail], want))
+    return [(i, a, b, a == 0 and b == counts[i]) for i, a, b in cuts], pads, order, stream + tail
 
 
 def _pad_piece(pads: list[int], order: list[bool], length: int) -> None:
