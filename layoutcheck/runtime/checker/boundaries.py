@@ -381,10 +381,12 @@ class _Call:
 
 _VERDICTS = 256
 """How many clean calls' ints a boundary keeps (`_verdict_key`); the table starts again when full."""
+_MISSES = 32
+"""After this many calls in a row whose ints were new, only one call in this many looks its ints up."""
 
 
-def _verdict_key(c: _Call) -> tuple[Any, ...] | None:
-    """Everything B1-B5 read of a call, as one hashable tuple (``None``: something in it is not hashable).
+def _verdict_key(c: _Call) -> tuple[Any, ...]:
+    """Everything B1-B5 read of a call, as one tuple (to hash; one that cannot be hashed is not kept).
 
     B1-B5 (`_BoundaryCalls._lengths`) are a function of the call's
     coordinates, scheme, units, tightness and stream units and of each
@@ -401,12 +403,7 @@ def _verdict_key(c: _Call) -> tuple[Any, ...] | None:
     for r in c.readings:
         parts += (r.spec.key, r.shape, None if r.lengths is None else tuple(r.lengths), r.total,
                   None if r.cu is None else tuple(r.cu), None if r.schedule is None else tuple(map(tuple, r.schedule)))
-    key = tuple(parts)
-    try:
-        hash(key)
-    except TypeError:
-        return None
-    return key
+    return tuple(parts)
 
 
 class _BoundaryCalls:
@@ -426,6 +423,8 @@ class _BoundaryCalls:
         self.rows = [f for f in spec.fields if f.holds == "rows"]
         self._clean: dict[tuple[Any, ...], invariants.Bound] | None = {}
         """The ints of calls that passed B1-B5 (`_verdict_key`) -> their bound lengths; ``None``: not kept."""
+        self._missed = 0
+        """Calls in a row whose ints were not found in `_clean`."""
         exprs = [*spec.units, spec.tight, spec.scheme] + [e for f in spec.fields for e in (f.pad_value, f.stream_unit, f.when)]
         self.needs_coordinates = spec.cross_rank or any(
             e is not None and e.needs_coordinates for e in exprs) or any(
@@ -549,10 +548,18 @@ class _BoundaryCalls:
         sizes: dict[str, object] = {}
         if c.coords["cp"] > 1 or any(r.space is not None and (r.space.cp is not None) for r in c.readings):
             sizes = {"cp": c.coords["cp"], "r": c.coords["rank"], "scheme": c.scheme}
-        key = _verdict_key(c) if self._clean is not None else None
-        bound = self._clean.get(key) if key is not None else None  # type: ignore[union-attr]
+        # calls whose ints never repeat (each step's new lengths) stop paying for the key: after _MISSES misses in a
+        # row it is made on one call in _MISSES only, until one of them finds its ints again
+        key = _verdict_key(c) if self._clean is not None and (self._missed < _MISSES or c.k % _MISSES == 0) else None
+        try:
+            bound = self._clean.get(key) if key is not None else None  # type: ignore[union-attr]
+        except TypeError:  # something in the readings is not hashable: checked in full, not kept
+            key = bound = None
         if bound is not None:  # these ints passed B1-B5 before, and B1-B5 read nothing else: only the values are left
+            self._missed = 0
             return self._content(c, got, bound, sizes) + self._rows(c, got, bound, sizes)
+        if key is not None:
+            self._missed += 1
         found, bound = self._lengths(c, sizes)
         if key is not None and not found:
             if len(self._clean) >= _VERDICTS:  # type: ignore[arg-type]

@@ -290,20 +290,27 @@ def _stream_equal(torch: Any, seen: Any, sources: Sequence[Any], padded_lengths:
     # `clean_stream` past its guards: a source of another dtype is promoted by `cat` and then compared with
     # `torch.equal`, which says equal only for equal values (what the per-sample check compares after a cast)
     counts = [d.shape[0] for d in sources]  # each source's length (its sequence axis first; `len` costs more)
-    key = (layout.space.key, layout.source_space.key, layout.cp, layout.rank, layout.stream_unit, seen.shape[0],
-           tuple(counts), tuple(padded_lengths))
-    plan = _PLANS.get(key, _UNPLANNED)
+    # the pieces by the stream's geometry, kept across calls (ints only); streams whose geometry never repeats (each
+    # step's new lengths) stop paying for the key: after _MISSES misses in a row, one stream in _MISSES looks it up
+    key, plan = None, _UNPLANNED
+    _LOOKUPS[0] += 1
+    if _LOOKUPS[1] < _MISSES or _LOOKUPS[0] % _MISSES == 0:
+        key = (layout.space.key, layout.source_space.key, layout.cp, layout.rank, layout.stream_unit, seen.shape[0],
+               tuple(counts), tuple(padded_lengths))
+        plan = _PLANS.get(key, _UNPLANNED)
+        _LOOKUPS[1] = 0 if plan is not _UNPLANNED else _LOOKUPS[1] + 1
     if plan is _UNPLANNED:
         plan = _stream_plan(counts, padded_lengths, layout, seen.shape[0])
-        if len(_PLANS) >= 1024:
-            _PLANS.clear()
-        _PLANS[key] = plan
+        if key is not None:
+            if len(_PLANS) >= 256:  # a few hundred geometries (lists of ints); the table starts again when full
+                _PLANS.clear()
+            _PLANS[key] = plan
     if plan is None:
         return False  # a sample without its padded length, or parts past the stream's end: the per-sample check
     cuts, pads, order, length = plan
     # a view of each source where it is cut (the source itself where it is whole): no copy of the sources, of
     # which this rank's stream holds only a part (concatenating them first, then cutting, cost more)
-    pieces = [sources[i] if whole else sources[i][a:b] for i, a, b, whole in cuts]
+    pieces = [sources[i] if a == 0 and b == counts[i] else sources[i][a:b] for i, a, b in cuts]
     if pads:
         trues = iter(pieces)
         fills = iter(torch.full((sum(pads), *rest), layout.pad_value, dtype=dtype).split(pads))
@@ -339,18 +346,22 @@ def equal(seen: Any, want: Any) -> bool:
     return bool(_torch().equal(seen, want))
 
 
-_PLANS: dict[tuple[Any, ...], tuple[list[tuple[int, int, int, bool]], list[int], list[bool], int] | None] = {}
+_PLANS: dict[tuple[Any, ...], tuple[list[list[int]], list[int], list[bool], int] | None] = {}
 """A packed stream's layout by its geometry (spaces, cp, rank, stream unit, the stream's and each source's length,
 each padded length) -> its pieces (`_stream_plan`), kept across calls (ints only)."""
 _UNPLANNED: Any = object()
+_MISSES = 32
+"""After this many streams in a row whose geometry was new, only one stream in this many looks its pieces up."""
+_LOOKUPS = [0, 0]
+"""Streams compared, and streams in a row whose geometry was not found in `_PLANS`."""
 
 
 def _stream_plan(counts: Sequence[int], padded_lengths: Sequence[int | None], layout: Layout,
-                 length_seen: int) -> tuple[list[tuple[int, int, int, bool]], list[int], list[bool], int] | None:
+                 length_seen: int) -> tuple[list[list[int]], list[int], list[bool], int] | None:
     """The expected stream as pieces, from ints alone: ``(cuts, pads, order, length)``; ``None``: not decidable here.
 
-    ``cuts``: each true piece as (sample, start, end, whole) in the sample's
-    own positions (whole: the piece is all of the source); ``pads``: each pad piece's length; ``order``: the pieces in
+    ``cuts``: each true piece as [sample, start, end) in the sample's own
+    positions; ``pads``: each pad piece's length; ``order``: the pieces in
     stream order (``True`` a true piece); ``length``: the positions they
     cover, the tail padding included. ``None`` for a sample without the
     padded length it needs, or parts that run past the stream's end.
@@ -430,7 +441,7 @@ def _stream_plan(counts: Sequence[int], padded_lengths: Sequence[int | None], la
     tail = min(geometry.round_up(stream, layout.stream_unit), length_seen) - stream
     if tail:
         _pad_piece(pads, order, tail)
-    return [(i, a, b, a == 0 and b == counts[i]) for i, a, b in cuts], pads, order, stream + tail
+    return cuts, pads, order, stream + tail  # type: ignore[return-value]
 
 
 def _pad_piece(pads: list[int], order: list[bool], length: int) -> None:
