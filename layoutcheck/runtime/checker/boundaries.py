@@ -663,8 +663,14 @@ class _BoundaryCalls:
                 axis=_axis(f, (1 if target.dim() >= 2 else 0) if reading.shape == "stream" else 0),
             )
             packed = reading.shape == "stream"
+            counts = None
+            if packed and type(source) is list and not source_field.axis and source_field.mask is None:
+                # the sources' lengths, read with the source field's shape from these same entries: not read again
+                held = next((r for r in c.readings if r.spec is source_field), None)
+                if held is not None and held.shape == "list" and held.lengths is not None:
+                    counts = held.lengths
             if packed and content.clean_stream(target, samples, bound.columns.get("T") or [None] * bound.n,
-                                               bound.columns.get("P") or [None] * bound.n, layout):
+                                               bound.columns.get("P") or [None] * bound.n, layout, counts=counts):
                 continue  # the whole stream equals its samples laid out (the clean call: no lengths objects made)
             lengths = bound.samples()  # made once per call, shared by the fields
             out += content.check_content(

@@ -242,7 +242,7 @@ def _clean_stream(target: Any, sources: Sequence[Any], samples: Sequence[SampleL
 
 
 def clean_stream(target: Any, sources: Sequence[Any], totals: Sequence[int | None], padded: Sequence[int | None],
-                 layout: Layout) -> bool:
+                 layout: Layout, *, counts: Sequence[int] | None = None) -> bool:
     """Whether a packed stream is exactly its samples laid out, compared in one piece (``False``: not known).
 
     ``totals`` and ``padded`` are the call's columns of ``T`` and ``P``
@@ -251,7 +251,8 @@ def clean_stream(target: Any, sources: Sequence[Any], totals: Sequence[int | Non
     values) and the tail all pads; on anything else (a difference, a dtype
     that differs, pads of unknown value, an all-gather window, a sample
     without the lengths it needs) ``False``, and the per-sample comparison
-    says what and where.
+    says what and where. ``counts``: each source's length along its first
+    axis when the caller has read them already (else read here).
 
     The expected stream is built by host ints only: each sample's true
     positions on this rank are views of its source (the source itself
@@ -280,16 +281,17 @@ def clean_stream(target: Any, sources: Sequence[Any], totals: Sequence[int | Non
         if set(map(torch.Tensor.dim, sources)) != {len(rest) + 1} or (
                 rest and any(tuple(d.shape[1:]) != rest for d in sources)):
             return False
-        return _stream_equal(torch, seen, sources, padded, layout, dtype, rest)
+        if counts is None or len(counts) != len(sources):
+            counts = [d.shape[0] for d in sources]  # each source's length (sequence axis first; `len` costs more)
+        return _stream_equal(torch, seen, sources, padded, layout, dtype, rest, counts)
     except (TypeError, IndexError, RuntimeError):  # sources that do not stack (0-d, another width): sample by sample
         return False
 
 
 def _stream_equal(torch: Any, seen: Any, sources: Sequence[Any], padded_lengths: Sequence[int | None],
-                  layout: Layout, dtype: Any, rest: tuple[int, ...]) -> bool:
+                  layout: Layout, dtype: Any, rest: tuple[int, ...], counts: Sequence[int]) -> bool:
     # `clean_stream` past its guards: a source of another dtype is promoted by `cat` and then compared with
     # `torch.equal`, which says equal only for equal values (what the per-sample check compares after a cast)
-    counts = [d.shape[0] for d in sources]  # each source's length (its sequence axis first; `len` costs more)
     # the pieces by the stream's geometry, kept across calls (ints only); streams whose geometry never repeats (each
     # step's new lengths) stop paying for the key: after _MISSES misses in a row, one stream in _MISSES looks it up
     key, plan = None, _UNPLANNED
