@@ -36,7 +36,7 @@ from layoutcheck.errors import Violation
 from layoutcheck.runtime.contract.invariants import HINTS, hint
 from layoutcheck.spaces import SampleLengths, Space
 
-__all__ = ["Layout", "RowLayout", "check_content", "check_rows", "clean_stream", "row_samples", "source_samples"]
+__all__ = ["Layout", "RowLayout", "check_content", "check_rows", "clean_stream", "equal", "row_samples", "source_samples"]
 
 
 @dataclass(frozen=True)
@@ -257,11 +257,14 @@ def clean_stream(target: Any, sources: Sequence[Any], totals: Sequence[int | Non
     The expected stream is built by host ints only: each sample's true
     positions on this rank are views of its source (the source itself
     where it is whole), its pads views of one pad-filled tensor, adjacent
-    pieces joined, then one ``cat`` and one ``torch.equal`` (no per-sample
-    layout is built, and the sources are not concatenated first: the
-    stream holds only this rank's part of them). Gathering by an index of
+    pieces joined, then one ``cat`` and one comparison (`equal`; no
+    per-sample layout is built, and the sources are not concatenated first:
+    the stream holds only this rank's part of them). The pieces, ints
+    alone, are kept by the stream's geometry (`_stream_plan`): a stream of
+    lengths met before is not worked out again. Gathering by an index of
     every position instead (one ``cumsum`` and one ``index_select`` over
-    the stream) measured 8-13% slower on CPU (benchmarks/README.md).
+    the stream) measured 8-13% slower on CPU, and by an index kept per
+    geometry no faster over two streams (benchmarks/README.md).
     """
     torch = _torch()
     cp_part = layout.space.cp
@@ -291,8 +294,8 @@ def clean_stream(target: Any, sources: Sequence[Any], totals: Sequence[int | Non
 def _stream_equal(torch: Any, seen: Any, sources: Sequence[Any], padded_lengths: Sequence[int | None],
                   layout: Layout, dtype: Any, rest: tuple[int, ...], counts: Sequence[int]) -> bool:
     # `clean_stream` past its guards: a source of another dtype is promoted by `cat` and then compared with
-    # `torch.equal`, which says equal only for equal values (what the per-sample check compares after a cast)
-    # the pieces by the stream's geometry, kept across calls (ints only); streams whose geometry never repeats (each
+    # `torch.equal` (`equal`), which says equal only for equal values (what the per-sample check compares after a
+    # cast). The pieces are kept by the stream's geometry (ints only); streams whose geometry never repeats (each
     # step's new lengths) stop paying for the key: after _MISSES misses in a row, one stream in _MISSES looks it up
     key, plan = None, _UNPLANNED
     _LOOKUPS[0] += 1
@@ -322,29 +325,36 @@ def _stream_equal(torch: Any, seen: Any, sources: Sequence[Any], padded_lengths:
 
 
 _NUMPY: list[Any] = []
+"""numpy once looked for (``[None]`` when it is not installed)."""
+
+
+def _numpy() -> Any:
+    if not _NUMPY:
+        try:
+            import numpy
+        except ImportError:  # torch without numpy: torch compares
+            _NUMPY.append(None)
+        else:
+            _NUMPY.append(numpy)
+    return _NUMPY[0]
 
 
 def equal(seen: Any, want: Any) -> bool:
     """``torch.equal(seen, want)`` for host tensors: the same shape and every position equal (NaN never is).
 
     Two CPU tensors of one dtype are compared through numpy views of them
-    (no copy): `numpy.array_equal` answers as `torch.equal` does and cost
-    a third to a fifth of it on a 49k-position stream (benchmarks/README.md).
-    Anything numpy cannot view (bfloat16, a tensor that requires grad,
-    another device) and tensors of two dtypes go to `torch.equal`.
+    (no copy): `numpy.array_equal` answers as `torch.equal` does at a half
+    (int64) to a quarter (float32) of its cost on a 49k-position stream
+    (benchmarks/README.md). What numpy cannot view (bfloat16, a tensor that
+    requires grad, another device) and tensors of two dtypes go to
+    `torch.equal`.
     """
-    if seen.dtype is want.dtype:
-        if not _NUMPY:
-            try:
-                import numpy
-            except ImportError:  # torch without numpy: torch compares
-                numpy = None
-            _NUMPY.append(numpy)
-        if _NUMPY[0] is not None:
-            try:
-                return bool(_NUMPY[0].array_equal(seen.numpy(), want.numpy()))
-            except (TypeError, RuntimeError):
-                pass
+    numpy = _numpy() if seen.dtype is want.dtype else None
+    if numpy is not None:
+        try:
+            return bool(numpy.array_equal(seen.numpy(), want.numpy()))
+        except (TypeError, RuntimeError):
+            pass
     return bool(_torch().equal(seen, want))
 
 
