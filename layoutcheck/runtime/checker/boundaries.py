@@ -381,6 +381,8 @@ class _Call:
 
 _VERDICTS = 256
 """How many clean calls' ints a boundary keeps (`_verdict_key`); the table starts again when full."""
+_KEPT_SAMPLES = 1 << 16
+"""...and over how many samples in all (a few MB of ints: calls of thousands of samples keep fewer)."""
 _MISSES = 32
 """After this many calls in a row whose ints were new, only one call in this many looks its ints up."""
 
@@ -425,6 +427,8 @@ class _BoundaryCalls:
         """The ints of calls that passed B1-B5 (`_verdict_key`) -> their bound lengths; ``None``: not kept."""
         self._missed = 0
         """Calls in a row whose ints were not found in `_clean`."""
+        self._kept = 0
+        """Samples (plus one a call) of the calls kept in `_clean`: its size in memory, about."""
         exprs = [*spec.units, spec.tight, spec.scheme] + [e for f in spec.fields for e in (f.pad_value, f.stream_unit, f.when)]
         self.needs_coordinates = spec.cross_rank or any(
             e is not None and e.needs_coordinates for e in exprs) or any(
@@ -562,8 +566,10 @@ class _BoundaryCalls:
             self._missed += 1
         found, bound = self._lengths(c, sizes)
         if key is not None and not found:
-            if len(self._clean) >= _VERDICTS:  # type: ignore[arg-type]
+            self._kept += bound.n + 1
+            if len(self._clean) >= _VERDICTS or self._kept > _KEPT_SAMPLES:  # type: ignore[arg-type]
                 self._clean.clear()  # type: ignore[union-attr]
+                self._kept = bound.n + 1
             self._clean[key] = bound  # type: ignore[index]
         if not any(v.invariant in ("B1", "B5") and v.field.startswith("returns") for v in found):
             found += self._content(c, got, bound, sizes)

@@ -307,8 +307,10 @@ def _stream_equal(torch: Any, seen: Any, sources: Sequence[Any], padded_lengths:
     if plan is _UNPLANNED:
         plan = _stream_plan(counts, padded_lengths, layout, seen.shape[0])
         if key is not None:
-            if len(_PLANS) >= 256:  # a few hundred geometries (lists of ints); the table starts again when full
+            _LOOKUPS[2] += len(counts) + 1
+            if len(_PLANS) >= 256 or _LOOKUPS[2] > 1 << 16:  # a few MB of ints at most; then the table starts again
                 _PLANS.clear()
+                _LOOKUPS[2] = len(counts) + 1
             _PLANS[key] = plan
     if plan is None:
         return False  # a sample without its padded length, or parts past the stream's end: the per-sample check
@@ -364,8 +366,8 @@ each padded length) -> its pieces (`_stream_plan`), kept across calls (ints only
 _UNPLANNED: Any = object()
 _MISSES = 32
 """After this many streams in a row whose geometry was new, only one stream in this many looks its pieces up."""
-_LOOKUPS = [0, 0]
-"""Streams compared, and streams in a row whose geometry was not found in `_PLANS`."""
+_LOOKUPS = [0, 0, 0]
+"""Streams compared, streams in a row whose geometry was not found in `_PLANS`, and the samples of its plans."""
 
 
 def _stream_plan(counts: Sequence[int], padded_lengths: Sequence[int | None], layout: Layout,
