@@ -281,3 +281,26 @@ def test_a_wrong_value_after_a_clean_call_with_the_same_ints_is_still_named():
     assert [(v.invariant, v.sample) for v in checker.violations] == [("B6", 2)]
     pack(seqs, lengths, "cu")  # other ints: checked in full
     assert {v.invariant for v in checker.violations[1:]} == {"B1", "B4"}
+
+
+def test_a_boundary_whose_lengths_never_repeat_stops_looking_them_up_until_they_do():
+    from layoutcheck import LayoutChecker
+    from layoutcheck.runtime.checker import boundaries
+    from layoutcheck.runtime.contract.boundary import parse_boundary
+
+    def plan(seqs):
+        return [-(-s.shape[0] // 8) * 8 for s in seqs]
+
+    checker = LayoutChecker("record")
+    hooked = checker.wrap_boundary(parse_boundary(f"{__name__}:plan", {"args": {"seqs": "T"}, "returns": "len P",
+                                                                        "unit": [8]}, source_file="t.toml"), plan)
+    calls = hooked.__layoutcheck_boundary__
+    for n in range(1, boundaries._MISSES + 9):  # new lengths at every call
+        hooked([torch.ones(n), torch.ones(n + 3)])
+    assert calls._missed == boundaries._MISSES  # no key made since: one call in _MISSES looks its ints up
+    kept = len(calls._clean)
+    for _ in range(boundaries._MISSES):  # lengths met before, again and again: a lookup finds them
+        hooked([torch.ones(5), torch.ones(8)])
+    assert calls._missed == 0 and len(calls._clean) <= kept + 1
+    hooked([torch.ones(5), torch.ones(8)])  # from now on every call is looked up, and found
+    assert calls._missed == 0 and checker.violations == [] and checker.notes == []
