@@ -4,7 +4,7 @@ Usage::
 
     python benchmarks/boundary_overhead.py [--steps N] [--episodes N] [--median N]
     python benchmarks/boundary_overhead.py --per-contract [--calls N] [--root DIR]
-    python benchmarks/boundary_overhead.py --per-contract --before COMMIT [--rounds N]
+    python benchmarks/boundary_overhead.py --per-contract --before COMMIT [--rounds N] [--fresh]
 
 The workload is ``fixtures/packthd`` (no Miles names): each step plans the
 padded lengths of its episodes (log-normal true lengths around ``--median``
@@ -36,6 +36,11 @@ against another checkout of layoutcheck (say ``git archive COMMIT | tar -x
 (``git archive`` of the package into a scratch folder) and prints one table
 of both, each cell the best of ``--rounds`` processes per side, the
 processes of the two sides alternating so that a busy machine slows both.
+Every call gets the same batch unless ``--fresh``: then each call's
+episodes are the batch's cut by 1, 2, ... tokens (views), so that no call
+meets lengths another met, as a trainer's steps do not, and what a
+boundary keeps by lengths (clean B1-B5 verdicts, a packed stream's pieces)
+is never found again: the cost of a call that pays every check.
 
 CPU caveat: a step here is only slicing small tensors on the CPU; on a GPU
 the host time of the hooks overlaps with the kernels of a real step.
@@ -111,7 +116,7 @@ CALLS = textwrap.dedent("""
     from packthd import collate, cp, mesh
     from packthd.episodes import make_episodes
 
-    calls, median, only = int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+    calls, median, only, fresh = int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sys.argv[5] == "fresh"
     rng = random.Random(0)
     episodes = make_episodes([max(2, int(rng.lognormvariate(0, 0.6) * median)) for _ in range(64)], seed=0)
     hooks = session._hooks
@@ -124,19 +129,31 @@ CALLS = textwrap.dedent("""
         functions = [getattr(owner, only)]  # held in a list: installing rebinds module-level names only
         functions.append(inspect.unwrap(functions[0]))
         assert functions[0] is not functions[1], "the contract did not install"
-        lengths = inspect.unwrap(collate.plan)(episodes, collate.factors())
-        args = {"plan": (episodes, collate.factors()), "pack": (episodes, lengths),
-                "zigzag": (episodes[0].ids, lengths[0], 0)}[only]
+        def arguments(batch):
+            lengths = inspect.unwrap(collate.plan)(batch, collate.factors())
+            return {"plan": (batch, collate.factors()), "pack": (batch, lengths),
+                    "zigzag": (batch[0].ids, lengths[0], 0)}[only]
+
+        def trimmed(d):
+            # the batch with every episode longer than d + 2 cut by d tokens (views): lengths no call met before
+            return [e if e.ids.shape[0] <= d + 2 else type(e)(ids=e.ids[:-d], logp=e.logp[:-d], prompt=e.prompt)
+                    for e in episodes]
+
+        args = arguments(episodes)
         for _ in range(5):  # warm-up, hooked and not
             functions[0](*args)
             functions[1](*args)
         before = session.checker.checked["boundary calls"]
         times = {"on": [], "off": []}
         for i in range(calls):
+            # "fresh": each pair of calls (hooked and unhooked alike) gets lengths never met before, as each step
+            # of a trainer does, so that nothing kept across calls by lengths (clean verdicts, stream pieces) is
+            # found again; the batch is made just before, as a trainer's collate makes it
+            call_args = arguments(trimmed(i + 1)) if fresh else args
             for state in (("on", "off") if i % 2 else ("off", "on")):
                 function = functions[0] if state == "on" else functions[1]
                 start = time.perf_counter()
-                function(*args)
+                function(*call_args)
                 times[state].append(time.perf_counter() - start)
         checked = session.checker.checked["boundary calls"] - before
     diffs = sorted(a - b for a, b in zip(times["on"], times["off"]))
@@ -171,6 +188,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--before", metavar="COMMIT", help="--per-contract: also measure COMMIT's layoutcheck "
                         "(`git archive`), processes alternating, in one table")
     parser.add_argument("--rounds", type=int, default=2, help="--before: processes of each side per cell (default 2)")
+    parser.add_argument("--fresh", action="store_true", help="--per-contract: each call with lengths no call met "
+                        "before (the batch's episodes cut by 1, 2, ... tokens), as a trainer's steps are")
     args = parser.parse_args(argv)
     text = (ROOT / "fixtures" / "packthd.toml").read_text().replace('mode = "raise"', 'mode = "record"\nsummary = false')
     shapes = re.sub(r', from = "[^"]+"', "", text)
@@ -190,11 +209,12 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _run_calls(config: Path, calls: int, median: int, only: str, root: Path | None) -> dict:
+def _run_calls(config: Path, calls: int, median: int, only: str, root: Path | None, fresh: bool = False) -> dict:
     env = {k: v for k, v in os.environ.items() if not k.startswith("LAYOUTCHECK")}
     first = [str(root)] if root is not None else []
     env["PYTHONPATH"] = os.pathsep.join([*first, str(ROOT / "fixtures"), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
-    proc = subprocess.run([sys.executable, "-c", CALLS, str(config), str(calls), str(median), only],
+    proc = subprocess.run([sys.executable, "-c", CALLS, str(config), str(calls), str(median), only,
+                           "fresh" if fresh else "same"],
                           env=env, capture_output=True, text=True, check=False, cwd=str(root or ROOT))
     if proc.returncode:
         raise SystemExit(proc.stderr)
@@ -214,7 +234,8 @@ def side_by_side(args: argparse.Namespace, text: str, shapes: str) -> int:
     """``--per-contract --before COMMIT``: each contract's call before and after, processes alternating."""
     print(f"packthd: 64 episodes (median {args.median} tokens) packed as one micro-batch, cp=2 (rank 1), tp=2; "
           f"one contract installed, its function called {args.calls} times hooked and unhooked, alternating; "
-          f"before = {args.before}, after = this checkout; {args.rounds} process(es) of each, alternating, best kept")
+          f"before = {args.before}, after = this checkout; {args.rounds} process(es) of each, alternating, best kept; "
+          f"{'lengths new at every call' if args.fresh else 'one batch, every call'}")
     print(f"{'contract':>8}  {'samples':>7}  {'unhooked':>9}  {'shapes, before':>14}  {'shapes, after':>13}  "
           f"{'values, before':>14}  {'values, after':>13}   (best hooked call - best unhooked)")
     failed = 0
@@ -228,7 +249,8 @@ def side_by_side(args: argparse.Namespace, text: str, shapes: str) -> int:
                 best = {"before": float("inf"), "after": float("inf")}
                 for i in range(args.rounds):
                     for side in (("before", "after") if i % 2 == 0 else ("after", "before")):
-                        result = _run_calls(config, args.calls, args.median, only, before if side == "before" else None)
+                        result = _run_calls(config, args.calls, args.median, only, before if side == "before" else None,
+                                            args.fresh)
                         if result["violations"] or result["notes"]:
                             print(f"  {only} {name} {side}: {result['violations']} violations, {result['notes']} notes")
                             failed = 1
@@ -254,7 +276,7 @@ def per_contract(args: argparse.Namespace, text: str, shapes: str) -> int:
             for name, body in (("shapes", shapes), ("values", text)):
                 config = Path(tmp, f"{name}.toml")
                 config.write_text(body)
-                result = _run_calls(config, args.calls, args.median, only, args.root)
+                result = _run_calls(config, args.calls, args.median, only, args.root, args.fresh)
                 if result["checked"] != 2 * args.calls and result["checked"] != args.calls:
                     print(f"  {only} {name}: {result['checked']} calls checked of {args.calls}")
                 row.append(f"{result['best'] * 1e6:.0f} ({result['median'] * 1e6:.0f}) us")

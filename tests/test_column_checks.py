@@ -5,7 +5,9 @@ A clean call of a boundary contract is judged by whole columns of ints
 of the stream with its samples laid out (`content._clean_stream`); only a
 call with something to name goes sample by sample. Each test draws calls,
 right and broken, and holds the shortcut to the per-sample answer (and the
-return value bound on top of the arguments to binding them all at once).
+return value bound on top of the arguments to binding them all at once). A
+call whose ints passed B1-B5 before skips them: a boundary that keeps those
+verdicts reports word for word what one that checks every call reports.
 """
 
 from __future__ import annotations
@@ -67,6 +69,7 @@ def _check(stream, sources, samples, layout):
 @given(streams())
 def test_the_stream_shortcut_accepts_only_what_the_per_sample_check_passes(drawn):
     stream, sources, samples, layout, broken = drawn
+    content._LOOKUPS[1] = 0  # the pieces looked up by geometry (after many new geometries in a row, rarely)
     clean = content._clean_stream(stream, sources, samples, layout)
     with pytest.MonkeyPatch.context() as m:
         m.setattr(content, "_clean_stream", lambda *a, **k: False)  # the per-sample check alone
@@ -77,6 +80,33 @@ def test_the_stream_shortcut_accepts_only_what_the_per_sample_check_passes(drawn
         assert clean and slow == []  # the right stream takes the shortcut
     fast = _check(stream, sources, samples, layout)
     assert fast == slow  # the same violations, word for word
+    # the pieces are kept by the stream's geometry: asked again (the kept pieces), the same answer
+    content._LOOKUPS[1] = 0
+    assert content._clean_stream(stream, sources, samples, layout) == clean
+
+
+@FAST
+@given(st.sampled_from([torch.int64, torch.int32, torch.float32, torch.float64, torch.bool, torch.bfloat16]),
+       st.integers(0, 40), st.sampled_from(["same", "one", "nan", "zero", "grad", "dtype", "shorter", "view"]))
+def test_the_comparison_of_host_tensors_is_torch_equal(dtype, n, change):
+    gen = torch.Generator().manual_seed(n)
+    seen = torch.randint(0, 5, (n, 2), generator=gen).to(dtype)
+    want = seen.clone()
+    if change == "one" and n:
+        want[n // 2, 1] = 7 if dtype != torch.bool else not bool(want[n // 2, 1])
+    elif change == "nan" and n and dtype.is_floating_point:
+        seen[0, 0] = want[0, 0] = float("nan")  # NaN equals nothing, itself included
+    elif change == "zero" and dtype.is_floating_point:
+        seen, want = torch.zeros(n, 2, dtype=dtype), -torch.zeros(n, 2, dtype=dtype)  # -0.0 == 0.0
+    elif change == "grad" and dtype.is_floating_point:
+        want = want.requires_grad_()  # numpy cannot view it: torch compares
+    elif change == "dtype":
+        want = want.to(torch.float64 if dtype != torch.float64 else torch.float32)
+    elif change == "shorter":
+        want = want[: max(n - 1, 0)]
+    elif change == "view":
+        seen = torch.stack([seen, seen], dim=1)[:, 0]  # a strided view
+    assert content.equal(seen, want) == torch.equal(seen, want)
 
 
 def test_the_stream_shortcut_leaves_sources_of_another_shape_to_the_per_sample_check():
@@ -146,3 +176,131 @@ def test_binding_the_returns_on_top_of_the_arguments_is_binding_them_all(drawn):
     assert first.columns == columns  # the start is not changed
     assert (after.columns, after.by, after.spaces) == (together.columns, together.by, together.spaces)
     assert before + more == found
+
+
+# --- a call whose ints passed B1-B5 before ----------------------------------------------------------------
+
+
+class _Ranks:
+    cp, rank, tp = 2, 1, 2
+
+
+RANKS = _Ranks()
+
+_PACK = {
+    "args": {"seqs": "T", "lengths": "len P"},
+    "returns": {"0": {"space": "P packed cp", "from": "args.seqs", "pad-value": 0}, "1": "cu P packed"},
+    "unit": ["2 * cp", "tp * 4"],
+}
+
+
+def _zigzag(t, length, pad=0):
+    cp, r = RANKS.cp, RANKS.rank
+    c = -(-length // (2 * cp))
+    t = torch.cat([t, t.new_full((2 * cp * c - t.shape[0],), pad)])
+    return torch.cat([t[r * c:(r + 1) * c], t[(2 * cp - 1 - r) * c:(2 * cp - r) * c]])
+
+
+def _pack(seqs, lengths, broken="none"):
+    """Each sequence padded to its length, this rank's zigzag part, one stream; ``broken``: one planted fault."""
+    order = list(range(len(seqs)))
+    if broken == "order":
+        order.reverse()
+    parts = [_zigzag(seqs[i], lengths[i]) for i in order]
+    if broken == "value":
+        parts[-1] = parts[-1].clone()
+        parts[-1][0] += 100
+    if broken == "unsliced":
+        parts[0] = torch.cat([seqs[order[0]], seqs[order[0]].new_zeros(lengths[order[0]] - seqs[order[0]].shape[0])])
+    cu = [0]
+    for i in order:
+        cu.append(cu[-1] + lengths[i])
+    if broken == "cu":
+        cu[-1] += 4
+    out = [torch.cat(parts).unsqueeze(0), cu]
+    return out if broken != "drop" else [torch.cat(parts[:-1] or [parts[0][:0]]).unsqueeze(0), cu[:-1]]
+
+
+@st.composite
+def pack_calls(draw):
+    """A run of calls over a few batches (so that their ints repeat), each call right or with one fault."""
+    batches = []
+    for _ in range(draw(st.integers(1, 3))):
+        totals = draw(st.lists(st.integers(1, 30), min_size=1, max_size=5))
+        unit = draw(st.sampled_from([8, 4, 16]))  # 8 = lcm(2 * cp, tp * 4); 4 leaves B3 to catch, 16 B2
+        seqs = [torch.arange(1, t + 1) * 10 + k for k, t in enumerate(totals)]
+        batches.append((seqs, [-(-t // unit) * unit for t in totals]))
+    kinds = st.sampled_from(["none", "none", "value", "order", "unsliced", "cu", "drop"])
+    return [(batches[draw(st.integers(0, len(batches) - 1))], draw(kinds)) for _ in range(draw(st.integers(1, 8)))]
+
+
+@FAST
+@given(pack_calls())
+def test_a_boundary_that_keeps_clean_verdicts_reports_what_checking_every_call_reports(calls):
+    from layoutcheck import LayoutChecker
+    from layoutcheck.runtime.checker.boundaries import Coordinates
+    from layoutcheck.runtime.contract.boundary import parse_boundary, parse_source
+
+    coords = Coordinates(tp_size=parse_source(f"{__name__}:RANKS.tp", what="tp"),
+                         cp_size=parse_source(f"{__name__}:RANKS.cp", what="cp"),
+                         cp_rank=parse_source(f"{__name__}:RANKS.rank", what="rank"))
+
+    def pack(seqs, lengths, broken):
+        return _pack(seqs, lengths, broken)
+
+    spec = parse_boundary(f"{__name__}:pack", _PACK, source_file="t.toml")
+    kept, every = LayoutChecker("record"), LayoutChecker("record")
+    fast, slow = kept.wrap_boundary(spec, pack, coords), every.wrap_boundary(spec, pack, coords)
+    slow.__layoutcheck_boundary__._clean = None  # every call checked in full
+    for (seqs, lengths), broken in calls:
+        fast(seqs, lengths, broken)
+        slow(seqs, lengths, broken)
+        assert [str(v) for v in kept.violations] == [str(v) for v in every.violations]  # word for word
+        assert kept.notes == every.notes == []
+        if broken == "none" and lengths == [-(-s.shape[0] // 8) * 8 for s in seqs]:
+            assert fast.__layoutcheck_boundary__._clean  # a right call's ints are kept
+    if any(b == "value" for _, b in calls):
+        assert any(v.invariant == "B6" for v in kept.violations)  # values are compared on every call
+
+
+def test_a_wrong_value_after_a_clean_call_with_the_same_ints_is_still_named():
+    from layoutcheck import LayoutChecker
+    from layoutcheck.runtime.checker.boundaries import Coordinates
+    from layoutcheck.runtime.contract.boundary import parse_boundary, parse_source
+
+    coords = Coordinates(tp_size=parse_source(f"{__name__}:RANKS.tp", what="tp"),
+                         cp_size=parse_source(f"{__name__}:RANKS.cp", what="cp"),
+                         cp_rank=parse_source(f"{__name__}:RANKS.rank", what="rank"))
+    checker = LayoutChecker("record")
+    pack = checker.wrap_boundary(parse_boundary(f"{__name__}:_pack", _PACK, source_file="t.toml"), _pack, coords)
+    seqs = [torch.arange(1, t + 1) for t in (5, 13, 2)]
+    lengths = [8, 16, 8]
+    pack(seqs, lengths)
+    assert checker.violations == [] and len(pack.__layoutcheck_boundary__._clean) == 1
+    pack(seqs, lengths, "value")  # the same ints: B1-B5 skipped, the values compared
+    assert [(v.invariant, v.sample) for v in checker.violations] == [("B6", 2)]
+    pack(seqs, lengths, "cu")  # other ints: checked in full
+    assert {v.invariant for v in checker.violations[1:]} == {"B1", "B4"}
+
+
+def test_a_boundary_whose_lengths_never_repeat_stops_looking_them_up_until_they_do():
+    from layoutcheck import LayoutChecker
+    from layoutcheck.runtime.checker import boundaries
+    from layoutcheck.runtime.contract.boundary import parse_boundary
+
+    def plan(seqs):
+        return [-(-s.shape[0] // 8) * 8 for s in seqs]
+
+    checker = LayoutChecker("record")
+    hooked = checker.wrap_boundary(parse_boundary(f"{__name__}:plan", {"args": {"seqs": "T"}, "returns": "len P",
+                                                                        "unit": [8]}, source_file="t.toml"), plan)
+    calls = hooked.__layoutcheck_boundary__
+    for n in range(1, boundaries._MISSES + 9):  # new lengths at every call
+        hooked([torch.ones(n), torch.ones(n + 3)])
+    assert calls._missed == boundaries._MISSES  # no key made since: one call in _MISSES looks its ints up
+    kept = len(calls._clean)
+    for _ in range(boundaries._MISSES):  # lengths met before, again and again: a lookup finds them
+        hooked([torch.ones(5), torch.ones(8)])
+    assert calls._missed == 0 and len(calls._clean) <= kept + 1
+    hooked([torch.ones(5), torch.ones(8)])  # from now on every call is looked up, and found
+    assert calls._missed == 0 and checker.violations == [] and checker.notes == []

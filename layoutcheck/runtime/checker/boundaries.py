@@ -259,6 +259,11 @@ def _entry_lengths(entries: list[Any], axis: int) -> list[int]:
     # once per sample and field on every call: the general reading builds a tuple per entry)
     torch = sys.modules.get("torch")
     tensor = torch.Tensor if torch is not None else None
+    if axis >= 0 and set(map(type, entries)) == {tensor}:  # plain tensors only (the usual call): one loop, no test
+        try:
+            return [entry.shape[axis] for entry in entries]
+        except IndexError:  # one with fewer axes: -1 for it, below
+            pass
     return [(-1 if not (got := entry.shape) or axis >= len(got) else got[axis]) if type(entry) is tensor
             else _entry_length(entry, axis) for entry in entries]
 
@@ -374,6 +379,35 @@ class _Call:
     stream_units: dict[str, int]
 
 
+_VERDICTS = 256
+"""How many clean calls' ints a boundary keeps (`_verdict_key`); the table starts again when full."""
+_KEPT_SAMPLES = 1 << 16
+"""...and over how many samples in all (a few MB of ints: calls of thousands of samples keep fewer)."""
+_MISSES = 32
+"""After this many calls in a row whose ints were new, only one call in this many looks its ints up."""
+
+
+def _verdict_key(c: _Call) -> tuple[Any, ...]:
+    """Everything B1-B5 read of a call, as one tuple (to hash; one that cannot be hashed is not kept).
+
+    B1-B5 (`_BoundaryCalls._lengths`) are a function of the call's
+    coordinates, scheme, units, tightness and stream units and of each
+    reading's field, kind, lengths, stream total, cumulative lengths and
+    schedule (its space is the field's, resolved by the scheme): two calls
+    with equal keys get the same verdict. Only clean verdicts are kept, so
+    a call whose ints were seen clean skips B1-B5; any other call runs
+    them and names what is wrong. The values (B6, row contents) are never
+    kept: each call compares its own.
+    """
+    coords = c.coords
+    parts: list[Any] = [coords["tp"], coords["cp"], coords["rank"], c.scheme, c.tight, tuple(c.units),
+                        tuple(c.stream_units.items())]
+    for r in c.readings:
+        parts += (r.spec.key, r.shape, None if r.lengths is None else tuple(r.lengths), r.total,
+                  None if r.cu is None else tuple(r.cu), None if r.schedule is None else tuple(map(tuple, r.schedule)))
+    return tuple(parts)
+
+
 class _BoundaryCalls:
     """The state of one installed boundary: its call count and the checks of each call."""
 
@@ -389,6 +423,12 @@ class _BoundaryCalls:
         """Whether the units are a function of the coordinates alone (literals, ``tp``, ``cp``): kept per coordinates."""
         self._units: dict[tuple[int, int, int] | None, list[tuple[str, int]]] = {}
         self.rows = [f for f in spec.fields if f.holds == "rows"]
+        self._clean: dict[tuple[Any, ...], invariants.Bound] | None = {}
+        """The ints of calls that passed B1-B5 (`_verdict_key`) -> their bound lengths; ``None``: not kept."""
+        self._missed = 0
+        """Calls in a row whose ints were not found in `_clean`."""
+        self._kept = 0
+        """Samples (plus one a call) of the calls kept in `_clean`: its size in memory, about."""
         exprs = [*spec.units, spec.tight, spec.scheme] + [e for f in spec.fields for e in (f.pad_value, f.stream_unit, f.when)]
         self.needs_coordinates = spec.cross_rank or any(
             e is not None and e.needs_coordinates for e in exprs) or any(
@@ -509,10 +549,36 @@ class _BoundaryCalls:
                 r.cu = ints
             else:
                 r.lengths = ints
-        n = self._count(c.readings)
         sizes: dict[str, object] = {}
         if c.coords["cp"] > 1 or any(r.space is not None and (r.space.cp is not None) for r in c.readings):
             sizes = {"cp": c.coords["cp"], "r": c.coords["rank"], "scheme": c.scheme}
+        # calls whose ints never repeat (each step's new lengths) stop paying for the key: after _MISSES misses in a
+        # row it is made on one call in _MISSES only, until one of them finds its ints again
+        key = _verdict_key(c) if self._clean is not None and (self._missed < _MISSES or c.k % _MISSES == 0) else None
+        try:
+            bound = self._clean.get(key) if key is not None else None  # type: ignore[union-attr]
+        except TypeError:  # something in the readings is not hashable: checked in full, not kept
+            key = bound = None
+        if bound is not None:  # these ints passed B1-B5 before, and B1-B5 read nothing else: only the values are left
+            self._missed = 0
+            return self._content(c, got, bound, sizes) + self._rows(c, got, bound, sizes)
+        if key is not None:
+            self._missed += 1
+        found, bound = self._lengths(c, sizes)
+        if key is not None and not found:
+            self._kept += bound.n + 1
+            if len(self._clean) >= _VERDICTS or self._kept > _KEPT_SAMPLES:  # type: ignore[arg-type]
+                self._clean.clear()  # type: ignore[union-attr]
+                self._kept = bound.n + 1
+            self._clean[key] = bound  # type: ignore[index]
+        if not any(v.invariant in ("B1", "B5") and v.field.startswith("returns") for v in found):
+            found += self._content(c, got, bound, sizes)
+            found += self._rows(c, got, bound, sizes)
+        return found
+
+    def _lengths(self, c: _Call, sizes: dict[str, object]) -> tuple[list[Violation], invariants.Bound]:
+        # B1-B5 over the call's ints (lengths, cumulative lengths, stream totals, schedules, units, coordinates)
+        n = self._count(c.readings)
         args = [r for r in c.readings if r.spec.path.root == "args"]
         rets = [r for r in c.readings if r.spec.path.root == "returns"]
         # both sides say lengths: their order (B5); one sample cannot come back in another order
@@ -541,10 +607,7 @@ class _BoundaryCalls:
         for r in c.readings:
             if r.shape == "schedule":
                 found += invariants.check_schedule(r, n or None, c.where, sizes)
-        if not any(v.invariant in ("B1", "B5") and v.field.startswith("returns") for v in found):
-            found += self._content(c, got, bound, sizes)
-            found += self._rows(c, got, bound, sizes)
-        return found
+        return found, bound
 
     def _rows(self, c: _Call, got: Mapping[str, Any], bound: invariants.Bound,
               sizes: dict[str, object]) -> list[Violation]:
@@ -606,8 +669,14 @@ class _BoundaryCalls:
                 axis=_axis(f, (1 if target.dim() >= 2 else 0) if reading.shape == "stream" else 0),
             )
             packed = reading.shape == "stream"
+            counts = None
+            if packed and type(source) is list and not source_field.axis and source_field.mask is None:
+                # the sources' lengths, read with the source field's shape from these same entries: not read again
+                held = next((r for r in c.readings if r.spec is source_field), None)
+                if held is not None and held.shape == "list" and held.lengths is not None:
+                    counts = held.lengths
             if packed and content.clean_stream(target, samples, bound.columns.get("T") or [None] * bound.n,
-                                               bound.columns.get("P") or [None] * bound.n, layout):
+                                               bound.columns.get("P") or [None] * bound.n, layout, counts=counts):
                 continue  # the whole stream equals its samples laid out (the clean call: no lengths objects made)
             lengths = bound.samples()  # made once per call, shared by the fields
             out += content.check_content(

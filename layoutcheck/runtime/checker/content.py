@@ -36,7 +36,7 @@ from layoutcheck.errors import Violation
 from layoutcheck.runtime.contract.invariants import HINTS, hint
 from layoutcheck.spaces import SampleLengths, Space
 
-__all__ = ["Layout", "RowLayout", "check_content", "check_rows", "clean_stream", "row_samples", "source_samples"]
+__all__ = ["Layout", "RowLayout", "check_content", "check_rows", "clean_stream", "equal", "row_samples", "source_samples"]
 
 
 @dataclass(frozen=True)
@@ -242,7 +242,7 @@ def _clean_stream(target: Any, sources: Sequence[Any], samples: Sequence[SampleL
 
 
 def clean_stream(target: Any, sources: Sequence[Any], totals: Sequence[int | None], padded: Sequence[int | None],
-                 layout: Layout) -> bool:
+                 layout: Layout, *, counts: Sequence[int] | None = None) -> bool:
     """Whether a packed stream is exactly its samples laid out, compared in one piece (``False``: not known).
 
     ``totals`` and ``padded`` are the call's columns of ``T`` and ``P``
@@ -251,22 +251,26 @@ def clean_stream(target: Any, sources: Sequence[Any], totals: Sequence[int | Non
     values) and the tail all pads; on anything else (a difference, a dtype
     that differs, pads of unknown value, an all-gather window, a sample
     without the lengths it needs) ``False``, and the per-sample comparison
-    says what and where.
+    says what and where. ``counts``: each source's length along its first
+    axis when the caller has read them already (else read here).
 
     The expected stream is built by host ints only: each sample's true
     positions on this rank are views of its source (the source itself
     where it is whole), its pads views of one pad-filled tensor, adjacent
-    pieces joined, then one ``cat`` and one ``torch.equal`` (no per-sample
-    layout is built, and the sources are not concatenated first: the
-    stream holds only this rank's part of them). Gathering by an index of
+    pieces joined, then one ``cat`` and one comparison (`equal`; no
+    per-sample layout is built, and the sources are not concatenated first:
+    the stream holds only this rank's part of them). The pieces, ints
+    alone, are kept by the stream's geometry (`_stream_plan`): a stream of
+    lengths met before is not worked out again. Gathering by an index of
     every position instead (one ``cumsum`` and one ``index_select`` over
-    the stream) measured 8-13% slower on CPU (benchmarks/README.md).
+    the stream) measured 8-13% slower on CPU, and by an index kept per
+    geometry no faster over two streams (benchmarks/README.md).
     """
     torch = _torch()
     cp_part = layout.space.cp
     if not _numeric(layout.pad_value) or (cp_part is not None and cp_part.scheme == "allgather" and layout.cp > 1):
         return False
-    if not sources or len(totals) != len(sources) or None in totals or any(d is None for d in sources):
+    if not sources or len(totals) != len(sources) or None in totals or type(None) in set(map(type, sources)):
         return False
     seen = target.movedim(layout.axis, 0)
     if layout.axis != 0 and seen.dim() > 1 and seen.shape[1] == 1:
@@ -280,17 +284,103 @@ def clean_stream(target: Any, sources: Sequence[Any], totals: Sequence[int | Non
         if set(map(torch.Tensor.dim, sources)) != {len(rest) + 1} or (
                 rest and any(tuple(d.shape[1:]) != rest for d in sources)):
             return False
-        return _stream_equal(torch, seen, sources, padded, layout, dtype, rest)
+        if counts is None or len(counts) != len(sources):
+            counts = [d.shape[0] for d in sources]  # each source's length (sequence axis first; `len` costs more)
+        return _stream_equal(torch, seen, sources, padded, layout, dtype, rest, counts)
     except (TypeError, IndexError, RuntimeError):  # sources that do not stack (0-d, another width): sample by sample
         return False
 
 
 def _stream_equal(torch: Any, seen: Any, sources: Sequence[Any], padded_lengths: Sequence[int | None],
-                  layout: Layout, dtype: Any, rest: tuple[int, ...]) -> bool:
+                  layout: Layout, dtype: Any, rest: tuple[int, ...], counts: Sequence[int]) -> bool:
     # `clean_stream` past its guards: a source of another dtype is promoted by `cat` and then compared with
-    # `torch.equal`, which says equal only for equal values (what the per-sample check compares after a cast)
+    # `torch.equal` (`equal`), which says equal only for equal values (what the per-sample check compares after a
+    # cast). The pieces are kept by the stream's geometry (ints only); streams whose geometry never repeats (each
+    # step's new lengths) stop paying for the key: after _MISSES misses in a row, one stream in _MISSES looks it up
+    key, plan = None, _UNPLANNED
+    _LOOKUPS[0] += 1
+    if _LOOKUPS[1] < _MISSES or _LOOKUPS[0] % _MISSES == 0:
+        key = (layout.space.key, layout.source_space.key, layout.cp, layout.rank, layout.stream_unit, seen.shape[0],
+               tuple(counts), tuple(padded_lengths))
+        plan = _PLANS.get(key, _UNPLANNED)
+        _LOOKUPS[1] = 0 if plan is not _UNPLANNED else _LOOKUPS[1] + 1
+    if plan is _UNPLANNED:
+        plan = _stream_plan(counts, padded_lengths, layout, seen.shape[0])
+        if key is not None:
+            _LOOKUPS[2] += len(counts) + 1
+            if len(_PLANS) >= 256 or _LOOKUPS[2] > 1 << 16:  # a few MB of ints at most; then the table starts again
+                _PLANS.clear()
+                _LOOKUPS[2] = len(counts) + 1
+            _PLANS[key] = plan
+    if plan is None:
+        return False  # a sample without its padded length, or parts past the stream's end: the per-sample check
+    cuts, pads, order, length = plan
+    # a view of each source where it is cut (the source itself where it is whole): no copy of the sources, of
+    # which this rank's stream holds only a part (concatenating them first, then cutting, cost more)
+    pieces = [sources[i] if a == 0 and b == counts[i] else sources[i][a:b] for i, a, b in cuts]
+    if pads:
+        trues = iter(pieces)
+        fills = iter(torch.full((sum(pads), *rest), layout.pad_value, dtype=dtype).split(pads))
+        pieces = [next(trues) if real else next(fills) for real in order]
+    want = torch.cat(pieces) if pieces else seen[:0]
+    return equal(seen[:length], want)
+
+
+_NUMPY: list[Any] = []
+"""numpy once looked for (``[None]`` when it is not installed)."""
+
+
+def _numpy() -> Any:
+    if not _NUMPY:
+        try:
+            import numpy
+        except ImportError:  # torch without numpy: torch compares
+            _NUMPY.append(None)
+        else:
+            _NUMPY.append(numpy)
+    return _NUMPY[0]
+
+
+def equal(seen: Any, want: Any) -> bool:
+    """``torch.equal(seen, want)`` for host tensors: the same shape and every position equal (NaN never is).
+
+    Two CPU tensors of one dtype are compared through numpy views of them
+    (no copy): `numpy.array_equal` answers as `torch.equal` does at a half
+    (int64) to a quarter (float32) of its cost on a 49k-position stream
+    (benchmarks/README.md). What numpy cannot view (bfloat16, a tensor that
+    requires grad, another device) and tensors of two dtypes go to
+    `torch.equal`.
+    """
+    numpy = _numpy() if seen.dtype is want.dtype else None
+    if numpy is not None:
+        try:
+            return bool(numpy.array_equal(seen.numpy(), want.numpy()))
+        except (TypeError, RuntimeError):
+            pass
+    return bool(_torch().equal(seen, want))
+
+
+_PLANS: dict[tuple[Any, ...], tuple[list[list[int]], list[int], list[bool], int] | None] = {}
+"""A packed stream's layout by its geometry (spaces, cp, rank, stream unit, the stream's and each source's length,
+each padded length) -> its pieces (`_stream_plan`), kept across calls (ints only)."""
+_UNPLANNED: Any = object()
+_MISSES = 32
+"""After this many streams in a row whose geometry was new, only one stream in this many looks its pieces up."""
+_LOOKUPS = [0, 0, 0]
+"""Streams compared, streams in a row whose geometry was not found in `_PLANS`, and the samples of its plans."""
+
+
+def _stream_plan(counts: Sequence[int], padded_lengths: Sequence[int | None], layout: Layout,
+                 length_seen: int) -> tuple[list[list[int]], list[int], list[bool], int] | None:
+    """The expected stream as pieces, from ints alone: ``(cuts, pads, order, length)``; ``None``: not decidable here.
+
+    ``cuts``: each true piece as [sample, start, end) in the sample's own
+    positions; ``pads``: each pad piece's length; ``order``: the pieces in
+    stream order (``True`` a true piece); ``length``: the positions they
+    cover, the tail padding included. ``None`` for a sample without the
+    padded length it needs, or parts that run past the stream's end.
+    """
     cp_part = layout.space.cp
-    counts = [d.shape[0] for d in sources]  # each source's length (its sequence axis first; `len` costs more)
     shift = layout.space.shift - layout.source_space.shift
     padded = layout.space.basis == "P" and layout.source_space.basis != "P"
     left = layout.space.pad_side == "left"
@@ -314,7 +404,7 @@ def _stream_equal(torch: Any, seen: Any, sources: Sequence[Any], padded_lengths:
         length = true
         if padded:
             if p is None:
-                return False
+                return None
             length = p
         if zigzag:
             materialised = materialised_of.get(length)
@@ -360,19 +450,12 @@ def _stream_equal(torch: Any, seen: Any, sources: Sequence[Any], padded_lengths:
                     pads.append(b - a)
                     order.append(False)
                 stream += b - a
-    if seen.shape[0] < stream:
-        return False  # a part runs past the stream's end: the per-sample check names it
-    tail = min(geometry.round_up(stream, layout.stream_unit), seen.shape[0]) - stream
+    if length_seen < stream:
+        return None  # a part runs past the stream's end: the per-sample check names it
+    tail = min(geometry.round_up(stream, layout.stream_unit), length_seen) - stream
     if tail:
         _pad_piece(pads, order, tail)
-    # a view of each source where it is cut (the source itself where it is whole): no copy of the sources, of
-    # which this rank's stream holds only a part (concatenating them first, then cutting, cost more)
-    trues = iter([sources[i] if a == 0 and b == counts[i] else sources[i][a:b] for i, a, b in cuts])
-    filler = torch.full((sum(pads), *rest), layout.pad_value, dtype=dtype)
-    fills = iter(filler.split(pads)) if pads else iter(())
-    pieces = [next(trues) if real else next(fills) for real in order]
-    want = torch.cat(pieces) if pieces else seen[:0]
-    return bool(torch.equal(seen[:stream + tail], want))
+    return cuts, pads, order, stream + tail  # type: ignore[return-value]
 
 
 def _pad_piece(pads: list[int], order: list[bool], length: int) -> None:
