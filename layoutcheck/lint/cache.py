@@ -27,7 +27,7 @@ entry that does not parse is a miss, never a crash. Facts are plain JSON,
 never pickles: a cache folder someone else wrote can do no harm. They are
 decoded field by field to the types extraction makes (a span is a tuple
 again, not a list), so no rule sees a difference between a cached file and
-a fresh one (`layoutcheck.model.facts.object_hook`; tests/test_cache_types.py,
+a fresh one (`layoutcheck.model.facts.from_cache_data`; tests/test_cache_types.py,
 tests/test_cache_property.py).
 
 The same folder keeps, under ``config/``, the validated values of each
@@ -68,7 +68,7 @@ __all__ = [
     "write_validated_config",
 ]
 
-CACHE_VERSION = 3
+CACHE_VERSION = 4
 
 _GITIGNORE = "# Created by layoutcheck: the whole folder is a cache.\n*\n"
 _CACHEDIR_TAG = (
@@ -210,15 +210,23 @@ class ResultCache:
         text = "\0".join((self.fingerprint, *("\1".join(f) for f in sorted(files))))
         return hashlib.sha256(text.encode()).hexdigest()
 
-    def _entry(self, kind: str, key: str) -> Path:
-        # Sharded by the first two hex digits: no folder grows past a few thousand files.
-        return self.directory / kind / key[:2] / f"{key[2:]}.json"
+    def _entry(self, kind: str, key: str) -> str:
+        # Sharded by the first two hex digits: no folder grows past a few thousand files. A string,
+        # not a `Path`: a one-file run reads every other file's entry, and pathlib's joins and
+        # `read_bytes` cost it a few milliseconds more than these.
+        return os.path.join(self._folder, kind, key[:2], key[2:] + ".json")
+
+    @property
+    def _folder(self) -> str:
+        return os.fspath(self.directory)
 
     def _read(self, kind: str, key: str, hook: Any = None) -> dict[str, Any] | None:
         if not self.enabled:
             return None
         try:
-            data = json.loads(self._entry(kind, key).read_bytes(), object_hook=hook)
+            with open(self._entry(kind, key), "rb") as handle:
+                raw = handle.read()
+            data = json.loads(raw, object_hook=hook)
             if not isinstance(data, dict) or data.get("v") != CACHE_VERSION:
                 raise ValueError("other cache version")
         except (OSError, ValueError, TypeError, AttributeError):
@@ -230,7 +238,7 @@ class ResultCache:
     def _write(self, kind: str, key: str, data: dict[str, Any]) -> None:
         if not self.enabled:
             return
-        target = self._entry(kind, key)
+        target = Path(self._entry(kind, key))
         try:
             target.parent.mkdir(parents=True, exist_ok=True)
             _write_atomic(target, json.dumps({"v": CACHE_VERSION, **data}, separators=(",", ":")).encode())
@@ -239,11 +247,11 @@ class ResultCache:
             pass  # a full disk or a read-only folder costs speed, never the run
 
     def get_file(self, key: str) -> dict[str, Any] | None:
-        """A file entry: ``facts`` (a `FileFacts`, built while the JSON is parsed; its calls
+        """A file entry: ``facts`` (a `FileFacts`, built from its positional form; its calls
         decoded when the project asks for them), ``findings`` and ``errors`` rows, ``parsed``."""
-        from layoutcheck.model.facts import from_cache_data, object_hook
+        from layoutcheck.model.facts import from_cache_data
 
-        data = self._read("files", key, object_hook)
+        data = self._read("files", key)
         if data is None:
             return None
         try:

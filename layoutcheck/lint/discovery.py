@@ -82,6 +82,15 @@ def _under(path: str, folder: str) -> bool:
     return path == folder or path.startswith(folder.rstrip(os.sep) + os.sep)
 
 
+def _below(path: str, folder: str) -> str:
+    """``os.path.relpath(path, folder)`` for a ``path`` `_under` ``folder``, both absolute and
+    normalised: a prefix cut (a one-file run names every file of its project twice, and
+    `os.path.relpath` normalises both paths again each time)."""
+    if path == folder:
+        return "."
+    return path[len(folder.rstrip(os.sep) + os.sep):]
+
+
 class _Walker:
     def __init__(self, root: Path, exclude: Sequence[str], skip: Iterable[Path], cwd: Path,
                  log: InputLog | None = None, respect_gitignore: bool = True):
@@ -145,10 +154,10 @@ class _Walker:
         return rules
 
     def display(self, path: str) -> str:
-        return os.path.relpath(path, self.cwd) if _under(path, self.cwd) and path != self.cwd else path
+        return _below(path, self.cwd) if _under(path, self.cwd) and path != self.cwd else path
 
     def relpath(self, path: str) -> str:
-        rel = os.path.relpath(path, self.root) if _under(path, self.root) else path
+        rel = _below(path, self.root) if _under(path, self.root) else path
         return rel.replace(os.sep, "/")
 
     def excluded(self, path: str, is_dir: bool, patterns: Sequence[str] | None = None) -> bool:
