@@ -3,14 +3,16 @@
 The cache stores facts as JSON, which has arrays, not tuples: a span read back
 as a list once made LC113 crash (``unhashable type: 'list'``) on every file of
 a tree, on the second run only. So every fixture file's facts go through both
-cache forms (`cache_data` with its lazily decoded calls, and `to_data`) and
-are compared with the fresh ones value by value and type by type.
+forms (the cache's, `cache_data` through `marshal` with its lazily decoded
+calls, and JSON's, `to_data`) and are compared with the fresh ones value by
+value and type by type.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import marshal
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +21,7 @@ import pytest
 from layoutcheck.lint.settings import LintSettings
 from layoutcheck.model.extract import extract
 from layoutcheck.model.facts import (
-    FileFacts, Span, cache_data, ensure_calls, from_cache_data, from_data, object_hook, to_data,
+    FileFacts, Span, cache_data, ensure_calls, from_cache_data, from_data, to_data,
 )
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -42,9 +44,9 @@ def assert_same(fresh: Any, back: Any, where: str) -> None:
 
 
 def through_cache(facts: FileFacts) -> FileFacts:
-    """What a later run reads: the file entry's JSON, parsed with the cache's hook, its calls decoded."""
-    blob = json.dumps({"facts": cache_data(facts)}, separators=(",", ":"))
-    back = from_cache_data(json.loads(blob, object_hook=object_hook)["facts"])
+    """What a later run reads: the file entry as `layoutcheck.lint.cache` writes it, its calls decoded."""
+    blob = marshal.dumps({"facts": cache_data(facts)})
+    back = from_cache_data(marshal.loads(blob)["facts"])
     ensure_calls(back)
     return back
 
