@@ -35,7 +35,7 @@ import os
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cached_property, lru_cache
 
 __all__ = ["IGNORE_FILES", "IgnoreRules", "Pattern", "compile_line", "folder_patterns", "parse_ignore_file"]
 
@@ -45,12 +45,18 @@ IGNORE_FILES = (".gitignore", ".ignore")
 
 @dataclass(frozen=True)
 class Pattern:
-    """One line of an ignore file, compiled; `regex` matches a ``/`` path relative to the file's folder."""
+    """One line of an ignore file; `regex` matches a ``/`` path relative to the file's folder."""
 
     text: str
-    regex: re.Pattern[str]
+    source: str
+    """The regular expression, compiled on first use (`regex`): a folder's patterns are usually
+    matched all at once (`IgnoreRules`), by one expression of them all."""
     negated: bool
     dir_only: bool
+
+    @cached_property
+    def regex(self) -> re.Pattern[str]:
+        return re.compile(self.source, re.DOTALL)
 
 
 def _class(pattern: str, i: int) -> tuple[str, int] | None:
@@ -137,7 +143,7 @@ def compile_line(line: str) -> Pattern | None:
     regex = _translate(body)
     if not anchored:
         regex = "(?:[^/]*/)*" + regex
-    return Pattern(stripped, re.compile(regex + r"\Z", re.DOTALL), negated, dir_only)
+    return Pattern(stripped, regex + r"\Z", negated, dir_only)
 
 
 def parse_ignore_file(text: str) -> tuple[Pattern, ...]:
@@ -149,17 +155,19 @@ def parse_ignore_file(text: str) -> tuple[Pattern, ...]:
 class IgnoreRules:
     """The ignore files in effect inside one folder: ``(folder, patterns)``, the outermost first."""
 
-    chain: tuple[tuple[str, tuple[Pattern, ...]], ...] = ()
+    chain: tuple[tuple[str, tuple[Pattern, ...], tuple[re.Pattern[str] | None, re.Pattern[str] | None]], ...] = ()
+    """Per folder: its patterns, and the expressions of them all for a file and for a folder (`_any_of`)."""
 
     def inside(self, folder: str, patterns: Sequence[Pattern]) -> IgnoreRules:
         """The rules inside ``folder``, whose own ignore files hold ``patterns``."""
         if not patterns:
             return self
-        return IgnoreRules((*self.chain, (folder, tuple(patterns))))
+        patterns = tuple(patterns)
+        return IgnoreRules((*self.chain, (folder, patterns, (_any_of(patterns, False), _any_of(patterns, True)))))
 
     def ignored(self, path: str, is_dir: bool) -> bool:
         """Does the deepest ignore file with a pattern matching ``path`` (absolute) ignore it?"""
-        for folder, patterns in reversed(self.chain):
+        for folder, patterns, any_of in reversed(self.chain):
             # Paths and folders are both absolute and normalised: a prefix test, not `relpath` (the walk
             # asks for every entry of every folder).
             prefix = folder if folder.endswith(os.sep) else folder + os.sep
@@ -168,6 +176,11 @@ class IgnoreRules:
             rel = path[len(prefix):]
             if os.sep != "/":
                 rel = rel.replace(os.sep, "/")
+            combined = any_of[is_dir]
+            if combined is not None:
+                if combined.match(rel):
+                    return True
+                continue
             for pattern in reversed(patterns):
                 if pattern.dir_only and not is_dir:
                     continue
@@ -177,6 +190,20 @@ class IgnoreRules:
 
     def __bool__(self) -> bool:
         return bool(self.chain)
+
+
+def _any_of(patterns: tuple[Pattern, ...], is_dir: bool) -> re.Pattern[str] | None:
+    """One expression matching what any of ``patterns`` (that apply to a folder, or a file) matches,
+    when none re-includes (``!``): then which one matches last does not matter, and the walk tests
+    each entry against them all at once (verl's 75 patterns, every entry of every folder). None
+    when one does re-include, or the expression does not compile: each is tried in turn."""
+    if any(p.negated for p in patterns):
+        return None
+    sources = [p.source for p in patterns if is_dir or not p.dir_only]
+    try:
+        return re.compile("|".join(f"(?:{s})" for s in sources) or "(?!)", re.DOTALL)
+    except re.error:
+        return None
 
 
 def folder_patterns(folder: str, names: Sequence[str] | set[str], read: Callable[[str], str | None],
