@@ -254,6 +254,9 @@ class ResultCache:
         entry = {"v": CACHE_VERSION, **data}
         try:
             blob = marshal.dumps(entry) if kind == "files" else json.dumps(entry, separators=(",", ":")).encode()
+        except ValueError:  # a value `marshal` cannot write (not a plain one): this entry costs a miss
+            return
+        try:
             target.parent.mkdir(parents=True, exist_ok=True)
             _write_atomic(target, blob)
             self.writes += 1

@@ -547,23 +547,21 @@ def to_data(value: Any) -> Any:
     return value
 
 
-def _positional(value: Any) -> Any:
-    """Facts as the cache keeps them (`cache_data`): a dataclass is the list of its fields (trailing
-    defaults dropped), tuples and lists stay what they are, and `Param`, `Arg` and `Call` take
-    `to_data`'s compact forms. Only plain values, for `marshal`; read back by `_BUILD`."""
+def _positional(value: Any) -> list[Any]:
+    """A dataclass as the cache keeps it (`cache_data`): the list of its fields (trailing defaults
+    dropped), each plain value as it is (tuples stay tuples), the fields that hold dataclasses or
+    `Param`, `Arg` and `Call` (`to_data`'s compact forms) converted by `_ENCODE`. Only plain values,
+    for `marshal`; read back by `_BUILD`."""
     kind = type(value)
-    names = _FIELDS.get(kind)
-    if names is not None:
-        values = [getattr(value, n) for n in names]
-        defaults = _DEFAULTS[kind]
-        while values and len(values) > _REQUIRED[kind] and values[-1] == defaults[len(values) - 1]:
-            values.pop()
-        return [_positional(v) for v in values]
-    if kind is list:
-        return [_positional(v) for v in value]
-    if kind is tuple:
-        return tuple(_positional(v) for v in value)
-    return to_data(value)  # Param, Arg, Call (no dataclass inside) and scalars
+    values = [getattr(value, n) for n in _FIELDS[kind]]
+    defaults = _DEFAULTS[kind]
+    while len(values) > _REQUIRED[kind] and values[-1] == defaults[len(values) - 1]:
+        values.pop()  # the dataclass fills them back in
+    n = len(values)
+    for i, encode in _ENCODE[kind]:
+        if i < n:
+            values[i] = encode(values[i])
+    return values
 
 
 def cache_data(facts: FileFacts) -> dict[str, Any]:
@@ -577,10 +575,19 @@ def cache_data(facts: FileFacts) -> dict[str, Any]:
     only the dataclasses and the named tuples (`from_cache_data`): on verl, a one-file run reads
     its project's entries in a third of the time JSON with a type tag per object took.
     """
-    calls = [to_data(f.calls) for f in facts.functions]
-    core = dataclasses.replace(facts, functions=[dataclasses.replace(f, calls=()) for f in facts.functions])
+    functions, calls = [], []
+    for function in facts.functions:
+        values = _positional(function)
+        if len(values) > _CALLS:
+            calls.append(values[_CALLS])  # `to_data`'s form, kept apart as JSON
+            values[_CALLS] = ()
+        else:
+            calls.append([])
+        functions.append(values)
+    core = _positional(dataclasses.replace(facts, functions=[]))
+    core[:1] = [functions]  # `functions` is the first field
     names = sorted({c.callee.rsplit(".", 1)[-1] for f in facts.functions for c in f.calls})
-    return {"core": _positional(core), "calls": json.dumps(calls, separators=(",", ":")), "names": names}
+    return {"core": core, "calls": json.dumps(calls, separators=(",", ":")), "names": names}
 
 
 def from_cache_data(data: Any) -> FileFacts:
@@ -736,7 +743,61 @@ def _builder(cls: type, steps: list[tuple[int, _Convert]]) -> _Convert:
     return build
 
 
+def _arg_data(arg: Arg) -> Any:
+    """An argument as `to_data` writes it (its tags alone, ``[keyword, tags]``, or every field), as
+    plain values or a named tuple, which JSON writes as an array all the same."""
+    if (not arg.params and not arg.text and arg.span is None and arg.keys is None and not arg.fields
+            and not arg.bare and not arg.calls):
+        return arg.tags if arg.keyword is None else (arg.keyword, arg.tags)
+    return arg
+
+
+def _call_data(call: Call) -> tuple[Any, ...]:
+    """A call as `to_data` writes it, for the calls' JSON (`cache_data`): a one-file run writes
+    its own file's entry, and a long file has thousands of calls."""
+    return (*call[:4], tuple(map(_arg_data, call.args)), *call[5:])
+
+
+_ENCODERS: dict[Any, _Convert] = {Param: to_data, Arg: _arg_data, Call: _call_data}
+
+
+def _encoder(hint: Any) -> _Convert | None:
+    """What turns a field's value into plain values for the cache (`_positional`); None where it is
+    plain already (scalars, and tuples and lists of them: `marshal` keeps them as they are)."""
+    if hint in _ENCODERS:
+        return _ENCODERS[hint]
+    if hint in _FIELDS:
+        return _positional
+    if hint in _SCALARS:
+        return None
+    origin, args = get_origin(hint), get_args(hint)
+    inner = [a for a in args if a is not type(None) and a is not Ellipsis]
+    encoders = [_encoder(a) for a in inner]
+    if all(e is None for e in encoders):
+        return None
+    if origin is Union or origin is types.UnionType:
+        encode = encoders[0]
+        assert encode is not None and len(inner) == 1  # `_converter` refuses other unions at import
+        return lambda v: None if v is None else encode(v)
+    if origin is tuple and len(args) == 2 and args[1] is Ellipsis:
+        item = encoders[0]
+        assert item is not None
+        return lambda v: tuple(map(item, v))
+    if origin is tuple:
+        return lambda v: tuple(x if e is None else e(x) for e, x in zip(encoders, v, strict=True))
+    item = encoders[0]
+    assert origin is list and item is not None
+    return lambda v: list(map(item, v))
+
+
 _HINTS: dict[type, dict[str, Any]] = {cls: get_type_hints(cls) for cls in (*_FIELDS, Arg, Call, Param)}
+_CALLS = _FIELDS[Function].index("calls")
+assert _FIELDS[FileFacts][0] == "functions"  # `cache_data` writes them first
+_ENCODE: dict[type, tuple[tuple[int, _Convert], ...]] = {
+    cls: tuple((i, e) for i, e in ((i, _encoder(_HINTS[cls][n])) for i, n in enumerate(_FIELDS[cls])) if e is not None)
+    for cls in _FIELDS
+}
+"""Per dataclass, the fields `_positional` converts: those holding dataclasses or named tuples."""
 _DECODE: dict[type, tuple[tuple[int, _Convert], ...]] = {cls: _decoders(cls, _HINTS[cls]) for cls in _HINTS}
 _STEPS: dict[type, list[tuple[int, _Convert]]] = {cls: [] for cls in _FIELDS}
 _BUILD: dict[type, _Convert] = {cls: _builder(cls, steps) for cls, steps in _STEPS.items()}
