@@ -101,6 +101,7 @@ class _Walker:
         self.exclude = tuple(exclude)
         self.skip = {os.path.abspath(p) for p in skip}
         self.has_init: dict[str, bool] = {}
+        self.packages: dict[str, str | None] = {}
         self.found: dict[str, SourceFile] = {}
         self.errors: list[FileError] = []
         self.skipped = 0
@@ -169,6 +170,12 @@ class _Walker:
 
     def package(self, folder: str) -> str | None:
         """Dotted name of ``folder`` when it is a package (holds ``__init__.py``), else None."""
+        if folder in self.packages:  # asked once per file: the folder's answer is the same for each
+            return self.packages[folder]
+        self.packages[folder] = found = self._package(folder)
+        return found
+
+    def _package(self, folder: str) -> str | None:
         parts = []
         while True:
             has = self.has_init.get(folder)

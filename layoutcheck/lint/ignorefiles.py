@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from functools import cached_property, lru_cache
 
@@ -53,6 +53,11 @@ class Pattern:
     matched all at once (`IgnoreRules`), by one expression of them all."""
     negated: bool
     dir_only: bool
+    name: str | None = None
+    """The expression of the last path component, for a pattern that matches by name at any depth
+    (``*.so``, ``build/``, ``**/wandb``): then a path matches when its own name does."""
+    literal: str | None = None
+    """That name itself when it has no wildcard (``build``)."""
 
     @cached_property
     def regex(self) -> re.Pattern[str]:
@@ -143,7 +148,13 @@ def compile_line(line: str) -> Pattern | None:
     regex = _translate(body)
     if not anchored:
         regex = "(?:[^/]*/)*" + regex
-    return Pattern(stripped, regex + r"\Z", negated, dir_only)
+    # `name` and `**/name` match a path by its last component: `name` holds no `/`, and none of
+    # its wildcards matches one (a lone `**`, which does, matches every name alike).
+    tail = body if not anchored else body[3:] if body.startswith("**/") and "/" not in body[3:] else None
+    if not tail:
+        return Pattern(stripped, regex + r"\Z", negated, dir_only)
+    literal = None if any(c in tail for c in "*?[\\") else tail
+    return Pattern(stripped, regex + r"\Z", negated, dir_only, _translate(tail) + r"\Z", literal)
 
 
 def parse_ignore_file(text: str) -> tuple[Pattern, ...]:
@@ -155,7 +166,7 @@ def parse_ignore_file(text: str) -> tuple[Pattern, ...]:
 class IgnoreRules:
     """The ignore files in effect inside one folder: ``(folder, patterns)``, the outermost first."""
 
-    chain: tuple[tuple[str, tuple[Pattern, ...], tuple[re.Pattern[str] | None, re.Pattern[str] | None]], ...] = ()
+    chain: tuple[tuple[str, tuple[Pattern, ...], tuple[_AnyOf | None, _AnyOf | None]], ...] = ()
     """Per folder: its patterns, and the expressions of them all for a file and for a folder (`_any_of`)."""
 
     def inside(self, folder: str, patterns: Sequence[Pattern]) -> IgnoreRules:
@@ -192,16 +203,35 @@ class IgnoreRules:
         return bool(self.chain)
 
 
-def _any_of(patterns: tuple[Pattern, ...], is_dir: bool) -> re.Pattern[str] | None:
-    """One expression matching what any of ``patterns`` (that apply to a folder, or a file) matches,
-    when none re-includes (``!``): then which one matches last does not matter, and the walk tests
-    each entry against them all at once (verl's 75 patterns, every entry of every folder). None
-    when one does re-include, or the expression does not compile: each is tried in turn."""
+class _AnyOf:
+    """What any of a folder's patterns matches, tested at once, when none of them re-includes
+    (``!``): then which one matches last does not matter. Names without wildcards are a set, the
+    other name patterns one expression of the last component, the rest one expression of the path
+    (verl's 75 patterns, asked of every entry of every folder)."""
+
+    def __init__(self, patterns: Sequence[Pattern]):
+        self.literal = frozenset(p.literal for p in patterns if p.literal is not None)
+        self.named = _either(p.name for p in patterns if p.name is not None and p.literal is None)
+        self.paths = _either(p.source for p in patterns if p.name is None)
+
+    def match(self, rel: str) -> bool:
+        name = rel[rel.rfind("/") + 1:]
+        return name in self.literal or bool(self.named and self.named.match(name)) or bool(
+            self.paths and self.paths.match(rel))
+
+
+def _either(sources: Iterable[str]) -> re.Pattern[str] | None:
+    joined = "|".join(f"(?:{s})" for s in sources)
+    return re.compile(joined, re.DOTALL) if joined else None
+
+
+def _any_of(patterns: tuple[Pattern, ...], is_dir: bool) -> _AnyOf | None:
+    """`_AnyOf` the patterns that apply to a folder (``is_dir``) or a file; None when one
+    re-includes, or their expression does not compile: each is then tried in turn."""
     if any(p.negated for p in patterns):
         return None
-    sources = [p.source for p in patterns if is_dir or not p.dir_only]
     try:
-        return re.compile("|".join(f"(?:{s})" for s in sources) or "(?!)", re.DOTALL)
+        return _AnyOf([p for p in patterns if is_dir or not p.dir_only])
     except re.error:
         return None
 
