@@ -166,15 +166,15 @@ def parse_ignore_file(text: str) -> tuple[Pattern, ...]:
 class IgnoreRules:
     """The ignore files in effect inside one folder: ``(folder, patterns)``, the outermost first."""
 
-    chain: tuple[tuple[str, tuple[Pattern, ...], tuple[_AnyOf | None, _AnyOf | None]], ...] = ()
-    """Per folder: its patterns, and the expressions of them all for a file and for a folder (`_any_of`)."""
+    chain: tuple[tuple[str, tuple[Pattern, ...], tuple[_Runs | None, _Runs | None]], ...] = ()
+    """Per folder: its patterns, and the same as runs tested at once, for a file and for a folder (`_runs`)."""
 
     def inside(self, folder: str, patterns: Sequence[Pattern]) -> IgnoreRules:
         """The rules inside ``folder``, whose own ignore files hold ``patterns``."""
         if not patterns:
             return self
         patterns = tuple(patterns)
-        return IgnoreRules((*self.chain, (folder, patterns, (_any_of(patterns, False), _any_of(patterns, True)))))
+        return IgnoreRules((*self.chain, (folder, patterns, (_runs(patterns, False), _runs(patterns, True)))))
 
     def ignored(self, path: str, is_dir: bool) -> bool:
         """Does the deepest ignore file with a pattern matching ``path`` (absolute) ignore it?"""
@@ -187,10 +187,11 @@ class IgnoreRules:
             rel = path[len(prefix):]
             if os.sep != "/":
                 rel = rel.replace(os.sep, "/")
-            combined = any_of[is_dir]
-            if combined is not None:
-                if combined.match(rel):
-                    return True
+            runs = any_of[is_dir]
+            if runs is not None:
+                for run, verdict in runs:
+                    if run.match(rel):
+                        return verdict
                 continue
             for pattern in reversed(patterns):
                 if pattern.dir_only and not is_dir:
@@ -204,10 +205,9 @@ class IgnoreRules:
 
 
 class _AnyOf:
-    """What any of a folder's patterns matches, tested at once, when none of them re-includes
-    (``!``): then which one matches last does not matter. Names without wildcards are a set, the
-    other name patterns one expression of the last component, the rest one expression of the path
-    (verl's 75 patterns, asked of every entry of every folder)."""
+    """What any of some patterns matches, tested at once (`_runs`): names without wildcards as a
+    set, the other name patterns as one expression of the last component, the rest as one
+    expression of the path (verl's 75 patterns, asked of every entry of every folder)."""
 
     def __init__(self, patterns: Sequence[Pattern]):
         self.literal = frozenset(p.literal for p in patterns if p.literal is not None)
@@ -225,13 +225,24 @@ def _either(sources: Iterable[str]) -> re.Pattern[str] | None:
     return re.compile(joined, re.DOTALL) if joined else None
 
 
-def _any_of(patterns: tuple[Pattern, ...], is_dir: bool) -> _AnyOf | None:
-    """`_AnyOf` the patterns that apply to a folder (``is_dir``) or a file; None when one
-    re-includes, or their expression does not compile: each is then tried in turn."""
-    if any(p.negated for p in patterns):
-        return None
+_Runs = tuple[tuple["_AnyOf", bool], ...]
+
+
+def _runs(patterns: tuple[Pattern, ...], is_dir: bool) -> _Runs | None:
+    """The patterns that apply to a folder (``is_dir``) or a file, as runs of patterns that all
+    ignore or all re-include (``!``), the last run first, each with its verdict: the last pattern
+    that matches decides, so the first run with a match does, whichever of its patterns matched.
+    None when an expression does not compile: each pattern is then tried in turn."""
+    runs: list[tuple[list[Pattern], bool]] = []
+    for pattern in patterns:
+        if not is_dir and pattern.dir_only:
+            continue
+        if runs and runs[-1][1] == (not pattern.negated):
+            runs[-1][0].append(pattern)
+        else:
+            runs.append(([pattern], not pattern.negated))
     try:
-        return _AnyOf([p for p in patterns if is_dir or not p.dir_only])
+        return tuple((_AnyOf(run), verdict) for run, verdict in reversed(runs))
     except re.error:
         return None
 
