@@ -178,7 +178,7 @@ class IgnoreRules:
 
     def ignored(self, path: str, is_dir: bool) -> bool:
         """Does the deepest ignore file with a pattern matching ``path`` (absolute) ignore it?"""
-        for folder, patterns, any_of in reversed(self.chain):
+        for folder, patterns, tested in reversed(self.chain):
             # Paths and folders are both absolute and normalised: a prefix test, not `relpath` (the walk
             # asks for every entry of every folder).
             prefix = folder if folder.endswith(os.sep) else folder + os.sep
@@ -187,7 +187,7 @@ class IgnoreRules:
             rel = path[len(prefix):]
             if os.sep != "/":
                 rel = rel.replace(os.sep, "/")
-            runs = any_of[is_dir]
+            runs = tested[is_dir]
             if runs is not None:
                 for run, verdict in runs:
                     if run.match(rel):

@@ -75,8 +75,12 @@ class Spaces:
         if name not in ("fields", "why", "fed"):
             raise AttributeError(name)
         self.fields, self.why, self.fed = {}, {}, {}
-        self._compute_fields()
-        self._fields_from_slots()
+        try:
+            self._compute_fields()
+            self._fields_from_slots()
+        except BaseException:
+            del self.fields, self.why, self.fed  # never half computed: the next question tries again
+            raise
         return self.__dict__[name]
 
     # ------------------------------------------------------------ fields
