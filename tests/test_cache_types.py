@@ -90,3 +90,24 @@ def test_a_broken_entry_is_an_error_not_facts_of_another_shape() -> None:
     data["v"][0][0]["v"][1] = [1, 1, 1]  # the module function's span, one value short
     with pytest.raises(ValueError):
         from_data(data)
+
+
+def test_a_cache_entry_of_another_shape_is_a_miss(tmp_path) -> None:
+    """File entries are `marshal` data: one that loads but is not facts (a dataclass written as a
+    dict, a function with more values than fields, text that is not marshal) is a miss, not a crash."""
+    from layoutcheck.lint.cache import CACHE_VERSION, ResultCache
+
+    facts = extract("def f(x):\n    return x\n", LintSettings())
+    cache = ResultCache(tmp_path, "fingerprint")
+    good = {"facts": cache_data(facts), "findings": [], "errors": [], "parsed": True}
+    cache.put_file("ab" * 32, good)
+    back = cache.get_file("ab" * 32)
+    assert back is not None and back["facts"].functions[1].qualname == "f"
+    entry = next((tmp_path / "files").glob("*/*.marshal"))
+    core = good["facts"]["core"]
+    for broken in ({**good, "facts": {**good["facts"], "core": {"functions": core[0]}}},
+                   {**good, "facts": {**good["facts"], "core": [[[*core[0][1], *range(40)]], *core[1:]]}},
+                   b"{not marshal"):
+        entry.write_bytes(broken if isinstance(broken, bytes) else marshal.dumps({"v": CACHE_VERSION, **broken}))
+        misses = cache.misses
+        assert cache.get_file("ab" * 32) is None and cache.misses == misses + 1
