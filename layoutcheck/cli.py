@@ -42,8 +42,13 @@ def _rule_list(text: str) -> list[str]:
     return [part.strip() for part in text.split(",") if part.strip()]
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The argument parser (help texts are defined once, here)."""
+def build_parser(only_check: bool = False) -> argparse.ArgumentParser:
+    """The argument parser (help texts are defined once, here).
+
+    ``only_check`` builds the ``check`` command alone, for a command line that starts with it: its
+    parsing, help and usage errors are the same, and a pre-commit run does not import the other
+    commands' modules (``buckets``, ``report``, ``init``) to describe them.
+    """
     import argparse
 
     from layoutcheck.argtypes import whole_number
@@ -107,6 +112,8 @@ def build_parser() -> argparse.ArgumentParser:
                      help="neither read nor write the result cache, nor replay an identical earlier run")
     run.add_argument("--jobs", "-j", type=whole_number(0, " (automatic)"), default=0, metavar="N",
                      help="worker processes (default 0: automatic, one process for a handful of files)")
+    if only_check:
+        return parser
 
     config = commands.add_parser(
         "config", help="show the configuration in effect, or the reference of every key",
@@ -500,7 +507,7 @@ def _main(args_list: list[str]) -> int:
         if args_list and args_list[0] == "demo":
             # Everything after `demo` belongs to the demo's own parser.
             return _demo(args_list[1:])
-        parser = build_parser()
+        parser = build_parser(only_check=args_list[:1] == ["check"])
         args = parser.parse_args(args_list)
         if args.command == "check":
             return _check(args, args_list)

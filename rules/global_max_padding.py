@@ -156,6 +156,8 @@ class GlobalMaxPadding(ModelRule):
         return any(mark in source for mark in ("] *", "*[", "* [", " for ", "full(", "fromkeys", "repeat("))
 
     def check(self, file: FileQueries) -> Iterator[Report]:
+        if not file.facts.broadcasts:
+            return  # the project's spaces are computed only for a file with something to ask
         spaces = file.project.spaces
         for found in file.facts.broadcasts:
             ref = file.ref(found.function)

@@ -3,14 +3,16 @@
 The cache stores facts as JSON, which has arrays, not tuples: a span read back
 as a list once made LC113 crash (``unhashable type: 'list'``) on every file of
 a tree, on the second run only. So every fixture file's facts go through both
-cache forms (`cache_data` with its lazily decoded calls, and `to_data`) and
-are compared with the fresh ones value by value and type by type.
+forms (the cache's, `cache_data` through `marshal` with its lazily decoded
+calls, and JSON's, `to_data`) and are compared with the fresh ones value by
+value and type by type.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import marshal
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +21,7 @@ import pytest
 from layoutcheck.lint.settings import LintSettings
 from layoutcheck.model.extract import extract
 from layoutcheck.model.facts import (
-    FileFacts, Span, cache_data, ensure_calls, from_cache_data, from_data, object_hook, to_data,
+    FileFacts, Span, cache_data, ensure_calls, from_cache_data, from_data, to_data,
 )
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -42,9 +44,9 @@ def assert_same(fresh: Any, back: Any, where: str) -> None:
 
 
 def through_cache(facts: FileFacts) -> FileFacts:
-    """What a later run reads: the file entry's JSON, parsed with the cache's hook, its calls decoded."""
-    blob = json.dumps({"facts": cache_data(facts)}, separators=(",", ":"))
-    back = from_cache_data(json.loads(blob, object_hook=object_hook)["facts"])
+    """What a later run reads: the file entry as `layoutcheck.lint.cache` writes it, its calls decoded."""
+    blob = marshal.dumps({"facts": cache_data(facts)})
+    back = from_cache_data(marshal.loads(blob)["facts"])
     ensure_calls(back)
     return back
 
@@ -88,3 +90,24 @@ def test_a_broken_entry_is_an_error_not_facts_of_another_shape() -> None:
     data["v"][0][0]["v"][1] = [1, 1, 1]  # the module function's span, one value short
     with pytest.raises(ValueError):
         from_data(data)
+
+
+def test_a_cache_entry_of_another_shape_is_a_miss(tmp_path) -> None:
+    """File entries are `marshal` data: one that loads but is not facts (a dataclass written as a
+    dict, a function with more values than fields, text that is not marshal) is a miss, not a crash."""
+    from layoutcheck.lint.cache import CACHE_VERSION, ResultCache
+
+    facts = extract("def f(x):\n    return x\n", LintSettings())
+    cache = ResultCache(tmp_path, "fingerprint")
+    good = {"facts": cache_data(facts), "findings": [], "errors": [], "parsed": True}
+    cache.put_file("ab" * 32, good)
+    back = cache.get_file("ab" * 32)
+    assert back is not None and back["facts"].functions[1].qualname == "f"
+    entry = next((tmp_path / "files").glob("*/*.marshal"))
+    core = good["facts"]["core"]
+    for broken in ({**good, "facts": {**good["facts"], "core": {"functions": core[0]}}},
+                   {**good, "facts": {**good["facts"], "core": [[[*core[0][1], *range(40)]], *core[1:]]}},
+                   b"{not marshal"):
+        entry.write_bytes(broken if isinstance(broken, bytes) else marshal.dumps({"v": CACHE_VERSION, **broken}))
+        misses = cache.misses
+        assert cache.get_file("ab" * 32) is None and cache.misses == misses + 1

@@ -284,12 +284,45 @@ def test_a_folder_named_inside_a_tree_that_ignore_files_above_it_ignore_is_check
 def test_gitignore_patterns_match_as_git_matches_them(pattern, matches, misses):
     from layoutcheck.lint.ignorefiles import compile_line
 
+    from layoutcheck.lint.ignorefiles import IgnoreRules
+
     compiled = compile_line(pattern)
     assert compiled is not None and not compiled.negated
+    rules = IgnoreRules().inside("/r", [compiled])  # the walk's way: the folder's patterns at once
     for path in matches:
         assert compiled.regex.match(path), (pattern, path)
+        assert rules.ignored(f"/r/{path}", is_dir=False) and rules.ignored(f"/r/{path}", is_dir=True), (pattern, path)
     for path in misses:
         assert not compiled.regex.match(path), (pattern, path)
+        assert not rules.ignored(f"/r/{path}", is_dir=False), (pattern, path)
+
+
+def test_a_folders_patterns_tested_at_once_decide_as_each_tried_in_turn():
+    """The walk tests a folder's patterns together, by runs that all ignore or all re-include (plain
+    names as a set, name patterns against the last component, the rest against the path): the same
+    answers as trying each pattern in turn, the last match winning."""
+    from layoutcheck.lint.ignorefiles import IgnoreRules, parse_ignore_file
+
+    text = ("**/*.pt\n**/checkpoints\n**/_build/\n__pycache__/\n*.py[cod]\n*$py.class\ndataset/*\n.idea/\n"
+            "build/\n*.egg-info/\n.coverage.*\n*,cover\ndocs/_build/\n*~\nlogs\n/top.py\na/**/z.py\n"
+            "ba**ar.py\nrun[!0-9].py\nspace.py\\ \n\\#notes.py\ndata/**\n!keep.pt\n!a/build\n!logs/\n"
+            "!dataset/keep\nkeep2.pt\n")
+    patterns = parse_ignore_file(text)
+    rules = IgnoreRules().inside("/r", patterns)
+    paths = ["x.pt", "a/b/x.pt", "checkpoints", "a/checkpoints", "_build", "a/_build", "__pycache__", "m.pyc",
+             "a/m.pyo", "m.py", "x$py.class", "dataset/x", "a/dataset/x", ".idea", "build", "a/build", "builds",
+             "p.egg-info", ".coverage.1", "f,cover", "docs/_build", "a/docs/_build", "f~", "logs", "a/logs",
+             "top.py", "a/top.py", "a/z.py", "a/b/z.py", "b/a/z.py", "bazzar.py", "b/ar.py", "runx.py", "run3.py",
+             "space.py ", "space.py", "#notes.py", "data/x", "data", "ok/fine.py", "keep.pt", "a/keep.pt",
+             "keep2.pt", "dataset/keep", "b/a/build", "logs/x"]
+    for path in paths:
+        for is_dir in (False, True):
+            expected = False
+            for pattern in reversed(patterns):
+                if (not pattern.dir_only or is_dir) and pattern.regex.match(path):
+                    expected = not pattern.negated
+                    break
+            assert rules.ignored(f"/r/{path}", is_dir) == expected, (path, is_dir)
 
 
 def test_comments_blank_lines_negations_and_folder_only_patterns():

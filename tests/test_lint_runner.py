@@ -202,7 +202,7 @@ def test_warm_run_reuses_results_without_parsing(tmp_path):
     cache = tmp_path / ".layoutcheck_cache"
     assert (cache / ".gitignore").read_text().splitlines()[-1] == "*"
     assert (cache / "CACHEDIR.TAG").read_text().startswith("Signature: 8a477f597d28d172789f06886806bc55")
-    entries = list((cache / "files").glob("*/*.json"))
+    entries = list((cache / "files").glob("*/*.marshal"))
     assert len(entries) == cold.stats.files
     assert all(len(e.parent.name) == 2 for e in entries)  # sharded
 
@@ -244,7 +244,7 @@ def test_a_corrupt_cache_entry_is_a_miss_not_a_crash(tmp_path):
     cache = tmp_path / ".layoutcheck_cache"
     for run_entry in (cache / "runs").glob("*/*.json"):
         run_entry.write_text('{"v": 2, "results": {"pkg/m00.py": 3}}')
-    entries = sorted((cache / "files").glob("*/*.json"))
+    entries = sorted((cache / "files").glob("*/*.marshal"))
     entries[0].write_text("{not json")
     entries[1].write_text(json.dumps({"v": 2, "findings": [[1, 2]], "errors": [], "parsed": True, "facts": None}))
     entries[2].write_bytes(b"\x00\xff")

@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import marshal
 import shutil
 from collections.abc import Callable
 from pathlib import Path
@@ -117,7 +118,7 @@ def test_readers_of_cached_facts_are_the_decoded_facts_readers() -> None:
     spell the field: for every field the fixture reads, the readers are those every call decoded
     gives (`fields_read` of the same project as extracted)."""
     from layoutcheck.lint.runner import run
-    from layoutcheck.model.facts import cache_data, from_cache_data, object_hook
+    from layoutcheck.model.facts import cache_data, from_cache_data
     from layoutcheck.model.project import FileModel, Project
 
     with contextlib.chdir(FIXTURE):
@@ -125,7 +126,7 @@ def test_readers_of_cached_facts_are_the_decoded_facts_readers() -> None:
     assert fresh is not None
 
     def cached(facts):  # as a one-file run reads it from the cache: calls still a JSON string
-        return from_cache_data(json.loads(json.dumps(cache_data(facts)), object_hook=object_hook))
+        return from_cache_data(marshal.loads(marshal.dumps(cache_data(facts))))
 
     staged = Project([FileModel(f.display, f.relpath, f.module, cached(f.facts), f.checked, is_package=f.is_package)
                       for f in fresh.files], fresh.settings)

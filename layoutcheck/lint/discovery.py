@@ -82,6 +82,15 @@ def _under(path: str, folder: str) -> bool:
     return path == folder or path.startswith(folder.rstrip(os.sep) + os.sep)
 
 
+def _below(path: str, folder: str) -> str:
+    """``os.path.relpath(path, folder)`` for a ``path`` `_under` ``folder``, both absolute and
+    normalised: a prefix cut (a one-file run names every file of its project twice, and
+    `os.path.relpath` normalises both paths again each time)."""
+    if path == folder:
+        return "."
+    return path[len(folder.rstrip(os.sep) + os.sep):]
+
+
 class _Walker:
     def __init__(self, root: Path, exclude: Sequence[str], skip: Iterable[Path], cwd: Path,
                  log: InputLog | None = None, respect_gitignore: bool = True):
@@ -92,6 +101,7 @@ class _Walker:
         self.exclude = tuple(exclude)
         self.skip = {os.path.abspath(p) for p in skip}
         self.has_init: dict[str, bool] = {}
+        self.packages: dict[str, str | None] = {}
         self.found: dict[str, SourceFile] = {}
         self.errors: list[FileError] = []
         self.skipped = 0
@@ -145,10 +155,10 @@ class _Walker:
         return rules
 
     def display(self, path: str) -> str:
-        return os.path.relpath(path, self.cwd) if _under(path, self.cwd) and path != self.cwd else path
+        return _below(path, self.cwd) if _under(path, self.cwd) and path != self.cwd else path
 
     def relpath(self, path: str) -> str:
-        rel = os.path.relpath(path, self.root) if _under(path, self.root) else path
+        rel = _below(path, self.root) if _under(path, self.root) else path
         return rel.replace(os.sep, "/")
 
     def excluded(self, path: str, is_dir: bool, patterns: Sequence[str] | None = None) -> bool:
@@ -160,6 +170,12 @@ class _Walker:
 
     def package(self, folder: str) -> str | None:
         """Dotted name of ``folder`` when it is a package (holds ``__init__.py``), else None."""
+        if folder in self.packages:  # asked once per file: the folder's answer is the same for each
+            return self.packages[folder]
+        self.packages[folder] = found = self._package(folder)
+        return found
+
+    def _package(self, folder: str) -> str | None:
         parts = []
         while True:
             has = self.has_init.get(folder)

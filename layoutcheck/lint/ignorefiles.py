@@ -33,9 +33,9 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cached_property, lru_cache
 
 __all__ = ["IGNORE_FILES", "IgnoreRules", "Pattern", "compile_line", "folder_patterns", "parse_ignore_file"]
 
@@ -45,12 +45,23 @@ IGNORE_FILES = (".gitignore", ".ignore")
 
 @dataclass(frozen=True)
 class Pattern:
-    """One line of an ignore file, compiled; `regex` matches a ``/`` path relative to the file's folder."""
+    """One line of an ignore file; `regex` matches a ``/`` path relative to the file's folder."""
 
     text: str
-    regex: re.Pattern[str]
+    source: str
+    """The regular expression, compiled on first use (`regex`): a folder's patterns are usually
+    matched all at once (`IgnoreRules`), by one expression of them all."""
     negated: bool
     dir_only: bool
+    name: str | None = None
+    """The expression of the last path component, for a pattern that matches by name at any depth
+    (``*.so``, ``build/``, ``**/wandb``): then a path matches when its own name does."""
+    literal: str | None = None
+    """That name itself when it has no wildcard (``build``)."""
+
+    @cached_property
+    def regex(self) -> re.Pattern[str]:
+        return re.compile(self.source, re.DOTALL)
 
 
 def _class(pattern: str, i: int) -> tuple[str, int] | None:
@@ -137,7 +148,13 @@ def compile_line(line: str) -> Pattern | None:
     regex = _translate(body)
     if not anchored:
         regex = "(?:[^/]*/)*" + regex
-    return Pattern(stripped, re.compile(regex + r"\Z", re.DOTALL), negated, dir_only)
+    # `name` and `**/name` match a path by its last component: `name` holds no `/`, and none of
+    # its wildcards matches one (a lone `**`, which does, matches every name alike).
+    tail = body if not anchored else body[3:] if body.startswith("**/") and "/" not in body[3:] else None
+    if not tail:
+        return Pattern(stripped, regex + r"\Z", negated, dir_only)
+    literal = None if any(c in tail for c in "*?[\\") else tail
+    return Pattern(stripped, regex + r"\Z", negated, dir_only, _translate(tail) + r"\Z", literal)
 
 
 def parse_ignore_file(text: str) -> tuple[Pattern, ...]:
@@ -149,17 +166,19 @@ def parse_ignore_file(text: str) -> tuple[Pattern, ...]:
 class IgnoreRules:
     """The ignore files in effect inside one folder: ``(folder, patterns)``, the outermost first."""
 
-    chain: tuple[tuple[str, tuple[Pattern, ...]], ...] = ()
+    chain: tuple[tuple[str, tuple[Pattern, ...], tuple[_Runs | None, _Runs | None]], ...] = ()
+    """Per folder: its patterns, and the same as runs tested at once, for a file and for a folder (`_runs`)."""
 
     def inside(self, folder: str, patterns: Sequence[Pattern]) -> IgnoreRules:
         """The rules inside ``folder``, whose own ignore files hold ``patterns``."""
         if not patterns:
             return self
-        return IgnoreRules((*self.chain, (folder, tuple(patterns))))
+        patterns = tuple(patterns)
+        return IgnoreRules((*self.chain, (folder, patterns, (_runs(patterns, False), _runs(patterns, True)))))
 
     def ignored(self, path: str, is_dir: bool) -> bool:
         """Does the deepest ignore file with a pattern matching ``path`` (absolute) ignore it?"""
-        for folder, patterns in reversed(self.chain):
+        for folder, patterns, tested in reversed(self.chain):
             # Paths and folders are both absolute and normalised: a prefix test, not `relpath` (the walk
             # asks for every entry of every folder).
             prefix = folder if folder.endswith(os.sep) else folder + os.sep
@@ -168,6 +187,12 @@ class IgnoreRules:
             rel = path[len(prefix):]
             if os.sep != "/":
                 rel = rel.replace(os.sep, "/")
+            runs = tested[is_dir]
+            if runs is not None:
+                for run, verdict in runs:
+                    if run.match(rel):
+                        return verdict
+                continue
             for pattern in reversed(patterns):
                 if pattern.dir_only and not is_dir:
                     continue
@@ -177,6 +202,49 @@ class IgnoreRules:
 
     def __bool__(self) -> bool:
         return bool(self.chain)
+
+
+class _AnyOf:
+    """What any of some patterns matches, tested at once (`_runs`): names without wildcards as a
+    set, the other name patterns as one expression of the last component, the rest as one
+    expression of the path (verl's 75 patterns, asked of every entry of every folder)."""
+
+    def __init__(self, patterns: Sequence[Pattern]):
+        self.literal = frozenset(p.literal for p in patterns if p.literal is not None)
+        self.named = _either(p.name for p in patterns if p.name is not None and p.literal is None)
+        self.paths = _either(p.source for p in patterns if p.name is None)
+
+    def match(self, rel: str) -> bool:
+        name = rel[rel.rfind("/") + 1:]
+        return name in self.literal or bool(self.named and self.named.match(name)) or bool(
+            self.paths and self.paths.match(rel))
+
+
+def _either(sources: Iterable[str]) -> re.Pattern[str] | None:
+    joined = "|".join(f"(?:{s})" for s in sources)
+    return re.compile(joined, re.DOTALL) if joined else None
+
+
+_Runs = tuple[tuple["_AnyOf", bool], ...]
+
+
+def _runs(patterns: tuple[Pattern, ...], is_dir: bool) -> _Runs | None:
+    """The patterns that apply to a folder (``is_dir``) or a file, as runs of patterns that all
+    ignore or all re-include (``!``), the last run first, each with its verdict: the last pattern
+    that matches decides, so the first run with a match does, whichever of its patterns matched.
+    None when an expression does not compile: each pattern is then tried in turn."""
+    runs: list[tuple[list[Pattern], bool]] = []
+    for pattern in patterns:
+        if not is_dir and pattern.dir_only:
+            continue
+        if runs and runs[-1][1] == (not pattern.negated):
+            runs[-1][0].append(pattern)
+        else:
+            runs.append(([pattern], not pattern.negated))
+    try:
+        return tuple((_AnyOf(run), verdict) for run, verdict in reversed(runs))
+    except re.error:
+        return None
 
 
 def folder_patterns(folder: str, names: Sequence[str] | set[str], read: Callable[[str], str | None],

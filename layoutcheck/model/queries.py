@@ -185,7 +185,7 @@ class FileQueries:
                 target = project.resolve(caller, call)
                 tail = call.callee.rsplit(".", 1)[-1]
                 if target is not None:
-                    callee = project.function(target)
+                    callee = project.signature(target)  # its parameters: the callee's own calls stay undecoded
                     bound = project.bind(callee.params, call, callee.cls is not None)
                     slots = spaces.padded_slots(target)
                     name = callee.qualname.rsplit(".", 1)[-1]
@@ -227,7 +227,7 @@ class FileQueries:
                 target = project.resolve(caller, call)
                 if target is not None and target in project.layout_helpers:
                     signature = project.layout_helpers[target]
-                elif tail in self.vocab.helpers and (target is None or project.function(target).qualname.rsplit(
+                elif tail in self.vocab.helpers and (target is None or project.signature(target).qualname.rsplit(
                         ".", 1)[-1] == tail):
                     signature = project.helper(tail, target)
                 else:
@@ -410,7 +410,7 @@ class FileQueries:
                 target = project.resolve(caller, call)
                 if target is None:
                     continue
-                callee = project.function(target)
+                callee = project.signature(target)
                 for switch in callee.unit_switches:
                     position = _position(callee, switch)
                     if project.passes(call, switch, position):

@@ -25,7 +25,7 @@ field's space, for `layoutcheck model` and for messages.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from layoutcheck.model.facts import Arg, Call, element_call
 from layoutcheck.model.vocabulary import Tag
@@ -52,19 +52,36 @@ _ROUNDS = 4
 class Spaces:
     """Fields, parameters and values of one project, resolved (see the module docs)."""
 
+    fields: dict[str, int]
+    """What each field holds, as `Tag` flags."""
+    why: dict[tuple[str, int], tuple[FunctionRef | None, int, str]]
+    """``(field, tag) -> (function, line, what)``: the first store or use that showed it."""
+    fed: dict[str, str]
+    """Fields passed where a function takes padded lengths (``padded``): consumer evidence."""
+
     def __init__(self, project: ProjectGraph) -> None:
         self.project = project
-        self.fields: dict[str, int] = {}
-        self.why: dict[tuple[str, int], tuple[FunctionRef | None, int, str]] = {}
-        """``(field, tag) -> (function, line, what)``: the first store or use that showed it."""
         self._params: dict[tuple[FunctionRef, str], int] = {}
         self._param_fields: dict[tuple[FunctionRef, str], frozenset[str]] = {}
         self._slots: dict[FunctionRef, tuple[frozenset[str], frozenset[str]]] | None = None
         self._list_slots: dict[tuple[FunctionRef, str], str | None] = {}
-        self.fed: dict[str, str] = {}
-        """Fields passed where a function takes padded lengths (``padded``): consumer evidence."""
-        self._compute_fields()
-        self._fields_from_slots()
+        # `fields`, `why` and `fed` are computed on first use (`__getattr__`): a one-file run whose
+        # rules ask only about slots (`padded_slots`, `list_slot`) never walks every store of the
+        # project. The slots do not depend on them, and every question that reads the memo of
+        # values (`returned`, `param`, `resolve`) computes them first, so each answer is the one an
+        # eager computation gives.
+
+    def __getattr__(self, name: str) -> Any:
+        if name not in ("fields", "why", "fed"):
+            raise AttributeError(name)
+        self.fields, self.why, self.fed = {}, {}, {}
+        try:
+            self._compute_fields()
+            self._fields_from_slots()
+        except BaseException:
+            del self.fields, self.why, self.fed  # never half computed: the next question tries again
+            raise
+        return self.__dict__[name]
 
     # ------------------------------------------------------------ fields
 
@@ -93,9 +110,11 @@ class Spaces:
                 writes.append(((i, write.function), write))
         for _ in range(_ROUNDS):
             before = dict(self.fields)
+            copies = []
             for ref, write in writes:
                 tags = write.tags | (self.returned(ref, write.calls) if write.calls else 0)
                 if not tags & _COMPUTED and not write.calls and len(write.fields) == 1:
+                    copies.append((ref, write))
                     # A field copied or converted from another (`d["x"] = torch.tensor(e["y"])`) holds
                     # what the other holds; a value computed from one (its sizes) is something else.
                     for field in write.fields:
@@ -116,6 +135,10 @@ class Spaces:
                     self._note(write.key, TOK, ref, line, f"stores per-sample tensors: `{write.text}`")
             if self.fields == before:
                 break
+            # Only a copy's tags depend on what the fields hold: every other store notes the same
+            # again next round, which changes nothing (`_note` sets a bit once), so the next rounds
+            # read the copies alone, in the same order.
+            writes = copies
 
     def _fields_from_slots(self) -> None:
         """A field passed where a function takes true lengths holds true lengths (``SEQ``)."""
@@ -175,6 +198,7 @@ class Spaces:
         """What the project's functions named in ``calls`` return, called from ``ref``: a round-up
         helper's result is a padded length; otherwise what their ``return`` s compute, through the
         functions whose results they return in turn."""
+        self.fields  # noqa: B018 - computed before anything enters the memo (see `__init__`)
         out = 0
         for callee in calls:
             if callee.startswith("*"):
@@ -243,6 +267,7 @@ class Spaces:
 
     def param(self, ref: FunctionRef, name: str, depth: int = 0) -> int:
         """What parameter ``name`` of ``ref`` holds: its uses in the body, and every call's argument."""
+        self.fields  # noqa: B018 - computed before anything enters the memo (see `__init__`)
         key = (ref, name)
         found = self._params.get(key)
         if found is not None:
