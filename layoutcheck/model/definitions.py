@@ -168,8 +168,13 @@ class DefinitionsMixin:
         shared = Body(body)
         node = frame.node
         first, last = (node.lineno, node.end_lineno) if frame.index else (1, None)  # type: ignore[attr-defined]
+        checks = self.live_checks
+        if checks is None:
+            # Most checks' words are missing from the whole file: gated once per file, not per function.
+            spelled = self.source.spelled
+            checks = self.live_checks = tuple(c for c in _PARTNER_CHECKS if all(spelled(w) for w in c[2]))
         spells = self.source.spells(first, last)
-        for kind, check, words in _PARTNER_CHECKS:
+        for kind, check, words in checks:
             if all(spells(word) for word in words):
                 for found, detail in check(shared):
                     self.add_clash(kind, found, detail)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import ast
 import re
-from bisect import bisect_left
+from bisect import bisect_left, bisect_right
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from itertools import accumulate, chain
@@ -27,6 +27,7 @@ Span = tuple[int, int, int, int]
 """(line, column, end line, end column): 1-based lines and columns, columns in characters."""
 
 _NEWLINE = re.compile(r"\r\n?|\n")
+_NON_ASCII = re.compile(r"[^\x00-\x7f]+")
 
 
 def _any_word(word: str) -> bool:
@@ -45,6 +46,8 @@ class Source:
         self.lines = text.splitlines(keepends=True)
         self._ascii = [line.isascii() for line in self.lines]
         self._starts: list[int] | None = None
+        self._spelled: dict[str, bool] = {}
+        self._runs: tuple[list[int], list[int]] | None = None
 
     def spells(self, first: int = 1, last: int | None = None) -> Callable[[str], bool]:
         """Whether lines ``first`` to ``last`` (1-based, as `ast` counts them; None: to the end) may
@@ -64,10 +67,30 @@ class Source:
         text = self.text
         begin = starts[first - 1] if 0 < first <= len(starts) else 0
         end = starts[last] if last is not None and 0 <= last < len(starts) else len(text)
-        if not (text.isascii() or text[begin:end].isascii()):
+        if not text.isascii() and begin < end and self._non_ascii(begin, end):
             return _any_word
         find = text.find
         return lambda word: find(word, begin, end) >= 0
+
+    def _non_ascii(self, begin: int, end: int) -> bool:
+        """Whether ``text[begin:end]`` holds a non-ASCII character: the runs of them listed once per
+        file, not a copy of each function's text tested."""
+        runs = self._runs
+        if runs is None:
+            runs = self._runs = ([], [])
+            for match in _NON_ASCII.finditer(self.text):
+                runs[0].append(match.start())
+                runs[1].append(match.end())
+        at = bisect_right(runs[1], begin)  # the first run ending after `begin`
+        return at < len(runs[0]) and runs[0][at] < end
+
+    def spelled(self, word: str) -> bool:
+        """`spells` over the whole text, asked once per word: False only when no line of the file can
+        spell ``word``, so no range of it can either (a gate in front of the per-function `spells`)."""
+        found = self._spelled.get(word)
+        if found is None:
+            found = self._spelled[word] = not self.text.isascii() or word in self.text
+        return found
 
     def _column(self, line: int, offset: int) -> int:
         """The 0-based character column of UTF-8 byte ``offset`` on 1-based ``line``."""
