@@ -104,7 +104,16 @@ def _metric_container() -> re.Pattern[str]:
 
 def is_metric_container(name: str | None) -> bool:
     """Is ``name`` a metrics record or a tracker (`metrics`, `train_log`, `wandb`)?"""
-    return name is not None and _metric_container().fullmatch(name) is not None
+    if name is None:
+        return False
+    found = _METRIC_NAMES.get(name)
+    if found is None:
+        found = _METRIC_NAMES[name] = _metric_container().fullmatch(name) is not None
+    return found
+
+
+_METRIC_NAMES: dict[str, bool] = {}
+"""`is_metric_container` by name: a few names (``self``, ``batch``, ``logger``) are asked about again and again."""
 
 
 def _is_text(node: ast.AST) -> bool:
