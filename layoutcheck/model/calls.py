@@ -57,7 +57,7 @@ import copy
 import re
 from collections.abc import Iterator
 
-from layoutcheck.model.syntax import own_nodes
+from layoutcheck.model.syntax import breadth_first, own_nodes
 
 __all__ = ["BATCHES_OF", "COLLATE_AT", "COLLATE_FOR", "methods_assigned", "read_calls_through", "returned_tuple"]
 
@@ -130,7 +130,14 @@ def _projections(tree: ast.Module, source: str) -> dict[str, int]:
     bodies are read for their returns."""
     names = {stmt.name for stmt in tree.body if isinstance(stmt, _FUNCTIONS)}
     if names:
-        called = {m.group(1) for m in _UNPACKED_CALL.finditer(source)}
+        # `_UNPACKED_CALL` line by line, on the lines with a comma only: the same matches (none crosses a
+        # line), at half the cost of the regular expression tried at every offset of the module.
+        called = set()
+        for line in source.split("\n"):
+            if "," in line:
+                found = _UNPACKED_CALL.match(line)
+                if found is not None:
+                    called.add(found.group(1))
         called.update(m.group(1) for line in _ELEMENT_OF_CALL.findall(source) for m in _CALLED.finditer(line))
         names &= called
     if not names:
@@ -138,7 +145,7 @@ def _projections(tree: ast.Module, source: str) -> dict[str, int]:
     used: dict[str, int] = {}
     taken: dict[str, list[int | list[ast.expr]]] = {}
     loads: set[str] = set()
-    for node in ast.walk(tree):
+    for node in breadth_first(tree):  # `ast.walk`'s order, without the contexts and operators
         kind = type(node)
         if kind is ast.Name:
             if type(node.ctx) is ast.Load:  # type: ignore[attr-defined]
