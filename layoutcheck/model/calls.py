@@ -491,15 +491,27 @@ def _statements(tree: ast.Module) -> Iterator[tuple[ast.stmt, frozenset[str]]]:
     while stack:
         stmt, params = stack.pop()
         yield stmt, params
-        if isinstance(stmt, _FUNCTIONS):
-            args = stmt.args
+        kind = type(stmt)
+        fields = _BLOCK_FIELDS.get(kind)
+        if fields is None:
+            fields = _BLOCK_FIELDS[kind] = tuple(f for f in ("body", "orelse", "finalbody", "handlers", "cases")
+                                                 if f in kind._fields)
+        if not fields:
+            continue  # most statements hold none (an assignment, a call, a return)
+        if kind in _FUNCTION_KINDS:
+            args = stmt.args  # type: ignore[attr-defined]
             params = frozenset(a.arg for a in (*args.posonlyargs, *args.args, *args.kwonlyargs))
-        for field in ("body", "orelse", "finalbody"):
-            stack.extend((s, params) for s in getattr(stmt, field, ()))
-        for handler in getattr(stmt, "handlers", ()):
-            stack.extend((s, params) for s in handler.body)
-        for case in getattr(stmt, "cases", ()):
-            stack.extend((s, params) for s in case.body)
+        for field in fields:
+            if field == "handlers" or field == "cases":
+                for part in getattr(stmt, field):
+                    stack.extend([(s, params) for s in part.body])
+            else:
+                stack.extend([(s, params) for s in getattr(stmt, field)])
+
+
+_BLOCK_FIELDS: dict[type, tuple[str, ...]] = {}
+"""Statement class -> its fields that hold statements, in `_statements`' order (none for most)."""
+_FUNCTION_KINDS = frozenset(_FUNCTIONS)
 
 
 def _onto_a_class(source: str, match: re.Match[str]) -> bool:
