@@ -186,7 +186,9 @@ class Flow:
             if type(node.op) not in _IDIOM_OPS[kind]:  # type: ignore[attr-defined]
                 return None
         elif shape is ast.Call:
-            if kind == "pad_amount" or kind == "round_up" and len(positional(node)) != 2:  # type: ignore[arg-type]
+            if kind == "pad_amount" or kind == "round_up" and (
+                len(node.args) < 2 or len(positional(node)) != 2  # type: ignore[attr-defined,arg-type]
+            ):
                 return None
         elif kind == "round_up" or kind == "pad_amount" or kind == "max_over":
             return None

@@ -192,6 +192,20 @@ class Sinks:
             self._statement(stmt)
 
     def _statement(self, node: ast.stmt) -> None:
+        kind = type(node)
+        # The commonest statements first (the classes below exclude one another: only the order of the
+        # tests changes).
+        if kind is ast.Assign:
+            self._assign(node.targets, node.value)  # type: ignore[attr-defined]
+            return
+        if kind is ast.Expr:
+            value = node.value  # type: ignore[attr-defined]
+            if isinstance(value, (ast.Yield, ast.YieldFrom)):
+                if value.value is not None:
+                    self._expr(value.value, OUT)
+            else:
+                self._expr(value, SINK)
+            return
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             return  # its own function: judged on its own
         if isinstance(node, (ast.If, ast.While)):
@@ -217,18 +231,9 @@ class Sinks:
             self._expr(node.subject, OTHER)
             for case in node.cases:
                 self._block(case.body)
-        elif isinstance(node, ast.Assign):
-            self._assign(node.targets, node.value)
         elif isinstance(node, (ast.AnnAssign, ast.AugAssign)):
             if node.value is not None:
                 self._assign([node.target], node.value)
-        elif isinstance(node, ast.Expr):
-            value = node.value
-            if isinstance(value, (ast.Yield, ast.YieldFrom)):
-                if value.value is not None:
-                    self._expr(value.value, OUT)
-            else:
-                self._expr(value, SINK)
         elif isinstance(node, ast.Assert):
             self._expr(node.test, SINK)
             if node.msg is not None:
