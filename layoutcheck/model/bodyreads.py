@@ -23,7 +23,15 @@ _NESTED = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
 def expressions(body: Body) -> Iterator[tuple[ast.stmt, ast.AST]]:
     """Each expression node of ``body``'s statements with its statement (a compound statement's own
     parts only: the test of an ``if``, the target and iterable of a ``for``; its body's statements
-    come as statements of their own block)."""
+    come as statements of their own block). Listed once per function, on ``body``: most of the sink
+    checks read them all."""
+    found = body.memo.get("expressions")
+    if found is None:
+        found = body.memo["expressions"] = list(_expressions(body))
+    return iter(found)
+
+
+def _expressions(body: Body) -> Iterator[tuple[ast.stmt, ast.AST]]:
     for block in body.blocks:
         for stmt in block:
             if isinstance(stmt, _NESTED):

@@ -168,11 +168,20 @@ class DefinitionsMixin:
         shared = Body(body)
         node = frame.node
         first, last = (node.lineno, node.end_lineno) if frame.index else (1, None)  # type: ignore[attr-defined]
-        spells = self.source.spells(first, last)
-        for kind, check, words in _PARTNER_CHECKS:
-            if all(spells(word) for word in words):
-                for found, detail in check(shared):
-                    self.add_clash(kind, found, detail)
+        live = self.live_checks
+        if live is None:
+            # Most checks' words are missing from the whole file: gated once per file, not per function.
+            spelled = self.source.spelled
+            checks = tuple((kind, check, frozenset(words)) for kind, check, words in _PARTNER_CHECKS
+                           if all(spelled(w) for w in words))
+            live = self.live_checks = (checks, tuple(sorted({w for _, _, words in checks for w in words})))
+        checks, words = live
+        if checks:
+            spelled_here = self.source.spelled_in(words, first, last)
+            for kind, check, needed in checks:
+                if needed <= spelled_here:
+                    for found, detail in check(shared):
+                        self.add_clash(kind, found, detail)
         for node, detail in record_cut_apart(body, self.window_partners):
             self.add_clash("record_cut_apart", node, detail)
         for kind, found, detail in self.module_clashes.get(frame.node, ()):

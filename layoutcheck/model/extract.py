@@ -42,6 +42,7 @@ from __future__ import annotations
 import ast
 import sys
 import warnings
+from typing import Any
 
 from layoutcheck.model.calls import methods_assigned, read_calls_through
 from layoutcheck.model.callsites import CallSitesMixin
@@ -203,6 +204,9 @@ class _Extractor(StatementsMixin, DefinitionsMixin, StoresMixin, ExpressionsMixi
         """The tests of the enclosing ``if`` s and the function's asserts, as text: what holds here."""
         self.loops: list[ast.For | ast.AsyncFor] = []
         """The function's ``for`` loops around the node walked, outermost first."""
+        self.live_checks: tuple[tuple[tuple[str, Any, frozenset[str]], ...], tuple[str, ...]] | None = None
+        """The function-end checks whose words the file spells anywhere (`Source.spelled`), once asked,
+        with all their words."""
 
     # ------------------------------------------------------------ driving
 

@@ -152,6 +152,16 @@ class Frame:
         """What the body does with each name and field (`layoutcheck.model.uses`), read before the walk."""
 
 
+_IDIOM_OPS: dict[str, frozenset[type]] = {
+    "round_up": frozenset({ast.Mult}),
+    "pad_amount": frozenset({ast.Mod, ast.Sub}),
+    "broadcast": frozenset({ast.Mult}),
+    "max_over": frozenset(),
+    "ceil_div": frozenset({ast.FloorDiv, ast.Add}),
+}
+"""The operators of the binary operations each recogniser of `Flow.idiom` can match (`layoutcheck.model.idioms`)."""
+
+
 class Flow:
     """Scopes and classification for one file's traversal (`layoutcheck.model.extract` drives it)."""
 
@@ -169,6 +179,19 @@ class Flow:
 
     def idiom(self, kind: str, node: ast.AST) -> Any:
         """``match_<kind>`` of ``node``, asked once per node (`layoutcheck.model.idioms`)."""
+        # Most nodes asked about cannot match by their class or operator alone (the checks the recognisers
+        # begin with): answered here, without a key, a cache entry or a call.
+        shape = type(node)
+        if shape is ast.BinOp:
+            if type(node.op) not in _IDIOM_OPS[kind]:  # type: ignore[attr-defined]
+                return None
+        elif shape is ast.Call:
+            if kind == "pad_amount" or kind == "round_up" and (
+                len(node.args) < 2 or len(positional(node)) != 2  # type: ignore[attr-defined,arg-type]
+            ):
+                return None
+        elif kind == "round_up" or kind == "pad_amount" or kind == "max_over":
+            return None
         key = (id(node), kind)
         try:
             return self._idioms[key]

@@ -44,8 +44,12 @@ class Imports:
         self.aliases: dict[str, str] = {}
         self.modules: set[str] = set()
         """Every module the file imports from (dotted, leading dots kept for relative ones)."""
+        self._qualified: dict[ast.AST, str | None] = {}
+        """`qualify`'s answers by node (the node itself the key: kept alive, its id never reused), until
+        the next import changes what a name stands for."""
 
     def add(self, node: ast.Import | ast.ImportFrom) -> None:
+        self._qualified.clear()
         if isinstance(node, ast.Import):
             for alias in node.names:
                 self.modules.add(alias.name)
@@ -68,9 +72,16 @@ class Imports:
 
     def qualify(self, node: ast.AST) -> str | None:
         """``torch.nn.functional.pad`` for ``F.pad`` after ``import torch.nn.functional as F``."""
-        if isinstance(node, ast.Name):
-            return self.aliases.get(node.id) or _CONVENTIONAL.get(node.id, node.id)
-        if isinstance(node, ast.Attribute):
-            base = self.qualify(node.value)
-            return None if base is None else f"{base}.{node.attr}"
-        return None
+        kind = type(node)
+        if kind is ast.Name:
+            return self.aliases.get(node.id) or _CONVENTIONAL.get(node.id, node.id)  # type: ignore[attr-defined]
+        if kind is not ast.Attribute:
+            return None
+        # A dotted name is asked about again and again (each call's callee, by several readers).
+        try:
+            return self._qualified[node]
+        except KeyError:
+            pass
+        base = self.qualify(node.value)  # type: ignore[attr-defined]
+        found = self._qualified[node] = None if base is None else f"{base}.{node.attr}"  # type: ignore[attr-defined]
+        return found

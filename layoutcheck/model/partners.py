@@ -34,6 +34,7 @@ from __future__ import annotations
 import ast
 import copy
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import Any
 
 from layoutcheck.model.syntax import child_fields, int_value, last_name, live, nodes, positional, switches
 
@@ -87,10 +88,12 @@ class Body:
     """One function's statements as the checks here read them: its blocks (`_blocks`) listed once,
     and its local bindings (`_bindings`) once asked for, shared by every check of the function."""
 
-    __slots__ = ("stmts", "_blocks", "_bound", "_constants")
+    __slots__ = ("stmts", "memo", "_blocks", "_bound", "_constants")
 
     def __init__(self, stmts: Sequence[ast.stmt]) -> None:
         self.stmts = stmts
+        self.memo: dict[str, Any] = {}
+        """What a reader of the body lists once for every check of the function (`bodyreads.expressions`)."""
         self._blocks: list[Sequence[ast.stmt]] | None = None
         self._bound: dict[str, list[ast.expr]] | None = None
         self._constants: dict[str, bool] | None = None

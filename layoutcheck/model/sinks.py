@@ -104,7 +104,16 @@ def _metric_container() -> re.Pattern[str]:
 
 def is_metric_container(name: str | None) -> bool:
     """Is ``name`` a metrics record or a tracker (`metrics`, `train_log`, `wandb`)?"""
-    return name is not None and _metric_container().fullmatch(name) is not None
+    if name is None:
+        return False
+    found = _METRIC_NAMES.get(name)
+    if found is None:
+        found = _METRIC_NAMES[name] = _metric_container().fullmatch(name) is not None
+    return found
+
+
+_METRIC_NAMES: dict[str, bool] = {}
+"""`is_metric_container` by name: a few names (``self``, ``batch``, ``logger``) are asked about again and again."""
 
 
 def _is_text(node: ast.AST) -> bool:
@@ -183,6 +192,20 @@ class Sinks:
             self._statement(stmt)
 
     def _statement(self, node: ast.stmt) -> None:
+        kind = type(node)
+        # The commonest statements first (the classes below exclude one another: only the order of the
+        # tests changes).
+        if kind is ast.Assign:
+            self._assign(node.targets, node.value)  # type: ignore[attr-defined]
+            return
+        if kind is ast.Expr:
+            value = node.value  # type: ignore[attr-defined]
+            if isinstance(value, (ast.Yield, ast.YieldFrom)):
+                if value.value is not None:
+                    self._expr(value.value, OUT)
+            else:
+                self._expr(value, SINK)
+            return
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             return  # its own function: judged on its own
         if isinstance(node, (ast.If, ast.While)):
@@ -208,18 +231,9 @@ class Sinks:
             self._expr(node.subject, OTHER)
             for case in node.cases:
                 self._block(case.body)
-        elif isinstance(node, ast.Assign):
-            self._assign(node.targets, node.value)
         elif isinstance(node, (ast.AnnAssign, ast.AugAssign)):
             if node.value is not None:
                 self._assign([node.target], node.value)
-        elif isinstance(node, ast.Expr):
-            value = node.value
-            if isinstance(value, (ast.Yield, ast.YieldFrom)):
-                if value.value is not None:
-                    self._expr(value.value, OUT)
-            else:
-                self._expr(value, SINK)
         elif isinstance(node, ast.Assert):
             self._expr(node.test, SINK)
             if node.msg is not None:

@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from itertools import accumulate, chain
 
 __all__ = [
-    "CHILD_FIELDS", "Source", "argument", "assigned_before", "assigned_once", "call_arguments", "child_fields",
+    "CHILD_FIELDS", "Source", "argument", "breadth_first", "assigned_before", "assigned_once", "call_arguments", "child_fields",
     "children", "dotted", "expects_error", "functions_by_name", "index_of", "inline", "int_value", "keyword",
     "last_name", "names_in", "nodes", "own_nodes", "param_names", "parts", "positional", "root_name", "same",
     "spanning", "string_key", "string_value", "target_name", "walk", "walked_together", "constant_test", "live", "switch_like", "switches",
@@ -45,6 +45,7 @@ class Source:
         self.lines = text.splitlines(keepends=True)
         self._ascii = [line.isascii() for line in self.lines]
         self._starts: list[int] | None = None
+        self._spelled: dict[str, bool] = {}
 
     def spells(self, first: int = 1, last: int | None = None) -> Callable[[str], bool]:
         """Whether lines ``first`` to ``last`` (1-based, as `ast` counts them; None: to the end) may
@@ -52,6 +53,22 @@ class Source:
         lacks it. An ASCII identifier in the tree is spelled in the text as it is; a non-ASCII one
         may be a compatibility spelling (``ｐad`` is ``pad`` to the parser), so non-ASCII lines may
         spell anything."""
+        begin, end = self._range(first, last)
+        if begin < 0:
+            return _any_word
+        find = self.text.find
+        return lambda word: find(word, begin, end) >= 0
+
+    def spelled_in(self, words: Iterable[str], first: int = 1, last: int | None = None) -> set[str]:
+        """Those of ``words`` that lines ``first`` to ``last`` may spell (`spells`), in one set."""
+        begin, end = self._range(first, last)
+        if begin < 0:
+            return set(words)
+        find = self.text.find
+        return {word for word in words if find(word, begin, end) >= 0}
+
+    def _range(self, first: int, last: int | None) -> tuple[int, int]:
+        """The offsets of lines ``first`` to ``last`` in the text; (-1, -1) when they hold a non-ASCII character."""
         starts = self._starts
         if starts is None:
             # The parser's lines (`\n`, `\r\n`, `\r`), not `splitlines`' (which also splits at `\f`).
@@ -65,9 +82,16 @@ class Source:
         begin = starts[first - 1] if 0 < first <= len(starts) else 0
         end = starts[last] if last is not None and 0 <= last < len(starts) else len(text)
         if not (text.isascii() or text[begin:end].isascii()):
-            return _any_word
-        find = text.find
-        return lambda word: find(word, begin, end) >= 0
+            return -1, -1
+        return begin, end
+
+    def spelled(self, word: str) -> bool:
+        """`spells` over the whole text, asked once per word: False only when no line of the file can
+        spell ``word``, so no range of it can either (a gate in front of the per-function `spells`)."""
+        found = self._spelled.get(word)
+        if found is None:
+            found = self._spelled[word] = not self.text.isascii() or word in self.text
+        return found
 
     def _column(self, line: int, offset: int) -> int:
         """The 0-based character column of UTF-8 byte ``offset`` on 1-based ``line``."""
@@ -167,6 +191,7 @@ def walk(node: ast.AST) -> Iterator[ast.AST]:
 
 
 _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
+_SCOPE_KINDS = frozenset(_SCOPES)
 _LEAF_FIELDS = frozenset({"ctx", "op", "ops"})
 _SCALAR_FIELDS = frozenset({
     "id", "attr", "arg", "name", "asname", "module", "level", "conversion", "is_async", "simple", "type_comment",
@@ -241,11 +266,25 @@ def nodes(node: ast.AST) -> Iterable[ast.AST]:
     return chain((node,), below)
 
 
+def breadth_first(node: ast.AST) -> Iterator[ast.AST]:
+    """`nodes` without its memo: for a tree that is about to be rewritten (`layoutcheck.model.calls`),
+    whose list of nodes would go stale."""
+    return _walk(node)
+
+
 def _walk(node: ast.AST) -> Iterator[ast.AST]:
+    # `children` inlined (a call per node, and none at all for the leaves: a third of the nodes).
     todo = deque((node,))
+    pop, push, extend = todo.popleft, todo.append, todo.extend
+    table, node_class = CHILD_FIELDS, ast.AST
     while todo:
-        current = todo.popleft()
-        todo.extend(children(current))
+        current = pop()
+        for name in table[type(current)]:
+            value = getattr(current, name, None)
+            if type(value) is list:
+                extend([item for item in value if isinstance(item, node_class)])
+            elif isinstance(value, node_class):
+                push(value)
         yield current
 
 
@@ -253,17 +292,22 @@ def own_nodes(node: ast.AST) -> Iterator[ast.AST]:
     """``node`` and every node under it (depth first, in source order), nested functions, classes and
     lambdas left out (their own scopes), and the contexts and operators too."""
     stack = [node]
+    table, node_class, scopes = CHILD_FIELDS, ast.AST, _SCOPE_KINDS
     while stack:
         current = stack.pop()
         yield current
+        fields = table[type(current)]
+        if not fields:
+            continue  # a leaf
         children: list[ast.AST] = []
-        for name in child_fields(type(current)):
+        for name in fields:
             value = getattr(current, name, None)
             if type(value) is list:
-                children.extend(item for item in value if isinstance(item, ast.AST) and not isinstance(item, _SCOPES))
-            elif isinstance(value, ast.AST) and not isinstance(value, _SCOPES):
+                children.extend([item for item in value if isinstance(item, node_class) and type(item) not in scopes])
+            elif isinstance(value, node_class) and type(value) not in scopes:
                 children.append(value)
-        stack.extend(reversed(children))
+        children.reverse()
+        stack.extend(children)
 
 
 def param_names(function: ast.FunctionDef | ast.AsyncFunctionDef) -> list[str]:
@@ -358,6 +402,8 @@ def target_name(node: ast.AST) -> tuple[str | None, bool]:
 def positional(call: ast.Call) -> list[ast.expr]:
     """The plain positional arguments of ``call``, up to the first ``*args``."""
     args = call.args
+    if ast.Starred not in map(type, args):  # most calls: no loop in Python
+        return args
     for i, arg in enumerate(args):
         if type(arg) is ast.Starred:
             return args[:i]

@@ -137,24 +137,38 @@ def _own_nodes(body: Iterable[ast.stmt], kinds: Collection[type], names: set[str
     """
     nested.extend(s for s in body if isinstance(s, _NESTED))
     stack: list[ast.AST] = [s for s in body if not isinstance(s, _NESTED)]
+    push, add_name, add_nested = stack.append, names.add, nested.append
+    name_class, constant_class, node_class, scopes, table = ast.Name, ast.Constant, ast.AST, _NESTED_KINDS, CHILD_FIELDS
     while stack:
         node = stack.pop()
         kind = type(node)  # `ast.parse` builds no subclasses: one look-up, not a chain of isinstance
-        if kind is ast.Name:
-            names.add(node.id)  # type: ignore[attr-defined]
-            continue  # a leaf
-        if kind is ast.Constant:
-            continue  # a leaf (a third of the nodes with the names)
         if kind in kinds:
             yield node
-        for name in CHILD_FIELDS[kind]:
+        # The leaves are read where they are met, never pushed: a name is noted, a constant (with the
+        # names, a third of the nodes) skipped.
+        for name in table[kind]:
             value = getattr(node, name, None)
             if type(value) is list:
                 for item in value:
-                    if isinstance(item, ast.AST):
-                        (nested if type(item) in _NESTED_KINDS else stack).append(item)
-            elif isinstance(value, ast.AST):
-                (nested if type(value) in _NESTED_KINDS else stack).append(value)
+                    child = type(item)
+                    if child is name_class:
+                        add_name(item.id)
+                    elif child is constant_class:
+                        pass
+                    elif child in scopes:
+                        add_nested(item)
+                    elif isinstance(item, node_class):
+                        push(item)
+            else:
+                child = type(value)
+                if child is name_class:
+                    add_name(value.id)  # type: ignore[union-attr]
+                elif child is constant_class:
+                    pass
+                elif child in scopes:
+                    add_nested(value)  # type: ignore[arg-type]
+                elif isinstance(value, node_class):
+                    push(value)
 
 
 def _element_uses(node: ast.AST, imports: Imports) -> dict[str, int]:

@@ -161,6 +161,7 @@ class Vocabulary:
         self._bucket = _compile(settings.bucket_names)
         self._model = _compile(settings.model_bases)
         self._tags: dict[str, int] = {}
+        self._sources_in: dict[str, str | None] = {}
         self._buckets: dict[str, bool] = {}
         merged = {**DEFAULT_CP_HELPERS, **settings.cp_helpers}
         self.helpers: dict[str, Mapping[str, int]] = {name: spec for name, spec in merged.items() if spec}
@@ -234,7 +235,11 @@ class Vocabulary:
 
     def source_in(self, name: str) -> str | None:
         """The first source (in configured order) that ``name`` mentions, else None."""
-        return next((s for s in self.source_order if s in name), None)
+        try:
+            return self._sources_in[name]  # asked of every call's name: remembered, as `tags` is
+        except KeyError:
+            found = self._sources_in[name] = next((s for s in self.source_order if s in name), None)
+            return found
 
     def tags(self, name: str) -> int:
         """What a bare name says about its value, before any local assignment (`Tag` flags, as an int:
