@@ -12,7 +12,7 @@ import libcst as cst
 import pytest
 from libcst.metadata import MetadataWrapper, PositionProvider
 
-from layoutcheck.lint.walk import TRIVIA, walk_batched
+from layoutcheck.lint.walk import TRIVIA, node_parents, walk_batched
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -161,3 +161,17 @@ def test_field_order_learnt_from_an_instance_missing_an_optional_field(monkeypat
     walk_batched(wrapper, [ours])
     assert ours.log == theirs.log
     assert ("visit", "FormattedStringExpression", "format_spec") in {event[:3] for event in ours.log}
+
+
+@pytest.mark.parametrize(("name", "source"), _sources(), ids=[name for name, _ in _sources()])
+def test_parents_are_what_libcst_children_give(name, source):
+    module = cst.parse_module(source)
+    expected: dict[int, int] = {}
+    stack: list[cst.CSTNode] = [module]
+    while stack:
+        node = stack.pop()
+        for child in node.children:
+            expected[id(child)] = id(node)
+            stack.append(child)
+    got = {id(child): id(parent) for child, parent in node_parents(module).items()}
+    assert got == expected
