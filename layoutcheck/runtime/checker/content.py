@@ -264,11 +264,12 @@ def clean_stream(target: Any, sources: Sequence[Any], totals: Sequence[int | Non
     lengths met before is not worked out again. Gathering by an index of
     every position instead (one ``cumsum`` and one ``index_select`` over
     the stream) measured 8-13% slower on CPU, and by an index kept per
-    geometry no faster over two streams (benchmarks/README.md). Where
-    numpy is installed and can view every tensor (CPU, no grad, a dtype
-    numpy has, every source of the stream's dtype), the same pieces are
-    numpy views joined by one ``concatenate`` (a numpy slice costs a fifth
-    of a torch slice); anything else takes the torch build.
+    geometry no faster over two streams (benchmarks/README.md). Where a
+    piece is cut from its source (CP, a shift), numpy is installed and can
+    view every tensor (CPU, no grad, a dtype numpy has, every source of the
+    stream's dtype), the same pieces are numpy slices of views of the
+    sources joined by one ``concatenate``; anything else takes the torch
+    build (a stream of whole sources: one ``cat`` of them).
     """
     torch = _torch()
     cp_part = layout.space.cp
