@@ -304,3 +304,43 @@ def test_a_boundary_whose_lengths_never_repeat_stops_looking_them_up_until_they_
     assert calls._missed == 0 and len(calls._clean) <= kept + 1
     hooked([torch.ones(5), torch.ones(8)])  # from now on every call is looked up, and found
     assert calls._missed == 0 and checker.violations == [] and checker.notes == []
+
+
+@FAST
+@given(streams(), st.sampled_from(["as drawn", "as drawn", "bfloat16", "grad", "another dtype"]))
+def test_the_stream_built_in_numpy_answers_as_the_stream_built_in_torch(drawn, change):
+    # CPU sources numpy can view are cut, padded and joined as numpy slices of views of them; anything else
+    # (bfloat16, a tensor that requires grad, sources of another dtype than the stream's) goes the torch way. Either way the answer is the torch build's (numpy absent), and a
+    # planted wrong value is never taken for a clean stream.
+    stream, sources, samples, layout, broken = drawn
+    if change == "bfloat16":
+        stream, sources = stream.bfloat16(), [s.bfloat16() for s in sources]
+    elif change == "grad":
+        stream, sources = stream.float(), [s.float().requires_grad_() for s in sources]
+    elif change == "another dtype" and len(sources) > 1:
+        other = torch.float64 if stream.dtype.is_floating_point else torch.int32
+        sources = sources[:1] + [s.to(other) for s in sources[1:]]
+    content._LOOKUPS[1] = 0
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(content, "_NUMPY", [None])  # torch without numpy
+        by_torch = content._clean_stream(stream, sources, samples, layout)
+    by_numpy = content._clean_stream(stream, sources, samples, layout)
+    assert by_numpy == by_torch
+    if broken == "value":
+        assert by_numpy is False  # the planted value is found (the per-sample check then names it)
+    elif broken == "none":
+        assert by_numpy is True
+    # the numpy build itself, on the stream's pieces: the torch answer where numpy can view every tensor and every
+    # source has the stream's dtype, and a refusal (the torch build then answers) where it cannot
+    seen = stream[0]
+    counts = [s.shape[0] for s in sources]
+    plan = content._stream_plan(counts, [s.padded for s in samples], layout, seen.shape[0])
+    if plan is None or not plan[4]:
+        return  # nothing cut from a source: the torch build (one `cat` of the sources) is the cheaper
+    args = (__import__("numpy"), torch, seen, sources, counts, *plan[:4], layout, sources[0].dtype,
+            tuple(sources[0].shape[1:]))
+    if change in ("bfloat16", "grad") or any(sources[i].dtype != stream.dtype for i, _, _ in plan[0]):
+        with pytest.raises((TypeError, RuntimeError)):
+            content._numpy_stream_equal(*args)
+    else:
+        assert content._numpy_stream_equal(*args) == by_torch

@@ -264,7 +264,12 @@ def clean_stream(target: Any, sources: Sequence[Any], totals: Sequence[int | Non
     lengths met before is not worked out again. Gathering by an index of
     every position instead (one ``cumsum`` and one ``index_select`` over
     the stream) measured 8-13% slower on CPU, and by an index kept per
-    geometry no faster over two streams (benchmarks/README.md).
+    geometry no faster over two streams (benchmarks/README.md). Where a
+    piece is cut from its source (CP, a shift), numpy is installed and can
+    view every tensor (CPU, no grad, a dtype numpy has, every source of the
+    stream's dtype), the same pieces are numpy slices of views of the
+    sources joined by one ``concatenate``; anything else takes the torch
+    build (a stream of whole sources: one ``cat`` of them).
     """
     torch = _torch()
     cp_part = layout.space.cp
@@ -314,7 +319,16 @@ def _stream_equal(torch: Any, seen: Any, sources: Sequence[Any], padded_lengths:
             _PLANS[key] = plan
     if plan is None:
         return False  # a sample without its padded length, or parts past the stream's end: the per-sample check
-    cuts, pads, order, length = plan
+    cuts, pads, order, length, cut = plan
+    numpy = _numpy()
+    if numpy is not None and cut:
+        # CPU tensors numpy can view: the pieces as numpy slices (a fifth of a torch slice's cost), one
+        # `concatenate`, one `array_equal`; what numpy cannot view or join without a cast goes the torch way below
+        try:
+            return _numpy_stream_equal(numpy, torch, seen, sources, counts, cuts, pads, order, length, layout,
+                                       dtype, rest)
+        except (TypeError, RuntimeError):
+            pass
     # a view of each source where it is cut (the source itself where it is whole): no copy of the sources, of
     # which this rank's stream holds only a part (concatenating them first, then cutting, cost more)
     pieces = [sources[i] if a == 0 and b == counts[i] else sources[i][a:b] for i, a, b in cuts]
@@ -324,6 +338,32 @@ def _stream_equal(torch: Any, seen: Any, sources: Sequence[Any], padded_lengths:
         pieces = [next(trues) if real else next(fills) for real in order]
     want = torch.cat(pieces) if pieces else seen[:0]
     return equal(seen[:length], want)
+
+
+def _numpy_stream_equal(numpy: Any, torch: Any, seen: Any, sources: Sequence[Any], counts: Sequence[int],
+                        cuts: list[list[int]], pads: list[int], order: list[bool], length: int, layout: Layout,
+                        dtype: Any, rest: tuple[int, ...]) -> bool:
+    # `_stream_equal`'s build and comparison through numpy views of host tensors. `.numpy()` raises TypeError or
+    # RuntimeError for what numpy cannot view (bfloat16, a tensor that requires grad, another device) and
+    # `concatenate(casting="no")` TypeError for pieces of a dtype other than the stream's (sources of two dtypes,
+    # which torch's `cat` promotes): the caller then builds it with torch, so the answer is always torch's.
+    want_seen = seen[:length].numpy()
+    views = [t.numpy() for t in sources]  # no copy: each source's memory
+    pieces = [views[i] if a == 0 and b == counts[i] else views[i][a:b] for i, a, b in cuts]
+    if pads:
+        # the pads filled by torch as the torch build fills them (the same cast of the pad value), then viewed
+        block = torch.full((sum(pads), *rest), layout.pad_value, dtype=dtype).numpy()
+        trues, fills, at = iter(pieces), iter(pads), 0
+        pieces = []
+        for real in order:
+            if real:
+                pieces.append(next(trues))
+            else:
+                n = next(fills)
+                pieces.append(block[at:at + n])
+                at += n
+    want = numpy.concatenate(pieces, dtype=want_seen.dtype, casting="no")
+    return bool(numpy.array_equal(want_seen, want))
 
 
 _NUMPY: list[Any] = []
@@ -360,7 +400,8 @@ def equal(seen: Any, want: Any) -> bool:
     return bool(_torch().equal(seen, want))
 
 
-_PLANS: dict[tuple[Any, ...], tuple[list[list[int]], list[int], list[bool], int] | None] = {}
+_Plan = tuple[list[list[int]], list[int], list[bool], int, bool]
+_PLANS: dict[tuple[Any, ...], _Plan | None] = {}
 """A packed stream's layout by its geometry (spaces, cp, rank, stream unit, the stream's and each source's length,
 each padded length) -> its pieces (`_stream_plan`), kept across calls (ints only)."""
 _UNPLANNED: Any = object()
@@ -371,13 +412,14 @@ _LOOKUPS = [0, 0, 0]
 
 
 def _stream_plan(counts: Sequence[int], padded_lengths: Sequence[int | None], layout: Layout,
-                 length_seen: int) -> tuple[list[list[int]], list[int], list[bool], int] | None:
-    """The expected stream as pieces, from ints alone: ``(cuts, pads, order, length)``; ``None``: not decidable here.
+                 length_seen: int) -> _Plan | None:
+    """The expected stream as pieces, from ints alone: ``(cuts, pads, order, length, cut)``; ``None``: not decidable.
 
     ``cuts``: each true piece as [sample, start, end) in the sample's own
     positions; ``pads``: each pad piece's length; ``order``: the pieces in
     stream order (``True`` a true piece); ``length``: the positions they
-    cover, the tail padding included. ``None`` for a sample without the
+    cover, the tail padding included; ``cut``: whether a piece is a part
+    of its source (not the whole source). ``None`` for a sample without the
     padded length it needs, or parts that run past the stream's end.
     """
     cp_part = layout.space.cp
@@ -455,7 +497,9 @@ def _stream_plan(counts: Sequence[int], padded_lengths: Sequence[int | None], la
     tail = min(geometry.round_up(stream, layout.stream_unit), length_seen) - stream
     if tail:
         _pad_piece(pads, order, tail)
-    return cuts, pads, order, stream + tail  # type: ignore[return-value]
+    # whether a piece is cut from its source: if not, one torch `cat` of the sources costs less than a numpy view
+    # of each (0.7 us a source, as much as a torch slice)
+    return cuts, pads, order, stream + tail, any(a or b != counts[i] for i, a, b in cuts)
 
 
 def _pad_piece(pads: list[int], order: list[bool], length: int) -> None:
