@@ -29,7 +29,8 @@ class ShiftAcrossPackedSamples(ModelRule):
     loop's shape, and the two meet through the field.
 
     ## Why it matters
-    A next-token shift belongs to each sample. Shifted along a packed row, the
+    A next-token shift belongs to each sample: its `T` tokens give `T - 1`
+    targets. Shifted along a packed row, the
     last position of every sample but the last is trained to predict the
     first token of the next sample, and the loss has no way to tell: no error,
     a few wrong targets per row (docs/design.md#layout-spaces-and-bug-classes,
