@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 
 from layoutcheck.lint.rule import Invalid, ModelRule, Report, Valid
@@ -7,6 +8,9 @@ from layoutcheck.lint.settings import LintSettings
 from layoutcheck.model.packedrows import packed_shifts
 from layoutcheck.model.queries import FileQueries
 
+_SPELLS = re.compile(r"1:[\],]|:-1[\],]|roll\(|\]\s*\+=|\]\.extend\(")
+"""A shift along a row (``x[:, 1:]``, ``x[..., :-1]``, ``torch.roll(``), or a concatenation onto a record's
+field (``pack["k"] += v``, ``pack["k"].extend(v)``): what a packed field or its shifted read needs."""
 _DROPS = {"first": "drops the first position", "last": "drops the last position"}
 
 
@@ -79,7 +83,7 @@ class ShiftAcrossPackedSamples(ModelRule):
     @classmethod
     def could_match(cls, source: str, settings: LintSettings) -> bool:
         # a shift to flag here, or a packer another module's shift meets
-        return "1:" in source or ":-1" in source or "roll" in source or "+=" in source or ".extend(" in source
+        return _SPELLS.search(source) is not None
 
     def check(self, file: FileQueries) -> Iterator[Report]:
         for read, packer, packed in packed_shifts(file.project, file.index):

@@ -189,7 +189,7 @@ def packed_rows(tree: ast.Module, text: str) -> PackedRows:
     packed: list[PackedField] = []
     reads: list[ShiftedRead] = []
     concatenates = "+=" in text or ".extend(" in text
-    shifts = "1:" in text or ":-1" in text or "roll" in text
+    shifts = "1:" in text or ":-1" in text or "roll(" in text
     if not (concatenates or shifts):
         return (), ()
 
