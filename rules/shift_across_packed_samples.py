@@ -1,16 +1,15 @@
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator
 
 from layoutcheck.lint.rule import Invalid, ModelRule, Report, Valid
 from layoutcheck.lint.settings import LintSettings
-from layoutcheck.model.packedrows import packed_shifts
+from layoutcheck.model.packedrows import CONCATENATIONS, ROW_SHIFTS, packed_shifts
 from layoutcheck.model.queries import FileQueries
 
-_SPELLS = re.compile(r"1:[\],]|:-1[\],]|roll\(|\]\s*\+=|\]\.extend\(")
-"""A shift along a row (``x[:, 1:]``, ``x[..., :-1]``, ``torch.roll(``), or a concatenation onto a record's
-field (``pack["k"] += v``, ``pack["k"].extend(v)``): what a packed field or its shifted read needs."""
+_SPELLINGS = ROW_SHIFTS + CONCATENATIONS
+"""A shift along a row, or a concatenation onto a record's field: what a shifted read or a packed field
+needs (`layoutcheck.model.packedrows`)."""
 _DROPS = {"first": "drops the first position", "last": "drops the last position"}
 
 
@@ -83,7 +82,7 @@ class ShiftAcrossPackedSamples(ModelRule):
     @classmethod
     def could_match(cls, source: str, settings: LintSettings) -> bool:
         # a shift to flag here, or a packer another module's shift meets
-        return _SPELLS.search(source) is not None
+        return any(spelling in source for spelling in _SPELLINGS)
 
     def check(self, file: FileQueries) -> Iterator[Report]:
         for read, packer, packed in packed_shifts(file.project, file.index):

@@ -26,6 +26,7 @@ sample beside one entry per sample), the reader a field read then shifted.
 from __future__ import annotations
 
 import ast
+from bisect import bisect_left
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
@@ -35,7 +36,7 @@ from layoutcheck.model.syntax import int_value, names_in
 if TYPE_CHECKING:
     from layoutcheck.model.graph import ProjectGraph
 
-__all__ = ["PackedRows", "ShiftedRead", "packed_rows", "packed_shifts"]
+__all__ = ["CONCATENATIONS", "ROW_SHIFTS", "PackedRows", "ShiftedRead", "packed_rows", "packed_shifts"]
 
 ShiftedRead = tuple[str, str, int, int, int, int, str, str]
 """A field read and shifted by one position: (field, kind ``first``/``last``, line, column, end line, end
@@ -69,6 +70,23 @@ def _own(node: ast.AST) -> Iterator[ast.AST]:
             continue
         yield current
         stack.extend(ast.iter_child_nodes(current))
+
+
+def _statements(body: list[ast.stmt]) -> Iterator[ast.stmt]:
+    """The statements of ``body`` and of the blocks inside them, not of functions or classes defined there
+    (expressions are not walked)."""
+    for stmt in body:
+        if isinstance(stmt, (*_FUNCTIONS, ast.ClassDef)):
+            continue
+        yield stmt
+        for name in ("body", "orelse", "finalbody"):
+            inner = getattr(stmt, name, None)
+            if inner and isinstance(inner[0], ast.stmt):
+                yield from _statements(inner)
+        for handler in getattr(stmt, "handlers", ()):
+            yield from _statements(handler.body)
+        for case in getattr(stmt, "cases", ()):
+            yield from _statements(case.body)
 
 
 def _one_entry(value: ast.AST) -> bool:
@@ -107,7 +125,7 @@ def _loop_packs(loop: ast.For | ast.AsyncFor, function: str, text: str) -> Itera
     for record, found in streams.items():
         if record in entries:  # one row of several samples: each one's end is recorded beside it
             for field, node in found:
-                yield field, node.lineno, ast.get_source_segment(text, node) or ast.unparse(node), function
+                yield field, node.lineno, _segment(text, node), function
 
 
 def _read_field(node: ast.AST, bound: dict[str, str]) -> str | None:
@@ -159,22 +177,24 @@ def _shifted(node: ast.AST, bound: dict[str, str]) -> tuple[str, str] | None:
     return None
 
 
-def _function_reads(function: ast.FunctionDef | ast.AsyncFunctionDef, name: str, text: str) -> Iterator[ShiftedRead]:
-    """The shifted field reads of ``function``, its statements read in source order (a local keeps the
-    field it was last bound to)."""
-    stmts = sorted((n for n in _own(function) if isinstance(n, ast.stmt)), key=lambda s: (s.lineno, s.col_offset))
+def _function_reads(function: ast.FunctionDef | ast.AsyncFunctionDef, name: str, text: str,
+                    shifts: list[int]) -> Iterator[ShiftedRead]:
+    """The shifted field reads of ``function`` on the lines ``shifts``, its statements read in source order
+    (a local keeps the field it was last bound to)."""
+    stmts = sorted(_statements(function.body), key=lambda s: (s.lineno, s.col_offset))
     bound: dict[str, str] = {}
     for stmt in stmts:
-        if isinstance(stmt, (ast.If, ast.For, ast.AsyncFor, ast.While, ast.With, ast.AsyncWith, ast.Try)):
-            parts = [getattr(stmt, "test", None), getattr(stmt, "iter", None)]
-            inner = [n for p in parts if p is not None for n in (p, *_own(p))]
-        else:
-            inner = [stmt, *_own(stmt)]
-        for node in inner:
-            found = _shifted(node, bound)
-            if found is not None:
-                yield (*found, node.lineno, node.col_offset, node.end_lineno or node.lineno,
-                       node.end_col_offset or node.col_offset, ast.get_source_segment(text, node) or ast.unparse(node), name)
+        if _spans(stmt, shifts):
+            if isinstance(stmt, (ast.If, ast.For, ast.AsyncFor, ast.While, ast.With, ast.AsyncWith, ast.Try)):
+                parts = [getattr(stmt, "test", None), getattr(stmt, "iter", None)]
+                inner = [n for p in parts if p is not None for n in (p, *_own(p))]
+            else:
+                inner = [stmt, *_own(stmt)]
+            for node in inner:
+                found = _shifted(node, bound)
+                if found is not None:
+                    yield (*found, node.lineno, node.col_offset, node.end_lineno or node.lineno,
+                           node.end_col_offset or node.col_offset, _segment(text, node), name)
         if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
             field = _read_field(stmt.value, bound)
             if field is not None:
@@ -183,28 +203,70 @@ def _function_reads(function: ast.FunctionDef | ast.AsyncFunctionDef, name: str,
                 bound.pop(stmt.targets[0].id, None)
 
 
+CONCATENATIONS = ("] +=", "]+=", "].extend(")
+"""A concatenation onto a record's field (``pack["k"] += v``, ``pack["k"].extend(v)``)."""
+ROW_SHIFTS = (", 1:]", ", 1:,", ", :-1]", ", :-1,", ",1:]", ",:-1]", "1:, ", ":-1, ", "roll(")
+"""A shift along one axis of several (``x[:, 1:]``, ``x[..., :-1]``, ``x[1:, :]``) or a roll, as formatters
+write them (plain searches: a regular expression over every colon of a module costs more)."""
+
+
+def _lines(spellings: tuple[str, ...], text: str) -> list[int]:
+    """The lines that spell one of ``spellings`` (sorted)."""
+    found: list[int] = []
+    for spelling in spellings:
+        at = text.find(spelling)
+        while at >= 0:
+            found.append(at)
+            at = text.find(spelling, at + 1)
+    found.sort()
+    out: list[int] = []
+    line, last = 1, 0
+    for at in found:
+        line += text.count("\n", last, at)
+        last = at
+        out.append(line)
+    return out
+
+
+def _segment(text: str, node: ast.AST) -> str:
+    """``node`` as written when it is on one line, else as `ast.unparse` writes it."""
+    line = node.lineno  # type: ignore[attr-defined]
+    if node.end_lineno != line:  # type: ignore[attr-defined]
+        return ast.unparse(node)
+    row = text.split("\n", line)[line - 1].encode()
+    return row[node.col_offset:node.end_col_offset].decode(errors="replace")  # type: ignore[attr-defined]
+
+
+def _spans(node: ast.AST, lines: list[int]) -> bool:
+    """Does ``node`` span one of ``lines``?"""
+    start, end = node.lineno, node.end_lineno or node.lineno  # type: ignore[attr-defined]
+    at = bisect_left(lines, start)
+    return at < len(lines) and lines[at] <= end
+
+
 def packed_rows(tree: ast.Module, text: str) -> PackedRows:
-    """The module's packed fields and its shifted field reads (see the module docs); read only where the
-    text spells a concatenation, and a shift."""
+    """The module's packed fields and its shifted field reads (see the module docs); each read only in the
+    functions (and loops) that span a line spelling a concatenation onto a field, or a row shift."""
+    concatenations = _lines(CONCATENATIONS, text) if "+=" in text or ".extend(" in text else []
+    shifts = _lines(ROW_SHIFTS, text) if "1:" in text or ":-1" in text or "roll(" in text else []
+    if not (concatenations or shifts):
+        return (), ()
     packed: list[PackedField] = []
     reads: list[ShiftedRead] = []
-    concatenates = "+=" in text or ".extend(" in text
-    shifts = "1:" in text or ":-1" in text or "roll(" in text
-    if not (concatenates or shifts):
-        return (), ()
 
     def visit(body: list[ast.stmt], prefix: str) -> None:
         for stmt in body:
             if isinstance(stmt, ast.ClassDef):
-                visit(stmt.body, f"{prefix}{stmt.name}.")
+                if _spans(stmt, concatenations) or _spans(stmt, shifts):
+                    visit(stmt.body, f"{prefix}{stmt.name}.")
             elif isinstance(stmt, _FUNCTIONS):
                 name = prefix + stmt.name
-                if concatenates:
-                    for node in _own(stmt):
-                        if isinstance(node, (ast.For, ast.AsyncFor)):
+                if _spans(stmt, concatenations):
+                    for node in _statements(stmt.body):
+                        if isinstance(node, (ast.For, ast.AsyncFor)) and _spans(node, concatenations):
                             packed.extend(_loop_packs(node, name, text))
-                if shifts:
-                    reads.extend(_function_reads(stmt, name, text))
+                if _spans(stmt, shifts):
+                    reads.extend(_function_reads(stmt, name, text, shifts))
                 visit([s for s in stmt.body if isinstance(s, (*_FUNCTIONS, ast.ClassDef))], f"{name}.")
 
     visit(tree.body, "")
