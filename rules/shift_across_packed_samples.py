@@ -18,9 +18,9 @@ class ShiftAcrossPackedSamples(ModelRule):
 
     ## What it does
     Finds *packers*: a loop over samples that concatenates each sample's
-    sequence onto a field of one record (`pack["labels"] += labels`,
-    `pack["labels"].extend(labels)`, the value read from the sample the loop
-    walks) and records one entry per sample in another field of the same
+    sequence onto a field of one record that starts as an empty list
+    (`pack["labels"] += labels`, `pack["labels"].extend(labels)`, the value
+    read from the sample the loop walks) and records one entry per sample in another field of the same
     record (`pack["lengths"] += [len(tokens)]`, `.append(n)`): each row of the
     concatenated fields holds several samples back to back. Flags a field
     read from a record (`batch["labels"]`, `batch.pop("labels")`, through a
@@ -159,6 +159,22 @@ def pack(samples):
 def shift_sample(sample):
     # one sample, before it is packed: its own shift
     return sample["labels"][1:] + [-100]
+"""
+        ),
+        Valid(
+            """
+def count(samples):
+    # running totals per sample, not a row of samples
+    stats = {"labels": 0, "lengths": []}
+    for sample in samples:
+        stats["labels"] += sample["n_labels"]
+        stats["lengths"].append(sample["n_tokens"])
+    return stats
+
+
+def loss_step(model, loss_fn, batch):
+    labels = batch["labels"][:, 1:]
+    return loss_fn(model(batch["tokens"])[:, :-1], labels)
 """
         ),
         Valid(

@@ -1,11 +1,11 @@
 """A row that packs several samples, shifted by one position as a whole (class 5).
 
 A *packer* fills one row with several samples: in a loop over the samples it
-concatenates each one's sequence onto a record's field (``pack["labels"] +=
-labels``, ``pack["labels"].extend(labels)``, the value read from the sample the
-loop walks) and records where each sample ends in another field of the same
-record (``pack["lengths"] += [len(tokens)]``, ``.append(n)``: one entry per
-sample). The concatenated fields are *packed fields*: each row of them holds
+concatenates each one's sequence onto a record's field that its function starts
+as an empty list (``pack = {"labels": [], ...}``; ``pack["labels"] += labels``,
+``pack["labels"].extend(labels)``, the value read from the sample the loop
+walks) and records where each sample ends in another field of the same record
+(``pack["lengths"] += [len(tokens)]``, ``.append(n)``: one entry per sample). The concatenated fields are *packed fields*: each row of them holds
 several samples back to back.
 
 A next-token shift belongs to each sample. A field read from a record
@@ -94,8 +94,28 @@ def _one_entry(value: ast.AST) -> bool:
     return isinstance(value, ast.List) and len(value.elts) == 1 and not isinstance(value.elts[0], ast.Starred)
 
 
-def _loop_packs(loop: ast.For | ast.AsyncFor, function: str, text: str) -> Iterator[PackedField]:
-    """The fields of a record this loop packs samples into (see the module docs)."""
+def _list_fields(function: ast.FunctionDef | ast.AsyncFunctionDef) -> set[tuple[str, str]]:
+    """(record, field) for each field the function starts as an empty list (``acc = {"k": [], ...}``,
+    ``acc["k"] = []``): a row to be filled, not a counter."""
+    out: set[tuple[str, str]] = set()
+    for stmt in _statements(function.body):
+        if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1):
+            continue
+        target, value = stmt.targets[0], stmt.value
+        if isinstance(target, ast.Name) and isinstance(value, ast.Dict):
+            out |= {(target.id, k.value) for k, v in zip(value.keys, value.values)
+                    if isinstance(k, ast.Constant) and isinstance(k.value, str) and isinstance(v, ast.List) and not v.elts}
+        elif isinstance(value, ast.List) and not value.elts:
+            key = _key(target)
+            if key is not None:
+                out.add(key)
+    return out
+
+
+def _loop_packs(loop: ast.For | ast.AsyncFor, function: str, text: str,
+                lists: set[tuple[str, str]]) -> Iterator[PackedField]:
+    """The fields of a record this loop packs samples into (see the module docs); ``lists``: the fields
+    its function starts as empty lists (`_list_fields`)."""
     sample = names_in(loop.target)
     derived = set(sample)
     body = [n for stmt in loop.body for n in (stmt, *_own(stmt))]
@@ -120,7 +140,8 @@ def _loop_packs(loop: ast.For | ast.AsyncFor, function: str, text: str) -> Itera
             continue
         if _one_entry(value):
             entries.add(key[0])
-        elif isinstance(value, (ast.Name, ast.Subscript, ast.Attribute)) and names_in(value) & derived:
+        elif isinstance(value, (ast.Name, ast.Subscript, ast.Attribute)) and names_in(value) & derived \
+                and key in lists:
             streams.setdefault(key[0], []).append((key[1], node))
     for record, found in streams.items():
         if record in entries:  # one row of several samples: each one's end is recorded beside it
@@ -262,9 +283,10 @@ def packed_rows(tree: ast.Module, text: str) -> PackedRows:
             elif isinstance(stmt, _FUNCTIONS):
                 name = prefix + stmt.name
                 if _spans(stmt, concatenations):
+                    lists = _list_fields(stmt)
                     for node in _statements(stmt.body):
-                        if isinstance(node, (ast.For, ast.AsyncFor)) and _spans(node, concatenations):
-                            packed.extend(_loop_packs(node, name, text))
+                        if lists and isinstance(node, (ast.For, ast.AsyncFor)) and _spans(node, concatenations):
+                            packed.extend(_loop_packs(node, name, text, lists))
                 if _spans(stmt, shifts):
                     reads.extend(_function_reads(stmt, name, text, shifts))
                 visit([s for s in stmt.body if isinstance(s, (*_FUNCTIONS, ast.ClassDef))], f"{name}.")
