@@ -583,3 +583,66 @@ def test_a_shifter_summary_says_which_parameter_is_shifted_and_how(source: str, 
     from layoutcheck.model.modulereaders import shifters_of_module
 
     assert [tuple(s) for s in shifters_of_module(ast.parse(source), source)] == expected
+
+
+_PACKER = '''
+import torch
+
+
+class PackedRows:
+    def __init__(self, ds, width):
+        self.ds, self.width, self.rows = ds, width, []
+        self._pack()
+
+    def _pack(self):
+        current = {{"tokens": [], "labels": [], "lengths": []}}
+        for sample in self.ds:
+            tokens, labels = sample["tokens"], sample["labels"]
+            current["tokens"] += tokens
+            current["labels"] += {labels}
+            current["lengths"] += [len(tokens)]
+        self.rows.append({{k: torch.tensor(v) for k, v in current.items()}})
+
+    def __getitem__(self, i):
+        return self.rows[i]
+'''
+_RECIPE = '''
+import torch
+{imported}
+
+
+class Recipe:
+    def __init__(self, model, loss_fn, ignore):
+        self.model, self.loss_fn, self.ignore = model, loss_fn, ignore
+
+    def loss_step(self, batch):
+        labels = batch.pop("labels")
+        logits = self.model(**batch)
+        labels = torch.hstack((labels{shift}, self.ignore[: labels.shape[0]]))
+        return self.loss_fn(logits.reshape(-1, logits.size(-1)), labels.reshape(-1))
+'''
+
+
+@pytest.mark.parametrize(("packed", "imported", "shift", "flagged"), [
+    ("labels", "from data import PackedRows", "[..., 1:]", True),
+    ("labels", "from data import PackedRows", "", False),
+    ("labels", "", "[..., 1:]", False),
+    ("[len(labels)]", "from data import PackedRows", "[..., 1:]", False),
+], ids=["packed, shifted as a row", "the fix: not shifted", "not imported", "one entry per sample, not packed"])
+def test_a_packed_field_shifted_as_a_row_in_a_module_that_imports_the_packer(
+        tmp_path: Path, packed: str, imported: str, shift: str, flagged: bool) -> None:
+    """pytorch/torchtune b18312c7d: a dataset's loop concatenates each sample's labels onto one row beside
+    the samples' lengths (a package `data`, the packer in a submodule its `__init__` imports), and a
+    recipe in another module, which imports the package, shifts the batch's labels by one along the row:
+    flagged (shift-across-packed-samples) at the shift. Silent at the fix (the recipe does not shift),
+    when the recipe does not import the packer's package, and when the loop adds one entry per sample to
+    the field (a list of per-sample values, not a row of samples)."""
+    (tmp_path / "data").mkdir()
+    files = {
+        "data/__init__.py": "from data._packed import PackedRows\n",
+        "data/_packed.py": _PACKER.format(labels=packed),
+        "recipe.py": _RECIPE.format(imported=imported, shift=shift),
+    }
+    line = next(i for i, text in enumerate(files["recipe.py"].splitlines(), 1) if "torch.hstack" in text)
+    found = [(name, at) for name, at, rule in _lint(tmp_path, files) if rule == "shift-across-packed-samples"]
+    assert found == ([("recipe.py", line)] if flagged else []), found

@@ -104,6 +104,7 @@ MEASURED: dict[str, Measured] = {
     "LC130": Measured(0, 0),
     "LC131": Measured(0, 0),
     "LC132": Measured(1, 1),
+    "LC133": Measured(0, 0),
     "LC201": Measured(0, 0),
 }
 # END MEASURED

@@ -31,7 +31,7 @@ __all__ = [
     "element_call", "from_data", "object_hook", "to_data",
 ]
 
-FACTS_VERSION = 15
+FACTS_VERSION = 16
 """Bumped whenever the shape or the meaning of the facts changes (cached facts are then misses)."""
 
 Span = tuple[int, int, int, int]
@@ -476,6 +476,10 @@ class FileFacts:
     shifters: tuple[tuple[str, str, str, str, str], ...] = ()
     """Functions returning a one-position shift of a parameter (`layoutcheck.model.reshift.ShiftSummary`):
     what a call of one in another module stores or reads."""
+    packed_rows: tuple[tuple[tuple[str, int, str, str], ...],
+                       tuple[tuple[str, str, int, int, int, int, str, str], ...]] = ((), ())
+    """The fields a loop packs several samples into, and the fields read and shifted by one position
+    (`layoutcheck.model.packedrows.PackedRows`): what another module's shift or packer meets."""
     clashes: list[Clash] = field(default_factory=list)
     sides: list[PadSide] = field(default_factory=list)
     extracted: bool = False
