@@ -9,10 +9,11 @@ give what the generated ones give: the same ``repr`` text (``...`` for an
 object met again while its own repr is built), the same equality (the
 compared fields as a tuple, objects of the same class only) and the same hash
 values (``hash`` of that tuple; none, as with the standard decorator, for a
-mutable class that compares by value). The class is a dataclass all the same:
+mutable class that compares by value), and with ``order`` the same ordering
+(those tuples compared). The class is a dataclass all the same:
 `dataclasses.fields`, `dataclasses.replace`, `dataclasses.asdict`, pickling
-and frozen instances work as before. Classes with ``order``, ``unsafe_hash`` or
-``slots`` are left to the standard decorator whole.
+and frozen instances work as before. Classes with ``unsafe_hash`` or ``slots``
+are left to the standard decorator whole.
 """
 
 from __future__ import annotations
@@ -45,11 +46,12 @@ def dataclass(cls: Any = None, /, *, init: bool = True, repr: bool = True, eq: b
     ``__eq__`` and ``__hash__`` shared (the module's docstring)."""
 
     def wrap(cls: _T) -> _T:
-        if order or unsafe_hash or slots:
+        own = cls.__dict__
+        # The last: what the standard decorator refuses (order without eq, or over the class's own).
+        if unsafe_hash or slots or (order and (not eq or any(name in own for name in _ORDER))):
             return dataclasses.dataclass(cls, init=init, repr=repr, eq=eq, order=order,  # type: ignore[no-any-return]
                                          unsafe_hash=unsafe_hash, frozen=frozen, match_args=match_args,
                                          kw_only=kw_only, slots=slots)
-        own = cls.__dict__
         share_repr = repr and "__repr__" not in own
         share_eq = eq and "__eq__" not in own
         # As `dataclasses` decides it: a ``__hash__`` the class body sets is kept.
@@ -70,6 +72,10 @@ def dataclass(cls: Any = None, /, *, init: bool = True, repr: bool = True, eq: b
                     made.__hash__ = _hash  # type: ignore[assignment]
                 else:
                     made.__hash__ = None  # type: ignore[assignment]
+        if order:
+            made.__record_ordered__ = _tuple_of([f.name for f in fields if f.compare])  # type: ignore[attr-defined]
+            for name, method in _ORDER.items():
+                setattr(made, name, method)
         return made  # type: ignore[no-any-return]
 
     return wrap if cls is None else wrap(cls)
@@ -109,3 +115,34 @@ def _eq(self: Any, other: Any) -> Any:
 
 def _hash(self: Any) -> int:
     return hash(self.__class__.__record_hashed__(self))
+
+
+def _lt(self: Any, other: Any) -> Any:
+    if other.__class__ is self.__class__:
+        ordered = self.__class__.__record_ordered__
+        return ordered(self) < ordered(other)
+    return NotImplemented
+
+
+def _le(self: Any, other: Any) -> Any:
+    if other.__class__ is self.__class__:
+        ordered = self.__class__.__record_ordered__
+        return ordered(self) <= ordered(other)
+    return NotImplemented
+
+
+def _gt(self: Any, other: Any) -> Any:
+    if other.__class__ is self.__class__:
+        ordered = self.__class__.__record_ordered__
+        return ordered(self) > ordered(other)
+    return NotImplemented
+
+
+def _ge(self: Any, other: Any) -> Any:
+    if other.__class__ is self.__class__:
+        ordered = self.__class__.__record_ordered__
+        return ordered(self) >= ordered(other)
+    return NotImplemented
+
+
+_ORDER = {"__lt__": _lt, "__le__": _le, "__gt__": _gt, "__ge__": _ge}

@@ -95,14 +95,6 @@ def test_recursive_repr_and_explicit_methods_kept():
     assert hash(Keyed("a")) == 7 and repr(Keyed("a")) == "mine" and Keyed("a") == Keyed("a")
 
 
-def test_order_left_to_the_standard_decorator():
-    @shared(frozen=True, order=True)
-    class Ordered:
-        a: int
-
-    assert Ordered(1) < Ordered(2) and sorted([Ordered(2), Ordered(1)]) == [Ordered(1), Ordered(2)]
-
-
 def test_the_facts_compare_and_print_as_before():
     from layoutcheck.model.facts import FileFacts, Function
 
@@ -111,3 +103,25 @@ def test_the_facts_compare_and_print_as_before():
     assert facts != FileFacts()
     assert pickle.loads(pickle.dumps(facts)) == facts  # the workers send facts pickled
     assert repr(facts).startswith("FileFacts(functions=[Function(qualname='<module>', span=(1, 0, 1, 0), params=()")
+
+
+def test_same_order_as_the_standard_decorator():
+    made = []
+    for deco in (dataclasses.dataclass, shared):
+        class Row:
+            path: str
+            line: int
+            note: str = field(default="", compare=False)
+
+        made.append(deco(frozen=True, order=True)(Row))
+    std, ours = made
+    rows = [("b", 2, "x"), ("a", 9, "y"), ("b", 1, "z"), ("a", 9, "a")]
+    assert [tuple(vars(r).values()) for r in sorted(ours(*r) for r in rows)] == \
+        [tuple(vars(r).values()) for r in sorted(std(*r) for r in rows)]
+    for a in rows:
+        for b in rows:
+            assert [ours(*a) < ours(*b), ours(*a) <= ours(*b), ours(*a) > ours(*b), ours(*a) >= ours(*b)] == \
+                [std(*a) < std(*b), std(*a) <= std(*b), std(*a) > std(*b), std(*a) >= std(*b)]
+    assert ours("a", 1).__lt__(std("a", 1)) is NotImplemented
+    with pytest.raises(TypeError):
+        sorted([ours("a", 1), std("a", 1)])
