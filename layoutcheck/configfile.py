@@ -28,7 +28,8 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
+from layoutcheck.records import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 

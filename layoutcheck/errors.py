@@ -11,7 +11,8 @@ import sys
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
-from dataclasses import dataclass, field
+from dataclasses import field
+from layoutcheck.records import dataclass
 
 __all__ = [
     "MESSAGE_LIMIT",

@@ -23,7 +23,7 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from layoutcheck.records import dataclass
 from typing import Literal
 
 from layoutcheck.errors import LayoutError, LayoutSpecError, Violation, describe_value

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass
+from layoutcheck.records import dataclass
 from functools import lru_cache
 
 

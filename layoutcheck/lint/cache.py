@@ -53,7 +53,7 @@ import marshal
 import os
 import sys
 from collections.abc import Mapping
-from dataclasses import dataclass
+from layoutcheck.records import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 

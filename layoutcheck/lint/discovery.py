@@ -25,7 +25,8 @@ import errno
 import os
 import stat
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
+from layoutcheck.records import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 

@@ -15,7 +15,7 @@ guard that can raise, a rewrite of what a value is), and applies only with
 from __future__ import annotations
 
 from collections.abc import Hashable, Iterable, Sequence
-from dataclasses import dataclass
+from layoutcheck.records import dataclass
 
 __all__ = ["APPLICABILITIES", "SAFE", "UNSAFE", "Edit", "Fix", "apply_fixes"]
 

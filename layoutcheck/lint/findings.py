@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, field
+from layoutcheck.records import dataclass
 
 
 @dataclass(frozen=True, order=True)

@@ -26,7 +26,7 @@ import io
 import re
 import tokenize
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from layoutcheck.records import dataclass
 
 from layoutcheck.lint.findings import Finding
 

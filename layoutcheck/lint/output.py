@@ -46,7 +46,6 @@ from urllib.parse import quote
 
 from layoutcheck.version import __version__
 from layoutcheck.lint.findings import INVALID_INPUT, FileError, Finding
-from layoutcheck.lint.fixdetail import fix_json
 
 if TYPE_CHECKING:
     from layoutcheck.lint.fixdetail import FixView
@@ -173,6 +172,8 @@ def finding_to_json(finding: Finding, fix: FixView | None = None) -> dict[str, A
     ``--unsafe-fixes`` for an unsafe one); ``fix``: that fix, whatever its
     applicability (`layoutcheck.lint.fixdetail.describe_fixes` computes it), or null.
     """
+    from layoutcheck.lint.fixdetail import fix_json  # the json formats only: a text run never needs it
+
     return {
         "rule": finding.rule,
         "code": finding.code,

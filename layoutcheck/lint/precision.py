@@ -25,7 +25,7 @@ rule without one.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from layoutcheck.records import dataclass
 
 __all__ = ["MEASURED", "MIN_FINDINGS", "PREVIEW", "STABLE", "TARGET", "Measured", "status_for"]
 

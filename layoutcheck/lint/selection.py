@@ -24,7 +24,8 @@ it was written and lists the valid names: a typo must not silently lint nothing.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
+from layoutcheck.records import dataclass
 from typing import TYPE_CHECKING
 
 from layoutcheck.errors import ConfigError

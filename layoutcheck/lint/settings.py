@@ -19,6 +19,7 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
+from layoutcheck.records import dataclass
 from layoutcheck.model.settings import (
     DEFAULT_CP_HELPERS,
     DEFAULT_KERNEL_MODULES,
@@ -41,7 +42,7 @@ DEFAULT_CACHE_DIR = ".layoutcheck_cache"
 """The result cache folder, beside the configuration file, unless ``cache-dir`` names one."""
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclass(frozen=True)
 class CheckSettings(LintSettings):
     """The whole ``[tool.layoutcheck]`` table as `layoutcheck check` reads it: the rules'
     domain settings plus the engine's options.

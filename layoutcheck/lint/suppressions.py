@@ -29,7 +29,8 @@ import io
 import re
 import tokenize
 from collections.abc import Collection, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
+from layoutcheck.records import dataclass
 from typing import TYPE_CHECKING
 
 from layoutcheck.lint.findings import Finding

@@ -22,7 +22,8 @@ import dataclasses
 import json
 import types
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import field
+from layoutcheck.records import dataclass
 from typing import Any, NamedTuple, Union, get_args, get_origin, get_type_hints
 
 __all__ = [

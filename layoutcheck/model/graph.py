@@ -23,7 +23,8 @@ helpers (`layoutcheck.model.helpers`) and owners (`layoutcheck.model.owners`);
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
+from layoutcheck.records import dataclass
 from functools import cached_property
 
 from layoutcheck.globs import any_match

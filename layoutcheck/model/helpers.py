@@ -13,7 +13,7 @@ A helper defined outside the tree is known only from `cp-helpers` (a hint).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from layoutcheck.records import dataclass
 from functools import cached_property
 from layoutcheck.model.facts import FunctionRef, Param
 from layoutcheck.model.values import ProjectValues

@@ -13,7 +13,7 @@ from __future__ import annotations
 import ast
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from layoutcheck.records import dataclass
 
 from layoutcheck.model.imports import Imports
 from layoutcheck.model.syntax import int_value, keyword, last_name, names_in, positional, same

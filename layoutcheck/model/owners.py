@@ -19,7 +19,7 @@ pad alike (`ProjectOwners.disagreements`).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from layoutcheck.records import dataclass
 from functools import cached_property
 from typing import TYPE_CHECKING
 

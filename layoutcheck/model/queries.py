@@ -14,7 +14,7 @@ answer.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
+from layoutcheck.records import dataclass
 
 from layoutcheck.model.facts import Arg, Call, FileFacts, Function, Pad, Record, Rewrite, Transform, Zip, ensure_calls
 from layoutcheck.model.project import FileModel, FunctionRef, HelperSignature, Project

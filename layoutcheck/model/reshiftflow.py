@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Sequence
-from dataclasses import dataclass
+from layoutcheck.records import dataclass
 
 from layoutcheck.model.facts import Call, FieldWrite, FunctionRef, Param
 from layoutcheck.model.graph import ProjectGraph

@@ -34,6 +34,7 @@ import dataclasses
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from layoutcheck.records import dataclass
 from layoutcheck.geometry import DEFAULT_BUCKET_QUANTUM, Layout
 
 if TYPE_CHECKING:
@@ -82,7 +83,7 @@ def arrays_as_tuples(value: Any) -> Any:
     return value
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclass(frozen=True)
 class LintSettings:
     """What the padding rules need to know about a codebase."""
 

@@ -30,7 +30,8 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Collection, Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import field
+from layoutcheck.records import dataclass
 
 from layoutcheck.model.idioms import match_ceil_div, match_pad_amount, match_round_up
 from layoutcheck.model.imports import Imports
