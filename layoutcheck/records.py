@@ -19,6 +19,7 @@ are left to the standard decorator whole.
 from __future__ import annotations
 
 import dataclasses
+import sys
 from _thread import get_ident
 from collections.abc import Callable
 from operator import attrgetter
@@ -27,6 +28,13 @@ from typing import Any, TypeVar, overload
 __all__ = ["dataclass"]
 
 _T = TypeVar("_T", bound=type)
+_F = TypeVar("_F")
+
+if sys.version_info >= (3, 11):
+    from typing import dataclass_transform
+else:  # type checkers read the branch above; at run time the marker does nothing
+    def dataclass_transform(**_: Any) -> Callable[[_F], _F]:
+        return lambda function: function
 
 
 @overload
@@ -39,6 +47,7 @@ def dataclass(*, init: bool = True, repr: bool = True, eq: bool = True, order: b
               slots: bool = False) -> Callable[[_T], _T]: ...
 
 
+@dataclass_transform()  # so that type checkers read the decorated classes as dataclasses
 def dataclass(cls: Any = None, /, *, init: bool = True, repr: bool = True, eq: bool = True,  # noqa: A002
               order: bool = False, unsafe_hash: bool = False, frozen: bool = False, match_args: bool = True,
               kw_only: bool = False, slots: bool = False) -> Any:
