@@ -31,7 +31,7 @@ from contextlib import ExitStack
 import libcst as cst
 from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
 
-__all__ = ["TRIVIA", "node_parents", "node_positions", "walk_batched"]
+__all__ = ["TRIVIA", "node_parents", "node_positions", "visit", "walk_batched"]
 
 _Fields = tuple[tuple[str, bool], ...]
 _ORDER: dict[type[cst.CSTNode], _Fields] = {}
@@ -254,3 +254,54 @@ def node_parents(module: cst.Module) -> dict[cst.CSTNode, cst.CSTNode]:
                         parents[item] = node
                         stack.append(item)
     return parents
+
+
+_TRIVIA_NAMES = frozenset(t.__name__ for t in TRIVIA)
+_SKIPS: dict[type, frozenset[type[cst.CSTNode]]] = {}
+
+
+def _skipped(kind: type) -> frozenset[type[cst.CSTNode]]:
+    """What `visit` may leave out for a visitor class: the trivia, unless the class can see them
+    (its own ``on_visit``/``on_leave``, or a callback named for a trivia type)."""
+    skip = _SKIPS.get(kind)
+    if skip is None:
+        own = kind.on_visit is not cst.CSTVisitor.on_visit or kind.on_leave is not cst.CSTVisitor.on_leave
+        named = {
+            name.split("_", 2)[1] for klass in kind.__mro__ if not klass.__module__.startswith("libcst")
+            for name in vars(klass) if name.startswith(("visit_", "leave_"))
+        }
+        skip = frozenset() if own or not named.isdisjoint(_TRIVIA_NAMES) else TRIVIA
+        _SKIPS[kind] = skip
+    return skip
+
+
+def visit(node: cst.CSTNode, visitor: cst.CSTVisitor) -> None:
+    """``node.visit(visitor)`` for a read-only visitor, without rebuilding a node.
+
+    The same ``on_visit`` (``visit_<Node>``; False: skip the children) and
+    ``on_leave`` (``leave_<Node>``) calls on the same nodes in libcst's order;
+    per-field hooks (``visit_<Node>_<field>``) are not called, so a visitor
+    that defines one must use ``node.visit``. libcst's ``visit`` rebuilds every
+    node of the subtree even for a visitor that changes nothing (see the
+    module docs). The equivalence is tested on real code (tests/test_lint_walk.py).
+    """
+    skip = _skipped(type(visitor))
+    on_visit, on_leave = visitor.on_visit, visitor.on_leave
+
+    def go(node: cst.CSTNode) -> None:
+        if on_visit(node):
+            for field, _hooked in _ORDER.get(type(node)) or _fields(node):
+                value = getattr(node, field)
+                kind = _KIND.get(type(value))
+                if kind is None:
+                    kind = _kind(type(value))
+                if kind == _NODE:
+                    if type(value) not in skip:
+                        go(value)
+                elif kind == _SEQUENCE:
+                    for item in value:
+                        if type(item) not in skip and _kind(type(item)) == _NODE:
+                            go(item)
+        on_leave(node)
+
+    go(node)
