@@ -578,6 +578,11 @@ def cache_data(facts: FileFacts) -> dict[str, Any]:
     only the dataclasses and the named tuples (`from_cache_data`): on verl, a one-file run reads
     its project's entries in about half the time JSON with a type tag per object took.
     """
+    pending = facts.__dict__.get("pending_calls")
+    if pending is not None:  # read from a cache entry (or a worker), the calls still undecoded: as they came
+        core = _positional(dataclasses.replace(facts, functions=[]))
+        core[:1] = [[_positional(function) for function in facts.functions]]
+        return {"core": core, "calls": pending, "names": sorted(facts.__dict__["call_names"])}
     functions, calls = [], []
     for function in facts.functions:
         values = _positional(function)
