@@ -23,6 +23,7 @@ import json
 import types
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from operator import attrgetter
 from typing import Any, NamedTuple, Union, get_args, get_origin, get_type_hints
 
 __all__ = [
@@ -507,6 +508,10 @@ def _default(f: dataclasses.Field) -> Any:  # type: ignore[type-arg]
 _DEFAULTS: dict[type, tuple[Any, ...]] = {
     cls: tuple(_default(f) for f in dataclasses.fields(cls)) for cls in _CLASSES.values()
 }
+_GETTERS: dict[type, Callable[[Any], tuple[Any, ...]]] = {
+    cls: attrgetter(*names) for cls, names in _FIELDS.items() if len(names) > 1
+}
+"""Per class, its fields' values as a tuple, in order (`_positional`: one call, not one `getattr` each)."""
 _REQUIRED: dict[type, int] = {
     cls: sum(1 for d in defaults if d is dataclasses.MISSING) for cls, defaults in _DEFAULTS.items()
 }
@@ -556,11 +561,11 @@ def _positional(value: Any) -> list[Any]:
     `Param`, `Arg` and `Call` (`to_data`'s compact forms) converted by `_ENCODE`. Only plain values,
     for `marshal`; read back by `_BUILD`."""
     kind = type(value)
-    values = [getattr(value, n) for n in _FIELDS[kind]]
-    defaults = _DEFAULTS[kind]
-    while len(values) > _REQUIRED[kind] and values[-1] == defaults[len(values) - 1]:
-        values.pop()  # the dataclass fills them back in
-    n = len(values)
+    values = list(_GETTERS[kind](value))
+    defaults, n, required = _DEFAULTS[kind], len(values), _REQUIRED[kind]
+    while n > required and values[n - 1] == defaults[n - 1]:
+        n -= 1  # the dataclass fills them back in
+    del values[n:]
     for i, encode in _ENCODE[kind]:
         if i < n:
             values[i] = encode(values[i])
