@@ -12,7 +12,13 @@ import libcst as cst
 import pytest
 from libcst.metadata import MetadataWrapper, PositionProvider
 
-from layoutcheck.lint.walk import TRIVIA, node_parents, visit, walk_batched
+from layoutcheck.lint.walk import (
+    TRIVIA,
+    node_parents,
+    node_positions,
+    visit,
+    walk_batched,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -229,3 +235,13 @@ def test_read_only_visit_is_libcst_visit(name, source):
             visit(root, ours)
             assert ours.log == theirs.log
             assert ours.log
+
+
+@pytest.mark.parametrize(("name", "source"), _sources(), ids=[name for name, _ in _sources()])
+def test_positions_are_libcsts(name, source):
+    """`node_positions`'s lean recorder gives every node libcst's own `PositionProvider` range."""
+    module = cst.parse_module(source)
+    theirs = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
+    ours = node_positions(MetadataWrapper(module, unsafe_skip_copy=True))
+    assert dict(ours) == dict(theirs)
+    assert ours
