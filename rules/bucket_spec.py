@@ -362,6 +362,7 @@ def _zipped(site: FixSite, node: cst.BaseExpression) -> bool:
     import libcst as cst
 
     from layoutcheck.lint.fixscope import names_in
+    from layoutcheck.lint.walk import visit
 
     parent = site.tree.parent(node)
     target = None
@@ -384,5 +385,5 @@ def _zipped(site: FixSite, node: cst.BaseExpression) -> bool:
                     if name in names_in(arg.value) or text.endswith(f".{name}"):
                         zipped = True
 
-    site.tree.module.visit(_Zips())
+    visit(site.tree.module, _Zips())
     return zipped

@@ -422,6 +422,7 @@ def _value_in_scope(site: FixSite, call: cst.Call, name: str, *, padded: bool) -
     import libcst as cst
 
     from layoutcheck.lint.fixscope import scope_of
+    from layoutcheck.lint.walk import visit
 
     tree = site.tree
     statement = tree.statement_of(call)
@@ -445,7 +446,7 @@ def _value_in_scope(site: FixSite, call: cst.Call, name: str, *, padded: bool) -
                     scope.reaching(node.value.value, statement) is not None:
                 reads.add(f"{node.value.value}.{name}")
 
-    scope.owner.visit(_Reads())
+    visit(scope.owner, _Reads())
     return reads.pop() if len(reads) == 1 else None
 
 

@@ -540,6 +540,7 @@ def _per_sample(expr: cst.BaseExpression) -> tuple[str, str, str] | None:
     import libcst as cst
 
     from layoutcheck.lint.fixscope import names_in, swap_nodes
+    from layoutcheck.lint.walk import visit
 
     maxes: list[cst.Call] = []
 
@@ -548,7 +549,7 @@ def _per_sample(expr: cst.BaseExpression) -> tuple[str, str, str] | None:
             if _is_max(node):
                 maxes.append(node)
 
-    expr.visit(_Maxes())
+    visit(expr, _Maxes())
     if not maxes or any(not m.deep_equals(maxes[0]) for m in maxes[1:]):
         return None
     module = cst.Module(body=[])
@@ -606,6 +607,8 @@ def _reads(owner: cst.CSTNode, names: set[str], skipped: list[cst.CSTNode]) -> d
     """How often ``owner`` reads each of ``names``, outside the ``skipped`` nodes."""
     import libcst as cst
 
+    from layoutcheck.lint.walk import visit
+
     counts = dict.fromkeys(names, 0)
 
     class _Reads(cst.CSTVisitor):
@@ -614,7 +617,7 @@ def _reads(owner: cst.CSTNode, names: set[str], skipped: list[cst.CSTNode]) -> d
                 counts[name.value] += 1
 
         def visit_Attribute(self, attribute: cst.Attribute) -> bool:
-            attribute.value.visit(self)
+            visit(attribute.value, self)
             return False
 
         def on_visit(self, child: cst.CSTNode) -> bool:
@@ -622,12 +625,14 @@ def _reads(owner: cst.CSTNode, names: set[str], skipped: list[cst.CSTNode]) -> d
                 return False
             return super().on_visit(child)
 
-    owner.visit(_Reads())
+    visit(owner, _Reads())
     return counts
 
 
 def _pure(value: cst.BaseExpression) -> bool:
     import libcst as cst
+
+    from layoutcheck.lint.walk import visit
 
     pure = True
 
@@ -640,5 +645,5 @@ def _pure(value: cst.BaseExpression) -> bool:
             if name not in _PURE_CALLS:
                 pure = False
 
-    value.visit(_Calls())
+    visit(value, _Calls())
     return pure

@@ -71,6 +71,19 @@ def test_every_fixture_file_reads_back_from_the_cache_with_its_types(fixture_fac
         assert_same(facts, from_data(json.loads(json.dumps(to_data(facts)))), name)
 
 
+def test_facts_read_back_with_their_calls_pending_are_written_back_whole(fixture_facts) -> None:
+    """A worker's facts reach the run's process in the cache form, their calls undecoded; written
+    to the cache again (`cache_data`) they keep their calls, not the empty ones they hold so far."""
+    with_calls = [(name, facts) for name, facts in fixture_facts if any(f.calls for f in facts.functions)]
+    assert with_calls
+    for name, facts in with_calls:
+        pending = from_cache_data(marshal.loads(marshal.dumps(cache_data(facts))))
+        assert not any(f.calls for f in pending.functions)  # still pending
+        again = from_cache_data(marshal.loads(marshal.dumps(cache_data(pending))))
+        ensure_calls(again)
+        assert_same(facts, again, name)
+
+
 def test_a_cached_span_is_hashable_as_the_rules_use_it(fixture_facts) -> None:
     facts = next(facts for _, facts in fixture_facts if facts.sides)
     back = through_cache(facts)

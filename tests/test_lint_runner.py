@@ -365,3 +365,36 @@ def test_a_missing_path_is_an_error_and_its_parent_is_not_read_as_its_project(tm
     result = run([str(tmp_path / "nope.py")], rules=DEFAULT_TEST_RULES, cwd=tmp_path, use_cache=False)
     assert [(e.kind, Path(e.path).name) for e in result.errors] == [(MISSING_PATH, "nope.py")]
     assert result.stats.files == 0
+
+
+def _cached_facts(root: Path) -> list[str]:
+    """Every file entry's facts in ``root``'s cache, decoded with their calls, as sorted reprs."""
+    import marshal
+
+    from layoutcheck.model.facts import ensure_calls, from_cache_data
+
+    out = []
+    for path in root.glob(".layoutcheck_cache/files/*/*.marshal"):
+        entry = marshal.loads(path.read_bytes())
+        facts = from_cache_data(entry.pop("facts"))
+        ensure_calls(facts)
+        out.append(repr((facts, sorted(entry.items()))))
+    return sorted(out)
+
+
+def test_the_workers_send_facts_in_the_cache_form_and_the_cache_keeps_them_as_sent(tmp_path):
+    """Facts come back from the workers as `marshal` bytes, read back with their calls pending;
+    the run's output and the cache entries it writes are those of a run in one process."""
+    corpus = Path(__file__).resolve().parents[1] / "fixtures" / "lint" / "corpus"
+    sources = sorted(corpus.rglob("*.py"))[:PARALLEL_THRESHOLD + 6]
+    for root in (tmp_path / "serial", tmp_path / "pool"):
+        for i, source in enumerate(sources):
+            write(root, f"pkg/m{i:02d}.py", source.read_text())
+    serial = run(["."], cwd=tmp_path / "serial", loaded=resolve_config(["."], cwd=tmp_path / "serial"), jobs=1)
+    pool = run(["."], cwd=tmp_path / "pool", loaded=resolve_config(["."], cwd=tmp_path / "pool"), jobs=2)
+    assert pool.stats.workers == 2 and serial.stats.workers == 1
+    assert [(f.path, f.line, f.rule, f.message) for f in pool.findings] == \
+        [(f.path, f.line, f.rule, f.message) for f in serial.findings]
+    written = _cached_facts(tmp_path / "pool")
+    assert len(written) == len(sources) and written == _cached_facts(tmp_path / "serial")
+    assert any("Call(" in facts for facts in written)  # calls were cached, not left out as pending

@@ -12,7 +12,13 @@ import libcst as cst
 import pytest
 from libcst.metadata import MetadataWrapper, PositionProvider
 
-from layoutcheck.lint.walk import TRIVIA, node_parents, walk_batched
+from layoutcheck.lint.walk import (
+    TRIVIA,
+    node_parents,
+    node_positions,
+    visit,
+    walk_batched,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -175,3 +181,67 @@ def test_parents_are_what_libcst_children_give(name, source):
             stack.append(child)
     got = {id(child): id(parent) for child, parent in node_parents(module).items()}
     assert got == expected
+
+
+def _plain_logger(types: list[type], pruned: type) -> type[cst.CSTVisitor]:
+    """A `CSTVisitor` logging ``visit_``/``leave_`` of ``types``; ``visit_`` of ``pruned`` skips its children."""
+    namespace: dict[str, object] = {}
+    for kind in types:
+        name = kind.__name__
+        for event in ("visit", "leave"):
+            def record(self, node, event=event, name=name):
+                self.log.append((event, name, id(node)))
+                return False if event == "visit" and name == pruned.__name__ else None
+
+            record.__name__ = f"{event}_{name}"
+            namespace[record.__name__] = record
+
+    def __init__(self):
+        cst.CSTVisitor.__init__(self)
+        self.log = []
+
+    namespace["__init__"] = __init__
+    return type("PlainLogger", (cst.CSTVisitor,), namespace)
+
+
+class _EveryNode(cst.CSTVisitor):
+    """Sees every node through ``on_visit``/``on_leave``: trivia included, nothing skipped."""
+
+    def __init__(self):
+        super().__init__()
+        self.log = []
+
+    def on_visit(self, node):
+        self.log.append(("visit", type(node).__name__, id(node)))
+        return not isinstance(node, cst.Lambda)
+
+    def on_leave(self, node):
+        self.log.append(("leave", type(node).__name__, id(node)))
+
+
+@pytest.mark.parametrize(("name", "source"), _sources(), ids=[name for name, _ in _sources()])
+def test_read_only_visit_is_libcst_visit(name, source):
+    """`visit` makes libcst's ``node.visit`` calls, on the same nodes, in the same order: on whole
+    modules and on a function alone, with children pruned by ``visit_`` returning False."""
+    module = cst.parse_module(source)
+    functions = [n for n in node_parents(module) if isinstance(n, cst.FunctionDef)]
+    roots = [module, *functions[:3]]
+    plain = [t for t in NODE_TYPES if t not in TRIVIA]
+    for root in roots:
+        for make in (lambda: _plain_logger(plain, cst.Lambda)(), lambda: _plain_logger(plain, cst.Call)(),
+                     _EveryNode):
+            theirs, ours = make(), make()
+            root.visit(theirs)
+            visit(root, ours)
+            assert ours.log == theirs.log
+            assert ours.log
+
+
+@pytest.mark.parametrize(("name", "source"), _sources(), ids=[name for name, _ in _sources()])
+def test_positions_are_libcsts(name, source):
+    """`node_positions`'s lean recorder gives every node libcst's own `PositionProvider` range."""
+    module = cst.parse_module(source)
+    theirs = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
+    ours = node_positions(MetadataWrapper(module, unsafe_skip_copy=True))
+    assert dict(ours) == dict(theirs)
+    assert ours

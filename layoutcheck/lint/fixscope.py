@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 import libcst as cst
 
 from layoutcheck.lint.fixsite import SourceTree
+from layoutcheck.lint.walk import visit
 
 __all__ = ["Binding", "Scope", "names_in", "parenthesised", "scope_of", "swap_nodes"]
 
@@ -58,10 +59,10 @@ def names_in(node: cst.CSTNode) -> set[str]:
             out.add(name.value)
 
         def visit_Attribute(self, attribute: cst.Attribute) -> bool:
-            attribute.value.visit(self)
+            visit(attribute.value, self)
             return False
 
-    node.visit(_Names())
+    visit(node, _Names())
     return out
 
 
@@ -80,7 +81,7 @@ def _contains(node: cst.CSTNode, wanted: Callable[[cst.CSTNode], bool]) -> bool:
                 found = True
             return not found
 
-    node.visit(_Find())
+    visit(node, _Find())
     return found
 
 
@@ -95,12 +96,12 @@ def _free_names(expr: cst.CSTNode) -> set[str]:
                 out.add(name.value)
 
         def visit_Attribute(self, attribute: cst.Attribute) -> bool:
-            attribute.value.visit(self)
+            visit(attribute.value, self)
             return False
 
         def visit_Lambda(self, node: cst.Lambda) -> bool:
             bound.append({p.name.value for p in node.params.params})
-            node.body.visit(self)
+            visit(node.body, self)
             bound.pop()
             return False
 
@@ -108,7 +109,7 @@ def _free_names(expr: cst.CSTNode) -> set[str]:
             if isinstance(node, _COMPREHENSIONS):
                 targets: set[str] = set()
                 comp: cst.CompFor | None = node.for_in
-                node.for_in.iter.visit(self)  # evaluated outside the comprehension's scope
+                visit(node.for_in.iter, self)  # evaluated outside the comprehension's scope
                 while comp is not None:
                     targets |= names_in(comp.target)
                     comp = comp.inner_for_in
@@ -116,19 +117,19 @@ def _free_names(expr: cst.CSTNode) -> set[str]:
                 for part in ("elt", "key", "value"):
                     child = getattr(node, part, None)
                     if child is not None:
-                        child.visit(self)
+                        visit(child, self)
                 comp = node.for_in
                 while comp is not None:
                     if comp is not node.for_in:
-                        comp.iter.visit(self)
+                        visit(comp.iter, self)
                     for condition in comp.ifs:
-                        condition.visit(self)
+                        visit(condition, self)
                     comp = comp.inner_for_in
                 bound.pop()
                 return False
             return super().on_visit(node)
 
-    expr.visit(_Free())
+    visit(expr, _Free())
     return out
 
 
@@ -308,10 +309,10 @@ class Scope:
                 scope.declared.update(item.name.value for item in node.names)
 
             def visit_CompFor(self, node: cst.CompFor) -> bool:
-                node.iter.visit(self)  # the targets are the comprehension's own
+                visit(node.iter, self)  # the targets are the comprehension's own
                 return False
 
-        body.visit(_Stores())
+        visit(body, _Stores())
         self.bindings.sort(key=lambda b: b.start)
 
     def _add(self, name: str, kind: str, node: cst.CSTNode, value: cst.BaseExpression | None = None) -> None:

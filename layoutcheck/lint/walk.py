@@ -31,7 +31,7 @@ from contextlib import ExitStack
 import libcst as cst
 from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
 
-__all__ = ["TRIVIA", "node_parents", "node_positions", "walk_batched"]
+__all__ = ["TRIVIA", "node_parents", "node_positions", "visit", "walk_batched"]
 
 _Fields = tuple[tuple[str, bool], ...]
 _ORDER: dict[type[cst.CSTNode], _Fields] = {}
@@ -220,13 +220,74 @@ def node_positions(wrapper: MetadataWrapper) -> Mapping[cst.CSTNode, CodeRange]:
 
     ``wrapper.resolve(PositionProvider)`` would also walk the whole tree once
     more for batchable providers, even when there are none (libcst 1.x), which
-    is about 40% of its cost; the provider's own pass (`_gen`, what `resolve`
-    calls) is all positions need.
+    is about 40% of its cost; the provider's own code generation is all
+    positions need, and it runs here with a leaner recorder (`_Positions`).
     """
-    gen = getattr(PositionProvider(), "_gen", None)
-    if gen is None:  # pragma: no cover - a libcst without the hook: the public way
+    provider = PositionProvider()
+    if _Positions is None or not hasattr(provider, "_computed"):  # pragma: no cover - another libcst
         return wrapper.resolve(PositionProvider)
-    return gen(wrapper)
+    provider._computed = {}
+    module = wrapper.module
+    state = _Positions(default_indent=module.default_indent, default_newline=module.default_newline,
+                       provider=provider)
+    module._codegen(state)
+    return provider._computed
+
+
+def _positions_state() -> type | None:
+    """libcst's `PositionProvidingCodegenState` with the same positions recorded at less cost: a
+    position kept as two ints until a range is made of it, a token without a line break moving
+    the column alone, and a plain context manager for a node's syntactic range (libcst's is a
+    generator's, about a third of the pass). The ranges are libcst's own, compared on real code
+    (tests/test_lint_walk.py)."""
+    try:
+        from libcst._position import CodePosition
+        from libcst.metadata.position_provider import PositionProvidingCodegenState
+    except ImportError:  # pragma: no cover - another libcst: its own provider
+        return None
+
+    class _Syntactic:
+        __slots__ = ("column", "end_node", "line", "node", "start_node", "state")
+
+        def __enter__(self) -> None:
+            return None
+
+        def __exit__(self, *exc: object) -> bool:
+            state = self.state
+            computed = state.provider._computed
+            start = computed[self.start_node].start if self.start_node is not None \
+                else CodePosition(self.line, self.column)
+            end = computed[self.end_node].end if self.end_node is not None else CodePosition(state.line, state.column)
+            computed[self.node] = CodeRange(start, end)
+            return False
+
+    class Positions(PositionProvidingCodegenState):  # type: ignore[misc]
+        def record_syntactic_position(self, node: cst.CSTNode, *, start_node: cst.CSTNode | None = None,
+                                      end_node: cst.CSTNode | None = None) -> _Syntactic:
+            recorder = _Syntactic()
+            recorder.state, recorder.node, recorder.start_node, recorder.end_node = self, node, start_node, end_node
+            recorder.line, recorder.column = self.line, self.column
+            return recorder
+
+        def _update_position(self, value: str) -> None:
+            if "\n" in value or "\r" in value:
+                super()._update_position(value)
+            else:
+                self.column += len(value)
+
+        def before_codegen(self, node: cst.CSTNode) -> None:
+            self._stack.append((self.line, self.column))  # type: ignore[arg-type]
+
+        def after_codegen(self, node: cst.CSTNode) -> None:
+            line, column = self._stack.pop()  # type: ignore[misc]
+            computed = self.provider._computed
+            if node not in computed:
+                computed[node] = CodeRange(CodePosition(line, column), CodePosition(self.line, self.column))
+
+    return Positions
+
+
+_Positions = _positions_state()
 
 
 def node_parents(module: cst.Module) -> dict[cst.CSTNode, cst.CSTNode]:
@@ -254,3 +315,54 @@ def node_parents(module: cst.Module) -> dict[cst.CSTNode, cst.CSTNode]:
                         parents[item] = node
                         stack.append(item)
     return parents
+
+
+_TRIVIA_NAMES = frozenset(t.__name__ for t in TRIVIA)
+_SKIPS: dict[type, frozenset[type[cst.CSTNode]]] = {}
+
+
+def _skipped(kind: type) -> frozenset[type[cst.CSTNode]]:
+    """What `visit` may leave out for a visitor class: the trivia, unless the class can see them
+    (its own ``on_visit``/``on_leave``, or a callback named for a trivia type)."""
+    skip = _SKIPS.get(kind)
+    if skip is None:
+        own = kind.on_visit is not cst.CSTVisitor.on_visit or kind.on_leave is not cst.CSTVisitor.on_leave
+        named = {
+            name.split("_", 2)[1] for klass in kind.__mro__ if not klass.__module__.startswith("libcst")
+            for name in vars(klass) if name.startswith(("visit_", "leave_"))
+        }
+        skip = frozenset() if own or not named.isdisjoint(_TRIVIA_NAMES) else TRIVIA
+        _SKIPS[kind] = skip
+    return skip
+
+
+def visit(node: cst.CSTNode, visitor: cst.CSTVisitor) -> None:
+    """``node.visit(visitor)`` for a read-only visitor, without rebuilding a node.
+
+    The same ``on_visit`` (``visit_<Node>``; False: skip the children) and
+    ``on_leave`` (``leave_<Node>``) calls on the same nodes in libcst's order;
+    per-field hooks (``visit_<Node>_<field>``) are not called, so a visitor
+    that defines one must use ``node.visit``. libcst's ``visit`` rebuilds every
+    node of the subtree even for a visitor that changes nothing (see the
+    module docs). The equivalence is tested on real code (tests/test_lint_walk.py).
+    """
+    skip = _skipped(type(visitor))
+    on_visit, on_leave = visitor.on_visit, visitor.on_leave
+
+    def go(node: cst.CSTNode) -> None:
+        if on_visit(node):
+            for field, _hooked in _ORDER.get(type(node)) or _fields(node):
+                value = getattr(node, field)
+                kind = _KIND.get(type(value))
+                if kind is None:
+                    kind = _kind(type(value))
+                if kind == _NODE:
+                    if type(value) not in skip:
+                        go(value)
+                elif kind == _SEQUENCE:
+                    for item in value:
+                        if type(item) not in skip and _kind(type(item)) == _NODE:
+                            go(item)
+        on_leave(node)
+
+    go(node)

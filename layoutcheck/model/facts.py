@@ -23,8 +23,10 @@ import json
 import types
 from collections.abc import Callable
 from dataclasses import field
-from layoutcheck.records import dataclass
+from operator import attrgetter
 from typing import Any, NamedTuple, Union, get_args, get_origin, get_type_hints
+
+from layoutcheck.records import dataclass
 
 __all__ = [
     "FACTS_VERSION", "exclusive_arms", "Arg", "FunctionRef", "Span", "Broadcast", "BucketLiteral", "Call", "Clash", "EntryRead", "PadSide", "FieldWrite", "FileFacts", "Function",
@@ -512,6 +514,10 @@ def _default(f: dataclasses.Field) -> Any:  # type: ignore[type-arg]
 _DEFAULTS: dict[type, tuple[Any, ...]] = {
     cls: tuple(_default(f) for f in dataclasses.fields(cls)) for cls in _CLASSES.values()
 }
+_GETTERS: dict[type, Callable[[Any], tuple[Any, ...]]] = {
+    cls: attrgetter(*names) for cls, names in _FIELDS.items() if len(names) > 1
+}
+"""Per class, its fields' values as a tuple, in order (`_positional`: one call, not one `getattr` each)."""
 _REQUIRED: dict[type, int] = {
     cls: sum(1 for d in defaults if d is dataclasses.MISSING) for cls, defaults in _DEFAULTS.items()
 }
@@ -561,11 +567,11 @@ def _positional(value: Any) -> list[Any]:
     `Param`, `Arg` and `Call` (`to_data`'s compact forms) converted by `_ENCODE`. Only plain values,
     for `marshal`; read back by `_BUILD`."""
     kind = type(value)
-    values = [getattr(value, n) for n in _FIELDS[kind]]
-    defaults = _DEFAULTS[kind]
-    while len(values) > _REQUIRED[kind] and values[-1] == defaults[len(values) - 1]:
-        values.pop()  # the dataclass fills them back in
-    n = len(values)
+    values = list(_GETTERS[kind](value))
+    defaults, n, required = _DEFAULTS[kind], len(values), _REQUIRED[kind]
+    while n > required and values[n - 1] == defaults[n - 1]:
+        n -= 1  # the dataclass fills them back in
+    del values[n:]
     for i, encode in _ENCODE[kind]:
         if i < n:
             values[i] = encode(values[i])
@@ -583,6 +589,11 @@ def cache_data(facts: FileFacts) -> dict[str, Any]:
     only the dataclasses and the named tuples (`from_cache_data`): on verl, a one-file run reads
     its project's entries in about half the time JSON with a type tag per object took.
     """
+    pending = facts.__dict__.get("pending_calls")
+    if pending is not None:  # read from a cache entry (or a worker), the calls still undecoded: as they came
+        core = _positional(dataclasses.replace(facts, functions=[]))
+        core[:1] = [[_positional(function) for function in facts.functions]]
+        return {"core": core, "calls": pending, "names": sorted(facts.__dict__["call_names"])}
     functions, calls = [], []
     for function in facts.functions:
         values = _positional(function)
