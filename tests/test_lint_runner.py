@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import time
 from pathlib import Path
 
 import pytest
@@ -205,6 +207,50 @@ def test_warm_run_reuses_results_without_parsing(tmp_path):
     entries = list((cache / "files").glob("*/*.marshal"))
     assert len(entries) == cold.stats.files
     assert all(len(e.parent.name) == 2 for e in entries)  # sharded
+
+
+def _age(root: Path, seconds: float = 100) -> None:
+    """Set every source's mtime ``seconds`` in the past: older than the stat index's racy window."""
+    stamp = time.time() - seconds
+    for path in root.rglob("*.py"):
+        os.utime(path, (stamp, stamp))
+
+
+def test_same_size_edit_with_a_new_mtime_is_seen_by_a_one_file_run(tmp_path):
+    tree(tmp_path)
+    _age(tmp_path)
+    first = go(tmp_path, jobs=1)
+    assert first.stats.read == first.stats.files  # nothing recorded yet: all read, stats recorded
+    assert go(tmp_path, jobs=1).stats.read == 0  # unchanged: every digest from the stat index
+    target = tmp_path / "pkg" / "m00.py"
+    before = target.read_bytes()
+    target.write_bytes(before.replace(b"pad_me", b"pad_no"))  # same size, other content
+    assert target.stat().st_size == len(before)
+    stamp = time.time() - 50
+    os.utime(target, (stamp, stamp))
+    staged = go(tmp_path, "pkg/m00.py", jobs=1)
+    fresh = go(tmp_path, "pkg/m00.py", jobs=1, use_cache=False)
+    assert staged.stats.read == 1 and staged.stats.linted == 1
+    assert keyed(staged) == keyed(fresh)
+    assert keyed(staged) != [k for k in keyed(first) if k[0].endswith("m00.py")]  # the edit changed findings
+
+
+def test_touched_unchanged_file_hits_the_cache_and_its_stat_is_refreshed(tmp_path):
+    tree(tmp_path)
+    _age(tmp_path)
+    go(tmp_path, jobs=1)
+    target = tmp_path / "pkg" / "m01.py"
+    stamp = time.time() - 50
+    os.utime(target, (stamp, stamp))  # touched: new mtime, same bytes
+    touched = go(tmp_path, "pkg/m01.py", jobs=1)
+    assert (touched.stats.read, touched.stats.cached, touched.stats.linted) == (1, 1, 0)  # read, hashed, hit
+    again = go(tmp_path, "pkg/m01.py", jobs=1)
+    assert (again.stats.read, again.stats.cached, again.stats.linted) == (0, 1, 0)  # stat refreshed
+    assert keyed(again) == keyed(touched)
+    # A file changed within the racy window is never recorded: read and hashed on every run.
+    os.utime(target, None)
+    assert go(tmp_path, "pkg/m01.py", jobs=1).stats.read == 1
+    assert go(tmp_path, "pkg/m01.py", jobs=1).stats.read == 1
 
 
 def test_no_cache_neither_reads_nor_writes(tmp_path):

@@ -37,6 +37,20 @@ fresh one (`layoutcheck.model.facts.from_cache_data`; tests/test_cache_types.py,
 tests/test_cache_property.py). The format is Python's, so the fingerprint
 names its version.
 
+Finding those keys needs each file's digest, and hashing every project file
+would read every one of them again on a one-file run. So the folder keeps
+one *stat index* too (``stats.marshal``, `StatIndex`): each file's size and
+``st_mtime_ns`` beside its content digest, as ruff's and git's caches keep
+them. A file whose stat matches its record is not read (its recorded digest
+stands); one whose stat differs is read and hashed, and its record refreshed,
+so a touched but unchanged file still hits every entry. The digest stays the
+truth. A stat is recorded only once the file's mtime is two seconds old (git's
+"racy" rule): an edit within the filesystem's timestamp granularity that kept
+the size cannot be hidden behind a record taken just before it. Tools that
+rewrite a file and then restore its old size *and* mtime (``os.utime``,
+``touch -r``) defeat this, as they defeat ruff and make; ``--no-cache`` reads
+every file.
+
 The same folder keeps, under ``config/``, the validated values of each
 configuration table a run validated (`read_validated_config`), so a later
 run with the same table needs no pydantic (see `layoutcheck.configfile`).
@@ -65,6 +79,7 @@ if TYPE_CHECKING:
 __all__ = [
     "CACHE_VERSION",
     "ResultCache",
+    "StatIndex",
     "digest",
     "error_row",
     "errors_of",
@@ -342,6 +357,73 @@ def _write_atomic(target: Path, data: bytes) -> None:
         except OSError:
             pass
         raise
+
+
+# ---------------------------------------------------------------- stat index
+
+_STAT_INDEX = "stats.marshal"
+_RACY_NS = 2_000_000_000
+"""A stat whose mtime is younger than this is not recorded: the file may change again within the
+filesystem's timestamp granularity, keeping its size and mtime."""
+
+
+class StatIndex:
+    """Each project file's (size, ``st_mtime_ns``, digest), by absolute path, in one `marshal` file.
+
+    `digest` answers from the record when the stat matches and reads the file otherwise; the
+    caller writes the index back with `save` (once, and only when a record changed)."""
+
+    def __init__(self, directory: Path, enabled: bool = True):
+        import time
+
+        self.path = os.path.join(os.fspath(directory), _STAT_INDEX)
+        self.enabled = enabled
+        self.records: dict[str, tuple[int, int, str]] = {}
+        self.changed = False
+        self.read = 0
+        """Files whose bytes `digest` read (their stat was unknown or differed)."""
+        self._recent = time.time_ns() - _RACY_NS
+        if not enabled:
+            return
+        try:
+            with open(self.path, "rb") as handle:
+                data = marshal.loads(handle.read())
+            if isinstance(data, dict) and data.get("v") == CACHE_VERSION and isinstance(data.get("files"), dict):
+                self.records = data["files"]
+        except (OSError, ValueError, TypeError, EOFError, MemoryError):
+            pass  # missing or unreadable: every file is read and hashed once
+
+    def lookup(self, path: str) -> tuple[str | None, os.stat_result | None]:
+        """The recorded digest of ``path`` if its stat still matches (else None), and that stat."""
+        try:
+            st = os.stat(path)
+        except OSError:
+            return None, None
+        record = self.records.get(path)
+        if (record is not None and type(record) is tuple and len(record) == 3
+                and record[0] == st.st_size and record[1] == st.st_mtime_ns):
+            return record[2], st
+        return None, st
+
+    def record(self, path: str, st: os.stat_result | None, content_digest: str) -> None:
+        """Remember ``content_digest`` for ``path`` at ``st`` (taken before the read), unless too recent."""
+        self.read += 1
+        if st is None or st.st_mtime_ns >= self._recent:
+            self.records.pop(path, None)
+            return
+        record = (st.st_size, st.st_mtime_ns, content_digest)
+        if self.records.get(path) != record:
+            self.records[path] = record
+            self.changed = True
+
+    def save(self) -> None:
+        if not (self.enabled and self.changed):
+            return
+        try:
+            _write_atomic(Path(self.path), marshal.dumps({"v": CACHE_VERSION, "files": self.records}))
+        except (OSError, ValueError):
+            pass  # costs a re-read next run, never the run
+        self.changed = False
 
 
 # ---------------------------------------------------------------- validated configuration

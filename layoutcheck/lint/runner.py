@@ -75,6 +75,9 @@ class RunStats:
     """Findings left with an unsafe fix that ``fix`` did not apply (``unsafe_fixes`` would)."""
     noqa_added: int = 0
     """``# noqa`` directives written by ``add_noqa``."""
+    read: int = 0
+    """Files whose bytes were read to find their cache keys: their stat was not the one the cache
+    recorded (the others' recorded digest stood; 0 under ``--no-cache``, which reads all)."""
 
 
 class _LazySelection:
@@ -501,7 +504,8 @@ class _Entry:
     """One project file during a run."""
 
     source: SourceFile
-    data: bytes
+    data: bytes | None
+    """The file's bytes; None until `load` when the cache's stat index vouched for ``digest``."""
     digest: str
     checked: bool
     text: str | None = None
@@ -511,6 +515,15 @@ class _Entry:
     from_cache: bool = False
     encoded: bytes | None = None
     """``facts`` as the worker sent them (`_encoded`): the cache's form, written as it is."""
+
+    def load(self, max_file_bytes: int) -> bytes | FileError:
+        """The file's bytes, read now if the stat index spared the read."""
+        if self.data is None:
+            data = read_source(self.source.path, self.source.display, max_file_bytes)
+            if isinstance(data, FileError):
+                return data
+            self.data = data
+        return self.data
 
     def facts_data(self, facts: Any) -> Any:
         """``facts`` (this file's, after the project phase) as the cache writes them: the workers'
@@ -583,15 +596,37 @@ def run(
                      respect_gitignore=gitignore)
     results: dict[str, FileResult] = {}
     entries: list[_Entry] = []
+    stat_index = None
+    if cache is not None:
+        from layoutcheck.lint.cache import StatIndex
+
+        stat_index = StatIndex(loaded.cache_dir, cache.enabled)
+
+    def _read(source: SourceFile, checked: bool) -> _Entry | FileError:
+        # The stat index spares the read (and the hash) of a file whose size and mtime match its
+        # record: a one-file run would otherwise read the whole project to find its cache keys.
+        st = None
+        if stat_index is not None:
+            known, st = stat_index.lookup(source.path)
+            if known is not None and st is not None and st.st_size <= max_file_bytes:
+                return _Entry(source, None, known, checked)
+        data = read_source(source.path, source.display, max_file_bytes)
+        if isinstance(data, FileError):
+            return data
+        entry = _Entry(source, data, sha256(data).hexdigest(), checked)
+        if stat_index is not None:
+            stat_index.record(source.path, st, entry.digest)
+        return entry
+
     for source in found.files:
         if log is not None:
             log.probe(source.path)
-        data = read_source(source.path, source.display, max_file_bytes)
-        if isinstance(data, FileError):
-            results[source.display] = FileResult(source.display, errors=[data])
+        read = _read(source, True)
+        if isinstance(read, FileError):
+            results[source.display] = FileResult(source.display, errors=[read])
             continue
         stats.files += 1
-        entries.append(_Entry(source, data, sha256(data).hexdigest(), True))
+        entries.append(read)
     checked_paths = {e.source.path for e in entries} | {s.path for s in found.files}
     roots = _context_roots(paths, base, log)
     if roots:
@@ -602,9 +637,12 @@ def run(
                 continue
             if log is not None:
                 log.probe(source.path)
-            data = read_source(source.path, source.display, max_file_bytes)
-            if isinstance(data, bytes):
-                entries.append(_Entry(source, data, sha256(data).hexdigest(), False))
+            read = _read(source, False)
+            if not isinstance(read, FileError):
+                entries.append(read)
+    if stat_index is not None:
+        stat_index.save()
+        stats.read = stat_index.read
 
     run_key = None
     if cache is not None:
@@ -642,6 +680,7 @@ def run(
         entries = kept
         tasks: list[_Task] = []
         pending: list[_Entry] = []
+        failed: set[str] = set()
         for entry in entries:
             if cache is not None:
                 entry.key = cache.key(entry.source.relpath, entry.source.module_name, entry.digest)
@@ -661,16 +700,21 @@ def run(
                         continue
                     except (KeyError, TypeError, ValueError):
                         entry.facts = None
+            data = entry.load(max_file_bytes)
+            if isinstance(data, FileError):  # gone or unreadable since its stat was taken
+                if entry.checked:
+                    results[entry.source.display] = FileResult(entry.source.display, errors=[data])
+                    failed.add(entry.source.path)
+                continue
             rule_indexes = tuple(index[r] for r in chosen.for_path(entry.source.relpath)) if entry.checked else ()
             light = bool(tests) and any_match(tests, entry.source.relpath) is not None
-            tasks.append((entry.source.display, entry.source.module_name, entry.data, entry.checked, light,
+            tasks.append((entry.source.display, entry.source.module_name, data, entry.checked, light,
                           rule_indexes))
             pending.append(entry)
         reader = _Reader(chosen.rules, settings)
         workers = stack.enter_context(_Workers(reader, worker_count(jobs, len(tasks)), warnings))
         outcomes = workers.read(tasks)
         stats.workers = workers.count
-        failed: set[str] = set()
         for entry, outcome in zip(pending, outcomes):
             if isinstance(outcome, FileError):
                 if entry.checked:
@@ -690,8 +734,13 @@ def run(
             if entry.text is None and (entry.checked or not entry.facts.extracted):
                 # A context file's text is needed only when its facts are not all there (the
                 # project may ask for them); a checked file's always (suppressions).
+                data = entry.load(max_file_bytes)
+                if isinstance(data, FileError):
+                    if entry.checked:
+                        results[entry.source.display] = FileResult(entry.source.display, errors=[data])
+                    continue
                 try:
-                    entry.text, _ = decode_source(entry.data)
+                    entry.text, _ = decode_source(data)
                 except SourceDecodeError:
                     if not entry.checked:
                         continue
