@@ -644,3 +644,46 @@ def test_callers_of_finds_a_call_that_reaches_a_def_under_another_name(case: str
     # `functions_calling` skips a cached file none of whose calls' last names is among these
     names = project.target_names([ref])
     assert {call.callee.rsplit(".", 1)[-1] for _, call in project.callers[ref]} <= names
+
+
+_PATCHED_EXPANDER = {
+    "trainer/__init__.py": "",
+    "trainer/owner.py": '''
+        def get_rollout_data(args, ref):
+            data = dict(ref.data)
+            unit = args.tp_size
+            data["max_seq_lens"] = [(t + unit - 1) // unit * unit for t in data["total_lengths"]]
+            return data
+    ''',
+    "trainer/mm.py": '''
+        def expand_in_place(owner, rollout_data):
+            rollout_data["total_lengths"] = [n + 1 for n in rollout_data["total_lengths"]]
+    ''',
+    "trainer/loader.py": '''
+        class Loader:
+            def get_batch(self, data_iterator):
+                batch = data_iterator.get_next(["tokens"])
+                self.expand(batch)
+                lens = batch["max_seq_lens"]
+                assert len(set(lens)) == 1
+                return lens
+    ''',
+    "trainer/patch.py": '''
+        from .loader import Loader
+        from .mm import expand_in_place
+
+        setattr(Loader, "expand", expand_in_place)
+    ''',
+}
+
+
+def test_a_rewrite_reached_as_a_method_assigned_in_another_module_runs_after_the_owner(tmp_path: Path) -> None:
+    """`expand_in_place` (mm.py) rewrites `total_lengths`; patch.py puts it onto `Loader` as `expand`, and
+    `Loader.get_batch` calls `self.expand(batch)` then reads the padded `max_seq_lens`: LC105 names that
+    caller (found by `callers_of` under the assigned name), cold and from the cache."""
+    write_tree(tmp_path, _PATCHED_EXPANDER)
+    loaded = resolve_config(["."], cwd=tmp_path)
+    for _ in ("cold", "warm"):
+        found = run(["."], cwd=tmp_path, loaded=loaded, jobs=1).findings
+        assert [(f.path, f.line, f.rule) for f in found] == [("trainer/mm.py", 2, "lengths-mutated-after-owner")]
+        assert "`Loader.get_batch` (trainer/loader.py:2) calls `expand_in_place`" in found[0].message

@@ -177,7 +177,7 @@ class ProjectGraph:
     def target_names(self, refs: Iterable[FunctionRef]) -> set[str]:
         """The last names of the calls that can reach ``refs`` (`resolve`): each ``def``'s own name,
         its class's for an ``__init__`` (``Replay(...)``), and the names `resolve` reaches it under
-        otherwise (`_other_names`)."""
+        otherwise (`other_names`)."""
         out: set[str] = set()
         for ref in refs:
             qualname = self.files[ref[0]].facts.functions[ref[1]].qualname
@@ -185,10 +185,10 @@ class ProjectGraph:
             out.add(parts[-1])
             if parts[-1] == "__init__" and len(parts) > 1:
                 out.add(parts[-2])
-            out |= self._other_names(ref)
+            out |= self.other_names(ref)
         return out
 
-    def _other_names(self, ref: FunctionRef) -> frozenset[str]:
+    def other_names(self, ref: FunctionRef) -> frozenset[str]:
         """The last names, besides the ``def``'s own, of calls `resolve` may send to ``ref``: the
         attribute it is assigned onto a class under (``Cls.offsets = chunk_offsets``: ``self.offsets(t)``),
         and the loops over a loader handed to a constructor (`BATCHES_OF`: any ``def`` may be the
@@ -473,7 +473,7 @@ class ProjectGraph:
                     name = qualname.rsplit(".", 2)[-2]  # `Replay(...)` reaches `Replay.__init__`
                 # Its own name, then the names it is reached under otherwise, in the project's order.
                 named = self._calls_named(name)
-                others = sorted(self._other_names(ref) - {name})
+                others = sorted(self.other_names(ref) - {name})
                 if others:
                     named = sorted([*named, *(item for other in others for item in self._calls_named(other))],
                                    key=lambda item: (item[0], item[1].tick))  # source order
