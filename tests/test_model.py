@@ -609,3 +609,81 @@ def test_an_element_computed_from_a_parameter_holds_what_the_caller_passes() -> 
     pad = int(Tag.PAD)
     held = {w.key: bool(w.tags & pad) for ref, _ in project.functions() for w in project.writes(ref)}
     assert held == {"padded": True, "true": False}
+
+
+_UNDER_ANOTHER_NAME = {
+    "assigned onto another module's class": ({
+        "cp_utils.py": "def chunk_offsets(owner, total):\n    return total\n",
+        "loss.py": "class Loss:\n    def local(self, total):\n        return self.offsets(total)\n",
+        "patch.py": "from loss import Loss\nfrom cp_utils import chunk_offsets\n\nLoss.offsets = chunk_offsets\n",
+    }, "chunk_offsets", "Loss.local"),
+    "collate_fn of a loader looped over in another module": ({
+        "data.py": "def collate(items):\n    return items[0]\n",
+        "main.py": ("from torch.utils.data import DataLoader\nfrom data import collate\nfrom trainer import Trainer\n\n"
+                    "def main(ds):\n    loader = DataLoader(ds, batch_size=1, collate_fn=collate)\n"
+                    "    return Trainer(loader).fit()\n"),
+        "trainer.py": ("class Trainer:\n    def __init__(self, loader):\n        self.train_loader = loader\n\n"
+                       "    def fit(self):\n        out = []\n        for batch in self.train_loader:\n"
+                       "            out.append(batch)\n        return out\n"),
+    }, "collate", "Trainer.fit"),
+}
+
+
+@pytest.mark.parametrize("case", list(_UNDER_ANOTHER_NAME), ids=list(_UNDER_ANOTHER_NAME))
+def test_callers_of_finds_a_call_that_reaches_a_def_under_another_name(case: str) -> None:
+    """`self.offsets(t)` reaches `chunk_offsets` (assigned onto the class in a third module), and a loop over a
+    loader handed to a constructor reaches the loader's `collate_fn`: the one-file query `callers_of` (and
+    `functions_calling` with `target_names`, which warm runs filter cached files by) finds what resolving
+    every call of the project (`callers`) finds."""
+    files, target, caller = _UNDER_ANOTHER_NAME[case]
+    project = project_of(files)
+    ref = next(r for r, f in project.defs() if f.qualname == target)
+    found = [project.signature(c).qualname for c, _ in project.callers_of(ref)]
+    assert caller in found
+    assert [project.signature(c).qualname for c, _ in project.callers.get(ref, [])] == found
+    # `functions_calling` skips a cached file none of whose calls' last names is among these
+    names = project.target_names([ref])
+    assert {call.callee.rsplit(".", 1)[-1] for _, call in project.callers[ref]} <= names
+
+
+_PATCHED_EXPANDER = {
+    "trainer/__init__.py": "",
+    "trainer/owner.py": '''
+        def get_rollout_data(args, ref):
+            data = dict(ref.data)
+            unit = args.tp_size
+            data["max_seq_lens"] = [(t + unit - 1) // unit * unit for t in data["total_lengths"]]
+            return data
+    ''',
+    "trainer/mm.py": '''
+        def expand_in_place(owner, rollout_data):
+            rollout_data["total_lengths"] = [n + 1 for n in rollout_data["total_lengths"]]
+    ''',
+    "trainer/loader.py": '''
+        class Loader:
+            def get_batch(self, data_iterator):
+                batch = data_iterator.get_next(["tokens"])
+                self.expand(batch)
+                lens = batch["max_seq_lens"]
+                assert len(set(lens)) == 1
+                return lens
+    ''',
+    "trainer/patch.py": '''
+        from .loader import Loader
+        from .mm import expand_in_place
+
+        setattr(Loader, "expand", expand_in_place)
+    ''',
+}
+
+
+def test_a_rewrite_reached_as_a_method_assigned_in_another_module_runs_after_the_owner(tmp_path: Path) -> None:
+    """`expand_in_place` (mm.py) rewrites `total_lengths`; patch.py puts it onto `Loader` as `expand`, and
+    `Loader.get_batch` calls `self.expand(batch)` then reads the padded `max_seq_lens`: LC105 names that
+    caller (found by `callers_of` under the assigned name), cold and from the cache."""
+    write_tree(tmp_path, _PATCHED_EXPANDER)
+    loaded = resolve_config(["."], cwd=tmp_path)
+    for _ in ("cold", "warm"):
+        found = run(["."], cwd=tmp_path, loaded=loaded, jobs=1).findings
+        assert [(f.path, f.line, f.rule) for f in found] == [("trainer/mm.py", 2, "lengths-mutated-after-owner")]
+        assert "`Loader.get_batch` (trainer/loader.py:2) calls `expand_in_place`" in found[0].message

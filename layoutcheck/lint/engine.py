@@ -204,9 +204,12 @@ def _demanded(project: Project, files: Sequence[ProjectFile], settings: LintSett
             stack, seen = [ref], {ref}
             while stack:
                 target = stack.pop()
-                name = project.function(target).qualname.rsplit(".", 1)[-1]
-                if len(name) >= 4 and not name.startswith("__"):  # `__init__`, `run`: too common to search for
-                    wanted.add(name)
+                # Its own name, and the names a call reaches it under otherwise (`self.offsets(t)` for
+                # `Loss.offsets = chunk_offsets`, known once the module that assigns it is read).
+                own = project.function(target).qualname.rsplit(".", 1)[-1]
+                for name in (own, *project.other_names(target)):
+                    if len(name) >= 4 and not name.startswith("__"):  # `__init__`, `run`: too common to search for
+                        wanted.add(name)
                 for caller, _ in project.callers_of(target):
                     if caller not in seen and caller[1]:
                         seen.add(caller)

@@ -159,9 +159,10 @@ class ProjectGraph:
     def functions_calling(self, names: Collection[str], *, tests: bool = False,
                           ) -> Iterator[tuple[FunctionRef, Function]]:
         """`functions`, less the cached files none of whose calls' last names is in ``names``
-        (`call_names`), which stay undecoded. A call reaches a ``def`` only through that ``def``'s
-        own name or, for a constructor, its class's (`target_names`), so code that looks only at
-        calls reaching given ``def`` s misses nothing here; it still filters the calls itself.
+        (`call_names`), which stay undecoded. A call reaches a ``def`` only through the names
+        `target_names` gives (its own, its class's for a constructor, and the names it is reached
+        under otherwise), so code that looks only at calls reaching given ``def`` s misses nothing
+        here when it asks with them; it still filters the calls itself.
         ``tests``: the ``def`` s of `test-paths` files too (a call can reach one)."""
         for i, file in enumerate(self.files):
             if file.is_test and not tests:
@@ -175,7 +176,8 @@ class ProjectGraph:
 
     def target_names(self, refs: Iterable[FunctionRef]) -> set[str]:
         """The last names of the calls that can reach ``refs`` (`resolve`): each ``def``'s own name,
-        and its class's for an ``__init__`` (``Replay(...)``)."""
+        its class's for an ``__init__`` (``Replay(...)``), and the names `resolve` reaches it under
+        otherwise (`other_names`)."""
         out: set[str] = set()
         for ref in refs:
             qualname = self.files[ref[0]].facts.functions[ref[1]].qualname
@@ -183,7 +185,39 @@ class ProjectGraph:
             out.add(parts[-1])
             if parts[-1] == "__init__" and len(parts) > 1:
                 out.add(parts[-2])
+            out |= self.other_names(ref)
         return out
+
+    def other_names(self, ref: FunctionRef) -> frozenset[str]:
+        """The last names, besides the ``def``'s own, of calls `resolve` may send to ``ref``: the
+        attribute it is assigned onto a class under (``Cls.offsets = chunk_offsets``: ``self.offsets(t)``),
+        and the loops over a loader handed to a constructor (`BATCHES_OF`: any ``def`` may be the
+        loader's ``collate_fn``; `resolve` still decides which call reaches which)."""
+        return self._assigned_names.get(ref, frozenset()) | self._batches_names
+
+    @cached_property
+    def _assigned_names(self) -> dict[FunctionRef, frozenset[str]]:
+        """Per ``def`` assigned onto a class in another module (`_assigned_methods`), the names it is
+        assigned under."""
+        found: dict[FunctionRef, set[str]] = {}
+        for target, function in self._assigned_methods.items():
+            ref = self._lookup(function)
+            if ref is not None:
+                found.setdefault(ref, set()).add(target.rsplit(".", 1)[-1])
+        return {ref: frozenset(names) for ref, names in found.items()}
+
+    @cached_property
+    def _batches_names(self) -> frozenset[str]:
+        """The `BATCHES_OF` names the project's files call (tests too), read from a cached file's list
+        of names without decoding its calls."""
+        found: set[str] = set()
+        for file in self.files:
+            names = call_names(file.facts)
+            if names is None:
+                names = {call.callee.rsplit(".", 1)[-1] for function in file.facts.functions
+                         for call in function.calls}
+            found.update(name for name in names if name.startswith(BATCHES_OF))
+        return frozenset(found)
 
     def where(self, ref: FunctionRef) -> str:
         """``path:line`` of a ``def``."""
@@ -425,8 +459,9 @@ class ProjectGraph:
         return found
 
     def callers_of(self, ref: FunctionRef) -> list[tuple[FunctionRef, Call]]:
-        """The calls that reach ``ref``, resolving only the calls spelt with its name (a one-file
-        run asks this of a few functions; `callers` resolves every call of the project)."""
+        """The calls that reach ``ref``, resolving only the calls spelt with a name that can reach it
+        (`target_names`; a one-file run asks this of a few functions; `callers` resolves every call
+        of the project)."""
         found = self._callers_of.get(ref)
         if found is None:
             if "callers" in self.__dict__:
@@ -436,8 +471,14 @@ class ProjectGraph:
                 name = qualname.rsplit(".", 1)[-1]
                 if name == "__init__" and "." in qualname:
                     name = qualname.rsplit(".", 2)[-2]  # `Replay(...)` reaches `Replay.__init__`
+                # Its own name, then the names it is reached under otherwise, in the project's order.
+                named = self._calls_named(name)
+                others = sorted(self.other_names(ref) - {name})
+                if others:
+                    named = sorted([*named, *(item for other in others for item in self._calls_named(other))],
+                                   key=lambda item: (item[0], item[1].tick))  # source order
                 found = [
-                    (caller, call) for caller, call in self._calls_named(name)
+                    (caller, call) for caller, call in named
                     if caller != ref and self.resolve(caller, call) == ref
                 ]
             self._callers_of[ref] = found  # a cycle of forwards reads the direct calls

@@ -272,7 +272,7 @@ def reshifted_stores(graph: ProjectGraph) -> list[ReshiftedStore]:
 
 def _call_last_names(graph: ProjectGraph, flow: _Flow) -> set[str]:
     """The last names of the calls that can shift a value: the shifters' and those of the functions that
-    pass a parameter to one (a call reaches a ``def`` through its own name, `ProjectGraph.target_names`)."""
+    pass a parameter to one (a call reaches a ``def`` only through the names `ProjectGraph.target_names` gives)."""
     names = graph.target_names(flow.summaries)
     for ref, function in graph.functions_calling(names):
         if any(flow.applied(ref, None).values()):
