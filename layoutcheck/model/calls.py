@@ -57,7 +57,7 @@ import copy
 import re
 from collections.abc import Iterator
 
-from layoutcheck.model.syntax import breadth_first, own_nodes
+from layoutcheck.model.syntax import breadth_first, dotted, own_nodes
 
 __all__ = ["BATCHES_OF", "COLLATE_AT", "COLLATE_FOR", "methods_assigned", "read_calls_through", "returned_tuple"]
 
@@ -467,18 +467,6 @@ def _call_assigned_methods(tree: ast.Module, assigned: dict[tuple[str, str], str
                         node.args = [receiver, *node.args]
 
 
-def _dotted(node: ast.AST) -> str | None:
-    """``a.b.c`` as written, for a chain of names; else None."""
-    parts: list[str] = []
-    while isinstance(node, ast.Attribute):
-        parts.append(node.attr)
-        node = node.value
-    if not isinstance(node, ast.Name):
-        return None
-    parts.append(node.id)
-    return ".".join(reversed(parts))
-
-
 _ASSIGNED_ONTO = re.compile(r"\.\w+ = [A-Za-z_][\w.]*\n|setattr\(")
 """``a.B.name = f`` (as formatters write it) or ``setattr(``, as text: where `methods_assigned` can find
 something (a cheap scan: most modules have neither)."""
@@ -537,16 +525,16 @@ def methods_assigned(tree: ast.Module, source: str) -> tuple[tuple[str, str], ..
         if isinstance(node, ast.Assign):
             if len(node.targets) != 1 or not isinstance(node.targets[0], ast.Attribute):
                 continue
-            target, value = _dotted(node.targets[0]), _dotted(node.value)
+            target, value = dotted(node.targets[0]), dotted(node.value)
         elif isinstance(node, ast.Expr) and isinstance(node.value, ast.Call) \
                 and isinstance(node.value.func, ast.Name) and node.value.func.id == "setattr" \
                 and len(node.value.args) == 3 and not node.value.keywords:
             owner, name, function = node.value.args
             if not (isinstance(name, ast.Constant) and isinstance(name.value, str) and name.value.isidentifier()):
                 continue
-            owner_name = _dotted(owner)
+            owner_name = dotted(owner)
             target = f"{owner_name}.{name.value}" if owner_name is not None else None
-            value = _dotted(function)
+            value = dotted(function)
         else:
             continue
         # onto a class, not onto an instance a parameter holds (`self.fn = f`)
@@ -573,7 +561,7 @@ def _forwarder(function: ast.FunctionDef | ast.AsyncFunctionDef) -> ast.Call | N
     names = {a.arg for a in (*args.args, *args.kwonlyargs)}
     star = args.vararg.arg if args.vararg else None
     dstar = args.kwarg.arg if args.kwarg else None
-    head = _dotted(call.func)
+    head = dotted(call.func)
     if head is None or head.split(".")[0] in names | {star, dstar}:
         return None
     used: list[str] = []
