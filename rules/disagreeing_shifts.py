@@ -4,6 +4,7 @@ from collections.abc import Iterator
 
 from layoutcheck.lint.rule import Invalid, ModelRule, Report, Valid
 from layoutcheck.lint.settings import LintSettings
+from layoutcheck.model.piecereach import passed_pieces
 from layoutcheck.model.queries import FileQueries
 
 
@@ -96,10 +97,15 @@ class DisagreeingShifts(ModelRule):
 
     @classmethod
     def could_match(cls, source: str, settings: LintSettings) -> bool:
-        return ":-1" in source or "1:" in source or "roll(" in source or ("min(" in source and "max(" in source)
+        # the last two: where a piece from another module's split is placed into a call or a spread dict
+        return ":-1" in source or "1:" in source or "roll(" in source or ("min(" in source and "max(" in source) \
+            or "**" in source or "slice" in source
 
     def check(self, file: FileQueries) -> Iterator[Report]:
+        reported: set[tuple[int, int]] = set()
         for found in file.facts.clashes:
+            if found.kind == "rolled_piece":
+                reported.add((found.span[0], found.span[1]))
             if found.kind == "token_bound_on_logits":
                 yield self.report(
                     found.span,
@@ -129,6 +135,16 @@ class DisagreeingShifts(ModelRule):
                 found.span,
                 f"`{found.text}` drops the last position (the inputs' shift), but {found.detail} (the targets'): "
                 "the two are one position apart. Shift it like the targets (`[..., 1:]`).",
+            )
+        for (line, column, end_line, end_column), text, split, roller in passed_pieces(file.project, file.index):
+            if (line, column + 1) in reported:
+                continue
+            yield self.report(
+                (line, column + 1, end_line, end_column + 1),
+                f"`{text}`, one piece of a sequence split by `{split}`, reaches {roller}, which rolls it by one "
+                "position: its first token wraps to its last position, where the next piece's first token "
+                "belongs. Roll the whole sequence, then split it (and pass the rolled piece where the callee "
+                "takes one).",
             )
 
     valid = [
