@@ -60,7 +60,9 @@ def plain_forward(self, input_ids=None, labels=None, shift_labels=None):
 '''
 
 _PATCH = '''
-def use_fused(model, kind):
+def use_fused(model, kind, enabled=False):
+    if not enabled:
+        return
     forward_fn = model.__class__.forward
     if kind == "plain":
         from plain import plain_forward
@@ -76,12 +78,16 @@ def use_fused(model, kind):
 _ENGINE = '''
 import torch
 from parallel import pad_and_slice
+from patch import use_fused
 
 
-class Engine:
-    def __init__(self, module, world, rank):
+class Base:
+    def __init__(self, module, world, rank, kind, fused):
+        {apply}
         self.module, self.world, self.rank = module, world, rank
 
+
+class Engine(Base):
     def prepare_inputs(self, ids):
         local, _ = pad_and_slice(ids, self.world, self.rank)
         inputs = {{"input_ids": local, "attention_mask": None}}
@@ -111,14 +117,17 @@ def _entry_line(engine: str) -> int:
     return next(i for i, text in enumerate(engine.splitlines(), 1) if '"input_ids": local' in text)
 
 
+_APPLY = "use_fused(module, kind, enabled=fused)"
+
+
 def _project(assign: str = "model.__class__.forward = forward_fn", fix: str = "pass",
-             call: str = "self.module") -> dict[str, str]:
+             apply: str = _APPLY) -> dict[str, str]:
     return {
         "parallel.py": _SPLIT,
         "fused.py": _FUSED,
         "plain.py": _PLAIN,
         "patch.py": _PATCH.format(assign=assign),
-        "engine.py": _ENGINE.format(fix=fix, call=call),
+        "engine.py": _ENGINE.format(fix=fix, call="self.module", apply=apply),
     }
 
 
@@ -131,12 +140,23 @@ def _project(assign: str = "model.__class__.forward = forward_fn", fix: str = "p
 def test_a_forward_assigned_through_a_local_onto_an_instances_class_is_reached(
         tmp_path: Path, assign: str, flagged: bool) -> None:
     """Link 1: ``model.__class__.forward = forward_fn``, the local bound to one of two functions each
-    imported in its own arm (only the second rolls): each candidate counts, so the module call reaches
-    the rolling one and the piece placed in the inputs is flagged at the dict's entry. Assigned onto the
-    instance itself, or not at all, the call reaches nothing."""
+    imported in its own arm (only the second rolls): each candidate counts, so the module call (link 2:
+    ``self.module(...)`` in a subclass of the class that applies the patch) reaches the rolling one and
+    the piece placed in the inputs is flagged at the dict's entry. Assigned onto the instance itself, or
+    not at all, the call reaches nothing."""
     files = _project(assign=assign)
     expected = [("engine.py", _entry_line(files["engine.py"]))] if flagged else []
     assert _lint(tmp_path, files) == expected
+
+
+@pytest.mark.parametrize("apply", ["use_fused(module, kind)", "use_fused(module, kind, enabled=False)", "pass"],
+                         ids=["the gate left at its default", "the gate given False", "no patch applied"])
+def test_a_module_of_a_class_that_does_not_apply_the_patch_reaches_nothing(tmp_path: Path, apply: str) -> None:
+    """Link 2 with the class not known: ``self.module(...)`` reaches a forward assigned onto an instance's
+    class only in a class that applies that patch with its gate given (``use_fused(..., enabled=...)``,
+    whose early ``if not enabled: return`` skips it otherwise): a critic that calls the patch without the
+    gate, or no patch at all, runs its model's own forward. Silent."""
+    assert _lint(tmp_path, _project(apply=apply)) == []
 
 
 def test_the_fix_passes_the_rolled_piece_and_is_silent(tmp_path: Path) -> None:

@@ -498,7 +498,7 @@ class FileFacts:
     ] = ((), (), ())
     """Where values come from by call: returns, returned dicts' entries, calls with their arguments
     (`layoutcheck.model.origins.ValueOrigins`)."""
-    assigned_onto: tuple[tuple[str, str, str], ...] = ()
+    assigned_onto: tuple[tuple[str, str, str, str, tuple[str, ...]], ...] = ()
     """Functions assigned onto classes, each candidate of a local, onto an instance's class too
     (`layoutcheck.model.objectcalls.AssignedMethod`)."""
     clashes: list[Clash] = field(default_factory=list)

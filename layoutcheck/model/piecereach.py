@@ -112,7 +112,7 @@ class _Join:
         if found is not None:
             reached = [(found, 1 if method else 0)]
         elif is_object:
-            reached = [(ref, 1) for ref in object_call_targets(self.graph, caller, mine)]
+            reached = [(ref, 1) for ref in object_call_targets(self.graph, caller, callee, mine)]
         else:
             return []
         out = []
