@@ -37,9 +37,20 @@ class DisagreeingShifts(ModelRule):
     or context-parallel split, not a split of the batch's rows) gives a
     piece that must not be rolled along that axis
     (`torch.roll(piece, -1, dims=-1)`, or flattened), here
-    or in a function of the module it is passed to (unless the call passes
+    or in a function it is passed to (unless the call passes
     the argument that skips that roll: `if targets is None: targets =
-    ids.roll(-1)`).
+    ids.roll(-1)`). Across modules the piece is followed
+    (`layoutcheck.model.piecereach`) out of a splitter's return, also one
+    element of a returned tuple and a split along an axis a parameter names
+    (`idx[dim] = slice(k * w, (k + 1) * w)`, `x[tuple(idx)]`, the call
+    passing a literal axis other than 0); into a call by keyword or
+    position, or as an entry of a dict spread with `**` (built in the
+    calling function, or returned by another); to a function that module
+    imports, a module called (`self.module(**inputs)` reaches the
+    `forward` of its class, or the `forward` assigned onto an instance's
+    class through a local, `model.__class__.forward = fn`, in a class that
+    applies that patch). It is flagged where the piece is placed: the
+    argument, or the dict's entry.
 
     And a next-token offset converted with a token bound: a function of
     the module clamps an offset pair into the logits' range,
@@ -82,7 +93,9 @@ class DisagreeingShifts(ModelRule):
     offsets with the logits' bounds: `start - (p - 1)`, `t - 1 - end`.
 
     ## Known problems
-    Within one function (a split piece's roll: within one module); values mixing both shifts already (a loss computed
+    Within one function (a split piece's roll: through calls, but a module called is followed only where its
+    class is known or the class applies the patch that assigns its forward; a dict's entries are followed
+    on every path, whatever branch stored them); values mixing both shifts already (a loss computed
     from inputs `x[:, :-1]` and targets `y[:, 1:]`) are not judged further.
 
     ## Fix safety
