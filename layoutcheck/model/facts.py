@@ -433,6 +433,11 @@ def exclusive_arms(one: tuple[str, ...], other: tuple[str, ...]) -> bool:
     return any(arm.rsplit(":", 1)[0] in mine and mine[arm.rsplit(":", 1)[0]] != arm for arm in other)
 
 
+_Origin = tuple[str, int, tuple[tuple[str, int], ...]]
+"""A value's origin by call (`layoutcheck.model.origins.Origin`)."""
+_Origins = tuple[_Origin, ...]
+
+
 @dataclass
 class FileFacts:
     """Everything the project phase needs from one file."""
@@ -487,15 +492,9 @@ class FileFacts:
                   tuple[tuple[str, tuple[str, ...], tuple[tuple[str, tuple[str, ...]], ...]], ...]] = ((), ())
     """The functions returning a piece of a split sequence and those rolling a parameter
     (`layoutcheck.model.pieceroll.PieceSummaries`): what a call from another module meets."""
-    origins: tuple[
-        tuple[tuple[str, int, tuple[str, int, tuple[tuple[str, int], ...]]], ...],
-        tuple[tuple[str, int, str, tuple[tuple[str, int, tuple[tuple[str, int], ...]], ...],
-                    tuple[int, int, int, int], str], ...],
-        tuple[tuple[str, str, bool, tuple[tuple[str, int, tuple[tuple[str, int], ...]], ...],
-                    tuple[tuple[str, tuple[tuple[str, int, tuple[tuple[str, int], ...]], ...],
-                                tuple[int, int, int, int], str], ...],
-                    tuple[str, ...], tuple[tuple[str, int, tuple[tuple[str, int], ...]], ...]], ...],
-    ] = ((), (), ())
+    origins: tuple[tuple[tuple[str, int, _Origin], ...], tuple[tuple[str, int, str, _Origins, Span, str], ...],
+                   tuple[tuple[str, str, bool, _Origins, tuple[tuple[str, _Origins, Span, str], ...], tuple[str, ...],
+                               _Origins], ...]] = ((), (), ())
     """Where values come from by call: returns, returned dicts' entries, calls with their arguments
     (`layoutcheck.model.origins.ValueOrigins`)."""
     assigned_onto: tuple[tuple[str, str, str, str, tuple[str, ...]], ...] = ()
