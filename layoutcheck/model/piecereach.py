@@ -50,6 +50,8 @@ class _Join:
                 ref = self.ref(i, qualname)
                 if ref is not None:
                     self.rollers[ref] = (params, {p: frozenset(skips) for p, skips in rolled})
+        self.names = graph.target_names(self.rollers)
+        """The last names a call may reach a roller under (calls of objects aside)."""
 
     def ref(self, index: int, qualname: str) -> FunctionRef | None:
         key = (index, qualname)
@@ -129,6 +131,8 @@ class _Join:
             if file.is_test:
                 continue
             for qualname, callee, is_object, mine, args, given, spreads in file.facts.origins[2]:
+                if not is_object and callee.rsplit(".", 1)[-1] not in self.names:
+                    continue  # reaches no roller: most calls
                 caller = self.ref(i, qualname)
                 if caller is None:
                     continue
