@@ -25,7 +25,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from layoutcheck.model.syntax import dotted, int_value, nodes, param_names
+from layoutcheck.model.syntax import dotted, int_value, param_names
 
 __all__ = ["DictEntry", "Origin", "Pass", "Returned", "ValueOrigins", "qualified", "scope_names", "value_origins"]
 
@@ -50,19 +50,15 @@ _Entry = tuple[tuple[Origin, ...], Position, str]
 ValueOrigins = tuple[tuple[Returned, ...], tuple[DictEntry, ...], tuple[Pass, ...]]
 
 _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
-_KINDS = {ast.Assign: 0, ast.AnnAssign: 0, ast.Call: 1, ast.Return: 2, ast.Import: 3, ast.ImportFrom: 3,
-          ast.FunctionDef: 4, ast.AsyncFunctionDef: 4, ast.ClassDef: 4}
-"""The nodes a function's walk keeps, by kind: stores, calls, returns, imports, nested scopes."""
+_SCOPES = frozenset({ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef})
+_BLOCKS: dict[type, tuple[str, ...]] = {}
+"""Statement class -> its fields that hold statements (none for most)."""
 _KEEPS = frozenset({"squeeze", "unsqueeze", "contiguous", "to", "cuda", "clone", "detach", "long", "int", "view",
                     "reshape"})
 """Methods that keep the value they are called on (its data, its positions)."""
 _LIBRARIES = ("torch", "numpy", "np", "F", "math", "dist", "os", "re", "json", "logging", "print", "len",
               "isinstance", "getattr", "hasattr", "super", "dict", "list", "tuple", "range", "zip", "enumerate")
 """Callees that are never the project's: their results carry no origin worth a fact."""
-
-
-def _START(node: ast.AST) -> tuple[int, int]:
-    return node.lineno, node.col_offset  # type: ignore[attr-defined]
 
 
 def _position(node: ast.AST) -> Position:
@@ -124,23 +120,35 @@ class _Function:
         self.merged: dict[str, list[tuple[int, str]]] = {}
         self.returns: list[ast.Return] = []
         self.calls: list[ast.Call] = []
-        # `nodes` is the walk's memo (breadth first, nested scopes included): read once, by kind, nested
-        # scopes cut after
-        found: tuple[list, list, list, list, list] = ([], [], [], [], [])
-        kinds = _KINDS
-        for node in nodes(function):
-            at = kinds.get(type(node))
-            if at is not None:
-                found[at].append(node)
-        stores, calls, returns, imports, nested = found
-        nested = [n for n in nested if n is not function]
-        if nested:
-            spans = [(n.lineno, n.end_lineno or n.lineno) for n in nested]
-            stores, calls, returns, imports = ([n for n in group if not any(a <= n.lineno <= b for a, b in spans)]
-                                               for group in (stores, calls, returns, imports))
-        stores.sort(key=_START)
-        calls.sort(key=_START)
-        self.calls, self.returns = calls, returns
+        # Statements only (most of a function's nodes are expressions): the calls kept are those a
+        # statement makes (`f(...)`, `x = f(...)`, `return f(...)`) and the calls passed to them.
+        stores: list[ast.Assign | ast.AnnAssign] = []
+        imports: list[ast.stmt] = []
+        calls, returns = self.calls, self.returns
+        stack: list[ast.stmt] = list(reversed(function.body))
+        while stack:
+            stmt = stack.pop()
+            kind = type(stmt)
+            if kind is ast.Assign or kind is ast.AnnAssign:
+                stores.append(stmt)  # type: ignore[arg-type]
+            elif kind is ast.Return:
+                returns.append(stmt)  # type: ignore[arg-type]
+            elif kind is ast.Import or kind is ast.ImportFrom:
+                imports.append(stmt)
+                continue
+            elif kind in _SCOPES:
+                continue
+            value = getattr(stmt, "value", None)
+            if type(value) is ast.Call:
+                calls.append(value)
+                calls.extend(a for a in (*value.args, *(k.value for k in value.keywords)) if type(a) is ast.Call)
+            inner = _BLOCKS.get(kind)
+            if inner is None:
+                inner = _BLOCKS[kind] = tuple(f for f in ("body", "orelse", "finalbody", "handlers", "cases")
+                                              if f in kind._fields)
+            for field in reversed(inner):
+                for part in reversed(getattr(stmt, field)):
+                    stack.extend(reversed(part.body) if field in ("handlers", "cases") else [part])
         if imports:
             self.names = dict(names)
             scope_names(imports, self.names)
