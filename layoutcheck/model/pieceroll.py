@@ -32,8 +32,8 @@ SplitSummary = tuple[str, int, str, int]
 """A splitter: (its qualname; the element of its return that is a piece, -1 for all of it; the parameter
 that names the split's axis and its position, ``""`` and -1 where the axis is the last one)."""
 RollSummary = tuple[str, tuple[str, ...], tuple[tuple[str, tuple[str, ...]], ...]]
-"""A roller: (its qualname; its parameters in order; each parameter it rolls left along the last axis with
-the parameters whose presence skips that roll)."""
+"""A roller: (its qualname; its positional parameters in order; each parameter it rolls left along the last
+axis with the parameters whose presence skips that roll)."""
 PieceSummaries = tuple[tuple[SplitSummary, ...], tuple[RollSummary, ...]]
 
 _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
@@ -312,6 +312,7 @@ def piece_summaries(tree: ast.Module, text: str) -> PieceSummaries:
                             splits.append((qualname, element, *axis))
             rolled = _rolls(function) if any(_rolled_along_last(n) is not None for n in nodes(function)) else {}
             if rolled:
-                rolls.append((qualname, tuple(param_names(function)),
+                positional = (*function.args.posonlyargs, *function.args.args)
+                rolls.append((qualname, tuple(a.arg for a in positional),
                               tuple(sorted((p, tuple(sorted(skips))) for p, skips in rolled.items()))))
     return tuple(sorted(set(splits))), tuple(rolls)
