@@ -27,8 +27,8 @@ import weakref
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
-from layoutcheck.model.origins import Origin, qualified, scope_names
-from layoutcheck.model.syntax import dotted, nodes, param_names
+from layoutcheck.model.origins import Origin, scope_names
+from layoutcheck.model.syntax import dotted, param_names
 
 if TYPE_CHECKING:
     from layoutcheck.model.graph import FunctionRef, ProjectGraph
@@ -43,7 +43,7 @@ else ``""`` and ``()``)."""
 
 _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
 _FUNCTION_KINDS = frozenset(_FUNCTIONS)
-_ASSIGNED = re.compile(r"\.\w+ = [A-Za-z_]\w*[ \t]*$", re.M)
+_ASSIGNED = re.compile(r"\.\w+ = [A-Za-z_]\w*[ \t]*$", re.MULTILINE)
 """``a.b = f`` as formatters write it: where `assigned_onto_classes` can find something."""
 _CALLED = ("forward", "__call__")
 
@@ -127,11 +127,11 @@ def assigned_onto_classes(tree: ast.Module, text: str) -> tuple[AssignedMethod, 
                     if isinstance(target, ast.Name):
                         bindings.setdefault(target.id, []).append((stmt.lineno, stmt.value))
 
-        def name_at(name: str, line: int) -> str | None:
+        def name_at(name: str, line: int, imported: dict = imported, names: dict = names) -> str | None:
             """What ``name`` means at ``line``: the function's import in effect there, else the module's."""
-            before = [where for at, where in imported.get(name, ()) if at < line]
+            before = [(at, where) for at, where in imported.get(name, ()) if at < line]
             if before:
-                return max((at, where) for at, where in imported[name] if at < line)[1]
+                return max(before)[1]
             return names.get(name, name if name in defs else None)
 
         for stmt in statements:
@@ -273,13 +273,13 @@ def object_call_targets(graph: ProjectGraph, caller: FunctionRef, callee: str,
             return list(assigned.get(("", "forward"), ()))
         return []
     out: list[FunctionRef] = []
-    for callee, element, _ in origins:
+    for built, element, _ in origins:
         if element != -1:
             continue
         for name in _CALLED:
-            ref = graph.resolve_callee(caller, f"{callee}.{name}")
+            ref = graph.resolve_callee(caller, f"{built}.{name}")
             if ref is not None and graph.function(ref).qualname.endswith(f".{name}"):
                 out.append(ref)
                 break
-        out.extend(assigned.get((graph.absolute(caller[0], callee), "forward"), ()))
+        out.extend(assigned.get((graph.absolute(caller[0], built), "forward"), ()))
     return out

@@ -21,7 +21,6 @@ from __future__ import annotations
 import ast
 import re
 from bisect import bisect_left
-from collections.abc import Iterator
 
 from layoutcheck.model.shifts import rolled_left
 from layoutcheck.model.syntax import int_value, keyword, last_name, nodes, param_names, positional
