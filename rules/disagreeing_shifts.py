@@ -4,6 +4,7 @@ from collections.abc import Iterator
 
 from layoutcheck.lint.rule import Invalid, ModelRule, Report, Valid
 from layoutcheck.lint.settings import LintSettings
+from layoutcheck.model.piecereach import passed_pieces
 from layoutcheck.model.queries import FileQueries
 
 
@@ -36,9 +37,20 @@ class DisagreeingShifts(ModelRule):
     or context-parallel split, not a split of the batch's rows) gives a
     piece that must not be rolled along that axis
     (`torch.roll(piece, -1, dims=-1)`, or flattened), here
-    or in a function of the module it is passed to (unless the call passes
+    or in a function it is passed to (unless the call passes
     the argument that skips that roll: `if targets is None: targets =
-    ids.roll(-1)`).
+    ids.roll(-1)`). Across modules the piece is followed
+    (`layoutcheck.model.piecereach`) out of a splitter's return, also one
+    element of a returned tuple and a split along an axis a parameter names
+    (`idx[dim] = slice(k * w, (k + 1) * w)`, `x[tuple(idx)]`, the call
+    passing a literal axis other than 0); into a call by keyword or
+    position, or as an entry of a dict spread with `**` (built in the
+    calling function, or returned by another); to a function that module
+    imports, a module called (`self.module(**inputs)` reaches the
+    `forward` of its class, or the `forward` assigned onto an instance's
+    class through a local, `model.__class__.forward = fn`, in a class that
+    applies that patch). It is flagged where the piece is placed: the
+    argument, or the dict's entry.
 
     And a next-token offset converted with a token bound: a function of
     the module clamps an offset pair into the logits' range,
@@ -81,7 +93,9 @@ class DisagreeingShifts(ModelRule):
     offsets with the logits' bounds: `start - (p - 1)`, `t - 1 - end`.
 
     ## Known problems
-    Within one function (a split piece's roll: within one module); values mixing both shifts already (a loss computed
+    Within one function (a split piece's roll: through calls, but a module called is followed only where its
+    class is known or the class applies the patch that assigns its forward; a dict's entries are followed
+    on every path, whatever branch stored them); values mixing both shifts already (a loss computed
     from inputs `x[:, :-1]` and targets `y[:, 1:]`) are not judged further.
 
     ## Fix safety
@@ -96,10 +110,15 @@ class DisagreeingShifts(ModelRule):
 
     @classmethod
     def could_match(cls, source: str, settings: LintSettings) -> bool:
-        return ":-1" in source or "1:" in source or "roll(" in source or ("min(" in source and "max(" in source)
+        # the last two: where a piece from another module's split is placed into a call or a spread dict
+        return ":-1" in source or "1:" in source or "roll(" in source or ("min(" in source and "max(" in source) \
+            or "**" in source or "slice" in source
 
     def check(self, file: FileQueries) -> Iterator[Report]:
+        reported: set[tuple[int, int]] = set()
         for found in file.facts.clashes:
+            if found.kind == "rolled_piece":
+                reported.add((found.span[0], found.span[1]))
             if found.kind == "token_bound_on_logits":
                 yield self.report(
                     found.span,
@@ -129,6 +148,16 @@ class DisagreeingShifts(ModelRule):
                 found.span,
                 f"`{found.text}` drops the last position (the inputs' shift), but {found.detail} (the targets'): "
                 "the two are one position apart. Shift it like the targets (`[..., 1:]`).",
+            )
+        for (line, column, end_line, end_column), text, split, roller in passed_pieces(file.project, file.index):
+            if (line, column + 1) in reported:
+                continue
+            yield self.report(
+                (line, column + 1, end_line, end_column + 1),
+                f"`{text}`, one piece of a sequence split by `{split}`, reaches {roller}, which rolls it by one "
+                "position: its first token wraps to its last position, where the next piece's first token "
+                "belongs. Roll the whole sequence, then split it (and pass the rolled piece where the callee "
+                "takes one).",
             )
 
     valid = [

@@ -222,7 +222,8 @@ class CallSitesMixin:
         span = None
         keys = None
         if tags & (SEQ | MAX | TOK | SRC | PAD | PACKED | STREAM | SAMPLE) or found.fields or found.params or found.calls or (
-            isinstance(value, ast.Constant) and isinstance(value.value, str) and value.value in LAYOUT_KINDS
+            isinstance(value, ast.Constant) and (isinstance(value.value, str) and value.value in LAYOUT_KINDS
+                                                 or value.value is False)  # a gate left off (`objectcalls`)
         ):
             text = self.source.snippet(value, 40)
             span = self.source.span(value)

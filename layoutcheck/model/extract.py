@@ -53,7 +53,10 @@ from layoutcheck.model.facts import Broadcast, FileFacts, Function
 from layoutcheck.model.flow import Flow, Frame
 from layoutcheck.model.literals import LiteralsMixin
 from layoutcheck.model.modulereaders import read_module, shifters_of_module
+from layoutcheck.model.objectcalls import assigned_onto_classes
+from layoutcheck.model.origins import value_origins
 from layoutcheck.model.packedrows import packed_rows
+from layoutcheck.model.pieceroll import piece_summaries
 from layoutcheck.model.padsides import SidesMixin
 from layoutcheck.model.settings import LintSettings
 from layoutcheck.model.statements import StatementsMixin
@@ -243,6 +246,10 @@ class _Extractor(StatementsMixin, DefinitionsMixin, StoresMixin, ExpressionsMixi
         facts.partners = tuple(sorted(self.partners))
         facts.shifters = shifters_of_module(tree, self.source.text)
         facts.packed_rows = packed_rows(tree, self.source.text)
+        text = self.source.text
+        facts.pieces = piece_summaries(tree, text)
+        facts.origins = value_origins(tree)
+        facts.assigned_onto = assigned_onto_classes(tree, text)
         facts.gathered = tuple(sorted(self.gathered))
         # Copied whole into a record that the same function fills with shares of several fields: a partition
         # that leaves these out (a message assembled from parts gathers one field, and partitions nothing).

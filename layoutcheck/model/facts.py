@@ -34,7 +34,7 @@ __all__ = [
     "element_call", "from_data", "object_hook", "to_data",
 ]
 
-FACTS_VERSION = 16
+FACTS_VERSION = 17
 """Bumped whenever the shape or the meaning of the facts changes (cached facts are then misses)."""
 
 Span = tuple[int, int, int, int]
@@ -433,6 +433,11 @@ def exclusive_arms(one: tuple[str, ...], other: tuple[str, ...]) -> bool:
     return any(arm.rsplit(":", 1)[0] in mine and mine[arm.rsplit(":", 1)[0]] != arm for arm in other)
 
 
+_Origin = tuple[str, int, tuple[tuple[str, int], ...]]
+"""A value's origin by call (`layoutcheck.model.origins.Origin`)."""
+_Origins = tuple[_Origin, ...]
+
+
 @dataclass
 class FileFacts:
     """Everything the project phase needs from one file."""
@@ -483,6 +488,18 @@ class FileFacts:
                        tuple[tuple[str, str, int, int, int, int, str, str], ...]] = ((), ())
     """The fields a loop packs several samples into, and the fields read and shifted by one position
     (`layoutcheck.model.packedrows.PackedRows`): what another module's shift or packer meets."""
+    pieces: tuple[tuple[tuple[str, int, str, int], ...],
+                  tuple[tuple[str, tuple[str, ...], tuple[tuple[str, tuple[str, ...]], ...]], ...]] = ((), ())
+    """The functions returning a piece of a split sequence and those rolling a parameter
+    (`layoutcheck.model.pieceroll.PieceSummaries`): what a call from another module meets."""
+    origins: tuple[tuple[tuple[str, int, _Origin], ...], tuple[tuple[str, int, str, _Origins, Span, str], ...],
+                   tuple[tuple[str, str, bool, _Origins, tuple[tuple[str, _Origins, Span, str], ...], tuple[str, ...],
+                               _Origins], ...]] = ((), (), ())
+    """Where values come from by call: returns, returned dicts' entries, calls with their arguments
+    (`layoutcheck.model.origins.ValueOrigins`)."""
+    assigned_onto: tuple[tuple[str, str, str, str, tuple[str, ...]], ...] = ()
+    """Functions assigned onto classes, each candidate of a local, onto an instance's class too
+    (`layoutcheck.model.objectcalls.AssignedMethod`)."""
     clashes: list[Clash] = field(default_factory=list)
     sides: list[PadSide] = field(default_factory=list)
     extracted: bool = False

@@ -384,6 +384,22 @@ class ProjectGraph:
             return self._absolute(file_index, imported + dot + rest)
         return f"{file.module}.{dotted}" if file.module else None
 
+    def absolute(self, file_index: int, name: str) -> str:
+        """A name as file ``file_index`` qualifies it (through its imports, leading dots kept; or one of its
+        own ``def``s and classes, bare), absolute."""
+        if name.startswith("."):
+            return self._absolute(file_index, name)
+        file = self.files[file_index]
+        head = name.split(".")[0]
+        if file.module and ((file_index, head) in self._index.by_qualname
+                            or any(q.split(".")[0] == head for q, _ in file.facts.classes)):
+            return f"{file.module}.{name}"
+        return name
+
+    def lookup(self, file_index: int, name: str) -> FunctionRef | None:
+        """The ``def`` a name as file ``file_index`` qualifies it (`absolute`) names."""
+        return self._lookup(self.absolute(file_index, name))
+
     @cached_property
     def _assigned_methods(self) -> dict[str, str]:
         """``pkg.mod.Cls.name -> pkg.other.f`` for each function assigned onto a class

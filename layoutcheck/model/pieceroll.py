@@ -19,12 +19,21 @@ the code does decides, never names:
 from __future__ import annotations
 
 import ast
-from collections.abc import Iterator
+import re
+from bisect import bisect_left
 
 from layoutcheck.model.shifts import rolled_left
 from layoutcheck.model.syntax import int_value, keyword, last_name, nodes, param_names, positional
 
-__all__ = ["rolled_pieces"]
+__all__ = ["PieceSummaries", "RollSummary", "SplitSummary", "piece_summaries", "rolled_pieces"]
+
+SplitSummary = tuple[str, int, str, int]
+"""A splitter: (its qualname; the element of its return that is a piece, -1 for all of it; the parameter
+that names the split's axis and its position, ``""`` and -1 where the axis is the last one)."""
+RollSummary = tuple[str, tuple[str, ...], tuple[tuple[str, tuple[str, ...]], ...]]
+"""A roller: (its qualname; its positional parameters in order; each parameter it rolls left along the last
+axis with the parameters whose presence skips that roll)."""
+PieceSummaries = tuple[tuple[SplitSummary, ...], tuple[RollSummary, ...]]
 
 _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
 
@@ -206,3 +215,103 @@ def rolled_pieces(tree: ast.Module) -> dict[ast.AST, list[tuple[ast.AST, str]]]:
                     if split is not None:
                         out.setdefault(function, []).append((arg, split))
     return out
+
+
+_KEEPS = frozenset({"contiguous", "clone", "detach", "to", "cuda"})
+
+
+def _listed_window(node: ast.expr, function: ast.FunctionDef | ast.AsyncFunctionDef,
+                   bound: dict[str, ast.expr]) -> tuple[str, int] | None:
+    """``x[tuple(idx)]`` where the function sets ``idx[a] = slice(k * w, (k + 1) * w)`` and ``w = x.size(a)
+    // n`` (or ``x.shape[a] // n``): the ``k``-th of ``n`` equal pieces along axis ``a``. Returns the
+    parameter naming ``a`` and its position (``("", -1)`` for ``a = -1``), else None."""
+    if not isinstance(node, ast.Subscript):
+        return None
+    index = node.slice
+    if isinstance(index, ast.Call) and last_name(index.func) == "tuple" and len(index.args) == 1:
+        index = index.args[0]
+    if not isinstance(index, ast.Name):
+        return None
+    params = param_names(function)
+    for stmt in nodes(function):
+        if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Subscript)
+                and isinstance(stmt.targets[0].value, ast.Name) and stmt.targets[0].value.id == index.id
+                and isinstance(stmt.value, ast.Call) and last_name(stmt.value.func) == "slice"
+                and len(stmt.value.args) == 2):
+            continue
+        axis = stmt.targets[0].slice
+        if int_value(axis) == -1:
+            where = ("", -1)
+        elif isinstance(axis, ast.Name) and axis.id in params:
+            where = (axis.id, params.index(axis.id))
+        else:
+            continue
+        window = ast.Subscript(value=node.value, slice=ast.Tuple(elts=[ast.Constant(Ellipsis), ast.Slice(
+            lower=stmt.value.args[0], upper=stmt.value.args[1])]))
+        low = stmt.value.args[0]
+        widths = [bound.get(w.id, w) if isinstance(w, ast.Name) else w
+                  for w in ((low.left, low.right) if isinstance(low, ast.BinOp) else ())]
+        measured = any(isinstance(w, ast.BinOp) and isinstance(w.op, ast.FloorDiv) and any(
+            isinstance(n, ast.Call) and last_name(n.func) == "size" and n.args and ast.dump(n.args[0]) == ast.dump(axis)
+            or isinstance(n, ast.Subscript) and isinstance(n.value, ast.Attribute) and n.value.attr == "shape"
+            and ast.dump(n.slice) == ast.dump(axis) for n in ast.walk(w.left)) for w in widths)
+        if measured and _piece_window(window, bound):
+            return where
+    return None
+
+
+def _pieces_of(value: ast.expr, function: ast.FunctionDef | ast.AsyncFunctionDef, params: set[str],
+               bound: dict[str, ast.expr]) -> tuple[str, int] | None:
+    """Is ``value`` a piece of a parameter (`_piece_window` on the last axis, or `_listed_window`): the axis
+    parameter and position as `_listed_window` gives them, else None."""
+    while isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and value.func.attr in _KEEPS:
+        value = value.func.value
+    if isinstance(value, ast.Name) and value.id in bound:
+        value = bound[value.id]
+    if not (isinstance(value, ast.Subscript) and isinstance(value.value, ast.Name) and value.value.id in params):
+        return None
+    if _piece_window(value, bound):
+        return "", -1
+    return _listed_window(value, function, bound)
+
+
+def piece_summaries(tree: ast.Module, text: str) -> PieceSummaries:
+    """The module's splitters (functions returning a piece of a parameter, all of the return or one element
+    of a returned tuple) and rollers (`_rolls`), by qualname: what a call from another module meets
+    (`layoutcheck.model.piecereach`). Only the functions spanning a line that spells a roll or a window's
+    end (``roll(``, ``+ 1)``) are read."""
+    lines = sorted({text.count("\n", 0, m.start()) + 1 for m in re.finditer(r"roll\(|\+ 1\)", text)})
+    if not lines:
+        return (), ()
+    splits: list[SplitSummary] = []
+    rolls: list[RollSummary] = []
+    stack: list[tuple[str, ast.AST]] = [("", tree)]
+    while stack:
+        prefix, scope = stack.pop()
+        for function in ast.iter_child_nodes(scope):
+            if not isinstance(function, (*_FUNCTIONS, ast.ClassDef)):
+                continue
+            first, last = function.lineno, function.end_lineno or function.lineno
+            at = bisect_left(lines, first)
+            if at == len(lines) or lines[at] > last:
+                continue  # spans no such line
+            qualname = prefix + function.name
+            stack.append((qualname + ".", function))
+            if isinstance(function, ast.ClassDef):
+                continue
+            params = set(param_names(function))
+            bound = {t.id: s.value for s in nodes(function) if isinstance(s, ast.Assign)
+                     for t in s.targets if isinstance(t, ast.Name)}
+            for node in nodes(function):
+                if isinstance(node, ast.Return) and node.value is not None:
+                    parts = enumerate(node.value.elts) if isinstance(node.value, ast.Tuple) else [(-1, node.value)]
+                    for element, part in parts:
+                        axis = _pieces_of(part, function, params, bound)
+                        if axis is not None:
+                            splits.append((qualname, element, *axis))
+            rolled = _rolls(function) if any(_rolled_along_last(n) is not None for n in nodes(function)) else {}
+            if rolled:
+                positional = (*function.args.posonlyargs, *function.args.args)
+                rolls.append((qualname, tuple(a.arg for a in positional),
+                              tuple(sorted((p, tuple(sorted(skips))) for p, skips in rolled.items()))))
+    return tuple(sorted(set(splits))), tuple(rolls)

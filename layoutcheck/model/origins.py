@@ -1,0 +1,334 @@
+"""Where a function's values come from, by call: facts that follow a value into other modules (issue 28).
+
+Per function, a local bound to a call's result (``x = f(...)``), to one element of the tuple a call
+returns (``a, x, _ = f(...)``, ``x = f(...)[1]``), or to such a value passed through a method that keeps
+it (``x.squeeze(0)``, ``.contiguous()``) has that call as an *origin*: the callee as the module's imports
+qualify it (imports inside the function included), the element (-1: the whole result) and the integer
+literals the call passes (an axis: ``dim=1``). A local bound on several paths has every origin bound
+before the line that reads it. The module's facts (`value_origins`):
+
+* **returns**: the origins of what each function returns, whole or by tuple element, so that a
+  caller's origin follows through a function that only passes a callee's result on;
+* **dicts**: the entries of a dict a function builds (``d = {"k": x}``, ``d["k"] = x``, ``d.update(e)``
+  with ``e`` built there too, on any path) and returns, whole or as a tuple element: each key with the
+  origins of its value and the value's position, so a dict forwarded as ``**d`` from another function
+  binds each entry to the callee's parameter of that name;
+* **passes**: each call with the origins of its arguments, by parameter name or position (``**d`` of
+  a dict built in the function given entry by entry), the keywords it gives, and the origins of the
+  dicts it spreads that a call returned (read through that callee's dicts).
+
+What the code does decides, never a name. The project reads them in `layoutcheck.model.piecereach`.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+
+from layoutcheck.model.syntax import dotted, int_value, param_names
+
+__all__ = ["DictEntry", "Origin", "Pass", "Returned", "ValueOrigins", "qualified", "scope_names", "value_origins"]
+
+Origin = tuple[str, int, tuple[tuple[str, int], ...]]
+"""(the callee, qualified; the element of its result, -1 for all of it; the integer literals passed, by
+keyword or ``#i`` for the ``i``-th positional)."""
+Position = tuple[int, int, int, int]
+"""(line, column, end line, end column), columns from 0."""
+Returned = tuple[str, int, Origin]
+"""A function's return (its qualname; the element, -1 for all of it) and one origin of it."""
+DictEntry = tuple[str, int, str, tuple[Origin, ...], Position, str]
+"""A returned dict's entry: (function, element of the return, key, the value's origins, its position, its text)."""
+Argument = tuple[str, tuple[Origin, ...], Position, str]
+"""A call's argument: (parameter name, or ``#i`` for the ``i``-th positional; origins; position; text)."""
+Pass = tuple[str, str, bool, tuple[Origin, ...], tuple[Argument, ...], tuple[str, ...], tuple[Origin, ...]]
+"""A call: (the calling function; the callee, qualified; whether the callee may be an object, not a
+function (a parameter, a local, or an attribute of ``self``); the origins of the callee where it is a
+local; the arguments that have origins; every keyword given (``#i`` for a position), a spread dict's keys
+included; the origins of
+the dicts spread that a call returned)."""
+_Entry = tuple[tuple[Origin, ...], Position, str]
+ValueOrigins = tuple[tuple[Returned, ...], tuple[DictEntry, ...], tuple[Pass, ...]]
+
+_FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
+_SCOPES = frozenset({ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef})
+_BLOCKS: dict[type, tuple[str, ...]] = {}
+"""Statement class -> its fields that hold statements (none for most)."""
+_KEEPS = frozenset({"squeeze", "unsqueeze", "contiguous", "to", "cuda", "clone", "detach", "long", "int", "view",
+                    "reshape"})
+"""Methods that keep the value they are called on (its data, its positions)."""
+_LIBRARIES = ("torch", "numpy", "np", "F", "math", "dist", "os", "re", "json", "logging", "print", "len",
+              "isinstance", "getattr", "hasattr", "super", "dict", "list", "tuple", "range", "zip", "enumerate")
+"""Callees that are never the project's: their results carry no origin worth a fact."""
+
+
+def _position(node: ast.AST) -> Position:
+    return (node.lineno, node.col_offset, node.end_lineno or node.lineno,  # type: ignore[attr-defined]
+            node.end_col_offset or node.col_offset)  # type: ignore[attr-defined]
+
+
+def scope_names(body: list[ast.stmt], into: dict[str, str]) -> None:
+    """``import a.b as c`` / ``from .m import f as g`` in ``body`` (not nested scopes), into ``into``: local
+    name -> qualified (leading dots kept)."""
+    stack = list(body)
+    while stack:
+        stmt = stack.pop()
+        if isinstance(stmt, ast.Import):
+            for alias in stmt.names:
+                if alias.asname:
+                    into[alias.asname] = alias.name
+                else:
+                    into[alias.name.split(".")[0]] = alias.name.split(".")[0]
+        elif isinstance(stmt, ast.ImportFrom):
+            module = "." * stmt.level + (stmt.module or "")
+            for alias in stmt.names:
+                if alias.name != "*":
+                    joined = f"{module}.{alias.name}" if module and not module.endswith(".") else module + alias.name
+                    into[alias.asname or alias.name] = joined
+        elif not isinstance(stmt, (*_FUNCTIONS, ast.ClassDef)):
+            for field in ("body", "orelse", "finalbody"):
+                stack.extend(getattr(stmt, field, ()))
+            for handler in getattr(stmt, "handlers", ()):
+                stack.extend(handler.body)
+
+
+def qualified(node: ast.expr, names: dict[str, str]) -> str | None:
+    """A callee as written (``f``, ``mod.f``, ``self.f``), its head qualified through ``names``; None for
+    anything but a chain of names."""
+    text = dotted(node)
+    if text is None:
+        return None
+    head, dot, rest = text.partition(".")
+    found = names.get(head)
+    return found + dot + rest if found is not None else text
+
+
+def _literals(call: ast.Call) -> tuple[tuple[str, int], ...]:
+    out = [(f"#{i}", v) for i, a in enumerate(call.args) if (v := int_value(a)) is not None]
+    out += [(k.arg, v) for k in call.keywords if k.arg and (v := int_value(k.value)) is not None]
+    return tuple(out)
+
+
+class _Function:
+    """The origins of one function's locals (see the module docs)."""
+
+    def __init__(self, function: ast.FunctionDef | ast.AsyncFunctionDef, names: dict[str, str]) -> None:
+        self.function = function
+        self.names = names
+        self.params = set(param_names(function))
+        self.bound: dict[str, list[tuple[int, tuple[Origin, ...]]]] = {}
+        self.dicts: dict[str, dict[str, list[_Entry]]] = {}
+        self.merged: dict[str, list[tuple[int, str]]] = {}
+        self.returns: list[ast.Return] = []
+        self.calls: list[ast.Call] = []
+        # Statements only (most of a function's nodes are expressions): the calls kept are those a
+        # statement makes (`f(...)`, `x = f(...)`, `return f(...)`) and the calls passed to them.
+        stores: list[ast.Assign | ast.AnnAssign] = []
+        imports: list[ast.stmt] = []
+        calls, returns = self.calls, self.returns
+        stack: list[ast.stmt] = list(reversed(function.body))
+        while stack:
+            stmt = stack.pop()
+            kind = type(stmt)
+            if kind is ast.Assign or kind is ast.AnnAssign:
+                stores.append(stmt)  # type: ignore[arg-type]
+            elif kind is ast.Return:
+                returns.append(stmt)  # type: ignore[arg-type]
+            elif kind is ast.Import or kind is ast.ImportFrom:
+                imports.append(stmt)
+                continue
+            elif kind in _SCOPES:
+                continue
+            value = getattr(stmt, "value", None)
+            if type(value) is ast.Call:
+                calls.append(value)
+                calls.extend(a for a in (*value.args, *(k.value for k in value.keywords)) if type(a) is ast.Call)
+            inner = _BLOCKS.get(kind)
+            if inner is None:
+                inner = _BLOCKS[kind] = tuple(f for f in ("body", "orelse", "finalbody", "handlers", "cases")
+                                              if f in kind._fields)
+            for field in reversed(inner):
+                for part in reversed(getattr(stmt, field)):
+                    stack.extend(reversed(part.body) if field in ("handlers", "cases") else [part])
+        if imports:
+            self.names = dict(names)
+            scope_names(imports, self.names)
+        for node in stores:
+            if isinstance(node, ast.Assign):
+                for target in node.targets:
+                    self._bind(target, node.value, node.lineno)
+            elif node.value is not None:
+                self._bind(node.target, node.value, node.lineno)
+
+    def _bind(self, target: ast.expr, value: ast.expr, line: int) -> None:
+        if isinstance(target, ast.Name):
+            if isinstance(value, ast.Dict):
+                entries = self.dicts.setdefault(target.id, {})
+                for key, item in zip(value.keys, value.values):
+                    if isinstance(key, ast.Constant) and isinstance(key.value, str):
+                        entries.setdefault(key.value, []).append(self.entry(item, line))
+                    elif key is None and isinstance(item, ast.Name):
+                        self.merged.setdefault(target.id, []).append((line, item.id))
+                return
+            self.bound.setdefault(target.id, []).append((line, self.origins(value, line)))
+        elif isinstance(target, (ast.Tuple, ast.List)):
+            for k, element in enumerate(target.elts):
+                if isinstance(element, ast.Name):
+                    picked = self._element(value, k, line)
+                    self.bound.setdefault(element.id, []).append((line, picked))
+        elif isinstance(target, ast.Subscript) and isinstance(target.value, ast.Name) \
+                and isinstance(target.slice, ast.Constant) and isinstance(target.slice.value, str):
+            entries = self.dicts.get(target.value.id)
+            if entries is not None:
+                entries.setdefault(target.slice.value, []).append(self.entry(value, line))
+
+    def entry(self, value: ast.expr, line: int) -> _Entry:
+        found = self.origins(value, line)
+        return found, _position(value), ast.unparse(value) if found else ""
+
+    def _element(self, value: ast.expr, k: int, line: int) -> tuple[Origin, ...]:
+        """The origins of element ``k`` of what ``value`` gives (a tuple written out, or a call's result)."""
+        if isinstance(value, (ast.Tuple, ast.List)):
+            return self.origins(value.elts[k], line) if k < len(value.elts) else ()
+        return tuple((callee, k, lits) for callee, element, lits in self.origins(value, line) if element == -1)
+
+    def origins(self, node: ast.expr, line: int) -> tuple[Origin, ...]:
+        """Where the value of ``node`` comes from (the module docs), read at ``line``."""
+        while isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in _KEEPS:
+            node = node.func.value
+        if isinstance(node, ast.Name):
+            return self.of(node.id, line)
+        if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Call):
+            k = int_value(node.slice)
+            return self._element(node.value, k, line) if k is not None and k >= 0 else ()
+        if isinstance(node, ast.Call):
+            callee = qualified(node.func, self.names)
+            if callee is None or self.library_or_value(callee):
+                return ()
+            return ((callee, -1, _literals(node)),)
+        return ()
+
+    def library_or_value(self, callee: str) -> bool:
+        """Is ``callee`` never the project's (`_LIBRARIES`), or a method of a value the function holds
+        (``ids.values()``: a parameter or a local, not ``self``)?"""
+        head, dot, _ = callee.partition(".")
+        return head in _LIBRARIES or bool(dot) and head not in ("self", "cls") and (head in self.params
+                                                                                   or head in self.bound)
+
+    def of(self, name: str, line: int) -> tuple[Origin, ...]:
+        """The origins of local ``name`` bound before ``line`` (on any path)."""
+        out: list[Origin] = []
+        for at, found in self.bound.get(name, ()):
+            if at < line:
+                out.extend(o for o in found if o not in out)
+        return tuple(out)
+
+    def entries(self, name: str, line: int, seen: frozenset[str] = frozenset()) -> dict[str, list[_Entry]] | None:
+        """The entries of dict ``name`` built in the function, each key with its values on every path
+        (merged ``**e`` and ``.update(e)`` of dicts built there too), else None."""
+        if name not in self.dicts or name in seen:
+            return None
+        out = {key: list(values) for key, values in self.dicts[name].items()}
+        for at, other in self.merged.get(name, ()):
+            if at < line:
+                for key, values in (self.entries(other, line, seen | {name}) or {}).items():
+                    out.setdefault(key, []).extend(values)
+        return out
+
+    def note_updates(self) -> None:
+        """``d.update(e)`` / ``d.update(k=v)`` of a dict ``d`` built in the function."""
+        for node in self.calls:
+            if isinstance(node.func, ast.Attribute) and node.func.attr == "update" \
+                    and isinstance(node.func.value, ast.Name) and node.func.value.id in self.dicts:
+                name = node.func.value.id
+                for arg in node.args:
+                    if isinstance(arg, ast.Name):
+                        self.merged.setdefault(name, []).append((node.lineno, arg.id))
+                for kw in node.keywords:
+                    if kw.arg:
+                        self.dicts[name].setdefault(kw.arg, []).append(self.entry(kw.value, node.lineno))
+
+
+def _functions(tree: ast.Module) -> Iterator[tuple[str, ast.FunctionDef | ast.AsyncFunctionDef]]:
+    stack: list[tuple[str, ast.AST]] = [("", tree)]
+    while stack:
+        prefix, scope = stack.pop()
+        for child in ast.iter_child_nodes(scope):
+            if isinstance(child, (*_FUNCTIONS, ast.ClassDef)):
+                name = prefix + child.name
+                if not isinstance(child, ast.ClassDef):
+                    yield name, child
+                stack.append((name + ".", child))
+
+
+def _returns(walk: _Function, qualname: str, returns: list[Returned], dicts: list[DictEntry]) -> None:
+    for node in walk.returns:
+        if node.value is None:
+            continue
+        parts = list(enumerate(node.value.elts)) if isinstance(node.value, ast.Tuple) else [(-1, node.value)]
+        for element, part in parts:
+            returns.extend((qualname, element, o) for o in walk.origins(part, node.lineno))
+            if isinstance(part, ast.Name):
+                for key, values in (walk.entries(part.id, node.lineno) or {}).items():
+                    dicts.extend((qualname, element, key, found, where, text) for found, where, text in values)
+
+
+def _passes(walk: _Function, qualname: str, out: list[Pass]) -> None:
+    for node in walk.calls:
+        if not (node.args or node.keywords):
+            continue
+        args: list[Argument] = []
+        given: list[str] = []
+        spread: list[Origin] = []
+        for i, arg in enumerate(node.args):
+            if isinstance(arg, ast.Starred):
+                break
+            if not (isinstance(arg, ast.Constant) and arg.value is None):
+                given.append(f"#{i}")
+            found = walk.origins(arg, node.lineno)
+            if found:
+                args.append((f"#{i}", found, _position(arg), ast.unparse(arg)))
+        for kw in node.keywords:
+            if kw.arg is not None:
+                if not (isinstance(kw.value, ast.Constant) and kw.value.value is None):
+                    given.append(kw.arg)
+                found = walk.origins(kw.value, node.lineno)
+                if found:
+                    args.append((kw.arg, found, _position(kw.value), ast.unparse(kw.value)))
+                continue
+            entries = walk.entries(kw.value.id, node.lineno) if isinstance(kw.value, ast.Name) else None
+            if isinstance(kw.value, ast.Dict):
+                entries = {k.value: [walk.entry(v, node.lineno)] for k, v in zip(kw.value.keys, kw.value.values)
+                           if isinstance(k, ast.Constant) and isinstance(k.value, str)}
+            if entries is not None:
+                given.extend(entries)
+                args.extend((key, found, where, text) for key, values in entries.items()
+                            for found, where, text in values if found)
+            else:
+                spread.extend(walk.origins(kw.value, node.lineno))
+        if not (args or spread):
+            continue
+        callee = qualified(node.func, walk.names)
+        if callee is None or walk.library_or_value(callee):
+            continue
+        func = node.func
+        local = isinstance(func, ast.Name) and (func.id in walk.params or func.id in walk.bound)
+        attribute = isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) \
+            and func.value.id in ("self", "cls")
+        mine = walk.of(func.id, node.lineno) if isinstance(func, ast.Name) else ()
+        out.append((qualname, callee, local or attribute, mine, tuple(args), tuple(sorted(set(given))),
+                    tuple(spread)))
+
+
+def value_origins(tree: ast.Module) -> ValueOrigins:
+    """The module's returns, returned dicts and calls with the origins of their values (the module docs)."""
+    names: dict[str, str] = {}
+    scope_names(tree.body, names)
+    returns: list[Returned] = []
+    dicts: list[DictEntry] = []
+    passes: list[Pass] = []
+    for qualname, function in _functions(tree):
+        walk = _Function(function, names)
+        walk.note_updates()
+        _returns(walk, qualname, returns, dicts)
+        _passes(walk, qualname, passes)
+    return tuple(returns), tuple(dicts), tuple(passes)

@@ -1,0 +1,175 @@
+"""A piece of a split sequence rolled in another module (LC109's rolled piece across modules, issue 28).
+
+`layoutcheck.model.pieceroll` pairs a module's splitters and rollers within the module. Here the
+project joins each module's facts through the import graph:
+
+* the splitters and rollers (`FileFacts.pieces`, `pieceroll.piece_summaries`);
+* where values come from (`FileFacts.origins`, `layoutcheck.model.origins`): a value is a piece when
+  one of its origins is a splitter's piece (the element that is one; the split's axis, where a
+  parameter names it, passed as a literal other than 0, the batch's rows), or that element of a
+  function's return whose own origin is a piece (four calls deep);
+* what a call reaches (`ProjectGraph.resolve_callee`, and for a call of an object
+  `layoutcheck.model.objectcalls.object_call_targets`).
+
+A call passes a piece to a roller when it reaches a function that rolls the parameter the piece binds to
+(by keyword; by position, past ``self`` for a method or an object's ``forward``; or as an entry of a dict
+spread with ``**d``, by key, the dict built in the calling function or returned by another) and gives
+none of the parameters whose presence skips that roll (a keyword, a position, or a key of a spread dict
+built in the project). It is flagged where the piece is placed: the argument, or the dict's entry.
+"""
+
+from __future__ import annotations
+
+import weakref
+from typing import TYPE_CHECKING
+
+from layoutcheck.model.objectcalls import object_call_targets
+from layoutcheck.model.origins import Origin
+
+if TYPE_CHECKING:
+    from layoutcheck.model.graph import FunctionRef, ProjectGraph
+
+__all__ = ["RolledPiece", "passed_pieces"]
+
+RolledPiece = tuple[tuple[int, int, int, int], str, str, str]
+"""(the piece's position (line, column, end line, end column; columns from 0), its text, the call that split
+it, the roller as `ProjectGraph.label` names it)."""
+
+_DEPTH = 4
+_CACHE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+class _Join:
+    def __init__(self, graph: ProjectGraph) -> None:
+        self.graph = graph
+        self.refs: dict[tuple[int, str], FunctionRef | None] = {}
+        self.rollers: dict[FunctionRef, tuple[tuple[str, ...], dict[str, frozenset[str]]]] = {}
+        self.pieces: dict[tuple[FunctionRef, Origin], bool] = {}
+        for i, file in enumerate(graph.files):
+            for qualname, params, rolled in file.facts.pieces[1]:
+                ref = self.ref(i, qualname)
+                if ref is not None:
+                    self.rollers[ref] = (params, {p: frozenset(skips) for p, skips in rolled})
+        self.names = graph.target_names(self.rollers)
+        """The last names a call may reach a roller under (calls of objects aside)."""
+
+    def ref(self, index: int, qualname: str) -> FunctionRef | None:
+        key = (index, qualname)
+        if key not in self.refs:
+            self.refs[key] = self.graph.lookup(index, qualname)
+        return self.refs[key]
+
+    def piece(self, ctx: FunctionRef, origin: Origin, depth: int = 0) -> bool:
+        """Is the value ``origin`` gives in ``ctx`` a piece of a split sequence (the module docs)?"""
+        key = (ctx, origin)
+        if key in self.pieces:
+            return self.pieces[key]
+        self.pieces[key] = False  # a cycle finds nothing
+        callee, element, literals = origin
+        target = self.graph.resolve_callee(ctx, callee)
+        found = False
+        if target is not None:
+            facts = self.graph.files[target[0]].facts
+            qualname = self.graph.function(target).qualname
+            given = dict(literals)
+            for name, at, axis, position in facts.pieces[0]:
+                if name != qualname or at != element:
+                    continue
+                if not axis:
+                    found = True
+                else:
+                    shift = 1 if callee.startswith(("self.", "cls.")) else 0
+                    value = given.get(axis, given.get(f"#{position - shift}"))
+                    found = found or (value is not None and value != 0)
+            if not found and depth < _DEPTH:
+                for name, at, inner in facts.origins[0]:
+                    if name != qualname:
+                        continue
+                    if at == element:
+                        found = self.piece(target, inner, depth + 1)
+                    elif at == -1 and element >= 0 and inner[1] == -1:
+                        found = self.piece(target, (inner[0], element, inner[2]), depth + 1)
+                    if found:
+                        break
+        self.pieces[key] = found
+        return found
+
+    def spread(self, ctx: FunctionRef, origin: Origin) -> tuple[list[tuple[int, FunctionRef, tuple]], set[str]]:
+        """The entries of the dict ``origin`` gives (returned by a project function), with their file and
+        function, and its keys."""
+        callee, element, _ = origin
+        target = self.graph.resolve_callee(ctx, callee)
+        if target is None:
+            return [], set()
+        qualname = self.graph.function(target).qualname
+        entries = [(target[0], target, entry) for entry in self.graph.files[target[0]].facts.origins[1]
+                   if entry[0] == qualname and entry[1] == element]
+        return entries, {entry[2] for _, _, entry in entries}
+
+    def targets(self, caller: FunctionRef, callee: str, is_object: bool, mine: tuple[Origin, ...]
+                ) -> list[tuple[FunctionRef, int]]:
+        """The rollers the call reaches, each with how many leading parameters the receiver takes."""
+        found = self.graph.resolve_callee(caller, callee)
+        method = callee.startswith(("self.", "cls."))
+        if found is not None:
+            reached = [(found, 1 if method else 0)]
+        elif is_object:
+            reached = [(ref, 1) for ref in object_call_targets(self.graph, caller, callee, mine)]
+        else:
+            return []
+        out = []
+        for ref, skip in reached:
+            if ref in self.rollers:
+                params = self.rollers[ref][0]
+                out.append((ref, skip if params and params[0] in ("self", "cls") else 0))
+        return out
+
+    def run(self) -> dict[int, list[RolledPiece]]:
+        out: dict[int, list[RolledPiece]] = {}
+        seen: set[tuple[int, tuple[int, int, int, int]]] = set()
+        for i, file in enumerate(self.graph.files):
+            if file.is_test:
+                continue
+            for qualname, callee, is_object, mine, args, given, spreads in file.facts.origins[2]:
+                if not is_object and callee.rsplit(".", 1)[-1] not in self.names:
+                    continue  # reaches no roller: most calls
+                caller = self.ref(i, qualname)
+                if caller is None:
+                    continue
+                reached = self.targets(caller, callee, is_object, mine)
+                if not reached:
+                    continue
+                placed = [(i, caller, arg) for arg in args]
+                keys = set(given)
+                for origin in spreads:
+                    entries, names = self.spread(caller, origin)
+                    keys |= names
+                    placed += [(j, ctx, (e[2], e[3], e[4], e[5])) for j, ctx, e in entries]
+                for roller, skip in reached:
+                    params, rolled = self.rollers[roller]
+                    positional = params[skip:]
+                    gives = {positional[int(k[1:])] if k.startswith("#") and int(k[1:]) < len(positional) else k
+                             for k in keys}
+                    for j, ctx, (key, origins, position, text) in placed:
+                        param = positional[int(key[1:])] if key.startswith("#") and int(key[1:]) < len(
+                            positional) else key
+                        if param not in rolled or rolled[param] & gives or (j, position) in seen:
+                            continue
+                        split = next((o for o in origins if self.piece(ctx, o)), None)
+                        if split is not None:
+                            seen.add((j, position))
+                            out.setdefault(j, []).append((position, text, split[0].rsplit(".", 1)[-1],
+                                                          self.graph.label(roller)))
+        return out
+
+
+def passed_pieces(graph: ProjectGraph, index: int) -> list[RolledPiece]:
+    """The pieces of split sequences placed in file ``index`` that a call hands to a function rolling them
+    (the module docs)."""
+    found = _CACHE.get(graph)
+    if found is None:
+        found = {}
+        if any(file.facts.pieces[1] for file in graph.files):
+            found = _Join(graph).run()
+        _CACHE[graph] = found
+    return found.get(index, [])

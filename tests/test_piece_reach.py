@@ -1,0 +1,251 @@
+"""A piece of a split sequence rolled in another module (LC109 across modules, issue 28).
+
+volcengine/verl 575d5a8ab: the engine slices the packed ids per sequence-parallel rank, puts the
+slice in a dict of model inputs built in one method, and calls its module with ``**inputs`` in
+another; the module's forward was replaced, through a local picked among imported functions, by a
+fused forward that rolls ``input_ids`` to make its labels. Each case is a small project of real
+files linted as a new user would (no configuration, `--preview`), one link of that chain at a time:
+
+1. a function assigned onto a class through a local (``model.__class__.forward = fn``, ``fn`` one of
+   several imported functions) is that class's forward;
+2. calling a module object reaches its ``forward``;
+3. a dict's entries keep where they came from when the dict is returned and spread with ``**``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from layoutcheck.configfile import TABLE, LoadedConfig
+from layoutcheck.lint.runner import run
+from layoutcheck.lint.selection import SelectionOverrides
+
+_SPLIT = '''
+import torch.nn.functional as F
+
+
+def rank_slice(x, dim, world, rank):
+    parts = x.size(dim) // world
+    index = [slice(None)] * x.dim()
+    index[dim] = slice(rank * parts, (rank + 1) * parts)
+    return x[tuple(index)].contiguous()
+
+
+def pad_and_slice(ids, world, rank):
+    pad = (world - ids.size(1) % world) % world
+    ids = F.pad(ids, (0, pad))
+    ids = rank_slice(ids, dim=1, world=world, rank=rank)
+    return ids, pad
+'''
+
+_FUSED = '''
+import torch
+
+
+def fused_forward(self, input_ids=None, labels=None, shift_labels=None):
+    if shift_labels is not None:
+        targets = shift_labels
+    elif labels is not None:
+        targets = torch.roll(labels, shifts=-1, dims=-1)
+    else:
+        targets = torch.roll(input_ids, shifts=-1, dims=-1)
+    return self.head(input_ids).log_softmax(-1).gather(-1, targets.unsqueeze(-1))
+'''
+
+_PLAIN = '''
+def plain_forward(self, input_ids=None, labels=None, shift_labels=None):
+    return self.head(input_ids)
+'''
+
+_PATCH = '''
+def use_fused(model, kind, enabled=False):
+    if not enabled:
+        return
+    forward_fn = model.__class__.forward
+    if kind == "plain":
+        from plain import plain_forward
+
+        forward_fn = plain_forward
+    else:
+        from fused import fused_forward
+
+        forward_fn = fused_forward
+    {assign}
+'''
+
+_ENGINE = '''
+import torch
+from parallel import pad_and_slice
+from patch import use_fused
+
+
+class Base:
+    def __init__(self, module, world, rank, kind, fused):
+        {apply}
+        self.module, self.world, self.rank = module, world, rank
+
+
+class Engine(Base):
+    def prepare_inputs(self, ids):
+        local, _ = pad_and_slice(ids, self.world, self.rank)
+        inputs = {{"input_ids": local, "attention_mask": None}}
+        extra = {{}}
+        {fix}
+        inputs.update(extra)
+        return inputs, {{}}
+
+    def forward_step(self, ids):
+        inputs, _ = self.prepare_inputs(ids)
+        return {call}(**inputs, use_cache=False)
+'''
+_FIX = 'extra["shift_labels"] = pad_and_slice(torch.roll(ids, shifts=-1, dims=-1), self.world, self.rank)[0]'
+
+
+def _lint(tmp_path: Path, files: dict[str, str]) -> list[tuple[str, int]]:
+    for name, text in files.items():
+        (tmp_path / name).write_text(text)
+    loaded = LoadedConfig(None, tmp_path, {}, TABLE)
+    result = run([tmp_path], cwd=tmp_path, use_cache=False, jobs=1, loaded=loaded,
+                 overrides=SelectionOverrides(preview=True))
+    assert not result.errors, result.errors
+    return sorted((Path(f.path).name, f.line) for f in result.findings if f.rule == "disagreeing-shifts")
+
+
+def _entry_line(engine: str) -> int:
+    return next(i for i, text in enumerate(engine.splitlines(), 1) if '"input_ids": local' in text)
+
+
+_APPLY = "use_fused(module, kind, enabled=fused)"
+
+
+def _project(assign: str = "model.__class__.forward = forward_fn", fix: str = "pass",
+             apply: str = _APPLY) -> dict[str, str]:
+    return {
+        "parallel.py": _SPLIT,
+        "fused.py": _FUSED,
+        "plain.py": _PLAIN,
+        "patch.py": _PATCH.format(assign=assign),
+        "engine.py": _ENGINE.format(fix=fix, call="self.module", apply=apply),
+    }
+
+
+@pytest.mark.parametrize(("assign", "flagged"), [
+    ("model.__class__.forward = forward_fn", True),
+    ("type(model).forward = forward_fn", False),
+    ("model.forward_fn = forward_fn", False),
+    ("pass", False),
+], ids=["onto the instance's class", "onto a call's result: not followed", "onto the instance", "not assigned"])
+def test_a_forward_assigned_through_a_local_onto_an_instances_class_is_reached(
+        tmp_path: Path, assign: str, flagged: bool) -> None:
+    """Link 1: ``model.__class__.forward = forward_fn``, the local bound to one of two functions each
+    imported in its own arm (only the second rolls): each candidate counts, so the module call (link 2:
+    ``self.module(...)`` in a subclass of the class that applies the patch) reaches the rolling one and
+    the piece placed in the inputs is flagged at the dict's entry. Assigned onto the instance itself, or
+    not at all, the call reaches nothing."""
+    files = _project(assign=assign)
+    expected = [("engine.py", _entry_line(files["engine.py"]))] if flagged else []
+    assert _lint(tmp_path, files) == expected
+
+
+@pytest.mark.parametrize("apply", ["use_fused(module, kind)", "use_fused(module, kind, enabled=False)", "pass"],
+                         ids=["the gate left at its default", "the gate given False", "no patch applied"])
+def test_a_module_of_a_class_that_does_not_apply_the_patch_reaches_nothing(tmp_path: Path, apply: str) -> None:
+    """Link 2 with the class not known: ``self.module(...)`` reaches a forward assigned onto an instance's
+    class only in a class that applies that patch with its gate given (``use_fused(..., enabled=...)``,
+    whose early ``if not enabled: return`` skips it otherwise): a critic that calls the patch without the
+    gate, or no patch at all, runs its model's own forward. Silent."""
+    assert _lint(tmp_path, _project(apply=apply)) == []
+
+
+def test_the_fix_passes_the_rolled_piece_and_is_silent(tmp_path: Path) -> None:
+    """verl 575d5a8ab's fix: the engine also puts the globally rolled, then sliced, labels under the key
+    whose presence skips the forward's roll (merged in by ``inputs.update(extra)``): silent."""
+    assert _lint(tmp_path, _project(fix=_FIX)) == []
+
+
+_NET = '''
+import torch
+from torch import nn
+
+
+class FusedNet(nn.Module):
+    def forward(self, input_ids=None, labels=None):
+        return torch.roll(labels if labels is not None else input_ids, shifts=-1, dims=-1)
+
+
+class PlainNet(nn.Module):
+    def forward(self, input_ids=None, labels=None):
+        return input_ids
+'''
+
+_CALLER = '''
+from nets import FusedNet, PlainNet
+from parallel import pad_and_slice
+
+
+def step(ids, world, rank, labels):
+    net = {net}()
+    local, _ = pad_and_slice(ids, world, rank)
+    return net(input_ids=local{labels})
+'''
+
+
+@pytest.mark.parametrize(("net", "labels", "flagged"), [
+    ("FusedNet", "", True),
+    ("FusedNet", ", labels=labels", False),
+    ("PlainNet", "", False),
+], ids=["a rolling forward", "given what skips the roll", "a forward that does not roll"])
+def test_calling_a_module_whose_class_is_known_reaches_its_forward(
+        tmp_path: Path, net: str, labels: str, flagged: bool) -> None:
+    """Link 2: ``net = FusedNet(); net(input_ids=piece)`` runs ``FusedNet.forward``
+    (``nn.Module.__call__``), which rolls ``input_ids`` unless ``labels`` is given: the piece is flagged
+    at the argument. Given ``labels``, or a class whose forward does not roll, silent."""
+    caller = _CALLER.format(net=net, labels=labels)
+    files = {"parallel.py": _SPLIT, "nets.py": _NET, "caller.py": caller}
+    line = next(i for i, text in enumerate(caller.splitlines(), 1) if "input_ids=local" in text)
+    assert _lint(tmp_path, files) == ([("caller.py", line)] if flagged else [])
+
+
+_DIRECT = '''
+import torch
+from fused import fused_forward
+from parallel import pad_and_slice
+
+
+class Engine:
+    def prepare_inputs(self, ids, world, rank):
+        local, _ = pad_and_slice(ids, world, rank)
+        inputs = {{}}
+        inputs["input_ids"] = local
+        {fix}
+        return inputs
+
+    def forward_step(self, model, ids, world, rank):
+        inputs = self.prepare_inputs(ids, world, rank)
+        return fused_forward(model, **inputs)
+'''
+
+
+@pytest.mark.parametrize(("fix", "flagged"), [
+    ("pass", True),
+    ('inputs["shift_labels"] = pad_and_slice(torch.roll(ids, shifts=-1, dims=-1), world, rank)[0]', False),
+], ids=["the piece alone", "with the rolled piece"])
+def test_a_dict_built_in_one_method_and_spread_in_another_binds_its_entries_by_key(
+        tmp_path: Path, fix: str, flagged: bool) -> None:
+    """Link 3: the piece stored as ``inputs["input_ids"]`` in a dict one method returns, spread with
+    ``**inputs`` into an imported function in another method, binds to its ``input_ids`` parameter,
+    which it rolls: flagged at the store. With ``inputs["shift_labels"]`` set, the roll is skipped."""
+    engine = _DIRECT.format(fix=fix)
+    files = {"parallel.py": _SPLIT, "fused.py": _FUSED, "engine.py": engine}
+    line = next(i for i, text in enumerate(engine.splitlines(), 1) if 'inputs["input_ids"] = local' in text)
+    assert _lint(tmp_path, files) == ([("engine.py", line)] if flagged else [])
+
+
+def test_a_split_of_the_rows_is_not_a_piece(tmp_path: Path) -> None:
+    """The same chain with the slice taken along axis 0 (the batch's rows, ``dim=0``): each row keeps its
+    whole sequence, so rolling it is right; silent."""
+    files = _project()
+    files["parallel.py"] = _SPLIT.replace("rank_slice(ids, dim=1,", "rank_slice(ids, dim=0,")
+    assert _lint(tmp_path, files) == []
