@@ -1,0 +1,202 @@
+"""Value checks of host tensors (B6, a row-padded batch's contents), run beside the trainer on one worker thread.
+
+A boundary's shape checks (B1-B5) read ints and run in the call. Its value
+checks compare every position of a field with its source's layout: for a
+packed stream of 64 samples and 49k positions, two streams cost 300-400 us
+of host work, most of it torch and numpy ops that release the GIL. With
+``value-checks = "background"`` (the default) the hooked call only takes a
+`Job`: references to the tensors the check reads (the sources, the
+outputs, nothing copied) and the sum of their ``_version`` counters, and
+one daemon thread per process (`ValueWorker`, started at the first job)
+runs the comparison while the trainer goes on.
+
+Sound by construction, never a false alarm:
+
+* only plain torch tensors on the CPU go to the worker (a numpy array or a
+  Python list can change in place without a version counter to say so:
+  those are checked in the call, as are device tensors, which take the
+  snapshot path of `layoutcheck.runtime.checker.values`);
+* a tensor's ``_version`` only grows, and every in-place write (and every
+  write through a view, which shares its base's counter) bumps it, so the
+  sum of the versions is unchanged exactly when no tensor was written. The
+  worker compares the sum before and after the check; a job whose sum moved
+  is not judged: it is counted as "changed in place before it could be
+  checked" (`Outcome.changed`), never as checked and never as a violation;
+* the queue is bounded (`ValueWorker.limit` jobs, each holding its call's
+  tensors alive): when it is full the calling thread runs the check itself,
+  so nothing is dropped and memory stays bounded. One lock lets one value
+  check run at a time, in the worker or in a call.
+
+What the worker finds (violations, errors of a check, changed tensors) is
+handed back to the calling thread (`ValueWorker.take`) and reported there,
+in the checker's mode: at the next hooked boundary call (raise mode raises
+there, before that call's function runs), at the step boundary
+(`CheckerState.end_step` waits for the worker), or at exit (the session
+waits for it, and a violation found then fails raise mode's exit status).
+A process that forks starts its own worker if it needs one.
+"""
+
+from __future__ import annotations
+
+import collections
+import operator
+import os
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from layoutcheck.errors import Violation
+
+__all__ = ["Job", "Outcome", "ValueWorker", "version_sum", "watchable"]
+
+
+def watchable(value: Any, tensor: type) -> list[Any] | None:
+    """The plain tensors ``value`` is made of (a tensor, or a list or tuple of them and ``None``), else ``None``.
+
+    ``value`` is host data (`layoutcheck.runtime.checker.values.on_host` said
+    so). ``None`` for anything whose in-place changes a version counter would
+    not show: a numpy array (even one torch shares), a list of numbers, a
+    tensor subclass.
+    """
+    if type(value) is tensor:
+        return [value]
+    if type(value) in (list, tuple):
+        kinds = set(map(type, value))
+        if kinds == {tensor}:
+            return list(value)
+        if kinds == {tensor, type(None)}:
+            return [v for v in value if v is not None]
+    return None
+
+
+_VERSION = operator.attrgetter("_version")
+
+
+def version_sum(tensors: list[Any]) -> int:
+    """The sum of the tensors' ``_version`` counters: each only grows, so the sum moves when any tensor is written."""
+    return sum(map(_VERSION, tensors))
+
+
+@dataclass
+class Outcome:
+    """What one job came to: ``violations``, or ``changed`` (not judged), or ``error`` (the check could not run)."""
+
+    target: str
+    violations: list[Violation] = field(default_factory=list)
+    changed: bool = False
+    error: Exception | None = None
+
+
+@dataclass
+class Job:
+    """One call's value checks: ``check()`` returns its violations; ``tensors`` are what it reads, at ``version``."""
+
+    target: str
+    check: Callable[[], list[Violation]]
+    tensors: list[Any]
+    version: int
+
+    def run(self) -> Outcome:
+        """The check, judged only if no tensor it reads was written before or while it ran."""
+        if version_sum(self.tensors) != self.version:
+            return Outcome(self.target, changed=True)
+        try:
+            torch = sys.modules.get("torch")
+            if torch is not None:
+                with torch.no_grad():  # the worker's own grad mode: no graph for a comparison
+                    found = self.check()
+            else:
+                found = self.check()
+        except Exception as err:  # noqa: BLE001 - reported as a note on the calling thread, as `_checking` does
+            if version_sum(self.tensors) != self.version:
+                return Outcome(self.target, changed=True)
+            return Outcome(self.target, error=err)
+        if version_sum(self.tensors) != self.version:  # written while compared: what was compared is not the call's
+            return Outcome(self.target, changed=True)
+        return Outcome(self.target, violations=found)
+
+
+class ValueWorker:
+    """One daemon thread that runs `Job`s in order; bounded; its results are taken by the calling thread."""
+
+    def __init__(self, limit: int = 8) -> None:
+        self.limit = limit
+        """At most this many jobs wait or run; `submit` refuses more (the caller checks inline)."""
+        self.cpu = 0.0
+        """CPU seconds the worker thread spent on jobs (``time.thread_time``), for the benchmark."""
+        self.ran = 0
+        """Jobs the worker ran."""
+        self._reset()
+        if hasattr(os, "register_at_fork"):  # a forked child has no worker thread: it starts its own
+            os.register_at_fork(after_in_child=self._reset)
+
+    def _reset(self) -> None:
+        self.lock = threading.Lock()
+        """Held while a value check runs (worker or caller): the content checks' tables see one check at a time."""
+        self._cond = threading.Condition()
+        self._jobs: collections.deque[Job] = collections.deque()
+        self._results: collections.deque[Outcome] = collections.deque()
+        self._busy = False
+        self._thread: threading.Thread | None = None
+
+    @property
+    def has_results(self) -> bool:
+        """Whether outcomes wait to be taken (a plain read: asked at every hooked call)."""
+        return bool(self._results)
+
+    @property
+    def idle(self) -> bool:
+        """Whether no job waits or runs."""
+        return not self._jobs and not self._busy
+
+    def submit(self, job: Job) -> bool:
+        """Queue ``job``; False (not queued) when `limit` jobs already wait or run."""
+        with self._cond:
+            if len(self._jobs) + self._busy >= self.limit:
+                return False
+            self._jobs.append(job)
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._loop, name="layoutcheck-values", daemon=True)
+                self._thread.start()
+            self._cond.notify()
+        return True
+
+    def run_here(self, job: Job) -> Outcome:
+        """Run ``job`` on the calling thread (the queue was full, or the values cannot be watched), one check at a time."""
+        with self.lock:
+            return job.run()
+
+    def take(self) -> list[Outcome]:
+        """The outcomes finished so far, in order (never waits)."""
+        out = []
+        while self._results:
+            out.append(self._results.popleft())
+        return out
+
+    def drain(self, timeout: float | None = None) -> list[Outcome]:
+        """Wait until every queued job has run (at most ``timeout`` seconds), then `take`."""
+        with self._cond:
+            self._cond.wait_for(lambda: self.idle, timeout)
+        return self.take()
+
+    def _loop(self) -> None:
+        while True:
+            with self._cond:
+                self._cond.wait_for(lambda: bool(self._jobs))
+                job = self._jobs.popleft()
+                self._busy = True
+            start = time.thread_time()
+            try:
+                with self.lock:
+                    outcome = job.run()
+            except BaseException as err:  # noqa: BLE001 - the worker never dies with a job in hand
+                outcome = Outcome(job.target, error=err if isinstance(err, Exception) else RuntimeError(repr(err)))
+            self.cpu += time.thread_time() - start
+            with self._cond:
+                self.ran += 1
+                self._results.append(outcome)
+                self._busy = False
+                self._cond.notify_all()
