@@ -55,6 +55,7 @@ from layoutcheck.runtime.contract import arrays, invariants
 from layoutcheck.runtime.contract.boundary import BoundarySpec, FieldSpec, Source
 from layoutcheck.runtime.contract.expressions import MISSING, Expr
 from layoutcheck.runtime.contract.meta import compiling, metadata_only
+from layoutcheck.runtime.crossrank.distributed import distributed_ready
 
 if TYPE_CHECKING:
     from layoutcheck.runtime.checker.state import CheckerState
@@ -445,6 +446,7 @@ class _BoundaryCalls:
         """Clean calls by their fast key (`_fast_key`) -> (readings, bound lengths, sizes, units, tight)."""
         self._fast_missed = 0
         self._fast_samples = 0
+        self._streamed = [f for f in spec.fields if f.stream_unit is not None]
         self._passed: tuple[invariants.Bound, dict[str, object]] | None = None
         exprs = [*spec.units, spec.tight, spec.scheme] + [e for f in spec.fields for e in (f.pad_value, f.stream_unit, f.when)]
         self.needs_coordinates = spec.cross_rank or any(
@@ -637,11 +639,11 @@ class _BoundaryCalls:
             if r.spec is not f or f.when is not None or f.mask is not None or f.holds in ("mask", "rows", "schedule"):
                 return False
             if r.shape == "list" and type(value) is list and set(map(type, value)) == {torch.Tensor}:
-                plan.append((f, _TENSORS, 0))
+                plan.append((f, _TENSORS, f.path.compiled()))
             elif r.shape == "stream" and type(value) is torch.Tensor:
-                plan.append((f, _TENSOR, 0))
+                plan.append((f, _TENSOR, f.path.compiled()))
             elif r.shape in ("ints", "cu") and type(value) is list and set(map(type, value)) == {int}:
-                plan.append((f, _INTS, 0))
+                plan.append((f, _INTS, f.path.compiled()))
             else:
                 return False
         return tuple(plan)
@@ -652,15 +654,15 @@ class _BoundaryCalls:
         # a tensor, its whole shape: equal keys give equal readings
         spec = self.spec
         coords = self.coordinates.read(call) if self.needs_coordinates else _ONE_RANK
-        scheme = geometry.check_scheme(self._eval(spec.scheme, call, coords, "zigzag"))
-        tight = bool(self._eval(spec.tight, call, coords, True))
-        stream_units = {f.key: f.stream_unit.evaluate(call, coords) for f in spec.fields if f.stream_unit is not None}
+        scheme = "zigzag" if spec.scheme is None else geometry.check_scheme(spec.scheme.evaluate(call, coords))
+        tight = True if spec.tight is None else bool(spec.tight.evaluate(call, coords))
+        stream_units = {f.key: f.stream_unit.evaluate(call, coords) for f in self._streamed}
         parts: list[Any] = [coords["tp"], coords["cp"], coords["rank"], scheme, tight, tuple(stream_units.items())]
         read: dict[str, Any] = {}
         tensor = sys.modules["torch"].Tensor
         with metadata_only():
-            for f, kind, _ in self._plan:  # type: ignore[union-attr]
-                value = read[f.key] = f.path.read(call, result)
+            for f, kind, reader in self._plan:  # type: ignore[union-attr]
+                value = read[f.key] = reader(call, result)
                 if kind is _TENSORS:
                     if type(value) is not list or set(map(type, value)) != {tensor}:
                         return None, read, coords, scheme, stream_units
@@ -690,10 +692,12 @@ class _BoundaryCalls:
             kept = self._fast_kept.get(key)
         except TypeError:  # an unhashable value in the key (a stream unit): never kept
             return _UNPLANNED
-        if kept is None or (spec.cross_rank and coords["cp"] != 1
-                            and checker._boundary_agreement(coords, self.coordinates.group) is not None):
+        if kept is None:
             self._fast_missed += 1
             return key
+        if spec.cross_rank and coords["cp"] != 1 and checker.cross_rank is not None and (
+                checker._boundary_checker or (checker._boundary_checker is None and distributed_ready())):
+            return key  # X1 is exchanged for this call: the full check queues it
         got: dict[str, Any] = {}
         for f in self.content:  # the data B6 compares: host tensors as they are (device ones: the full check)
             for k in (f.key, f.source.text):  # type: ignore[union-attr]
@@ -712,8 +716,8 @@ class _BoundaryCalls:
             checker._step_opens(spec.target)
         self.calls += 1
         checker.checked["boundary calls"] += 1
-        pads = {f.key: f.pad_value.evaluate(call, coords) for f in spec.fields if f.pad_value is not None}
         if got:
+            pads = {f.key: f.pad_value.evaluate(call, coords) for f in spec.fields if f.pad_value is not None}
             pending = _Call(self.calls, f"{spec.target} (call {self.calls})", coords, scheme, units, tight, readings,
                             pads, stream_units)
             checker._report(self._values(pending, got, bound, sizes, True))
