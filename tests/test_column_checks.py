@@ -259,6 +259,7 @@ def test_a_boundary_that_keeps_clean_verdicts_reports_what_checking_every_call_r
         assert kept.notes == every.notes == []
         if broken == "none" and lengths == [-(-s.shape[0] // 8) * 8 for s in seqs]:
             assert fast.__layoutcheck_boundary__._clean  # a right call's ints are kept
+            assert fast.__layoutcheck_boundary__._fast_kept  # and its readings, for calls read by the fast reading
     if any(b == "value" for _, b in calls):
         assert any(v.invariant == "B6" for v in kept.violations)  # values are compared on every call
 

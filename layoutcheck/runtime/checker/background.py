@@ -129,6 +129,8 @@ class ValueWorker:
         """CPU seconds the worker thread spent on jobs (``time.thread_time``), for the benchmark."""
         self.ran = 0
         """Jobs the worker ran."""
+        self.inline = 0
+        """Jobs run on the calling thread instead (`run_here`: the queue was full)."""
         self._reset()
         if hasattr(os, "register_at_fork"):  # a forked child has no worker thread: it starts its own
             os.register_at_fork(after_in_child=self._reset)
@@ -167,6 +169,7 @@ class ValueWorker:
     def run_here(self, job: Job) -> Outcome:
         """Run ``job`` on the calling thread (the queue was full, or the values cannot be watched), one check at a time."""
         with self.lock:
+            self.inline += 1
             return job.run()
 
     def take(self) -> list[Outcome]:
