@@ -91,8 +91,8 @@ def test_raise_mode_raises_at_the_next_hooked_call_before_its_function_runs_nami
     checker, hooked = _hooked("raise", worker, calls)
     hooked(SEQS, LENGTHS)
     hooked(SEQS, LENGTHS, "value")  # wrong values: the call returns, the worker compares
-    with worker._cond:
-        worker._cond.wait_for(lambda: worker.idle, 30)
+    assert worker.wait(30)  # the worker has compared it; nothing is said until a hooked call
+    assert checker.violations == []
     with pytest.raises(LayoutError) as err:
         hooked(SEQS, LENGTHS)
     assert calls == ["none", "value"]  # the third call's function never ran

@@ -41,6 +41,7 @@ from __future__ import annotations
 import collections
 import operator
 import os
+import queue
 import sys
 import threading
 import time
@@ -138,10 +139,10 @@ class ValueWorker:
     def _reset(self) -> None:
         self.lock = threading.Lock()
         """Held while a value check runs (worker or caller): the content checks' tables see one check at a time."""
-        self._cond = threading.Condition()
-        self._jobs: collections.deque[Job] = collections.deque()
+        self._count = threading.Lock()  # guards `_pending` (a C lock: the calling thread pays well under 1 us)
+        self._pending = 0
+        self._queue: queue.SimpleQueue[Job | threading.Event] = queue.SimpleQueue()
         self._results: collections.deque[Outcome] = collections.deque()
-        self._busy = False
         self._thread: threading.Thread | None = None
 
     @property
@@ -152,22 +153,22 @@ class ValueWorker:
     @property
     def idle(self) -> bool:
         """Whether no job waits or runs."""
-        return not self._jobs and not self._busy
+        return self._pending == 0
 
     def submit(self, job: Job) -> bool:
         """Queue ``job``; False (not queued) when `limit` jobs already wait or run."""
-        with self._cond:
-            if len(self._jobs) + self._busy >= self.limit:
+        with self._count:
+            if self._pending >= self.limit:
                 return False
-            self._jobs.append(job)
-            if self._thread is None:
-                self._thread = threading.Thread(target=self._loop, name="layoutcheck-values", daemon=True)
-                self._thread.start()
-            self._cond.notify()
+            self._pending += 1
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._loop, name="layoutcheck-values", daemon=True)
+            self._thread.start()
+        self._queue.put(job)  # C-level; wakes the worker
         return True
 
     def run_here(self, job: Job) -> Outcome:
-        """Run ``job`` on the calling thread (the queue was full, or the values cannot be watched), one check at a time."""
+        """Run ``job`` on the calling thread (the queue was full), one check at a time."""
         with self.lock:
             self.inline += 1
             return job.run()
@@ -179,18 +180,25 @@ class ValueWorker:
             out.append(self._results.popleft())
         return out
 
+    def wait(self, timeout: float | None = None) -> bool:
+        """Wait until every job queued so far has run (at most ``timeout`` seconds); whether they all did."""
+        if self._pending == 0 or self._thread is None:
+            return self._pending == 0
+        done = threading.Event()
+        self._queue.put(done)  # the queue is in order: when the worker reaches it, every earlier job has run
+        return done.wait(timeout)
+
     def drain(self, timeout: float | None = None) -> list[Outcome]:
-        """Wait until every queued job has run (at most ``timeout`` seconds), then `take`."""
-        with self._cond:
-            self._cond.wait_for(lambda: self.idle, timeout)
+        """`wait`, then `take`."""
+        self.wait(timeout)
         return self.take()
 
     def _loop(self) -> None:
         while True:
-            with self._cond:
-                self._cond.wait_for(lambda: bool(self._jobs))
-                job = self._jobs.popleft()
-                self._busy = True
+            job = self._queue.get()
+            if isinstance(job, threading.Event):
+                job.set()
+                continue
             start = time.thread_time()
             try:
                 with self.lock:
@@ -198,8 +206,7 @@ class ValueWorker:
             except BaseException as err:  # noqa: BLE001 - the worker never dies with a job in hand
                 outcome = Outcome(job.target, error=err if isinstance(err, Exception) else RuntimeError(repr(err)))
             self.cpu += time.thread_time() - start
-            with self._cond:
-                self.ran += 1
-                self._results.append(outcome)
-                self._busy = False
-                self._cond.notify_all()
+            self.ran += 1
+            self._results.append(outcome)  # before the count: a caller that sees the worker idle finds the outcome
+            with self._count:
+                self._pending -= 1

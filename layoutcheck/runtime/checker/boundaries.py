@@ -395,7 +395,6 @@ _TENSORS, _TENSOR, _INTS = "tensors", "tensor", "ints"
 _UNPLANNED: Any = object()
 _ONE_RANK = {"tp": 1, "cp": 1, "rank": 0}
 _IS_CPU = operator.attrgetter("is_cpu")
-_SHAPE = operator.attrgetter("shape")
 
 
 def _verdict_key(c: _Call) -> tuple[Any, ...]:
@@ -639,43 +638,57 @@ class _BoundaryCalls:
             if r.spec is not f or f.when is not None or f.mask is not None or f.holds in ("mask", "rows", "schedule"):
                 return False
             if r.shape == "list" and type(value) is list and set(map(type, value)) == {torch.Tensor}:
-                plan.append((f, _TENSORS, f.path.compiled()))
+                plan.append((f, _TENSORS, f.path.compiled(), _axis(f, 0)))
             elif r.shape == "stream" and type(value) is torch.Tensor:
-                plan.append((f, _TENSOR, f.path.compiled()))
+                plan.append((f, _TENSOR, f.path.compiled(), 0))
             elif r.shape in ("ints", "cu") and type(value) is list and set(map(type, value)) == {int}:
-                plan.append((f, _INTS, f.path.compiled()))
+                plan.append((f, _INTS, f.path.compiled(), 0))
             else:
                 return False
+        kinds = {f.key: kind for f, kind, _, _ in plan}
+        if any(kinds.get(k) not in (_TENSORS, _TENSOR) for f in self.content
+               for k in (f.key, f.source.text)):  # type: ignore[union-attr]
+            return False  # B6 over values the fast reading does not hold as tensors: read in full
         return tuple(plan)
 
     def _fast_key(self, call: Mapping[str, Any], result: Any) -> tuple[Any, Any, Any, Any, Any]:
         # (key, field values, coordinates, scheme, stream units) of this call, or (None, ...) when a field is not
-        # of its planned kind. The key holds everything B1-B5 read (`_verdict_key`'s ints, by field) and, for
-        # a tensor, its whole shape: equal keys give equal readings
+        # of its planned kind. The key holds everything B1-B5 read (`_verdict_key`'s ints): the coordinates,
+        # tightness, scheme and stream units, and each field's ints as `read_field` reads them (entries' lengths
+        # along the axis, a tensor's whole shape, the ints of a list), each field's count first, so equal keys
+        # give equal readings (one flat tuple of ints: hashed and compared in C)
         spec = self.spec
         coords = self.coordinates.read(call) if self.needs_coordinates else _ONE_RANK
         scheme = "zigzag" if spec.scheme is None else geometry.check_scheme(spec.scheme.evaluate(call, coords))
         tight = True if spec.tight is None else bool(spec.tight.evaluate(call, coords))
         stream_units = {f.key: f.stream_unit.evaluate(call, coords) for f in self._streamed}
-        parts: list[Any] = [coords["tp"], coords["cp"], coords["rank"], scheme, tight, tuple(stream_units.items())]
+        ints: list[int] = [coords["tp"], coords["cp"], coords["rank"], tight]
         read: dict[str, Any] = {}
         tensor = sys.modules["torch"].Tensor
         with metadata_only():
-            for f, kind, reader in self._plan:  # type: ignore[union-attr]
+            for f, kind, reader, axis in self._plan:  # type: ignore[union-attr]
                 value = read[f.key] = reader(call, result)
                 if kind is _TENSORS:
                     if type(value) is not list or set(map(type, value)) != {tensor}:
                         return None, read, coords, scheme, stream_units
-                    parts.append(tuple(map(_SHAPE, value)))  # whole shapes: as cheap as one length each
+                    try:
+                        lengths = [e.shape[axis] for e in value]
+                    except IndexError:  # an entry without that axis: the full reading names it
+                        return None, read, coords, scheme, stream_units
+                    ints.append(len(lengths))
+                    ints += lengths
                 elif kind is _TENSOR:
                     if type(value) is not tensor:
                         return None, read, coords, scheme, stream_units
-                    parts.append(tuple(value.shape))
+                    shape = value.shape
+                    ints.append(len(shape))
+                    ints += shape
                 else:
                     if type(value) is not list or set(map(type, value)) != {int}:
                         return None, read, coords, scheme, stream_units
-                    parts.append(tuple(value))
-        return tuple(parts), read, coords, scheme, stream_units
+                    ints.append(len(value))
+                    ints += value
+        return (scheme, tuple(stream_units.items()), tuple(ints)), read, coords, scheme, stream_units
 
     def _fast(self, call: Mapping[str, Any], result: Any) -> Any:
         # A call whose key a clean call had: its readings, bound lengths and units are that call's, so B1-B5 pass
@@ -699,17 +712,18 @@ class _BoundaryCalls:
                 checker._boundary_checker or (checker._boundary_checker is None and distributed_ready())):
             return key  # X1 is exchanged for this call: the full check queues it
         got: dict[str, Any] = {}
-        for f in self.content:  # the data B6 compares: host tensors as they are (device ones: the full check)
+        tensors: list[Any] = []
+        for f in self.content:  # the data B6 compares: plain tensors (the plan's kinds), on the host
             for k in (f.key, f.source.text):  # type: ignore[union-attr]
-                value = read.get(k, MISSING)
-                if value is MISSING:
-                    return key
+                value = read[k]
                 if type(value) is list:
-                    if not all(map(_IS_CPU, value)):
-                        return key
-                elif not value.is_cpu:
-                    return key
+                    tensors += value
+                    value = list(value)  # the worker reads it later: the trainer may refill its own list
+                else:
+                    tensors.append(value)
                 got["data:" + k] = value
+        if not all(map(_IS_CPU, tensors)):  # device tensors: the full check takes a snapshot
+            return key
         self._fast_missed = 0
         readings, bound, sizes, units, tight = kept
         if spec.cross_rank:
@@ -720,7 +734,18 @@ class _BoundaryCalls:
             pads = {f.key: f.pad_value.evaluate(call, coords) for f in spec.fields if f.pad_value is not None}
             pending = _Call(self.calls, f"{spec.target} (call {self.calls})", coords, scheme, units, tight, readings,
                             pads, stream_units)
-            checker._report(self._values(pending, got, bound, sizes, True))
+            worker = checker.values_worker
+            try:
+                version = background_checks.version_sum(tensors) if worker is not None else None
+            except RuntimeError:  # an inference tensor keeps no version counter: checked in the call
+                version = None
+            if version is None:
+                checker._report(self._values(pending, got, bound, sizes, False))
+            else:  # `_values`' job, made here from what the fast reading already knows of these tensors
+                job = background_checks.Job(spec.target, lambda: self._content(pending, got, bound, sizes),
+                                            tensors, version)
+                if not worker.submit(job):  # type: ignore[union-attr]
+                    checker._report(checker._outcomes([worker.run_here(job)]))  # type: ignore[union-attr]
         return None
 
     def _keep_fast(self, key: tuple[Any, ...], c: _Call, bound: invariants.Bound, sizes: dict[str, object]) -> None:

@@ -334,6 +334,12 @@ class Expr:
         """
         if self.code is None:
             return self.value
+        if self.text in call and self.text not in COORDINATES:  # a bare parameter (`pad_id`): what `eval` gives
+            value = call[self.text]
+            if hasattr(value, "shape") and hasattr(value, "dtype"):
+                raise LayoutSpecError(f"`{self.text}` is a tensor; an expression must give a Python value (reading "
+                                      "a tensor's value would synchronise the GPU)")
+            return value
         namespace: dict[str, Any] = dict(_SCHEME_NAMES)
         for name in self.names:
             if name in COORDINATES and coordinates is not None and name in coordinates:
