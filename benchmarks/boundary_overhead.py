@@ -42,6 +42,16 @@ meets lengths another met, as a trainer's steps do not, and what a
 boundary keeps by lengths (clean B1-B5 verdicts, a packed stream's pieces)
 is never found again: the cost of a call that pays every check.
 
+With ``--per-contract`` three configurations are measured: ``shapes``,
+``values`` (value checks on the worker thread, ``value-checks =
+"background"``, the default) and ``inline`` (``value-checks = "inline"``:
+B6 in the call, as before the worker existed). Besides the calling thread's
+time per call, each row gives the CPU the checks consume per call: the
+calling thread's CPU time (``time.thread_time``) in hooked calls less in
+unhooked ones, plus the worker thread's (its own ``thread_time`` around
+each job; the worker is waited for before the figure is read), so that a
+cost moved off the calling thread is still shown.
+
 CPU caveat: a step here is only slicing small tensors on the CPU; on a GPU
 the host time of the hooks overlaps with the kernels of a real step.
 """

@@ -45,6 +45,7 @@ import queue
 import sys
 import threading
 import time
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -134,7 +135,8 @@ class ValueWorker:
         """Jobs run on the calling thread instead (`run_here`: the queue was full)."""
         self._reset()
         if hasattr(os, "register_at_fork"):  # a forked child has no worker thread: it starts its own
-            os.register_at_fork(after_in_child=self._reset)
+            ref = weakref.ref(self)  # the handler stays registered for the process's life; the worker need not
+            os.register_at_fork(after_in_child=lambda: _reset_in_child(ref))
 
     def _reset(self) -> None:
         self.lock = threading.Lock()
@@ -210,3 +212,9 @@ class ValueWorker:
             self._results.append(outcome)  # before the count: a caller that sees the worker idle finds the outcome
             with self._count:
                 self._pending -= 1
+
+
+def _reset_in_child(ref: weakref.ref[ValueWorker]) -> None:
+    worker = ref()
+    if worker is not None:
+        worker._reset()
