@@ -209,7 +209,8 @@ class ValueWorker:
                 outcome = Outcome(job.target, error=err if isinstance(err, Exception) else RuntimeError(repr(err)))
             self.cpu += time.thread_time() - start
             self.ran += 1
-            self._results.append(outcome)  # before the count: a caller that sees the worker idle finds the outcome
+            if outcome.violations or outcome.changed or outcome.error is not None:  # a clean check: nothing to say
+                self._results.append(outcome)  # before the count: a caller that sees the worker idle finds it
             with self._count:
                 self._pending -= 1
 
