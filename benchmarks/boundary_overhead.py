@@ -108,6 +108,8 @@ WORKER = textwrap.dedent("""
         hooks.remove()
         hooks.add(specs)
         per_step = (session.checker.checked["boundary calls"] - calls) / (2 * steps)
+        if getattr(session.checker, "values_worker", None) is not None:
+            session.checker.take_values(wait=True)  # what the value worker still holds, in the counts below
     ratios = sorted(a / b for a, b in zip(times["on"], times["off"]))
     diffs = sorted(a - b for a, b in zip(times["on"], times["off"]))
     print(json.dumps({"ratio": ratios[len(ratios) // 2], "extra": diffs[len(diffs) // 2],
