@@ -15,7 +15,9 @@ returned:
    values (a mask's sums, a length or cumulative-length tensor, the data
    the content check compares) from the host (CPU tensors, numpy arrays,
    lists) at once, from device tensors through a snapshot checked at a
-   later call (`layoutcheck.runtime.checker.values`);
+   later call (`layoutcheck.runtime.checker.values`); the comparisons over
+   plain CPU tensors run on the value-check worker thread by default
+   (`layoutcheck.runtime.checker.background`);
 3. binds each sample's ``T``, ``R``, ``P`` and checks B1-B5
    (`layoutcheck.runtime.contract.invariants`), B6 and row-padded batches
    (`layoutcheck.runtime.checker.content`);
@@ -23,6 +25,12 @@ returned:
    ranks (X1: sample count, true lengths, padded total, scheme);
 5. reports through the checker (raise, warn or record), once per distinct
    violation per rollout.
+
+A call whose ints a clean call had (the same batch shape again) is read by
+a plan made at the first clean call (`_BoundaryCalls._fast`): each field's
+ints into one key, looked up among the clean calls'; a hit skips the
+general reading and B1-B5 (which read nothing but those ints) and goes to
+the value checks.
 
 Like the role wrappers it returns what ``fn`` returned, raises what it
 raised, and keeps no tensor past the call (only snapshots waiting for their

@@ -57,6 +57,9 @@ class CrossRankOptions:
     """At most this many X1 checks wait for the step boundary (`CheckerState.end_step`); then they are exchanged."""
 
 
+_DRAIN_WAIT = 120.0
+"""Seconds a step boundary or the exit waits for the value-check worker before saying it did not finish."""
+
 _SINGULAR = {"rollouts": "rollout", "micro-batches": "micro-batch", "replay tensors": "replay tensor",
              "offset calls": "offset call", "boundary calls": "boundary call"}
 """What `CheckerState.checked` counts, as one of it is said ("checked 1 rollout")."""
@@ -270,7 +273,18 @@ class CheckerState:
         worker = self.values_worker
         if worker is None or (not wait and not worker.has_results):
             return
-        self._report(self._outcomes(worker.drain() if wait else worker.take()))
+        self._report(self._outcomes(self._drain() if wait else worker.take()))
+
+    def _drain(self) -> list[Outcome]:
+        # Every queued value check's outcome; one still running after _DRAIN_WAIT seconds (a worker that cannot
+        # finish) is said once, not waited for forever at a step boundary or at exit
+        worker = self.values_worker
+        if worker is None:
+            return []
+        if not worker.wait(_DRAIN_WAIT):
+            self._note("value checks", f"the value-check worker did not finish within {_DRAIN_WAIT:.0f} s; the "
+                       "checks it still held were not waited for", key="worker late")
+        return worker.take()
 
     def _outcomes(self, outcomes: list[Outcome]) -> list[Violation]:
         # the worker's outcomes on the calling thread: notes and counts now, the violations for the caller to report
@@ -304,7 +318,7 @@ class CheckerState:
         """
         # the step's value checks, so that what the step found is said in it (after the exchange: a raise before it
         # would leave the other ranks waiting)
-        found = self._outcomes(self.values_worker.drain()) if self.values_worker is not None else []
+        found = self._outcomes(self._drain())
         for checker in (self._agreement_checker, self._boundary_checker):
             if checker and checker.pending:
                 found += self._checking("cross-rank agreement (X1)", checker.end_step) or []
