@@ -275,6 +275,17 @@ class CheckerState:
             return
         self._report(self._outcomes(self._drain() if wait else worker.take()))
 
+    def inline_values(self) -> None:
+        """From now on, run value checks in the call (``value-checks = "inline"``); what the worker holds is recorded."""
+        if self.values_worker is None:
+            return
+        mode, self.mode = self.mode, "record"
+        try:
+            self.take_values(wait=True)
+        finally:
+            self.mode = mode
+            self.values_worker = None
+
     def _drain(self) -> list[Outcome]:
         # Every queued value check's outcome; one still running after _DRAIN_WAIT seconds (a worker that cannot
         # finish) is said once, not waited for forever at a step boundary or at exit
