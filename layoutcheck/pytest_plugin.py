@@ -228,6 +228,8 @@ def _activate(config: pytest.Config, state: _State, mode: str) -> Any:
         raise pytest.UsageError("layoutcheck: " + "\n".join(str(p) for p in session.setup.problems))
     # Tests report per test; a hooked module no test imports is no mistake (debug runs report it at exit).
     session.debug_run = False
+    # Each test's findings belong to it (a phase fails, `layout.expect` blocks): value checks run in the call
+    session.checker.inline_values()
     state.session, state.owned = session, state.owned or existing is None
     return session
 

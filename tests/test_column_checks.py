@@ -259,6 +259,7 @@ def test_a_boundary_that_keeps_clean_verdicts_reports_what_checking_every_call_r
         assert kept.notes == every.notes == []
         if broken == "none" and lengths == [-(-s.shape[0] // 8) * 8 for s in seqs]:
             assert fast.__layoutcheck_boundary__._clean  # a right call's ints are kept
+            assert fast.__layoutcheck_boundary__._fast_kept  # and its readings, for calls read by the fast reading
     if any(b == "value" for _, b in calls):
         assert any(v.invariant == "B6" for v in kept.violations)  # values are compared on every call
 
@@ -344,3 +345,36 @@ def test_the_stream_built_in_numpy_answers_as_the_stream_built_in_torch(drawn, c
             content._numpy_stream_equal(*args)
     else:
         assert content._numpy_stream_equal(*args) == by_torch
+
+
+def _padded(seqs, lengths, pad=0, fill=0):
+    """Each sequence padded to its length with ``fill`` (the contract says ``pad``), one stream (no CP)."""
+    seqs = [torch.as_tensor(s) for s in seqs]
+    return torch.cat([torch.cat([s, s.new_full((n - s.shape[0],), fill)]) for s, n in zip(seqs, lengths)])
+
+
+_PADDED = {"args": {"seqs": "T", "lengths": "len P"},
+           "returns": {"space": "P packed", "from": "args.seqs", "pad-value": "pad"}, "unit": [4]}
+
+
+def test_a_call_read_by_the_fast_reading_is_judged_on_its_own_values_and_its_own_pad_value():
+    from layoutcheck import LayoutChecker
+    from layoutcheck.runtime.contract.boundary import parse_boundary
+
+    kept, every = LayoutChecker("record"), LayoutChecker("record")
+    spec = parse_boundary(f"{__name__}:_padded", _PADDED, source_file="t.toml")
+    fast, slow = kept.wrap_boundary(spec, _padded), every.wrap_boundary(spec, _padded)
+    slow.__layoutcheck_boundary__._clean = None  # every call read and checked in full
+    seqs, lengths = [torch.arange(1, 6), torch.arange(1, 4)], [8, 4]
+    calls = [((seqs, lengths), {}),  # clean: kept
+             ((seqs, lengths), {"pad": 1}),  # the same ints, another pad value: the pads are wrong now
+             ((seqs, lengths), {"pad": 7, "fill": 7}),  # right again
+             ((tuple(seqs), lengths), {"fill": 3}),  # a tuple where the plan saw a list: read in full, wrong pads
+             (([seqs[0], seqs[1].numpy()], lengths), {"fill": 0})]  # a numpy entry: read in full
+    for args, kwargs in calls:
+        fast(*args, **kwargs)
+        slow(*args, **kwargs)
+        assert [str(v) for v in kept.violations] == [str(v) for v in every.violations]  # word for word
+        assert kept.notes == every.notes
+    assert fast.__layoutcheck_boundary__._fast_kept  # the first call's readings were kept
+    assert [v.invariant for v in kept.violations] == ["B6", "B6"] and "should hold a pad" in str(kept.violations[0])

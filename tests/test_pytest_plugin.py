@@ -580,3 +580,43 @@ def test_under_xdist_the_lint_summary_counts_what_the_workers_ran(pytester):
     result, outcomes = junit(pytester, "--layoutcheck-lint", "-n", "2")
     assert [name for name, text in outcomes.items() if text] == ["error-0"] and "lint-test" in outcomes["error-0"]
     result.stdout.fnmatch_lines(["lint: 0 files with findings (0 findings); 1 error (see the failures)"])
+
+
+def test_a_wrong_value_fails_the_test_whose_call_made_it_though_value_checks_default_to_the_worker(pytester):
+    # A debug run compares B6 of CPU tensors on a worker thread and reports it later (`value-checks`); under the
+    # plugin each test's findings belong to that test: a wrong value made by a test's last call fails that test,
+    # and `layout.expect("B6")` sees it, with the configuration's default.
+    pytester.makepyprojecttoml("""
+        [tool.layoutcheck.runtime.boundaries."packer:pack"]
+        args.seqs = "T"
+        args.lengths = "len P"
+        returns = { space = "P packed", from = "args.seqs", pad-value = 0 }
+    """)
+    pytester.makepyfile(packer="""
+        import torch
+
+        def pack(seqs, lengths, bug=False):
+            parts = [torch.cat([s, s.new_zeros(n - s.shape[0])]) for s, n in zip(seqs, lengths)]
+            if bug:
+                parts[-1][0] += 100
+            return torch.cat(parts)
+    """, test_pack="""
+        import torch
+        import packer
+
+        SEQS = [torch.arange(1, 6), torch.arange(1, 10)]
+
+        def test_wrong_value_last():
+            packer.pack(SEQS, [8, 12], bug=True)
+
+        def test_clean_after():
+            packer.pack(SEQS, [8, 12])
+
+        def test_expected(layout):
+            with layout.expect("B6"):
+                packer.pack(SEQS, [8, 12], bug=True)
+    """)
+    pytester.syspathinsert()
+    _, outcomes = junit(pytester, "--layoutcheck", "-p", "no:randomly")
+    assert "[B6] packer:pack (call 1)" in outcomes["test_wrong_value_last"], outcomes
+    assert outcomes["test_clean_after"] == "" and outcomes["test_expected"] == "", outcomes

@@ -129,6 +129,7 @@ class Session:
                  trace_default: bool = False, problems: Sequence[ConfigError] = (),
                  key_prefix: str = "tool.layoutcheck", stop_on_mistake: bool = False) -> None:
         from layoutcheck.runtime.checker.layout_checker import CrossRankOptions, LayoutChecker
+        from layoutcheck.runtime.checker.background import ValueWorker
 
         self.settings = settings
         # The tracer: `tracer` (with LAYOUTCHECK_TRACE applied), else `trace_default` (on under the
@@ -160,6 +161,8 @@ class Session:
         )
         # a field no contract can read is a configuration problem like the set-up's (summary, raise mode's exit)
         self.checker.on_problem = self._checker_problem
+        if settings.value_checks == "background":  # B6 of CPU tensors beside the trainer (a thread, at its first job)
+            self.checker.values_worker = ValueWorker()
         self.boundaries = self._boundaries(settings, config_file)
         """The boundary contracts, by function (`layoutcheck.runtime.contract.boundary.BoundarySpec`)."""
         self._coordinates = self._coordinate_sources(settings)
@@ -604,11 +607,14 @@ class Session:
     def _at_exit(self) -> None:
         # A process whose hooks neither went in nor saw a problem (a launcher, a Ray driver, pip) stays quiet.
         last_step: list[Any] = []
+        recorder = self.checker.recorder
+        seen = at_exit = len(recorder.violations) + sum(recorder.dropped.values())
         if self._hooks.installed:
-            try:  # boundary checks still waiting for device values: the steps are over, waiting is free now
+            try:  # boundary checks still waiting for device values or the worker thread: the steps are over
                 self.checker.flush(wait=True)
             except Exception as err:  # noqa: BLE001 - the exit goes on
                 print(f"layoutcheck: deferred checks could not run at exit: {err}", file=sys.stderr)
+            at_exit = len(recorder.violations) + sum(recorder.dropped.values())
             try:  # the last step's X1 checks, then layoutcheck's own gloo groups, before the interpreter's teardown
                 last_step = self.checker.close_cross_rank()
             except Exception as err:  # noqa: BLE001 - the exit goes on
@@ -628,6 +634,12 @@ class Session:
             tail = f"; report: {written}" if written else ""
             print(f"layoutcheck{who}: {self.summary()}{tail}\n"
                   f"layoutcheck{who}: {self.setup.summary(listed_below=listed)}", file=sys.stderr)
+        at_exit -= seen
+        if at_exit and self.mode == "raise" and not exit_status.already_failing():
+            # value checks that ran after the last hooked call (the worker thread, device copies) found these
+            print(f"layoutcheck{who}: exit status 1: raise mode, and the value checks finished at exit found "
+                  f"{at_exit} violation{'s' if at_exit != 1 else ''}", file=sys.stderr)
+            exit_status.fail(1)
         if last_step and self.mode == "raise" and not exit_status.already_failing():
             # X1 is exchanged at step boundaries: the last step's disagreement is found here, and fails the run
             print(f"layoutcheck{who}: exit status 1: raise mode, and the last step's cross-rank exchange found "

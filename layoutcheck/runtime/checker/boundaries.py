@@ -15,7 +15,9 @@ returned:
    values (a mask's sums, a length or cumulative-length tensor, the data
    the content check compares) from the host (CPU tensors, numpy arrays,
    lists) at once, from device tensors through a snapshot checked at a
-   later call (`layoutcheck.runtime.checker.values`);
+   later call (`layoutcheck.runtime.checker.values`); the comparisons over
+   plain CPU tensors run on the value-check worker thread by default
+   (`layoutcheck.runtime.checker.background`);
 3. binds each sample's ``T``, ``R``, ``P`` and checks B1-B5
    (`layoutcheck.runtime.contract.invariants`), B6 and row-padded batches
    (`layoutcheck.runtime.checker.content`);
@@ -23,6 +25,12 @@ returned:
    ranks (X1: sample count, true lengths, padded total, scheme);
 5. reports through the checker (raise, warn or record), once per distinct
    violation per rollout.
+
+A call whose ints a clean call had (the same batch shape again) is read by
+a plan made at the first clean call (`_BoundaryCalls._fast`): each field's
+ints into one key, looked up among the clean calls'; a hit skips the
+general reading and B1-B5 (which read nothing but those ints) and goes to
+the value checks.
 
 Like the role wrappers it returns what ``fn`` returned, raises what it
 raised, and keeps no tensor past the call (only snapshots waiting for their
@@ -39,6 +47,7 @@ import functools
 import importlib
 import inspect
 import math
+import operator
 import sys
 import types
 from collections.abc import Callable, Mapping
@@ -47,12 +56,14 @@ from typing import TYPE_CHECKING, Any
 
 from layoutcheck import geometry
 from layoutcheck.errors import LayoutSpecError, Violation, describe_value
+from layoutcheck.runtime.checker import background as background_checks
 from layoutcheck.runtime.checker import content, values
 from layoutcheck.runtime.checker.wrappers import Binder
 from layoutcheck.runtime.contract import arrays, invariants
 from layoutcheck.runtime.contract.boundary import BoundarySpec, FieldSpec, Source
 from layoutcheck.runtime.contract.expressions import MISSING, Expr
 from layoutcheck.runtime.contract.meta import compiling, metadata_only
+from layoutcheck.runtime.crossrank.distributed import distributed_ready
 
 if TYPE_CHECKING:
     from layoutcheck.runtime.checker.state import CheckerState
@@ -387,6 +398,13 @@ _MISSES = 32
 """After this many calls in a row whose ints were new, only one call in this many looks its ints up."""
 
 
+_TENSORS, _TENSOR, _INTS = "tensors", "tensor", "ints"
+"""The kinds of field the fast reading reads (`_BoundaryCalls._make_plan`)."""
+_UNPLANNED: Any = object()
+_ONE_RANK = {"tp": 1, "cp": 1, "rank": 0}
+_IS_CPU = operator.attrgetter("is_cpu")
+
+
 def _verdict_key(c: _Call) -> tuple[Any, ...]:
     """Everything B1-B5 read of a call, as one tuple (to hash; one that cannot be hashed is not kept).
 
@@ -429,19 +447,38 @@ class _BoundaryCalls:
         """Calls in a row whose ints were not found in `_clean`."""
         self._kept = 0
         """Samples (plus one a call) of the calls kept in `_clean`: its size in memory, about."""
+        self._plan: tuple[Any, ...] | bool | None = None
+        """Each field's kind for the fast reading (`_make_plan`); ``None``: not made yet; False: none."""
+        self._fast_kept: dict[tuple[Any, ...], tuple[Any, ...]] = {}
+        """Clean calls by their fast key (`_fast_key`) -> (readings, bound lengths, sizes, units, tight)."""
+        self._fast_missed = 0
+        self._fast_samples = 0
+        self._streamed = [f for f in spec.fields if f.stream_unit is not None]
+        self._passed: tuple[invariants.Bound, dict[str, object]] | None = None
         exprs = [*spec.units, spec.tight, spec.scheme] + [e for f in spec.fields for e in (f.pad_value, f.stream_unit, f.when)]
         self.needs_coordinates = spec.cross_rank or any(
             e is not None and e.needs_coordinates for e in exprs) or any(
             f.run_scheme or (f.space is not None and f.space.cp is not None) for f in spec.fields)
 
     def poll(self) -> None:
-        if self.checker._deferred.waiting:  # value checks of earlier calls waiting for their copies (a GPU run)
-            self.checker._checking(self.spec.target, lambda: self.checker._deferred.poll())
+        checker = self.checker
+        if checker.values_worker is not None and checker.values_worker.has_results:  # found beside the trainer
+            checker._checking(self.spec.target, checker.take_values)  # raise mode raises here, before the call
+        if checker._deferred.waiting:  # value checks of earlier calls waiting for their copies (a GPU run)
+            checker._checking(self.spec.target, lambda: checker._deferred.poll())
 
     def _eval(self, expr: Expr | None, call: Mapping[str, Any], coords: dict[str, int], default: Any) -> Any:
         return default if expr is None else expr.evaluate(call, coords)
 
     def after(self, call: Mapping[str, Any], result: Any) -> None:
+        fast = None
+        if self._plan and self._clean is not None and (self._fast_missed < _MISSES or self.calls % _MISSES == 0):
+            fast = self._fast(call, result)
+            if fast is None:  # the call was checked from a clean call's readings: done
+                return
+        self._after(call, result, fast if fast is not _UNPLANNED else None)
+
+    def _after(self, call: Mapping[str, Any], result: Any, fast_key: tuple[Any, ...] | None) -> None:
         spec, checker = self.spec, self.checker
         if spec.cross_rank:
             checker._step_opens(spec.target)
@@ -507,7 +544,18 @@ class _BoundaryCalls:
         # host values (CPU tensors, numpy arrays, lists) are read now; device tensors through a snapshot
         now = self._read_values([r for r in requests if not any(d is r for d in device)])
         if not device:
-            found += self._finish(pending, now)
+            self._passed = None
+            # the worker takes the value checks only when what they read are the call's own tensors (a numpy array
+            # shared with torch, or a list made into a tensor, would hide an in-place change from the counters)
+            torch = sys.modules.get("torch")
+            watch = torch is not None and all(
+                background_checks.watchable(r.value, torch.Tensor) is not None for r in requests if r.kind == "data")
+            found += self._finish(pending, now, background=watch)
+            if self._plan is None and self._passed is not None:  # the first clean call: what a fast reading reads
+                self._plan = self._make_plan(pending.readings, field_values)
+                fast_key = self._fast_key(call, result)[0] if self._plan else None
+            if fast_key is not None and self._passed is not None:
+                self._keep_fast(fast_key, pending, *self._passed)
         else:
             try:
                 snap = values.snapshot(device)
@@ -539,7 +587,9 @@ class _BoundaryCalls:
 
     # --- after the values are known -------------------------------------------------------
 
-    def _finish(self, c: _Call, got: Mapping[str, Any]) -> list[Violation]:
+    def _finish(self, c: _Call, got: Mapping[str, Any], *, background: bool = False) -> list[Violation]:
+        # B1-B5 now; the value checks too, or on the worker thread with ``background`` (host values read in the call).
+        # `_passed`: the bound lengths and sizes when B1-B5 found nothing (for the fast reading, `_keep_fast`)
         for r in c.readings:
             value = got.get(r.spec.key)
             if value is None:
@@ -561,7 +611,8 @@ class _BoundaryCalls:
             key = bound = None
         if bound is not None:  # these ints passed B1-B5 before, and B1-B5 read nothing else: only the values are left
             self._missed = 0
-            return self._content(c, got, bound, sizes) + self._rows(c, got, bound, sizes)
+            self._passed = (bound, sizes)
+            return self._values(c, got, bound, sizes, background)
         if key is not None:
             self._missed += 1
         found, bound = self._lengths(c, sizes)
@@ -571,10 +622,188 @@ class _BoundaryCalls:
                 self._clean.clear()  # type: ignore[union-attr]
                 self._kept = bound.n + 1
             self._clean[key] = bound  # type: ignore[index]
+        if not found:
+            self._passed = (bound, sizes)
         if not any(v.invariant in ("B1", "B5") and v.field.startswith("returns") for v in found):
-            found += self._content(c, got, bound, sizes)
-            found += self._rows(c, got, bound, sizes)
+            found += self._values(c, got, bound, sizes, background)
         return found
+
+    # --- the fast reading: a call whose ints a clean call showed, read with no general reading --------------
+
+    def _make_plan(self, readings: list[invariants.Reading], field_values: Mapping[str, Any]) -> tuple[Any, ...] | bool:
+        # Each field's kind as the first clean call showed it, when every field is one the fast reading reads
+        # exactly as `read_field` does (else False: every call is read in full): a list of plain tensors (its
+        # entries' lengths), a plain tensor (its shape), a list of Python ints. No `when`, masks, rows, schedules,
+        # one-sample contracts, units read from the call, nor value requests (their ints change a reading later).
+        spec = self.spec
+        torch = sys.modules.get("torch")
+        if (torch is None or self.one or self.rows or not self.units_by_coordinates
+                or len(readings) != len(spec.fields)):
+            return False
+        plan = []
+        for f, r in zip(spec.fields, readings):
+            value = field_values.get(f.key, MISSING)
+            if r.spec is not f or f.when is not None or f.mask is not None or f.holds in ("mask", "rows", "schedule"):
+                return False
+            if r.shape == "list" and type(value) is list and set(map(type, value)) == {torch.Tensor}:
+                plan.append((f, _TENSORS, f.path.compiled(), _axis(f, 0)))
+            elif r.shape == "stream" and type(value) is torch.Tensor:
+                plan.append((f, _TENSOR, f.path.compiled(), 0))
+            elif r.shape in ("ints", "cu") and type(value) is list and set(map(type, value)) == {int}:
+                plan.append((f, _INTS, f.path.compiled(), 0))
+            else:
+                return False
+        kinds = {f.key: kind for f, kind, _, _ in plan}
+        if any(kinds.get(k) not in (_TENSORS, _TENSOR) for f in self.content
+               for k in (f.key, f.source.text)):  # type: ignore[union-attr]
+            return False  # B6 over values the fast reading does not hold as tensors: read in full
+        return tuple(plan)
+
+    def _fast_key(self, call: Mapping[str, Any], result: Any) -> tuple[Any, Any, Any, Any, Any]:
+        # (key, field values, coordinates, scheme, stream units) of this call, or (None, ...) when a field is not
+        # of its planned kind. The key holds everything B1-B5 read (`_verdict_key`'s ints): the coordinates,
+        # tightness, scheme and stream units, and each field's ints as `read_field` reads them (entries' lengths
+        # along the axis, a tensor's whole shape, the ints of a list), each field's count first, so equal keys
+        # give equal readings (one flat tuple of ints: hashed and compared in C)
+        spec = self.spec
+        coords = self.coordinates.read(call) if self.needs_coordinates else _ONE_RANK
+        scheme = "zigzag" if spec.scheme is None else geometry.check_scheme(spec.scheme.evaluate(call, coords))
+        tight = True if spec.tight is None else bool(spec.tight.evaluate(call, coords))
+        stream_units = {f.key: f.stream_unit.evaluate(call, coords) for f in self._streamed}
+        ints: list[int] = [coords["tp"], coords["cp"], coords["rank"], tight]
+        read: dict[str, Any] = {}
+        tensor = sys.modules["torch"].Tensor
+        with metadata_only():
+            for f, kind, reader, axis in self._plan:  # type: ignore[union-attr]
+                value = read[f.key] = reader(call, result)
+                if kind is _TENSORS:
+                    if type(value) is not list or set(map(type, value)) != {tensor}:
+                        return None, read, coords, scheme, stream_units
+                    try:
+                        lengths = [e.shape[axis] for e in value]
+                    except IndexError:  # an entry without that axis: the full reading names it
+                        return None, read, coords, scheme, stream_units
+                    ints.append(len(lengths))
+                    ints += lengths
+                elif kind is _TENSOR:
+                    if type(value) is not tensor:
+                        return None, read, coords, scheme, stream_units
+                    shape = value.shape
+                    ints.append(len(shape))
+                    ints += shape
+                else:
+                    if type(value) is not list or set(map(type, value)) != {int}:
+                        return None, read, coords, scheme, stream_units
+                    ints.append(len(value))
+                    ints += value
+        return (scheme, tuple(stream_units.items()), tuple(ints)), read, coords, scheme, stream_units
+
+    def _fast(self, call: Mapping[str, Any], result: Any) -> Any:
+        # A call whose key a clean call had: its readings, bound lengths and units are that call's, so B1-B5 pass
+        # (they read nothing else); the value checks still compare this call's own values. ``None`` when done,
+        # else the key to keep if the full check passes (`_UNPLANNED`: no key).
+        spec, checker = self.spec, self.checker
+        try:
+            key, read, coords, scheme, stream_units = self._fast_key(call, result)
+        except Exception:  # noqa: BLE001 - anything odd is the full check's to judge and name
+            return _UNPLANNED
+        if key is None:
+            return _UNPLANNED
+        try:
+            kept = self._fast_kept.get(key)
+        except TypeError:  # an unhashable value in the key (a stream unit): never kept
+            return _UNPLANNED
+        if kept is None:
+            self._fast_missed += 1
+            return key
+        if spec.cross_rank and coords["cp"] != 1 and checker.cross_rank is not None and (
+                checker._boundary_checker or (checker._boundary_checker is None and distributed_ready())):
+            return key  # X1 is exchanged for this call: the full check queues it
+        got: dict[str, Any] = {}
+        tensors: list[Any] = []
+        for f in self.content:  # the data B6 compares: plain tensors (the plan's kinds), on the host
+            for k in (f.key, f.source.text):  # type: ignore[union-attr]
+                value = read[k]
+                if type(value) is list:
+                    tensors += value
+                    value = list(value)  # the worker reads it later: the trainer may refill its own list
+                else:
+                    tensors.append(value)
+                got["data:" + k] = value
+        if not all(map(_IS_CPU, tensors)):  # device tensors: the full check takes a snapshot
+            return key
+        self._fast_missed = 0
+        readings, bound, sizes, units, tight = kept
+        if spec.cross_rank:
+            checker._step_opens(spec.target)
+        self.calls += 1
+        checker.checked["boundary calls"] += 1
+        if got:
+            pads = {f.key: f.pad_value.evaluate(call, coords) for f in spec.fields if f.pad_value is not None}
+            pending = _Call(self.calls, f"{spec.target} (call {self.calls})", coords, scheme, units, tight, readings,
+                            pads, stream_units)
+            worker = checker.values_worker
+            try:
+                version = background_checks.version_sum(tensors) if worker is not None else None
+            except RuntimeError:  # an inference tensor keeps no version counter: checked in the call
+                version = None
+            if version is None:
+                checker._report(self._values(pending, got, bound, sizes, False))
+            else:  # `_values`' job, made here from what the fast reading already knows of these tensors
+                job = background_checks.Job(spec.target, lambda: self._content(pending, got, bound, sizes),
+                                            tensors, version)
+                if not worker.submit(job):  # type: ignore[union-attr]
+                    checker._report(checker._outcomes([worker.run_here(job)]))  # type: ignore[union-attr]
+        return None
+
+    def _keep_fast(self, key: tuple[Any, ...], c: _Call, bound: invariants.Bound, sizes: dict[str, object]) -> None:
+        # A clean call's readings by its fast key, within the verdict table's limits
+        self._fast_samples += bound.n + 1
+        if len(self._fast_kept) >= _VERDICTS or self._fast_samples > _KEPT_SAMPLES:
+            self._fast_kept.clear()
+            self._fast_samples = bound.n + 1
+        self._fast_kept[key] = (c.readings, bound, sizes, c.units, c.tight)
+
+    def _values(self, c: _Call, got: Mapping[str, Any], bound: invariants.Bound, sizes: dict[str, object],
+                background: bool) -> list[Violation]:
+        # The value checks (B6, rows' contents): in the call, or queued for the worker thread when every value they
+        # read is a plain CPU tensor whose in-place changes its version counter shows (`background`)
+        if not self.content and not self.rows:
+            return []
+        worker = self.checker.values_worker
+        if worker is None:
+            return self._content(c, got, bound, sizes) + self._rows(c, got, bound, sizes)
+        job = self._job(c, got, bound, sizes) if background else None
+        if job is None:  # values the worker cannot watch (numpy, lists, a snapshot's copies): here, one check at a time
+            with worker.lock:
+                return self._content(c, got, bound, sizes) + self._rows(c, got, bound, sizes)
+        if worker.submit(job):
+            return []
+        return self.checker._outcomes([worker.run_here(job)])  # the queue is full: checked here, nothing dropped
+
+    def _job(self, c: _Call, got: Mapping[str, Any], bound: invariants.Bound,
+             sizes: dict[str, object]) -> background_checks.Job | None:
+        # The call's value checks as a job for the worker: the data they read (lists copied: a trainer may refill
+        # its own list after the call; tensors referenced, not copied) and their version counters now
+        torch = sys.modules.get("torch")
+        if torch is None:
+            return None
+        held: dict[str, Any] = {}
+        tensors: list[Any] = []
+        for key, value in got.items():
+            if key.startswith("data:"):
+                watched = background_checks.watchable(value, torch.Tensor)
+                if watched is None:
+                    return None
+                tensors += watched
+                value = list(value) if type(value) is list else value
+            held[key] = value
+        try:
+            version = background_checks.version_sum(tensors)
+        except RuntimeError:  # an inference tensor keeps no version counter: checked in the call
+            return None
+        return background_checks.Job(
+            self.spec.target, lambda: self._content(c, held, bound, sizes) + self._rows(c, held, bound, sizes), tensors, version)
 
     def _lengths(self, c: _Call, sizes: dict[str, object]) -> tuple[list[Violation], invariants.Bound]:
         # B1-B5 over the call's ints (lengths, cumulative lengths, stream totals, schedules, units, coordinates)

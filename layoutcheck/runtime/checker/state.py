@@ -29,6 +29,7 @@ from typing import Any
 
 from layoutcheck import geometry
 from layoutcheck.errors import ConfigError, LayoutError, LayoutSpecError, Violation, describe_value
+from layoutcheck.runtime.checker.background import Outcome, ValueWorker
 from layoutcheck.runtime.checker.rollouts import MicroBatch, Rollout
 from layoutcheck.runtime.checker.values import Deferred
 from layoutcheck.runtime.contract import checks
@@ -55,6 +56,9 @@ class CrossRankOptions:
     step_limit: int = 1024
     """At most this many X1 checks wait for the step boundary (`CheckerState.end_step`); then they are exchanged."""
 
+
+_DRAIN_WAIT = 120.0
+"""Seconds a step boundary or the exit waits for the value-check worker before saying it did not finish."""
 
 _SINGULAR = {"rollouts": "rollout", "micro-batches": "micro-batch", "replay tensors": "replay tensor",
              "offset calls": "offset call", "boundary calls": "boundary call"}
@@ -90,6 +94,11 @@ class CheckerState:
         self._boundary_checker: Any = None
         self._deferred = Deferred()
         """Boundary checks waiting for the values of device tensors (`layoutcheck.runtime.checker.values`)."""
+        self.values_worker: ValueWorker | None = None
+        """Where boundaries' value checks of CPU tensors run (`layoutcheck.runtime.checker.background`): a worker
+        thread (``value-checks = "background"``), or ``None``: in the call (``"inline"``)."""
+        self.values_changed: Counter[str] = Counter()
+        """Value checks not judged, by boundary: a tensor they read was written in place before they could run."""
         self._log = ObservationLog(limits)
         self._local = threading.local()  # per thread: how deep inside a producer call we are
         self._noted: set[str] = set()
@@ -139,6 +148,11 @@ class CheckerState:
         """One line: how many violations, per invariant, and where; then what was checked, and what could not be read."""
         done = ", ".join(f"{n} {what if n != 1 else _SINGULAR.get(what, what)}" for what, n in self.checked.items())
         text = self.recorder.summary() + (f" (checked {done})" if done else " (nothing checked yet)")
+        if self.values_changed:
+            k = sum(self.values_changed.values())
+            which = ", ".join(f"`{t}` {n}" for t, n in self.values_changed.items())
+            text += (f"; {k} value check{'s' if k != 1 else ''} not run: tensors changed in place before they could "
+                     f"be checked ({which})")
         if self.problems:
             k = len(self.problems)
             text += f"; {k} field{'s' if k != 1 else ''} could not be read (configuration problem{'s' if k != 1 else ''})"
@@ -162,6 +176,7 @@ class CheckerState:
         self._log.clear()
         self._noted.clear()
         self.problems.clear()
+        self.values_changed.clear()
         self._rollouts = 0
         self._run = Rollout(index=-1)
 
@@ -240,12 +255,63 @@ class CheckerState:
         and the report.
         """
         if not wait:
+            self.take_values()
             return self._deferred.poll()
         mode, self.mode = self.mode, "record"
         try:
+            self.take_values(wait=True)
             return self._deferred.poll(wait=True)
         finally:
             self.mode = mode
+
+    def take_values(self, *, wait: bool = False) -> None:
+        """Report what the value-check worker found (waiting for every queued check with ``wait``), in this mode.
+
+        Raise mode raises here, at the calling thread's next hooked call or
+        step boundary: the violations name the call they were found in.
+        """
+        worker = self.values_worker
+        if worker is None or (not wait and not worker.has_results):
+            return
+        self._report(self._outcomes(self._drain() if wait else worker.take()))
+
+    def inline_values(self) -> None:
+        """From now on, run value checks in the call (``value-checks = "inline"``); what the worker holds is recorded."""
+        if self.values_worker is None:
+            return
+        mode, self.mode = self.mode, "record"
+        try:
+            self.take_values(wait=True)
+        finally:
+            self.mode = mode
+            self.values_worker = None
+
+    def _drain(self) -> list[Outcome]:
+        # Every queued value check's outcome; one still running after _DRAIN_WAIT seconds (a worker that cannot
+        # finish) is said once, not waited for forever at a step boundary or at exit
+        worker = self.values_worker
+        if worker is None:
+            return []
+        if not worker.wait(_DRAIN_WAIT):
+            self._note("value checks", f"the value-check worker did not finish within {_DRAIN_WAIT:.0f} s; the "
+                       "checks it still held were not waited for", key="worker late")
+        return worker.take()
+
+    def _outcomes(self, outcomes: list[Outcome]) -> list[Violation]:
+        # the worker's outcomes on the calling thread: notes and counts now, the violations for the caller to report
+        found: list[Violation] = []
+        for o in outcomes:
+            if o.error is not None:
+                self._note(o.target, o.error)
+            elif o.changed:
+                self.values_changed[o.target] += 1
+                self._note(o.target, "a tensor its value checks read was changed in place before they could run "
+                           "(after the call returned), so those calls' values were not checked; set "
+                           "`value-checks = \"inline\"` under [runtime] to check them in the call",
+                           key=f"changed {o.target}")
+            else:
+                found += o.violations
+        return found
 
     def end_step(self) -> list[Violation]:
         """The step boundary of the cross-rank checks (X1): exchange what every CP rank queued since the last one.
@@ -258,8 +324,12 @@ class CheckerState:
         at the same point (after its optimizer step, say). The violations
         are reported in this checker's mode, so raise mode stops here: a
         step late, at the start of the step after the one that disagreed.
+        It also waits for the value checks still running on the worker
+        thread (`layoutcheck.runtime.checker.background`) and reports them.
         """
-        found: list[Violation] = []
+        # the step's value checks, so that what the step found is said in it (after the exchange: a raise before it
+        # would leave the other ranks waiting)
+        found = self._outcomes(self._drain())
         for checker in (self._agreement_checker, self._boundary_checker):
             if checker and checker.pending:
                 found += self._checking("cross-rank agreement (X1)", checker.end_step) or []

@@ -31,7 +31,7 @@ import ast
 import math
 import operator
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -87,6 +87,45 @@ class Path:
         else:
             value, rest = result, self.parts
         return _walk(value, rest)
+
+    def compiled(self) -> Callable[[Mapping[str, Any], Any], Any]:
+        """`read` as a function of ``(call, result)`` made for this path's form: the same answer, fewer steps.
+
+        ``args.<parameter>``, ``args.<parameter>.*.<name>`` over a list of
+        plain objects of one class, and ``returns.<name>`` on a plain object
+        are read directly; anything else (and any value those do not fit)
+        goes through `read`.
+        """
+        parts, read = self.parts, self.read
+        if self.root == "args" and len(parts) == 1:
+            name = parts[0]
+            return lambda call, result: call.get(name, MISSING)
+        if self.root == "args" and len(parts) == 3 and parts[1] == "*" and isinstance(parts[2], str):
+            name, getter = parts[0], _getter(parts[2])
+
+            def entries(call: Mapping[str, Any], result: Any) -> Any:
+                value = call.get(name, MISSING)
+                # `_walk`'s path for entries of one plain class (`_MAPPING` 2: `getattr` is all `_step` does)
+                if type(value) is list and value and _MAPPING.get(type(value[0])) == 2 and len(set(map(type, value))) == 1:
+                    try:
+                        return list(map(getter, value))
+                    except AttributeError:
+                        pass
+                return read(call, result)
+
+            return entries
+        if self.root == "returns" and len(parts) == 1 and isinstance(parts[0], str):
+            attribute = parts[0]
+
+            def returned(call: Mapping[str, Any], result: Any) -> Any:
+                if _MAPPING.get(type(result)) == 2:
+                    found = getattr(result, attribute, MISSING)
+                    if found is not MISSING:
+                        return found
+                return read(call, result)
+
+            return returned
+        return read
 
     def explain(self, call: Mapping[str, Any], result: Any = MISSING) -> str:
         """Why `read` finds nothing in this call: the step that leads nowhere, and the names found there."""
@@ -295,6 +334,12 @@ class Expr:
         """
         if self.code is None:
             return self.value
+        if self.text in call and self.text not in COORDINATES:  # a bare parameter (`pad_id`): what `eval` gives
+            value = call[self.text]
+            if hasattr(value, "shape") and hasattr(value, "dtype"):
+                raise LayoutSpecError(f"`{self.text}` is a tensor; an expression must give a Python value (reading "
+                                      "a tensor's value would synchronise the GPU)")
+            return value
         namespace: dict[str, Any] = dict(_SCHEME_NAMES)
         for name in self.names:
             if name in COORDINATES and coordinates is not None and name in coordinates:

@@ -199,6 +199,14 @@ class RuntimeSettings:
         "missing ranks (a rank whose process died is named as soon as the transport loses it). Raise mode raises "
         "it; warn and record modes record it and go on without cross-rank checks.",
     )
+    value_checks: Literal["background", "inline"] = _setting(
+        "background",
+        description="Where a boundary's value checks (B6, a row-padded batch's contents) of CPU tensors run: "
+        "`background`, on one worker thread beside the trainer (the call only notes its tensors' version counters; "
+        "what it finds is reported at the next hooked call, the step boundary or exit; a tensor written in place "
+        "before its check ran is counted as not checked), or `inline`, in the call. Device tensors are always "
+        "checked from an asynchronous copy at a later call; numpy arrays and lists in the call.",
+    )
     summary: bool = _setting(
         True,
         description="Print a summary to stderr when the process exits: the violations and what was checked, then "
