@@ -124,3 +124,18 @@ def test_a_cache_entry_of_another_shape_is_a_miss(tmp_path) -> None:
         entry.write_bytes(broken if isinstance(broken, bytes) else marshal.dumps({"v": CACHE_VERSION, **broken}))
         misses = cache.misses
         assert cache.get_file("ab" * 32) is None and cache.misses == misses + 1
+
+
+def test_the_decoders_read_the_annotations_as_get_type_hints_does() -> None:
+    """The decoders are built from the facts classes' annotations, read in one evaluation at import
+    (cheaper than `typing.get_type_hints` class by class); they must be what it gives, so a field
+    added with a new type is decoded by the rule `_converter` applies to it."""
+    import typing
+
+    from layoutcheck.model import facts
+
+    assert set(facts._HINTS) == {*facts._FIELDS, facts.Arg, facts.Call, facts.Param}
+    for cls, hints in facts._HINTS.items():
+        expected = typing.get_type_hints(cls)
+        assert hints == expected, cls.__name__
+        assert list(hints) == list(expected), cls.__name__

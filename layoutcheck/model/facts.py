@@ -24,7 +24,7 @@ import types
 from collections.abc import Callable
 from dataclasses import field
 from operator import attrgetter
-from typing import Any, NamedTuple, Union, get_args, get_origin, get_type_hints
+from typing import Any, NamedTuple, Union, get_args, get_origin
 
 from layoutcheck.records import dataclass
 
@@ -809,7 +809,24 @@ def _encoder(hint: Any) -> _Convert | None:
     return lambda v: list(map(item, v))
 
 
-_HINTS: dict[type, dict[str, Any]] = {cls: get_type_hints(cls) for cls in (*_FIELDS, Arg, Call, Param)}
+def _type_hints(classes: tuple[type, ...]) -> dict[type, dict[str, Any]]:
+    """What `typing.get_type_hints` gives for each of ``classes`` (tests/test_cache_types.py compares
+    them), evaluated as one expression: the annotations are strings (``from __future__ import
+    annotations``; a named tuple's are `ForwardRef` objects), and `get_type_hints` compiles each of
+    the ~180 apart, a third of this module's import, which every one-file run pays. None of these
+    classes inherits annotations, and every name in them is this module's."""
+    parts = []
+    for cls in classes:
+        own = cls.__dict__.get("__annotations__", {})
+        # A named tuple keeps its annotations as `ForwardRef` objects, a dataclass as strings.
+        texts = {name: getattr(hint, "__forward_arg__", hint) for name, hint in own.items()}
+        parts.append("{" + ",".join(f"{name!r}:({text})" for name, text in texts.items()) + "}")
+    values = eval("(" + ",".join(parts) + ",)", globals())  # noqa: S307 - this module's own annotations
+    return {cls: {name: type(None) if hint is None else hint for name, hint in hints.items()}
+            for cls, hints in zip(classes, values)}
+
+
+_HINTS: dict[type, dict[str, Any]] = _type_hints((*_FIELDS, Arg, Call, Param))
 _CALLS = _FIELDS[Function].index("calls")
 assert _FIELDS[FileFacts][0] == "functions"  # `cache_data` writes them first
 _ENCODE: dict[type, tuple[tuple[int, _Convert], ...]] = {
