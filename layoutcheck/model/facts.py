@@ -99,23 +99,34 @@ class Call(NamedTuple):
     """For those calls: the second argument as a canonical unit (`layoutcheck.model.units`)."""
 
 
+_new_tuple = tuple.__new__
+"""Builds a named tuple from a tuple of all its fields without the class's ``__new__`` (a Python
+function with a frame of its own): cached facts hold tens of thousands of calls, arguments and
+parameters, and a one-file run decodes its project's. Only where every field is given."""
+_ARG_DEFAULTS = tuple(Arg._field_defaults[name] for name in Arg._fields[2:])
+_CALL_DEFAULTS = tuple(Call._field_defaults[name] for name in Call._fields[5:])
+
+
 def _call(data: Any) -> Call:
     """A call back from its cached form, arguments included (`to_data`), every field typed as fresh."""
     if type(data) is Call:
         return data
     callee, span, tick, layout, args, *rest = data
-    return Call(callee, tuple(span), tick, layout, tuple(map(_arg, args)), *rest)
+    if len(rest) > len(_CALL_DEFAULTS):
+        raise TypeError(f"a call of {len(data)} fields")  # as `Call(...)` would: a broken entry
+    return _new_tuple(Call, (callee, tuple(span), tick, layout, tuple(map(_arg, args)), *rest,
+                             *_CALL_DEFAULTS[len(rest):]))
 
 
 def _arg(data: Any) -> Arg:
     """An argument back from its cached form: its tags alone, ``[keyword, tags]``, or every field."""
     kind = type(data)
     if kind is int:
-        return Arg(None, data)
+        return _new_tuple(Arg, (None, data, *_ARG_DEFAULTS))
     if kind is Arg:
         return data
     if len(data) == 2:
-        return Arg(data[0], data[1])
+        return _new_tuple(Arg, (data[0], data[1], *_ARG_DEFAULTS))
     return _typed(Arg, data)
 
 
@@ -195,9 +206,9 @@ class Function:
 
 def _param(data: Any) -> Param:
     if type(data) is str:
-        return Param(data, "pos", None)
+        return _new_tuple(Param, (data, "pos", None))
     if len(data) == 2:
-        return Param(data[0], "pos", data[1])
+        return _new_tuple(Param, (data[0], "pos", data[1]))
     return Param(*data)
 
 
