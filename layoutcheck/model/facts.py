@@ -31,7 +31,7 @@ from layoutcheck.records import dataclass
 __all__ = [
     "FACTS_VERSION", "exclusive_arms", "Arg", "FunctionRef", "Span", "Broadcast", "BucketLiteral", "Call", "Clash", "EntryRead", "PadSide", "FieldWrite", "FileFacts", "Function",
     "MaxCall", "Pad", "Param", "Record", "Rewrite", "Transform", "Zip", "cache_data", "call_names", "calls_may_spell", "ensure_calls", "from_cache_data",
-    "element_call", "from_data", "object_hook", "to_data",
+    "element_call", "ensure_function_calls", "from_data", "object_hook", "to_data",
 ]
 
 FACTS_VERSION = 16
@@ -603,7 +603,13 @@ def cache_data(facts: FileFacts) -> dict[str, Any]:
     pending = facts.__dict__.get("pending_calls")
     if pending is not None:  # read from a cache entry (or a worker), the calls still undecoded: as they came
         core = _positional(dataclasses.replace(facts, functions=[]))
-        core[:1] = [[_positional(function) for function in facts.functions]]
+        functions = []
+        for function in facts.functions:
+            values = _positional(function)
+            if len(values) > _CALLS:
+                values[_CALLS] = ()  # decoded one by one (`ensure_function_calls`): the string holds them
+            functions.append(values)
+        core[:1] = [functions]
         return {"core": core, "calls": pending, "names": sorted(facts.__dict__["call_names"])}
     functions, calls = [], []
     for function in facts.functions:
@@ -635,11 +641,41 @@ def from_cache_data(data: Any) -> FileFacts:
 
 def ensure_calls(facts: FileFacts) -> None:
     """Decode the calls a cached `FileFacts` still holds as a string (`cache_data`)."""
-    pending = facts.__dict__.pop("pending_calls", None)
+    state = facts.__dict__
+    pending = state.pop("pending_calls", None)
     if pending is None:
         return
-    for function, calls in zip(facts.functions, json.loads(pending)):
-        function.calls = tuple(_call(c) for c in calls)
+    rows = state.pop("call_rows", None)
+    done = state.pop("calls_done", ())
+    for i, (function, calls) in enumerate(zip(facts.functions, json.loads(pending) if rows is None else rows)):
+        if i not in done:
+            function.calls = tuple(_call(c) for c in calls)
+
+
+def ensure_function_calls(facts: FileFacts, index: int) -> Function:
+    """Function ``index`` of ``facts``, its calls decoded; the file's other functions' calls stay as
+    they are (`ensure_calls` decodes them when asked).
+
+    The project reads one ``def`` 's calls where a caller binds its arguments (`ProjectGraph.function`):
+    on verl a one-file run asks that of a few dozen ``def`` s in as many cached files, and turning
+    every call of those files into named tuples cost as much as parsing their JSON. The file's
+    calls stay pending (`call_names`, `calls_may_spell` and `cache_data` read the string, which
+    still holds every call), the parsed rows are kept for the next ``def`` asked."""
+    function = facts.functions[index]
+    state = facts.__dict__
+    pending = state.get("pending_calls")
+    if pending is None:
+        return function
+    done = state.get("calls_done")
+    if done is None:
+        done = state["calls_done"] = set()
+    if index not in done:
+        rows = state.get("call_rows")
+        if rows is None:
+            rows = state["call_rows"] = json.loads(pending)
+        function.calls = tuple(_call(c) for c in rows[index]) if index < len(rows) else ()
+        done.add(index)
+    return function
 
 
 def calls_may_spell(facts: FileFacts, text: str) -> bool:

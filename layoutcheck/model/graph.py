@@ -33,7 +33,7 @@ from layoutcheck.model.settings import LintSettings
 from layoutcheck.model.summaries import forwarded_calls
 from layoutcheck.model.facts import (
     Arg, Call, FieldWrite, FileFacts, Function, FunctionRef, Param, call_names, calls_may_spell, element_call,
-    ensure_calls,
+    ensure_calls, ensure_function_calls,
 )
 from layoutcheck.model.vocabulary import Vocabulary, vocabulary
 
@@ -127,9 +127,7 @@ class ProjectGraph:
 
     def function(self, ref: FunctionRef) -> Function:
         """The ``def`` ``ref`` names, its calls decoded (a cached file keeps them as a string until asked)."""
-        facts = self.files[ref[0]].facts
-        ensure_calls(facts)
-        return facts.functions[ref[1]]
+        return ensure_function_calls(self.files[ref[0]].facts, ref[1])
 
     def signature(self, ref: FunctionRef) -> Function:
         """The ``def`` ``ref`` names, for what it holds besides its calls (name, class, parameters,
