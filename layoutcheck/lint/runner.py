@@ -515,6 +515,8 @@ class _Entry:
     from_cache: bool = False
     encoded: bytes | None = None
     """``facts`` as the worker sent them (`_encoded`): the cache's form, written as it is."""
+    light: bool = False
+    """The file is under `test-paths` (and tests are not linted): imports and syntax only."""
 
     def load(self, max_file_bytes: int) -> bytes | FileError:
         """The file's bytes, read now if the stat index spared the read."""
@@ -671,11 +673,12 @@ def run(
         tests = settings.test_paths if not settings.lint_tests else ()
         kept: list[_Entry] = []
         for entry in entries:
-            if not entry.checked:
+            # Each path matched against `test-paths` once (a one-file run has hundreds of context files).
+            entry.light = bool(tests) and any_match(tests, entry.source.relpath) is not None
+            if not entry.checked and entry.light:
                 # Context: tests are not the trainer; the others are read (their facts are only
                 # extracted when their text mentions what the model needs, or it asks for them).
-                if tests and any_match(tests, entry.source.relpath) is not None:
-                    continue
+                continue
             kept.append(entry)
         entries = kept
         tasks: list[_Task] = []
@@ -707,8 +710,7 @@ def run(
                     failed.add(entry.source.path)
                 continue
             rule_indexes = tuple(index[r] for r in chosen.for_path(entry.source.relpath)) if entry.checked else ()
-            light = bool(tests) and any_match(tests, entry.source.relpath) is not None
-            tasks.append((entry.source.display, entry.source.module_name, data, entry.checked, light,
+            tasks.append((entry.source.display, entry.source.module_name, data, entry.checked, entry.light,
                           rule_indexes))
             pending.append(entry)
         reader = _Reader(chosen.rules, settings)
@@ -751,7 +753,7 @@ def run(
                 rules=tuple(chosen.for_path(entry.source.relpath)) if entry.checked else (),
                 is_package=os.path.basename(entry.source.path).startswith("__init__."),
                 local=entry.local,
-                light=bool(tests) and any_match(tests, entry.source.relpath) is not None,
+                light=entry.light,
             ))
         analyses, project = analyse_project(project_files, settings, known_rules=chosen.known_names(),
                                             all_rules=chosen.rules, extract_many=workers.extract)

@@ -760,6 +760,8 @@ def _converter(hint: Any, native: bool = False) -> _Convert | None:
             item = _converter(args[0], native)
             if item is None:
                 return None if native else tuple
+            if native:  # most are empty (a function's calls are kept apart): kept as they came
+                return lambda v: v if v == () else tuple(map(item, v))
             return lambda v: tuple(map(item, v))
         items = [_converter(a, native) for a in args]
         if all(c is None for c in items):
@@ -769,6 +771,8 @@ def _converter(hint: Any, native: bool = False) -> _Convert | None:
         item = _converter(args[0], native)
         if item is None:
             return None if native else list
+        if native:  # most of a file's lists of facts are empty; `marshal` made each a list of its own
+            return lambda v: v if type(v) is list and not v else list(map(item, v))
         return lambda v: list(map(item, v))
     raise TypeError(f"facts field type {hint!r} has no decoding")
 
