@@ -21,7 +21,7 @@ import pytest
 from layoutcheck.lint.settings import LintSettings
 from layoutcheck.model.extract import extract
 from layoutcheck.model.facts import (
-    FileFacts, Span, cache_data, ensure_calls, from_cache_data, from_data, to_data,
+    FileFacts, Span, cache_data, ensure_calls, ensure_function_calls, from_cache_data, from_data, to_data,
 )
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -82,6 +82,31 @@ def test_facts_read_back_with_their_calls_pending_are_written_back_whole(fixture
         again = from_cache_data(marshal.loads(marshal.dumps(cache_data(pending))))
         ensure_calls(again)
         assert_same(facts, again, name)
+
+
+def test_one_def_decoded_alone_has_its_calls_and_leaves_the_others_pending(fixture_facts) -> None:
+    """`ensure_function_calls` (what `ProjectGraph.function` asks) decodes one ``def`` 's calls, typed as
+    fresh, and only its: the file stays pending (its call names still answer), written back it keeps
+    every call, and decoding the rest later gives each ``def`` its own calls, the first one's unchanged."""
+    with_calls = [(name, facts) for name, facts in fixture_facts
+                  if sum(bool(f.calls) for f in facts.functions) >= 2]
+    assert with_calls
+    for name, facts in with_calls:
+        first, second = [i for i, f in enumerate(facts.functions) if f.calls][:2]
+        pending = from_cache_data(marshal.loads(marshal.dumps(cache_data(facts))))
+        function = ensure_function_calls(pending, second)
+        assert function is pending.functions[second]
+        assert_same(facts.functions[second].calls, function.calls, f"{name}: def {second}")
+        assert not pending.functions[first].calls, f"{name}: another def's calls were decoded too"
+        assert "pending_calls" in pending.__dict__
+        decoded = function.calls
+        assert ensure_function_calls(pending, second).calls is decoded  # asked again: not decoded again
+        again = from_cache_data(marshal.loads(marshal.dumps(cache_data(pending))))
+        ensure_calls(again)
+        assert_same(facts, again, f"{name}, written back")
+        ensure_calls(pending)
+        assert pending.functions[second].calls is decoded
+        assert_same(facts, pending, name)
 
 
 def test_a_cached_span_is_hashable_as_the_rules_use_it(fixture_facts) -> None:
