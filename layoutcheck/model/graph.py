@@ -84,6 +84,7 @@ class ProjectGraph:
                 self._index.by_name.setdefault(function.qualname.rsplit(".", 1)[-1], []).append((i, j))
         self._mark_tests()
         self._resolved: dict[tuple[int, int, int], FunctionRef | None] = {}
+        self._resolved_dotted: dict[tuple[int, str], FunctionRef | None] = {}
         self._callers_of: dict[FunctionRef, list[tuple[FunctionRef, Call]]] = {}
         self._by_name_cache: dict[str, list[tuple[FunctionRef, Call]]] = {}
         self._by_name_index: dict[str, list[tuple[FunctionRef, Call]]] = {}
@@ -333,14 +334,18 @@ class ProjectGraph:
             if init is not None:
                 return (i, init)
             return self._unique(callee)
+        # A dotted name (``torch.cat``, ``mod.helper``) reaches the same ``def`` from anywhere in the
+        # file: looked up once per file and name (a file calls the same library functions many times).
+        key = (i, callee)
+        if key in self._resolved_dotted:
+            return self._resolved_dotted[key]
         found = self._lookup(self._absolute(i, callee))
-        if found is not None:
-            return found
-        if file.module:  # `Class.method` of this module
+        if found is None and file.module:  # `Class.method` of this module
             found = self._lookup(f"{file.module}.{callee}")
-            if found is not None:
-                return found
-        return self._unique(callee.rsplit(".", 1)[-1])
+        if found is None:
+            found = self._unique(callee.rsplit(".", 1)[-1])
+        self._resolved_dotted[key] = found
+        return found
 
     def _collate_of(self, caller: FunctionRef, param: str) -> FunctionRef | None:
         """The collate function of the DataLoader the callers of ``caller``'s class constructor pass as its
