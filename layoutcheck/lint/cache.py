@@ -91,7 +91,7 @@ __all__ = [
     "write_validated_config",
 ]
 
-CACHE_VERSION = 4
+CACHE_VERSION = 5
 
 _SUFFIX = {"files": ".marshal", "runs": ".json"}
 """File entries are `marshal` data (plain values only: `layoutcheck.model.facts.cache_data`), run

@@ -127,7 +127,8 @@ class ProjectGraph:
         return not self.files[index].is_test
 
     def function(self, ref: FunctionRef) -> Function:
-        """The ``def`` ``ref`` names, its calls decoded (a cached file keeps them as a string until asked)."""
+        """The ``def`` ``ref`` names, its calls decoded (a cached file keeps them as bytes until asked;
+        its other ``def`` s' calls stay so)."""
         return ensure_function_calls(self.files[ref[0]].facts, ref[1])
 
     def signature(self, ref: FunctionRef) -> Function:
@@ -632,9 +633,9 @@ class ProjectGraph:
         return out
 
     def readers_of(self, key: str) -> frozenset[FunctionRef]:
-        """The functions whose `fields_read` holds ``key``. A cached file whose calls' text does not
-        spell the key (JSON-quoted, as `cache_data` wrote it) passes it in no argument, so its calls
-        stay undecoded."""
+        """The functions whose `fields_read` holds ``key``. A cached file whose calls' bytes hold no
+        string equal to the key (`calls_may_spell`) passes it in no argument, so its calls stay
+        undecoded."""
         found = self._readers.get(key)
         if found is None:
             if self._static_readers is None:
