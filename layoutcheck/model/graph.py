@@ -89,8 +89,6 @@ class ProjectGraph:
         self._by_name_cache: dict[str, list[tuple[FunctionRef, Call]]] = {}
         self._by_name_index: dict[str, list[tuple[FunctionRef, Call]]] = {}
         self._indexed_files: set[int] = set()
-        self._files_calling: dict[str, list[int]] | None = None
-        self._files_decoded: list[int] = []
         self._fields_read_in: dict[int, dict[FunctionRef, frozenset[str]]] = {}
         self._static_readers: dict[str, set[FunctionRef]] | None = None
         self._readers: dict[str, frozenset[FunctionRef]] = {}
@@ -432,23 +430,14 @@ class ProjectGraph:
         cached calls decoded (`layoutcheck.model.facts.call_names`)."""
         found = self._by_name_cache.get(name)
         if found is None:
-            if self._files_calling is None:
-                # Per last name, the files that may call it: a cached file's own list of names, or
-                # every name for a file whose calls are decoded already (looked up once, below).
-                self._files_calling = {}
-                self._files_decoded = []
-                for i, file in enumerate(self.files):
-                    if file.is_test:
-                        continue
-                    names = call_names(file.facts)
-                    if names is None:
-                        self._files_decoded.append(i)
-                    else:
-                        for called in names:
-                            self._files_calling.setdefault(called, []).append(i)
-            for i in sorted({*self._files_decoded, *self._files_calling.get(name, ())}):
-                if i in self._indexed_files:
-                    continue
+            # The files that may call it: a cached file whose own set of names holds it, and every
+            # file whose calls are decoded (a few dozen names are asked: a set lookup per file and
+            # name costs less than listing every name of every file; a decoded file adds no call of
+            # another name to this name's list).
+            calling = [i for i, file in enumerate(self.files) if not file.is_test
+                       and i not in self._indexed_files
+                       and ((names := call_names(file.facts)) is None or name in names)]
+            for i in calling:
                 # Index every call of the file by its last name once: later names are lookups.
                 facts = self.files[i].facts
                 ensure_calls(facts)
