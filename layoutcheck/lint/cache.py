@@ -25,7 +25,8 @@ relative to another working folder) and only errors that the content itself
 explains (a syntax error, not an unreadable file). Writes go through a
 temporary file and `os.replace`, so a reader never sees half an entry; an
 entry that does not parse is a miss, never a crash. Facts are plain values
-(lists, tuples, strings, numbers: `layoutcheck.model.facts.cache_data`) in
+(lists, tuples, strings, numbers, and the calls as `marshal` bytes of their own, read only when
+the project asks for them: `layoutcheck.model.facts.cache_data`) in
 `marshal`'s format, the one of Python's own ``.pyc`` files and of the replay
 stamps, never pickles: loading one runs nothing and builds no object of the
 project's (the dataclasses are built here, from checked lists), so a cache
