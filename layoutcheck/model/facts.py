@@ -105,6 +105,7 @@ _new_tuple = tuple.__new__
 function with a frame of its own): cached facts hold tens of thousands of calls, arguments and
 parameters, and a one-file run decodes its project's. Only where every field is given."""
 _ARG_DEFAULTS = tuple(Arg._field_defaults[name] for name in Arg._fields[2:])
+_ARG_FIELDS = len(Arg._fields)
 _CALL_DEFAULTS = tuple(Call._field_defaults[name] for name in Call._fields[5:])
 
 
@@ -128,7 +129,11 @@ def _arg(data: Any) -> Arg:
         return data
     if len(data) == 2:
         return _new_tuple(Arg, (data[0], data[1], *_ARG_DEFAULTS))
-    return _typed(Arg, data if kind is list else list(data))  # a list from JSON, a tuple from `marshal`
+    if kind is tuple and len(data) == _ARG_FIELDS:
+        # Every field, from the calls' `marshal` bytes (`_arg_data` wrote the fresh argument's own
+        # values: its tuples are tuples): as it was, without a conversion per field.
+        return _new_tuple(Arg, data)
+    return _typed(Arg, data if kind is list else list(data))  # a list from JSON
 
 
 @dataclass
