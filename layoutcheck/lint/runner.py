@@ -575,7 +575,7 @@ def run(
     configuration's ``respect-gitignore`` (None: as configured). Raises `ConfigError` for a bad configuration
     or an unknown rule.
     """
-    from hashlib import sha256
+    from layoutcheck.digests import sha256_hex
 
     base = Path(cwd) if cwd is not None else Path.cwd()
     if loaded is None:
@@ -615,7 +615,7 @@ def run(
         data = read_source(source.path, source.display, max_file_bytes)
         if isinstance(data, FileError):
             return data
-        entry = _Entry(source, data, sha256(data).hexdigest(), checked)
+        entry = _Entry(source, data, sha256_hex(data), checked)
         if stat_index is not None:
             stat_index.record(source.path, st, entry.digest)
         return entry
@@ -827,12 +827,12 @@ def _apply_fixes(project_files: list[Any], analyses: dict[str, Any], results: di
                 written = _write_fix(entry.source.path, result)
                 if written is not None and cache is not None and file.local is not None and file.facts is not None:
                     # Cache what is now on disk: the next run starts warm.
-                    from hashlib import sha256
+                    from layoutcheck.digests import sha256_hex
 
                     from layoutcheck.lint.cache import error_row, finding_row
                     from layoutcheck.model.facts import cache_data
 
-                    key = cache.key(entry.source.relpath, entry.source.module_name, sha256(written).hexdigest())
+                    key = cache.key(entry.source.relpath, entry.source.module_name, sha256_hex(written))
                     cache.put_file(key, {
                         "facts": cache_data(file.facts), "findings": [finding_row(f) for f in file.local[0]],
                         "errors": [error_row(e) for e in file.local[1]], "parsed": bool(file.local[2]),
