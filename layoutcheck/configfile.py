@@ -180,8 +180,7 @@ def _validation_key(table: Mapping[str, Any]) -> str:
     string). The size and mtime of the two modules that define and validate
     the keys cover an editable install, where they change without a version bump.
     """
-    import hashlib
-
+    from layoutcheck.digests import sha256_hex
     from layoutcheck.version import __version__
 
     package = Path(__file__).parent
@@ -193,7 +192,7 @@ def _validation_key(table: Mapping[str, Any]) -> str:
         except OSError:
             stamps.append(None)
     text = repr((__version__, stamps, table))
-    return hashlib.sha256(text.encode()).hexdigest()
+    return sha256_hex(text.encode())
 
 
 # ---------------------------------------------------------------- reading

@@ -21,7 +21,8 @@ import pytest
 from layoutcheck.lint.settings import LintSettings
 from layoutcheck.model.extract import extract
 from layoutcheck.model.facts import (
-    FileFacts, Span, cache_data, ensure_calls, from_cache_data, from_data, to_data,
+    Arg, Call, FileFacts, Function, Span, cache_data, calls_may_spell, ensure_calls, ensure_function_calls,
+    from_cache_data, from_data, to_data,
 )
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -84,6 +85,63 @@ def test_facts_read_back_with_their_calls_pending_are_written_back_whole(fixture
         assert_same(facts, again, name)
 
 
+def test_one_def_decoded_alone_has_its_calls_and_leaves_the_others_pending(fixture_facts) -> None:
+    """`ensure_function_calls` (what `ProjectGraph.function` asks) decodes one ``def`` 's calls, typed as
+    fresh, and only its: the file stays pending (its call names still answer), written back it keeps
+    every call, and decoding the rest later gives each ``def`` its own calls, the first one's unchanged."""
+    with_calls = [(name, facts) for name, facts in fixture_facts
+                  if sum(bool(f.calls) for f in facts.functions) >= 2]
+    assert with_calls
+    for name, facts in with_calls:
+        first, second = [i for i, f in enumerate(facts.functions) if f.calls][:2]
+        pending = from_cache_data(marshal.loads(marshal.dumps(cache_data(facts))))
+        function = ensure_function_calls(pending, second)
+        assert function is pending.functions[second]
+        assert_same(facts.functions[second].calls, function.calls, f"{name}: def {second}")
+        assert not pending.functions[first].calls, f"{name}: another def's calls were decoded too"
+        assert "pending_calls" in pending.__dict__
+        decoded = function.calls
+        assert ensure_function_calls(pending, second).calls is decoded  # asked again: not decoded again
+        again = from_cache_data(marshal.loads(marshal.dumps(cache_data(pending))))
+        ensure_calls(again)
+        assert_same(facts, again, f"{name}, written back")
+        ensure_calls(pending)
+        assert pending.functions[second].calls is decoded
+        assert_same(facts, pending, name)
+
+
+def _strings(value: Any) -> set[str]:
+    if isinstance(value, str):
+        return {value}
+    if isinstance(value, (tuple, list)):
+        return set().union(*map(_strings, value)) if value else set()
+    return set()
+
+
+def test_pending_calls_may_spell_every_string_they_hold_and_no_other(fixture_facts) -> None:
+    """`calls_may_spell` (what `ProjectGraph.readers_of` skips files by) finds every string the calls
+    hold, short, long (256 bytes or more) and non-ASCII, in the bytes `marshal` wrote, and says
+    no to a string they do not hold, even one that is part of a longer one they hold."""
+    long_text = "batch['input_ids'][:, :max_seq_len] " * 10
+    made = FileFacts(functions=[Function("<module>", (1, 1, 1, 1)), Function("f", (2, 5, 2, 6), calls=(
+        Call("g", (3, 1, 3, 9), 1, None, (Arg("längen", 0, text=long_text, fields=("längen", "input_ids")),)),
+    ))])
+    cases = [("made", made), *((name, facts) for name, facts in fixture_facts
+                               if any(f.calls for f in facts.functions))]
+    for name, facts in cases:
+        pending = from_cache_data(marshal.loads(marshal.dumps(cache_data(facts))))
+        # An empty text is a default, dropped with the others from an argument that has only its tags.
+        held = set().union(*(_strings(f.calls) for f in facts.functions)) - {""}
+        assert held
+        for text in held:
+            assert calls_may_spell(pending, text), f"{name}: {text!r} held but not found"
+        assert not calls_may_spell(pending, "no call of this file holds this string")
+        assert "pending_calls" in pending.__dict__  # nothing was decoded to answer
+    pending = from_cache_data(marshal.loads(marshal.dumps(cache_data(made))))
+    assert calls_may_spell(pending, long_text) and calls_may_spell(pending, "längen")
+    assert not calls_may_spell(pending, "input")  # a part of a held string is not one
+
+
 def test_a_cached_span_is_hashable_as_the_rules_use_it(fixture_facts) -> None:
     facts = next(facts for _, facts in fixture_facts if facts.sides)
     back = through_cache(facts)
@@ -124,3 +182,18 @@ def test_a_cache_entry_of_another_shape_is_a_miss(tmp_path) -> None:
         entry.write_bytes(broken if isinstance(broken, bytes) else marshal.dumps({"v": CACHE_VERSION, **broken}))
         misses = cache.misses
         assert cache.get_file("ab" * 32) is None and cache.misses == misses + 1
+
+
+def test_the_decoders_read_the_annotations_as_get_type_hints_does() -> None:
+    """The decoders are built from the facts classes' annotations, read in one evaluation at import
+    (cheaper than `typing.get_type_hints` class by class); they must be what it gives, so a field
+    added with a new type is decoded by the rule `_converter` applies to it."""
+    import typing
+
+    from layoutcheck.model import facts
+
+    assert set(facts._HINTS) == {*facts._FIELDS, facts.Arg, facts.Call, facts.Param}
+    for cls, hints in facts._HINTS.items():
+        expected = typing.get_type_hints(cls)
+        assert hints == expected, cls.__name__
+        assert list(hints) == list(expected), cls.__name__

@@ -114,8 +114,8 @@ def test_staged_run_matches_a_fresh_run(tmp_path: Path, name: str) -> None:
 
 
 def test_readers_of_cached_facts_are_the_decoded_facts_readers() -> None:
-    """`ProjectGraph.readers_of` leaves a cached file's calls undecoded when their JSON does not
-    spell the field: for every field the fixture reads, the readers are those every call decoded
+    """`ProjectGraph.readers_of` leaves a cached file's calls undecoded when their bytes hold no
+    string equal to the field: for every field the fixture reads, the readers are those every call decoded
     gives (`fields_read` of the same project as extracted)."""
     from layoutcheck.lint.runner import run
     from layoutcheck.model.facts import cache_data, from_cache_data
@@ -125,7 +125,7 @@ def test_readers_of_cached_facts_are_the_decoded_facts_readers() -> None:
         fresh = run(["."], use_cache=False, keep_project=True).project
     assert fresh is not None
 
-    def cached(facts):  # as a one-file run reads it from the cache: calls still a JSON string
+    def cached(facts):  # as a one-file run reads it from the cache: calls still `marshal` bytes
         return from_cache_data(marshal.loads(marshal.dumps(cache_data(facts))))
 
     staged = Project([FileModel(f.display, f.relpath, f.module, cached(f.facts), f.checked, is_package=f.is_package)

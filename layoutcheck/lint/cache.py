@@ -25,7 +25,8 @@ relative to another working folder) and only errors that the content itself
 explains (a syntax error, not an unreadable file). Writes go through a
 temporary file and `os.replace`, so a reader never sees half an entry; an
 entry that does not parse is a miss, never a crash. Facts are plain values
-(lists, tuples, strings, numbers: `layoutcheck.model.facts.cache_data`) in
+(lists, tuples, strings, numbers, and the calls as `marshal` bytes of their own, read only when
+the project asks for them: `layoutcheck.model.facts.cache_data`) in
 `marshal`'s format, the one of Python's own ``.pyc`` files and of the replay
 stamps, never pickles: loading one runs nothing and builds no object of the
 project's (the dataclasses are built here, from checked lists), so a cache
@@ -61,7 +62,6 @@ never imports the engine or the rules.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import marshal
 import os
@@ -71,6 +71,7 @@ from layoutcheck.records import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from layoutcheck.digests import sha256_hex
 from layoutcheck.lint.findings import INVALID_INPUT, FileError, FileResult, Finding
 
 if TYPE_CHECKING:
@@ -91,7 +92,7 @@ __all__ = [
     "write_validated_config",
 ]
 
-CACHE_VERSION = 4
+CACHE_VERSION = 5
 
 _SUFFIX = {"files": ".marshal", "runs": ".json"}
 """File entries are `marshal` data (plain values only: `layoutcheck.model.facts.cache_data`), run
@@ -167,7 +168,7 @@ def tool_signature() -> dict[str, Any]:
 def fingerprint(parts: Mapping[str, Any]) -> str:
     """A stable hash of JSON-able ``parts`` (keys sorted)."""
     blob = json.dumps(parts, sort_keys=True, separators=(",", ":"), default=str)
-    return hashlib.sha256(blob.encode()).hexdigest()
+    return sha256_hex(blob.encode())
 
 
 def finding_row(f: Finding) -> list[Any]:
@@ -230,12 +231,12 @@ class ResultCache:
     def key(self, relpath: str, module_name: str | None, digest: str) -> str:
         """The file entry key for one file's content at one place."""
         text = "\0".join((self.fingerprint, relpath, module_name or "", digest))
-        return hashlib.sha256(text.encode()).hexdigest()
+        return sha256_hex(text.encode())
 
     def run_key(self, files: list[tuple[str, ...]]) -> str:
         """The run entry key for a project state: each file's (relpath, module, display, digest, role)."""
         text = "\0".join((self.fingerprint, *("\1".join(f) for f in sorted(files))))
-        return hashlib.sha256(text.encode()).hexdigest()
+        return sha256_hex(text.encode())
 
     def _entry(self, kind: str, key: str) -> str:
         # Sharded by the first two hex digits: no folder grows past a few thousand files. A string,
@@ -460,5 +461,5 @@ def write_validated_config(directory: Path, key: str, settings: CheckSettings) -
 
 def digest(data: bytes) -> str:
     """The content hash a cache key uses."""
-    return hashlib.sha256(data).hexdigest()
+    return sha256_hex(data)
 

@@ -198,11 +198,11 @@ def store(argv: Sequence[str], log: InputLog, writes: Sequence[tuple[int, str]],
     folder = os.path.abspath(REPLAY_DIR)
     if os.path.abspath(os.path.join(cache_dir, "replay")) != folder:
         return False
+    if log.racy():  # before the ~180 modules' stats: a pre-commit run of a file just saved stores none
+        return False
     inputs = dict(log.paths)
     for path in _loaded_modules():
         inputs.setdefault(os.path.abspath(path), stat_key(path))
-    if log.racy():
-        return False
     invocation = _invocation(argv, stdout or sys.stdout, stderr or sys.stderr)
     data = marshal.dumps((invocation, tuple(inputs.items()), tuple(writes), code))
     target = os.path.abspath(_stamp_path(invocation))

@@ -515,6 +515,8 @@ class _Entry:
     from_cache: bool = False
     encoded: bytes | None = None
     """``facts`` as the worker sent them (`_encoded`): the cache's form, written as it is."""
+    light: bool = False
+    """The file is under `test-paths` (and tests are not linted): imports and syntax only."""
 
     def load(self, max_file_bytes: int) -> bytes | FileError:
         """The file's bytes, read now if the stat index spared the read."""
@@ -573,7 +575,7 @@ def run(
     configuration's ``respect-gitignore`` (None: as configured). Raises `ConfigError` for a bad configuration
     or an unknown rule.
     """
-    from hashlib import sha256
+    from layoutcheck.digests import sha256_hex
 
     base = Path(cwd) if cwd is not None else Path.cwd()
     if loaded is None:
@@ -613,7 +615,7 @@ def run(
         data = read_source(source.path, source.display, max_file_bytes)
         if isinstance(data, FileError):
             return data
-        entry = _Entry(source, data, sha256(data).hexdigest(), checked)
+        entry = _Entry(source, data, sha256_hex(data), checked)
         if stat_index is not None:
             stat_index.record(source.path, st, entry.digest)
         return entry
@@ -671,11 +673,12 @@ def run(
         tests = settings.test_paths if not settings.lint_tests else ()
         kept: list[_Entry] = []
         for entry in entries:
-            if not entry.checked:
+            # Each path matched against `test-paths` once (a one-file run has hundreds of context files).
+            entry.light = bool(tests) and any_match(tests, entry.source.relpath) is not None
+            if not entry.checked and entry.light:
                 # Context: tests are not the trainer; the others are read (their facts are only
                 # extracted when their text mentions what the model needs, or it asks for them).
-                if tests and any_match(tests, entry.source.relpath) is not None:
-                    continue
+                continue
             kept.append(entry)
         entries = kept
         tasks: list[_Task] = []
@@ -707,8 +710,7 @@ def run(
                     failed.add(entry.source.path)
                 continue
             rule_indexes = tuple(index[r] for r in chosen.for_path(entry.source.relpath)) if entry.checked else ()
-            light = bool(tests) and any_match(tests, entry.source.relpath) is not None
-            tasks.append((entry.source.display, entry.source.module_name, data, entry.checked, light,
+            tasks.append((entry.source.display, entry.source.module_name, data, entry.checked, entry.light,
                           rule_indexes))
             pending.append(entry)
         reader = _Reader(chosen.rules, settings)
@@ -751,7 +753,7 @@ def run(
                 rules=tuple(chosen.for_path(entry.source.relpath)) if entry.checked else (),
                 is_package=os.path.basename(entry.source.path).startswith("__init__."),
                 local=entry.local,
-                light=bool(tests) and any_match(tests, entry.source.relpath) is not None,
+                light=entry.light,
             ))
         analyses, project = analyse_project(project_files, settings, known_rules=chosen.known_names(),
                                             all_rules=chosen.rules, extract_many=workers.extract)
@@ -825,12 +827,12 @@ def _apply_fixes(project_files: list[Any], analyses: dict[str, Any], results: di
                 written = _write_fix(entry.source.path, result)
                 if written is not None and cache is not None and file.local is not None and file.facts is not None:
                     # Cache what is now on disk: the next run starts warm.
-                    from hashlib import sha256
+                    from layoutcheck.digests import sha256_hex
 
                     from layoutcheck.lint.cache import error_row, finding_row
                     from layoutcheck.model.facts import cache_data
 
-                    key = cache.key(entry.source.relpath, entry.source.module_name, sha256(written).hexdigest())
+                    key = cache.key(entry.source.relpath, entry.source.module_name, sha256_hex(written))
                     cache.put_file(key, {
                         "facts": cache_data(file.facts), "findings": [finding_row(f) for f in file.local[0]],
                         "errors": [error_row(e) for e in file.local[1]], "parsed": bool(file.local[2]),

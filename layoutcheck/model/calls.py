@@ -57,7 +57,7 @@ import copy
 import re
 from collections.abc import Iterator
 
-from layoutcheck.model.syntax import breadth_first, dotted, own_nodes
+from layoutcheck.model.syntax import dotted, forget_nodes, nodes_of, own_nodes
 
 __all__ = ["BATCHES_OF", "COLLATE_AT", "COLLATE_FOR", "methods_assigned", "read_calls_through", "returned_tuple"]
 
@@ -114,10 +114,12 @@ def read_calls_through(tree: ast.Module, source: str) -> ast.Module:
     projections = _projections(tree, source) if "return" in source else {}
     if projections:
         _project(tree, projections)
+        forget_nodes(tree)  # `_projections` listed the nodes before the rewrite
     if _PARTIAL_BOUND.search(source):
         bound = _partials(tree)
         if bound:
             _apply_partials(tree, bound)
+            forget_nodes(tree)
     return tree
 
 
@@ -142,26 +144,30 @@ def _projections(tree: ast.Module, source: str) -> dict[str, int]:
         names &= called
     if not names:
         return {}
-    used: dict[str, int] = {}
+    # The module's nodes by class (`nodes_of`, kept for the readers after this stage; `read_calls_through`
+    # drops them when a rewrite follows). The order of the uses found does not matter: one use that is
+    # not an element, or two elements, and the function is not read as one.
     taken: dict[str, list[int | list[ast.expr]]] = {}
+    for node in nodes_of(tree, ast.Subscript):
+        value = node.value  # type: ignore[attr-defined]
+        if type(value) is ast.Call and type(value.func) is ast.Name and value.func.id in names:
+            index = node.slice  # type: ignore[attr-defined]
+            if isinstance(index, ast.Constant) and type(index.value) is int:
+                taken.setdefault(value.func.id, []).append(index.value)
+    for node in nodes_of(tree, ast.Assign):
+        value = node.value  # type: ignore[attr-defined]
+        if type(value) is ast.Call and type(value.func) is ast.Name and value.func.id in names \
+                and len(node.targets) == 1 and isinstance(node.targets[0], (ast.Tuple, ast.List)):  # type: ignore[attr-defined]
+            taken.setdefault(value.func.id, []).append(node.targets[0].elts)  # type: ignore[attr-defined]
+    if not taken:
+        return {}
+    used: dict[str, int] = {}
     loads: set[str] = set()
-    for node in breadth_first(tree):  # `ast.walk`'s order, without the contexts and operators
-        kind = type(node)
-        if kind is ast.Name:
-            if type(node.ctx) is ast.Load:  # type: ignore[attr-defined]
-                loads.add(node.id)  # type: ignore[attr-defined]
-                if node.id in names:  # type: ignore[attr-defined]
-                    used[node.id] = used.get(node.id, 0) + 1  # type: ignore[attr-defined]
-        elif kind is ast.Subscript or kind is ast.Assign:
-            value = node.value  # type: ignore[attr-defined]
-            if type(value) is not ast.Call or type(value.func) is not ast.Name or value.func.id not in names:
-                continue
-            if kind is ast.Subscript:
-                index = node.slice  # type: ignore[attr-defined]
-                if isinstance(index, ast.Constant) and type(index.value) is int:
-                    taken.setdefault(value.func.id, []).append(index.value)
-            elif len(node.targets) == 1 and isinstance(node.targets[0], (ast.Tuple, ast.List)):  # type: ignore[attr-defined]
-                taken.setdefault(value.func.id, []).append(node.targets[0].elts)  # type: ignore[attr-defined]
+    for node in nodes_of(tree, ast.Name):
+        if type(node.ctx) is ast.Load:  # type: ignore[attr-defined]
+            loads.add(node.id)  # type: ignore[attr-defined]
+            if node.id in taken:  # type: ignore[attr-defined]
+                used[node.id] = used.get(node.id, 0) + 1  # type: ignore[attr-defined]
     out: dict[str, int] = {}
     candidates = {name for name, uses in taken.items() if len(uses) == used.get(name)}
     if not candidates:

@@ -20,18 +20,19 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import marshal
 import types
 from collections.abc import Callable
 from dataclasses import field
 from operator import attrgetter
-from typing import Any, NamedTuple, Union, get_args, get_origin, get_type_hints
+from typing import Any, NamedTuple, Union, get_args, get_origin
 
 from layoutcheck.records import dataclass
 
 __all__ = [
     "FACTS_VERSION", "exclusive_arms", "Arg", "FunctionRef", "Span", "Broadcast", "BucketLiteral", "Call", "Clash", "EntryRead", "PadSide", "FieldWrite", "FileFacts", "Function",
     "MaxCall", "Pad", "Param", "Record", "Rewrite", "Transform", "Zip", "cache_data", "call_names", "calls_may_spell", "ensure_calls", "from_cache_data",
-    "element_call", "from_data", "object_hook", "to_data",
+    "element_call", "ensure_function_calls", "from_data", "object_hook", "to_data",
 ]
 
 FACTS_VERSION = 17
@@ -99,24 +100,40 @@ class Call(NamedTuple):
     """For those calls: the second argument as a canonical unit (`layoutcheck.model.units`)."""
 
 
+_new_tuple = tuple.__new__
+"""Builds a named tuple from a tuple of all its fields without the class's ``__new__`` (a Python
+function with a frame of its own): cached facts hold tens of thousands of calls, arguments and
+parameters, and a one-file run decodes its project's. Only where every field is given."""
+_ARG_DEFAULTS = tuple(Arg._field_defaults[name] for name in Arg._fields[2:])
+_ARG_FIELDS = len(Arg._fields)
+_CALL_DEFAULTS = tuple(Call._field_defaults[name] for name in Call._fields[5:])
+
+
 def _call(data: Any) -> Call:
     """A call back from its cached form, arguments included (`to_data`), every field typed as fresh."""
     if type(data) is Call:
         return data
     callee, span, tick, layout, args, *rest = data
-    return Call(callee, tuple(span), tick, layout, tuple(map(_arg, args)), *rest)
+    if len(rest) > len(_CALL_DEFAULTS):
+        raise TypeError(f"a call of {len(data)} fields")  # as `Call(...)` would: a broken entry
+    return _new_tuple(Call, (callee, tuple(span), tick, layout, tuple(map(_arg, args)), *rest,
+                             *_CALL_DEFAULTS[len(rest):]))
 
 
 def _arg(data: Any) -> Arg:
     """An argument back from its cached form: its tags alone, ``[keyword, tags]``, or every field."""
     kind = type(data)
     if kind is int:
-        return Arg(None, data)
+        return _new_tuple(Arg, (None, data, *_ARG_DEFAULTS))
     if kind is Arg:
         return data
     if len(data) == 2:
-        return Arg(data[0], data[1])
-    return _typed(Arg, data)
+        return _new_tuple(Arg, (data[0], data[1], *_ARG_DEFAULTS))
+    if kind is tuple and len(data) == _ARG_FIELDS:
+        # Every field, from the calls' `marshal` bytes (`_arg_data` wrote the fresh argument's own
+        # values: its tuples are tuples): as it was, without a conversion per field.
+        return _new_tuple(Arg, data)
+    return _typed(Arg, data if kind is list else list(data))  # a list from JSON
 
 
 @dataclass
@@ -195,9 +212,9 @@ class Function:
 
 def _param(data: Any) -> Param:
     if type(data) is str:
-        return Param(data, "pos", None)
+        return _new_tuple(Param, (data, "pos", None))
     if len(data) == 2:
-        return Param(data[0], "pos", data[1])
+        return _new_tuple(Param, (data[0], "pos", data[1]))
     return Param(*data)
 
 
@@ -597,11 +614,13 @@ def _positional(value: Any) -> list[Any]:
 
 def cache_data(facts: FileFacts) -> dict[str, Any]:
     """``facts`` as a cache entry's data (`layoutcheck.lint.cache` writes it with `marshal`): the
-    calls apart, as a JSON string.
+    calls apart, as `marshal` bytes of their own.
 
     A one-file run reads every other file of its project from the cache, and calls are most
     of their bytes; the project decodes a file's calls only when it asks about a name the
-    file calls (`call_names`, `ensure_calls`), so the rest stays an unparsed string. The rest
+    file calls (`call_names`, `ensure_calls`), or one ``def`` 's (`ensure_function_calls`), so the
+    rest stay unread bytes (`marshal` reads them back about three times faster than the JSON they
+    were, tuples as tuples). The rest
     (``core``, `_positional`) keeps its tuples and lists as they are, so reading it back builds
     only the dataclasses and the named tuples (`from_cache_data`): on verl, a one-file run reads
     its project's entries in about half the time JSON with a type tag per object took.
@@ -609,21 +628,27 @@ def cache_data(facts: FileFacts) -> dict[str, Any]:
     pending = facts.__dict__.get("pending_calls")
     if pending is not None:  # read from a cache entry (or a worker), the calls still undecoded: as they came
         core = _positional(dataclasses.replace(facts, functions=[]))
-        core[:1] = [[_positional(function) for function in facts.functions]]
+        functions = []
+        for function in facts.functions:
+            values = _positional(function)
+            if len(values) > _CALLS:
+                values[_CALLS] = ()  # decoded one by one (`ensure_function_calls`): the bytes hold them
+            functions.append(values)
+        core[:1] = [functions]
         return {"core": core, "calls": pending, "names": sorted(facts.__dict__["call_names"])}
     functions, calls = [], []
     for function in facts.functions:
         values = _positional(function)
         if len(values) > _CALLS:
-            calls.append(values[_CALLS])  # `to_data`'s form, kept apart as JSON
+            calls.append(values[_CALLS])  # `to_data`'s form, kept apart as `marshal` bytes
             values[_CALLS] = ()
         else:
-            calls.append([])
+            calls.append(())
         functions.append(values)
     core = _positional(dataclasses.replace(facts, functions=[]))
     core[:1] = [functions]  # `functions` is the first field
     names = sorted({c.callee.rsplit(".", 1)[-1] for f in facts.functions for c in f.calls})
-    return {"core": core, "calls": json.dumps(calls, separators=(",", ":")), "names": names}
+    return {"core": core, "calls": marshal.dumps(calls), "names": names}
 
 
 def from_cache_data(data: Any) -> FileFacts:
@@ -631,7 +656,7 @@ def from_cache_data(data: Any) -> FileFacts:
     if not isinstance(data, dict) or not isinstance(data.get("core"), list):
         raise ValueError("not cached facts")
     calls, names = data["calls"], data["names"]
-    if not isinstance(calls, str) or not isinstance(names, list):
+    if not isinstance(calls, bytes) or not isinstance(names, list):
         raise ValueError("not cached calls")
     facts: FileFacts = _BUILD[FileFacts](data["core"])
     facts.pending_calls = calls  # type: ignore[attr-defined]
@@ -640,20 +665,64 @@ def from_cache_data(data: Any) -> FileFacts:
 
 
 def ensure_calls(facts: FileFacts) -> None:
-    """Decode the calls a cached `FileFacts` still holds as a string (`cache_data`)."""
-    pending = facts.__dict__.pop("pending_calls", None)
+    """Decode the calls a cached `FileFacts` still holds as `marshal` bytes (`cache_data`)."""
+    state = facts.__dict__
+    pending = state.pop("pending_calls", None)
     if pending is None:
         return
-    for function, calls in zip(facts.functions, json.loads(pending)):
-        function.calls = tuple(_call(c) for c in calls)
+    rows = state.pop("call_rows", None)
+    done = state.pop("calls_done", ())
+    for i, (function, calls) in enumerate(zip(facts.functions, marshal.loads(pending) if rows is None else rows)):
+        if i not in done:
+            function.calls = tuple(_call(c) for c in calls)
+
+
+def ensure_function_calls(facts: FileFacts, index: int) -> Function:
+    """Function ``index`` of ``facts``, its calls decoded; the file's other functions' calls stay as
+    they are (`ensure_calls` decodes them when asked).
+
+    The project reads one ``def`` 's calls where a caller binds its arguments (`ProjectGraph.function`):
+    on verl a one-file run asks that of a few dozen ``def`` s in as many cached files, and turning
+    every call of those files into named tuples cost as much as reading them. The file's calls stay
+    pending (`call_names`, `calls_may_spell` and `cache_data` read the bytes, which still hold every
+    call), the rows read are kept for the next ``def`` asked."""
+    function = facts.functions[index]
+    state = facts.__dict__
+    pending = state.get("pending_calls")
+    if pending is None:
+        return function
+    done = state.get("calls_done")
+    if done is None:
+        done = state["calls_done"] = set()
+    if index not in done:
+        rows = state.get("call_rows")
+        if rows is None:
+            rows = state["call_rows"] = marshal.loads(pending)
+        function.calls = tuple(_call(c) for c in rows[index]) if index < len(rows) else ()
+        done.add(index)
+    return function
 
 
 def calls_may_spell(facts: FileFacts, text: str) -> bool:
-    """False only when ``facts`` ' calls are still pending (`cache_data`) and their JSON does not
-    hold ``text`` JSON-quoted, as `cache_data` wrote every string: then no call's argument names
-    it, and the calls can stay undecoded."""
+    """False only when ``facts`` ' calls are still pending (`cache_data`) and their bytes hold no
+    string equal to ``text`` in any of the forms `marshal` writes one in (`_marshal_forms`): then no
+    call's argument names it, and the calls can stay undecoded."""
     pending = facts.__dict__.get("pending_calls")
-    return pending is None or json.dumps(text) in pending
+    return pending is None or any(form in pending for form in _marshal_forms(text))
+
+
+def _marshal_forms(text: str) -> tuple[bytes, ...]:
+    """The bytes `marshal` writes ``text`` as, whole: its type code (interned or not, flagged as
+    referenced or not), its length, its UTF-8 bytes. Each string a dump holds is written so at
+    least once (a later occurrence of the same object may be a reference back to it)."""
+    raw = text.encode("utf-8", "surrogatepass")
+    if text.isascii() and len(raw) < 256:
+        codes, size = b"zZ", bytes([len(raw)])  # TYPE_SHORT_ASCII(_INTERNED)
+    elif text.isascii():
+        codes, size = b"aA", len(raw).to_bytes(4, "little")  # TYPE_ASCII(_INTERNED)
+    else:
+        codes, size = b"ut", len(raw).to_bytes(4, "little")  # TYPE_UNICODE, TYPE_INTERNED
+    return tuple(bytes([code | flag]) + size + raw for code in codes for flag in (0, 0x80))  # 0x80: FLAG_REF
 
 
 def call_names(facts: FileFacts) -> frozenset[str] | None:
@@ -730,6 +799,8 @@ def _converter(hint: Any, native: bool = False) -> _Convert | None:
             item = _converter(args[0], native)
             if item is None:
                 return None if native else tuple
+            if native:  # most are empty (a function's calls are kept apart): kept as they came
+                return lambda v: v if v == () else tuple(map(item, v))
             return lambda v: tuple(map(item, v))
         items = [_converter(a, native) for a in args]
         if all(c is None for c in items):
@@ -739,6 +810,8 @@ def _converter(hint: Any, native: bool = False) -> _Convert | None:
         item = _converter(args[0], native)
         if item is None:
             return None if native else list
+        if native:  # most of a file's lists of facts are empty; `marshal` made each a list of its own
+            return lambda v: v if type(v) is list and not v else list(map(item, v))
         return lambda v: list(map(item, v))
     raise TypeError(f"facts field type {hint!r} has no decoding")
 
@@ -781,16 +854,16 @@ def _builder(cls: type, steps: list[tuple[int, _Convert]]) -> _Convert:
 
 def _arg_data(arg: Arg) -> Any:
     """An argument as `to_data` writes it (its tags alone, ``[keyword, tags]``, or every field), as
-    plain values or a named tuple, which JSON writes as an array all the same."""
+    plain values (`marshal` writes no named tuple; JSON writes a tuple as an array all the same)."""
     if (not arg.params and not arg.text and arg.span is None and arg.keys is None and not arg.fields
             and not arg.bare and not arg.calls):
         return arg.tags if arg.keyword is None else (arg.keyword, arg.tags)
-    return arg
+    return tuple(arg)  # `marshal` writes plain tuples only
 
 
 def _call_data(call: Call) -> tuple[Any, ...]:
-    """A call as `to_data` writes it, for the calls' JSON (`cache_data`): a one-file run writes
-    its own file's entry, and a long file has thousands of calls."""
+    """A call as `to_data` writes it, as plain values, for the calls' bytes (`cache_data`): a one-file
+    run writes its own file's entry, and a long file has thousands of calls."""
     return (*call[:4], tuple(map(_arg_data, call.args)), *call[5:])
 
 
@@ -826,7 +899,24 @@ def _encoder(hint: Any) -> _Convert | None:
     return lambda v: list(map(item, v))
 
 
-_HINTS: dict[type, dict[str, Any]] = {cls: get_type_hints(cls) for cls in (*_FIELDS, Arg, Call, Param)}
+def _type_hints(classes: tuple[type, ...]) -> dict[type, dict[str, Any]]:
+    """What `typing.get_type_hints` gives for each of ``classes`` (tests/test_cache_types.py compares
+    them), evaluated as one expression: the annotations are strings (``from __future__ import
+    annotations``; a named tuple's are `ForwardRef` objects), and `get_type_hints` compiles each of
+    the ~180 apart, a third of this module's import, which every one-file run pays. None of these
+    classes inherits annotations, and every name in them is this module's."""
+    parts = []
+    for cls in classes:
+        own = cls.__dict__.get("__annotations__", {})
+        # A named tuple keeps its annotations as `ForwardRef` objects, a dataclass as strings.
+        texts = {name: getattr(hint, "__forward_arg__", hint) for name, hint in own.items()}
+        parts.append("{" + ",".join(f"{name!r}:({text})" for name, text in texts.items()) + "}")
+    values = eval("(" + ",".join(parts) + ",)", globals())  # noqa: S307 - this module's own annotations
+    return {cls: {name: type(None) if hint is None else hint for name, hint in hints.items()}
+            for cls, hints in zip(classes, values)}
+
+
+_HINTS: dict[type, dict[str, Any]] = _type_hints((*_FIELDS, Arg, Call, Param))
 _CALLS = _FIELDS[Function].index("calls")
 assert _FIELDS[FileFacts][0] == "functions"  # `cache_data` writes them first
 _ENCODE: dict[type, tuple[tuple[int, _Convert], ...]] = {

@@ -33,7 +33,7 @@ from layoutcheck.model.settings import LintSettings
 from layoutcheck.model.summaries import forwarded_calls
 from layoutcheck.model.facts import (
     Arg, Call, FieldWrite, FileFacts, Function, FunctionRef, Param, call_names, calls_may_spell, element_call,
-    ensure_calls,
+    ensure_calls, ensure_function_calls,
 )
 from layoutcheck.model.vocabulary import Vocabulary, vocabulary
 
@@ -84,12 +84,11 @@ class ProjectGraph:
                 self._index.by_name.setdefault(function.qualname.rsplit(".", 1)[-1], []).append((i, j))
         self._mark_tests()
         self._resolved: dict[tuple[int, int, int], FunctionRef | None] = {}
+        self._resolved_dotted: dict[tuple[int, str], FunctionRef | None] = {}
         self._callers_of: dict[FunctionRef, list[tuple[FunctionRef, Call]]] = {}
         self._by_name_cache: dict[str, list[tuple[FunctionRef, Call]]] = {}
         self._by_name_index: dict[str, list[tuple[FunctionRef, Call]]] = {}
         self._indexed_files: set[int] = set()
-        self._files_calling: dict[str, list[int]] | None = None
-        self._files_decoded: list[int] = []
         self._fields_read_in: dict[int, dict[FunctionRef, frozenset[str]]] = {}
         self._static_readers: dict[str, set[FunctionRef]] | None = None
         self._readers: dict[str, frozenset[FunctionRef]] = {}
@@ -126,10 +125,9 @@ class ProjectGraph:
         return not self.files[index].is_test
 
     def function(self, ref: FunctionRef) -> Function:
-        """The ``def`` ``ref`` names, its calls decoded (a cached file keeps them as a string until asked)."""
-        facts = self.files[ref[0]].facts
-        ensure_calls(facts)
-        return facts.functions[ref[1]]
+        """The ``def`` ``ref`` names, its calls decoded (a cached file keeps them as bytes until asked;
+        its other ``def`` s' calls stay so)."""
+        return ensure_function_calls(self.files[ref[0]].facts, ref[1])
 
     def signature(self, ref: FunctionRef) -> Function:
         """The ``def`` ``ref`` names, for what it holds besides its calls (name, class, parameters,
@@ -335,14 +333,18 @@ class ProjectGraph:
             if init is not None:
                 return (i, init)
             return self._unique(callee)
+        # A dotted name (``torch.cat``, ``mod.helper``) reaches the same ``def`` from anywhere in the
+        # file: looked up once per file and name (a file calls the same library functions many times).
+        key = (i, callee)
+        if key in self._resolved_dotted:
+            return self._resolved_dotted[key]
         found = self._lookup(self._absolute(i, callee))
-        if found is not None:
-            return found
-        if file.module:  # `Class.method` of this module
+        if found is None and file.module:  # `Class.method` of this module
             found = self._lookup(f"{file.module}.{callee}")
-            if found is not None:
-                return found
-        return self._unique(callee.rsplit(".", 1)[-1])
+        if found is None:
+            found = self._unique(callee.rsplit(".", 1)[-1])
+        self._resolved_dotted[key] = found
+        return found
 
     def _collate_of(self, caller: FunctionRef, param: str) -> FunctionRef | None:
         """The collate function of the DataLoader the callers of ``caller``'s class constructor pass as its
@@ -444,23 +446,14 @@ class ProjectGraph:
         cached calls decoded (`layoutcheck.model.facts.call_names`)."""
         found = self._by_name_cache.get(name)
         if found is None:
-            if self._files_calling is None:
-                # Per last name, the files that may call it: a cached file's own list of names, or
-                # every name for a file whose calls are decoded already (looked up once, below).
-                self._files_calling = {}
-                self._files_decoded = []
-                for i, file in enumerate(self.files):
-                    if file.is_test:
-                        continue
-                    names = call_names(file.facts)
-                    if names is None:
-                        self._files_decoded.append(i)
-                    else:
-                        for called in names:
-                            self._files_calling.setdefault(called, []).append(i)
-            for i in sorted({*self._files_decoded, *self._files_calling.get(name, ())}):
-                if i in self._indexed_files:
-                    continue
+            # The files that may call it: a cached file whose own set of names holds it, and every
+            # file whose calls are decoded (a few dozen names are asked: a set lookup per file and
+            # name costs less than listing every name of every file; a decoded file adds no call of
+            # another name to this name's list).
+            calling = [i for i, file in enumerate(self.files) if not file.is_test
+                       and i not in self._indexed_files
+                       and ((names := call_names(file.facts)) is None or name in names)]
+            for i in calling:
                 # Index every call of the file by its last name once: later names are lookups.
                 facts = self.files[i].facts
                 ensure_calls(facts)
@@ -645,9 +638,9 @@ class ProjectGraph:
         return out
 
     def readers_of(self, key: str) -> frozenset[FunctionRef]:
-        """The functions whose `fields_read` holds ``key``. A cached file whose calls' text does not
-        spell the key (JSON-quoted, as `cache_data` wrote it) passes it in no argument, so its calls
-        stay undecoded."""
+        """The functions whose `fields_read` holds ``key``. A cached file whose calls' bytes hold no
+        string equal to the key (`calls_may_spell`) passes it in no argument, so its calls stay
+        undecoded."""
         found = self._readers.get(key)
         if found is None:
             if self._static_readers is None:

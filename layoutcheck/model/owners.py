@@ -23,7 +23,7 @@ from layoutcheck.records import dataclass
 from functools import cached_property
 from typing import TYPE_CHECKING
 
-from layoutcheck.model.facts import FieldWrite, FunctionRef, Pad, ensure_calls
+from layoutcheck.model.facts import FieldWrite, FunctionRef, Pad
 from layoutcheck.model.helpers import ProjectHelpers
 from layoutcheck.model.units import atoms, shape
 from layoutcheck.model.vocabulary import Tag
@@ -305,8 +305,7 @@ class ProjectOwners(ProjectHelpers):
         for _ in range(2):
             following = []
             for ref in frontier:
-                ensure_calls(self.files[ref[0]].facts)
-                for call in self.function(ref).calls:
+                for call in self.function(ref).calls:  # its calls decoded, the file's others left as they are
                     target = self.resolve(ref, call)
                     if target is not None and target not in found and target not in self.owners:
                         found.add(target)
@@ -570,8 +569,7 @@ class ProjectOwners(ProjectHelpers):
     def source_ticks(self, ref: FunctionRef) -> tuple[int, ...]:
         """When ``ref`` writes per-sample padded lengths: its own writes, and its calls of any project
         function that writes them (the producer, by whatever name)."""
-        ensure_calls(self.files[ref[0]].facts)
-        function = self.function(ref)
+        function = self.function(ref)  # its calls decoded
         ticks = list(function.source_ticks)
         spaces = self.spaces
         for write in self.writes(ref):

@@ -19,7 +19,9 @@ the project reads the stores and the reads of other modules through them
 from __future__ import annotations
 
 import ast
+from bisect import bisect_left, bisect_right
 from collections.abc import Collection, Iterator
+from operator import itemgetter
 
 from layoutcheck.model.shifts import rolled_left, shift_kind
 from layoutcheck.model.syntax import last_name, nodes, own_nodes, param_names
@@ -48,14 +50,22 @@ def _shift_of(node: ast.AST, name: str) -> str | None:
     return None
 
 
-def _shifters(functions: list[ast.FunctionDef | ast.AsyncFunctionDef]) -> dict[str, str]:
+def _shifters(tree: ast.Module, functions: list[ast.FunctionDef | ast.AsyncFunctionDef]) -> dict[str, str]:
     """Module functions whose return value is a one-position shift of their first parameter -> the kind."""
     out: dict[str, str] = {}
+    # Each function's returns (its nested functions' included, as its `nodes` hold them) found by place
+    # among the module's: a statement lies within a ``def``'s span only when it is in its body. Listing
+    # the nodes of every function instead cost as much as a walk of the whole module.
+    returns_at = sorted((((n.lineno, n.col_offset), n.value) for n in nodes(tree)  # type: ignore[attr-defined]
+                         if type(n) is ast.Return and n.value is not None), key=itemgetter(0))
+    places = [place for place, _ in returns_at]
     for function in functions:
         params = param_names(function)
         if not params or params[0] in ("self", "cls"):
             continue
-        returns = [n.value for n in nodes(function) if isinstance(n, ast.Return) and n.value is not None]
+        first = bisect_left(places, (function.lineno, function.col_offset))
+        last = bisect_right(places, (function.end_lineno or function.lineno, function.end_col_offset or 0))
+        returns = [value for _, value in returns_at[first:last]]
         kinds = {_shift_of(value, params[0]) for value in returns}
         if len(returns) == 1 and len(kinds) == 1 and None not in kinds:
             out[function.name] = kinds.pop()
@@ -90,7 +100,7 @@ def reshifted_fields(tree: ast.Module) -> dict[ast.AST, list[tuple[ast.AST, str]
     """Function (or module) node -> (stored value, where it is shifted again) for each field stored shifted
     and shifted again once read (see the module docs)."""
     functions = [n for n in nodes(tree) if isinstance(n, _FUNCTIONS)]
-    shifters = _shifters(functions)
+    shifters = _shifters(tree, functions)
     if not shifters:
         return {}
     names: dict[str, list] = {}

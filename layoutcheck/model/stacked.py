@@ -33,6 +33,7 @@ from layoutcheck.model.syntax import (
     keyword,
     last_name,
     nodes,
+    nodes_of,
     own_nodes,
     param_names,
     root_name,
@@ -99,8 +100,9 @@ def _zipped_rows(function: ast.FunctionDef | ast.AsyncFunctionDef) -> list[tuple
 def unstacked_row_lists(tree: ast.Module) -> dict[ast.AST, list[tuple[ast.AST, str]]]:
     """Function node -> (the list argument, the stacked rows' name) for each per-row list passed unstacked
     beside stacked rows to a row zipper (see the module docs)."""
-    zips = [n.iter.lineno for n in nodes(tree) if isinstance(n, (ast.For, ast.comprehension))
-            and walked_together(n) is not None]
+    # By class (`nodes_of`): only the lines matter (`spanning` sorts them), not the order found.
+    zips = [n.iter.lineno for kind in (ast.For, ast.comprehension) for n in nodes_of(tree, kind)  # type: ignore[attr-defined]
+            if walked_together(n) is not None]
     if not zips:
         return {}
     functions, by_name = functions_by_name(tree)
@@ -109,10 +111,10 @@ def unstacked_row_lists(tree: ast.Module) -> dict[ast.AST, list[tuple[ast.AST, s
                and (pairs := _zipped_rows(f))}
     if not zippers:
         return {}
-    cats = [n.lineno for n in nodes(tree) if isinstance(n, ast.Call) and _row_stack(n)]
+    cats = [n.lineno for n in nodes_of(tree, ast.Call) if _row_stack(n)]  # type: ignore[attr-defined]
     stackers = {f.name: positions for f in spanning(functions, cats) if unique.get(f.name) is f
                 and (positions := _stacked_positions(f))}
-    calls_at = [n.lineno for n in nodes(tree) if isinstance(n, ast.Call) and last_name(n.func) in zippers]
+    calls_at = [n.lineno for n in nodes_of(tree, ast.Call) if last_name(n.func) in zippers]  # type: ignore[attr-defined]
     out: dict[ast.AST, list[tuple[ast.AST, str]]] = {}
     for function in spanning(functions, calls_at):
         params = set(param_names(function))

@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from itertools import accumulate, chain
 
 __all__ = [
-    "CHILD_FIELDS", "Source", "argument", "breadth_first", "assigned_before", "assigned_once", "call_arguments", "child_fields",
+    "CHILD_FIELDS", "Source", "argument", "assigned_before", "assigned_once", "call_arguments", "child_fields", "forget_nodes", "nodes_of",
     "children", "dotted", "expects_error", "functions_by_name", "index_of", "inline", "int_value", "keyword",
     "last_name", "names_in", "nodes", "own_nodes", "param_names", "parts", "positional", "root_name", "same",
     "spanning", "string_key", "string_value", "target_name", "walk", "walked_together", "constant_test", "live", "switch_like", "switches",
@@ -266,10 +266,37 @@ def nodes(node: ast.AST) -> Iterable[ast.AST]:
     return chain((node,), below)
 
 
-def breadth_first(node: ast.AST) -> Iterator[ast.AST]:
-    """`nodes` without its memo: for a tree that is about to be rewritten (`layoutcheck.model.calls`),
-    whose list of nodes would go stale."""
-    return _walk(node)
+def forget_nodes(node: ast.AST) -> None:
+    """Drop the lists `nodes` and `nodes_of` keep on ``node``: its tree was rewritten
+    (`layoutcheck.model.calls`), and they would go stale."""
+    node.__dict__.pop(_MEMO, None)
+    node.__dict__.pop(_BY_TYPE, None)
+
+
+_BY_TYPE = "_layoutcheck_by_type"
+
+
+def nodes_of(module: ast.Module, kind: type[ast.AST]) -> list[ast.AST]:
+    """The nodes of class ``kind`` among `nodes` of ``module`` (in its order), ``module`` excluded.
+
+    The module-wide readers each look for a few kinds of node (calls, loops, subscripts) in the
+    whole module: one pass sorts its nodes by class and each reader reads only its kinds, not the
+    ~15,000 nodes of a large module each. Kept on the module, as `nodes` keeps its list. The
+    classes are exact: nothing subclasses `ast`'s node classes.
+    """
+    index = module.__dict__.get(_BY_TYPE)
+    if index is None:
+        index = {}
+        below = iter(nodes(module))
+        next(below)  # the module itself
+        for node in below:
+            found = index.get(type(node))
+            if found is None:
+                index[type(node)] = [node]
+            else:
+                found.append(node)
+        module.__dict__[_BY_TYPE] = index
+    return index.get(kind, [])
 
 
 def _walk(node: ast.AST) -> Iterator[ast.AST]:
