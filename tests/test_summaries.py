@@ -355,6 +355,27 @@ class Loss:
     assert _moved(_lint(tmp_path / "patched", {**files, "patch.py": _PATCHES[patch]})) == []
 
 
+@pytest.mark.parametrize("name, receiver", [("attach", "self"), ("attach_routing", "finisher")],
+                         ids=["self", "an instance, under the def's own name"])
+def test_a_function_assigned_onto_another_modules_class_binds_its_receiver_first(tmp_path: Path, name: str,
+                                                                                 receiver: str) -> None:
+    """`def attach_routing(owner, sample, routing)` in one module, assigned onto a class of another
+    (`Finisher.attach = attach_routing`), called `self.attach(sample, routing)` or through an instance: the
+    receiver fills `owner` (whatever it is called), so `routing` receives the left-padded rows the
+    reader takes from each row's start (pad-sides-disagree where they are placed, as with a direct call)."""
+    rollout = (_PAD_SIDES / "rollout.py").read_text().split("def attach_routing")[0]
+    rollout += ("class Finisher:\n    def finish_sample(self, sample, choices):\n"
+                "        routing = routing_tensor(choices, sample[\"input_ids\"], sample[\"attention_mask\"])\n"
+                "        finisher = self\n"
+                f"        return {receiver}.{name}(sample, routing)\n")
+    attach = ("from rollout import Finisher\n\n\ndef attach_routing(owner, sample, routing):\n"
+              "    if routing is not None:\n        sample[\"routing\"] = routing\n    return sample\n\n\n"
+              f"Finisher.{name} = attach_routing\n")
+    placed = next(i for i, line in enumerate(rollout.splitlines(), 1) if "expect: pad-sides-disagree" in line)
+    files = {"replay.py": (_PAD_SIDES / "replay.py").read_text(), "rollout.py": rollout, "attach.py": attach}
+    assert _lint(tmp_path, files) == [("rollout.py", placed, "pad-sides-disagree")]
+
+
 def test_a_call_of_a_forwarder_reads_as_the_call_it_forwards() -> None:
     """`def w(x, **kw): return g(x, **kw)`, then `w(a, k=v)`: the call is `g(a, k=v)`; the positions
     `*args` takes land after the forwarder's own; a missing parameter with a literal default takes it;
