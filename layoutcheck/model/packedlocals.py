@@ -29,9 +29,10 @@ Names play no part.
 from __future__ import annotations
 
 import ast
+from bisect import bisect_left
 from collections.abc import Iterator
 
-from layoutcheck.model.syntax import names_in
+from layoutcheck.model.syntax import names_in, own_nodes
 
 __all__ = ["LOCAL_CONCATENATIONS", "local_packs"]
 
@@ -40,7 +41,6 @@ LOCAL_CONCATENATIONS = ("cat(", "concatenate(", ".extend(")
 whose functions `local_packs` reads (plain searches)."""
 
 _CATS = frozenset({"cat", "concat", "concatenate"})
-_FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
 _COMPREHENSIONS = (ast.ListComp, ast.GeneratorExp)
 _DEPTH = 4
 
@@ -49,14 +49,10 @@ Packed = tuple[str, int, ast.AST]
 
 
 def _own(node: ast.AST) -> Iterator[ast.AST]:
-    """The nodes of ``node``, not those of functions, classes or lambdas defined inside it."""
-    stack = list(ast.iter_child_nodes(node))
-    while stack:
-        current = stack.pop()
-        if isinstance(current, (*_FUNCTIONS, ast.ClassDef, ast.Lambda)):
-            continue
-        yield current
-        stack.extend(ast.iter_child_nodes(current))
+    """The nodes under ``node``, not those of functions, classes or lambdas defined inside it."""
+    found = own_nodes(node)
+    next(found)  # ``node`` itself
+    return found
 
 
 def _walked(node: ast.expr) -> str:
@@ -69,7 +65,7 @@ def _walked(node: ast.expr) -> str:
 def _derived(loop: ast.For | ast.AsyncFor) -> set[str]:
     """The loop's target names and the names bound in its body from them, through one another."""
     derived = names_in(loop.target)
-    body = [n for stmt in loop.body for n in (stmt, *_own(stmt))]
+    body = [n for stmt in loop.body for n in own_nodes(stmt)]
     for _ in range(2):
         for node in body:
             if isinstance(node, ast.Assign) and names_in(node.value) & derived:
@@ -84,7 +80,7 @@ def _one_entry(value: ast.AST) -> bool:
 
 def _size(node: ast.AST) -> bool:
     """Does ``node`` read a size (``len(x)``, ``x.numel()``, ``x.size(0)``, ``x.shape[0]``): where a sample ends?"""
-    for part in (node, *_own(node)):
+    for part in own_nodes(node):
         if isinstance(part, ast.Call) and (
                 (isinstance(part.func, ast.Name) and part.func.id == "len")
                 or (isinstance(part.func, ast.Attribute) and part.func.attr in ("numel", "size"))):
@@ -117,8 +113,7 @@ per sample (where each ends), a sample given a leading axis, or another value pe
 class _Function:
     """One function's local lists filled per sample, and what the values it stores hold per sample."""
 
-    def __init__(self, function: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
-        nodes = list(_own(function))
+    def __init__(self, nodes: list[ast.AST]) -> None:
         self.lists: set[str] = set()
         self.bound: dict[str, list[ast.expr]] = {}
         for node in nodes:
@@ -135,24 +130,34 @@ class _Function:
         self.filled: dict[str, list[Kind]] = {}
         """Per local list: what each loop over samples puts into it (an ``append`` of a sequence is a
         piece once the list is concatenated)."""
-        for node in nodes:
-            if isinstance(node, (ast.For, ast.AsyncFor)):
-                self._fill(node)
+        # only the loops holding a line that grows one of the lists are walked
+        growing = sorted(node.lineno for node in nodes if self._grows(node) is not None)  # type: ignore[attr-defined]
+        if growing:
+            for node in nodes:
+                if isinstance(node, (ast.For, ast.AsyncFor)) and _holds(node, growing):
+                    self._fill(node)
+
+    def _grows(self, node: ast.AST) -> tuple[str, ast.expr, bool] | None:
+        """``(list, value, one entry?)`` when ``node`` grows one of the function's lists."""
+        if isinstance(node, ast.AugAssign) and isinstance(node.op, ast.Add) and isinstance(node.target, ast.Name):
+            if node.target.id in self.lists:
+                value = node.value
+                return (node.target.id, value.elts[0], True) if _one_entry(value) else (node.target.id, value, False)  # type: ignore[attr-defined]
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+                and isinstance(node.func.value, ast.Name) and len(node.args) == 1 and not node.keywords \
+                and node.func.attr in ("append", "extend") and node.func.value.id in self.lists:
+            return node.func.value.id, node.args[0], node.func.attr == "append"
+        return None
 
     def _fill(self, loop: ast.For | ast.AsyncFor) -> None:
         derived = _derived(loop)
         walked = _walked(loop.iter)
-        for node in (n for stmt in loop.body for n in (stmt, *_own(stmt))):
-            name, value, one = None, None, False
-            if isinstance(node, ast.AugAssign) and isinstance(node.op, ast.Add) and isinstance(node.target, ast.Name):
-                name, value = node.target.id, node.value
-                if _one_entry(value):
-                    one, value = True, value.elts[0]  # type: ignore[attr-defined]
-            elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
-                    and isinstance(node.func.value, ast.Name) and len(node.args) == 1 and not node.keywords \
-                    and node.func.attr in ("append", "extend"):
-                name, value, one = node.func.value.id, node.args[0], node.func.attr == "append"
-            if name is None or value is None or name not in self.lists or not names_in(value) & derived:
+        for node in (n for stmt in loop.body for n in own_nodes(stmt)):
+            grown = self._grows(node)
+            if grown is None:
+                continue
+            name, value, one = grown
+            if not names_in(value) & derived:
                 continue
             kind = ("boundary" if _size(value) else "entry") if one else "piece"
             self.filled.setdefault(name, []).append((walked, "row" if _leading_axis(value) else kind, node))
@@ -192,12 +197,18 @@ class _Function:
         return []
 
 
-def _records(function: ast.FunctionDef | ast.AsyncFunctionDef) -> Iterator[list[tuple[str, ast.expr]]]:
+def _holds(node: ast.AST, lines: list[int]) -> bool:
+    """Does ``node`` span one of ``lines`` (sorted)?"""
+    at = bisect_left(lines, node.lineno)  # type: ignore[attr-defined]
+    return at < len(lines) and lines[at] <= (node.end_lineno or node.lineno)  # type: ignore[attr-defined]
+
+
+def _records(nodes: list[ast.AST]) -> Iterator[list[tuple[str, ast.expr]]]:
     """The records the function builds: per local filled by ``rec["k"] = v`` (or started as a dict
     literal), and per other dict literal, its ``(field, value)`` s."""
     by_name: dict[str, list[tuple[str, ast.expr]]] = {}
     named: set[int] = set()
-    for node in _own(function):
+    for node in nodes:
         if isinstance(node, ast.Assign) and len(node.targets) == 1:
             target = node.targets[0]
             if isinstance(target, ast.Name) and isinstance(node.value, ast.Dict):
@@ -207,7 +218,7 @@ def _records(function: ast.FunctionDef | ast.AsyncFunctionDef) -> Iterator[list[
                     and isinstance(target.slice, ast.Constant) and isinstance(target.slice.value, str):
                 by_name.setdefault(target.value.id, []).append((target.slice.value, node.value))
     yield from by_name.values()
-    for node in _own(function):
+    for node in nodes:
         if isinstance(node, ast.Dict) and id(node) not in named:
             yield _entries(node)
 
@@ -219,8 +230,21 @@ def _entries(node: ast.Dict) -> list[tuple[str, ast.expr]]:
 
 def local_packs(function: ast.FunctionDef | ast.AsyncFunctionDef) -> Iterator[Packed]:
     """The packed fields of ``function`` built in locals or comprehensions (see the module docs)."""
-    reading = _Function(function)
-    for record in _records(function):
+    nodes = list(_own(function))
+    record = size = False
+    for node in nodes:  # a record and a size of something, or nothing to find (most functions that join)
+        kind = type(node)
+        if kind is ast.Dict or (kind is ast.Subscript and type(node.ctx) is ast.Store):  # type: ignore[attr-defined]
+            record = True
+        elif (kind is ast.Call and (
+                (type(node.func) is ast.Name and node.func.id == "len")  # type: ignore[attr-defined]
+                or (type(node.func) is ast.Attribute and node.func.attr in ("numel", "size")))) \
+                or (kind is ast.Attribute and node.attr == "shape"):  # type: ignore[attr-defined]
+            size = True
+    if not (record and size):
+        return
+    reading = _Function(nodes)
+    for record in _records(nodes):
         kinds = [(field, reading.kinds(value)) for field, value in record]
         ends = {w for _, found in kinds for w, k, _ in found if k == "boundary"}
         for field, found in kinds:
