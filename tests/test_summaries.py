@@ -629,6 +629,28 @@ def test_a_field_stored_shifted_and_shifted_again_in_other_modules(tmp_path: Pat
     assert found == ([("records.py", line)] if flagged else []), found
 
 
+def test_a_shifter_assigned_onto_a_class_reads_its_side_from_the_arguments_after_the_receiver(
+        tmp_path: Path) -> None:
+    """The head shifts through a method assigned onto its class (`Projector.shift = step`, `step(owner, t,
+    left=True)` in another module), called `self.shift(input_ids, False)`: the receiver fills `owner`, so
+    `False` is `left` and the head shifts the way the dataset's stored value already is (flagged, as when
+    the head calls `step(input_ids, left=False)` itself)."""
+    head = _HEAD.replace("step(input_ids, left=False)", "self.shift(input_ids, False)") + \
+        "\n\nProjector.shift = step\n"
+    files = {
+        "draft/__init__.py": "",
+        "draft/shifts.py": _SHIFTER.replace("def step(t, left=True):", "def step(owner, t, left=True):"),
+        "draft/records.py": _STORED.format(stored='step(None, rec["input_ids"][:limit][None, :], left=False)'),
+        "draft/head.py": head,
+        "train.py": _LOOP.format(imported="from draft.records import StoredRecords",
+                                 dataset="StoredRecords(records, 64)"),
+    }
+    (tmp_path / "draft").mkdir()
+    line = next(i for i, text in enumerate(files["draft/records.py"].splitlines(), 1) if 'out["input_ids"]' in text)
+    found = [(name, at) for name, at, rule in _lint(tmp_path, files) if rule == "transform-applied-twice"]
+    assert found == [("records.py", line)], found
+
+
 @pytest.mark.parametrize(("source", "expected"), [
     ("def f(t):\n    return t[:, 1:]\n", [("f", "t", "first", "first", "")]),
     ("class H:\n    def f(self, x):\n        return torch.cat((x[..., :-1], pad), dim=-1)\n",

@@ -530,12 +530,18 @@ class ProjectGraph:
         """`bind` for ``call`` in ``caller`` reaching ``target`` (`resolve`): a method of a class drops
         ``self`` / ``cls``, and so does a ``def`` the call reaches as a method (`as_method`), whatever its
         first parameter is called, since the receiver fills it."""
+        return self.bind(*self.receiving(caller, call, target))
+
+    def receiving(self, caller: FunctionRef, call: Call, target: FunctionRef) -> tuple[Sequence[Param], Call, bool]:
+        """The arguments of `bind` for ``call`` reaching ``target``: its parameters (less the first when the
+        call reaches a ``def`` outside a class as a method, `as_method`), the call, and whether a
+        ``self`` / ``cls`` first parameter is dropped (a method of a class)."""
         callee = self.signature(target)
         if callee.cls is None and self.as_method(caller, call, target):
             positional = [p for p in callee.params if p.kind in ("posonly", "pos")]
             if positional:
-                return self.bind([p for p in callee.params if p is not positional[0]], call, False)
-        return self.bind(callee.params, call, callee.cls is not None)
+                return [p for p in callee.params if p is not positional[0]], call, False
+        return callee.params, call, callee.cls is not None
 
     def as_method(self, caller: FunctionRef, call: Call, target: FunctionRef) -> bool:
         """Does ``call`` reach ``target``, a ``def`` outside a class, as a method, the receiver bound to

@@ -175,12 +175,12 @@ class _Flow:
             summary = self.summaries.get(target) if target is not None else None
             if summary is None:
                 continue
-            callee = graph.signature(target)
             bound = graph.binding(ref, call, target)
             arg = bound.get(summary[0])
             if arg is None or not arg.bare or len(arg.params) != 1:
                 continue
-            kind = _kind(summary, callee.params, _call_node(call.text), callee.cls is not None)
+            params, _, method = graph.receiving(ref, call, target)
+            kind = _kind(summary, params, _call_node(call.text), method)
             if kind is None:
                 continue
             param = arg.params[0]
