@@ -4,12 +4,13 @@ from collections.abc import Iterator
 
 from layoutcheck.lint.rule import Invalid, ModelRule, Report, Valid
 from layoutcheck.lint.settings import LintSettings
+from layoutcheck.model.packedlocals import LOCAL_CONCATENATIONS
 from layoutcheck.model.packedrows import CONCATENATIONS, ROW_SHIFTS, packed_shifts
 from layoutcheck.model.queries import FileQueries
 
-_SPELLINGS = ROW_SHIFTS + CONCATENATIONS
-"""A shift along a row, or a concatenation onto a record's field: what a shifted read or a packed field
-needs (`layoutcheck.model.packedrows`)."""
+_SPELLINGS = ROW_SHIFTS + CONCATENATIONS + LOCAL_CONCATENATIONS
+"""A shift along a row, or a concatenation onto a record's field or of collected pieces: what a shifted
+read or a packed field needs (`layoutcheck.model.packedrows`, `layoutcheck.model.packedlocals`)."""
 _DROPS = {"first": "drops the first position", "last": "drops the last position"}
 
 
@@ -22,7 +23,14 @@ class ShiftAcrossPackedSamples(ModelRule):
     (`pack["labels"] += labels`, `pack["labels"].extend(labels)`, the value
     read from the sample the loop walks) and records one entry per sample in another field of the same
     record (`pack["lengths"] += [len(tokens)]`, `.append(n)`): each row of the
-    concatenated fields holds several samples back to back. Flags a field
+    concatenated fields holds several samples back to back. The same packing
+    written with locals counts alike: pieces collected per sample in a local
+    list (`rows.append(sample["labels"])`, `.extend`, `+= [x]`) or a
+    comprehension, joined (`torch.cat(rows)`, or the list extended as is),
+    stored into a field of a record that also stores a size of each of the
+    same samples (`lengths.append(len(x))`, `[len(x) for x in samples]`,
+    converted or accumulated); pieces given a leading axis first
+    (`x.unsqueeze(0)`) make a batch of rows, not a packed row. Flags a field
     read from a record (`batch["labels"]`, `batch.pop("labels")`, through a
     local and conversions) and shifted by one position along each row of a
     batch (`labels[..., 1:]`, `x[:, :-1]`, `torch.roll(x, -1, dims=-1)`; a
@@ -65,9 +73,11 @@ class ShiftAcrossPackedSamples(ModelRule):
     ## Known problems
     The field is the meeting point: a module that reads a field of that name
     from unpacked batches only, in a project that also packs it, is flagged
-    too (the same loop often receives both, as it did in torchtune). A packer
-    that concatenates into locals and stores them into a record afterwards is
-    not read.
+    too (the same loop often receives both, as it did in torchtune). A local
+    list grown by `+=` and stored without `cat` is read only in a function
+    that also joins or extends a list (the functions read are found by those
+    spellings); a record built by a constructor (`Batch(labels=...)`) is not
+    read.
 
     ## Fix safety
     No autofix: where each sample's shift belongs is the data pipeline's call.
@@ -195,6 +205,24 @@ def pack_rows(samples):
 """,
             },
         ),
+        Valid(
+            """
+import torch
+
+
+def collate(samples):
+    # each sample given a leading axis, then joined: a batch of rows, one sample each
+    rows, lengths = [], []
+    for sample in samples:
+        rows.append(sample["labels"].unsqueeze(0))
+        lengths.append(len(sample["labels"]))
+    return {"labels": torch.cat(rows), "lengths": torch.tensor(lengths)}
+
+
+def step(model, batch):
+    return model(batch["tokens"]), batch["labels"][:, 1:]
+"""
+        ),
     ]
     invalid = [
         Invalid(
@@ -283,5 +311,46 @@ def pack_rows(samples):
     return pack
 """,
             },
+        ),
+        Invalid(
+            """
+from packing import pack_rows
+
+
+def step(model, batch):
+    labels = batch["labels"]
+    return model(batch["tokens"]), labels[:, 1:]
+""",
+            line=7,
+            message="`rows.append(sample[\"labels\"])` in `pack_rows`",
+            files={
+                "packing.py": """
+import torch
+
+
+def pack_rows(samples):
+    rows, lengths = [], []
+    for sample in samples:
+        rows.append(sample["labels"])
+        lengths.append(len(sample["labels"]))
+    return {"labels": torch.cat(rows), "lengths": torch.tensor(lengths)}
+""",
+            },
+        ),
+        Invalid(
+            """
+import torch
+
+
+def pack_rows(samples):
+    labels = torch.cat([s["labels"] for s in samples])
+    return {"labels": labels, "cu_seqlens": torch.cumsum(torch.tensor([len(s["labels"]) for s in samples]), 0)}
+
+
+def step(model, batch):
+    return model(batch["tokens"]), batch["labels"][..., 1:]
+""",
+            line=11,
+            message="`[s[\"labels\"] for s in samples]` in `pack_rows`",
         ),
     ]

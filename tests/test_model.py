@@ -687,3 +687,61 @@ def test_a_rewrite_reached_as_a_method_assigned_in_another_module_runs_after_the
         found = run(["."], cwd=tmp_path, loaded=loaded, jobs=1).findings
         assert [(f.path, f.line, f.rule) for f in found] == [("trainer/mm.py", 2, "lengths-mutated-after-owner")]
         assert "`Loader.get_batch` (trainer/loader.py:2) calls `expand_in_place`" in found[0].message
+
+
+_PACKERS = {
+    "a record's field, in the loop": (
+        'pack = {"labels": [], "lengths": []}\n    for sample in samples:\n'
+        '        pack["labels"] += sample["labels"]\n        pack["lengths"] += [len(sample["labels"])]\n'
+        '    return pack'),
+    "append, then cat": (
+        'rows, lengths = [], []\n    for sample in samples:\n        rows.append(sample["labels"])\n'
+        '        lengths.append(len(sample["labels"]))\n'
+        '    return {"labels": torch.cat(rows), "lengths": torch.tensor(lengths)}'),
+    "+= [x] through enumerate, stored through a local": (
+        'rows = []\n    ends = [0]\n    for i, sample in enumerate(samples):\n        rows += [sample["labels"]]\n'
+        '        ends.append(ends[-1] + sample["labels"].numel())\n    labels = torch.cat(rows, dim=0)\n'
+        '    out = {}\n    out["labels"] = labels\n    out["cu_seqlens"] = torch.tensor(ends)\n    return out'),
+    "extend, stored as is": (
+        'rows, sizes = [], []\n    for sample in samples:\n        rows.extend(sample["labels"])\n'
+        '        sizes += [len(sample["labels"])]\n    return {"labels": rows, "sizes": sizes}'),
+    "comprehensions": (
+        'labels = torch.cat([s["labels"] for s in samples])\n'
+        '    return {"labels": labels, "lengths": [len(s["labels"]) for s in samples]}'),
+}
+
+
+@pytest.mark.parametrize("body", list(_PACKERS.values()), ids=list(_PACKERS))
+def test_a_packer_is_read_however_it_collects_its_samples(body: str) -> None:
+    """A field a loop packs samples into, with where each sample ends stored beside it: on a record's
+    field in the loop, in a local list appended, extended or grown by `+=` then joined and stored, or in
+    comprehensions (the loop written as one expression), the field is packed alike (issue 28: a loop
+    with `append` is a comprehension)."""
+    source = f"import torch\n\n\ndef pack_rows(samples):\n    {body}\n"
+    packed = extract(source, LintSettings()).packed_rows[0]
+    assert [(field, name) for field, _, _, name in packed] == [("labels", "pack_rows")]
+
+
+_NOT_PACKERS = {
+    "samples given a leading axis (a batch of rows)": (
+        'rows, lengths = [], []\n    for sample in samples:\n        rows.append(sample["labels"].unsqueeze(0))\n'
+        '        lengths.append(len(sample["labels"]))\n'
+        '    return {"labels": torch.cat(rows), "lengths": torch.tensor(lengths)}'),
+    "no size of each sample beside it": (
+        'rows, ids = [], []\n    for sample in samples:\n        rows.append(sample["labels"])\n'
+        '        ids.append(sample["id"])\n    return {"labels": torch.cat(rows), "ids": ids}'),
+    "the sizes of other samples": (
+        'rows = []\n    for sample in samples:\n        rows.append(sample["labels"])\n'
+        '    return {"labels": torch.cat(rows), "lengths": [len(o) for o in samples[1:]]}'),
+    "the sizes stored in another record": (
+        'labels = torch.cat([s["labels"] for s in samples])\n'
+        '    meta = {"lengths": [len(s["labels"]) for s in samples]}\n    return {"labels": labels}, meta'),
+}
+
+
+@pytest.mark.parametrize("body", list(_NOT_PACKERS.values()), ids=list(_NOT_PACKERS))
+def test_a_join_without_each_samples_end_beside_it_packs_nothing(body: str) -> None:
+    """Samples joined into a batch of rows, or joined with nothing recording where each one ends in the
+    same record: not a packer."""
+    source = f"import torch\n\n\ndef pack_rows(samples):\n    {body}\n"
+    assert extract(source, LintSettings()).packed_rows[0] == ()

@@ -355,6 +355,72 @@ class Loss:
     assert _moved(_lint(tmp_path / "patched", {**files, "patch.py": _PATCHES[patch]})) == []
 
 
+@pytest.mark.parametrize("name, receiver", [("attach", "self"), ("attach_routing", "finisher")],
+                         ids=["self", "an instance, under the def's own name"])
+def test_a_function_assigned_onto_another_modules_class_binds_its_receiver_first(tmp_path: Path, name: str,
+                                                                                 receiver: str) -> None:
+    """`def attach_routing(owner, sample, routing)` in one module, assigned onto a class of another
+    (`Finisher.attach = attach_routing`), called `self.attach(sample, routing)` or through an instance: the
+    receiver fills `owner` (whatever it is called), so `routing` receives the left-padded rows the
+    reader takes from each row's start (pad-sides-disagree where they are placed, as with a direct call)."""
+    rollout = (_PAD_SIDES / "rollout.py").read_text().split("def attach_routing")[0]
+    rollout += ("class Finisher:\n    def finish_sample(self, sample, choices):\n"
+                "        routing = routing_tensor(choices, sample[\"input_ids\"], sample[\"attention_mask\"])\n"
+                "        finisher = self\n"
+                f"        return {receiver}.{name}(sample, routing)\n")
+    attach = ("from rollout import Finisher\n\n\ndef attach_routing(owner, sample, routing):\n"
+              "    if routing is not None:\n        sample[\"routing\"] = routing\n    return sample\n\n\n"
+              f"Finisher.{name} = attach_routing\n")
+    placed = next(i for i, line in enumerate(rollout.splitlines(), 1) if "expect: pad-sides-disagree" in line)
+    files = {"replay.py": (_PAD_SIDES / "replay.py").read_text(), "rollout.py": rollout, "attach.py": attach}
+    assert _lint(tmp_path, files) == [("rollout.py", placed, "pad-sides-disagree")]
+
+
+@pytest.mark.parametrize("patch", ["Cls.name = f", "setattr(Cls, name, f)"])
+def test_a_patch_module_with_no_call_is_read_whichever_rules_run(tmp_path: Path, patch: str) -> None:
+    """`patch.py` only imports the class and the helper and assigns one onto the other (no `def`, no call):
+    no rule's text prefilter asks for it, yet the link it makes decides the finding. With the one rule
+    selected, it is read as with every rule: `routing` reaches `attach_routing` (pad-sides-disagree)."""
+    rollout = (_PAD_SIDES / "rollout.py").read_text().split("def attach_routing")[0]
+    rollout += ("class Finisher:\n    def finish_sample(self, sample, choices):\n"
+                "        routing = routing_tensor(choices, sample[\"input_ids\"], sample[\"attention_mask\"])\n"
+                "        return self.attach(sample, routing)\n")
+    attach = ("def attach_routing(owner, sample, routing):\n    if routing is not None:\n"
+              "        sample[\"routing\"] = routing\n    return sample\n")
+    assign = "Finisher.attach = attach_routing\n" if patch == "Cls.name = f" else \
+        'setattr(Finisher, "attach", attach_routing)\n'
+    placed = next(i for i, line in enumerate(rollout.splitlines(), 1) if "expect: pad-sides-disagree" in line)
+    files = {"replay.py": (_PAD_SIDES / "replay.py").read_text(), "rollout.py": rollout, "attach.py": attach,
+             "patch.py": "from rollout import Finisher\nfrom attach import attach_routing\n\n" + assign}
+    for name, text in files.items():
+        (tmp_path / name).write_text(text)
+    result = run([tmp_path], cwd=tmp_path, use_cache=False, jobs=1, loaded=LoadedConfig(None, tmp_path, {}, TABLE),
+                 overrides=SelectionOverrides(preview=True, select=("pad-sides-disagree",)))
+    assert not result.errors, result.errors
+    assert [(Path(f.path).name, f.line, f.rule) for f in result.findings] == [
+        ("rollout.py", placed, "pad-sides-disagree")]
+
+
+def test_a_script_looping_over_a_dataloader_at_top_level_binds_its_collate_result(tmp_path: Path) -> None:
+    """`main.py` is a script: at module level, `for routing in DataLoader(ds, collate_fn=collate):
+    consume(...)`, no `def`. Its loop binds what `collate` (`data.py`, rows placed on the left) returns, as a
+    loop in a function does, and `consume` (another module) stores it as the field `replay.py` reads from
+    each row's start (pad-sides-disagree where `data.py` places the rows)."""
+    rollout = (_PAD_SIDES / "rollout.py").read_text().split("def attach_routing")[0]
+    placed = next(i for i, line in enumerate(rollout.splitlines(), 1) if "expect: pad-sides-disagree" in line)
+    files = {
+        "replay.py": (_PAD_SIDES / "replay.py").read_text(),
+        "data.py": rollout + _COLLATE,
+        "consumer.py": ("from replay import replay_inputs\n\n\ndef consume(routing, cu_seqlens, max_len):\n"
+                        "    sample = {}\n    sample[\"routing\"] = routing\n"
+                        "    return replay_inputs(sample, cu_seqlens, max_len)\n"),
+        "main.py": ("from torch.utils.data import DataLoader\nfrom data import collate\nfrom consumer import consume\n"
+                    "from config import ds, cu_seqlens, max_len\n\n"
+                    "for routing in DataLoader(ds, collate_fn=collate):\n    consume(routing, cu_seqlens, max_len)\n"),
+    }
+    assert _lint(tmp_path, files) == [("data.py", placed, "pad-sides-disagree")]
+
+
 def test_a_call_of_a_forwarder_reads_as_the_call_it_forwards() -> None:
     """`def w(x, **kw): return g(x, **kw)`, then `w(a, k=v)`: the call is `g(a, k=v)`; the positions
     `*args` takes land after the forwarder's own; a missing parameter with a literal default takes it;
@@ -561,6 +627,28 @@ def test_a_field_stored_shifted_and_shifted_again_in_other_modules(tmp_path: Pat
     line = next(i for i, text in enumerate(files["draft/records.py"].splitlines(), 1) if 'out["input_ids"]' in text)
     found = [(name, at) for name, at, rule in _lint(tmp_path, files) if rule == "transform-applied-twice"]
     assert found == ([("records.py", line)] if flagged else []), found
+
+
+def test_a_shifter_assigned_onto_a_class_reads_its_side_from_the_arguments_after_the_receiver(
+        tmp_path: Path) -> None:
+    """The head shifts through a method assigned onto its class (`Projector.shift = step`, `step(owner, t,
+    left=True)` in another module), called `self.shift(input_ids, False)`: the receiver fills `owner`, so
+    `False` is `left` and the head shifts the way the dataset's stored value already is (flagged, as when
+    the head calls `step(input_ids, left=False)` itself)."""
+    head = _HEAD.replace("step(input_ids, left=False)", "self.shift(input_ids, False)") + \
+        "\n\nProjector.shift = step\n"
+    files = {
+        "draft/__init__.py": "",
+        "draft/shifts.py": _SHIFTER.replace("def step(t, left=True):", "def step(owner, t, left=True):"),
+        "draft/records.py": _STORED.format(stored='step(None, rec["input_ids"][:limit][None, :], left=False)'),
+        "draft/head.py": head,
+        "train.py": _LOOP.format(imported="from draft.records import StoredRecords",
+                                 dataset="StoredRecords(records, 64)"),
+    }
+    (tmp_path / "draft").mkdir()
+    line = next(i for i, text in enumerate(files["draft/records.py"].splitlines(), 1) if 'out["input_ids"]' in text)
+    found = [(name, at) for name, at, rule in _lint(tmp_path, files) if rule == "transform-applied-twice"]
+    assert found == [("records.py", line)], found
 
 
 @pytest.mark.parametrize(("source", "expected"), [

@@ -146,9 +146,10 @@ def file_facts(
     light: bool = False,
 ) -> FileFacts:
     """The facts of one file: extracted when a selected model rule's prefilter (or the model's own
-    needles) lets it through; else only its imports, by a text scan, and for a checked file its
+    needles, or an assignment of a function onto a class: `may_assign_methods`) lets it through; else only its imports, by a text scan, and for a checked file its
     syntax (a syntax error is a finding wherever it is). ``light`` (a test or benchmark) asks
     for imports and syntax only (`ProjectFile.light`)."""
+    from layoutcheck.model.calls import may_assign_methods
     from layoutcheck.model.extract import extract
     from layoutcheck.model.facts import FileFacts, Function
     from layoutcheck.model.imports import scan_imports
@@ -157,6 +158,8 @@ def file_facts(
     model_rules = _model_rules(rules)
     if not light and model_rules and (
         vocabulary(settings).matters(source) or any(rule.could_match(source, settings) for rule in model_rules)
+        # a patch module (``Cls.forward = fn``, no call) links a function to the class's callers elsewhere
+        or may_assign_methods(source)
     ):
         return extract(source, settings)
     if checked:

@@ -59,7 +59,10 @@ from collections.abc import Iterator
 
 from layoutcheck.model.syntax import dotted, forget_nodes, nodes_of, own_nodes
 
-__all__ = ["BATCHES_OF", "COLLATE_AT", "COLLATE_FOR", "methods_assigned", "read_calls_through", "returned_tuple"]
+__all__ = [
+    "BATCHES_OF", "COLLATE_AT", "COLLATE_FOR", "may_assign_methods", "methods_assigned", "read_calls_through",
+    "returned_tuple",
+]
 
 _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
 _ELEMENT_OF_CALL = re.compile(r"^.*\)[ \t]*\[[ \t]*-?\d+[ \t]*\].*$", re.MULTILINE)
@@ -391,7 +394,8 @@ def _loader_loops(tree: ast.Module) -> list[tuple[ast.For, ast.expr, int]]:
                     if collate is not None and isinstance(target, ast.Attribute) \
                             and isinstance(target.value, ast.Name) and target.value.id == me:
                         by_attr[(id(cls), target.attr)] = collate
-    for function in (n for n in ast.walk(tree) if isinstance(n, _FUNCTIONS)):
+    # the module's own statements too: a script's top level is code like a function's
+    for function in (tree, *(n for n in ast.walk(tree) if isinstance(n, _FUNCTIONS))):
         local = _local_loaders(function)
         cls = methods.get(id(function))
         me = _instance(function) if cls is not None else None
@@ -517,6 +521,13 @@ def _onto_a_class(source: str, match: re.Match[str]) -> bool:
     return not line.startswith(("self.", "cls."))
 
 
+def may_assign_methods(source: str) -> bool:
+    """May the module assign a function onto a class (`methods_assigned`)? A text test: a module that
+    does nothing else (a patch module: imports, then ``Cls.forward = fn``) still links the function to the
+    class's callers, so the lint reads it whatever the rules' prefilters say."""
+    return any(_onto_a_class(source, m) for m in _ASSIGNED_ONTO.finditer(source))
+
+
 def methods_assigned(tree: ast.Module, source: str) -> tuple[tuple[str, str], ...]:
     """Functions assigned onto a class anywhere in the module, as written: ``Cls.name = f``,
     ``mod.Cls.name = f`` or ``setattr(Cls, "name", f)`` (in a function too, as a monkey patch is), as
@@ -524,7 +535,7 @@ def methods_assigned(tree: ast.Module, source: str) -> tuple[tuple[str, str], ..
     ``self.name(...)`` in a method of that class, in any module, as a call of ``f``
     (`ProjectGraph.resolve`); a target or value that is not a chain of names is left out, and so is
     one the project cannot resolve (a local, ``obj.__class__``)."""
-    if not any(_onto_a_class(source, m) for m in _ASSIGNED_ONTO.finditer(source)):
+    if not may_assign_methods(source):
         return ()
     out: list[tuple[str, str]] = []
     for node, params in _statements(tree):
@@ -727,7 +738,8 @@ def _hand_collate_on(tree: ast.Module) -> None:
     """Each call that passes a DataLoader given ``collate_fn=f`` (built there, or a local bound to one once)
     gets the keyword `COLLATE_AT` / `COLLATE_FOR` with ``f(loader)`` beside it (in place), on the
     loader's position: what a constructor that stores the loader and loops over it binds."""
-    for function in (n for n in ast.walk(tree) if isinstance(n, _FUNCTIONS)):
+    # the module's own statements too: a script's top level is code like a function's
+    for function in (tree, *(n for n in ast.walk(tree) if isinstance(n, _FUNCTIONS))):
         local = _local_loaders(function)
         calls = [n for n in own_nodes(function)
                  if isinstance(n, ast.Call) and isinstance(n.func, (ast.Name, ast.Attribute))]

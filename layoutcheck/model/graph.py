@@ -519,6 +519,36 @@ class ProjectGraph:
                 out[arg.keyword] = arg
         return out
 
+    def binding(self, caller: FunctionRef, call: Call, target: FunctionRef) -> dict[str, Arg]:
+        """`bind` for ``call`` in ``caller`` reaching ``target`` (`resolve`): a method of a class drops
+        ``self`` / ``cls``, and so does a ``def`` the call reaches as a method (`as_method`), whatever its
+        first parameter is called, since the receiver fills it."""
+        return self.bind(*self.receiving(caller, call, target))
+
+    def receiving(self, caller: FunctionRef, call: Call, target: FunctionRef) -> tuple[Sequence[Param], Call, bool]:
+        """The arguments of `bind` for ``call`` reaching ``target``: its parameters (less the first when the
+        call reaches a ``def`` outside a class as a method, `as_method`), the call, and whether a
+        ``self`` / ``cls`` first parameter is dropped (a method of a class)."""
+        callee = self.signature(target)
+        if callee.cls is None and self.as_method(caller, call, target):
+            positional = [p for p in callee.params if p.kind in ("posonly", "pos")]
+            if positional:
+                return [p for p in callee.params if p is not positional[0]], call, False
+        return callee.params, call, callee.cls is not None
+
+    def as_method(self, caller: FunctionRef, call: Call, target: FunctionRef) -> bool:
+        """Does ``call`` reach ``target``, a ``def`` outside a class, as a method, the receiver bound to
+        its first parameter? So it is when the call is an attribute (``self.name(...)``,
+        ``obj.name(...)``) spelt with a name ``target`` is assigned onto a class under (`other_names`),
+        and that attribute is not the ``def`` itself named through a module (``mod.name(...)``)."""
+        head, dot, name = call.callee.rpartition(".")
+        if not dot or head.startswith("*") or name not in self._assigned_names.get(target, ()):
+            return False
+        i = caller[0]
+        module = self.files[i].module
+        return self._lookup(self._absolute(i, call.callee)) != target and not (
+            module and self._lookup(f"{module}.{call.callee}") == target)
+
     def bound_calls(self, ref: FunctionRef, want: Callable[[Call], bool] | None = None,
                     ) -> Iterator[tuple[Call, FunctionRef, dict[str, Arg]]]:
         """The calls of ``ref`` (those ``want`` keeps) that reach a ``def`` of the tree, with the
@@ -529,8 +559,7 @@ class ProjectGraph:
             target = self.resolve(ref, call)
             if target is None:
                 continue
-            callee = self.signature(target)
-            yield call, target, self.bind(callee.params, call, callee.cls is not None)
+            yield call, target, self.binding(ref, call, target)
 
     @staticmethod
     def passes(call: Call, name: str, position: int | None) -> bool:

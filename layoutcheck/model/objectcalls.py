@@ -214,9 +214,8 @@ def _applied(graph: ProjectGraph) -> frozenset[FunctionRef]:
     for _ in range(_DEPTH):
         later = []
         for ref in frontier:
-            signature = graph.signature(ref)
             for caller, call in graph.callers_of(ref):
-                bound = graph.bind(signature.params, call, signature.cls is not None)
+                bound = graph.binding(caller, call, ref)
                 args = [bound.get(name) for name in gated[ref]]
                 if any(arg is None or arg.text == "False" for arg in args):
                     continue

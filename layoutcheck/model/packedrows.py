@@ -30,6 +30,7 @@ from bisect import bisect_left
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
+from layoutcheck.model.packedlocals import LOCAL_CONCATENATIONS, local_packs
 from layoutcheck.model.shifts import rolled_left, shift_kind
 from layoutcheck.model.syntax import int_value, names_in
 
@@ -270,7 +271,8 @@ def packed_rows(tree: ast.Module, text: str) -> PackedRows:
     functions (and loops) that span a line spelling a concatenation onto a field, or a row shift."""
     concatenations = _lines(CONCATENATIONS, text) if "+=" in text or ".extend(" in text else []
     shifts = _lines(ROW_SHIFTS, text) if "1:" in text or ":-1" in text or "roll(" in text else []
-    if not (concatenations or shifts):
+    joins = _lines(LOCAL_CONCATENATIONS, text) if "cat" in text or ".extend(" in text else []
+    if not (concatenations or shifts or joins):
         return (), ()
     packed: list[PackedField] = []
     reads: list[ShiftedRead] = []
@@ -278,7 +280,7 @@ def packed_rows(tree: ast.Module, text: str) -> PackedRows:
     def visit(body: list[ast.stmt], prefix: str) -> None:
         for stmt in body:
             if isinstance(stmt, ast.ClassDef):
-                if _spans(stmt, concatenations) or _spans(stmt, shifts):
+                if _spans(stmt, concatenations) or _spans(stmt, shifts) or _spans(stmt, joins):
                     visit(stmt.body, f"{prefix}{stmt.name}.")
             elif isinstance(stmt, _FUNCTIONS):
                 name = prefix + stmt.name
@@ -287,6 +289,8 @@ def packed_rows(tree: ast.Module, text: str) -> PackedRows:
                     for node in _statements(stmt.body):
                         if lists and isinstance(node, (ast.For, ast.AsyncFor)) and _spans(node, concatenations):
                             packed.extend(_loop_packs(node, name, text, lists))
+                if _spans(stmt, joins):  # pieces collected in locals or a comprehension, then joined
+                    packed.extend((field, line, _segment(text, node), name) for field, line, node in local_packs(stmt))
                 if _spans(stmt, shifts):
                     reads.extend(_function_reads(stmt, name, text, shifts))
                 visit([s for s in stmt.body if isinstance(s, (*_FUNCTIONS, ast.ClassDef))], f"{name}.")

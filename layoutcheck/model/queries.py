@@ -186,7 +186,7 @@ class FileQueries:
                 tail = call.callee.rsplit(".", 1)[-1]
                 if target is not None:
                     callee = project.signature(target)  # its parameters: the callee's own calls stay undecoded
-                    bound = project.bind(callee.params, call, callee.cls is not None)
+                    bound = project.binding(caller, call, target)
                     slots = spaces.padded_slots(target)
                     name = callee.qualname.rsplit(".", 1)[-1]
                     for param, arg in bound.items():

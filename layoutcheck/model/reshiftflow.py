@@ -135,8 +135,7 @@ class _Flow:
         parsed = _call_node(call.text)
         agreed: dict[int, tuple[str, FunctionRef]] | None = None
         for ref in targets:
-            callee = graph.signature(ref)
-            bound = graph.bind(callee.params, call, callee.cls is not None)
+            bound = graph.binding(caller, call, ref)
             applied = self.applied(ref, parsed)
             mine = {k: (applied[name], ref) for k, arg in enumerate(call.args)
                     for name, given in bound.items() if given is arg and name in applied}
@@ -176,12 +175,12 @@ class _Flow:
             summary = self.summaries.get(target) if target is not None else None
             if summary is None:
                 continue
-            callee = graph.signature(target)
-            bound = graph.bind(callee.params, call, callee.cls is not None)
+            bound = graph.binding(ref, call, target)
             arg = bound.get(summary[0])
             if arg is None or not arg.bare or len(arg.params) != 1:
                 continue
-            kind = _kind(summary, callee.params, _call_node(call.text), callee.cls is not None)
+            params, _, method = graph.receiving(ref, call, target)
+            kind = _kind(summary, params, _call_node(call.text), method)
             if kind is None:
                 continue
             param = arg.params[0]

@@ -87,9 +87,8 @@ class Sides:
                 function = project.function(target)
                 found += self.origins(target, side, True, function.returns_calls, (), depth + 1)
         for name in params:
-            function = project.function(ref)
             for caller, call in project.callers_of(ref):
-                arg = project.bind(function.params, call, function.cls is not None).get(name)
+                arg = project.binding(caller, call, ref).get(name)
                 if arg is not None:
                     found += self.origins(caller, side, bool(arg.tags & (_LEFT | _RIGHT)), arg.calls, arg.params,
                                           depth + 1)

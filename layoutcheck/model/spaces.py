@@ -279,7 +279,7 @@ class Spaces:
         self._params[key] = own  # a cycle reads what is known so far
         out = own
         for caller, call in self.project.callers_of(ref):
-            arg = self.project.bind(function.params, call, function.cls is not None).get(name)
+            arg = self.project.binding(caller, call, ref).get(name)
             if arg is not None:
                 out |= self.arg(arg, caller, depth + 1) & ~(BCAST | MAX)
         self._params[key] = out
@@ -291,11 +291,10 @@ class Spaces:
         if key in self._param_fields:
             return self._param_fields[key]
         self._param_fields[key] = frozenset()
-        function = self.project.signature(ref)
         found: set[str] = set()
         if depth <= _DEPTH:
             for caller, call in self.project.callers_of(ref):
-                arg = self.project.bind(function.params, call, function.cls is not None).get(name)
+                arg = self.project.binding(caller, call, ref).get(name)
                 if arg is not None:
                     found |= set(arg.fields)
                     for outer in arg.params:
@@ -334,8 +333,7 @@ class Spaces:
         for ref, call, target in self._passing_calls(project.target_names(reach)):
             if target not in reach:
                 continue
-            callee = project.signature(target)
-            for param, arg in project.bind(callee.params, call, callee.cls is not None).items():
+            for param, arg in project.binding(ref, call, target).items():
                 if arg.bare and arg.params:
                     passes.append((ref, arg.params[0], target, param))
         for _ in range(_ROUNDS):
