@@ -452,6 +452,7 @@ class _BoundaryCalls:
         self.calls = 0
         self.one = spec.samples == 1
         self.content = [f for f in spec.fields if f.source is not None]
+        self._data_keys = tuple((k, "data:" + k) for f in self.content for k in (f.key, f.source.text))  # type: ignore[union-attr]
         self.by_key = {f.key: f for f in spec.fields}
         self.units_by_coordinates = not any(u.parameters for u in spec.units)
         """Whether the units are a function of the coordinates alone (literals, ``tp``, ``cp``): kept per coordinates."""
@@ -763,16 +764,15 @@ class _BoundaryCalls:
         got: dict[str, Any] = {}
         tensors: list[Any] = []
         owned = self._owned
-        for f in self.content:  # the data B6 compares: plain tensors (the plan's kinds), on the host
-            for k in (f.key, f.source.text):  # type: ignore[union-attr]
-                value = read[k]
-                if type(value) is list:
-                    tensors += value
-                    if k not in owned:
-                        value = list(value)  # the worker reads it later: the trainer may refill its own list
-                else:
-                    tensors.append(value)
-                got["data:" + k] = value
+        for k, data in self._data_keys:  # the data B6 compares: plain tensors (the plan's kinds), on the host
+            value = read[k]
+            if type(value) is list:
+                tensors += value
+                if k not in owned:
+                    value = list(value)  # the worker reads it later: the trainer may refill its own list
+            else:
+                tensors.append(value)
+            got[data] = value
         if not all(map(_IS_CPU, tensors)):  # device tensors: the full check takes a snapshot
             return key
         self._fast_missed = 0
