@@ -783,18 +783,20 @@ class _BoundaryCalls:
         checker.checked["boundary calls"] += 1
         if got:
             pads = {key: expr.value if expr.code is None else expr.evaluate(call, coords) for key, expr in self._pads}
-            pending = _Call(self.calls, f"{spec.target} (call {self.calls})", coords, scheme, units, tight, readings,
-                            pads, stream_units)
+            k = self.calls
             worker = checker.values_worker
             try:
                 version = background_checks.version_sum(tensors) if worker is not None else None
             except RuntimeError:  # an inference tensor keeps no version counter: checked in the call
                 version = None
             if version is None:
+                pending = _Call(k, f"{spec.target} (call {k})", coords, scheme, units, tight, readings, pads, stream_units)
                 checker._report(self._values(pending, got, bound, sizes, False))
-            else:  # `_values`' job, made here from what the fast reading already knows of these tensors
-                job = background_checks.Job(spec.target, lambda: self._content(pending, got, bound, sizes),
-                                            tensors, version)
+            else:  # `_values`' job, made here from what the fast reading already knows of these tensors; the call's
+                # record (`_Call`) is made by the worker, from values taken now
+                job = background_checks.Job(spec.target, lambda: self._content(
+                    _Call(k, f"{spec.target} (call {k})", coords, scheme, units, tight, readings, pads, stream_units),
+                    got, bound, sizes), tensors, version)
                 if not worker.submit(job):  # type: ignore[union-attr]
                     checker._report(checker._outcomes([worker.run_here(job)]))  # type: ignore[union-attr]
         return None

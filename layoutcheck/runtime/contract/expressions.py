@@ -352,6 +352,8 @@ class Expr:
             return self.value
         if self.text in call and self.text not in COORDINATES:  # a bare parameter (`pad_id`): what `eval` gives
             value = call[self.text]
+            if type(value) is int:  # the usual pad id: no attribute looked for (a failed `hasattr` raises inside)
+                return value
             if hasattr(value, "shape") and hasattr(value, "dtype"):
                 raise LayoutSpecError(f"`{self.text}` is a tensor; an expression must give a Python value (reading "
                                       "a tensor's value would synchronise the GPU)")
