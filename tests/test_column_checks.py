@@ -378,3 +378,83 @@ def test_a_call_read_by_the_fast_reading_is_judged_on_its_own_values_and_its_own
         assert kept.notes == every.notes
     assert fast.__layoutcheck_boundary__._fast_kept  # the first call's readings were kept
     assert [v.invariant for v in kept.violations] == ["B6", "B6"] and "should hold a pad" in str(kept.violations[0])
+
+
+class _Episode:
+    """A trainer's sample: plain attributes, read by `args.episodes.*.name`."""
+
+    def __init__(self, ids, logp):
+        self.ids, self.logp = ids, logp
+
+
+class _OtherEpisode(_Episode):
+    """Another class of sample in the same list: the fast reading's one look at the entries' class must see it."""
+
+
+class _Packed:
+    def __init__(self, ids, logp):
+        self.ids, self.logp = ids, logp
+
+
+_RUN = {"cp": 1, "rank": 0}
+
+
+def _tp_size():
+    return 1
+
+
+def _cp_size():
+    return _RUN["cp"]
+
+
+def _cp_rank():
+    return _RUN["rank"]
+
+
+def _pack_episodes(episodes, lengths, fill=0):
+    return _Packed(_padded([e.ids for e in episodes], lengths, fill=fill),
+                   _padded([e.logp for e in episodes], lengths, fill=fill))
+
+
+_EPISODES = {"args": {"episodes.*.ids": "T", "episodes.*.logp": "T", "lengths": "len P"},
+             "returns": {"ids": {"space": "P packed", "from": "args.episodes.*.ids", "pad-value": 0},
+                         "logp": {"space": "P packed", "from": "args.episodes.*.logp", "pad-value": 0}},
+             "unit": [4], "tp-size": f"{__name__}:_tp_size", "cp-size": f"{__name__}:_cp_size", "cp-rank": f"{__name__}:_cp_rank"}
+
+
+def test_the_fast_reading_of_two_fields_of_one_list_is_judged_as_the_full_reading():
+    # `episodes.*.ids` and `episodes.*.logp` are read with one look at the entries' class, and the coordinates by
+    # their functions directly: a call with another class of entry, a numpy entry, a wrong value, other coordinates
+    # and a coordinate that is not valid is judged word for word as a boundary that reads every call in full
+    from layoutcheck import LayoutChecker
+    from layoutcheck.runtime.contract.boundary import parse_boundary
+
+    kept, every = LayoutChecker("record"), LayoutChecker("record")
+    spec = parse_boundary(f"{__name__}:_pack_episodes", _EPISODES, source_file="t.toml")
+    fast, slow = kept.wrap_boundary(spec, _pack_episodes), every.wrap_boundary(spec, _pack_episodes)
+    slow.__layoutcheck_boundary__._clean = None  # every call read and checked in full
+    one = [_Episode(torch.arange(1, 6), torch.arange(5) * 0.5), _Episode(torch.arange(1, 4), torch.arange(3) * 0.25)]
+    other = [one[0], _OtherEpisode(one[1].ids, one[1].logp)]
+    short = [one[0], _Episode(one[1].ids, one[1].logp[:2])]  # logp shorter than ids: T differs between fields
+    arrays = [one[0], _Episode(one[1].ids.numpy(), one[1].logp)]
+    calls = [(one, {}, {"cp": 1, "rank": 0}),  # clean: kept
+             (one, {}, {"cp": 1, "rank": 0}),  # the same: the last kept call
+             (one, {"fill": 9}, {"cp": 1, "rank": 0}),  # the same ints, wrong pads: B6 on its own values
+             (other, {}, {"cp": 1, "rank": 0}),  # another class among the entries
+             (short, {}, {"cp": 1, "rank": 0}),  # a field's lengths differ: B1 (the key differs)
+             (arrays, {}, {"cp": 1, "rank": 0}),  # a numpy entry: read in full
+             (one, {}, {"cp": 2, "rank": 1}),  # other coordinates: another key (the stream is not this rank's)
+             (one, {}, {"cp": 2, "rank": 2}),  # a rank not below the CP size: the configuration error, named
+             (one, {}, {"cp": 1, "rank": 0})]  # back: the kept call
+    for episodes, kwargs, run in calls:
+        _RUN.update(run)
+        for wrapped in (fast, slow):
+            wrapped(episodes, [8, 4], **kwargs)
+        assert [str(v) for v in kept.violations] == [str(v) for v in every.violations]  # word for word
+        assert kept.notes == every.notes
+    _RUN.update(cp=1, rank=0)
+    hook = fast.__layoutcheck_boundary__
+    assert hook._fast_last is not None and hook._plan_groups  # the calls went through the fast reading
+    assert hook.coordinates._getters is not None  # and the coordinates by their three functions
+    assert {v.invariant for v in kept.violations} >= {"B6", "B1"}
+    assert any("not below the CP size" in str(n) for n in kept.notes)

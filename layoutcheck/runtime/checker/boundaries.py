@@ -61,7 +61,7 @@ from layoutcheck.runtime.checker import content, values
 from layoutcheck.runtime.checker.wrappers import Binder
 from layoutcheck.runtime.contract import arrays, invariants
 from layoutcheck.runtime.contract.boundary import BoundarySpec, FieldSpec, Source
-from layoutcheck.runtime.contract.expressions import MISSING, Expr
+from layoutcheck.runtime.contract.expressions import MISSING, Expr, entry_attributes
 from layoutcheck.runtime.contract.meta import compiling, metadata_only
 from layoutcheck.runtime.crossrank.distributed import distributed_ready
 
@@ -84,6 +84,9 @@ class Coordinates:
         self.parallel_state = parallel_state
         self._loaded: dict[str, Any] = {}
         self._functions: dict[str, Callable[[], Any]] = {}
+        self._getters: tuple[Callable[[], Any], Callable[[], Any], Callable[[], Any]] | None = None
+        """When ``tp``, ``cp`` and ``rank`` are each a function target found before, with no attribute after it:
+        those three functions, called directly by `read` (it runs on every hooked call)."""
 
     def group(self) -> Any:
         """The CP process group from ``cp_group`` (``None`` when not configured)."""
@@ -123,6 +126,11 @@ class Coordinates:
 
     def read(self, call: Mapping[str, Any]) -> dict[str, int]:
         """``{"tp": ..., "cp": ..., "rank": ...}`` for this call (`LayoutSpecError` for a value that is not an int)."""
+        getters = self._getters
+        if getters is not None:  # three functions: their answers, checked as below (anything odd: the general path)
+            tp, cp, rank = getters[0](), getters[1](), getters[2]()
+            if type(tp) is int and type(cp) is int and type(rank) is int and tp >= 1 and 0 <= rank < cp:
+                return {"tp": tp, "cp": cp, "rank": rank}
         out: dict[str, int] = {}
         state: Any = None
         for name, source in self.sources.items():
@@ -141,6 +149,11 @@ class Coordinates:
             out[name] = value
         if out["rank"] >= out["cp"]:
             raise LayoutSpecError(f"the CP rank {out['rank']} is not below the CP size {out['cp']}")
+        if getters is None:
+            found = [self._functions.get(s.text) if s is not None and s.expr is None and not s.attrs else None
+                     for s in self.sources.values()]
+            if all(found):
+                self._getters = tuple(found)  # type: ignore[assignment]
         return out
 
     def configured_sources(self) -> dict[str, Source]:
@@ -403,6 +416,9 @@ _TENSORS, _TENSOR, _INTS = "tensors", "tensor", "ints"
 _UNPLANNED: Any = object()
 _ONE_RANK = {"tp": 1, "cp": 1, "rank": 0}
 _IS_CPU = operator.attrgetter("is_cpu")
+_SHAPE = operator.attrgetter("shape")
+_AXES = {axis: operator.itemgetter(axis) for axis in range(4)}
+"""An entry's length along a small axis, read off its shape in C (`_BoundaryCalls._fast_key`)."""
 
 
 def _verdict_key(c: _Call) -> tuple[Any, ...]:
@@ -436,6 +452,7 @@ class _BoundaryCalls:
         self.calls = 0
         self.one = spec.samples == 1
         self.content = [f for f in spec.fields if f.source is not None]
+        self._data_keys = tuple((k, "data:" + k) for f in self.content for k in (f.key, f.source.text))  # type: ignore[union-attr]
         self.by_key = {f.key: f for f in spec.fields}
         self.units_by_coordinates = not any(u.parameters for u in spec.units)
         """Whether the units are a function of the coordinates alone (literals, ``tp``, ``cp``): kept per coordinates."""
@@ -453,6 +470,11 @@ class _BoundaryCalls:
         """Clean calls by their fast key (`_fast_key`) -> (readings, bound lengths, sizes, units, tight)."""
         self._fast_missed = 0
         self._fast_samples = 0
+        self._plan_groups: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...] = ()
+        self._owned: frozenset[str] = frozenset()
+        self._pads: tuple[tuple[str, Expr], ...] = ()
+        self._fast_last: tuple[tuple[Any, ...], tuple[Any, ...]] | None = None
+        """The key and readings of the last call the fast reading found (or kept): looked at before `_fast_kept`."""
         self._streamed = [f for f in spec.fields if f.stream_unit is not None]
         self._passed: tuple[invariants.Bound, dict[str, object]] | None = None
         exprs = [*spec.units, spec.tight, spec.scheme] + [e for f in spec.fields for e in (f.pad_value, f.stream_unit, f.when)]
@@ -653,6 +675,15 @@ class _BoundaryCalls:
                 plan.append((f, _INTS, f.path.compiled(), 0))
             else:
                 return False
+        groups: dict[str, list[FieldSpec]] = {}  # `args.P.*.name` fields by P: P's entries looked at once a call
+        for f, kind, _, _ in plan:
+            parts = f.path.parts
+            if kind is _TENSORS and f.path.root == "args" and len(parts) == 3 and parts[1] == "*" and isinstance(parts[2], str):
+                groups.setdefault(parts[0], []).append(f)  # type: ignore[arg-type]
+        self._plan_groups = tuple((name, tuple(f.key for f in fs), tuple(f.path.parts[2] for f in fs))
+                                  for name, fs in groups.items() if len(fs) > 1)
+        self._owned = frozenset(f.key for fs in groups.values() for f in fs)  # a list the reading made: not copied
+        self._pads = tuple((f.key, f.pad_value) for f in spec.fields if f.pad_value is not None)
         kinds = {f.key: kind for f, kind, _, _ in plan}
         if any(kinds.get(k) not in (_TENSORS, _TENSOR) for f in self.content
                for k in (f.key, f.source.text)):  # type: ignore[union-attr]
@@ -662,41 +693,46 @@ class _BoundaryCalls:
     def _fast_key(self, call: Mapping[str, Any], result: Any) -> tuple[Any, Any, Any, Any, Any]:
         # (key, field values, coordinates, scheme, stream units) of this call, or (None, ...) when a field is not
         # of its planned kind. The key holds everything B1-B5 read (`_verdict_key`'s ints): the coordinates,
-        # tightness, scheme and stream units, and each field's ints as `read_field` reads them (entries' lengths
-        # along the axis, a tensor's whole shape, the ints of a list), each field's count first, so equal keys
-        # give equal readings (one flat tuple of ints: hashed and compared in C)
+        # tightness, scheme and stream units, and each field's ints as `read_field` reads them, one tuple a field in
+        # the plan's order (entries' lengths along the axis, a tensor's whole shape, the ints of a list; a tuple's
+        # length is the field's count), so equal keys give equal readings. Every entry is read by C-level maps
+        # (`map(attrgetter("shape"))`, `map(itemgetter(axis))`): this runs on every hooked call, just after the
+        # function's own work has pushed the samples out of cache, and a Python loop per entry costs twice as much
         spec = self.spec
         coords = self.coordinates.read(call) if self.needs_coordinates else _ONE_RANK
         scheme = "zigzag" if spec.scheme is None else geometry.check_scheme(spec.scheme.evaluate(call, coords))
         tight = True if spec.tight is None else bool(spec.tight.evaluate(call, coords))
-        stream_units = {f.key: f.stream_unit.evaluate(call, coords) for f in self._streamed}
-        ints: list[int] = [coords["tp"], coords["cp"], coords["rank"], tight]
+        stream_units = {f.key: f.stream_unit.evaluate(call, coords) for f in self._streamed} if self._streamed else {}
+        parts: list[Any] = [scheme, coords["tp"], coords["cp"], coords["rank"], tight, tuple(stream_units.items())]
         read: dict[str, Any] = {}
-        tensor = sys.modules["torch"].Tensor
-        with metadata_only():
+        for name, keys, names in self._plan_groups:  # several fields of one list: its entries' class looked at once
+            rows = entry_attributes(call.get(name, MISSING), names)
+            if rows is not None:
+                read.update(zip(keys, rows))
+        torch = sys.modules["torch"]
+        tensor = torch.Tensor
+        plain, ints = {tensor}, {int}
+        with torch._C.DisableTorchFunction():  # `metadata_only()`, without its look-ups
             for f, kind, reader, axis in self._plan:  # type: ignore[union-attr]
-                value = read[f.key] = reader(call, result)
+                value = read[f.key] if f.key in read else reader(call, result)
+                read[f.key] = value
                 if kind is _TENSORS:
-                    if type(value) is not list or set(map(type, value)) != {tensor}:
+                    if type(value) is not list or set(map(type, value)) != plain:
                         return None, read, coords, scheme, stream_units
                     try:
-                        lengths = [e.shape[axis] for e in value]
+                        parts.append(tuple(map(_AXES[axis], map(_SHAPE, value))) if axis in _AXES
+                                     else tuple(e.shape[axis] for e in value))
                     except IndexError:  # an entry without that axis: the full reading names it
                         return None, read, coords, scheme, stream_units
-                    ints.append(len(lengths))
-                    ints += lengths
                 elif kind is _TENSOR:
                     if type(value) is not tensor:
                         return None, read, coords, scheme, stream_units
-                    shape = value.shape
-                    ints.append(len(shape))
-                    ints += shape
+                    parts.append(value.shape)  # a torch.Size: a tuple, compared and hashed as one
                 else:
-                    if type(value) is not list or set(map(type, value)) != {int}:
+                    if type(value) is not list or set(map(type, value)) != ints:
                         return None, read, coords, scheme, stream_units
-                    ints.append(len(value))
-                    ints += value
-        return (scheme, tuple(stream_units.items()), tuple(ints)), read, coords, scheme, stream_units
+                    parts.append(tuple(value))
+        return tuple(parts), read, coords, scheme, stream_units
 
     def _fast(self, call: Mapping[str, Any], result: Any) -> Any:
         # A call whose key a clean call had: its readings, bound lengths and units are that call's, so B1-B5 pass
@@ -709,10 +745,16 @@ class _BoundaryCalls:
             return _UNPLANNED
         if key is None:
             return _UNPLANNED
-        try:
-            kept = self._fast_kept.get(key)
-        except TypeError:  # an unhashable value in the key (a stream unit): never kept
-            return _UNPLANNED
+        last = self._fast_last
+        if last is not None and key == last[0]:  # the same batch shape as the last call read (one comparison, no hash)
+            kept = last[1]
+        else:
+            try:
+                kept = self._fast_kept.get(key)
+            except TypeError:  # an unhashable value in the key (a stream unit): never kept
+                return _UNPLANNED
+            if kept is not None:
+                self._fast_last = (key, kept)
         if kept is None:
             self._fast_missed += 1
             return key
@@ -721,15 +763,16 @@ class _BoundaryCalls:
             return key  # X1 is exchanged for this call: the full check queues it
         got: dict[str, Any] = {}
         tensors: list[Any] = []
-        for f in self.content:  # the data B6 compares: plain tensors (the plan's kinds), on the host
-            for k in (f.key, f.source.text):  # type: ignore[union-attr]
-                value = read[k]
-                if type(value) is list:
-                    tensors += value
+        owned = self._owned
+        for k, data in self._data_keys:  # the data B6 compares: plain tensors (the plan's kinds), on the host
+            value = read[k]
+            if type(value) is list:
+                tensors += value
+                if k not in owned:
                     value = list(value)  # the worker reads it later: the trainer may refill its own list
-                else:
-                    tensors.append(value)
-                got["data:" + k] = value
+            else:
+                tensors.append(value)
+            got[data] = value
         if not all(map(_IS_CPU, tensors)):  # device tensors: the full check takes a snapshot
             return key
         self._fast_missed = 0
@@ -739,19 +782,21 @@ class _BoundaryCalls:
         self.calls += 1
         checker.checked["boundary calls"] += 1
         if got:
-            pads = {f.key: f.pad_value.evaluate(call, coords) for f in spec.fields if f.pad_value is not None}
-            pending = _Call(self.calls, f"{spec.target} (call {self.calls})", coords, scheme, units, tight, readings,
-                            pads, stream_units)
+            pads = {key: expr.value if expr.code is None else expr.evaluate(call, coords) for key, expr in self._pads}
+            k = self.calls
             worker = checker.values_worker
             try:
                 version = background_checks.version_sum(tensors) if worker is not None else None
             except RuntimeError:  # an inference tensor keeps no version counter: checked in the call
                 version = None
             if version is None:
+                pending = _Call(k, f"{spec.target} (call {k})", coords, scheme, units, tight, readings, pads, stream_units)
                 checker._report(self._values(pending, got, bound, sizes, False))
-            else:  # `_values`' job, made here from what the fast reading already knows of these tensors
-                job = background_checks.Job(spec.target, lambda: self._content(pending, got, bound, sizes),
-                                            tensors, version)
+            else:  # `_values`' job, made here from what the fast reading already knows of these tensors; the call's
+                # record (`_Call`) is made by the worker, from values taken now
+                job = background_checks.Job(spec.target, lambda: self._content(
+                    _Call(k, f"{spec.target} (call {k})", coords, scheme, units, tight, readings, pads, stream_units),
+                    got, bound, sizes), tensors, version)
                 if not worker.submit(job):  # type: ignore[union-attr]
                     checker._report(checker._outcomes([worker.run_here(job)]))  # type: ignore[union-attr]
         return None
@@ -761,8 +806,10 @@ class _BoundaryCalls:
         self._fast_samples += bound.n + 1
         if len(self._fast_kept) >= _VERDICTS or self._fast_samples > _KEPT_SAMPLES:
             self._fast_kept.clear()
+            self._fast_last = None
             self._fast_samples = bound.n + 1
-        self._fast_kept[key] = (c.readings, bound, sizes, c.units, c.tight)
+        kept = self._fast_kept[key] = (c.readings, bound, sizes, c.units, c.tight)
+        self._fast_last = (key, kept)
 
     def _values(self, c: _Call, got: Mapping[str, Any], bound: invariants.Bound, sizes: dict[str, object],
                 background: bool) -> list[Violation]:

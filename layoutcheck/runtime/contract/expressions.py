@@ -37,7 +37,7 @@ from typing import Any
 
 from layoutcheck.errors import LayoutSpecError
 
-__all__ = ["COORDINATES", "Expr", "MISSING", "Path", "parse_expr", "parse_path"]
+__all__ = ["COORDINATES", "Expr", "MISSING", "Path", "entry_attributes", "parse_expr", "parse_path"]
 
 COORDINATES: tuple[str, ...] = ("tp", "cp", "rank")
 """Names an expression may use besides the parameters: TP size, CP size, CP rank."""
@@ -176,6 +176,22 @@ def _keys(value: Any) -> list[str]:
     if isinstance(fields, Mapping):
         return list(fields)[:24]
     return [k for k in getattr(value, "__dict__", {}) if not k.startswith("_")][:24]
+
+
+def entry_attributes(value: Any, names: tuple[str, ...]) -> list[list[Any]] | None:
+    """Each name read from every entry of ``value`` (one new list a name), as `Path.read` reads ``x.*.name``.
+
+    Only for a non-empty list of plain objects of one class already read by
+    ``getattr`` (what `Path.compiled` reads directly); ``None`` otherwise (an
+    entry without a name too), for the caller to read each path itself. Several
+    fields of one list are read with one look at its entries' class.
+    """
+    if type(value) is list and value and _MAPPING.get(type(value[0])) == 2 and len(set(map(type, value))) == 1:
+        try:
+            return [list(map(_getter(name), value)) for name in names]
+        except AttributeError:
+            return None
+    return None
 
 
 def _walk(value: Any, parts: tuple[str | int, ...]) -> Any:
@@ -336,6 +352,8 @@ class Expr:
             return self.value
         if self.text in call and self.text not in COORDINATES:  # a bare parameter (`pad_id`): what `eval` gives
             value = call[self.text]
+            if type(value) is int:  # the usual pad id: no attribute looked for (a failed `hasattr` raises inside)
+                return value
             if hasattr(value, "shape") and hasattr(value, "dtype"):
                 raise LayoutSpecError(f"`{self.text}` is a tensor; an expression must give a Python value (reading "
                                       "a tensor's value would synchronise the GPU)")
