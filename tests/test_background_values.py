@@ -167,6 +167,7 @@ def test_exit_waits_for_the_worker_and_raise_mode_fails_on_what_it_found(tmp_pat
     (tmp_path / "lc.toml").write_text(textwrap.dedent("""
         [runtime]
         mode = "raise"
+        value-checks = "background"
 
         [runtime.boundaries."bgpack:pack"]
         args.seqs = "T"

@@ -4,7 +4,7 @@ A boundary's shape checks (B1-B5) read ints and run in the call. Its value
 checks compare every position of a field with its source's layout: for a
 packed stream of 64 samples and 49k positions, two streams cost 300-400 us
 of host work, most of it torch and numpy ops that release the GIL. With
-``value-checks = "background"`` (the default) the hooked call only takes a
+``value-checks = "background"`` (the default is ``"inline"``) the hooked call only takes a
 `Job`: references to the tensors the check reads (the sources, the
 outputs, nothing copied) and the sum of their ``_version`` counters, and
 one daemon thread per process (`ValueWorker`, started at the first job)

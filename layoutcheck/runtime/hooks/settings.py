@@ -200,11 +200,12 @@ class RuntimeSettings:
         "it; warn and record modes record it and go on without cross-rank checks.",
     )
     value_checks: Literal["background", "inline"] = _setting(
-        "background",
+        "inline",
         description="Where a boundary's value checks (B6, a row-padded batch's contents) of CPU tensors run: "
-        "`background`, on one worker thread beside the trainer (the call only notes its tensors' version counters; "
-        "what it finds is reported at the next hooked call, the step boundary or exit; a tensor written in place "
-        "before its check ran is counted as not checked), or `inline`, in the call. Device tensors are always "
+        "`inline`, in the call (a wrong value is raised at the call that made it, before any collective after it), "
+        "or `background`, on one worker thread beside the trainer (the call only notes its tensors' version "
+        "counters; what it finds is reported at the next hooked call, the step boundary or exit; a tensor written "
+        "in place before its check ran is counted as not checked; for hosts with a spare core). Device tensors are always "
         "checked from an asynchronous copy at a later call; numpy arrays and lists in the call.",
     )
     summary: bool = _setting(
