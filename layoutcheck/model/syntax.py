@@ -20,7 +20,7 @@ __all__ = [
     "CHILD_FIELDS", "Source", "argument", "breadth_first", "assigned_before", "assigned_once", "call_arguments", "child_fields",
     "children", "dotted", "expects_error", "functions_by_name", "index_of", "inline", "int_value", "keyword",
     "last_name", "names_in", "nodes", "own_nodes", "param_names", "parts", "positional", "root_name", "same",
-    "spanning", "string_key", "string_value", "target_name", "walk", "walked_together", "constant_test", "live", "switch_like", "switches",
+    "spanning", "statement_nodes", "string_key", "string_value", "target_name", "walk", "walked_together", "constant_test", "live", "switch_like", "switches",
 ]
 
 Span = tuple[int, int, int, int]
@@ -314,6 +314,42 @@ def _walk(node: ast.AST) -> Iterator[ast.AST]:
             elif isinstance(value, node_class):
                 push(value)
         yield current
+
+
+_BLOCK_FIELDS = ("body", "orelse", "finalbody", "handlers", "cases")
+
+
+class _BlockFields(dict):  # type: ignore[type-arg]
+    """Node class -> its fields that hold statements (or the handlers and cases around them), in
+    ``_fields`` order; filled on first look-up."""
+
+    def __missing__(self, kind: type) -> tuple[str, ...]:
+        names = self[kind] = tuple(f for f in kind._fields if f in _BLOCK_FIELDS)  # type: ignore[attr-defined]
+        return names
+
+
+_BLOCKS: dict[type, tuple[str, ...]] = _BlockFields()
+
+
+def statement_nodes(node: ast.AST) -> Iterator[ast.AST]:
+    """`nodes` of a module, class or function less every node inside an expression: its statements,
+    except handlers and match cases, in `nodes`' order (breadth first), ``node`` first. Every
+    statement's parent is one of these, so leaving the expressions out keeps their order, at a
+    fraction of the cost for a reader that looks at statements only."""
+    todo = deque((node,))
+    pop, extend, table = todo.popleft, todo.extend, _BLOCKS
+    while todo:
+        current = pop()
+        kind = type(current)
+        if kind is not ast.Expr and kind is not ast.Assign and kind is not ast.Return:  # no block (the commonest)
+            for name in table[kind]:
+                value = getattr(current, name, None)
+                if type(value) is list and value and isinstance(value[0], _STATEMENT_KINDS):
+                    extend(value)
+        yield current
+
+
+_STATEMENT_KINDS = (ast.stmt, ast.excepthandler, ast.match_case)
 
 
 def own_nodes(node: ast.AST) -> Iterator[ast.AST]:
