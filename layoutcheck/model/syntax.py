@@ -144,6 +144,19 @@ class Source:
 
     def snippet(self, node: ast.AST, limit: int = 48) -> str:
         """``node``'s text on one line, shortened for a message."""
+        line, end_line = node.lineno, node.end_lineno  # type: ignore[attr-defined]
+        if end_line is not None and end_line - line > 1 and node.end_col_offset is not None:  # type: ignore[attr-defined]
+            # A node over several lines (a call with its arguments on lines of their own): its first
+            # lines are read until they say more than fits. Their text on one line is a prefix of the
+            # whole node's (a word cut at a line's end only shortens the last word), so once it is
+            # longer than ``limit`` the shortened text is decided.
+            text = self.lines[line - 1].encode("utf-8")[node.col_offset:].decode("utf-8", errors="replace")  # type: ignore[attr-defined]
+            for row in range(line, end_line - 1):
+                if len(text) > limit:
+                    short = " ".join(text.split())
+                    if len(short) > limit:
+                        return short[: limit - 3] + "..."
+                text += self.lines[row]
         text = " ".join(self.segment(node).split())
         return text if len(text) <= limit else text[: limit - 3] + "..."
 
@@ -466,10 +479,14 @@ def target_name(node: ast.AST) -> tuple[str | None, bool]:
 def positional(call: ast.Call) -> list[ast.expr]:
     """The plain positional arguments of ``call``, up to the first ``*args``."""
     args = call.args
-    if ast.Starred not in map(type, args):  # most calls: no loop in Python
+    starred = ast.Starred
+    for arg in args:  # most calls have a few arguments and no `*args`: cheaper than `map` and `in`
+        if type(arg) is starred:
+            break
+    else:
         return args
     for i, arg in enumerate(args):
-        if type(arg) is ast.Starred:
+        if type(arg) is starred:
             return args[:i]
     return args
 
