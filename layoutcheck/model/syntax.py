@@ -43,10 +43,10 @@ class Source:
     def __init__(self, text: str) -> None:
         self.text = text
         self.lines = text.splitlines(keepends=True)
-        self._ascii = [line.isascii() for line in self.lines]
+        self._is_ascii = text.isascii()
+        self._ascii = [True] * len(self.lines) if self._is_ascii else [line.isascii() for line in self.lines]
         self._starts: list[int] | None = None
         self._spelled: dict[str, bool] = {}
-        self._is_ascii = text.isascii()
         self._next: dict[str, tuple[int, int]] = {}
         """Word -> ``(offset, found)``: ``found`` is the first place at or after ``offset`` that spells the
         word (-1: none), so a later question from any offset between the two is answered without a search."""
