@@ -133,11 +133,11 @@ def _projections(tree: ast.Module, source: str) -> dict[str, int]:
     bodies are read for their returns."""
     names = {stmt.name for stmt in tree.body if isinstance(stmt, _FUNCTIONS)}
     if names:
-        # `_UNPACKED_CALL` line by line, on the lines with a comma only: the same matches (none crosses a
-        # line), at half the cost of the regular expression tried at every offset of the module.
+        # `_UNPACKED_CALL` line by line, on the lines with a comma and an `=` only: the same matches (none
+        # crosses a line), at a third of the cost of the regular expression tried at every offset of the module.
         called = set()
         for line in source.split("\n"):
-            if "," in line:
+            if "," in line and "=" in line:  # both in every line it matches
                 found = _UNPACKED_CALL.match(line)
                 if found is not None:
                     called.add(found.group(1))
