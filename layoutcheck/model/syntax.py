@@ -47,9 +47,6 @@ class Source:
         self._ascii = [True] * len(self.lines) if self._is_ascii else [line.isascii() for line in self.lines]
         self._starts: list[int] | None = None
         self._spelled: dict[str, bool] = {}
-        self._next: dict[str, tuple[int, int]] = {}
-        """Word -> ``(offset, found)``: ``found`` is the first place at or after ``offset`` that spells the
-        word (-1: none), so a later question from any offset between the two is answered without a search."""
 
     def spells(self, first: int = 1, last: int | None = None) -> Callable[[str], bool]:
         """Whether lines ``first`` to ``last`` (1-based, as `ast` counts them; None: to the end) may
@@ -68,22 +65,8 @@ class Source:
         begin, end = self._range(first, last)
         if begin < 0:
             return set(words)
-        # The functions are asked about in order (a nested one before the one around it), and a word
-        # missing from one function's lines is usually missing from the next: each word's next place
-        # at or after a searched offset is remembered, so the text between is not searched again. The
-        # first place at or after ``begin`` spells the word within the lines exactly when it ends by
-        # ``end`` (any later place ends later).
-        find, known, out = self.text.find, self._next, set()
-        for word in words:
-            last_asked = known.get(word)
-            if last_asked is not None and last_asked[0] <= begin and (last_asked[1] < 0 or begin <= last_asked[1]):
-                at = last_asked[1]
-            else:
-                at = find(word, begin)
-                known[word] = (begin, at)
-            if 0 <= at and at + len(word) <= end:
-                out.add(word)
-        return out
+        find = self.text.find
+        return {word for word in words if find(word, begin, end) >= 0}
 
     def _range(self, first: int, last: int | None) -> tuple[int, int]:
         """The offsets of lines ``first`` to ``last`` in the text; (-1, -1) when they hold a non-ASCII character."""
@@ -226,7 +209,6 @@ def walk(node: ast.AST) -> Iterator[ast.AST]:
 
 _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
 _SCOPE_KINDS = frozenset(_SCOPES)
-_SCOPE_KINDS_AND_NONE = _SCOPE_KINDS | {type(None)}
 _LEAF_FIELDS = frozenset({"ctx", "op", "ops"})
 _SCALAR_FIELDS = frozenset({
     "id", "attr", "arg", "name", "asname", "module", "level", "conversion", "is_async", "simple", "type_comment",
@@ -369,7 +351,7 @@ def own_nodes(node: ast.AST) -> Iterator[ast.AST]:
     """``node`` and every node under it (depth first, in source order), nested functions, classes and
     lambdas left out (their own scopes), and the contexts and operators too."""
     stack = [node]
-    table, node_class, scopes, skipped = CHILD_FIELDS, ast.AST, _SCOPE_KINDS, _SCOPE_KINDS_AND_NONE
+    table, node_class, scopes = CHILD_FIELDS, ast.AST, _SCOPE_KINDS
     while stack:
         current = stack.pop()
         yield current
@@ -379,8 +361,8 @@ def own_nodes(node: ast.AST) -> Iterator[ast.AST]:
         children: list[ast.AST] = []
         for name in fields:
             value = getattr(current, name, None)
-            if type(value) is list:  # nodes, or None (see `_walk`): one look-up per item
-                children.extend([item for item in value if type(item) not in skipped])
+            if type(value) is list:
+                children.extend([item for item in value if isinstance(item, node_class) and type(item) not in scopes])
             elif isinstance(value, node_class) and type(value) not in scopes:
                 children.append(value)
         children.reverse()
