@@ -355,7 +355,13 @@ class _Workers:
             import multiprocessing
             from concurrent.futures import ProcessPoolExecutor
 
-            context = multiprocessing.get_context(_start_method())
+            method = _start_method()
+            if method == "fork":
+                # Imported once here, the extractor is every forked worker's already: each worker
+                # importing it after the fork (`_init_worker`) costs the run that import's CPU once
+                # per worker (this process reads the facts with most of the same modules anyway).
+                import layoutcheck.model.extract  # noqa: F401
+            context = multiprocessing.get_context(method)
             try:
                 self._pool = ProcessPoolExecutor(self.count, mp_context=context, initializer=_init_worker,
                                                  initargs=(self.reader,))

@@ -13,7 +13,7 @@ import ast
 from collections.abc import Iterator
 
 from layoutcheck.model.partners import Body, through
-from layoutcheck.model.syntax import nodes
+from layoutcheck.model.syntax import CHILD_FIELDS, nodes
 
 __all__ = ["expressions", "through"]
 
@@ -36,7 +36,10 @@ def _expressions(body: Body) -> Iterator[tuple[ast.stmt, ast.AST]]:
         for stmt in block:
             if isinstance(stmt, _NESTED):
                 continue
-            for _, value in ast.iter_fields(stmt):
+            # The statement's fields that may hold a node (`syntax.CHILD_FIELDS`), in `ast.iter_fields`'
+            # order: the others hold no expression.
+            for field in CHILD_FIELDS[type(stmt)]:
+                value = getattr(stmt, field, None)
                 for item in value if isinstance(value, list) else [value]:
                     if isinstance(item, ast.expr):
                         for node in nodes(item):

@@ -94,6 +94,7 @@ class ProjectGraph:
         self._readers: dict[str, frozenset[FunctionRef]] = {}
         self._collates: dict[tuple[FunctionRef, str], FunctionRef | None] = {}
         self._imported: dict[int, frozenset[int]] = {}
+        self._lookups: dict[str, FunctionRef | None] = {}
 
     # ------------------------------------------------------------ files
 
@@ -275,6 +276,15 @@ class ProjectGraph:
 
     def _lookup(self, dotted: str) -> FunctionRef | None:
         """The ``def`` a fully qualified name (``pkg.mod.func``, ``pkg.mod.Class.method``) names."""
+        # Asked again and again for the same names (every call of `torch.cat`, of an imported helper):
+        # the modules and the definitions it reads are fixed once the graph is built.
+        try:
+            return self._lookups[dotted]
+        except KeyError:
+            found = self._lookups[dotted] = self._look_up(dotted)
+            return found
+
+    def _look_up(self, dotted: str) -> FunctionRef | None:
         parts = dotted.split(".")
         for cut in range(len(parts) - 1, 0, -1):
             module = ".".join(parts[:cut])

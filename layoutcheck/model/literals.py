@@ -34,6 +34,7 @@ _LENGTH = int(Tag.SEQ | Tag.MAX | Tag.PAD | Tag.SRC | Tag.STREAM)
 """What a value a bucket must hold is computed from, for the list searched to be sequence-length buckets."""
 _MAX_LENGTH_KEYWORDS = ("max_length", "max_len", "max_seq_len", "max_seq_length", "max_tokens")
 """Keywords a call passes the bound of its bucket list with (the last bucket must be it)."""
+_MAX_LENGTH_NAMES = frozenset(_MAX_LENGTH_KEYWORDS)
 _INT_LITERAL_LIMIT = 1 << 22
 """Int literals bound to names are kept (for the pad-multiplier check) up to this size."""
 
@@ -215,7 +216,9 @@ class LiteralsMixin:
         if not named and tail != "add_argument":
             return  # most calls: nothing to judge
         # A sibling keyword that bounds the buckets (`BucketSampler(buckets=..., max_length=4096)`).
-        max_length = next((v for k in _MAX_LENGTH_KEYWORDS if (v := int_value(keyword(node, k))) is not None), None)
+        max_length = None
+        if any(k.arg in _MAX_LENGTH_NAMES for k in named):  # most calls pass none of them
+            max_length = next((v for k in _MAX_LENGTH_KEYWORDS if (v := int_value(keyword(node, k))) is not None), None)
         for kw in named:
             self.judge_literal(kw.arg, kw.value, max_length)
         if tail == "add_argument":

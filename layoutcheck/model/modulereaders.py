@@ -84,5 +84,13 @@ def shifters_of_module(tree: ast.Module, text: str) -> tuple[ShiftSummary, ...]:
             at = text.find(spelling, at + 1)
     if not found:
         return ()
-    lines = {text.count("\n", 0, at) + 1 for at in found}
+    # Lines counted from one place found to the next, not each from the start (a module with many
+    # such slices was read once per slice).
+    found.sort()
+    lines: set[int] = set()
+    line, last = 1, 0
+    for at in found:
+        line += text.count("\n", last, at)
+        last = at
+        lines.add(line)
     return shift_summaries(tree, lines)

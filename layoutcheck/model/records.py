@@ -21,7 +21,7 @@ import ast
 from bisect import bisect_left
 from collections.abc import Iterator, Sequence
 
-from layoutcheck.model.syntax import nodes, own_nodes
+from layoutcheck.model.syntax import nodes, own_nodes, statement_nodes
 
 __all__ = ["record_cut_apart", "window_partners"]
 
@@ -90,10 +90,13 @@ def window_partners(tree: ast.Module) -> dict[str, frozenset[str]]:
     found: dict[str, set[str]] = {}
     # Only a store into a window finds anything: the functions around none are not walked (listing
     # the nodes of every function in a module with a window store cost 2-3% of the extraction on verl).
-    lines = sorted({n.lineno for n in nodes(tree) if _may_store_into_window(n)})
+    # An assignment and a `def` are statements: the module's statements alone are read for both, in
+    # the order `nodes` gives them (not every node of the module listed, as before).
+    statements = list(statement_nodes(tree))
+    lines = sorted({n.lineno for n in statements if _may_store_into_window(n)})
     if not lines:
         return {}
-    for function in nodes(tree):
+    for function in statements:
         if not isinstance(function, _FUNCTIONS):
             continue
         start, end = function.lineno, function.end_lineno or function.lineno

@@ -139,7 +139,7 @@ def _own_nodes(body: Iterable[ast.stmt], kinds: Collection[type], names: set[str
     nested.extend(s for s in body if isinstance(s, _NESTED))
     stack: list[ast.AST] = [s for s in body if not isinstance(s, _NESTED)]
     push, add_name, add_nested = stack.append, names.add, nested.append
-    name_class, constant_class, node_class, scopes, table = ast.Name, ast.Constant, ast.AST, _NESTED_KINDS, CHILD_FIELDS
+    name_class, constant_class, scopes, table = ast.Name, ast.Constant, _NESTED_KINDS, CHILD_FIELDS
     while stack:
         node = stack.pop()
         kind = type(node)  # `ast.parse` builds no subclasses: one look-up, not a chain of isinstance
@@ -158,7 +158,7 @@ def _own_nodes(body: Iterable[ast.stmt], kinds: Collection[type], names: set[str
                         pass
                     elif child in scopes:
                         add_nested(item)
-                    elif isinstance(item, node_class):
+                    elif item is not None:  # a node (`CHILD_FIELDS` lists hold nodes, or None)
                         push(item)
             else:
                 child = type(value)
@@ -168,7 +168,7 @@ def _own_nodes(body: Iterable[ast.stmt], kinds: Collection[type], names: set[str
                     pass
                 elif child in scopes:
                     add_nested(value)  # type: ignore[arg-type]
-                elif isinstance(value, node_class):
+                elif value is not None:  # a node: the fields of `CHILD_FIELDS` hold no other value
                     push(value)
 
 
