@@ -18,9 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from layoutcheck.configfile import TABLE, LoadedConfig
-from layoutcheck.lint.runner import run
-from layoutcheck.lint.selection import SelectionOverrides
+from linttree import lint_files
 
 _SPLIT = '''
 import torch.nn.functional as F
@@ -104,13 +102,7 @@ _FIX = 'extra["shift_labels"] = pad_and_slice(torch.roll(ids, shifts=-1, dims=-1
 
 
 def _lint(tmp_path: Path, files: dict[str, str]) -> list[tuple[str, int]]:
-    for name, text in files.items():
-        (tmp_path / name).write_text(text)
-    loaded = LoadedConfig(None, tmp_path, {}, TABLE)
-    result = run([tmp_path], cwd=tmp_path, use_cache=False, jobs=1, loaded=loaded,
-                 overrides=SelectionOverrides(preview=True))
-    assert not result.errors, result.errors
-    return sorted((Path(f.path).name, f.line) for f in result.findings if f.rule == "disagreeing-shifts")
+    return sorted((Path(f.path).name, f.line) for f in lint_files(tmp_path, files) if f.rule == "disagreeing-shifts")
 
 
 def _entry_line(engine: str) -> int:

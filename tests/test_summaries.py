@@ -16,6 +16,7 @@ from layoutcheck.configfile import TABLE, LoadedConfig
 from layoutcheck.lint.runner import run
 from layoutcheck.lint.selection import SelectionOverrides
 from layoutcheck.model.calls import read_calls_through
+from linttree import lint_files
 
 _HELPER = '''
 def chunk_offsets(total, response, rank, size):
@@ -64,14 +65,7 @@ _CLAMPED = ("max(0, offs[0][0] - prompt), max(0, offs[0][1] - prompt)",
 
 
 def _lint(tmp_path: Path, files: dict[str, str]) -> list[tuple[str, int, str]]:
-    tmp_path.mkdir(exist_ok=True)
-    for name, text in files.items():
-        (tmp_path / name).write_text(text)
-    loaded = LoadedConfig(None, tmp_path, {}, TABLE)
-    result = run([tmp_path], cwd=tmp_path, use_cache=False, jobs=1, loaded=loaded,
-                 overrides=SelectionOverrides(preview=True))
-    assert not result.errors, result.errors
-    return sorted((Path(f.path).name, f.line, f.rule) for f in result.findings)
+    return sorted((Path(f.path).name, f.line, f.rule) for f in lint_files(tmp_path, files))
 
 
 def _project(helper: tuple[str, str], call: str, bounds: tuple[str, str]) -> dict[str, str]:

@@ -57,7 +57,7 @@ import copy
 import re
 from collections.abc import Iterator
 
-from layoutcheck.model.syntax import dotted, forget_nodes, nodes_of, own_nodes
+from layoutcheck.model.syntax import breadth_first, dotted, forget_nodes, nodes_of, own_nodes
 
 __all__ = [
     "BATCHES_OF", "COLLATE_AT", "COLLATE_FOR", "may_assign_methods", "methods_assigned", "read_calls_through",

@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from itertools import accumulate, chain
 
 __all__ = [
-    "CHILD_FIELDS", "Source", "argument", "assigned_before", "assigned_once", "call_arguments", "child_fields", "forget_nodes", "nodes_of",
+    "CHILD_FIELDS", "Source", "argument", "breadth_first", "assigned_before", "assigned_once", "call_arguments", "child_fields", "forget_nodes", "nodes_of",
     "children", "dotted", "expects_error", "functions_by_name", "index_of", "inline", "int_value", "keyword",
     "last_name", "names_in", "nodes", "own_nodes", "param_names", "parts", "positional", "root_name", "same",
     "spanning", "statement_nodes", "string_key", "string_value", "target_name", "walk", "walked_together", "constant_test", "live", "switch_like", "switches",
@@ -281,6 +281,12 @@ def nodes(node: ast.AST) -> Iterable[ast.AST]:
         next(walk)  # the node itself
         below = node.__dict__[_MEMO] = list(walk)
     return chain((node,), below)
+
+
+def breadth_first(node: ast.AST) -> Iterator[ast.AST]:
+    """`nodes` without its memo: for a tree that is about to be rewritten (`layoutcheck.model.calls`),
+    whose list of nodes would go stale."""
+    return _walk(node)
 
 
 def forget_nodes(node: ast.AST) -> None:
