@@ -19,7 +19,6 @@ the module's own top-level code.
 from __future__ import annotations
 
 import dataclasses
-import json
 import marshal
 import types
 from collections.abc import Callable

@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
 from layoutcheck import geometry
-from layoutcheck.errors import LayoutError, LayoutSpecError, Violation
+from layoutcheck.errors import LayoutSpecError, Violation
 from layoutcheck.runtime.tracing import propagation, space_rules
 from layoutcheck.runtime.tracing.findings import violation
 from layoutcheck.runtime.contract.adapters import MilesAdapter
