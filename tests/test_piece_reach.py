@@ -241,3 +241,37 @@ def test_a_split_of_the_rows_is_not_a_piece(tmp_path: Path) -> None:
     files = _project()
     files["parallel.py"] = _SPLIT.replace("rank_slice(ids, dim=1,", "rank_slice(ids, dim=0,")
     assert _lint(tmp_path, files) == []
+
+
+def test_defs_under_a_modules_branches_are_read_with_the_extractors_qualnames():
+    # `if flash_available:` / `try:` arms define functions like any other place: the per-module readers of this
+    # flow (returned dicts, splitters and rollers, forwards assigned onto classes) find them under the names the
+    # extractor gives them, so the project joins the two.
+    import ast
+
+    from layoutcheck.model.extract import extract
+    from layoutcheck.model.origins import value_origins
+    from layoutcheck.model.settings import LintSettings
+    from layoutcheck.model.syntax import defs_with_qualnames
+
+    source = (
+        "import torch\n"
+        "if torch.cuda.is_available():\n"
+        "    def inputs(x):\n"
+        "        d = {'input_ids': x}\n"
+        "        return d\n"
+        "class Engine:\n"
+        "    try:\n"
+        "        def step(self):\n"
+        "            def inner(y):\n"
+        "                return y\n"
+        "            return inner\n"
+        "    except ImportError:\n"
+        "        pass\n"
+    )
+    tree = ast.parse(source)
+    named = sorted(name for name, _ in defs_with_qualnames(tree))
+    assert named == sorted(f.qualname for f in extract(source, LintSettings()).functions if f.qualname != "<module>")
+    assert named == ["Engine.step", "Engine.step.inner", "inputs"]
+    _, dicts, _ = value_origins(tree)
+    assert [(d[0], d[2]) for d in dicts] == [("inputs", "input_ids")]

@@ -28,7 +28,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from layoutcheck.model.origins import Origin, scope_names
-from layoutcheck.model.syntax import dotted, param_names
+from layoutcheck.model.syntax import defs_with_qualnames, dotted, param_names
 
 if TYPE_CHECKING:
     from layoutcheck.model.graph import FunctionRef, ProjectGraph
@@ -42,7 +42,6 @@ function that patches it and the parameters that must be given for the patch to 
 else ``""`` and ``()``)."""
 
 _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
-_FUNCTION_KINDS = frozenset(_FUNCTIONS)
 _ASSIGNED = re.compile(r"\.\w+ = [A-Za-z_]\w*[ \t]*$", re.MULTILINE)
 """``a.b = f`` as formatters write it: where `assigned_onto_classes` can find something."""
 _CALLED = ("forward", "__call__")
@@ -51,17 +50,12 @@ _CALLED = ("forward", "__call__")
 def _scopes(tree: ast.Module, lines: list[int]) -> Iterator[tuple[str, ast.AST, list[ast.stmt]]]:
     """The module and the functions spanning one of ``lines``, with their qualnames."""
     yield "", tree, tree.body
-    stack: list[tuple[str, ast.AST]] = [("", tree)]
-    while stack:
-        prefix, scope = stack.pop()
-        for node in ast.iter_child_nodes(scope):
-            if type(node) in _FUNCTION_KINDS or type(node) is ast.ClassDef:
-                if not any(node.lineno <= line <= (node.end_lineno or node.lineno) for line in lines):
-                    continue
-                name = prefix + node.name  # type: ignore[attr-defined]
-                stack.append((name + ".", node))
-                if type(node) in _FUNCTION_KINDS:
-                    yield name, node, node.body  # type: ignore[attr-defined]
+
+    def spans(node: ast.AST) -> bool:
+        return any(node.lineno <= line <= (node.end_lineno or node.lineno) for line in lines)  # type: ignore[attr-defined]
+
+    for name, node in defs_with_qualnames(tree, spans):
+        yield name, node, node.body
 
 
 def _enabling(function: ast.AST, line: int) -> tuple[str, ...]:

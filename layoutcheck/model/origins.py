@@ -23,9 +23,8 @@ What the code does decides, never a name. The project reads them in `layoutcheck
 from __future__ import annotations
 
 import ast
-from collections.abc import Iterator
 
-from layoutcheck.model.syntax import dotted, int_value, param_names
+from layoutcheck.model.syntax import defs_with_qualnames, dotted, int_value, param_names
 
 __all__ = ["DictEntry", "Origin", "Pass", "Returned", "ValueOrigins", "qualified", "scope_names", "value_origins"]
 
@@ -248,18 +247,6 @@ class _Function:
                         self.dicts[name].setdefault(kw.arg, []).append(self.entry(kw.value, node.lineno))
 
 
-def _functions(tree: ast.Module) -> Iterator[tuple[str, ast.FunctionDef | ast.AsyncFunctionDef]]:
-    stack: list[tuple[str, ast.AST]] = [("", tree)]
-    while stack:
-        prefix, scope = stack.pop()
-        for child in ast.iter_child_nodes(scope):
-            if isinstance(child, (*_FUNCTIONS, ast.ClassDef)):
-                name = prefix + child.name
-                if not isinstance(child, ast.ClassDef):
-                    yield name, child
-                stack.append((name + ".", child))
-
-
 def _returns(walk: _Function, qualname: str, returns: list[Returned], dicts: list[DictEntry]) -> None:
     for node in walk.returns:
         if node.value is None:
@@ -326,7 +313,7 @@ def value_origins(tree: ast.Module) -> ValueOrigins:
     returns: list[Returned] = []
     dicts: list[DictEntry] = []
     passes: list[Pass] = []
-    for qualname, function in _functions(tree):
+    for qualname, function in defs_with_qualnames(tree):
         walk = _Function(function, names)
         walk.note_updates()
         _returns(walk, qualname, returns, dicts)

@@ -23,7 +23,7 @@ import re
 from bisect import bisect_left
 
 from layoutcheck.model.shifts import rolled_left
-from layoutcheck.model.syntax import int_value, keyword, last_name, nodes, param_names, positional
+from layoutcheck.model.syntax import defs_with_qualnames, int_value, keyword, last_name, nodes, param_names, positional
 
 __all__ = ["PieceSummaries", "RollSummary", "SplitSummary", "piece_summaries", "rolled_pieces"]
 
@@ -285,33 +285,25 @@ def piece_summaries(tree: ast.Module, text: str) -> PieceSummaries:
         return (), ()
     splits: list[SplitSummary] = []
     rolls: list[RollSummary] = []
-    stack: list[tuple[str, ast.AST]] = [("", tree)]
-    while stack:
-        prefix, scope = stack.pop()
-        for function in ast.iter_child_nodes(scope):
-            if not isinstance(function, (*_FUNCTIONS, ast.ClassDef)):
-                continue
-            first, last = function.lineno, function.end_lineno or function.lineno
-            at = bisect_left(lines, first)
-            if at == len(lines) or lines[at] > last:
-                continue  # spans no such line
-            qualname = prefix + function.name
-            stack.append((qualname + ".", function))
-            if isinstance(function, ast.ClassDef):
-                continue
-            params = set(param_names(function))
-            bound = {t.id: s.value for s in nodes(function) if isinstance(s, ast.Assign)
-                     for t in s.targets if isinstance(t, ast.Name)}
-            for node in nodes(function):
-                if isinstance(node, ast.Return) and node.value is not None:
-                    parts = enumerate(node.value.elts) if isinstance(node.value, ast.Tuple) else [(-1, node.value)]
-                    for element, part in parts:
-                        axis = _pieces_of(part, function, params, bound)
-                        if axis is not None:
-                            splits.append((qualname, element, *axis))
-            rolled = _rolls(function) if any(_rolled_along_last(n) is not None for n in nodes(function)) else {}
-            if rolled:
-                positional = (*function.args.posonlyargs, *function.args.args)
-                rolls.append((qualname, tuple(a.arg for a in positional),
-                              tuple(sorted((p, tuple(sorted(skips))) for p, skips in rolled.items()))))
+
+    def spans(node: ast.AST) -> bool:
+        at = bisect_left(lines, node.lineno)  # type: ignore[attr-defined]
+        return at < len(lines) and lines[at] <= (node.end_lineno or node.lineno)  # type: ignore[attr-defined]
+
+    for qualname, function in defs_with_qualnames(tree, spans):
+        params = set(param_names(function))
+        bound = {t.id: s.value for s in nodes(function) if isinstance(s, ast.Assign)
+                 for t in s.targets if isinstance(t, ast.Name)}
+        for node in nodes(function):
+            if isinstance(node, ast.Return) and node.value is not None:
+                parts = enumerate(node.value.elts) if isinstance(node.value, ast.Tuple) else [(-1, node.value)]
+                for element, part in parts:
+                    axis = _pieces_of(part, function, params, bound)
+                    if axis is not None:
+                        splits.append((qualname, element, *axis))
+        rolled = _rolls(function) if any(_rolled_along_last(n) is not None for n in nodes(function)) else {}
+        if rolled:
+            positional = (*function.args.posonlyargs, *function.args.args)
+            rolls.append((qualname, tuple(a.arg for a in positional),
+                          tuple(sorted((p, tuple(sorted(skips))) for p, skips in rolled.items()))))
     return tuple(sorted(set(splits))), tuple(rolls)

@@ -18,7 +18,7 @@ from itertools import accumulate, chain
 
 __all__ = [
     "CHILD_FIELDS", "Source", "argument", "breadth_first", "assigned_before", "assigned_once", "call_arguments", "child_fields", "forget_nodes", "nodes_of",
-    "children", "dotted", "expects_error", "functions_by_name", "index_of", "inline", "int_value", "keyword",
+    "children", "defs_with_qualnames", "dotted", "expects_error", "functions_by_name", "index_of", "inline", "int_value", "keyword",
     "last_name", "names_in", "nodes", "own_nodes", "param_names", "parts", "positional", "root_name", "same",
     "spanning", "statement_nodes", "string_key", "string_value", "target_name", "walk", "walked_together", "constant_test", "live", "switch_like", "switches",
 ]
@@ -619,6 +619,30 @@ def inline(node: ast.expr, bound: dict[str, ast.expr], args: dict[str, ast.expr]
 
 
 _DEFS = (ast.FunctionDef, ast.AsyncFunctionDef)
+
+
+_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+
+
+def defs_with_qualnames(tree: ast.Module, keep: Callable[[ast.AST], bool] | None = None,
+                        ) -> Iterator[tuple[str, ast.FunctionDef | ast.AsyncFunctionDef]]:
+    """Every ``def`` of ``tree`` with its qualname as the extractor spells it (``Cls.method``,
+    ``outer.inner``), those under an ``if``, ``try``, ``with`` or loop included: a module's
+    ``if flash_available:`` arm defines functions like any other. ``keep`` (a def or class) prunes:
+    one it refuses is neither given nor entered."""
+    stack: list[tuple[str, ast.AST]] = [("", tree)]
+    while stack:
+        prefix, node = stack.pop()
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, _SCOPES):
+                if keep is not None and not keep(child):
+                    continue
+                name = prefix + child.name
+                stack.append((name + ".", child))
+                if not isinstance(child, ast.ClassDef):
+                    yield name, child
+            elif isinstance(child, (ast.stmt, ast.excepthandler, ast.match_case)):
+                stack.append((prefix, child))  # a block: its defs belong to the enclosing scope
 
 
 def functions_by_name(tree: ast.AST) -> tuple[list[ast.FunctionDef | ast.AsyncFunctionDef], dict[str, list]]:
