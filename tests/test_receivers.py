@@ -13,11 +13,12 @@ from __future__ import annotations
 import textwrap
 from pathlib import Path
 
+from linttree import lint_files
+
 from layoutcheck.lint.engine import ProjectFile, analyse_project, module_name_of
 from layoutcheck.lint.registry import all_rules
 from layoutcheck.lint.settings import LintSettings
 from layoutcheck.model.extract import extract
-from linttree import lint_files
 
 
 def _project(files: dict[str, str]):
@@ -93,7 +94,7 @@ def test_a_staticmethod_called_through_the_instance_binds_its_first_parameter() 
     project = _project(_STATIC)
     refs = {f.qualname: (0, j) for j, f in enumerate(project.files[0].facts.functions)}
     for caller in ("Ops.run", "Ops.run_by_class"):
-        call, target, bound = next(iter(project.bound_calls(refs[caller])))
+        _, target, bound = next(iter(project.bound_calls(refs[caller])))
         assert target == refs["Ops.trim"], caller
         assert {name: arg.params for name, arg in bound.items()} == {"cls": ("batch",), "length": ("n",)}, caller
 
@@ -109,7 +110,7 @@ def test_a_receiver_by_another_name_resolves_and_binds_as_self_does() -> None:
     '''}
     project = _project(files)
     refs = {f.qualname: (0, j) for j, f in enumerate(project.files[0].facts.functions)}
-    call, target, bound = next(iter(project.bound_calls(refs["Ops.run"])))
+    _, target, bound = next(iter(project.bound_calls(refs["Ops.run"])))
     assert target == refs["Ops.trim"]
     assert {name: arg.params for name, arg in bound.items()} == {"tokens": ("batch",), "length": ("n",)}
 

@@ -29,7 +29,8 @@ import ast
 from collections import Counter
 
 from layoutcheck.model.syntax import (
-    call_arguments, dotted, receivers, functions_by_name, int_value, last_name, live, names_in, nodes, own_nodes, switches,
+    call_arguments, dotted, functions_by_name, int_value, last_name, live, names_in, nodes, own_nodes, receivers,
+    switches,
 )
 
 __all__ = ["short_receives"]
