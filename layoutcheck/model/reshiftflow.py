@@ -127,7 +127,7 @@ class _Flow:
             targets = [target]
         else:
             head, _, method = call.callee.rpartition(".")
-            if not head or graph.through_receiver(caller, call.callee):
+            if not head or head == graph.receiver(caller):  # a method of the caller's own class
                 return {}
             targets = [ref for ref in graph.defs_named(method) if graph.signature(ref).cls is not None]
             if not targets:

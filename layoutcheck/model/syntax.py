@@ -294,6 +294,7 @@ def forget_nodes(node: ast.AST) -> None:
     (`layoutcheck.model.calls`), and they would go stale."""
     node.__dict__.pop(_MEMO, None)
     node.__dict__.pop(_BY_TYPE, None)
+    node.__dict__.pop(_RECEIVERS, None)
 
 
 _BY_TYPE = "_layoutcheck_by_type"
