@@ -21,7 +21,11 @@ whole project, so code means exactly what it meant):
 * module names: each module file of the project (not ``__init__``, not test
   files) and every import of it.
 
-Left alone: builtins, ``self`` and ``cls``, dunder names, names imported from
+Methods' receivers are renamed too (``self`` and ``cls`` get neutral names like any
+parameter): the linter must know a receiver by its place, the first parameter of a
+``def`` in a class body, not by its spelling.
+
+Left alone: builtins, dunder names, names imported from
 outside the project (``torch``, ``F.pad``, ``pad_sequence``) and attributes
 the project does not define (``.size``, ``.shape``, ``.append``), string values
 that are not field names (``"thd"``), comments and docstrings. Line structure
@@ -41,7 +45,7 @@ import libcst as cst
 
 __all__ = ["Renaming", "rename_project"]
 
-_KEEP = frozenset({"self", "cls", "_", "__name__", "__file__", "__all__", "__init__", "__main__"})
+_KEEP = frozenset({"_", "__name__", "__file__", "__all__", "__init__", "__main__"})
 _KEY_METHODS = frozenset({"get", "pop", "setdefault", "__getitem__", "__contains__"})
 _ATTR_STRINGS = frozenset({"getattr", "setattr", "hasattr", "delattr"})
 

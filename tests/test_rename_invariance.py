@@ -1,9 +1,10 @@
 """Rename invariance: the linter finds layout bugs by what code does, not by what it is named.
 
 Every lint fixture project is copied with every identifier it defines renamed
-consistently (`tests/renaming.py`: functions, classes, parameters, locals,
-attributes, keyword arguments, field-name strings, module files; one bijection
-for the whole project, so the code means exactly what it meant) and linted with
+consistently (`tests/renaming.py`: functions, classes, parameters, methods'
+receivers ``self``/``cls``, locals, attributes, keyword arguments, field-name
+strings, module files; one bijection for the whole project, so the code means
+exactly what it meant) and linted with
 no configuration beyond the fixture's own, itself renamed. The findings must be
 the same: same files (by their original names), lines and rules. A rule that
 needed a name to fire finds nothing on the copy and fails here. The corpus of
@@ -19,6 +20,7 @@ test to run on demand.
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -61,6 +63,9 @@ def test_the_renamer_renames_names_fields_and_modules(renamed: tuple[Path, Renam
     for name in ("get_rollout_data", "max_seq_lens", "total_lengths", "pad_size", "slice_log_prob_with_cp"):
         assert name not in text, name
     assert "torch.cuda.current_device()" in text and '"bshd"' in text  # the outside world's names stay
+    # methods' receivers too: the linter knows a receiver by its place, not by the name `self`
+    methods = (out / "flagged" / f"{renaming.modules['batch_builder']}.py").read_text().split('"""', 2)[2]
+    assert "def " in methods and re.search(r"\bself\b", methods) is None
     assert {"rollout_producer", "cp_utils", "batch_builder"} <= set(renaming.modules)
     assert len(renaming.names) > 300
 

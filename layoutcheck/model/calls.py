@@ -57,7 +57,7 @@ import copy
 import re
 from collections.abc import Iterator
 
-from layoutcheck.model.syntax import breadth_first, dotted, forget_nodes, nodes_of, own_nodes
+from layoutcheck.model.syntax import breadth_first, dotted, forget_nodes, method_receiver, nodes_of, own_nodes
 
 __all__ = [
     "BATCHES_OF", "COLLATE_AT", "COLLATE_FOR", "may_assign_methods", "methods_assigned", "read_calls_through",
@@ -75,8 +75,9 @@ _UNPACKED_CALL = re.compile(r"^[ \t]*[(\[]?[\w.\[\]]+[ \t]*,[^=\n]*=[ \t]*(\w+)\
 """A tuple unpacked from a call (``a, b = f(``), as text, with the function's name."""
 _PARTIAL_BOUND = re.compile(r"=\s*(?:functools\.)?partial\(")
 """``g = partial(`` / ``g = functools.partial(``: where `_partials` can find something."""
-_STORED_LOOP = re.compile(r"in (?:enumerate\()?self\.\w+\)?:")
-"""``for b in self.loader:`` (or ``enumerate(self.loader)``), as text: where `_stored_loader_loops` can find something."""
+_STORED_LOOP = re.compile(r"in (?:enumerate\()?\w+\.\w+\)?:")
+"""``for b in self.loader:`` (or ``enumerate(self.loader)``; the receiver by any name), as text: where
+`_stored_loader_loops` can find something."""
 BATCHES_OF = "layoutcheck_batches_of_"
 """The callee a loop over a constructor's parameter stored on the instance binds its batch to
 (``layoutcheck_batches_of_loader(samples)``): the project resolves it to the collate function the
@@ -350,12 +351,11 @@ def _is_loader(node: ast.AST) -> ast.expr | None:
 
 
 def _instance(function: ast.AST) -> str | None:
-    """The name of a method's instance (its first parameter), or None for a function outside a class."""
-    args = getattr(function, "args", None)
-    if args is None:
+    """The name of a method's instance (its receiver, `method_receiver`: the first parameter whatever it
+    is called; None for a ``@staticmethod``), or None for a function outside a class."""
+    if not isinstance(function, _FUNCTIONS):
         return None
-    first = [*args.posonlyargs, *args.args]
-    return first[0].arg if first else None
+    return method_receiver(function)
 
 
 def _local_loaders(function: ast.AST) -> dict[str, ast.expr]:

@@ -186,7 +186,7 @@ class CallSitesMixin:
         else:
             root = name.split(".", 1)[0]
             if root in EXTERNAL or name.startswith("torch.") or (
-                tail in COMMON_METHODS and tail not in self.vocab.helpers and root not in ("self", "cls")
+                tail in COMMON_METHODS and tail not in self.vocab.helpers and root != self.frame.receiver
                 and root not in self.imports.aliases
             ):
                 return

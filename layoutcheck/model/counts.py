@@ -29,7 +29,8 @@ import ast
 from collections import Counter
 
 from layoutcheck.model.syntax import (
-    call_arguments, dotted, functions_by_name, int_value, last_name, live, names_in, nodes, own_nodes, switches,
+    call_arguments, dotted, functions_by_name, int_value, last_name, live, names_in, nodes, own_nodes, receivers,
+    switches,
 )
 
 __all__ = ["short_receives"]
@@ -227,13 +228,13 @@ def _cancel(factors: Factors) -> Factors:
 
 
 def _callee(call: ast.Call, function: ast.AST, classes: dict[ast.AST, ast.ClassDef],
-            by_name: dict[str, list]) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
-    """The module's ``def`` a call runs: a method of the caller's class for ``self.m()``, else the
-    one function of that name."""
+            by_name: dict[str, list], receiver: str | None) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
+    """The module's ``def`` a call runs: a method of the caller's class for ``self.m()`` (the caller's
+    ``receiver``, whatever it is called), else the one function of that name."""
     name = last_name(call.func)
     found = by_name.get(name or "", [])
-    if isinstance(call.func, ast.Attribute) and isinstance(call.func.value, ast.Name) \
-            and call.func.value.id == "self":
+    if receiver is not None and isinstance(call.func, ast.Attribute) and isinstance(call.func.value, ast.Name) \
+            and call.func.value.id == receiver:
         own = [f for f in found if classes.get(f) is classes.get(function) and classes.get(f) is not None]
         if len(own) == 1:
             return own[0]
@@ -246,17 +247,19 @@ def _returned(function: ast.FunctionDef | ast.AsyncFunctionDef) -> ast.expr | No
     return values[0] if len(values) == 1 else None
 
 
-def _sent(value: ast.expr, scope: _Scope, function: ast.AST, classes: dict, by_name: dict) -> Factors | None:
-    """The sender's count: of the list it builds, or of the list a module function returns."""
+def _sent(value: ast.expr, scope: _Scope, function: ast.AST, classes: dict, by_name: dict,
+          methods: tuple[dict[ast.AST, str], dict[ast.AST, str]]) -> Factors | None:
+    """The sender's count: of the list it builds, or of the list a module function returns (``methods``:
+    the module's `receivers`)."""
     if isinstance(value, ast.Call):
-        callee = _callee(value, function, classes, by_name)
+        callee = _callee(value, function, classes, by_name, methods[1].get(function))
         if callee is None or callee is function:
             return None
         returned = _returned(callee)
         if returned is None:
             return None
         roots: dict[str, str] = {}
-        for name, arg in call_arguments(callee, value).items():
+        for name, arg in call_arguments(callee, value, methods[0].get(callee)).items():
             chain = scope.chain(arg, 0)
             if chain is not None:
                 roots[name] = chain
@@ -325,7 +328,7 @@ def short_receives(tree: ast.Module) -> dict[ast.AST, list[tuple[ast.AST, str]]]
                     if size is None or _allocated(sent) is not None:
                         continue
                     scope = scope or _Scope(function)
-                    sender = _sent(sent, scope, function, classes, by_name)
+                    sender = _sent(sent, scope, function, classes, by_name, receivers(tree))
                     if sender is None:
                         continue
                     have, per = _cancel(scope.value(size))

@@ -34,7 +34,7 @@ from layoutcheck.model.records import record_cut_apart
 from layoutcheck.model.sinkchecks import CHECKS as SINK_CHECKS
 from layoutcheck.model.sinks import Sinks
 from layoutcheck.model.summaries import write_summary
-from layoutcheck.model.syntax import last_name, string_value
+from layoutcheck.model.syntax import last_name, method_receiver, string_value
 from layoutcheck.model.uses import Uses, body_uses
 from layoutcheck.model.vocabulary import LAYOUT_KINDS, is_check_name
 from layoutcheck.model.walkstate import FunctionState, space_word
@@ -105,18 +105,20 @@ class DefinitionsMixin:
         qualname = ".".join(self.qual)
         parent = self.frame
         cls = self.classes[-1][0] if self.classes and parent.cls != "<inside>" else None
+        own = method_receiver(node) if cls is not None else None
+        reach = own or (parent.receiver if parent.receiver not in {p.name for p in params} else None)
         model = parent.model or bool(self.classes and self.classes[-1][1])
         index = len(self.facts.functions)
         line, col, _, _ = self.source.span(node)
         name_col = col + (6 if isinstance(node, ast.AsyncFunctionDef) else 0) + 4
         facts = Function(
             qualname, (line, name_col, line, name_col + len(name)), tuple(params), parent.index, cls, model,
-            named_for_source=self.vocab.mentions_source(name) and not is_check_name(name),
+            named_for_source=self.vocab.mentions_source(name) and not is_check_name(name), receiver=own,
         )
         self.facts.functions.append(facts)
         uses = body_uses(node.body, self.imports)
         self.absorb(uses)
-        frame = Frame(index, parent, node, model=model, cls="<inside>", uses=uses)
+        frame = Frame(index, parent, node, model=model, cls="<inside>", uses=uses, receiver=reach)
         self.frames.append(frame)
         state = FunctionState()
         state.layout_params |= layout_params
@@ -227,7 +229,7 @@ class DefinitionsMixin:
         if frame.index:
             mentions = frame.uses.mentions
             facts.unused_params = tuple(p.name for p in facts.params if p.kind not in ("star", "dstar")
-                                        and p.name not in ("self", "cls") and not mentions(p.name))
+                                        and p.name != facts.receiver and not mentions(p.name))
             facts.unit_switches = unit_switches(shared, state.unit_names, {p.name for p in facts.params})
         facts.end_tick = self.next_tick()
 

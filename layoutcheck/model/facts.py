@@ -34,7 +34,7 @@ __all__ = [
     "element_call", "ensure_function_calls", "from_data", "object_hook", "to_data",
 ]
 
-FACTS_VERSION = 19
+FACTS_VERSION = 20
 """Bumped whenever the shape or the meaning of the facts changes (cached facts are then misses)."""
 
 Span = tuple[int, int, int, int]
@@ -207,6 +207,11 @@ class Function:
     """Positions of its returned tuple that hold the literal pair ``(0, 0)`` on some path and a computed
     pair on another (`layoutcheck.model.summaries.zero_pair_elements`): positions it clamps on one path
     only."""
+    receiver: str | None = None
+    """For a ``def`` in a class body: its receiver parameter, the first positional one whatever it is
+    called (``self``, a ``@classmethod``'s ``cls``, ``this``); None for a ``@staticmethod``, for a
+    ``def`` outside a class and at index 0. Calls bind their arguments past it, and ``<receiver>.m()``
+    / ``<receiver>.x`` are the instance's (`ProjectGraph.receiver`), by place, never by name."""
 
 
 def _param(data: Any) -> Param:

@@ -128,10 +128,10 @@ class Frame:
     """One function (or the module) being walked."""
 
     __slots__ = ("index", "parent", "env", "exprs", "units", "fresh", "layout", "node", "data", "model", "cls",
-                 "uses")
+                 "uses", "receiver")
 
     def __init__(self, index: int, parent: Frame | None, node: ast.AST, *, model: bool, cls: str | None,
-                 uses: Uses | None = None) -> None:
+                 uses: Uses | None = None, receiver: str | None = None) -> None:
         self.index = index
         self.parent = parent
         self.env: dict[str, Value] = {}
@@ -150,6 +150,9 @@ class Frame:
         self.cls = cls
         self.uses = uses if uses is not None else Uses()
         """What the body does with each name and field (`layoutcheck.model.uses`), read before the walk."""
+        self.receiver = receiver
+        """The name the body reaches its method's receiver by (its own receiver parameter, or the
+        enclosing method's in a nested ``def``); None outside methods."""
 
 
 _IDIOM_OPS: dict[str, frozenset[type]] = {

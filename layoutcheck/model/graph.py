@@ -95,6 +95,7 @@ class ProjectGraph:
         self._collates: dict[tuple[FunctionRef, str], FunctionRef | None] = {}
         self._imported: dict[int, frozenset[int]] = {}
         self._lookups: dict[str, FunctionRef | None] = {}
+        self._receivers: dict[FunctionRef, str | None] = {}
 
     # ------------------------------------------------------------ files
 
@@ -234,6 +235,43 @@ class ProjectGraph:
             yield (i, j)
             j = functions[j].parent
 
+    def receiver(self, ref: FunctionRef) -> str | None:
+        """The name ``ref``'s body reaches a receiver by (``self.m()``, ``self.x = ...``): the receiver
+        parameter of the method it is (`Function.receiver`, whatever it is called; None for a
+        ``@staticmethod``), or of a ``def`` assigned onto a class (its first parameter, `as_method`),
+        else that of the function it is nested in, unless it takes a parameter of that name itself."""
+        found = self._receivers.get(ref)
+        if found is None and ref not in self._receivers:
+            shadowing: set[str] = set()
+            for outer in self.enclosing(ref):
+                function = self.signature(outer)
+                found = function.receiver
+                if found is None and function.cls is None and outer in self._assigned_names:
+                    positional = [p for p in function.params if p.kind in ("posonly", "pos")]
+                    found = positional[0].name if positional else None
+                if found is not None:
+                    found = None if found in shadowing else found
+                    break
+                shadowing.update(p.name for p in function.params)
+            self._receivers[ref] = found
+        return found
+
+    def takes_receiver(self, ref: FunctionRef) -> bool:
+        """Does a call of ``ref`` through an instance fill its first parameter with the receiver: a
+        method that takes one (`Function.receiver`; not a ``@staticmethod``), or a ``def`` assigned onto
+        a class (`as_method`)?"""
+        function = self.signature(ref)
+        if function.receiver is not None:
+            return True
+        return function.cls is None and ref in self._assigned_names and any(
+            p.kind in ("posonly", "pos") for p in function.params)
+
+    def through_receiver(self, caller: FunctionRef, callee: str) -> bool:
+        """Is ``callee`` (a call's name as written in ``caller``) an attribute of ``caller``'s receiver
+        (``self.fill``, ``this.fill``, ``cls.build``; `receiver`)?"""
+        head, dot, rest = callee.partition(".")
+        return bool(dot) and bool(rest) and head == self.receiver(caller)
+
     # ------------------------------------------------------------ names
 
     def _absolute(self, file_index: int, name: str) -> str:
@@ -315,7 +353,7 @@ class ProjectGraph:
         if callee.startswith(BATCHES_OF):
             return self._collate_of(caller, callee[len(BATCHES_OF):])
         head, _, rest = callee.partition(".")
-        if head in ("self", "cls") and rest and "." not in rest:
+        if rest and "." not in rest and head == self.receiver(caller):
             cls = None
             for ref in self.enclosing(caller):
                 cls = cls or self.signature(ref).cls
@@ -516,7 +554,7 @@ class ProjectGraph:
     def bind(params: Sequence[Param], call: Call, method: bool) -> dict[str, Arg]:
         """Which argument of ``call`` each parameter receives (``**kw`` expanded when known)."""
         positional = [p for p in params if p.kind in ("posonly", "pos")]
-        if method and positional and positional[0].name in ("self", "cls"):
+        if method:  # the receiver fills the first parameter, whatever it is called
             positional = positional[1:]
         out: dict[str, Arg] = {}
         index = 0
@@ -530,21 +568,22 @@ class ProjectGraph:
         return out
 
     def binding(self, caller: FunctionRef, call: Call, target: FunctionRef) -> dict[str, Arg]:
-        """`bind` for ``call`` in ``caller`` reaching ``target`` (`resolve`): a method of a class drops
-        ``self`` / ``cls``, and so does a ``def`` the call reaches as a method (`as_method`), whatever its
-        first parameter is called, since the receiver fills it."""
+        """`bind` for ``call`` in ``caller`` reaching ``target`` (`resolve`): a method of a class drops its
+        receiver parameter (`Function.receiver`: the first, whatever it is called; a ``@staticmethod``
+        has none, so ``self.f(x)`` binds ``x`` to its first parameter), and so does a ``def`` the call
+        reaches as a method (`as_method`), since the receiver fills it."""
         return self.bind(*self.receiving(caller, call, target))
 
     def receiving(self, caller: FunctionRef, call: Call, target: FunctionRef) -> tuple[Sequence[Param], Call, bool]:
         """The arguments of `bind` for ``call`` reaching ``target``: its parameters (less the first when the
-        call reaches a ``def`` outside a class as a method, `as_method`), the call, and whether a
-        ``self`` / ``cls`` first parameter is dropped (a method of a class)."""
+        call reaches a ``def`` outside a class as a method, `as_method`), the call, and whether the first
+        parameter is dropped as the receiver (a method of a class that takes one, `Function.receiver`)."""
         callee = self.signature(target)
         if callee.cls is None and self.as_method(caller, call, target):
             positional = [p for p in callee.params if p.kind in ("posonly", "pos")]
             if positional:
                 return [p for p in callee.params if p is not positional[0]], call, False
-        return callee.params, call, callee.cls is not None
+        return callee.params, call, callee.receiver is not None
 
     def as_method(self, caller: FunctionRef, call: Call, target: FunctionRef) -> bool:
         """Does ``call`` reach ``target``, a ``def`` outside a class, as a method, the receiver bound to

@@ -111,7 +111,7 @@ class ProjectHelpers(ProjectValues):
         function = self.function(ref)
         params = function.params
         positional = [p for p in params if p.kind in ("posonly", "pos")]
-        if function.cls is not None and positional and positional[0].name in ("self", "cls"):
+        if function.receiver is not None:  # the receiver fills the first, whatever it is called
             positional = positional[1:]
         padded_slots = self.spaces.padded_slots(ref)
         layout = padded = None

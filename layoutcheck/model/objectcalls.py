@@ -28,7 +28,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from layoutcheck.model.origins import Origin, scope_names
-from layoutcheck.model.syntax import defs_with_qualnames, dotted, param_names
+from layoutcheck.model.syntax import defs_with_qualnames, dotted, param_names, receivers
 
 if TYPE_CHECKING:
     from layoutcheck.model.graph import FunctionRef, ProjectGraph
@@ -94,15 +94,19 @@ def _own_statements(body: list[ast.stmt]) -> Iterator[ast.stmt]:
 
 def assigned_onto_classes(tree: ast.Module, text: str) -> tuple[AssignedMethod, ...]:
     """Functions assigned onto a class anywhere in the module, each candidate of a local (the module docs)."""
+    # A cost gate, by text: most such lines set an instance's attribute (`self.x = y`); the walk below
+    # skips a target on a method's receiver whatever it is called (`this.x = y`, a classmethod's `cls.x`).
     lines = [text.count("\n", 0, m.start()) + 1 for m in _ASSIGNED.finditer(text)
-             if not text[text.rfind("\n", 0, m.start()) + 1:m.start()].lstrip().startswith(("self.", "cls."))]
+             if not text[text.rfind("\n", 0, m.start()) + 1:m.start()].lstrip().startswith("self.")]
     if not lines:
-        return ()  # most such lines set an instance's attribute (`self.x = y`)
+        return ()
     module_names: dict[str, str] = {}
     scope_names(tree.body, module_names)
     defs = {s.name for s in tree.body if isinstance(s, _FUNCTIONS)}
     out: set[AssignedMethod] = set()
+    reach = receivers(tree)[1]
     for qualname, scope, body in _scopes(tree, lines):
+        receiver = reach.get(scope)
         names = dict(module_names)
         imported: dict[str, list[tuple[int, str]]] = {}  # a function's own imports, by line: arms differ
         if scope is not tree:
@@ -136,11 +140,13 @@ def assigned_onto_classes(tree: ast.Module, text: str) -> tuple[AssignedMethod, 
             owner = target.value
             written = dotted(owner)
             patcher: tuple[str, tuple[str, ...]] = ("", ())
+            if written is not None and written.split(".")[0] == receiver:
+                continue  # the instance's own attribute (its class's through a classmethod's receiver)
             if isinstance(owner, ast.Attribute) and owner.attr == "__class__":
                 cls = ""  # an instance's class
                 if isinstance(owner.value, ast.Name) and owner.value.id in params:
                     patcher = (qualname, _enabling(scope, stmt.lineno))
-            elif written is None or written.split(".")[0] in ("self", "cls") and "." in written:
+            elif written is None:
                 continue
             elif written in params or all(_class_of_value(v) for _, v in bindings.get(written, [(0, owner)])) \
                     and written in bindings:
@@ -256,10 +262,11 @@ def object_call_targets(graph: ProjectGraph, caller: FunctionRef, callee: str,
         applied = _applied(graph)
         if not applied:
             return []
-        if caller in applied and not callee.startswith(("self.", "cls.")):
+        through = graph.through_receiver(caller, callee)
+        if caller in applied and not through:
             return list(assigned.get(("", "forward"), ()))
         cls = next((c for c in (graph.function(r).cls for r in graph.enclosing(caller)) if c), None)
-        if cls is None or not callee.startswith(("self.", "cls.")):
+        if cls is None or not through:
             return []
         owners = set(_classes(graph, caller[0], cls))
         if any((ref[0], graph.function(ref).cls) in owners for ref in applied):

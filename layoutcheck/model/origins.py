@@ -24,7 +24,13 @@ from __future__ import annotations
 
 import ast
 
-from layoutcheck.model.syntax import defs_with_qualnames, dotted, int_value, param_names
+from layoutcheck.model.syntax import (
+    defs_with_qualnames,
+    dotted,
+    int_value,
+    param_names,
+    receivers,
+)
 
 __all__ = ["DictEntry", "Origin", "Pass", "Returned", "ValueOrigins", "qualified", "scope_names", "value_origins"]
 
@@ -110,9 +116,12 @@ def _literals(call: ast.Call) -> tuple[tuple[str, int], ...]:
 class _Function:
     """The origins of one function's locals (see the module docs)."""
 
-    def __init__(self, function: ast.FunctionDef | ast.AsyncFunctionDef, names: dict[str, str]) -> None:
+    def __init__(self, function: ast.FunctionDef | ast.AsyncFunctionDef, names: dict[str, str],
+                 receiver: str | None = None) -> None:
         self.function = function
         self.names = names
+        self.receiver = receiver
+        """The name the body reaches its method's receiver by (`receivers`), whatever it is called."""
         self.params = set(param_names(function))
         self.bound: dict[str, list[tuple[int, tuple[Origin, ...]]]] = {}
         self.dicts: dict[str, dict[str, list[_Entry]]] = {}
@@ -208,9 +217,9 @@ class _Function:
 
     def library_or_value(self, callee: str) -> bool:
         """Is ``callee`` never the project's (`_LIBRARIES`), or a method of a value the function holds
-        (``ids.values()``: a parameter or a local, not ``self``)?"""
+        (``ids.values()``: a parameter or a local, not the method's receiver)?"""
         head, dot, _ = callee.partition(".")
-        return head in _LIBRARIES or bool(dot) and head not in ("self", "cls") and (head in self.params
+        return head in _LIBRARIES or bool(dot) and head != self.receiver and (head in self.params
                                                                                    or head in self.bound)
 
     def of(self, name: str, line: int) -> tuple[Origin, ...]:
@@ -300,7 +309,7 @@ def _passes(walk: _Function, qualname: str, out: list[Pass]) -> None:
         func = node.func
         local = isinstance(func, ast.Name) and (func.id in walk.params or func.id in walk.bound)
         attribute = isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) \
-            and func.value.id in ("self", "cls")
+            and func.value.id == walk.receiver
         mine = walk.of(func.id, node.lineno) if isinstance(func, ast.Name) else ()
         out.append((qualname, callee, local or attribute, mine, tuple(args), tuple(sorted(set(given))),
                     tuple(spread)))
@@ -313,8 +322,9 @@ def value_origins(tree: ast.Module) -> ValueOrigins:
     returns: list[Returned] = []
     dicts: list[DictEntry] = []
     passes: list[Pass] = []
+    reach = receivers(tree)[1]
     for qualname, function in defs_with_qualnames(tree):
-        walk = _Function(function, names)
+        walk = _Function(function, names, reach.get(function))
         walk.note_updates()
         _returns(walk, qualname, returns, dicts)
         _passes(walk, qualname, passes)

@@ -78,7 +78,7 @@ class _Join:
                 if not axis:
                     found = True
                 else:
-                    shift = 1 if callee.startswith(("self.", "cls.")) else 0
+                    shift = 1 if self.graph.through_receiver(ctx, callee) and self.graph.takes_receiver(target) else 0
                     value = given.get(axis, given.get(f"#{position - shift}"))
                     found = found or (value is not None and value != 0)
             if not found and depth < _DEPTH:
@@ -110,7 +110,7 @@ class _Join:
                 ) -> list[tuple[FunctionRef, int]]:
         """The rollers the call reaches, each with how many leading parameters the receiver takes."""
         found = self.graph.resolve_callee(caller, callee)
-        method = callee.startswith(("self.", "cls."))
+        method = self.graph.through_receiver(caller, callee)
         if found is not None:
             reached = [(found, 1 if method else 0)]
         elif is_object:
@@ -120,8 +120,7 @@ class _Join:
         out = []
         for ref, skip in reached:
             if ref in self.rollers:
-                params = self.rollers[ref][0]
-                out.append((ref, skip if params and params[0] in ("self", "cls") else 0))
+                out.append((ref, skip if self.graph.takes_receiver(ref) else 0))
         return out
 
     def run(self) -> dict[int, list[RolledPiece]]:

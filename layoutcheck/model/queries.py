@@ -488,9 +488,9 @@ def _argument(call: Call, name: str, position: int | None) -> Arg | None:
 
 
 def _position(function: Function, name: str) -> int | None:
-    """The 0-based position a call passes parameter ``name`` at (``self`` not counted), or None."""
+    """The 0-based position a call passes parameter ``name`` at (the receiver not counted), or None."""
     positional = [p for p in function.params if p.kind in ("posonly", "pos")]
-    if function.cls is not None and positional and positional[0].name in ("self", "cls"):
+    if function.receiver is not None:
         positional = positional[1:]
     names = [p.name for p in positional]
     return names.index(name) if name in names else None

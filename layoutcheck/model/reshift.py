@@ -24,7 +24,14 @@ from collections.abc import Collection, Iterator
 from operator import itemgetter
 
 from layoutcheck.model.shifts import rolled_left, shift_kind
-from layoutcheck.model.syntax import last_name, nodes, own_nodes, param_names
+from layoutcheck.model.syntax import (
+    last_name,
+    method_receiver,
+    nodes,
+    own_nodes,
+    param_names,
+    receivers,
+)
 
 __all__ = ["ShiftSummary", "reshifted_fields", "shift_summaries"]
 
@@ -59,9 +66,10 @@ def _shifters(tree: ast.Module, functions: list[ast.FunctionDef | ast.AsyncFunct
     returns_at = sorted((((n.lineno, n.col_offset), n.value) for n in nodes(tree)  # type: ignore[attr-defined]
                          if type(n) is ast.Return and n.value is not None), key=itemgetter(0))
     places = [place for place, _ in returns_at]
+    methods = receivers(tree)[0]
     for function in functions:
         params = param_names(function)
-        if not params or params[0] in ("self", "cls"):
+        if not params or function in methods:  # a method's first parameter is its receiver
             continue
         first = bisect_left(places, (function.lineno, function.col_offset))
         last = bisect_right(places, (function.end_lineno or function.lineno, function.end_col_offset or 0))
@@ -108,9 +116,10 @@ def reshifted_fields(tree: ast.Module) -> dict[ast.AST, list[tuple[ast.AST, str]
         names.setdefault(function.name, []).append(function)
     # Module functions that apply a shifter to a parameter: name -> {parameter position: kind}.
     appliers: dict[str, dict[int, str]] = {}
+    methods = receivers(tree)[0]
     for function in functions:
         params = param_names(function)
-        offset = 1 if params and params[0] in ("self", "cls") else 0
+        offset = 1 if function in methods else 0
         for node in nodes(function):
             if isinstance(node, ast.Call) and last_name(node.func) in shifters and node.args \
                     and isinstance(node.args[0], ast.Name) and node.args[0].id in params:
@@ -157,11 +166,12 @@ def _branch_shift(stmts: list[ast.stmt], name: str) -> str | None:
     return _shift_of(stores[0].value, name)
 
 
-def _summary(function: ast.FunctionDef | ast.AsyncFunctionDef) -> tuple[str, str, str, str] | None:
+def _summary(function: ast.FunctionDef | ast.AsyncFunctionDef, method: bool) -> tuple[str, str, str, str] | None:
     """(parameter, kind if true, kind if false, condition) when ``function`` returns a one-position shift
     of a parameter: directly (``return cat((t[:, 1:], pad))``), or a parameter rebound so on every path,
-    by a statement or by both arms of ``if flag: ... else: ...`` on another parameter."""
-    params = [p for p in param_names(function) if p not in ("self", "cls")]
+    by a statement or by both arms of ``if flag: ... else: ...`` on another parameter. ``method``: a ``def``
+    in a class body, its receiver (`method_receiver`, whatever it is called) no parameter it shifts."""
+    params = param_names(function)[1:] if method and method_receiver(function) is not None else param_names(function)
     last = function.body[-1] if function.body else None
     if not params or not isinstance(last, ast.Return) or last.value is None:
         return None  # the one return is the last statement (checked before the function is walked)
@@ -211,7 +221,7 @@ def shift_summaries(tree: ast.Module, lines: Collection[int] | None = None) -> t
                 if lines is not None and not any(
                         stmt.lineno <= line <= (stmt.end_lineno or stmt.lineno) for line in lines):
                     continue
-                found = _summary(stmt)
+                found = _summary(stmt, bool(prefix))
                 if found is not None:
                     out.append((prefix + stmt.name, *found))
             elif isinstance(stmt, ast.ClassDef):

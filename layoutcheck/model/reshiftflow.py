@@ -83,7 +83,7 @@ def _kind(summary: Summary, params: Sequence[Param], call: ast.Call | None, meth
     if call is None:
         return None
     positional = [p for p in params if p.kind in ("posonly", "pos")]
-    if method and positional and positional[0].name in ("self", "cls"):
+    if method:  # the receiver fills the first, whatever it is called
         positional = positional[1:]
     passed: ast.expr | None = None
     for kw in call.keywords:
@@ -127,7 +127,7 @@ class _Flow:
             targets = [target]
         else:
             head, _, method = call.callee.rpartition(".")
-            if not head or head in ("self", "cls"):
+            if not head or head == graph.receiver(caller):  # a method of the caller's own class
                 return {}
             targets = [ref for ref in graph.defs_named(method) if graph.signature(ref).cls is not None]
             if not targets:
@@ -154,7 +154,7 @@ class _Flow:
         function = self.graph.signature(ref)
         summary = self.summaries.get(ref)
         if summary is not None:
-            kind = _kind(summary, function.params, call, function.cls is not None)
+            kind = _kind(summary, function.params, call, function.receiver is not None)
             if kind is not None:
                 out[summary[0]] = kind
         for param, kind in self._applies_of(ref).items():
@@ -205,7 +205,7 @@ class _Flow:
                 if summary is None:
                     continue
                 function = graph.signature(target)
-                kind = _kind(summary, function.params, call, function.cls is not None)
+                kind = _kind(summary, function.params, call, function.receiver is not None)
                 if kind is not None:
                     out.setdefault(write.key, []).append((i, write, kind))
         return out

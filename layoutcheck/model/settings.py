@@ -184,7 +184,7 @@ class LintSettings:
             "or a `max_*`/`padded*` length name such as `max_token_len`). When a helper's `def` is in "
             "the checked tree, its own parameters and positions are read and this entry only names "
             "it as a helper; for a helper defined elsewhere (an installed package), the 0-based "
-            "positions given here (for a method, `self` not counted) say where positional calls pass "
+            "positions given here (for a method, its receiver `self` not counted) say where positional calls pass "
             "them. A call must pass the layout kind unless it sits where the layout is known to be "
             "packed (`if qkv_format == \"thd\":`), and `P` where the layout is BSHD. Entries are merged "
             "over the defaults, helper by helper; `name = {}` switches a default helper off."

@@ -36,6 +36,7 @@ from layoutcheck.model.syntax import (
     nodes_of,
     own_nodes,
     param_names,
+    receivers,
     root_name,
     spanning,
 )
@@ -142,7 +143,7 @@ def unstacked_row_lists(tree: ast.Module) -> dict[ast.AST, list[tuple[ast.AST, s
             if not (isinstance(node, ast.Call) and last_name(node.func) in zippers):
                 continue
             callee = unique[last_name(node.func)]
-            given = call_arguments(callee, node)
+            given = call_arguments(callee, node, receivers(tree)[0].get(callee))
             for rows, entries in zippers[last_name(node.func)]:
                 row_arg, list_arg = given.get(rows), given.get(entries)
                 if isinstance(row_arg, ast.Name) and row_arg.id in stacked and isinstance(list_arg, ast.Name) \

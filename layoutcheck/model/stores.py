@@ -335,7 +335,8 @@ class StoresMixin:
                 self.add_rewrite(target, key, entry=False, tags=tags)
             return
         base = target.value
-        if isinstance(base, ast.Attribute) and root_name(base) == "self":
+        receiver = self.frame.receiver
+        if receiver is not None and isinstance(base, ast.Attribute) and root_name(base) == receiver:
             return  # an object's own cache (`self.total_lengths[i] = n`), not the rollout's
         inner = string_key(base) if isinstance(base, ast.Subscript) else None
         if inner is None or self.fresh_root(base):

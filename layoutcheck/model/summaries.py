@@ -150,7 +150,7 @@ def forwarded_calls(callee: Function, found: Sequence[tuple[FunctionRef, Call]],
     out: list[tuple[FunctionRef, Call]] = []
     if depth >= _FORWARD_DEPTH:
         return out
-    targets = _positional(callee.params, callee.cls is not None)
+    targets = _positional(callee.params, callee.receiver is not None)
     for wrapper_ref, call in found:
         wrapper = function(wrapper_ref)
         star = next((p.name for p in wrapper.params if p.kind == "star"), None)
@@ -169,7 +169,7 @@ def forwarded_calls(callee: Function, found: Sequence[tuple[FunctionRef, Call]],
                 break
             if arg.keyword is None:
                 before += 1
-        taken = _positional(wrapper.params, wrapper.cls is not None)
+        taken = _positional(wrapper.params, wrapper.receiver is not None)
         named = {p.name for p in wrapper.params if p.kind in ("posonly", "pos", "kwonly")}
         for outer, outer_call in callers_of(wrapper_ref):
             args: list[Arg] = []
@@ -197,9 +197,9 @@ def forwarded_calls(callee: Function, found: Sequence[tuple[FunctionRef, Call]],
 
 
 def _positional(params: Sequence[Param], method: bool) -> list[str]:
-    """The names of the positional parameters a call's positional arguments fill (``self`` left out,
-    as `ProjectGraph.bind` does)."""
+    """The names of the positional parameters a call's positional arguments fill (a method's receiver,
+    its first, left out, as `ProjectGraph.bind` does)."""
     positional = [p.name for p in params if p.kind in ("posonly", "pos")]
-    if method and positional and positional[0] in ("self", "cls"):
+    if method:
         positional = positional[1:]
     return positional

@@ -18,7 +18,7 @@ from itertools import accumulate, chain
 
 __all__ = [
     "CHILD_FIELDS", "Source", "argument", "breadth_first", "assigned_before", "assigned_once", "call_arguments", "child_fields", "forget_nodes", "nodes_of",
-    "children", "defs_with_qualnames", "dotted", "expects_error", "functions_by_name", "index_of", "inline", "int_value", "keyword",
+    "children", "defs_with_qualnames", "method_receiver", "receivers", "dotted", "expects_error", "functions_by_name", "index_of", "inline", "int_value", "keyword",
     "last_name", "names_in", "nodes", "own_nodes", "param_names", "parts", "positional", "root_name", "same",
     "spanning", "statement_nodes", "string_key", "string_value", "target_name", "walk", "walked_together", "constant_test", "live", "switch_like", "switches",
 ]
@@ -294,6 +294,7 @@ def forget_nodes(node: ast.AST) -> None:
     (`layoutcheck.model.calls`), and they would go stale."""
     node.__dict__.pop(_MEMO, None)
     node.__dict__.pop(_BY_TYPE, None)
+    node.__dict__.pop(_RECEIVERS, None)
 
 
 _BY_TYPE = "_layoutcheck_by_type"
@@ -645,6 +646,58 @@ def defs_with_qualnames(tree: ast.Module, keep: Callable[[ast.AST], bool] | None
                 stack.append((prefix, child))  # a block: its defs belong to the enclosing scope
 
 
+_STATIC = frozenset({"staticmethod", "builtins.staticmethod"})
+"""The decorators that make a ``def`` in a class body take no receiver."""
+
+
+def method_receiver(function: ast.FunctionDef | ast.AsyncFunctionDef) -> str | None:
+    """The receiver parameter of ``function`` taken as a ``def`` in a class body: its first positional
+    parameter, whatever it is called (``self``, ``cls`` of a ``@classmethod``, ``this``); None for a
+    ``@staticmethod`` or a ``def`` with no positional parameter. Python binds the receiver by place,
+    never by name, and so does the linter."""
+    for decorator in function.decorator_list:
+        if dotted(decorator) in _STATIC:
+            return None
+    args = function.args
+    first = args.posonlyargs or args.args
+    return first[0].arg if first else None
+
+
+_RECEIVERS = "layoutcheck_receivers"
+"""The attribute a module's tree keeps its `receivers` in (computed once per tree)."""
+
+
+def receivers(tree: ast.Module) -> tuple[dict[ast.AST, str], dict[ast.AST, str]]:
+    """Two maps over the ``def`` nodes of ``tree``: each method's own receiver parameter
+    (`method_receiver`, for a ``def`` in a class body, an ``if``/``try`` arm of one included), and, per
+    ``def``, the name its body reaches a receiver by: its own, else the receiver of the method it is
+    nested in (a closure reads the enclosing method's ``self``) unless it binds that name itself."""
+    found = getattr(tree, _RECEIVERS, None)
+    if found is not None:
+        return found
+    own: dict[ast.AST, str] = {}
+    visible: dict[ast.AST, str] = {}
+    stack: list[tuple[ast.AST, bool, str | None]] = [(tree, False, None)]
+    while stack:
+        node, in_class, outer = stack.pop()
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, _DEFS):
+                mine = method_receiver(child) if in_class else None
+                if mine is not None:
+                    own[child] = mine
+                reach = mine or (outer if outer is not None and outer not in param_names(child) else None)
+                if reach is not None:
+                    visible[child] = reach
+                stack.append((child, False, reach))
+            elif isinstance(child, ast.ClassDef):
+                stack.append((child, True, outer))
+            elif isinstance(child, (ast.stmt, ast.excepthandler, ast.match_case)):
+                stack.append((child, in_class, outer))  # a block: its defs belong to the enclosing scope
+    found = (own, visible)
+    setattr(tree, _RECEIVERS, found)
+    return found
+
+
 def functions_by_name(tree: ast.AST) -> tuple[list[ast.FunctionDef | ast.AsyncFunctionDef], dict[str, list]]:
     """Every ``def`` under ``tree`` (methods and nested ones too), and the same by name."""
     functions = [n for n in nodes(tree) if isinstance(n, _DEFS)]
@@ -654,10 +707,12 @@ def functions_by_name(tree: ast.AST) -> tuple[list[ast.FunctionDef | ast.AsyncFu
     return functions, by_name
 
 
-def call_arguments(function: ast.FunctionDef | ast.AsyncFunctionDef, call: ast.Call) -> dict[str, ast.expr]:
-    """The arguments a call passes, by the callee's parameter names (``self`` skipped for ``obj.m(...)``)."""
+def call_arguments(function: ast.FunctionDef | ast.AsyncFunctionDef, call: ast.Call,
+                   receiver: str | None) -> dict[str, ast.expr]:
+    """The arguments a call passes, by the callee's parameter names (its ``receiver``, the method's
+    own receiver parameter of `receivers`, skipped for ``obj.m(...)``)."""
     names = param_names(function)
-    if names and names[0] in ("self", "cls") and isinstance(call.func, ast.Attribute):
+    if receiver is not None and names and names[0] == receiver and isinstance(call.func, ast.Attribute):
         names = names[1:]
     given = dict(zip(names, call.args))
     given.update({k.arg: k.value for k in call.keywords if k.arg})

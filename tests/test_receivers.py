@@ -1,0 +1,164 @@
+"""A method's receiver is its first parameter, whatever it is called (issue 28: a name is not a meaning).
+
+Python binds the receiver by place: in a ``def`` directly in a class body the
+first positional parameter is the instance (the class for a ``@classmethod``),
+and a ``@staticmethod`` has none. The facts record it per function
+(`Function.receiver`); binding a call's arguments, resolving
+``<receiver>.method(...)`` and judging what is stored through the receiver read
+it from there, never from the spelling ``self`` / ``cls``.
+"""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+from linttree import lint_files
+
+from layoutcheck.lint.engine import ProjectFile, analyse_project, module_name_of
+from layoutcheck.lint.registry import all_rules
+from layoutcheck.lint.settings import LintSettings
+from layoutcheck.model.extract import extract
+
+
+def _project(files: dict[str, str]):
+    entries = [ProjectFile(name, name, module_name_of(name), textwrap.dedent(text).lstrip("\n"), checked=True,
+                           rules=tuple(all_rules()), is_package=False)
+               for name, text in files.items()]
+    _, project = analyse_project(entries, LintSettings(), all_rules=list(all_rules()))
+    return project
+
+
+def test_the_facts_name_each_methods_receiver_by_place() -> None:
+    source = textwrap.dedent('''
+        import builtins
+
+
+        def free(self, x):
+            return x
+
+
+        class Packer:
+            def pack(this, samples):
+                def inner(self_like):
+                    return self_like
+                return inner(samples)
+
+            @classmethod
+            def build(klass, size):
+                return klass()
+
+            @staticmethod
+            def width(total, unit):
+                return total // unit
+
+            @builtins.staticmethod
+            def height(rows):
+                return rows
+
+            if True:
+                def guarded(me, x):
+                    return x
+    ''')
+    facts = extract(source, LintSettings())
+    receivers = {f.qualname: f.receiver for f in facts.functions[1:]}
+    assert receivers == {
+        "free": None,  # a `self` outside a class is a parameter like any other
+        "Packer.pack": "this",
+        "Packer.pack.inner": None,
+        "Packer.build": "klass",
+        "Packer.width": None,
+        "Packer.height": None,
+        "Packer.guarded": "me",  # an `if` arm of a class body defines methods too
+    }
+
+
+_STATIC = {"ops.py": '''
+    class Ops:
+        @staticmethod
+        def trim(cls, length):
+            return cls.tokens[:length]
+
+        def run(self, batch, n):
+            return self.trim(batch, n)
+
+        def run_by_class(self, batch, n):
+            return Ops.trim(batch, n)
+'''}
+
+
+def test_a_staticmethod_called_through_the_instance_binds_its_first_parameter() -> None:
+    """``self.trim(batch, n)`` and ``Ops.trim(batch, n)`` fill ``trim(cls, length)`` from its first parameter:
+    a staticmethod takes no receiver, whatever its first parameter is called (read by the name ``cls``, it
+    was ``length`` <- ``batch``, and ``cls`` nothing)."""
+    project = _project(_STATIC)
+    refs = {f.qualname: (0, j) for j, f in enumerate(project.files[0].facts.functions)}
+    for caller in ("Ops.run", "Ops.run_by_class"):
+        _, target, bound = next(iter(project.bound_calls(refs[caller])))
+        assert target == refs["Ops.trim"], caller
+        assert {name: arg.params for name, arg in bound.items()} == {"cls": ("batch",), "length": ("n",)}, caller
+
+
+def test_a_receiver_by_another_name_resolves_and_binds_as_self_does() -> None:
+    files = {"ops.py": '''
+        class Ops:
+            def trim(this, tokens, length):
+                return tokens[:length]
+
+            def run(this, batch, n):
+                return this.trim(batch, n)
+    '''}
+    project = _project(files)
+    refs = {f.qualname: (0, j) for j, f in enumerate(project.files[0].facts.functions)}
+    _, target, bound = next(iter(project.bound_calls(refs["Ops.run"])))
+    assert target == refs["Ops.trim"]
+    assert {name: arg.params for name, arg in bound.items()} == {"tokens": ("batch",), "length": ("n",)}
+
+
+_CLASS = '''
+import torch
+
+
+class Chunks:
+    def offsets(RECV, total, response, rank, size):
+        prompt = total - response
+        step = (total + 2 * size - 1) // (2 * size)
+        head = (rank * step, (rank + 1) * step)
+        tail = ((2 * size - rank - 1) * step, (2 * size - rank) * step)
+        logits_0 = (max(head[0], prompt - 1), min(head[1], total - 1))
+        logits_1 = (max(tail[0], prompt - 1), min(tail[1], total - 1))
+        if logits_0[0] < logits_0[1]:
+            token_0 = (logits_0[0] + 1, logits_0[1] + 1)
+        else:
+            token_0 = (0, 0)
+        if logits_1[0] < logits_1[1]:
+            token_1 = (logits_1[0] + 1, logits_1[1] + 1)
+        else:
+            token_1 = (0, 0)
+        return step, (head, tail), (logits_0, logits_1), (token_0, token_1)
+
+    def local_masks(RECV, loss_masks, totals, responses, rank, size):
+        chunks = []
+        for i in range(len(loss_masks)):
+            full = loss_masks[i]
+            total, response, prompt = totals[i], responses[i], totals[i] - responses[i]
+            _, _, _, offs = RECV.offsets(total, response, rank, size)
+            s0, e0 = offs[0][0] - prompt, offs[1][1] - prompt
+            s1, e1 = offs[1][0] - prompt, offs[1][1] - prompt
+            chunks.append(torch.cat([full[s0:e0], full[s1:e1]]))
+        return torch.cat(chunks)
+'''
+
+
+def test_a_receiver_named_this_reaches_the_classes_helper_as_self_does(tmp_path: Path) -> None:
+    """The window built from the offsets ``<receiver>.offsets(...)`` returns, zero on one path, is flagged where
+    the receiver is ``self`` and, the same finding on the same line, where it is ``this`` (a name too plain
+    to find by itself in the project: only the receiver's class reaches the helper)."""
+    def findings(receiver: str) -> list[tuple[int, str]]:
+        found = lint_files(tmp_path / receiver, {"chunks.py": _CLASS.replace("RECV", receiver)})
+        return sorted((f.line, f.rule) for f in found)
+
+    window = next(i for i, line in enumerate(_CLASS.splitlines(), 1) if "full[s0:e0]" in line)
+    as_self = findings("self")
+    assert (window, "positions-in-another-space") in as_self, as_self
+    assert findings("this") == as_self
