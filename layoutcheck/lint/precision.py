@@ -80,7 +80,7 @@ MEASURED: dict[str, Measured] = {
     "LC106": Measured(2, 2),
     "LC107": Measured(0, 0),
     "LC108": Measured(0, 0),
-    "LC109": Measured(1, 1),
+    "LC109": Measured(2, 2),
     "LC110": Measured(1, 1),
     "LC111": Measured(1, 0),
     "LC112": Measured(2, 0),
