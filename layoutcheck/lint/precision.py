@@ -93,7 +93,7 @@ MEASURED: dict[str, Measured] = {
     "LC119": Measured(0, 0),
     "LC120": Measured(0, 0),
     "LC121": Measured(1, 1),
-    "LC122": Measured(0, 0),
+    "LC122": Measured(2, 2),
     "LC123": Measured(0, 0),
     "LC124": Measured(0, 0),
     "LC125": Measured(0, 0),
