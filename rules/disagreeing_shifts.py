@@ -49,7 +49,9 @@ class DisagreeingShifts(ModelRule):
     imports, a module called (`self.module(**inputs)` reaches the
     `forward` of its class, or the `forward` assigned onto an instance's
     class through a local, `model.__class__.forward = fn`, in a class that
-    applies that patch). It is flagged where the piece is placed: the
+    applies that patch, or in a class whose `__init__` stores the module
+    from a parameter that a class applying the patch gives it:
+    `Actor(module=self.module)`). It is flagged where the piece is placed: the
     argument, or the dict's entry.
 
     And a next-token offset converted with a token bound: a function of
@@ -94,7 +96,8 @@ class DisagreeingShifts(ModelRule):
 
     ## Known problems
     Within one function (a split piece's roll: through calls, but a module called is followed only where its
-    class is known or the class applies the patch that assigns its forward; a dict's entries are followed
+    class is known, the class applies the patch that assigns its forward, or the module was handed to the
+    class's constructor by one that does; a dict's entries are followed
     on every path, whatever branch stored them); values mixing both shifts already (a loss computed
     from inputs `x[:, :-1]` and targets `y[:, 1:]`) are not judged further.
 

@@ -19,7 +19,13 @@ class StreamUnitsDisagree(ModelRule):
       another call of the same builder, in the same module, sets it: the
       builder tests the parameter to change the unit its stream is padded
       to (`if fp8: unit = math.lcm(16, unit)`), so the two calls lay out
-      their streams with different units;
+      their streams with different units. In another module, the two
+      calls are compared where they meet: one function hands the same
+      value it computed (the step's `attention_mask`) to a function that
+      passes it to the builder without the switch and to one that passes
+      it, in the same place, with the switch (also through a local that
+      holds a function a getter or factory returned: `forward_fn =
+      get_forward(cfg)`);
     * a stream padded to a unit with a literal factor (`tp * 128`) where a
       sibling stream pad of the project, sharing its other factors, uses a
       parameter of its function in that place (`tp * pad_factor`): the
@@ -55,10 +61,13 @@ class StreamUnitsDisagree(ModelRule):
     `layoutcheck.geometry.alignment_unit`).
 
     ## Known problems
-    Calls of the builder in other modules are not compared: another module
-    is often another path (a backend, a fused kernel) that never takes the
-    switch, and nothing in the source says whether its stream meets the
-    others.
+    Calls of the builder in other modules are compared only where one
+    caller hands both the same value: another module is often another path
+    (a backend, a fused kernel) that never takes the switch. Builds that
+    meet only deeper (a caller's caller), or through a value rebuilt on the
+    way, are not compared; a caller that refuses the switch set under some
+    condition (`if fp8 is not None and replay: raise`) decides the
+    combination itself and is left alone.
 
     ## Fix safety
     No autofix: which unit is right is the trainer's decision.
@@ -97,11 +106,14 @@ class StreamUnitsDisagree(ModelRule):
             else:
                 call = found.node
                 name = project.function(found.builder).qualname.rsplit(".", 1)[-1]
+                met = "" if found.via is None else (
+                    f" (both are handed the same value by {file.label(found.via)}, so the two streams are "
+                    "built from one batch)")
                 yield self.report(
                     call.span,
                     f"`{call.text or name}` leaves `{found.detail}`, which changes the unit `{name}` pads to, at "
-                    f"its default, while {file.label(found.other)} sets it: the two streams are laid out with "
-                    f"different units. Pass `{found.detail}` here too.",
+                    f"its default, while {file.label(found.other)} sets it{met}: the two streams are laid out "
+                    f"with different units. Pass `{found.detail}` here too.",
                 )
 
     valid = [

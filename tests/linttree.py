@@ -15,6 +15,7 @@ def lint_files(folder: Path, files: dict[str, str]) -> list[Finding]:
     """Write ``files`` (name -> text) into ``folder`` and lint it; the findings (no file may fail to lint)."""
     folder.mkdir(parents=True, exist_ok=True)
     for name, text in files.items():
+        (folder / name).parent.mkdir(parents=True, exist_ok=True)  # `pkg/mod.py`: a package's module
         (folder / name).write_text(text)
     loaded = LoadedConfig(None, folder, {}, TABLE)
     result = run([folder], cwd=folder, use_cache=False, jobs=1, loaded=loaded,

@@ -275,3 +275,70 @@ def test_defs_under_a_modules_branches_are_read_with_the_extractors_qualnames():
     assert named == ["Engine.step", "Engine.step.inner", "inputs"]
     _, dicts, _ = value_origins(tree)
     assert [(d[0], d[2]) for d in dicts] == [("inputs", "input_ids")]
+
+
+_ACTOR = '''
+from parallel import pad_and_slice
+
+
+class Actor:
+    def __init__(self, config, module, optimizer=None):
+        self.config = config
+        self.module = module
+        self.optimizer = optimizer
+
+    def forward_micro_batch(self, ids, world, rank):
+        local, _ = pad_and_slice(ids, world, rank)
+        return self.module(input_ids=local, use_cache=False)
+'''
+
+_ACTORS = "from .dp_actor import Actor\n\n__all__ = [\"Actor\"]\n"
+"""The package re-exports the actor: the worker's ``from actors import Actor`` names ``actors.dp_actor.Actor``."""
+
+_WORKER = '''
+from patch import use_fused
+
+
+class Worker:
+    def build_module(self, module, kind, fused=False):
+        use_fused(module, kind, enabled=fused)
+        return module
+
+    def init_model(self, module, kind):
+        from actors import Actor
+
+        fused = self.config.get("fused", False)
+        self.module = self.build_module(module, kind, fused={fused})
+        self.actor = Actor(config=self.config, module=self.module)
+'''
+
+
+@pytest.mark.parametrize(("fused", "flagged"), [("fused", True), ("False", False)],
+                         ids=["the patching class builds the actor", "the patch's gate given False"])
+def test_a_module_handed_to_a_constructor_by_a_class_that_patches_it_reaches_the_patched_forward(
+        tmp_path: Path, fused: str, flagged: bool) -> None:
+    """verl b178a3cd5 ``dp_actor.py``: the actor stores its module from a constructor argument
+    (``self.module = module`` in ``__init__``, stored nowhere else) and calls it with this rank's piece of the
+    packed ids; the worker that builds the actor (``Actor(module=self.module)``, the class imported in the
+    method from the package that re-exports it) is the one that applied the patching helper with its gate given. The object's class is not known where it is called, so the module
+    arrives through the constructor: the call reaches the forwards assigned onto an instance's class, which
+    roll ``input_ids`` with no ``labels``: flagged at the argument. With the gate given ``False`` (nothing in
+    the project applies the patch) the module runs its own forward: silent."""
+    files = {"parallel.py": _SPLIT, "fused.py": _FUSED, "plain.py": _PLAIN,
+             "patch.py": _PATCH.format(assign="model.__class__.forward = forward_fn"),
+             "actors/__init__.py": _ACTORS, "actors/dp_actor.py": _ACTOR, "worker.py": _WORKER.format(fused=fused)}
+    line = next(i for i, text in enumerate(_ACTOR.splitlines(), 1) if "input_ids=local" in text)
+    assert _lint(tmp_path, files) == ([("dp_actor.py", line)] if flagged else [])
+
+
+def test_a_module_handed_to_a_constructor_by_a_class_that_does_not_patch_it_reaches_nothing(
+        tmp_path: Path) -> None:
+    """The same actor built by a class that never applies the patch (a critic's worker), while another
+    class of the project applies it to its own module: the actor's module runs its own forward; silent."""
+    critic = _WORKER.format(fused="fused").replace("use_fused(module, kind, enabled=fused)", "pass")
+    files = {"parallel.py": _SPLIT, "fused.py": _FUSED, "plain.py": _PLAIN,
+             "patch.py": _PATCH.format(assign="model.__class__.forward = forward_fn"),
+             "actors/__init__.py": _ACTORS, "actors/dp_actor.py": _ACTOR, "worker.py": critic,
+             "other.py": "from patch import use_fused\n\n\nclass Other:\n    def setup(self, m, kind):\n"
+                         "        use_fused(m, kind, enabled=True)\n        self.m = m\n"}
+    assert _lint(tmp_path, files) == []

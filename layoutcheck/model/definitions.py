@@ -210,6 +210,7 @@ class DefinitionsMixin:
         facts.reads_packed = state.reads_packed
         facts.source_ticks = tuple(state.source_ticks)
         facts.none_checked = tuple(sorted(state.none_checked))
+        facts.refused = tuple(sorted(state.refused))
         write_summary(state, node, facts)
         facts.calls = tuple(state.calls)
         facts.guarded = tuple(sorted(g for g in state.guarded if g is not None)) + (

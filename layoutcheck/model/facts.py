@@ -34,7 +34,7 @@ __all__ = [
     "element_call", "ensure_function_calls", "from_data", "object_hook", "to_data",
 ]
 
-FACTS_VERSION = 20
+FACTS_VERSION = 21
 """Bumped whenever the shape or the meaning of the facts changes (cached facts are then misses)."""
 
 Span = tuple[int, int, int, int]
@@ -169,6 +169,9 @@ class Function:
     """When it writes a source, or calls something that recomputes it (``recompute_max_seq_lens``)."""
     none_checked: tuple[str, ...] = ()
     """Parameters it asserts (or raises unless) are not None: omitting them fails loudly."""
+    refused: tuple[str, ...] = ()
+    """Names an ``if ...: raise`` refuses set, alone or with other conditions (``if bucket is not None and
+    replay: raise``): the function handles that setting's combinations itself, at run time."""
     guarded: tuple[str, ...] = ()
     """Containers whose per-sample entries a check in this function shows to agree (LC103)."""
     sample_indices: tuple[int, ...] = ()

@@ -64,6 +64,10 @@ class _Index:
     by_name: dict[str, list[FunctionRef]] = field(default_factory=dict)
 
 
+_REEXPORT_DEPTH = 4
+"""How many packages' ``__init__`` re-exports a name is followed through."""
+
+
 class ProjectGraph:
     """Every file's facts, joined by names and calls; see the module docs."""
 
@@ -322,7 +326,7 @@ class ProjectGraph:
             found = self._lookups[dotted] = self._look_up(dotted)
             return found
 
-    def _look_up(self, dotted: str) -> FunctionRef | None:
+    def _look_up(self, dotted: str, depth: int = 0) -> FunctionRef | None:
         parts = dotted.split(".")
         for cut in range(len(parts) - 1, 0, -1):
             module = ".".join(parts[:cut])
@@ -333,8 +337,24 @@ class ProjectGraph:
                 if j is None and len(parts) - cut == 1:
                     # A class called by name: its constructor.
                     j = self._index.by_qualname.get((index, f"{qualname}.__init__"))
+                if j is None and self.files[index].is_package and depth < _REEXPORT_DEPTH:
+                    return self._reexported(index, qualname, depth)
                 return (index, j) if j is not None else None
         return None
+
+    def _reexported(self, index: int, qualname: str, depth: int) -> FunctionRef | None:
+        """The ``def`` a package's ``__init__`` names without defining it: the name it imports
+        (``from .dp_actor import Actor``, read from its imports when the file was walked), else the one
+        module it imports from whose own name ``qualname`` is (a file the prefilter cleared keeps only the
+        modules it imports from). ``pkg.Actor(...)`` is then ``pkg.dp_actor.Actor(...)``, as Python binds it."""
+        facts = self.files[index].facts
+        head, dot, rest = qualname.partition(".")
+        imported = dict(facts.imports).get(head)
+        if imported is not None:
+            return self._look_up(self._absolute(index, imported) + dot + rest, depth + 1)
+        found = {ref for module in facts.imported
+                 if (ref := self._look_up(f"{self._absolute(index, module)}.{qualname}", depth + 1)) is not None}
+        return found.pop() if len(found) == 1 else None
 
     def resolve(self, caller: FunctionRef, call: Call) -> FunctionRef | None:
         """The ``def`` a call reaches when the tree has it: by import, in the same module

@@ -13,7 +13,9 @@ Two flow steps of the engine, read at calls in other modules:
   (``m = Net(...)``; a project ``def``, or a function assigned onto that class). Its class not known,
   it reaches the functions assigned onto an instance's class as ``forward`` only where the patch is
   applied: ``self.x(...)`` in a class (or a subclass of one) one of whose methods applies it, or a local
-  of a function that does (`_applied`). A patch gated by a parameter (``if not use_fused: return``
+  of a function that does (`_applied`), or ``self.x`` stored by the class's ``__init__`` from one of its
+  parameters where a function that applies it (or a method of such a class) builds the class giving that
+  parameter: the module arrives through the constructor (`_handed_by_patcher`). A patch gated by a parameter (``if not use_fused: return``
   before the assignment, the parameter defaulting to ``False`` or ``None``) is applied only by a call
   that gives that parameter, followed up through callers that pass theirs on: a critic whose module
   goes through the same patching helper without the gate runs its model's own forward.
@@ -251,6 +253,36 @@ def _classes(graph: ProjectGraph, index: int, cls: str, depth: int = 0) -> Itera
                     break
 
 
+def _handed_by_patcher(graph: ProjectGraph, classes: set[tuple[int, str]], attr: str,
+                       applied: frozenset[FunctionRef]) -> bool:
+    """Is ``self.<attr>`` an object that a class's ``__init__`` stores from one of its parameters (``self.m
+    = m``, the attribute stored nowhere else in the class), and does a function that applies the patch, or
+    a method of a class (or a subclass of one) one of whose methods applies it, build the class giving that
+    parameter (``Actor(module=self.module)``)? The module then arrives through the constructor, patched."""
+    for index, cls in classes:
+        facts = graph.files[index].facts
+        init = graph.lookup(index, f"{cls}.__init__")
+        if init is None:
+            continue
+        writes = [w for w in facts.field_writes if w.key == attr and facts.functions[w.function].cls == cls]
+        if len(writes) != 1 or writes[0].function != init[1] or len(writes[0].params) != 1 \
+                or writes[0].text != writes[0].params[0]:
+            continue
+        param = writes[0].params[0]
+        for builder, call in graph.callers_of(init):
+            arg = graph.binding(builder, call, init).get(param)
+            if arg is None or arg.text == "None":
+                continue
+            if builder in applied:
+                return True
+            mine = next((c for c in (graph.function(r).cls for r in graph.enclosing(builder)) if c), None)
+            if mine is not None:
+                theirs = set(_classes(graph, builder[0], mine))
+                if any((ref[0], graph.function(ref).cls) in theirs for ref in applied):
+                    return True
+    return False
+
+
 def object_call_targets(graph: ProjectGraph, caller: FunctionRef, callee: str,
                         origins: tuple[Origin, ...]) -> list[FunctionRef]:
     """The functions a call of an object from ``caller`` reaches (the module docs): through the classes
@@ -269,7 +301,8 @@ def object_call_targets(graph: ProjectGraph, caller: FunctionRef, callee: str,
         if cls is None or not through:
             return []
         owners = set(_classes(graph, caller[0], cls))
-        if any((ref[0], graph.function(ref).cls) in owners for ref in applied):
+        if any((ref[0], graph.function(ref).cls) in owners for ref in applied) \
+                or callee.count(".") == 1 and _handed_by_patcher(graph, owners, callee.split(".")[1], applied):
             return list(assigned.get(("", "forward"), ()))
         return []
     out: list[FunctionRef] = []

@@ -5,7 +5,10 @@ returns (``a, x, _ = f(...)``, ``x = f(...)[1]``), or to such a value passed thr
 it (``x.squeeze(0)``, ``.contiguous()``) has that call as an *origin*: the callee as the module's imports
 qualify it (imports inside the function included), the element (-1: the whole result) and the integer
 literals the call passes (an axis: ``dim=1``). A local bound on several paths has every origin bound
-before the line that reads it. The module's facts (`value_origins`):
+before the line that reads it. A function named, not called (``fn = helper``, ``return inner`` of a
+``def`` nested there, a module's ``def`` or an imported name), is an origin too, whose element is
+`NAMED` (-2): the value *is* that function, so a call of the local reaches it
+(`layoutcheck.model.callables`). The module's facts (`value_origins`):
 
 * **returns**: the origins of what each function returns, whole or by tuple element, so that a
   caller's origin follows through a function that only passes a callee's result on;
@@ -32,7 +35,11 @@ from layoutcheck.model.syntax import (
     receivers,
 )
 
-__all__ = ["DictEntry", "Origin", "Pass", "Returned", "ValueOrigins", "qualified", "scope_names", "value_origins"]
+__all__ = ["NAMED", "DictEntry", "Origin", "Pass", "Returned", "ValueOrigins", "qualified", "scope_names",
+           "value_origins"]
+
+NAMED = -2
+"""The element of an origin that is a function named, not called: the value is the function itself."""
 
 Origin = tuple[str, int, tuple[tuple[str, int], ...]]
 """(the callee, qualified; the element of its result, -1 for all of it; the integer literals passed, by
@@ -117,11 +124,16 @@ class _Function:
     """The origins of one function's locals (see the module docs)."""
 
     def __init__(self, function: ast.FunctionDef | ast.AsyncFunctionDef, names: dict[str, str],
-                 receiver: str | None = None) -> None:
+                 receiver: str | None = None, qualname: str = "", defs: frozenset[str] = frozenset()) -> None:
         self.function = function
         self.names = names
         self.receiver = receiver
         """The name the body reaches its method's receiver by (`receivers`), whatever it is called."""
+        self.qualname = qualname
+        self.defs = defs
+        """The module's own top-level ``def`` names."""
+        self.nested: set[str] = set()
+        """The ``def`` s nested directly in the function."""
         self.params = set(param_names(function))
         self.bound: dict[str, list[tuple[int, tuple[Origin, ...]]]] = {}
         self.dicts: dict[str, dict[str, list[_Entry]]] = {}
@@ -145,6 +157,8 @@ class _Function:
                 imports.append(stmt)
                 continue
             elif kind in _SCOPES:
+                if kind is not ast.ClassDef:
+                    self.nested.add(stmt.name)  # type: ignore[attr-defined]
                 continue
             value = getattr(stmt, "value", None)
             if type(value) is ast.Call:
@@ -204,7 +218,9 @@ class _Function:
         while isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in _KEEPS:
             node = node.func.value
         if isinstance(node, ast.Name):
-            return self.of(node.id, line)
+            if node.id in self.bound or node.id in self.params:
+                return self.of(node.id, line)
+            return self.named(node.id)
         if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Call):
             k = int_value(node.slice)
             return self._element(node.value, k, line) if k is not None and k >= 0 else ()
@@ -214,6 +230,15 @@ class _Function:
                 return ()
             return ((callee, -1, _literals(node)),)
         return ()
+
+    def named(self, name: str) -> tuple[Origin, ...]:
+        """A function named, not called (`NAMED`): a ``def`` nested here, an imported name, a module ``def``."""
+        if name in self.nested:
+            return ((f"{self.qualname}.{name}", NAMED, ()),)
+        found = self.names.get(name)
+        if found is not None and name not in _LIBRARIES:
+            return ((found, NAMED, ()),)
+        return ((name, NAMED, ()),) if name in self.defs else ()
 
     def library_or_value(self, callee: str) -> bool:
         """Is ``callee`` never the project's (`_LIBRARIES`), or a method of a value the function holds
@@ -301,16 +326,16 @@ def _passes(walk: _Function, qualname: str, out: list[Pass]) -> None:
                             for found, where, text in values if found)
             else:
                 spread.extend(walk.origins(kw.value, node.lineno))
-        if not (args or spread):
-            continue
-        callee = qualified(node.func, walk.names)
-        if callee is None or walk.library_or_value(callee):
-            continue
         func = node.func
         local = isinstance(func, ast.Name) and (func.id in walk.params or func.id in walk.bound)
+        mine = walk.of(func.id, node.lineno) if local else ()  # type: ignore[union-attr]
+        if not (args or spread or mine):
+            continue  # (a local's call is kept for what the local holds: a function a factory returned)
+        callee = qualified(func, walk.names)
+        if callee is None or walk.library_or_value(callee):
+            continue
         attribute = isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) \
             and func.value.id == walk.receiver
-        mine = walk.of(func.id, node.lineno) if isinstance(func, ast.Name) else ()
         out.append((qualname, callee, local or attribute, mine, tuple(args), tuple(sorted(set(given))),
                     tuple(spread)))
 
@@ -323,8 +348,9 @@ def value_origins(tree: ast.Module) -> ValueOrigins:
     dicts: list[DictEntry] = []
     passes: list[Pass] = []
     reach = receivers(tree)[1]
+    defs = frozenset(s.name for s in tree.body if isinstance(s, _FUNCTIONS))
     for qualname, function in defs_with_qualnames(tree):
-        walk = _Function(function, names, reach.get(function))
+        walk = _Function(function, names, reach.get(function), qualname, defs)
         walk.note_updates()
         _returns(walk, qualname, returns, dicts)
         _passes(walk, qualname, passes)

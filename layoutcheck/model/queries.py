@@ -20,6 +20,7 @@ from layoutcheck.model.facts import Arg, Call, FileFacts, Function, Pad, Record,
 from layoutcheck.model.project import FileModel, FunctionRef, HelperSignature, Project
 from layoutcheck.model.reshiftflow import ReshiftedStore
 from layoutcheck.model.sides import SideDisagreement
+from layoutcheck.model.unitpartners import partner_setting_switch
 from layoutcheck.model.units import atoms
 from layoutcheck.model.vocabulary import LAYOUT_KINDS, Tag
 
@@ -74,6 +75,8 @@ class UnitDisagreement:
     """What differs: the switch left at its default, or the factor ignored."""
     other: FunctionRef
     """The function that builds the layout otherwise (the caller passing the switch, the sibling pad's)."""
+    via: FunctionRef | None = None
+    """Where the two builds meet, when in other modules: the caller handing both the same value."""
     hard_coded: bool = False
     """A pad whose literal factor stands where the sibling's function takes the factor as a parameter
     (``tp * 128`` against ``tp * pad_multiplier``), rather than a factor this function takes and ignores."""
@@ -421,6 +424,11 @@ class FileQueries:
                                if c[0] == self.index and project.passes(other, switch, position)]
                     if setting:
                         yield UnitDisagreement(call, target, switch, setting[0])
+                        continue
+                    # In another module, where one caller hands both builds the same value (`unitpartners`).
+                    met = partner_setting_switch(project, caller, call, target, switch, position)
+                    if met is not None:
+                        yield UnitDisagreement(call, target, switch, met[0], via=met[1])
         stream_pads = project.stream_pads
         for ref, pad in stream_pads:
             if ref[0] != self.index:

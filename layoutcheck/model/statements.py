@@ -179,6 +179,7 @@ class StatementsMixin:
             self.frame.layout = else_layout or saved
             self.note_none_check(node.test, negated=True)
             self.frame.layout = saved
+            self.note_refused(node.test)
         ended = self.branches([node.body, node.orelse], [body_layout, else_layout], exhaustive=True)
         self.narrow_padded(node)
         if not ended:
@@ -405,6 +406,17 @@ class StatementsMixin:
                     self.state.none_checked.add(part.left.id)
                     if self.frame.layout == "bshd":
                         self.note_padded_param(part.left.id, part, "required where the layout is BSHD")
+
+    def note_refused(self, test: ast.expr) -> None:
+        """``if v is not None and ...: raise`` / ``if v and ...: raise``: ``v`` set is refused (`Function.refused`)."""
+        parts = test.values if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And) else [test]
+        for part in parts:
+            if isinstance(part, ast.Name):
+                self.state.refused.add(part.id)
+            elif isinstance(part, ast.Compare) and len(part.ops) == 1 and isinstance(part.left, ast.Name) \
+                    and isinstance(part.ops[0], ast.IsNot) and isinstance(part.comparators[0], ast.Constant) \
+                    and part.comparators[0].value is None:
+                self.state.refused.add(part.left.id)
 
     def note_padded_param(self, name: str, node: ast.AST, why: str) -> None:
         state = self.state

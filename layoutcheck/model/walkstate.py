@@ -41,7 +41,7 @@ class FunctionState:
     """What one function collects while it is walked (becomes its `Function`)."""
 
     __slots__ = (
-        "calls", "source_ticks", "none_checked", "returns", "guarded", "samples", "iterates", "aliases",
+        "calls", "source_ticks", "none_checked", "refused", "returns", "guarded", "samples", "iterates", "aliases",
         "pads", "writes_source", "writes_packed", "reads_source", "reads_packed", "layout_params",
         "padded_params", "true_params", "rounds", "spaces", "guard_fields", "candidates", "positional", "reads",
         "returns_calls", "unit_names", "elements", "tuple_returns",
@@ -51,6 +51,7 @@ class FunctionState:
         self.calls: list[Call] = []
         self.source_ticks: list[int] = []
         self.none_checked: set[str] = set()
+        self.refused: set[str] = set()
         self.returns = 0
         self.returns_calls: set[str] = set()
         # Per element of the tuple every `return` gives: (tags, calls); None before the first
