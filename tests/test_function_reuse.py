@@ -47,6 +47,18 @@ def _remembered(source: str) -> FunctionMemo:
     return FunctionMemo(marshal.loads(marshal.dumps(entry)))
 
 
+def _units(source: str) -> list[ast.AST]:
+    """What a record is kept for: the module's ``def`` s and its classes' methods."""
+    defs = (ast.FunctionDef, ast.AsyncFunctionDef)
+    out: list[ast.AST] = []
+    for statement in ast.parse(source).body:
+        if isinstance(statement, defs):
+            out.append(statement)
+        elif isinstance(statement, ast.ClassDef):
+            out.extend(s for s in statement.body if isinstance(s, defs))
+    return out
+
+
 def _middle_def(source: str) -> ast.FunctionDef:
     defs = [s for s in ast.parse(source).body if isinstance(s, ast.FunctionDef)]
     assert len(defs) >= 3
@@ -82,8 +94,7 @@ def test_reused_facts_are_a_fresh_extractions(name: str, edit) -> None:
     assert _facts(edited, memo) == _facts(edited), f"{name}: reused facts differ from a fresh walk's"
     assert memo.reused > 0, f"{name}: no function was reused, so nothing was compared"
     if edit is _append:
-        top = [s for s in ast.parse(source).body if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))]
-        assert memo.reused + memo.walked == len(top) and memo.walked == 0
+        assert memo.reused == len(_units(source)) and memo.walked == 0
 
 
 def test_an_edit_that_keeps_every_offset_is_seen() -> None:
@@ -100,11 +111,10 @@ def test_functions_after_an_edit_are_walked_again() -> None:
     source = (FIXTURE / "data.py").read_text()
     memo = _remembered(source)
     _facts(_insert_line(source), memo)
-    tree = ast.parse(source)
     middle = _middle_def(source)
-    top = [s for s in tree.body if isinstance(s, ast.FunctionDef)]
-    before = sum(1 for s in top if s.end_lineno < middle.lineno)
-    assert memo.reused == before and memo.walked == len(top) - before
+    units = _units(source)
+    before = sum(1 for s in units if s.end_lineno < middle.lineno)
+    assert before > 0 and memo.reused == before and memo.walked == len(units) - before
 
 
 def test_a_file_whose_calls_are_rewritten_reuses_nothing() -> None:

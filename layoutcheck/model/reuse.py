@@ -83,7 +83,13 @@ class FunctionMemo:
         """The walk of ``tree`` starts: ``context`` holds the whole-module inputs (module docs)."""
         self.text = extractor.source.text
         self.context = context
-        self.top = {id(s) for s in tree.body if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))}
+        defs = (ast.FunctionDef, ast.AsyncFunctionDef)
+        top = self.top = set()
+        for statement in tree.body:
+            if isinstance(statement, defs):
+                top.add(id(statement))
+            elif isinstance(statement, ast.ClassDef):
+                top.update(id(s) for s in statement.body if isinstance(s, defs))
         previous = self.previous
         if previous is not None and previous.get("context") == context and isinstance(previous.get("text"), str) \
                 and isinstance(previous.get("records"), dict):
@@ -91,10 +97,11 @@ class FunctionMemo:
             self.same = _common_prefix(previous["text"], self.text)
 
     def eligible(self, extractor: Any, node: ast.AST) -> bool:
-        """Is ``node`` a module-level ``def`` walked from the module's own statements (nothing around it)?"""
-        return (id(node) in self.top and len(extractor.frames) == 1 and not extractor.classes
+        """Is ``node`` a module-level ``def`` or a method of a module-level class, walked from the module's or
+        the class's own statements (no branch, loop or ``with`` around it)?"""
+        return (id(node) in self.top and len(extractor.frames) == 1 and len(extractor.classes) == extractor.in_class_body <= 1
                 and not extractor.scopes and not extractor.rebound and not extractor.in_test
-                and not extractor.expecting_error and not extractor.in_class_body and not extractor.pad_context)
+                and not extractor.expecting_error and not extractor.pad_context)
 
     def _clashes(self, extractor: Any, node: ast.AST) -> tuple[Any, ...]:
         """What the module-wide readers found in ``node`` and the functions in it, by position."""
