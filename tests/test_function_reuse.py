@@ -202,3 +202,16 @@ def test_staged_run_with_reused_functions_matches_a_fresh_run(tmp_path: Path, na
     after = {target: _findings(root, target, False)[0] for target in ("data.py", neighbour)}
     assert after != before, f"{name}: the edit changes no finding, so it tests nothing"
     assert _findings(root, neighbour, True)[0] == after[neighbour]
+
+
+def test_a_damaged_record_is_walked_again() -> None:
+    source = (FIXTURE / "data.py").read_text()
+    memo = FunctionMemo()
+    extract(source, LintSettings(), memo)
+    entry = marshal.loads(marshal.dumps(memo.entry()))
+    for record in entry["records"].values():
+        record["facts"] = {"core": [], "calls": b"junk", "names": []}
+        record["gathering"] = (("not", "a", "row", "at all"),)
+    damaged = FunctionMemo(entry)
+    assert _facts(_append(source), damaged) == _facts(_append(source))
+    assert damaged.reused == 0

@@ -131,8 +131,14 @@ class FunctionMemo:
                 return False
             part = from_cache_data(record["facts"])
             ensure_calls(part)
-        except (KeyError, TypeError, ValueError, IndexError, EOFError):
-            return False
+            gathering = [(int(index), str(key), tuple(keys)) for index, key, keys in record["gathering"]]
+            whole = [(int(index), str(key), str(field)) for index, key, field in record["whole"]]
+            classes = [(str(name), tuple(bases)) for name, bases in record["classes"]]
+            aliases, modules = record["imports"]
+            aliases, modules = tuple((str(k), str(v)) for k, v in aliases), tuple(str(m) for m in modules)
+            tick = int(record["tick"][1])
+        except (KeyError, TypeError, ValueError, IndexError, EOFError, AttributeError):
+            return False  # a record this version did not write: walked again
         facts = extractor.facts
         for name in _LISTS:
             getattr(facts, name).extend(getattr(part, name))
@@ -147,19 +153,18 @@ class FunctionMemo:
         extractor.partners.update(part.partners)
         extractor.gathered.update(part.gathered)
         extractor.mentions_source = extractor.mentions_source or part.mentions_source
-        for index, key, keys in record["gathering"]:
+        for index, key, keys in gathering:
             extractor.gathering.setdefault((index, key), set()).update(keys)
-        extractor.whole_copies.extend(record["whole"])
-        extractor.class_facts.extend(record["classes"])
+        extractor.whole_copies.extend(whole)
+        extractor.class_facts.extend(classes)
         imports = extractor.imports
-        aliases, modules = record["imports"]
         if tuple(imports.aliases.items()) != aliases or tuple(sorted(imports.modules)) != modules:
             imports.aliases.clear()
             imports.aliases.update(aliases)
             imports.modules.clear()
             imports.modules.update(modules)
             imports._qualified.clear()
-        extractor.tick = record["tick"][1]
+        extractor.tick = tick
         self.records[node.lineno] = record  # type: ignore[attr-defined]
         self.reused += 1
         return True
