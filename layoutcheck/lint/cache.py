@@ -13,6 +13,13 @@ Two kinds of entries, one small file each:
   checked file's findings, as JSON (``runs/``). A run of an unchanged project
   reads one entry.
 
+And, for a one-file run, a *function entry* per file path (keyed by the
+fingerprint, the path and module name, not the content): the records of the
+file's functions that its last one-file run walked, with that run's text,
+as `marshal` data (``functions/``); the next one-file run of the file reuses
+the records of the functions whose text, and the text before them, is
+unchanged (`layoutcheck.model.reuse`), and checks each where it reads it.
+
 The fingerprint covers the configuration table, the command-line selection,
 the rules in play, layoutcheck's and Python's versions and libcst's
 installation (and the linter's own sources: an editable install changes
