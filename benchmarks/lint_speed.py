@@ -37,7 +37,10 @@ Rows and targets (issues 3 and 11), per tree:
   the rest of its project in the cache from an earlier run: the other files'
   facts are read from the cache, never parsed. Against ``python -c "import
   libcst"``; target <= 1.5x. The same with ``--no-cache`` (the project around
-  the file is then read afresh: a reference row, no target). The commands
+  the file is then read afresh: a reference row, no target). Each run edits the
+  file afresh (`staged_edit`: a comment appended, or with ``--staged-edit
+  function`` a statement added to its middle function); the first leaves the
+  records of the file's functions, which the later ones reuse up to the edit. The commands
   alternate, run for run, so drift on a busy machine affects them alike.
 
 Subprocesses run as a user's installation does: with bytecode caching on
