@@ -2,8 +2,8 @@
 
 A pre-commit run extracts the one file that changed, and on a large module
 its walk is most of the run (Megatron-LM's 5,700-line ``training.py``: about
-half). What the walk finds in a module-level ``def`` depends on the
-function's text and on what the walk holds when it gets there: the module's
+half). What the walk finds in a module-level ``def`` (or a method of a
+module-level class) depends on the function's text and on what the walk holds when it gets there: the module's
 bindings and imports so far, its clock and function count, and what the
 readers of the whole module found (the module's own uses of names, the
 windows of `records.window_partners`, the function-end checks the file's
@@ -21,8 +21,8 @@ What is recorded of a function, in the cache's form of facts
 in it (its `Function` and its nested ones, pads, calls, stores, clashes,
 ...), what it added to the file's collections (uses of fields, unit atoms,
 bucket names, partners, gathered fields), the imports after it (a function
-may import), the classes defined in it, and the walk's clock after it. A function is not recorded when
-its walk reached outside it (it changed a broadcast recorded before it, or
+may import), the classes defined in it, and the walk's clock after it. A
+function is not recorded when its walk reached outside it (it changed a broadcast recorded before it, or
 recorded one whose origin lies outside it), and no function of a file is
 when `layoutcheck.model.calls.rewrite_calls` rewrote any call of the file
 (a rewrite reads the whole module). Positions need no rebasing: the text
@@ -157,13 +157,7 @@ class FunctionMemo:
             extractor.gathering.setdefault((index, key), set()).update(keys)
         extractor.whole_copies.extend(whole)
         extractor.class_facts.extend(classes)
-        imports = extractor.imports
-        if tuple(imports.aliases.items()) != aliases or tuple(sorted(imports.modules)) != modules:
-            imports.aliases.clear()
-            imports.aliases.update(aliases)
-            imports.modules.clear()
-            imports.modules.update(modules)
-            imports._qualified.clear()
+        extractor.imports.restore(aliases, modules)
         extractor.tick = tick
         self.records[node.lineno] = record  # type: ignore[attr-defined]
         self.reused += 1
