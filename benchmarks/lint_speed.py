@@ -37,7 +37,10 @@ Rows and targets (issues 3 and 11), per tree:
   the rest of its project in the cache from an earlier run: the other files'
   facts are read from the cache, never parsed. Against ``python -c "import
   libcst"``; target <= 1.5x. The same with ``--no-cache`` (the project around
-  the file is then read afresh: a reference row, no target). The commands
+  the file is then read afresh: a reference row, no target). Each run edits the
+  file afresh (`staged_edit`: a comment appended, or with ``--staged-edit
+  function`` a statement added to its middle function); the first leaves the
+  records of the file's functions, which the later ones reuse up to the edit. The commands
   alternate, run for run, so drift on a busy machine affects them alike.
 
 Subprocesses run as a user's installation does: with bytecode caching on
@@ -357,10 +360,38 @@ def measure(tree: Path, files: Sequence[Path], repeat: int, cold_target: float) 
     return rows, one
 
 
-def measure_staged(tree: Path, one: Path, repeat: int, ruff: list[str] | None) -> dict[str, tuple[float, float]]:
+def staged_edit(original: bytes, attempt: int, edit: str) -> bytes:
+    """The staged file's text for one attempt: ``append`` adds a comment at its end (the pre-commit
+    run of issue 28's target), ``function`` adds a statement at the top of its middle function (a
+    module-level ``def`` or a method of a module-level class, in file order): every line below it moves,
+    as in a real edit of one function."""
+    if edit == "append":
+        return original + f"\n# staged change {attempt}\n".encode()
+    import ast
+
+    text = original.decode("utf-8")
+    defs = (ast.FunctionDef, ast.AsyncFunctionDef)
+    units: list[ast.AST] = []
+    for statement in ast.parse(text).body:
+        if isinstance(statement, defs):
+            units.append(statement)
+        elif isinstance(statement, ast.ClassDef):
+            units.extend(s for s in statement.body if isinstance(s, defs))
+    if not units:
+        return original + f"\n# staged change {attempt}\n".encode()
+    first = units[len(units) // 2].body[0]  # type: ignore[attr-defined]
+    lines = text.split("\n")
+    lines.insert(first.lineno - 1, " " * first.col_offset + f"_staged_change = {attempt}")
+    return "\n".join(lines).encode("utf-8")
+
+
+def measure_staged(tree: Path, one: Path, repeat: int, ruff: list[str] | None,
+                   edit: str = "append") -> dict[str, tuple[float, float]]:
     """Best wall and best CPU seconds of the staged-file commands, alternated run for run:
     ``import libcst``, ``layoutcheck check FILE`` (the project cached), the same ``--no-cache``,
-    and ruff on the file (``inf`` without ruff). The cache must hold the project already."""
+    and ruff on the file (``inf`` without ruff). The cache must hold the project already. Each
+    attempt edits the file afresh (`staged_edit`); the first one-file run of the file leaves the
+    records of its functions (`layoutcheck.model.reuse`), which the later ones reuse up to the edit."""
     cmd = layoutcheck_command()
     # A pre-commit run: the project's facts are in the cache from an earlier run (the warm rows
     # left it there); the staged file itself changed, so its own facts are a miss.
@@ -377,7 +408,7 @@ def measure_staged(tree: Path, one: Path, repeat: int, ruff: list[str] | None) -
             _wall(cmd_, tree, env)  # warm-up (.pyc files)
         for attempt in range(repeat):
             keep("libcst", _run([sys.executable, "-c", "import libcst"], tree, env))
-            one.write_bytes(original + f"\n# staged change {attempt}\n".encode())
+            one.write_bytes(staged_edit(original, attempt, edit))
             keep("staged", _run([*cmd, "check", str(one)], tree, env))
             keep("no-cache", _run([*cmd, "check", str(one), "--no-cache"], tree, env))
             if ruff is not None:
@@ -387,7 +418,7 @@ def measure_staged(tree: Path, one: Path, repeat: int, ruff: list[str] | None) -
     return best
 
 
-def staged_only(trees: Sequence[tuple[str, Path]], repeat: int) -> None:
+def staged_only(trees: Sequence[tuple[str, Path]], repeat: int, edit: str = "append") -> None:
     """``--staged-only``: the staged-file rows alone, wall and CPU, a table across the trees."""
     cmd = layoutcheck_command()
     ruff = ruff_command()
@@ -399,7 +430,7 @@ def staged_only(trees: Sequence[tuple[str, Path]], repeat: int) -> None:
         _clean_cache(tree)
         try:
             _run([*cmd, "check", str(tree), "--jobs", str(JOBS)], tree, subprocess_env())  # fills the cache
-            best = measure_staged(tree, one, repeat, ruff)
+            best = measure_staged(tree, one, repeat, ruff, edit)
         finally:
             _clean_cache(tree)
         rows.append((name, one.relative_to(tree), load, best))
@@ -441,6 +472,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--no-generated", action="store_true", help="only the trees given")
     parser.add_argument("--keep", action="store_true", help="keep the generated trees and print their paths")
     parser.add_argument("--strict", action="store_true", help="exit 1 when a target is missed")
+    parser.add_argument("--staged-edit", choices=("append", "function"), default="append",
+                        help="the staged file's edit with --staged-only: a comment appended (default), or a "
+                             "statement added to its middle function, moving the lines below")
     parser.add_argument("--staged-only", action="store_true",
                         help="only the staged-file rows (and their import libcst baseline) of the trees given")
     args = parser.parse_args(argv)
@@ -457,7 +491,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         for item in args.trees:
             name, _, path = item.rpartition("=")
             given.append((name or Path(path).resolve().name, Path(path).resolve()))
-        staged_only(given, args.repeat)
+        staged_only(given, args.repeat, args.staged_edit)
         return 0
 
     workdir = Path(tempfile.mkdtemp(prefix="layoutcheck-bench-"))

@@ -378,9 +378,9 @@ def test_a_one_file_run_reads_the_other_files_facts_from_the_cache(tmp_path, mon
     parsed: list[str] = []
     real = extract_module.extract
 
-    def counting(source, settings):
+    def counting(source, settings, memo=None):  # a one-file run passes the file's function records
         parsed.append(source.split("\n", 1)[0])
-        return real(source, settings)
+        return real(source, settings, memo)
 
     monkeypatch.setattr(extract_module, "extract", counting)
     (tmp_path / "trainer" / "mm.py").write_text(

@@ -13,6 +13,13 @@ Two kinds of entries, one small file each:
   checked file's findings, as JSON (``runs/``). A run of an unchanged project
   reads one entry.
 
+And, for a one-file run, a *function entry* per file path (keyed by the
+fingerprint, the path and module name, not the content): the records of the
+file's functions that its last one-file run walked, with that run's text,
+as `marshal` data (``functions/``); the next one-file run of the file reuses
+the records of the functions whose text, and the text before them, is
+unchanged (`layoutcheck.model.reuse`), and checks each where it reads it.
+
 The fingerprint covers the configuration table, the command-line selection,
 the rules in play, layoutcheck's and Python's versions and libcst's
 installation (and the linter's own sources: an editable install changes
@@ -94,7 +101,7 @@ __all__ = [
 
 CACHE_VERSION = 5
 
-_SUFFIX = {"files": ".marshal", "runs": ".json"}
+_SUFFIX = {"files": ".marshal", "runs": ".json", "functions": ".marshal"}
 """File entries are `marshal` data (plain values only: `layoutcheck.model.facts.cache_data`), run
 entries JSON."""
 
@@ -254,7 +261,7 @@ class ResultCache:
         try:
             with open(self._entry(kind, key), "rb") as handle:
                 raw = handle.read()
-            data = marshal.loads(raw) if kind == "files" else json.loads(raw)
+            data = json.loads(raw) if kind == "runs" else marshal.loads(raw)
             if not isinstance(data, dict) or data.get("v") != CACHE_VERSION:
                 raise ValueError("other cache version")
         except (OSError, ValueError, TypeError, AttributeError, EOFError, MemoryError):
@@ -269,7 +276,7 @@ class ResultCache:
         target = Path(self._entry(kind, key))
         entry = {"v": CACHE_VERSION, **data}
         try:
-            blob = marshal.dumps(entry) if kind == "files" else json.dumps(entry, separators=(",", ":")).encode()
+            blob = json.dumps(entry, separators=(",", ":")).encode() if kind == "runs" else marshal.dumps(entry)
         except ValueError:  # a value `marshal` cannot write (not a plain one): this entry costs a miss
             return
         try:
@@ -307,6 +314,20 @@ class ResultCache:
 
     def put_file(self, key: str, data: dict[str, Any]) -> None:
         self._write("files", key, data)
+
+    def memo_key(self, relpath: str, module_name: str | None) -> str:
+        """The key of a file's function records (`get_memo`): its place, not its content."""
+        return sha256_hex("\0".join((self.fingerprint, relpath, module_name or "", "functions")).encode())
+
+    def get_memo(self, key: str) -> Any:
+        """The records of the module-level functions of the file's last one-file extraction
+        (`layoutcheck.model.reuse.FunctionMemo`), or None. Checked where it is read: a record that does
+        not fit is walked again."""
+        data = self._read("functions", key)
+        return None if data is None else data.get("memo")
+
+    def put_memo(self, key: str, memo: dict[str, Any]) -> None:
+        self._write("functions", key, {"memo": memo})
 
     def get_run(self, key: str, displays: Mapping[str, str]) -> dict[str, FileResult] | None:
         """Every checked file's result for a project state, by relpath (shown as ``displays[relpath]``)."""

@@ -31,7 +31,7 @@ import symtable
 import warnings
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from layoutcheck.lint.edits import SAFE
 from layoutcheck.lint.findings import INTERNAL, INVALID_INPUT, UNKNOWN_FIX, FileError, FileResult, Finding
@@ -143,7 +143,7 @@ def _syntax_error(facts: FileFacts, path: str, source: str) -> FileError | None:
 
 def file_facts(
     source: str, settings: LintSettings, rules: Sequence[type[LintRule]], *, checked: bool = True,
-    light: bool = False,
+    light: bool = False, memo: Any = None,
 ) -> FileFacts:
     """The facts of one file: extracted when a selected model rule's prefilter (or the model's own
     needles, or an assignment of a function onto a class: `may_assign_methods`) lets it through; else only its imports, by a text scan, and for a checked file its
@@ -161,7 +161,7 @@ def file_facts(
         # a patch module (``Cls.forward = fn``, no call) links a function to the class's callers elsewhere
         or may_assign_methods(source)
     ):
-        return extract(source, settings)
+        return extract(source, settings, memo)
     if checked:
         try:
             with warnings.catch_warnings():

@@ -75,6 +75,9 @@ class RunStats:
     """Findings left with an unsafe fix that ``fix`` did not apply (``unsafe_fixes`` would)."""
     noqa_added: int = 0
     """``# noqa`` directives written by ``add_noqa``."""
+    functions_reused: int = 0
+    """Module-level functions of a one-file run's file whose facts its previous such run had found
+    (`layoutcheck.model.reuse`): not walked again."""
     read: int = 0
     """Files whose bytes were read to find their cache keys: their stat was not the one the cache
     recorded (the others' recorded digest stood; 0 under ``--no-cache``, which reads all)."""
@@ -193,6 +196,8 @@ class _Reader:
 
     rules: tuple[type[LintRule], ...]
     settings: LintSettings
+    memo: Any = None
+    """The function records of the one file a one-file run extracts here (`layoutcheck.model.reuse`)."""
 
     def __call__(self, task: _Task) -> Any:
         from layoutcheck.lint.engine import ProjectFile, file_facts, run_local
@@ -205,7 +210,8 @@ class _Reader:
             except SourceDecodeError as exc:
                 return FileError(display, exc.line, str(exc), column=exc.column)
             rules = [self.rules[i] for i in indexes]
-            facts = file_facts(source, self.settings, rules if checked else self.rules, checked=checked, light=light)
+            facts = file_facts(source, self.settings, rules if checked else self.rules, checked=checked, light=light,
+                               memo=self.memo)
             local = None
             if checked:
                 file = ProjectFile(display, display, module, source, facts, rules=tuple(rules))
@@ -719,9 +725,22 @@ def run(
             tasks.append((entry.source.display, entry.source.module_name, data, entry.checked, entry.light,
                           rule_indexes))
             pending.append(entry)
-        reader = _Reader(chosen.rules, settings)
+        memo, memo_key = None, None
+        if cache is not None and cache.enabled and len(tasks) == 1 and pending[0].checked:
+            # A one-file run (a pre-commit hook): the file's unchanged leading functions keep the facts its
+            # last such run found (`layoutcheck.model.reuse`); a run of many files walks them all.
+            from layoutcheck.model.reuse import FunctionMemo
+
+            memo_key = cache.memo_key(pending[0].source.relpath, pending[0].source.module_name)
+            memo = FunctionMemo(cache.get_memo(memo_key))
+        reader = _Reader(chosen.rules, settings, memo)
         workers = stack.enter_context(_Workers(reader, worker_count(jobs, len(tasks)), warnings))
         outcomes = workers.read(tasks)
+        if memo is not None and memo_key is not None and cache is not None:
+            kept = memo.entry()
+            stats.functions_reused = memo.reused
+            if kept is not None:
+                cache.put_memo(memo_key, kept)
         stats.workers = workers.count
         for entry, outcome in zip(pending, outcomes):
             if isinstance(outcome, FileError):

@@ -61,7 +61,7 @@ from layoutcheck.model.syntax import breadth_first, dotted, forget_nodes, method
 
 __all__ = [
     "BATCHES_OF", "COLLATE_AT", "COLLATE_FOR", "may_assign_methods", "methods_assigned", "read_calls_through",
-    "returned_tuple",
+    "returned_tuple", "rewrite_calls",
 ]
 
 _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
@@ -104,30 +104,43 @@ def read_calls_through(tree: ast.Module, source: str) -> ast.Module:
     """``tree`` (parsed from ``source``), each call in it that is read through its callee rewritten in place
     (module docstring): the per-file walk owns the tree it parsed, and copying a tree costs more than
     the walk saves."""
+    return rewrite_calls(tree, source)[0]
+
+
+def rewrite_calls(tree: ast.Module, source: str) -> tuple[ast.Module, bool]:
+    """`read_calls_through`, and whether it may have rewritten anything (False only when no stage applied:
+    then every function reads as written, whatever the rest of the module holds)."""
+    changed = False
     loops = _loader_loops(tree) if "collate_fn" in source and "DataLoader" in source else []
     if _STORED_LOOP.search(source):
         loops += _stored_loader_loops(tree, {id(loop) for loop, _, _ in loops})
     if loops:
         _read_batches_through_collate(tree, loops)
+        changed = True
     if "collate_fn" in source and "DataLoader" in source:
         _hand_collate_on(tree)
+        changed = True
     if "(*" in source or "**" in source:
         forwarders = _forwarders(tree)
         if forwarders:
             _call_through_forwarders(tree, forwarders)
+            changed = True
     assigned = _assigned_methods(tree)
     if assigned:
         _call_assigned_methods(tree, assigned)
+        changed = True
     projections = _projections(tree, source) if "return" in source else {}
     if projections:
         _project(tree, projections)
         forget_nodes(tree)  # `_projections` listed the nodes before the rewrite
+        changed = True
     if _PARTIAL_BOUND.search(source):
         bound = _partials(tree)
         if bound:
             _apply_partials(tree, bound)
             forget_nodes(tree)
-    return tree
+            changed = True
+    return tree, changed
 
 
 def _projections(tree: ast.Module, source: str) -> dict[str, int]:

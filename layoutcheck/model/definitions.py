@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Sequence
+from typing import Any
 
 from layoutcheck.model.facts import Function, Param
 from layoutcheck.model.flow import CP, NOTHING, PACKED, SAMPLE, SEQ, STREAM, TOK, UNIT, Frame, Value
@@ -101,6 +102,12 @@ class DefinitionsMixin:
         if args.kwarg is not None:
             params.append(Param(args.kwarg.arg, "dstar", None))
         name = node.name
+        memo, started = self.memo, None
+        if memo is not None and memo.eligible(self, node):
+            if memo.replay(self, node):  # its facts as the previous extraction found them (`reuse`)
+                self.bind(name, NOTHING)
+                return
+            started = memo.start(self, node)
         self.qual.append(name)
         qualname = ".".join(self.qual)
         parent = self.frame
@@ -139,6 +146,8 @@ class DefinitionsMixin:
         self.finish(frame, node.body)
         self.frames.pop()
         self.qual.pop()
+        if started is not None:
+            memo.finish(self, node, started)  # type: ignore[union-attr]
         self.bind(name, NOTHING)
 
     def class_(self, node: ast.ClassDef) -> None:
@@ -165,11 +174,8 @@ class DefinitionsMixin:
         self.qual.pop()
         self.bind(node.name, NOTHING)
 
-    def finish(self, frame: Frame, body: Sequence[ast.stmt]) -> None:
-        """The function has been walked: fix the fates of its pads and write its facts."""
-        shared = Body(body)
-        node = frame.node
-        first, last = (node.lineno, node.end_lineno) if frame.index else (1, None)  # type: ignore[attr-defined]
+    def function_checks(self) -> tuple[tuple[tuple[str, Any, frozenset[str]], ...], tuple[str, ...]]:
+        """The function-end checks whose words the file spells, with all their words (asked once)."""
         live = self.live_checks
         if live is None:
             # Most checks' words are missing from the whole file: gated once per file, not per function.
@@ -177,7 +183,14 @@ class DefinitionsMixin:
             checks = tuple((kind, check, frozenset(words)) for kind, check, words in _PARTNER_CHECKS
                            if all(spelled(w) for w in words))
             live = self.live_checks = (checks, tuple(sorted({w for _, _, words in checks for w in words})))
-        checks, words = live
+        return live
+
+    def finish(self, frame: Frame, body: Sequence[ast.stmt]) -> None:
+        """The function has been walked: fix the fates of its pads and write its facts."""
+        shared = Body(body)
+        node = frame.node
+        first, last = (node.lineno, node.end_lineno) if frame.index else (1, None)  # type: ignore[attr-defined]
+        checks, words = self.function_checks()
         if checks:
             spelled_here = self.source.spelled_in(words, first, last)
             for kind, check, needed in checks:

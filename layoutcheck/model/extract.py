@@ -44,7 +44,7 @@ import sys
 import warnings
 from typing import Any
 
-from layoutcheck.model.calls import methods_assigned, read_calls_through
+from layoutcheck.model.calls import methods_assigned, rewrite_calls
 from layoutcheck.model.callsites import CallSitesMixin
 from layoutcheck.model.clashes import ClashesMixin
 from layoutcheck.model.definitions import DefinitionsMixin
@@ -58,6 +58,7 @@ from layoutcheck.model.origins import value_origins
 from layoutcheck.model.packedrows import packed_rows
 from layoutcheck.model.pieceroll import piece_summaries
 from layoutcheck.model.padsides import SidesMixin
+from layoutcheck.model.reuse import FunctionMemo
 from layoutcheck.model.settings import LintSettings
 from layoutcheck.model.statements import StatementsMixin
 from layoutcheck.model.stores import StoresMixin
@@ -70,8 +71,10 @@ from layoutcheck.model.walkstate import FunctionState
 __all__ = ["extract", "extract_tree"]
 
 
-def extract(source: str, settings: LintSettings) -> FileFacts:
-    """The facts of one file's text; a file that does not parse gives only its syntax error."""
+def extract(source: str, settings: LintSettings, memo: FunctionMemo | None = None) -> FileFacts:
+    """The facts of one file's text; a file that does not parse gives only its syntax error. ``memo``
+    holds the records of the file's previous extraction, whose unchanged leading functions are not
+    walked again (`layoutcheck.model.reuse`), and gets this one's."""
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # invalid escapes etc. are not ours to report
@@ -82,7 +85,7 @@ def extract(source: str, settings: LintSettings) -> FileFacts:
         return FileFacts(syntax_error=(None, None, str(exc)))
     except RecursionError:
         return FileFacts(syntax_error=(None, None, "code is nested too deeply to parse"))
-    return extract_tree(tree, source, settings)
+    return extract_tree(tree, source, settings, memo)
 
 
 _DEEP_STACK = 256 * 1024 * 1024
@@ -92,12 +95,19 @@ _DEEP_LIMIT = 30_000
 and the walk recurses a few frames per level."""
 
 
-def extract_tree(tree: ast.Module, source: str, settings: LintSettings) -> FileFacts:
+def extract_tree(tree: ast.Module, source: str, settings: LintSettings,
+                 memo: FunctionMemo | None = None) -> FileFacts:
     """The facts of an already parsed file."""
-    tree = read_calls_through(tree, source)
+    tree, rewritten = rewrite_calls(tree, source)
+    if rewritten:
+        memo = None  # a rewrite reads the whole module: no function's facts stand on its text alone
     try:
-        facts = _walk(tree, source, settings)
+        facts = _walk(tree, source, settings, memo)
+        if memo is not None:
+            memo.seal()
     except RecursionError:
+        if memo is not None:
+            memo.abandon()  # the records of a walk cut short: none kept
         # Python parses deeper than the walk recurses (a chain of several hundred `+` already): walk
         # again where it may recurse deeper, which costs only such files.
         try:
@@ -111,8 +121,8 @@ def extract_tree(tree: ast.Module, source: str, settings: LintSettings) -> FileF
     return facts
 
 
-def _walk(tree: ast.Module, source: str, settings: LintSettings) -> FileFacts:
-    extractor = _Extractor(source, settings)
+def _walk(tree: ast.Module, source: str, settings: LintSettings, memo: FunctionMemo | None = None) -> FileFacts:
+    extractor = _Extractor(source, settings, memo)
     extractor.run(tree)
     return extractor.facts
 
@@ -162,8 +172,10 @@ class _Extractor(StatementsMixin, DefinitionsMixin, StoresMixin, ExpressionsMixi
     literals (`literals`), pad sides (`padsides`) and return summaries (`summaries`).
     """
 
-    def __init__(self, source: str, settings: LintSettings) -> None:
+    def __init__(self, source: str, settings: LintSettings, memo: FunctionMemo | None = None) -> None:
         super().__init__(vocabulary(settings))
+        self.memo = memo
+        """The records of the file's previous extraction, and this one's (`layoutcheck.model.reuse`)."""
         self.settings = settings
         self.source = Source(source)
         self.facts = FileFacts()
@@ -227,6 +239,12 @@ class _Extractor(StatementsMixin, DefinitionsMixin, StoresMixin, ExpressionsMixi
         partners, self.module_clashes = read_module(tree, self.source.text)
         if partners is not None:
             self.window_partners = partners
+        if self.memo is not None:
+            self.memo.begin(self, tree, (
+                tuple(sorted(uses.names.items())),
+                tuple(sorted((k, tuple(sorted(v))) for k, v in self.window_partners.items())),
+                tuple(kind for kind, _, _ in self.function_checks()[0]),
+            ))
         self.block(tree.body)
         self.finish(frame, tree.body)
         self.frames.pop()

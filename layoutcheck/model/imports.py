@@ -48,6 +48,17 @@ class Imports:
         """`qualify`'s answers by node (the node itself the key: kept alive, its id never reused), until
         the next import changes what a name stands for."""
 
+    def restore(self, aliases: tuple[tuple[str, str], ...], modules: tuple[str, ...]) -> None:
+        """Stand as ``aliases`` (in the order the file bound them) and ``modules`` say: the imports after a
+        function whose walk is reused (`layoutcheck.model.reuse`)."""
+        if tuple(self.aliases.items()) == aliases and tuple(sorted(self.modules)) == modules:
+            return
+        self._qualified.clear()
+        self.aliases.clear()
+        self.aliases.update(aliases)
+        self.modules.clear()
+        self.modules.update(modules)
+
     def add(self, node: ast.Import | ast.ImportFrom) -> None:
         self._qualified.clear()
         if isinstance(node, ast.Import):

@@ -86,6 +86,13 @@ class Source:
             return -1, -1
         return begin, end
 
+    def end_of_line(self, last: int) -> int:
+        """The offset just past line ``last`` (1-based, the parser's lines; its line break included)."""
+        self._range(1, 1)  # the line starts, once
+        starts = self._starts
+        assert starts is not None
+        return starts[last] if 0 <= last < len(starts) else len(self.text)
+
     def spelled(self, word: str) -> bool:
         """`spells` over the whole text, asked once per word: False only when no line of the file can
         spell ``word``, so no range of it can either (a gate in front of the per-function `spells`)."""
