@@ -283,8 +283,10 @@ def _entry_lengths(entries: list[Any], axis: int) -> list[int]:
     # once per sample and field on every call: the general reading builds a tuple per entry)
     torch = sys.modules.get("torch")
     tensor = torch.Tensor if torch is not None else None
-    if axis >= 0 and set(map(type, entries)) == {tensor}:  # plain tensors only (the usual call): one loop, no test
+    if axis >= 0 and set(map(type, entries)) == {tensor}:  # plain tensors only (the usual call): C-level maps
         try:
+            if axis in _AXES:
+                return list(map(_AXES[axis], map(_SHAPE, entries)))
             return [entry.shape[axis] for entry in entries]
         except IndexError:  # one with fewer axes: -1 for it, below
             pass

@@ -330,7 +330,7 @@ def _stream_equal(torch: Any, seen: Any, sources: Sequence[Any], padded_lengths:
         try:
             return _numpy_stream_equal(numpy, torch, seen, sources, counts, cuts, pads, order, length, layout,
                                        dtype, rest)
-        except (TypeError, RuntimeError):
+        except (TypeError, RuntimeError, ValueError):
             pass
     # a view of each source where it is cut (the source itself where it is whole): no copy of the sources, of
     # which this rank's stream holds only a part (concatenating them first, then cutting, cost more)
@@ -351,7 +351,7 @@ def _numpy_stream_equal(numpy: Any, torch: Any, seen: Any, sources: Sequence[Any
     # `concatenate(casting="no")` TypeError for pieces of a dtype other than the stream's (sources of two dtypes,
     # which torch's `cat` promotes): the caller then builds it with torch, so the answer is always torch's.
     want_seen = seen[:length].numpy()
-    views = [t.numpy() for t in sources]  # no copy: each source's memory
+    views = list(map(torch.Tensor.numpy, sources))  # no copy: each source's memory
     pieces = [views[i] if a == 0 and b == counts[i] else views[i][a:b] for i, a, b in cuts]
     if pads:
         # the pads filled by torch as the torch build fills them (the same cast of the pad value), then viewed
@@ -365,7 +365,9 @@ def _numpy_stream_equal(numpy: Any, torch: Any, seen: Any, sources: Sequence[Any
                 n = next(fills)
                 pieces.append(block[at:at + n])
                 at += n
-    want = numpy.concatenate(pieces, dtype=want_seen.dtype, casting="no")
+    # joined into this thread's buffer (a new array of the stream's size costs its pages at every call)
+    want = _scratch(torch, dtype, length) if not rest else numpy.empty((length, *rest), dtype=want_seen.dtype)
+    numpy.concatenate(pieces, out=want, casting="no")
     return bool(numpy.array_equal(want_seen, want))
 
 
@@ -480,6 +482,17 @@ _PAD_BLOCKS: dict[tuple[type, Any, Any, int], Any] = {}
 """Blocks of a pad value by (type, value, dtype, length), as numpy views: only read (cut into pieces)."""
 
 
+def _scratch(torch: Any, dtype: Any, length: int) -> Any:
+    # this thread's buffer of ``dtype`` (numpy), ``length`` positions of it: the expected stream is joined there
+    by_dtype = getattr(_SCRATCH, "buffers", None)
+    if by_dtype is None:
+        by_dtype = _SCRATCH.buffers = {}
+    buffer = by_dtype.get(dtype)
+    if buffer is None or buffer.shape[0] < length:
+        buffer = by_dtype[dtype] = torch.empty(max(length, 1024), dtype=dtype).numpy()
+    return buffer[:length]
+
+
 def pieces_equal(target: Any, sources: Sequence[Any], plan: StreamPieces, pad_value: Any) -> bool:
     """Whether ``target`` is exactly its sources laid out as ``plan`` says (``False``: not, or not known here).
 
@@ -516,13 +529,7 @@ def pieces_equal(target: Any, sources: Sequence[Any], plan: StreamPieces, pad_va
                     (plan.pad_total,), pad_value, dtype=dtype).numpy()
             views.append(block)
         pieces = list(map(_GETITEM, map(views.__getitem__, plan.sources), plan.cuts))
-        by_dtype = getattr(_SCRATCH, "buffers", None)
-        if by_dtype is None:
-            by_dtype = _SCRATCH.buffers = {}
-        buffer = by_dtype.get(dtype)
-        if buffer is None or buffer.shape[0] < plan.length:
-            buffer = by_dtype[dtype] = torch.empty(max(plan.length, 1024), dtype=dtype).numpy()
-        want = buffer[:plan.length]
+        want = _scratch(torch, dtype, plan.length)
         numpy.concatenate(pieces, out=want, casting="no")
     except (TypeError, RuntimeError, ValueError):  # what numpy cannot view or join without a cast: as before
         return False
