@@ -285,6 +285,8 @@ def _entry_lengths(entries: list[Any], axis: int) -> list[int]:
     tensor = torch.Tensor if torch is not None else None
     if axis >= 0 and set(map(type, entries)) == {tensor}:  # plain tensors only (the usual call): C-level maps
         try:
+            if axis == 0 and set(map(tensor.dim, entries)) == _ONE:  # 1-D: a length is the numel (no torch.Size)
+                return list(map(tensor.numel, entries))
             if axis in _AXES:
                 return list(map(_AXES[axis], map(_SHAPE, entries)))
             return [entry.shape[axis] for entry in entries]
@@ -418,6 +420,7 @@ _TENSORS, _TENSOR, _INTS = "tensors", "tensor", "ints"
 _UNPLANNED: Any = object()
 _ONE_RANK = {"tp": 1, "cp": 1, "rank": 0}
 _IS_CPU = operator.attrgetter("is_cpu")
+_ONE = {1}
 _SHAPE = operator.attrgetter("shape")
 _AXES = {axis: operator.itemgetter(axis) for axis in range(4)}
 """An entry's length along a small axis, read off its shape in C (`_BoundaryCalls._fast_key`)."""
@@ -714,6 +717,7 @@ class _BoundaryCalls:
         torch = sys.modules["torch"]
         tensor = torch.Tensor
         plain, ints = {tensor}, {int}
+        dim, numel = tensor.dim, tensor.numel
         with torch._C.DisableTorchFunction():  # `metadata_only()`, without its look-ups
             for f, kind, reader, axis in self._plan:  # type: ignore[union-attr]
                 value = read[f.key] if f.key in read else reader(call, result)
@@ -722,8 +726,11 @@ class _BoundaryCalls:
                     if type(value) is not list or set(map(type, value)) != plain:
                         return None, read, coords, scheme, stream_units
                     try:
-                        parts.append(tuple(map(_AXES[axis], map(_SHAPE, value))) if axis in _AXES
-                                     else tuple(e.shape[axis] for e in value))
+                        if axis == 0 and set(map(dim, value)) == _ONE:  # 1-D entries: a length is the entry's numel
+                            parts.append(tuple(map(numel, value)))  # (an int, where `.shape` builds a torch.Size)
+                        else:
+                            parts.append(tuple(map(_AXES[axis], map(_SHAPE, value))) if axis in _AXES
+                                         else tuple(e.shape[axis] for e in value))
                     except IndexError:  # an entry without that axis: the full reading names it
                         return None, read, coords, scheme, stream_units
                 elif kind is _TENSOR:
