@@ -30,7 +30,10 @@ A call whose ints a clean call had (the same batch shape again) is read by
 a plan made at the first clean call (`_BoundaryCalls._fast`): each field's
 ints into one key, looked up among the clean calls'; a hit skips the
 general reading and B1-B5 (which read nothing but those ints) and goes to
-the value checks.
+the value checks, which compare each packed stream with its sources by the
+pieces worked out once for that clean call (`content.pieces_equal`: every
+position of every sample, with no per-sample Python); a stream they do not
+confirm is checked as any call's, which names what differs.
 
 Like the role wrappers it returns what ``fn`` returned, raises what it
 raised, and keeps no tensor past the call (only snapshots waiting for their
