@@ -4,7 +4,7 @@ Usage::
 
     python benchmarks/boundary_overhead.py [--steps N] [--episodes N] [--median N]
     python benchmarks/boundary_overhead.py --per-contract [--calls N] [--root DIR]
-    python benchmarks/boundary_overhead.py --per-contract --before COMMIT [--rounds N] [--fresh]
+    python benchmarks/boundary_overhead.py --per-contract --before COMMIT [--rounds N] [--fresh] [--only pack]
 
 The workload is ``fixtures/packthd`` (no Miles names): each step plans the
 padded lengths of its episodes (log-normal true lengths around ``--median``
@@ -45,7 +45,9 @@ is never found again: the cost of a call that pays every check.
 With ``--per-contract`` three configurations are measured: ``shapes``,
 ``values`` (value checks on the worker thread, ``value-checks =
 "background"``) and ``inline`` (``value-checks = "inline"``, the default:
-B6 in the call, as before the worker existed). Besides the calling thread's
+B6 in the call), each before and after with ``--before`` (a COMMIT older
+than the ``value-checks`` key cannot be measured so); ``--only pack``
+measures one contract. Besides the calling thread's
 time per call, each row gives the CPU the checks consume per call: the
 calling thread's CPU time (``time.thread_time``) in hooked calls less in
 unhooked ones, plus the worker thread's (its own ``thread_time`` around
@@ -214,6 +216,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--before", metavar="COMMIT", help="--per-contract: also measure COMMIT's layoutcheck "
                         "(`git archive`), processes alternating, in one table")
     parser.add_argument("--rounds", type=int, default=2, help="--before: processes of each side per cell (default 2)")
+    parser.add_argument("--only", action="append", choices=("plan", "pack", "zigzag"),
+                        help="--before: this contract only (repeat for more; default all three)")
     parser.add_argument("--fresh", action="store_true", help="--per-contract: each call with lengths no call met "
                         "before (the batch's episodes cut by 1, 2, ... tokens), as a trainer's steps are")
     args = parser.parse_args(argv)
@@ -270,19 +274,19 @@ def side_by_side(args: argparse.Namespace, configs: dict[str, str]) -> int:
           f"{' '.join(f'{x:.1f}' for x in os.getloadavg())}")
     print("each cell: us per call, the best hooked call less the best unhooked one (the median of neighbouring pairs); "
           "cpu: the checks' CPU per call, the calling thread's (hooked less unhooked) plus the value worker's")
-    heads = ["shapes, before", "shapes, after", "values, before", "values, after", "inline, after",
+    heads = ["shapes, before", "shapes, after", "inline, before", "inline, after", "values, before", "values, after",
              "cpu values, before", "cpu values, after"]
     print(f"{'contract':>8}  {'unhooked':>8}  " + "  ".join(f"{h:>18}" for h in heads))
     failed = 0
     with tempfile.TemporaryDirectory() as tmp:
         before = _extract(args.before, Path(tmp, "before"))
-        for only in ("plan", "pack", "zigzag"):
+        for only in args.only or ("plan", "pack", "zigzag"):
             best: dict[tuple[str, str], dict] = {}
             off = []
             for name, body in configs.items():
                 config = Path(tmp, f"{name}.toml")
                 config.write_text(body)
-                sides = ("before", "after") if name != "inline" else ("after",)  # before: values were in the call
+                sides = ("before", "after")
                 for i in range(args.rounds):
                     for side in (sides if i % 2 == 0 else sides[::-1]):
                         result = _run_calls(config, args.calls, args.median, only, before if side == "before" else None,
@@ -299,8 +303,8 @@ def side_by_side(args: argparse.Namespace, configs: dict[str, str]) -> int:
                         elif result.get("cpu", 1.0) < kept["cpu"]:
                             kept["cpu"] = result["cpu"]
                         off.append(result["off"])
-            cells = [_cell(best["shapes", "before"]), _cell(best["shapes", "after"]), _cell(best["values", "before"]),
-                     _cell(best["values", "after"]), _cell(best["inline", "after"]),
+            cells = [_cell(best["shapes", "before"]), _cell(best["shapes", "after"]), _cell(best["inline", "before"]),
+                     _cell(best["inline", "after"]), _cell(best["values", "before"]), _cell(best["values", "after"]),
                      f"{best['values', 'before'].get('cpu', float('nan')) * 1e6:.0f}",
                      f"{best['values', 'after']['cpu'] * 1e6:.0f}"
                      f" (worker {best['values', 'after'].get('worker', 0) * 1e6:.0f})"]

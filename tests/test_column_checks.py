@@ -12,6 +12,8 @@ verdicts reports word for word what one that checks every call reports.
 
 from __future__ import annotations
 
+import math
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -458,3 +460,129 @@ def test_the_fast_reading_of_two_fields_of_one_list_is_judged_as_the_full_readin
     assert hook.coordinates._getters is not None  # and the coordinates by their three functions
     assert {v.invariant for v in kept.violations} >= {"B6", "B1"}
     assert any("not below the CP size" in str(n) for n in kept.notes)
+
+
+# --- the pieces kept with a clean call's ints (`content.stream_pieces`, `content.pieces_equal`) ----------------
+
+
+@FAST
+@given(streams())
+def test_the_kept_pieces_answer_as_the_stream_shortcut(drawn):
+    # A stream compared by the pieces worked out for its geometry says "clean" exactly where `clean_stream` does
+    stream, sources, samples, layout, broken = drawn
+    totals, padded = [s.total for s in samples], [s.padded for s in samples]
+    plan = content.stream_pieces(stream, totals, padded, layout, [d.shape[0] for d in sources])
+    content._LOOKUPS[1] = 0
+    clean = content._clean_stream(stream, sources, samples, layout)
+    if stream.dim() == 2 and broken != "short":  # one axis, long enough: the pieces fit every such stream
+        assert plan is not None
+    if plan is not None:
+        assert content.pieces_equal(stream, sources, plan, layout.pad_value) == clean
+        if broken == "none":
+            assert clean
+
+
+def test_the_kept_pieces_refuse_what_the_stream_shortcut_refuses():
+    # What `clean_stream` leaves to the per-sample check, the pieces do too: a source with another axis that no
+    # piece is cut from, a first source of another dtype, a tensor numpy cannot view, a pad value that is not a number
+    space = Space("P", packed=True, cp=CPPart("zigzag"))
+    layout = content.Layout(space=space, source_space=Space("T"), cp=2, rank=1, pad_value=0, axis=1)
+    right = [torch.arange(1, 9), torch.ones(1, dtype=torch.int64)]
+    stream = torch.cat([torch.arange(3, 7), torch.zeros(4, dtype=torch.int64)]).unsqueeze(0)
+    plan = content.stream_pieces(stream, [8, 1], [8, 8], layout, [8, 1])
+    assert plan is not None and content.pieces_equal(stream, right, plan, 0) is True
+    for sources in ([right[0], torch.ones(1, 2, dtype=torch.int64)],  # sample 1: T=1, no true position on rank 1
+                    [right[0].to(torch.int32), right[1]]):  # the first source of another dtype than the stream's
+        assert content.clean_stream(stream, sources, [8, 1], [8, 8], layout) is False
+        assert content.pieces_equal(stream, sources, plan, 0) is False
+    grads = [right[0].double().requires_grad_(), right[1].double()]  # numpy cannot view it: torch's build answers
+    assert content.pieces_equal(stream.double(), grads, plan, 0) is False
+    assert content.clean_stream(stream.double(), grads, [8, 1], [8, 8], layout) is True
+    assert content.pieces_equal(stream, right, plan, "pad") is False
+    floats = [d.to(torch.bfloat16) for d in right]
+    assert content.pieces_equal(stream.to(torch.bfloat16), floats, plan, 0) is False  # numpy has no bfloat16
+    assert content.clean_stream(stream.to(torch.bfloat16), floats, [8, 1], [8, 8], layout) is True  # torch's answer
+
+
+def _pack_zigzag(episodes, lengths, pad=0, broken="none", at=(0, 0)):
+    """packthd's `pack` on `_RUN`'s rank: ids padded with ``pad``, log-probs (T-1) with 0, this rank's zigzag
+    chunks, one stream each; ``broken``: one planted fault at (sample, position) ``at``."""
+    cp, rank = _RUN["cp"], _RUN["rank"]
+
+    def zigzag(t, length, fill):
+        c = -(-length // (2 * cp))
+        t = torch.cat([t, t.new_full((2 * cp * c - t.shape[0],), fill)])
+        return torch.cat([t[rank * c:(rank + 1) * c], t[(2 * cp - 1 - rank) * c:(2 * cp - rank) * c]])
+
+    ids = [zigzag(e.ids, n, pad) for e, n in zip(episodes, lengths)]
+    logp = [zigzag(e.logp, n, 0.0) for e, n in zip(episodes, lengths)]
+    j, k = at
+    if broken in ("true", "pad"):  # a true position, or a pad, of sample j changed (where it has one on this rank)
+        where = torch.nonzero((ids[j] != pad) if broken == "true" else (ids[j] == pad)).flatten()
+        if where.numel():
+            ids[j] = ids[j].clone()
+            ids[j][where[k % where.numel()]] += 1000
+    elif broken == "logp" and logp[j].numel():
+        logp[j] = logp[j].clone()
+        logp[j][k % logp[j].numel()] += 0.5
+    elif broken == "swap" and len(ids) > 1:  # two samples' parts exchanged
+        ids[0], ids[-1] = ids[-1], ids[0]
+    return _Packed(torch.cat(ids).unsqueeze(0), torch.cat(logp).unsqueeze(0))
+
+
+_ZIGZAG = {"args": {"episodes.*.ids": "T", "episodes.*.logp": "T-1", "lengths": "len P"},
+           "returns": {"ids": {"space": "P packed cp", "from": "args.episodes.*.ids", "pad-value": "pad"},
+                       "logp": {"space": "P packed cp", "from": "args.episodes.*.logp", "pad-value": 0}},
+           "unit": ["2 * cp", 4], "tp-size": f"{__name__}:_tp_size", "cp-size": f"{__name__}:_cp_size",
+           "cp-rank": f"{__name__}:_cp_rank"}
+
+
+@st.composite
+def zigzag_runs(draw):
+    """A CP rank and a run of calls over one or two batches (their ints repeat): each right or with one fault."""
+    cp = draw(st.sampled_from([1, 2, 3]))
+    rank = draw(st.integers(0, cp - 1))
+    batches = []
+    for b in range(draw(st.integers(1, 2))):
+        totals = draw(st.lists(st.integers(2, 30), min_size=1, max_size=6))
+        episodes = [_Episode(torch.arange(1, t + 1) * 7 + 1000 * k + b, torch.arange(1, t) * 0.25 + k) for k, t in enumerate(totals)]
+        unit = math.lcm(2 * cp, 4)
+        batches.append((episodes, [-(-t // unit) * unit for t in totals]))  # right lengths: the faults are values
+    call = st.tuples(st.integers(0, len(batches) - 1),
+                     st.sampled_from(["none", "true", "pad", "logp", "swap"]),
+                     st.tuples(st.integers(0, 5), st.integers(0, 60)), st.sampled_from([0, -1]))
+    calls = [(0, "none", (0, 0), 0), (0, "none", (0, 0), 0)] + draw(st.lists(call, min_size=1, max_size=6))
+    return cp, rank, batches, calls
+
+
+@settings(max_examples=60, deadline=None)
+@given(zigzag_runs())
+def test_a_call_whose_streams_are_compared_by_kept_pieces_is_judged_as_the_full_check(run):
+    # A boundary whose fast reading compares packed streams by the pieces kept with a clean call's ints reports,
+    # word for word, what a boundary that reads and checks every call in full reports: over CP ranks, shifted
+    # sources, pads, and a true position, a pad or a log-prob changed in any one sample, or two samples exchanged
+    from layoutcheck import LayoutChecker
+    from layoutcheck.runtime.contract.boundary import parse_boundary
+
+    cp, rank, batches, calls = run
+    _RUN.update(cp=cp, rank=rank)
+    try:
+        kept, every = LayoutChecker("record"), LayoutChecker("record")
+        spec = parse_boundary(f"{__name__}:_pack_zigzag", _ZIGZAG, source_file="t.toml")
+        fast, slow = kept.wrap_boundary(spec, _pack_zigzag), every.wrap_boundary(spec, _pack_zigzag)
+        slow.__layoutcheck_boundary__._clean = None  # every call read and checked in full
+        for b, broken, at, pad in calls:
+            episodes, lengths = batches[b]
+            at = (at[0] % len(episodes), at[1])
+            for wrapped in (fast, slow):
+                wrapped(episodes, lengths, pad=pad, broken=broken, at=at)
+            # word for word, after every call: a fault the kept pieces missed would be missing here at its call
+            assert [str(v) for v in kept.violations] == [str(v) for v in every.violations]
+            assert kept.notes == every.notes == []
+        if any(broken == "logp" for _, broken, _, _ in calls):  # a log-prob changed: named, whichever its sample
+            assert any(v.field == "returns.logp" for v in kept.violations)
+        hook = fast.__layoutcheck_boundary__
+        pieces = [p for entry in hook._fast_kept.values() for p in entry[5].values()]
+        assert len(pieces) >= 2 and all(isinstance(p, content.StreamPieces) for p in pieces)  # the kept pieces ran
+    finally:
+        _RUN.update(cp=1, rank=0)

@@ -15,6 +15,10 @@ hang shows as a failure here, never as a stuck suite.
 
 from __future__ import annotations
 
+import subprocess
+import sys
+import textwrap
+
 import pytest
 from distributed_worker import KILL_TIMEOUT, TIMEOUT, run_job
 
@@ -250,3 +254,23 @@ def test_without_an_initialised_process_group_a_checker_is_a_spec_error():
     assert not distributed_ready()
     with pytest.raises(LayoutSpecError, match="torch.distributed is not initialised"):
         CrossRankChecker(cp_size=2)
+
+
+def test_distributed_ready_is_torch_distributed_is_initialized():
+    # read from where `is_initialized` reads it (the default group), before, during and after a group of one
+    code = textwrap.dedent("""
+        import socket
+        import torch.distributed as dist
+        from layoutcheck.runtime.crossrank.distributed import distributed_ready
+        seen = [(distributed_ready(), dist.is_initialized())]
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=0, world_size=1)
+        seen.append((distributed_ready(), dist.is_initialized()))
+        dist.destroy_process_group()
+        seen.append((distributed_ready(), dist.is_initialized()))
+        print(seen)
+    """)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    assert out.stdout.strip() == "[(False, False), (True, True), (False, False)]"

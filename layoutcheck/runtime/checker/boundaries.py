@@ -30,7 +30,10 @@ A call whose ints a clean call had (the same batch shape again) is read by
 a plan made at the first clean call (`_BoundaryCalls._fast`): each field's
 ints into one key, looked up among the clean calls'; a hit skips the
 general reading and B1-B5 (which read nothing but those ints) and goes to
-the value checks.
+the value checks, which compare each packed stream with its sources by the
+pieces worked out once for that clean call (`content.pieces_equal`: every
+position of every sample, with no per-sample Python); a stream they do not
+confirm is checked as any call's, which names what differs.
 
 Like the role wrappers it returns what ``fn`` returned, raises what it
 raised, and keeps no tensor past the call (only snapshots waiting for their
@@ -283,8 +286,12 @@ def _entry_lengths(entries: list[Any], axis: int) -> list[int]:
     # once per sample and field on every call: the general reading builds a tuple per entry)
     torch = sys.modules.get("torch")
     tensor = torch.Tensor if torch is not None else None
-    if axis >= 0 and set(map(type, entries)) == {tensor}:  # plain tensors only (the usual call): one loop, no test
+    if axis >= 0 and set(map(type, entries)) == {tensor}:  # plain tensors only (the usual call): C-level maps
         try:
+            if axis == 0 and set(map(tensor.dim, entries)) == _ONE:  # 1-D: a length is the numel (no torch.Size)
+                return list(map(tensor.numel, entries))
+            if axis in _AXES:
+                return list(map(_AXES[axis], map(_SHAPE, entries)))
             return [entry.shape[axis] for entry in entries]
         except IndexError:  # one with fewer axes: -1 for it, below
             pass
@@ -416,6 +423,7 @@ _TENSORS, _TENSOR, _INTS = "tensors", "tensor", "ints"
 _UNPLANNED: Any = object()
 _ONE_RANK = {"tp": 1, "cp": 1, "rank": 0}
 _IS_CPU = operator.attrgetter("is_cpu")
+_ONE = {1}
 _SHAPE = operator.attrgetter("shape")
 _AXES = {axis: operator.itemgetter(axis) for axis in range(4)}
 """An entry's length along a small axis, read off its shape in C (`_BoundaryCalls._fast_key`)."""
@@ -712,6 +720,7 @@ class _BoundaryCalls:
         torch = sys.modules["torch"]
         tensor = torch.Tensor
         plain, ints = {tensor}, {int}
+        dim, numel = tensor.dim, tensor.numel
         with torch._C.DisableTorchFunction():  # `metadata_only()`, without its look-ups
             for f, kind, reader, axis in self._plan:  # type: ignore[union-attr]
                 value = read[f.key] if f.key in read else reader(call, result)
@@ -720,8 +729,11 @@ class _BoundaryCalls:
                     if type(value) is not list or set(map(type, value)) != plain:
                         return None, read, coords, scheme, stream_units
                     try:
-                        parts.append(tuple(map(_AXES[axis], map(_SHAPE, value))) if axis in _AXES
-                                     else tuple(e.shape[axis] for e in value))
+                        if axis == 0 and set(map(dim, value)) == _ONE:  # 1-D entries: a length is the entry's numel
+                            parts.append(tuple(map(numel, value)))  # (an int, where `.shape` builds a torch.Size)
+                        else:
+                            parts.append(tuple(map(_AXES[axis], map(_SHAPE, value))) if axis in _AXES
+                                         else tuple(e.shape[axis] for e in value))
                     except IndexError:  # an entry without that axis: the full reading names it
                         return None, read, coords, scheme, stream_units
                 elif kind is _TENSOR:
@@ -776,7 +788,7 @@ class _BoundaryCalls:
         if not all(map(_IS_CPU, tensors)):  # device tensors: the full check takes a snapshot
             return key
         self._fast_missed = 0
-        readings, bound, sizes, units, tight = kept
+        readings, bound, sizes, units, tight, pieces = kept
         if spec.cross_rank:
             checker._step_opens(spec.target)
         self.calls += 1
@@ -789,14 +801,20 @@ class _BoundaryCalls:
                 version = background_checks.version_sum(tensors) if worker is not None else None
             except RuntimeError:  # an inference tensor keeps no version counter: checked in the call
                 version = None
+
+            def make_call() -> _Call:  # the call's record, made only where a check needs it
+                return _Call(k, f"{spec.target} (call {k})", coords, scheme, units, tight, readings, pads, stream_units)
+
             if version is None:
-                pending = _Call(k, f"{spec.target} (call {k})", coords, scheme, units, tight, readings, pads, stream_units)
-                checker._report(self._values(pending, got, bound, sizes, False))
-            else:  # `_values`' job, made here from what the fast reading already knows of these tensors; the call's
-                # record (`_Call`) is made by the worker, from values taken now
-                job = background_checks.Job(spec.target, lambda: self._content(
-                    _Call(k, f"{spec.target} (call {k})", coords, scheme, units, tight, readings, pads, stream_units),
-                    got, bound, sizes), tensors, version)
+                if worker is None:
+                    checker._report(self._fast_content(make_call, got, bound, sizes, pads, pieces))
+                else:  # values the worker cannot watch: here, one value check at a time
+                    with worker.lock:
+                        checker._report(self._fast_content(make_call, got, bound, sizes, pads, pieces))
+            else:  # the value checks as a job, made here from what the fast reading already knows of these tensors;
+                # the call's record (`_Call`) is made by the worker, from values taken now
+                job = background_checks.Job(spec.target, lambda: self._fast_content(
+                    make_call, got, bound, sizes, pads, pieces), tensors, version)
                 if not worker.submit(job):  # type: ignore[union-attr]
                     checker._report(checker._outcomes([worker.run_here(job)]))  # type: ignore[union-attr]
         return None
@@ -808,7 +826,7 @@ class _BoundaryCalls:
             self._fast_kept.clear()
             self._fast_last = None
             self._fast_samples = bound.n + 1
-        kept = self._fast_kept[key] = (c.readings, bound, sizes, c.units, c.tight)
+        kept = self._fast_kept[key] = (c.readings, bound, sizes, c.units, c.tight, {})  # {}: its streams' pieces
         self._fast_last = (key, kept)
 
     def _values(self, c: _Call, got: Mapping[str, Any], bound: invariants.Bound, sizes: dict[str, object],
@@ -926,9 +944,11 @@ class _BoundaryCalls:
     def _count(self, readings: list[invariants.Reading]) -> int:
         return sample_count(self.spec, readings)
 
-    def _content(self, c: _Call, got: Mapping[str, Any], bound: invariants.Bound, sizes: dict[str, object]) -> list[Violation]:
+    def _content(self, c: _Call, got: Mapping[str, Any], bound: invariants.Bound, sizes: dict[str, object],
+                 only: list[FieldSpec] | None = None) -> list[Violation]:
+        # B6 over every field with a `from` (``only``: those fields)
         out: list[Violation] = []
-        for f in self.content:
+        for f in self.content if only is None else only:
             reading = next((r for r in c.readings if r.spec is f), None)
             target = got.get("data:" + f.key)
             source_field = next(x for x in self.spec.fields if x.key == f.source.text)  # type: ignore[union-attr]
@@ -939,18 +959,9 @@ class _BoundaryCalls:
             samples = self._source_samples(source_field, got, bound)
             if samples is None:
                 continue
-            layout = content.Layout(
-                space=reading.space, source_space=source_field.resolved(c.scheme), cp=c.coords["cp"],
-                rank=c.coords["rank"], pad_value=c.pads.get(f.key, 0), stream_unit=c.stream_units.get(f.key, 1),
-                axis=_axis(f, (1 if target.dim() >= 2 else 0) if reading.shape == "stream" else 0),
-            )
+            layout = self._layout(c, f, reading, source_field, target)
             packed = reading.shape == "stream"
-            counts = None
-            if packed and type(source) is list and not source_field.axis and source_field.mask is None:
-                # the sources' lengths, read with the source field's shape from these same entries: not read again
-                held = next((r for r in c.readings if r.spec is source_field), None)
-                if held is not None and held.shape == "list" and held.lengths is not None:
-                    counts = held.lengths
+            counts = self._source_counts(c, source_field, source) if packed else None
             if packed and content.clean_stream(target, samples, bound.columns.get("T") or [None] * bound.n,
                                                bound.columns.get("P") or [None] * bound.n, layout, counts=counts):
                 continue  # the whole stream equals its samples laid out (the clean call: no lengths objects made)
@@ -960,6 +971,57 @@ class _BoundaryCalls:
                 space_text=reading.described, packed=reading.shape == "stream", sizes=sizes, one=self.one,
             )
         return out
+
+    def _layout(self, c: _Call, f: FieldSpec, reading: invariants.Reading, source_field: FieldSpec,
+                target: Any) -> content.Layout:
+        # How the call lays field `f`'s samples out (B6)
+        return content.Layout(
+            space=reading.space, source_space=source_field.resolved(c.scheme), cp=c.coords["cp"],  # type: ignore[arg-type]
+            rank=c.coords["rank"], pad_value=c.pads.get(f.key, 0), stream_unit=c.stream_units.get(f.key, 1),
+            axis=_axis(f, (1 if target.dim() >= 2 else 0) if reading.shape == "stream" else 0),
+        )
+
+    def _source_counts(self, c: _Call, source_field: FieldSpec, source: Any) -> list[int] | None:
+        # the sources' lengths, read with the source field's shape from these same entries: not read again
+        if type(source) is list and not source_field.axis and source_field.mask is None:
+            held = next((r for r in c.readings if r.spec is source_field), None)
+            if held is not None and held.shape == "list" and held.lengths is not None:
+                return held.lengths
+        return None
+
+    def _fast_content(self, make_call: Callable[[], _Call], got: Mapping[str, Any], bound: invariants.Bound,
+                      sizes: dict[str, object], pads: Mapping[str, Any], pieces: dict[str, Any]) -> list[Violation]:
+        # B6 of a call the fast reading found: each packed stream compared by the pieces kept with the clean call's
+        # ints (`content.pieces_equal`: no per-sample Python, none of the checks those ints settle); a field they do
+        # not confirm (a difference, a dtype, no pieces) is checked as any call's field, which names what differs
+        rest: list[FieldSpec] = []
+        c: _Call | None = None
+        for f in self.content:
+            plan = pieces.get(f.key, _UNPLANNED)
+            if plan is _UNPLANNED:
+                c = c or make_call()
+                plan = pieces[f.key] = self._stream_pieces(c, f, got, bound)
+            if plan is None or not content.pieces_equal(got["data:" + f.key],
+                                                        got["data:" + f.source.text],  # type: ignore[union-attr]
+                                                        plan, pads.get(f.key, 0)):
+                rest.append(f)
+        return self._content(c or make_call(), got, bound, sizes, only=rest) if rest else []
+
+    def _stream_pieces(self, c: _Call, f: FieldSpec, got: Mapping[str, Any],
+                       bound: invariants.Bound) -> content.StreamPieces | None:
+        # A packed field's expected stream as pieces, for this clean call's geometry (None: a field they do not fit)
+        reading = next((r for r in c.readings if r.spec is f), None)
+        source_field = self.by_key.get(f.source.text)  # type: ignore[union-attr]
+        target = got.get("data:" + f.key)
+        if (reading is None or reading.shape != "stream" or reading.space is None or source_field is None
+                or source_field.space is None or target is None):
+            return None
+        counts = self._source_counts(c, source_field, got.get("data:" + source_field.key))
+        if counts is None:
+            return None
+        return content.stream_pieces(target, bound.columns.get("T") or [None] * bound.n,
+                                     bound.columns.get("P") or [None] * bound.n,
+                                     self._layout(c, f, reading, source_field, target), counts)
 
     # --- across ranks ----------------------------------------------------------------------
 

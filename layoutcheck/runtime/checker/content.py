@@ -26,6 +26,7 @@ snapshots later; it needs torch (loaded: the values are tensors).
 
 from __future__ import annotations
 
+import operator
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -36,7 +37,8 @@ from layoutcheck.errors import Violation
 from layoutcheck.runtime.contract.invariants import HINTS, hint
 from layoutcheck.spaces import SampleLengths, Space
 
-__all__ = ["Layout", "RowLayout", "check_content", "check_rows", "clean_stream", "equal", "row_samples", "source_samples"]
+__all__ = ["Layout", "RowLayout", "StreamPieces", "check_content", "check_rows", "clean_stream", "equal", "pieces_equal",
+           "row_samples", "source_samples", "stream_pieces"]
 
 
 @dataclass(frozen=True)
@@ -327,7 +329,7 @@ def _stream_equal(torch: Any, seen: Any, sources: Sequence[Any], padded_lengths:
         try:
             return _numpy_stream_equal(numpy, torch, seen, sources, counts, cuts, pads, order, length, layout,
                                        dtype, rest)
-        except (TypeError, RuntimeError):
+        except (TypeError, RuntimeError, ValueError):
             pass
     # a view of each source where it is cut (the source itself where it is whole): no copy of the sources, of
     # which this rank's stream holds only a part (concatenating them first, then cutting, cost more)
@@ -348,7 +350,7 @@ def _numpy_stream_equal(numpy: Any, torch: Any, seen: Any, sources: Sequence[Any
     # `concatenate(casting="no")` TypeError for pieces of a dtype other than the stream's (sources of two dtypes,
     # which torch's `cat` promotes): the caller then builds it with torch, so the answer is always torch's.
     want_seen = seen[:length].numpy()
-    views = [t.numpy() for t in sources]  # no copy: each source's memory
+    views = list(map(torch.Tensor.numpy, sources))  # no copy: each source's memory
     pieces = [views[i] if a == 0 and b == counts[i] else views[i][a:b] for i, a, b in cuts]
     if pads:
         # the pads filled by torch as the torch build fills them (the same cast of the pad value), then viewed
@@ -398,6 +400,124 @@ def equal(seen: Any, want: Any) -> bool:
         except (TypeError, RuntimeError):
             pass
     return bool(_torch().equal(seen, want))
+
+
+# --- a packed stream of lengths met before: its pieces kept with the call's ints ----------------------------
+
+
+@dataclass(frozen=True)
+class StreamPieces:
+    """A packed stream's expected layout as cuts of its sources (and of one block of pads), in stream order.
+
+    Made once per geometry (`stream_pieces`) by a caller that keeps it by
+    everything the layout reads (the boundary's fast reading keeps it with a
+    clean call's ints: the sources' lengths, the padded lengths, the spaces,
+    the coordinates, the stream unit, the target's shape); `pieces_equal`
+    compares a call's stream with it with no per-sample Python and none of
+    the checks that those ints already settle.
+    """
+
+    length: int
+    """The stream positions compared (``seen[:length]``, the tail padding included), as `clean_stream` compares."""
+    row: bool
+    """The stream is a ``(1, N)`` tensor read along axis 1 (its one row compared); else a 1-D tensor, axis 0."""
+    sources: tuple[int, ...]
+    """Each piece's source, in stream order (``len(sources)``: the pads block)."""
+    cuts: tuple[slice, ...]
+    """Each piece's cut of its source (or of the pads block)."""
+    pad_total: int
+    """The pad positions in all (the pads block's length; 0: no pads)."""
+
+
+def stream_pieces(target: Any, totals: Sequence[int | None], padded: Sequence[int | None], layout: Layout,
+                  counts: Sequence[int]) -> StreamPieces | None:
+    """`clean_stream`'s expected stream for this geometry as `StreamPieces` (``None``: not one this fits).
+
+    It fits a 1-D or ``(1, N)`` stream of samples of known ``T``, pads of a
+    numeric value and no all-gather window (else ``None``: `clean_stream`
+    and the per-sample check answer). The pieces are `_stream_plan`'s,
+    worked out once from ints.
+    """
+    cp_part = layout.space.cp
+    if not _numeric(layout.pad_value) or (cp_part is not None and cp_part.scheme == "allgather" and layout.cp > 1):
+        return None
+    if not counts or len(totals) != len(counts) or None in totals:
+        return None
+    shape = tuple(target.shape)
+    if len(shape) == 2 and layout.axis == 1 and shape[0] == 1:
+        row, length_seen = True, shape[1]
+    elif len(shape) == 1 and layout.axis == 0:
+        row, length_seen = False, shape[0]
+    else:
+        return None
+    plan = _stream_plan(counts, padded, layout, length_seen)
+    if plan is None:
+        return None
+    cuts, pads, order, length, _ = plan
+    sources: list[int] = []
+    slices: list[slice] = []
+    true_pieces, pad_pieces, at = iter(cuts), iter(pads), 0
+    for real in order:
+        if real:
+            i, a, b = next(true_pieces)
+            sources.append(i)
+            slices.append(slice(a, b))
+        else:
+            n = next(pad_pieces)
+            sources.append(len(counts))
+            slices.append(slice(at, at + n))
+            at += n
+    return StreamPieces(length=length, row=row, sources=tuple(sources), cuts=tuple(slices), pad_total=at)
+
+
+_GETITEM = operator.getitem
+_NDIM = operator.attrgetter("ndim")
+_PAD_BLOCKS: dict[tuple[type, Any, Any, int], Any] = {}
+"""Blocks of a pad value by (type, value, dtype, length), as numpy views: only read (cut into pieces)."""
+
+
+def pieces_equal(target: Any, sources: Sequence[Any], plan: StreamPieces, pad_value: Any) -> bool:
+    """Whether ``target`` is exactly its sources laid out as ``plan`` says (``False``: not, or not known here).
+
+    ``plan`` is `stream_pieces`'s for this geometry (the caller's key holds
+    the ints it was made from). ``True`` only where `clean_stream` says
+    ``True``: a numpy view of each source (no copy) cut into the planned
+    pieces, the pads cut from one block filled by ``torch.full`` (the cast
+    the per-sample build makes), joined in the stream's dtype with
+    ``casting="no"`` (a piece of another dtype raises: no cast) and
+    compared position by position
+    (`numpy.array_equal`, as `equal`). On ``False`` (a difference, what
+    numpy cannot view: bfloat16, a tensor that requires grad; no numpy) the
+    caller checks as before, which names what differs.
+    """
+    numpy = _numpy()
+    if numpy is None or not _numeric(pad_value):
+        return False
+    torch = _torch()
+    seen = target[0] if plan.row else target
+    dtype = seen.dtype
+    try:
+        want_seen = seen[:plan.length].numpy()
+        views = list(map(torch.Tensor.numpy, sources))  # no copy: each source's memory
+        # `clean_stream`'s guards that the caller's ints do not settle: the first source of the stream's dtype, every
+        # source of one axis (a source no piece is cut from has none to refuse it in the join)
+        if not views or views[0].dtype != want_seen.dtype or set(map(_NDIM, views)) != {1}:
+            return False
+        if plan.pad_total:
+            block = _PAD_BLOCKS.get((type(pad_value), pad_value, dtype, plan.pad_total))
+            if block is None:
+                if len(_PAD_BLOCKS) > 16:
+                    _PAD_BLOCKS.clear()
+                block = _PAD_BLOCKS[type(pad_value), pad_value, dtype, plan.pad_total] = torch.full(
+                    (plan.pad_total,), pad_value, dtype=dtype).numpy()
+            views.append(block)
+        pieces = list(map(_GETITEM, map(views.__getitem__, plan.sources), plan.cuts))
+        # a new array, not a buffer kept across calls: fresh memory from the allocator is warmer in cache than a
+        # buffer the function's own work has evicted (measured: a kept buffer cost 30 us a call more on new lengths)
+        want = numpy.concatenate(pieces, dtype=want_seen.dtype, casting="no")
+    except (TypeError, RuntimeError, ValueError):  # what numpy cannot view or join without a cast: as before
+        return False
+    return bool(numpy.array_equal(want_seen, want))
 
 
 _Plan = tuple[list[list[int]], list[int], list[bool], int, bool]

@@ -128,9 +128,21 @@ class CrossRankTimeout(LayoutcheckError, TimeoutError):
 
 
 def distributed_ready() -> bool:
-    """Whether torch.distributed is initialised in this process (never imports torch to find out)."""
+    """Whether torch.distributed is initialised in this process (never imports torch to find out).
+
+    ``torch.distributed.is_initialized()``'s answer. A hooked call asks on every call, and the public function
+    is four Python frames deep (`is_initialized`, `GroupMember.WORLD`, `_World.default_pg`): the default group
+    is read where they read it, and a torch that keeps it elsewhere is asked through the public function.
+    """
     dist = sys.modules.get("torch.distributed")
-    return dist is not None and dist.is_available() and dist.is_initialized()
+    if dist is None or not dist.is_available():
+        return False
+    world = getattr(sys.modules.get("torch.distributed.distributed_c10d"), "_world", None)
+    default = getattr(world, "_default_pg", _UNKNOWN)
+    return dist.is_initialized() if default is _UNKNOWN else default is not None
+
+
+_UNKNOWN = object()
 
 
 def cp_group_ranks(rank: int, world_size: int, cp_size: int, tp_size: int = 1) -> tuple[int, ...]:
