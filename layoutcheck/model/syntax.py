@@ -277,10 +277,32 @@ def nodes(node: ast.AST) -> Iterable[ast.AST]:
         return _walk(node)
     below = node.__dict__.get(_MEMO)
     if below is None:
-        walk = _walk(node)
-        next(walk)  # the node itself
-        below = node.__dict__[_MEMO] = list(walk)
+        below = node.__dict__[_MEMO] = _listed(node)
     return chain((node,), below)
+
+
+def _listed(node: ast.AST) -> list[ast.AST]:
+    """`_walk` of ``node`` as a list, ``node`` left out: the same breadth-first order (the list is its own
+    queue: each node's children appended as it is reached), with no generator resumed per node."""
+    out: list[ast.AST] = []
+    append, extend = out.append, out.extend
+    table, node_class = CHILD_FIELDS, ast.AST
+    current = node
+    at = 0
+    while True:
+        for name in table[type(current)]:
+            value = getattr(current, name, None)
+            if type(value) is list:
+                if None in value:  # (see `_walk`)
+                    extend([item for item in value if item is not None])
+                else:
+                    extend(value)
+            elif isinstance(value, node_class):
+                append(value)
+        if at == len(out):
+            return out
+        current = out[at]
+        at += 1
 
 
 def breadth_first(node: ast.AST) -> Iterator[ast.AST]:
