@@ -644,9 +644,6 @@ def inline(node: ast.expr, bound: dict[str, ast.expr], args: dict[str, ast.expr]
 _DEFS = (ast.FunctionDef, ast.AsyncFunctionDef)
 
 
-_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
-
-
 def defs_with_qualnames(tree: ast.Module, keep: Callable[[ast.AST], bool] | None = None,
                         ) -> Iterator[tuple[str, ast.FunctionDef | ast.AsyncFunctionDef]]:
     """Every ``def`` of ``tree`` with its qualname as the extractor spells it (``Cls.method``,
