@@ -57,7 +57,7 @@ import copy
 import re
 from collections.abc import Iterator
 
-from layoutcheck.model.syntax import breadth_first, dotted, forget_nodes, method_receiver, nodes_of, own_nodes
+from layoutcheck.model.syntax import breadth_first, children, dotted, forget_nodes, method_receiver, nodes_of, own_nodes
 
 __all__ = [
     "BATCHES_OF", "COLLATE_AT", "COLLATE_FOR", "may_assign_methods", "methods_assigned", "read_calls_through",
@@ -306,7 +306,16 @@ def _partials(tree: ast.Module) -> dict[tuple[int, str], ast.Call]:
     """``g = functools.partial(f, ...)`` bound once in its scope (a function's id, or 0 for the module),
     ``f`` a plain name or attribute: by scope and name."""
     found: dict[tuple[int, str], list[ast.AST]] = {}
-    scopes: list[ast.AST] = [tree, *(n for n in breadth_first(tree) if isinstance(n, _FUNCTIONS))]
+    functions: list[ast.AST] = []
+    spans: list[tuple[int, int]] = []
+    for node in breadth_first(tree):
+        kind = type(node)
+        if kind is ast.FunctionDef or kind is ast.AsyncFunctionDef:
+            functions.append(node)
+        elif kind is ast.Call and _is_partial(node):
+            spans.append((node.lineno, node.end_lineno or node.lineno))  # type: ignore[attr-defined]
+    # A function spanning no partial call binds no name to one: its bindings cannot give a partial.
+    scopes: list[ast.AST] = [tree, *(f for f in functions if _spans(f, spans))]
     for scope in scopes:
         key = 0 if scope is tree else id(scope)
         body = scope.body if isinstance(scope, ast.Module) else [scope]
@@ -336,8 +345,8 @@ def _apply_partials(tree: ast.Module, bound: dict[tuple[int, str], ast.Call]) ->
     stack: list[tuple[ast.AST, int]] = [(tree, 0)]
     while stack:
         node, scope = stack.pop()
-        stack.extend((child, id(child) if isinstance(child, _FUNCTIONS) else scope)
-                     for child in ast.iter_child_nodes(node))
+        # `children`: `ast.iter_child_nodes`' order, less the contexts and operators (no call among them)
+        stack.extend([(child, id(child) if isinstance(child, _FUNCTIONS) else scope) for child in children(node)])
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
             partial = bound.get((scope, node.func.id)) or bound.get((0, node.func.id))
             if partial is None:
@@ -397,13 +406,13 @@ def _loader_loops(tree: ast.Module) -> list[tuple[ast.For, ast.expr, int]]:
     """Each ``for`` over a DataLoader given a collate function: the loop, the collate function, and the
     position in the loop's target of the batch (0, or 1 for ``enumerate(loader)``)."""
     out: list[tuple[ast.For, ast.expr, int]] = []
-    classes = [n for n in breadth_first(tree) if isinstance(n, ast.ClassDef)]
+    classes, functions, loaders = _loader_scopes(tree)
     methods = {id(f): c for c in classes for f in c.body if isinstance(f, _FUNCTIONS)}
     by_attr: dict[tuple[int, str], ast.expr] = {}
     for cls in classes:
         for method in cls.body:
-            if not isinstance(method, _FUNCTIONS):
-                continue
+            if not isinstance(method, _FUNCTIONS) or not _spans(method, loaders):
+                continue  # (a method building no DataLoader stores none)
             me = _instance(method)
             for node in own_nodes(method):
                 if isinstance(node, ast.Assign) and len(node.targets) == 1:
@@ -411,10 +420,13 @@ def _loader_loops(tree: ast.Module) -> list[tuple[ast.For, ast.expr, int]]:
                     if collate is not None and isinstance(target, ast.Attribute) \
                             and isinstance(target.value, ast.Name) and target.value.id == me:
                         by_attr[(id(cls), target.attr)] = collate
+    stored_in = {key for key, _ in by_attr}
     # the module's own statements too: a script's top level is code like a function's
-    for function in (tree, *(n for n in breadth_first(tree) if isinstance(n, _FUNCTIONS))):
-        local = _local_loaders(function)
+    for function in (tree, *functions):
         cls = methods.get(id(function))
+        if function is not tree and (cls is None or id(cls) not in stored_in) and not _spans(function, loaders):
+            continue  # no DataLoader built in it and none stored on its instance: no loop of it can match
+        local = _local_loaders(function)
         me = _instance(function) if cls is not None else None
         for node in own_nodes(function):
             if not isinstance(node, (ast.For, ast.AsyncFor)) or not node.body:
@@ -430,6 +442,34 @@ def _loader_loops(tree: ast.Module) -> list[tuple[ast.For, ast.expr, int]]:
             if collate is not None:
                 out.append((node, collate, at))
     return out
+
+
+def _loader_scopes(tree: ast.Module) -> tuple[list[ast.ClassDef], list[ast.AST], list[tuple[int, int]]]:
+    """The module's classes and functions (in `breadth_first` order), and the lines each DataLoader given
+    a collate function (`_is_loader`) spans, from one walk: a function spanning none of them builds no
+    loader, so `_local_loaders` finds none in it and no value of it is a loader built there."""
+    classes: list[ast.ClassDef] = []
+    functions: list[ast.AST] = []
+    loaders: list[tuple[int, int]] = []
+    for node in breadth_first(tree):
+        kind = type(node)
+        if kind is ast.Call:
+            if _is_loader(node) is not None:
+                loaders.append((node.lineno, node.end_lineno or node.lineno))  # type: ignore[attr-defined]
+        elif kind is ast.ClassDef:
+            classes.append(node)  # type: ignore[arg-type]
+        elif kind is ast.FunctionDef or kind is ast.AsyncFunctionDef:
+            functions.append(node)
+    return classes, functions, loaders
+
+
+def _spans(function: ast.AST, spans: list[tuple[int, int]]) -> bool:
+    """Does ``function`` hold one of ``spans`` (its lines within the function's, its decorators' included:
+    they are its own nodes too, on the lines above its ``def``)?"""
+    first, last = function.lineno, function.end_lineno or function.lineno  # type: ignore[attr-defined]
+    for decorator in function.decorator_list:  # type: ignore[attr-defined]
+        first = min(first, decorator.lineno)
+    return any(first <= start and end <= last for start, end in spans)
 
 
 def _read_batches_through_collate(tree: ast.Module, loops: list[tuple[ast.For, ast.expr, int]]) -> None:
@@ -755,8 +795,11 @@ def _hand_collate_on(tree: ast.Module) -> None:
     """Each call that passes a DataLoader given ``collate_fn=f`` (built there, or a local bound to one once)
     gets the keyword `COLLATE_AT` / `COLLATE_FOR` with ``f(loader)`` beside it (in place), on the
     loader's position: what a constructor that stores the loader and loops over it binds."""
+    _, functions, loaders = _loader_scopes(tree)
     # the module's own statements too: a script's top level is code like a function's
-    for function in (tree, *(n for n in breadth_first(tree) if isinstance(n, _FUNCTIONS))):
+    for function in (tree, *functions):
+        if function is not tree and not _spans(function, loaders):
+            continue  # no DataLoader built in it: no argument of its calls can be one (`_loader_collate`)
         local = _local_loaders(function)
         calls = [n for n in own_nodes(function)
                  if isinstance(n, ast.Call) and isinstance(n.func, (ast.Name, ast.Attribute))]

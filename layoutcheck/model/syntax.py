@@ -284,10 +284,32 @@ def nodes(node: ast.AST) -> Iterable[ast.AST]:
         return _walk(node)
     below = node.__dict__.get(_MEMO)
     if below is None:
-        walk = _walk(node)
-        next(walk)  # the node itself
-        below = node.__dict__[_MEMO] = list(walk)
+        below = node.__dict__[_MEMO] = _listed(node)
     return chain((node,), below)
+
+
+def _listed(node: ast.AST) -> list[ast.AST]:
+    """`_walk` of ``node`` as a list, ``node`` left out: the same breadth-first order (the list is its own
+    queue: each node's children appended as it is reached), with no generator resumed per node."""
+    out: list[ast.AST] = []
+    append, extend = out.append, out.extend
+    table, node_class = CHILD_FIELDS, ast.AST
+    current = node
+    at = 0
+    while True:
+        for name in table[type(current)]:
+            value = getattr(current, name, None)
+            if type(value) is list:
+                if None in value:  # (see `_walk`)
+                    extend([item for item in value if item is not None])
+                else:
+                    extend(value)
+            elif isinstance(value, node_class):
+                append(value)
+        if at == len(out):
+            return out
+        current = out[at]
+        at += 1
 
 
 def breadth_first(node: ast.AST) -> Iterator[ast.AST]:
@@ -629,28 +651,41 @@ def inline(node: ast.expr, bound: dict[str, ast.expr], args: dict[str, ast.expr]
 _DEFS = (ast.FunctionDef, ast.AsyncFunctionDef)
 
 
-_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
-
-
 def defs_with_qualnames(tree: ast.Module, keep: Callable[[ast.AST], bool] | None = None,
                         ) -> Iterator[tuple[str, ast.FunctionDef | ast.AsyncFunctionDef]]:
     """Every ``def`` of ``tree`` with its qualname as the extractor spells it (``Cls.method``,
     ``outer.inner``), those under an ``if``, ``try``, ``with`` or loop included: a module's
     ``if flash_available:`` arm defines functions like any other. ``keep`` (a def or class) prunes:
-    one it refuses is neither given nor entered."""
+    one it refuses is neither given nor entered. Without ``keep``, the list is made once per tree
+    (`_scopes`, with `receivers`)."""
+    if keep is None:
+        return iter(_scopes(tree)[0])
+    return _pruned_defs(tree, keep)
+
+
+def _pruned_defs(tree: ast.Module, keep: Callable[[ast.AST], bool],
+                 ) -> Iterator[tuple[str, ast.FunctionDef | ast.AsyncFunctionDef]]:
+    # Statements only: a def or class is a statement, found in a block field (`_BLOCKS`) of the
+    # statement, handler or match case around it, in the order `ast.iter_child_nodes` gives them.
     stack: list[tuple[str, ast.AST]] = [("", tree)]
+    table, scopes, defs = _BLOCKS, _SCOPE_STATEMENTS, _DEF_KINDS
     while stack:
         prefix, node = stack.pop()
-        for child in ast.iter_child_nodes(node):
-            if isinstance(child, _SCOPES):
-                if keep is not None and not keep(child):
-                    continue
-                name = prefix + child.name
-                stack.append((name + ".", child))
-                if not isinstance(child, ast.ClassDef):
-                    yield name, child
-            elif isinstance(child, (ast.stmt, ast.excepthandler, ast.match_case)):
-                stack.append((prefix, child))  # a block: its defs belong to the enclosing scope
+        for field in table[type(node)]:
+            for child in getattr(node, field):
+                if type(child) in scopes:
+                    if not keep(child):
+                        continue
+                    name = prefix + child.name  # type: ignore[attr-defined]
+                    stack.append((name + ".", child))
+                    if type(child) in defs:
+                        yield name, child  # type: ignore[misc]
+                else:
+                    stack.append((prefix, child))  # a block: its defs belong to the enclosing scope
+
+
+_SCOPE_STATEMENTS = frozenset({ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef})
+_DEF_KINDS = frozenset({ast.FunctionDef, ast.AsyncFunctionDef})
 
 
 _STATIC = frozenset({"staticmethod", "builtins.staticmethod"})
@@ -671,7 +706,9 @@ def method_receiver(function: ast.FunctionDef | ast.AsyncFunctionDef) -> str | N
 
 
 _RECEIVERS = "layoutcheck_receivers"
-"""The attribute a module's tree keeps its `receivers` in (computed once per tree)."""
+"""The attribute a module's tree keeps its `_scopes` in (computed once per tree)."""
+
+_Scopes = tuple[list[tuple[str, ast.AST]], dict[ast.AST, str], dict[ast.AST, str]]
 
 
 def receivers(tree: ast.Module) -> tuple[dict[ast.AST, str], dict[ast.AST, str]]:
@@ -679,29 +716,43 @@ def receivers(tree: ast.Module) -> tuple[dict[ast.AST, str], dict[ast.AST, str]]
     (`method_receiver`, for a ``def`` in a class body, an ``if``/``try`` arm of one included), and, per
     ``def``, the name its body reaches a receiver by: its own, else the receiver of the method it is
     nested in (a closure reads the enclosing method's ``self``) unless it binds that name itself."""
-    found = getattr(tree, _RECEIVERS, None)
+    found = _scopes(tree)
+    return found[1], found[2]
+
+
+def _scopes(tree: ast.Module) -> _Scopes:
+    """`defs_with_qualnames` (as a list) and `receivers` of ``tree``, from one walk of its statements,
+    kept on the tree (several module-wide readers ask; `forget_nodes` drops them)."""
+    found = tree.__dict__.get(_RECEIVERS)
     if found is not None:
         return found
+    defs: list[tuple[str, ast.AST]] = []
     own: dict[ast.AST, str] = {}
     visible: dict[ast.AST, str] = {}
-    stack: list[tuple[ast.AST, bool, str | None]] = [(tree, False, None)]
+    # (node, qualname prefix, in a class body, the receiver the enclosing method reaches)
+    stack: list[tuple[ast.AST, str, bool, str | None]] = [(tree, "", False, None)]
+    table, def_kinds = _BLOCKS, _DEF_KINDS
     while stack:
-        node, in_class, outer = stack.pop()
-        for child in ast.iter_child_nodes(node):
-            if isinstance(child, _DEFS):
-                mine = method_receiver(child) if in_class else None
-                if mine is not None:
-                    own[child] = mine
-                reach = mine or (outer if outer is not None and outer not in param_names(child) else None)
-                if reach is not None:
-                    visible[child] = reach
-                stack.append((child, False, reach))
-            elif isinstance(child, ast.ClassDef):
-                stack.append((child, True, outer))
-            elif isinstance(child, (ast.stmt, ast.excepthandler, ast.match_case)):
-                stack.append((child, in_class, outer))  # a block: its defs belong to the enclosing scope
-    found = (own, visible)
-    setattr(tree, _RECEIVERS, found)
+        node, prefix, in_class, outer = stack.pop()
+        for field in table[type(node)]:
+            for child in getattr(node, field):
+                kind = type(child)
+                if kind in def_kinds:
+                    name = prefix + child.name
+                    defs.append((name, child))
+                    mine = method_receiver(child) if in_class else None
+                    if mine is not None:
+                        own[child] = mine
+                    reach = mine or (outer if outer is not None and outer not in param_names(child) else None)
+                    if reach is not None:
+                        visible[child] = reach
+                    stack.append((child, name + ".", False, reach))
+                elif kind is ast.ClassDef:
+                    stack.append((child, prefix + child.name + ".", True, outer))
+                else:  # a block: its defs belong to the enclosing scope
+                    stack.append((child, prefix, in_class, outer))
+    found = (defs, own, visible)
+    tree.__dict__[_RECEIVERS] = found
     return found
 
 
