@@ -271,3 +271,69 @@ def test_the_module_readers_bind_a_call_through_the_class_as_python_does() -> No
         {"x": "a", "y": "b"},
         {"x": "a", "y": "b"},
     ]
+
+
+def test_a_patch_through_a_parameter_is_read_whatever_the_parameter_is_called() -> None:
+    """``self.forward = f`` patches the instance a parameter holds where ``self`` is a parameter like any
+    other (a module-level ``def``; a closure in a method that takes its own ``self``), and sets the method's
+    own attribute where it is the method's receiver (``this`` alike): the cost gate before the walk judges a
+    line by the ``def`` it sits in, by place, as the walk does, never by the spelling ``self.``."""
+    source = textwrap.dedent('''
+        def new_forward(module, x):
+            return x
+
+
+        def child_forward(module, x):
+            return x
+
+
+        def own_forward(module, x):
+            return x
+
+
+        def patch(self):
+            self.forward = new_forward
+
+
+        class Model:
+            def setup(self):
+                self.forward = own_forward
+
+                def patch_child(self):
+                    self.forward = child_forward
+                return patch_child
+
+            def setup_too(this):
+                this.forward = own_forward
+    ''')
+    facts = extract(source, LintSettings())
+    assert sorted((cls, attr, function) for cls, attr, function, _, _ in facts.assigned_onto) == [
+        ("", "forward", "child_forward"), ("", "forward", "new_forward")]
+
+
+def test_a_patch_module_is_read_whatever_its_class_is_called() -> None:
+    """The text gate before the walk that finds functions assigned onto classes lets every ``a.b.c = f``
+    through, whatever ``a`` is spelt: a module imported as ``cls`` (or ``self``) is patched like any other, and
+    only the walk, by place, leaves out a target on a method's receiver or a parameter (it was a text test
+    on ``self.`` / ``cls.``)."""
+    import ast
+
+    from layoutcheck.model.calls import may_assign_methods, methods_assigned
+
+    source = textwrap.dedent('''
+        from pkg import layers as cls
+
+
+        def fast_forward(module, x):
+            return x
+
+
+        cls.Block.forward = fast_forward
+
+
+        class Model:
+            def setup(self):
+                self.inner.forward = fast_forward
+    ''')
+    assert may_assign_methods(source)
+    assert methods_assigned(ast.parse(source), source) == (("cls.Block.forward", "fast_forward"),)
