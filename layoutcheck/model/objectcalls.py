@@ -31,7 +31,13 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from layoutcheck.model.origins import Origin, scope_names
-from layoutcheck.model.syntax import defs_with_qualnames, dotted, nodes_of, param_names, receivers
+from layoutcheck.model.syntax import (
+    defs_with_qualnames,
+    dotted,
+    nodes_of,
+    param_names,
+    receivers,
+)
 
 if TYPE_CHECKING:
     from layoutcheck.model.graph import FunctionRef, ProjectGraph
