@@ -511,7 +511,9 @@ def _position(function: Function, name: str, method: bool | None = None) -> int 
     """The 0-based position a call passes parameter ``name`` at (the receiver not counted where the call
     fills it, ``method``: by default, an instance's call; `ProjectGraph.receiving`), or None."""
     positional = [p for p in function.params if p.kind in ("posonly", "pos")]
-    if function.receiver is not None if method is None else method:
+    if method is None:
+        method = function.receiver is not None
+    if method:
         positional = positional[1:]
     names = [p.name for p in positional]
     return names.index(name) if name in names else None
