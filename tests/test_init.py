@@ -279,3 +279,51 @@ def test_a_tree_with_nothing_to_propose_gets_no_empty_table(tmp_path):
         assert "found nothing to propose" in proc.stderr and "docs/boundaries.md" in proc.stderr, proc.stderr
     assert (project / "pyproject.toml").read_text() == '[project]\nname = "pkg"\n'
     assert not (project / "layoutcheck.toml").exists()
+
+
+_PACKER_METHOD = '''
+import torch
+import torch.nn.functional as F
+
+
+class Packer:
+    DECORATOR
+    def pack_stream(FIRST, tokens, args):
+        unit = args.tp_size * args.data_pad_size_multiplier
+        stream = torch.cat(tokens)
+        pad = (unit - stream.size(0) % unit) % unit
+        bounds = [0]
+        for t in tokens:
+            bounds.append(bounds[-1] + t.size(0))
+        bounds.append(bounds[-1] + pad)
+        return F.pad(stream, (0, pad)), bounds
+
+    def to_batch(me, batch, args):
+        stream, bounds = me.pack_stream(batch["tokens"], args)
+        out = {}
+        out["tokens"] = stream
+        out["cu_seqlens"] = torch.tensor(bounds, dtype=torch.int32)
+        return out
+'''
+
+
+@pytest.mark.parametrize(("decorator", "first", "listed"), [
+    ("", "this", ["tokens", "args"]),  # the receiver, whatever it is called, is no argument to describe
+    ("@staticmethod", "self", ["self", "tokens", "args"]),  # no receiver: `self` is a parameter like any other
+])
+def test_a_packer_skeleton_lists_its_parameters_past_the_receiver_by_place(decorator, first, listed):
+    from layoutcheck.init.findings import find
+    from layoutcheck.init.proposal import propose, render
+    from layoutcheck.lint.engine import ProjectFile, analyse_project, module_name_of
+    from layoutcheck.lint.registry import all_rules
+    from layoutcheck.lint.settings import LintSettings
+
+    name = "trainer/data.py"
+    text = _PACKER_METHOD.replace("DECORATOR", decorator).replace("FIRST", first)
+    entry = ProjectFile(name, name, module_name_of(name), text, checked=True, rules=tuple(all_rules()),
+                        is_package=False)
+    _, project = analyse_project([entry], LintSettings(), all_rules=list(all_rules()))
+    findings = find(project)
+    assert [(f.target, f.kind) for f in findings] == [("trainer.data:Packer.pack_stream", "packer")]
+    written = re.findall(r"^# args\.(\w+) = ", render(propose(findings, {})), re.MULTILINE)
+    assert written == listed

@@ -342,3 +342,46 @@ def test_a_module_handed_to_a_constructor_by_a_class_that_does_not_patch_it_reac
              "other.py": "from patch import use_fused\n\n\nclass Other:\n    def setup(self, m, kind):\n"
                          "        use_fused(m, kind, enabled=True)\n        self.m = m\n"}
     assert _lint(tmp_path, files) == []
+
+
+def test_a_library_is_known_by_what_the_module_imports_not_by_an_alias_spelling():
+    """``F.pad`` under ``import torch.nn.functional as F`` and ``np.asarray`` under ``import numpy as np``
+    are the libraries' (no origin); an ``F`` the module does not import from a library (here the project's,
+    through a star import) is a callee like any other, whose result keeps where it came from."""
+    import ast
+    import textwrap
+
+    from layoutcheck.model.origins import value_origins
+
+    tree = ast.parse(textwrap.dedent('''
+        from trainer.kernels import *
+        import torch.nn.functional as G
+        import numpy as np
+
+
+        def build(x):
+            return F.pack_rows(x)
+
+
+        def pad(x):
+            return G.pad(x, (0, 1))
+
+
+        def arr(x):
+            return np.asarray(x)
+
+
+        def count(x):
+            return len(x)
+
+
+        def len(x):
+            return 0
+
+
+        def counted(x):
+            return len(x)
+    '''))
+    returns, _, _ = value_origins(tree)
+    assert sorted((name, origin[0]) for name, _, origin in returns) == [
+        ("build", "F.pack_rows"), ("count", "len"), ("counted", "len")]

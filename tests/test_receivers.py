@@ -162,3 +162,178 @@ def test_a_receiver_named_this_reaches_the_classes_helper_as_self_does(tmp_path:
     as_self = findings("self")
     assert (window, "positions-in-another-space") in as_self, as_self
     assert findings("this") == as_self
+
+
+_BY_CLASS = {"ops.py": '''
+    class Ops:
+        def trim(self, tokens, length):
+            return tokens[:length]
+
+        @classmethod
+        def build(klass, size, unit):
+            return klass()
+
+        @staticmethod
+        def width(total, unit):
+            return total // unit
+
+        def run(self, batch, n):
+            return Ops.trim(self, batch, n)
+
+        def cut_tokens(self, tokens, length):
+            return tokens[:length]
+
+        def run_on_instance(self, other, batch, n):
+            return other.cut_tokens(batch, n)
+
+        def make(self, size, unit):
+            return Ops.build(size, unit)
+
+        def wide(self, total, unit):
+            return Ops.width(total, unit)
+
+        @classmethod
+        def run_in_class(kls, obj, batch, n):
+            return kls.trim(obj, batch, n)
+
+
+    class Sub(Ops):
+        def run_sub(self, batch, n):
+            return super().cut_tokens(batch, n)
+''', "use.py": '''
+    from ops import Ops
+    import ops
+
+
+    def imported(obj, batch, n):
+        return Ops.trim(obj, batch, n)
+
+
+    def through_module(obj, batch, n):
+        return ops.Ops.trim(obj, batch, n)
+'''}
+
+
+def test_a_method_called_through_its_class_is_passed_its_receiver_by_hand() -> None:
+    """``Ops.trim(obj, batch, n)`` binds ``obj`` to the receiver parameter and ``batch`` to ``tokens``, in the
+    class's module and where the class is imported (read as ``obj.trim(...)``, every argument moved one place:
+    ``tokens`` <- ``obj``). A ``@classmethod`` through its class binds its class, a ``@staticmethod`` nothing,
+    and ``other.cut_tokens(...)`` / ``super().cut_tokens(...)`` fill the receiver themselves."""
+    project = _project(_BY_CLASS)
+    refs = {(project.files[i].display, f.qualname): (i, j) for i, file in enumerate(project.files)
+            for j, f in enumerate(file.facts.functions)}
+
+    def bound(file: str, caller: str) -> dict[str, tuple[str, ...]]:
+        _, _, found = next(iter(project.bound_calls(refs[(file, caller)])))
+        return {name: arg.params for name, arg in found.items()}
+
+    by_hand = {"self": ("obj",), "tokens": ("batch",), "length": ("n",)}
+    assert bound("ops.py", "Ops.run") == {"self": ("self",), "tokens": ("batch",), "length": ("n",)}
+    assert bound("use.py", "imported") == by_hand
+    assert bound("use.py", "through_module") == by_hand
+    assert bound("ops.py", "Ops.run_in_class") == by_hand  # a classmethod's receiver holds the class
+    assert bound("ops.py", "Ops.run_on_instance") == {"tokens": ("batch",), "length": ("n",)}
+    assert bound("ops.py", "Sub.run_sub") == {"tokens": ("batch",), "length": ("n",)}
+    assert bound("ops.py", "Ops.make") == {"size": ("size",), "unit": ("unit",)}
+    assert bound("ops.py", "Ops.wide") == {"total": ("total",), "unit": ("unit",)}
+
+
+def test_the_module_readers_bind_a_call_through_the_class_as_python_does() -> None:
+    """`syntax.call_arguments` (the module-wide readers' binding) passes the receiver by hand through the
+    class (``Outer.Inner.m(obj, x)`` included), and skips it for an instance's call, ``super()``'s and a
+    ``@classmethod``'s through its class."""
+    import ast
+
+    from layoutcheck.model.syntax import call_arguments, receivers
+
+    tree = ast.parse(textwrap.dedent('''
+        class Outer:
+            class Inner:
+                def m(self, x, y):
+                    return x
+
+                @classmethod
+                def c(kls, x, y):
+                    return x
+
+        Outer.Inner.m(obj, a, b)
+        thing.m(a, b)
+        super().m(a, b)
+        Outer.Inner.c(a, b)
+    '''))
+    methods = receivers(tree)
+    defs = {n.name: n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)}
+    calls = [n.value for n in tree.body[1:]]
+    given = [{k: ast.unparse(v) for k, v in call_arguments(defs[c.func.attr], c, methods).items()} for c in calls]
+    assert given == [
+        {"self": "obj", "x": "a", "y": "b"},
+        {"x": "a", "y": "b"},
+        {"x": "a", "y": "b"},
+        {"x": "a", "y": "b"},
+    ]
+
+
+def test_a_patch_through_a_parameter_is_read_whatever_the_parameter_is_called() -> None:
+    """``self.forward = f`` patches the instance a parameter holds where ``self`` is a parameter like any
+    other (a module-level ``def``; a closure in a method that takes its own ``self``), and sets the method's
+    own attribute where it is the method's receiver (``this`` alike): the cost gate before the walk judges a
+    line by the ``def`` it sits in, by place, as the walk does, never by the spelling ``self.``."""
+    source = textwrap.dedent('''
+        def new_forward(module, x):
+            return x
+
+
+        def child_forward(module, x):
+            return x
+
+
+        def own_forward(module, x):
+            return x
+
+
+        def patch(self):
+            self.forward = new_forward
+
+
+        class Model:
+            def setup(self):
+                self.forward = own_forward
+
+                def patch_child(self):
+                    self.forward = child_forward
+                return patch_child
+
+            def setup_too(this):
+                this.forward = own_forward
+    ''')
+    facts = extract(source, LintSettings())
+    assert sorted((cls, attr, function) for cls, attr, function, _, _ in facts.assigned_onto) == [
+        ("", "forward", "child_forward"), ("", "forward", "new_forward")]
+
+
+def test_a_patch_module_is_read_whatever_its_class_is_called() -> None:
+    """The text gate before the walk that finds functions assigned onto classes lets every ``a.b.c = f``
+    through, whatever ``a`` is spelt: a module imported as ``cls`` (or ``self``) is patched like any other, and
+    only the walk, by place, leaves out a target on a method's receiver or a parameter (it was a text test
+    on ``self.`` / ``cls.``)."""
+    import ast
+
+    from layoutcheck.model.calls import may_assign_methods, methods_assigned
+
+    source = textwrap.dedent('''
+        from pkg import layers as cls
+
+
+        def fast_forward(module, x):
+            return x
+
+
+        cls.Block.forward = fast_forward
+
+
+        class Model:
+            def setup(self):
+                self.inner.forward = fast_forward
+    ''')
+    assert may_assign_methods(source)
+    assert methods_assigned(ast.parse(source), source) == (("cls.Block.forward", "fast_forward"),)

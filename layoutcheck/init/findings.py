@@ -55,6 +55,9 @@ class Finding:
     hook: str | None = None
     """``package.module:qualname`` as the program imports it (`layoutcheck.init.importable`): what a hook
     is written with; ``None`` when no dotted path imports its file."""
+    receiver: str | None = None
+    """Its receiver parameter, when it is a method that takes one (`Function.receiver`: by place, whatever
+    it is called; none for a ``@staticmethod``): no argument a contract describes."""
 
 
 def _target(project: Project, ref: FunctionRef) -> str | None:
@@ -109,7 +112,8 @@ def find(project: Project, module_name: Callable[[int], str | None] | None = Non
         if target is not None and target not in out:
             function = project.function(ref)
             params = tuple(p.name for p in function.params)
-            out[target] = Finding(target, kind, why, project.where(ref), params, hook(ref[0], function.qualname))
+            out[target] = Finding(target, kind, why, project.where(ref), params, hook(ref[0], function.qualname),
+                                  function.receiver)
 
     bshd = [r for r in project.owners_of_layout("bshd") if _top(project, r)]
     thd = [r for r in project.owners_of_layout("thd") if _top(project, r)]

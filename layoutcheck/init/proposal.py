@@ -284,7 +284,7 @@ def render(proposal: Proposal, prefix: str = "") -> str:
             lines += _why(p.why_not("exists", target))
         lines += [
             f"# [{prefix}runtime.boundaries.{_key(target)}]",
-            *(f"# args.{p_} = \"?\"" for p_ in f.params if p_ not in ("self", "cls")),
+            *(f"# args.{p_} = \"?\"" for p_ in f.params if p_ != f.receiver),
             "# returns.0 = \"? (a packed stream: P packed cp)\"",
             "# returns.1 = \"? (its cumulative lengths: cu P packed)\"",
         ]

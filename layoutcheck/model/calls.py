@@ -569,20 +569,13 @@ _BLOCK_FIELDS: dict[type, tuple[str, ...]] = {}
 _FUNCTION_KINDS = frozenset(_FUNCTIONS)
 
 
-def _onto_a_class(source: str, match: re.Match[str]) -> bool:
-    """Is the assignment `_ASSIGNED_ONTO` found maybe onto a class: ``setattr(``, or a target that does not
-    start at the instance of a method (``self.x = y``, most such lines; the walk judges by parameters)."""
-    if match.group().startswith("setattr"):
-        return True
-    line = source[source.rfind("\n", 0, match.start()) + 1:match.start()].lstrip()
-    return not line.startswith(("self.", "cls."))
-
-
 def may_assign_methods(source: str) -> bool:
     """May the module assign a function onto a class (`methods_assigned`)? A text test: a module that
     does nothing else (a patch module: imports, then ``Cls.forward = fn``) still links the function to the
-    class's callers, so the lint reads it whatever the rules' prefilters say."""
-    return any(_onto_a_class(source, m) for m in _ASSIGNED_ONTO.finditer(source))
+    class's callers, so the lint reads it whatever the rules' prefilters say. Any ``a.b = f`` line counts,
+    whatever its target starts at: only the walk knows a method's receiver (by place, not by the spelling
+    ``self.``: `methods_assigned` leaves out a target on a parameter)."""
+    return _ASSIGNED_ONTO.search(source) is not None
 
 
 def methods_assigned(tree: ast.Module, source: str) -> tuple[tuple[str, str], ...]:

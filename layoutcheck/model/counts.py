@@ -248,7 +248,7 @@ def _returned(function: ast.FunctionDef | ast.AsyncFunctionDef) -> ast.expr | No
 
 
 def _sent(value: ast.expr, scope: _Scope, function: ast.AST, classes: dict, by_name: dict,
-          methods: tuple[dict[ast.AST, str], dict[ast.AST, str]]) -> Factors | None:
+          methods: tuple[dict[ast.AST, str], dict[ast.AST, str], dict[ast.AST, str]]) -> Factors | None:
     """The sender's count: of the list it builds, or of the list a module function returns (``methods``:
     the module's `receivers`)."""
     if isinstance(value, ast.Call):
@@ -259,7 +259,7 @@ def _sent(value: ast.expr, scope: _Scope, function: ast.AST, classes: dict, by_n
         if returned is None:
             return None
         roots: dict[str, str] = {}
-        for name, arg in call_arguments(callee, value, methods[0].get(callee)).items():
+        for name, arg in call_arguments(callee, value, methods).items():
             chain = scope.chain(arg, 0)
             if chain is not None:
                 roots[name] = chain

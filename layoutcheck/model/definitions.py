@@ -35,7 +35,7 @@ from layoutcheck.model.records import record_cut_apart
 from layoutcheck.model.sinkchecks import CHECKS as SINK_CHECKS
 from layoutcheck.model.sinks import Sinks
 from layoutcheck.model.summaries import write_summary
-from layoutcheck.model.syntax import last_name, method_receiver, string_value
+from layoutcheck.model.syntax import last_name, method_receiver, string_value, takes_class
 from layoutcheck.model.uses import Uses, body_uses
 from layoutcheck.model.vocabulary import LAYOUT_KINDS, is_check_name
 from layoutcheck.model.walkstate import FunctionState, space_word
@@ -121,6 +121,7 @@ class DefinitionsMixin:
         facts = Function(
             qualname, (line, name_col, line, name_col + len(name)), tuple(params), parent.index, cls, model,
             named_for_source=self.vocab.mentions_source(name) and not is_check_name(name), receiver=own,
+            takes_class=own is not None and takes_class(node),
         )
         self.facts.functions.append(facts)
         uses = body_uses(node.body, self.imports)

@@ -34,7 +34,7 @@ __all__ = [
     "element_call", "ensure_function_calls", "from_data", "object_hook", "to_data",
 ]
 
-FACTS_VERSION = 21
+FACTS_VERSION = 22
 """Bumped whenever the shape or the meaning of the facts changes (cached facts are then misses)."""
 
 Span = tuple[int, int, int, int]
@@ -215,6 +215,10 @@ class Function:
     called (``self``, a ``@classmethod``'s ``cls``, ``this``); None for a ``@staticmethod``, for a
     ``def`` outside a class and at index 0. Calls bind their arguments past it, and ``<receiver>.m()``
     / ``<receiver>.x`` are the instance's (`ProjectGraph.receiver`), by place, never by name."""
+    takes_class: bool = False
+    """A ``@classmethod``: its receiver is the class, so a call through the class (``Cls.build(x)``) binds
+    past it as an instance's call does, where a method taking an instance, called through its class
+    (``Cls.method(obj, x)``), is passed its receiver explicitly (`ProjectGraph.through_class`)."""
 
 
 def _param(data: Any) -> Param:

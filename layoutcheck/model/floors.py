@@ -148,7 +148,7 @@ def token_bounds_on_logit_offsets(tree: ast.Module) -> dict[ast.AST, list[tuple[
             value, target = node.value, node.targets[0]
             if isinstance(value, ast.Call) and last_name(value.func) in clampers:
                 callee, pairs = clampers[last_name(value.func)]
-                args = call_arguments(callee, value, receivers(tree)[0].get(callee))
+                args = call_arguments(callee, value, receivers(tree))
                 for name, path in _paths(target, ()):
                     names[name] = path
                     calls[name] = (callee, pairs, args)

@@ -270,6 +270,29 @@ class ProjectGraph:
         return function.cls is None and ref in self._assigned_names and any(
             p.kind in ("posonly", "pos") for p in function.params)
 
+    def through_class(self, caller: FunctionRef, callee: str, target: FunctionRef) -> bool:
+        """Does ``callee`` (a call's name as written in ``caller``) reach ``target``, a method taking an
+        instance, through its class, so that the call passes the receiver by hand (``Cls.method(obj, x)``:
+        ``obj`` binds the receiver parameter, ``x`` the next)? The class is named as the module or its
+        imports resolve it (``Cls``, ``mod.Cls``), or it is the class a ``@classmethod`` caller's receiver
+        holds (``cls.method(obj, x)``). A ``@classmethod`` binds its class through the class too, a
+        ``@staticmethod`` takes no receiver, and ``obj.method(x)`` / ``super().method(x)`` fill it."""
+        function = self.signature(target)
+        if function.receiver is None or function.takes_class or function.cls is None:
+            return False
+        if callee.startswith("*"):
+            callee = element_call(callee)[1]
+        head, dot, name = callee.rpartition(".")
+        if not dot or name != function.qualname.rsplit(".", 1)[-1]:
+            return False
+        if head == self.receiver(caller):  # the caller's own receiver: the class when it is a classmethod's
+            owner = next((ref for ref in self.enclosing(caller) if self.signature(ref).receiver is not None), None)
+            return owner is not None and self.signature(owner).takes_class
+        i = caller[0]
+        module = self.files[i].module
+        return self._lookup(self._absolute(i, callee)) == target or bool(module) and self._lookup(
+            f"{module}.{callee}") == target
+
     def through_receiver(self, caller: FunctionRef, callee: str) -> bool:
         """Is ``callee`` (a call's name as written in ``caller``) an attribute of ``caller``'s receiver
         (``self.fill``, ``this.fill``, ``cls.build``; `receiver`)?"""
@@ -597,13 +620,14 @@ class ProjectGraph:
     def receiving(self, caller: FunctionRef, call: Call, target: FunctionRef) -> tuple[Sequence[Param], Call, bool]:
         """The arguments of `bind` for ``call`` reaching ``target``: its parameters (less the first when the
         call reaches a ``def`` outside a class as a method, `as_method`), the call, and whether the first
-        parameter is dropped as the receiver (a method of a class that takes one, `Function.receiver`)."""
+        parameter is dropped as the receiver (a method of a class that takes one, `Function.receiver`, unless
+        the call passes it by hand through the class, `through_class`)."""
         callee = self.signature(target)
         if callee.cls is None and self.as_method(caller, call, target):
             positional = [p for p in callee.params if p.kind in ("posonly", "pos")]
             if positional:
                 return [p for p in callee.params if p is not positional[0]], call, False
-        return callee.params, call, callee.receiver is not None
+        return callee.params, call, callee.receiver is not None and not self.through_class(caller, call.callee, target)
 
     def as_method(self, caller: FunctionRef, call: Call, target: FunctionRef) -> bool:
         """Does ``call`` reach ``target``, a ``def`` outside a class, as a method, the receiver bound to

@@ -26,11 +26,18 @@ from __future__ import annotations
 import ast
 import re
 import weakref
+from bisect import bisect_right
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from layoutcheck.model.origins import Origin, scope_names
-from layoutcheck.model.syntax import defs_with_qualnames, dotted, param_names, receivers
+from layoutcheck.model.syntax import (
+    defs_with_qualnames,
+    dotted,
+    nodes_of,
+    param_names,
+    receivers,
+)
 
 if TYPE_CHECKING:
     from layoutcheck.model.graph import FunctionRef, ProjectGraph
@@ -58,6 +65,31 @@ def _scopes(tree: ast.Module, lines: list[int]) -> Iterator[tuple[str, ast.AST, 
 
     for name, node in defs_with_qualnames(tree, spans):
         yield name, node, node.body
+
+
+def _off_receivers(tree: ast.Module, text: str) -> list[int]:
+    """The lines of the module's ``a.b = f`` (`_ASSIGNED`) whose target does not start at the receiver the
+    innermost ``def`` around them reaches (`receivers`, whatever it is called; none for a ``def`` outside a
+    class, or one rebinding the name)."""
+    reach = receivers(tree)[1]
+    names = set(reach.values())
+    defs = [*nodes_of(tree, ast.FunctionDef), *nodes_of(tree, ast.AsyncFunctionDef)] if names else []
+    spans = sorted((d.lineno, d.end_lineno or d.lineno, reach.get(d)) for d in defs)  # type: ignore[attr-defined]
+    starts = [start for start, _, _ in spans]
+    out: list[int] = []
+    line, at = 1, 0
+    for m in _ASSIGNED.finditer(text):
+        line += text.count("\n", at, m.start())
+        at = m.start()
+        head = text[text.rfind("\n", 0, at) + 1:at].lstrip().split(".", 1)[0]
+        if head in names:
+            k = bisect_right(starts, line) - 1  # the innermost def spanning the line starts last before it
+            while k >= 0 and spans[k][1] < line:
+                k -= 1
+            if k >= 0 and spans[k][2] == head:
+                continue
+        out.append(line)
+    return out
 
 
 def _enabling(function: ast.AST, line: int) -> tuple[str, ...]:
@@ -96,10 +128,9 @@ def _own_statements(body: list[ast.stmt]) -> Iterator[ast.stmt]:
 
 def assigned_onto_classes(tree: ast.Module, text: str) -> tuple[AssignedMethod, ...]:
     """Functions assigned onto a class anywhere in the module, each candidate of a local (the module docs)."""
-    # A cost gate, by text: most such lines set an instance's attribute (`self.x = y`); the walk below
-    # skips a target on a method's receiver whatever it is called (`this.x = y`, a classmethod's `cls.x`).
-    lines = [text.count("\n", 0, m.start()) + 1 for m in _ASSIGNED.finditer(text)
-             if not text[text.rfind("\n", 0, m.start()) + 1:m.start()].lstrip().startswith("self.")]
+    # A cost gate: most such lines set an instance's attribute (`self.x = y`, `this.x = y`), on the receiver
+    # of the method they sit in, by place, which the walk below skips too.
+    lines = _off_receivers(tree, text)
     if not lines:
         return ()
     module_names: dict[str, str] = {}

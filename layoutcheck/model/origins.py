@@ -68,9 +68,13 @@ _BLOCKS: dict[type, tuple[str, ...]] = {}
 _KEEPS = frozenset({"squeeze", "unsqueeze", "contiguous", "to", "cuda", "clone", "detach", "long", "int", "view",
                     "reshape"})
 """Methods that keep the value they are called on (its data, its positions)."""
-_LIBRARIES = ("torch", "numpy", "np", "F", "math", "dist", "os", "re", "json", "logging", "print", "len",
-              "isinstance", "getattr", "hasattr", "super", "dict", "list", "tuple", "range", "zip", "enumerate")
-"""Callees that are never the project's: their results carry no origin worth a fact."""
+_LIBRARIES = frozenset({"torch", "numpy", "math", "os", "re", "json", "logging"})
+"""Modules never the project's, by the head of a callee qualified through the module's imports (`qualified`:
+``F.pad`` under ``import torch.nn.functional as F`` is ``torch.nn.functional.pad``; an ``F`` the module does
+not import is no library's): their results carry no origin worth a fact."""
+_BUILTINS = frozenset({"print", "len", "isinstance", "getattr", "hasattr", "super", "dict", "list", "tuple", "range",
+                       "zip", "enumerate"})
+"""Builtins called by their own name, unless the module imports or defines that name itself."""
 
 
 def _position(node: ast.AST) -> Position:
@@ -236,16 +240,17 @@ class _Function:
         if name in self.nested:
             return ((f"{self.qualname}.{name}", NAMED, ()),)
         found = self.names.get(name)
-        if found is not None and name not in _LIBRARIES:
+        if found is not None and found.split(".", 1)[0] not in _LIBRARIES:
             return ((found, NAMED, ()),)
         return ((name, NAMED, ()),) if name in self.defs else ()
 
     def library_or_value(self, callee: str) -> bool:
-        """Is ``callee`` never the project's (`_LIBRARIES`), or a method of a value the function holds
-        (``ids.values()``: a parameter or a local, not the method's receiver)?"""
+        """Is ``callee`` (qualified, `qualified`) never the project's (`_LIBRARIES`, `_BUILTINS`), or a method
+        of a value the function holds (``ids.values()``: a parameter or a local, not the method's receiver)?"""
         head, dot, _ = callee.partition(".")
-        return head in _LIBRARIES or bool(dot) and head != self.receiver and (head in self.params
-                                                                                   or head in self.bound)
+        if head in _LIBRARIES or head in _BUILTINS and head not in self.defs and head not in self.names:
+            return True
+        return bool(dot) and head != self.receiver and (head in self.params or head in self.bound)
 
     def of(self, name: str, line: int) -> tuple[Origin, ...]:
         """The origins of local ``name`` bound before ``line`` (on any path)."""

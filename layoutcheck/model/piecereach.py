@@ -78,7 +78,8 @@ class _Join:
                 if not axis:
                     found = True
                 else:
-                    shift = 1 if self.graph.through_receiver(ctx, callee) and self.graph.takes_receiver(target) else 0
+                    shift = 1 if self.graph.through_receiver(ctx, callee) and self.graph.takes_receiver(target) \
+                        and not self.graph.through_class(ctx, callee, target) else 0  # `cls.m(obj, ...)`: by hand
                     value = given.get(axis, given.get(f"#{position - shift}"))
                     found = found or (value is not None and value != 0)
             if not found and depth < _DEPTH:
@@ -112,7 +113,7 @@ class _Join:
         found = self.graph.resolve_callee(caller, callee)
         method = self.graph.through_receiver(caller, callee)
         if found is not None:
-            reached = [(found, 1 if method else 0)]
+            reached = [(found, 1 if method and not self.graph.through_class(caller, callee, found) else 0)]
         elif is_object:
             reached = [(ref, 1) for ref in object_call_targets(self.graph, caller, callee, mine)]
         else:

@@ -23,7 +23,7 @@ import re
 from bisect import bisect_left
 
 from layoutcheck.model.shifts import rolled_left
-from layoutcheck.model.syntax import defs_with_qualnames, int_value, keyword, last_name, nodes, param_names, positional, receivers
+from layoutcheck.model.syntax import binds_receiver, defs_with_qualnames, int_value, keyword, last_name, nodes, param_names, positional, receivers
 
 __all__ = ["PieceSummaries", "RollSummary", "SplitSummary", "piece_summaries", "rolled_pieces"]
 
@@ -176,7 +176,7 @@ def rolled_pieces(tree: ast.Module) -> dict[ast.AST, list[tuple[ast.AST, str]]]:
     if not splitters:
         return {}
     rollers = {f.name: (f, _rolls(f)) for f in functions if len(by_name[f.name]) == 1}
-    methods = receivers(tree)[0]
+    methods = receivers(tree)
     out: dict[ast.AST, list[tuple[ast.AST, str]]] = {}
     for function in functions:
         pieces: dict[str, str] = {}  # local -> the splitter whose piece it holds
@@ -206,7 +206,7 @@ def rolled_pieces(tree: ast.Module) -> dict[ast.AST, list[tuple[ast.AST, str]]]:
                 continue
             target, rolled = callee
             names = param_names(target)
-            if names and names[0] == methods.get(target) and isinstance(node.func, ast.Attribute):
+            if binds_receiver(target, node, methods):
                 names = names[1:]
             given = {k.arg for k in node.keywords if not (isinstance(k.value, ast.Constant) and k.value.value is None)}
             given |= {n for n, a in zip(names, node.args) if not (isinstance(a, ast.Constant) and a.value is None)}

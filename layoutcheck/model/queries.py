@@ -14,6 +14,7 @@ answer.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import replace
 from layoutcheck.records import dataclass
 
 from layoutcheck.model.facts import Arg, Call, FileFacts, Function, Pad, Record, Rewrite, Transform, Zip, ensure_calls
@@ -235,6 +236,8 @@ class FileQueries:
                     signature = project.helper(tail, target)
                 else:
                     continue
+                if target is not None and project.through_class(caller, call.callee, target):
+                    signature = _by_hand(signature)
                 yield HelperCall(call, caller, signature, self._layout_at(call, signature))
 
     @staticmethod
@@ -416,12 +419,12 @@ class FileQueries:
                 callee = project.signature(target)
                 for switch in callee.unit_switches:
                     position = _position(callee, switch)
-                    if project.passes(call, switch, position):
+                    if project.passes(call, switch, _position(callee, switch, project.receiving(caller, call, target)[2])):
                         continue
                     # Another call in this file sets it: one module building one layout two ways. (Calls in
                     # other modules are other paths: a backend or a kernel path that never takes the switch.)
-                    setting = [c for c, other in project.callers_of(target)
-                               if c[0] == self.index and project.passes(other, switch, position)]
+                    setting = [c for c, other in project.callers_of(target) if c[0] == self.index and project.passes(
+                        other, switch, _position(callee, switch, project.receiving(c, other, target)[2]))]
                     if setting:
                         yield UnitDisagreement(call, target, switch, setting[0])
                         continue
@@ -495,10 +498,22 @@ def _argument(call: Call, name: str, position: int | None) -> Arg | None:
     return None
 
 
-def _position(function: Function, name: str) -> int | None:
-    """The 0-based position a call passes parameter ``name`` at (the receiver not counted), or None."""
+def _by_hand(signature: HelperSignature) -> HelperSignature:
+    """``signature`` for a call passing the helper's receiver by hand (``Cls.helper(obj, ...)``,
+    `ProjectGraph.through_class`): each positional parameter one place further."""
+    def moved(slot: tuple[str, int | None] | None) -> tuple[str, int | None] | None:
+        return None if slot is None or slot[1] is None else (slot[0], slot[1] + 1)
+    return replace(signature, layout=moved(signature.layout) or signature.layout,
+                   padded=moved(signature.padded) or signature.padded)
+
+
+def _position(function: Function, name: str, method: bool | None = None) -> int | None:
+    """The 0-based position a call passes parameter ``name`` at (the receiver not counted where the call
+    fills it, ``method``: by default, an instance's call; `ProjectGraph.receiving`), or None."""
     positional = [p for p in function.params if p.kind in ("posonly", "pos")]
-    if function.receiver is not None:
+    if method is None:
+        method = function.receiver is not None
+    if method:
         positional = positional[1:]
     names = [p.name for p in positional]
     return names.index(name) if name in names else None

@@ -25,6 +25,7 @@ from operator import itemgetter
 
 from layoutcheck.model.shifts import rolled_left, shift_kind
 from layoutcheck.model.syntax import (
+    binds_receiver,
     last_name,
     method_receiver,
     nodes,
@@ -116,10 +117,10 @@ def reshifted_fields(tree: ast.Module) -> dict[ast.AST, list[tuple[ast.AST, str]
         names.setdefault(function.name, []).append(function)
     # Module functions that apply a shifter to a parameter: name -> {parameter position: kind}.
     appliers: dict[str, dict[int, str]] = {}
-    methods = receivers(tree)[0]
+    methods = receivers(tree)
     for function in functions:
         params = param_names(function)
-        offset = 1 if function in methods else 0
+        offset = 1 if function in methods[0] else 0
         for node in nodes(function):
             if isinstance(node, ast.Call) and last_name(node.func) in shifters and node.args \
                     and isinstance(node.args[0], ast.Name) and node.args[0].id in params:
@@ -139,7 +140,11 @@ def reshifted_fields(tree: ast.Module) -> dict[ast.AST, list[tuple[ast.AST, str]
                 if field is not None:
                     again.setdefault((field, shifters[callee]), function.name)
             elif callee in appliers and len(names.get(callee, ())) == 1:
+                # `Cls.m(obj, t)` passes the receiver by hand: the positions past it move by one
+                by_hand = isinstance(node.func, ast.Attribute) and names[callee][0] in methods[0] \
+                    and not binds_receiver(names[callee][0], node, methods)
                 for position, kind in appliers[callee].items():
+                    position += by_hand
                     if position < len(node.args):
                         field = _read_field(node.args[position], bound)
                         if field is not None:

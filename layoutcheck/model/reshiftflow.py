@@ -135,8 +135,9 @@ class _Flow:
         parsed = _call_node(call.text)
         agreed: dict[int, tuple[str, FunctionRef]] | None = None
         for ref in targets:
-            bound = graph.binding(caller, call, ref)
-            applied = self.applied(ref, parsed)
+            params, _, method = graph.receiving(caller, call, ref)
+            bound = graph.bind(params, call, method)
+            applied = self.applied(ref, parsed, (params, method))
             mine = {k: (applied[name], ref) for k, arg in enumerate(call.args)
                     for name, given in bound.items() if given is arg and name in applied}
             if agreed is None:
@@ -147,14 +148,17 @@ class _Flow:
                 return {}
         return agreed or {}
 
-    def applied(self, ref: FunctionRef, call: ast.Call | None) -> dict[str, str]:
-        """Parameter -> the kind of shift ``ref`` applies to it: as a shifter (for a call as ``call``), or
-        by passing the parameter on, unchanged, to a shifter."""
+    def applied(self, ref: FunctionRef, call: ast.Call | None,
+                receiving: tuple[Sequence[Param], bool] | None = None) -> dict[str, str]:
+        """Parameter -> the kind of shift ``ref`` applies to it: as a shifter (for a call as ``call``, which
+        fills the parameters ``receiving`` gives, the first by the receiver or not, `ProjectGraph.receiving`;
+        by default an instance's call), or by passing the parameter on, unchanged, to a shifter."""
         out: dict[str, str] = {}
         function = self.graph.signature(ref)
         summary = self.summaries.get(ref)
         if summary is not None:
-            kind = _kind(summary, function.params, call, function.receiver is not None)
+            params, method = receiving or (function.params, function.receiver is not None)
+            kind = _kind(summary, params, call, method)
             if kind is not None:
                 out[summary[0]] = kind
         for param, kind in self._applies_of(ref).items():
@@ -205,7 +209,9 @@ class _Flow:
                 if summary is None:
                     continue
                 function = graph.signature(target)
-                kind = _kind(summary, function.params, call, function.receiver is not None)
+                method = function.receiver is not None and not graph.through_class(
+                    (i, write.function), write.calls[0], target)
+                kind = _kind(summary, function.params, call, method)
                 if kind is not None:
                     out.setdefault(write.key, []).append((i, write, kind))
         return out

@@ -125,7 +125,7 @@ def left_padded_into_head_readers(tree: ast.Module) -> dict[ast.AST, list[tuple[
     if not switched or not zips:
         return {}
     functions, by_name = functions_by_name(tree)
-    methods = receivers(tree)[0]
+    methods = receivers(tree)
     unique = {name: found[0] for name, found in by_name.items() if len(found) == 1}
     switches = {f.name: (f, s) for f in spanning(functions, switched) if unique.get(f.name) is f
                 and (s := _switch(f)) is not None}
@@ -142,7 +142,7 @@ def left_padded_into_head_readers(tree: ast.Module) -> dict[ast.AST, list[tuple[
                     and isinstance(node.value, ast.Call) and last_name(node.value.func) in switches):
                 continue
             callee, (param, const, equal, other) = switches[last_name(node.value.func)]
-            value = call_arguments(callee, node.value, methods.get(callee)).get(param, _default(callee, param))
+            value = call_arguments(callee, node.value, methods).get(param, _default(callee, param))
             chosen = string_value(value) if value is not None else None
             if chosen is not None and (equal if chosen == const else other) == "left":
                 found[node.targets[0].id] = (node.value, function)
@@ -172,7 +172,7 @@ def left_padded_into_head_readers(tree: ast.Module) -> dict[ast.AST, list[tuple[
             if not (isinstance(node, ast.Call) and last_name(node.func) in readers):
                 continue
             reader, params = readers[last_name(node.func)]
-            for param, arg in call_arguments(reader, node, methods.get(reader)).items():
+            for param, arg in call_arguments(reader, node, methods).items():
                 if param in params and isinstance(arg, ast.Name) and arg.id in padded:
                     call, where = padded[arg.id]
                     out.setdefault(where, []).append((call, f"{reader.name}|{node.lineno}"))

@@ -143,7 +143,7 @@ def unstacked_row_lists(tree: ast.Module) -> dict[ast.AST, list[tuple[ast.AST, s
             if not (isinstance(node, ast.Call) and last_name(node.func) in zippers):
                 continue
             callee = unique[last_name(node.func)]
-            given = call_arguments(callee, node, receivers(tree)[0].get(callee))
+            given = call_arguments(callee, node, receivers(tree))
             for rows, entries in zippers[last_name(node.func)]:
                 row_arg, list_arg = given.get(rows), given.get(entries)
                 if isinstance(row_arg, ast.Name) and row_arg.id in stacked and isinstance(list_arg, ast.Name) \

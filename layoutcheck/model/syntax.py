@@ -17,8 +17,8 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from itertools import accumulate, chain
 
 __all__ = [
-    "CHILD_FIELDS", "Source", "argument", "breadth_first", "assigned_before", "assigned_once", "call_arguments", "child_fields", "forget_nodes", "nodes_of",
-    "children", "defs_with_qualnames", "method_receiver", "receivers", "dotted", "expects_error", "functions_by_name", "index_of", "inline", "int_value", "keyword",
+    "CHILD_FIELDS", "Source", "argument", "breadth_first", "assigned_before", "assigned_once", "binds_receiver", "call_arguments", "child_fields", "forget_nodes", "nodes_of",
+    "children", "defs_with_qualnames", "method_receiver", "receivers", "takes_class", "dotted", "expects_error", "functions_by_name", "index_of", "inline", "int_value", "keyword",
     "last_name", "names_in", "nodes", "own_nodes", "param_names", "parts", "positional", "root_name", "same",
     "spanning", "statement_nodes", "string_key", "string_value", "target_name", "walk", "walked_together", "constant_test", "live", "switch_like", "switches",
 ]
@@ -705,19 +705,30 @@ def method_receiver(function: ast.FunctionDef | ast.AsyncFunctionDef) -> str | N
     return first[0].arg if first else None
 
 
+_CLASSMETHOD = frozenset({"classmethod", "builtins.classmethod"})
+"""The decorators that make a ``def``'s receiver the class itself."""
+
+
+def takes_class(function: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+    """Is ``function``, taken as a ``def`` in a class body, a ``@classmethod`` (its receiver the class)?"""
+    return any(dotted(decorator) in _CLASSMETHOD for decorator in function.decorator_list)
+
+
 _RECEIVERS = "layoutcheck_receivers"
 """The attribute a module's tree keeps its `_scopes` in (computed once per tree)."""
 
-_Scopes = tuple[list[tuple[str, ast.AST]], dict[ast.AST, str], dict[ast.AST, str]]
+_Scopes = tuple[list[tuple[str, ast.AST]], dict[ast.AST, str], dict[ast.AST, str], dict[ast.AST, str]]
 
 
-def receivers(tree: ast.Module) -> tuple[dict[ast.AST, str], dict[ast.AST, str]]:
-    """Two maps over the ``def`` nodes of ``tree``: each method's own receiver parameter
-    (`method_receiver`, for a ``def`` in a class body, an ``if``/``try`` arm of one included), and, per
+def receivers(tree: ast.Module) -> tuple[dict[ast.AST, str], dict[ast.AST, str], dict[ast.AST, str]]:
+    """Three maps over the ``def`` nodes of ``tree``: each method's own receiver parameter
+    (`method_receiver`, for a ``def`` in a class body, an ``if``/``try`` arm of one included); per
     ``def``, the name its body reaches a receiver by: its own, else the receiver of the method it is
-    nested in (a closure reads the enclosing method's ``self``) unless it binds that name itself."""
+    nested in (a closure reads the enclosing method's ``self``) unless it binds that name itself; and
+    per method taking an instance (not a ``@classmethod``), its class's dotted name in the module
+    (``Outer.Inner``), which a call through the class spells (`call_arguments`)."""
     found = _scopes(tree)
-    return found[1], found[2]
+    return found[1], found[2], found[3]
 
 
 def _scopes(tree: ast.Module) -> _Scopes:
@@ -729,8 +740,10 @@ def _scopes(tree: ast.Module) -> _Scopes:
     defs: list[tuple[str, ast.AST]] = []
     own: dict[ast.AST, str] = {}
     visible: dict[ast.AST, str] = {}
-    # (node, qualname prefix, in a class body, the receiver the enclosing method reaches)
-    stack: list[tuple[ast.AST, str, bool, str | None]] = [(tree, "", False, None)]
+    classes: dict[ast.AST, str] = {}
+    # (node, qualname prefix, the class body's dotted name (None outside one), the receiver the enclosing
+    # method reaches)
+    stack: list[tuple[ast.AST, str, str | None, str | None]] = [(tree, "", None, None)]
     table, def_kinds = _BLOCKS, _DEF_KINDS
     while stack:
         node, prefix, in_class, outer = stack.pop()
@@ -740,18 +753,21 @@ def _scopes(tree: ast.Module) -> _Scopes:
                 if kind in def_kinds:
                     name = prefix + child.name
                     defs.append((name, child))
-                    mine = method_receiver(child) if in_class else None
+                    mine = method_receiver(child) if in_class is not None else None
                     if mine is not None:
                         own[child] = mine
+                        if not takes_class(child):
+                            classes[child] = in_class  # type: ignore[assignment]
                     reach = mine or (outer if outer is not None and outer not in param_names(child) else None)
                     if reach is not None:
                         visible[child] = reach
-                    stack.append((child, name + ".", False, reach))
+                    stack.append((child, name + ".", None, reach))
                 elif kind is ast.ClassDef:
-                    stack.append((child, prefix + child.name + ".", True, outer))
+                    dotted_class = child.name if in_class is None else f"{in_class}.{child.name}"
+                    stack.append((child, prefix + child.name + ".", dotted_class, outer))
                 else:  # a block: its defs belong to the enclosing scope
                     stack.append((child, prefix, in_class, outer))
-    found = (defs, own, visible)
+    found = (defs, own, visible, classes)
     tree.__dict__[_RECEIVERS] = found
     return found
 
@@ -765,12 +781,26 @@ def functions_by_name(tree: ast.AST) -> tuple[list[ast.FunctionDef | ast.AsyncFu
     return functions, by_name
 
 
-def call_arguments(function: ast.FunctionDef | ast.AsyncFunctionDef, call: ast.Call,
-                   receiver: str | None) -> dict[str, ast.expr]:
-    """The arguments a call passes, by the callee's parameter names (its ``receiver``, the method's
-    own receiver parameter of `receivers`, skipped for ``obj.m(...)``)."""
+def binds_receiver(function: ast.FunctionDef | ast.AsyncFunctionDef, call: ast.Call,
+                   methods: tuple[dict[ast.AST, str], dict[ast.AST, str], dict[ast.AST, str]]) -> bool:
+    """Does ``call`` of ``function`` fill its receiver parameter itself (``methods``: the module's
+    `receivers`)? So ``obj.m(x)`` and ``super().m(x)`` do; ``Cls.m(obj, x)`` of a method taking an instance,
+    called through its class, passes the receiver by hand (a ``@classmethod`` through its class still binds
+    the class); a ``@staticmethod`` and a bare ``m(x)`` bind nothing."""
+    receiver = methods[0].get(function)
+    if receiver is None or not isinstance(call.func, ast.Attribute):
+        return False
     names = param_names(function)
-    if receiver is not None and names and names[0] == receiver and isinstance(call.func, ast.Attribute):
+    return bool(names) and names[0] == receiver and (
+        function not in methods[2] or dotted(call.func.value) != methods[2][function])
+
+
+def call_arguments(function: ast.FunctionDef | ast.AsyncFunctionDef, call: ast.Call,
+                   methods: tuple[dict[ast.AST, str], dict[ast.AST, str], dict[ast.AST, str]]) -> dict[str, ast.expr]:
+    """The arguments a call passes, by the callee's parameter names (``methods``: the module's
+    `receivers`; the receiver parameter skipped where the call fills it, `binds_receiver`)."""
+    names = param_names(function)
+    if binds_receiver(function, call, methods):
         names = names[1:]
     given = dict(zip(names, call.args))
     given.update({k.arg: k.value for k in call.keywords if k.arg})
