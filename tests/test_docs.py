@@ -230,6 +230,26 @@ def test_every_repository_path_the_docs_cite_exists():
     assert not missing, f"pages cite paths that do not exist: {missing}"
 
 
+def model_modules_table(text: str) -> set[str]:
+    """The modules named in the rows of docs/development.md's table of `layoutcheck/model/`."""
+    section = text.split("\n## The modules of `layoutcheck/model/`\n", 1)
+    assert len(section) == 2, "docs/development.md has no section 'The modules of `layoutcheck/model/`'"
+    body = section[1].split("\n## ", 1)[0]
+    return set(re.findall(r"^\| `(\w+\.py)` \| \S", body, flags=re.M))
+
+
+def test_every_module_of_the_model_has_a_line_in_the_development_page():
+    # A new stage of the engine is findable by name, with what it holds; a row for a module that is
+    # gone is stale. Both directions fail.
+    modules = {p.name for p in (ROOT / "layoutcheck" / "model").glob("*.py")} - {"__init__.py"}
+    named = model_modules_table((ROOT / "docs" / "development.md").read_text(encoding="utf-8"))
+    assert len(modules) > 50 and {"reuse.py", "callables.py", "unitpartners.py"} <= modules
+    assert not modules - named, f"modules of layoutcheck/model/ missing from docs/development.md's table: {sorted(modules - named)}"
+    assert not named - modules, f"docs/development.md's table names modules that do not exist: {sorted(named - modules)}"
+    stripped = "\n## The modules of `layoutcheck/model/`\n| Module | Holds |\n|---|---|\n| `reuse.py` | x |\n## Next"
+    assert model_modules_table(stripped) == {"reuse.py"}  # a module left out of a table is found missing
+
+
 def test_the_install_page_gives_the_readme_commands():
     # docs/install.md repeats the README's install and set-up commands, which tests/test_readme.py runs or checks.
     readme = {b.body for b in docblocks.blocks(ROOT / "README.md") if b.lang == "sh"}
