@@ -46,7 +46,8 @@ class DisagreeingShifts(ModelRule):
     passing a literal axis other than 0); into a call by keyword or
     position, or as an entry of a dict spread with `**` (built in the
     calling function, or returned by another); to a function that module
-    imports, a module called (`self.module(**inputs)` reaches the
+    imports (also through a package that re-exports it,
+    `from .dp_actor import Actor` in its `__init__`), a module called (`self.module(**inputs)` reaches the
     `forward` of its class, or the `forward` assigned onto an instance's
     class through a local, `model.__class__.forward = fn`, in a class that
     applies that patch, or in a class whose `__init__` stores the module

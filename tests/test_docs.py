@@ -230,6 +230,48 @@ def test_every_repository_path_the_docs_cite_exists():
     assert not missing, f"pages cite paths that do not exist: {missing}"
 
 
+def model_modules_table(text: str) -> set[str]:
+    """The modules named in the rows of docs/development.md's table of `layoutcheck/model/`."""
+    section = text.split("\n## The modules of `layoutcheck/model/`\n", 1)
+    assert len(section) == 2, "docs/development.md has no section 'The modules of `layoutcheck/model/`'"
+    body = section[1].split("\n## ", 1)[0]
+    return set(re.findall(r"^\| `(\w+\.py)` \| \S", body, flags=re.M))
+
+
+def test_every_module_of_the_model_has_a_line_in_the_development_page():
+    # A new stage of the engine is findable by name, with what it holds; a row for a module that is
+    # gone is stale. Both directions fail.
+    modules = {p.name for p in (ROOT / "layoutcheck" / "model").glob("*.py")} - {"__init__.py"}
+    named = model_modules_table((ROOT / "docs" / "development.md").read_text(encoding="utf-8"))
+    assert len(modules) > 50 and {"reuse.py", "callables.py", "unitpartners.py"} <= modules
+    assert not modules - named, f"modules of layoutcheck/model/ missing from docs/development.md's table: {sorted(modules - named)}"
+    assert not named - modules, f"docs/development.md's table names modules that do not exist: {sorted(named - modules)}"
+    stripped = "\n## The modules of `layoutcheck/model/`\n| Module | Holds |\n|---|---|\n| `reuse.py` | x |\n## Next"
+    assert model_modules_table(stripped) == {"reuse.py"}  # a module left out of a table is found missing
+
+
+STATUS_CLAIM = re.compile(r"\b(LC\d{3})\)?,? (?:is |are )?\(?(stable|preview)\b")
+"""A rule's status stated in prose: ``LC133 (preview)``, ``LC132 is stable``."""
+
+
+def status_claims(text: str) -> list[tuple[str, str]]:
+    return STATUS_CLAIM.findall(text)
+
+
+def test_every_rule_status_a_page_states_is_the_precision_tables():
+    # The release rule moves rules between preview and stable (`layoutcheck/lint/precision.py`); prose that
+    # names a status must move with it. benchmarks/README.md is history (a status then) and rules.md is
+    # generated from the table.
+    from layoutcheck.lint.precision import MEASURED
+
+    pages = [p for p in docblocks.pages() if p.name != "rules.md"]
+    claims = [(p.name, code, status) for p in pages for code, status in status_claims(p.read_text(encoding="utf-8"))]
+    assert claims, "no page states a rule's status any more: drop this test or its pattern"
+    wrong = [(page, code, status, MEASURED[code].status) for page, code, status in claims if MEASURED[code].status != status]
+    assert not wrong, f"pages state a status the precision table does not give (page, rule, stated, actual): {wrong}"
+    assert status_claims("flagged by LC133 (preview). LC132 is stable") == [("LC133", "preview"), ("LC132", "stable")]
+
+
 def test_the_install_page_gives_the_readme_commands():
     # docs/install.md repeats the README's install and set-up commands, which tests/test_readme.py runs or checks.
     readme = {b.body for b in docblocks.blocks(ROOT / "README.md") if b.lang == "sh"}

@@ -102,7 +102,8 @@ __all__ = [
 CACHE_VERSION = 5
 
 _SUFFIX = {"files": ".marshal", "runs": ".json", "functions": ".marshal"}
-"""File entries are `marshal` data (plain values only: `layoutcheck.model.facts.cache_data`), run
+"""File entries are `marshal` data (plain values only: `layoutcheck.model.facts.cache_data`), function
+entries too (`layoutcheck.model.reuse`), run
 entries JSON."""
 
 _GITIGNORE = "# Created by layoutcheck: the whole folder is a cache.\n*\n"
