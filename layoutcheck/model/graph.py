@@ -583,7 +583,7 @@ class ProjectGraph:
                 ]
             self._callers_of[ref] = found  # a cycle of forwards reads the direct calls
             # calls through a wrapper that forwards its `*args` / `**kwargs` here (`summaries.forwarded_calls`)
-            found = found + forwarded_calls(self.function(ref), found, self.function, self.callers_of)
+            found = found + forwarded_calls(ref, found, self.function, self.callers_of, self.fills_receiver)
             self._callers_of[ref] = found
         return found
 
