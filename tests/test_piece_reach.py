@@ -385,3 +385,60 @@ def test_a_library_is_known_by_what_the_module_imports_not_by_an_alias_spelling(
     returns, _, _ = value_origins(tree)
     assert sorted((name, origin[0]) for name, _, origin in returns) == [
         ("build", "F.pack_rows"), ("count", "len"), ("counted", "len")]
+
+
+_SHIFTER = '''
+import torch
+
+
+class Shifter:
+    def shift_tokens(self, input_ids, labels=None):
+        if labels is not None:
+            targets = labels
+        else:
+            targets = torch.roll(input_ids, shifts=-1, dims=-1)
+        return targets
+'''
+
+_HELD = '''
+from parallel import pad_and_slice
+from shifting import Shifter
+
+SHIFTER = Shifter()
+
+
+class Trainer:
+    def __init__(self):
+        self.shifter = Shifter()
+
+    def step(self, ids, world, rank, full):
+        local, _ = pad_and_slice(ids, world, rank)
+        shifter = Shifter()
+        return {call}
+
+
+def step(ids, world, rank, full):
+    local, _ = pad_and_slice(ids, world, rank)
+    return {free}
+'''
+
+
+@pytest.mark.parametrize(("call", "flagged"), [
+    ("self.shifter.shift_tokens(local)", True),
+    ("SHIFTER.shift_tokens(local)", True),
+    ("Shifter.shift_tokens(shifter, local)", True),
+    ("SHIFTER.shift_tokens(full, local)", False),
+    ("Shifter.shift_tokens(shifter, full, local)", False),
+], ids=["an instance in an attribute", "an instance in a global", "through the class", "the piece as the labels",
+        "the piece as the labels, through the class"])
+def test_a_method_reached_through_any_instance_binds_past_its_receiver(
+        tmp_path: Path, call: str, flagged: bool) -> None:
+    """``SHIFTER.shift_tokens(local)``, ``SHIFTER`` an instance the module holds (not the caller's own receiver;
+    in a method and in a plain function alike), binds the piece to ``input_ids`` (the instance fills
+    ``self``), which the method rolls: flagged at the argument, as ``self.shifter.shift_tokens(local)`` and
+    ``Shifter.shift_tokens(shifter, local)`` (the receiver passed by hand) are. Given as the second argument,
+    the piece binds ``labels``, whose presence skips the roll: silent."""
+    caller = _HELD.format(call=call, free=call.replace("self.shifter", "SHIFTER").replace("shifter,", "SHIFTER,"))
+    files = {"parallel.py": _SPLIT, "shifting.py": _SHIFTER, "caller.py": caller}
+    lines = [i for i, text in enumerate(caller.splitlines(), 1) if text.strip().startswith("return")]
+    assert _lint(tmp_path, files) == ([("caller.py", line) for line in lines] if flagged else [])

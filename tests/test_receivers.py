@@ -13,10 +13,11 @@ from __future__ import annotations
 import textwrap
 from pathlib import Path
 
+import pytest
 from linttree import lint_files
 
-from layoutcheck.lint.engine import ProjectFile, analyse_project, module_name_of
-from layoutcheck.lint.registry import all_rules
+from layoutcheck.lint.engine import ProjectFile, analyse_project, lint_source, module_name_of
+from layoutcheck.lint.registry import all_rules, rule_by_name
 from layoutcheck.lint.settings import LintSettings
 from layoutcheck.model.extract import extract
 
@@ -337,3 +338,51 @@ def test_a_patch_module_is_read_whatever_its_class_is_called() -> None:
     ''')
     assert may_assign_methods(source)
     assert methods_assigned(ast.parse(source), source) == (("cls.Block.forward", "fast_forward"),)
+
+
+
+_CP_METHODS = '''
+import backend
+
+
+class CpUtils:
+    def offsets_with_cp(self, total_length, response_length, qkv_format="thd", max_seq_len=None, cp_size=2):
+        length = total_length if qkv_format == "thd" else max_seq_len
+        return (length + 2 * cp_size - 1) // (2 * cp_size)
+
+    def slice_with_cp(self, tokens, pad_value, qkv_format="thd", max_seq_len=None):
+        if qkv_format == "bshd":
+            assert max_seq_len is not None
+        return tokens
+
+    def offsets_ext(self, total_length, response_length, qkv_format="thd", max_seq_len=None):
+        return backend.offsets(total_length, response_length, qkv_format, max_seq_len)
+'''
+"""Two layout helpers found by use, and one (``offsets_ext``) whose layout only `cp-helpers` names."""
+
+
+@pytest.mark.parametrize(("instance", "by_class", "missing"), [
+    ('utils.offsets_with_cp(t, r, "bshd")', 'CpUtils.offsets_with_cp(utils, t, r, "bshd")', "`max_seq_len`"),
+    ("utils.offsets_with_cp(t, r)", "CpUtils.offsets_with_cp(utils, t, r)", "`qkv_format` and `max_seq_len`"),
+    ('utils.offsets_with_cp(t, r, "bshd", p)', 'CpUtils.offsets_with_cp(utils, t, r, "bshd", p)', None),
+    ("utils.slice_with_cp(t, 0, layout, p)", "CpUtils.slice_with_cp(utils, t, 0, layout, p)", None),
+    ('utils.slice_with_cp(t, 0, "bshd")', 'CpUtils.slice_with_cp(utils, t, 0, "bshd")', "`max_seq_len`"),
+    ("utils.offsets_ext(t, r)", "CpUtils.offsets_ext(utils, t, r)", "`qkv_format`"),
+    ("utils.offsets_ext(t, r, layout, p)", "CpUtils.offsets_ext(utils, t, r, layout, p)", None),
+], ids=["bshd without P", "no layout", "all passed", "all passed, the other helper", "the other helper without P",
+        "configured, no layout", "configured, all passed"])
+def test_a_helper_method_called_through_its_class_is_judged_as_through_the_instance(
+        instance: str, by_class: str, missing: str | None) -> None:
+    """A layout helper that is a method (found by use, or named in ``cp-helpers``) judged at
+    ``utils.offsets_with_cp(t, r, "bshd")`` and at ``CpUtils.offsets_with_cp(utils, t, r, "bshd")``: the
+    second passes the receiver by hand, so each layout argument sits one place further
+    (`queries._by_hand`), and both calls get the same finding, or none."""
+    rule = rule_by_name("cp-helper-without-geometry")
+    settings = LintSettings(cp_helpers={"offsets_ext": {"qkv_format": 2, "max_seq_len": 3}})
+    found = {}
+    for call in (instance, by_class):
+        code = f"from cp import CpUtils\n\n\ndef offsets(utils, t, r, p, layout):\n    return {call}\n"
+        found[call] = [(f.line, f.message.split(" is called ")[-1].split(",")[0])
+                       for f in lint_source(code, "use.py", [rule], settings, files={"cp.py": _CP_METHODS}).findings]
+    assert found[instance] == ([(5, f"without {missing}")] if missing else []), found
+    assert found[by_class] == found[instance]

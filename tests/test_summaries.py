@@ -8,13 +8,17 @@ another, written the ways trainers write them.
 from __future__ import annotations
 
 import ast
+import textwrap
 from pathlib import Path
 
 import pytest
 
 from layoutcheck.configfile import TABLE, LoadedConfig
+from layoutcheck.lint.engine import ProjectFile, analyse_project, module_name_of
+from layoutcheck.lint.registry import all_rules
 from layoutcheck.lint.runner import run
 from layoutcheck.lint.selection import SelectionOverrides
+from layoutcheck.lint.settings import LintSettings
 from layoutcheck.model.calls import read_calls_through
 from linttree import lint_files
 
@@ -728,3 +732,73 @@ def test_a_packed_field_shifted_as_a_row_in_a_module_that_imports_the_packer(
     line = next(i for i, text in enumerate(files["recipe.py"].splitlines(), 1) if "torch.hstack" in text)
     found = [(name, at) for name, at, rule in _lint(tmp_path, files) if rule == "shift-across-packed-samples"]
     assert found == ([("recipe.py", line)] if flagged else []), found
+
+
+_FORWARD_BY_PLACE = '''
+class Store:
+    def attach_rows(self, sample, routing=None):
+        return sample, routing
+
+    @staticmethod
+    def attach_static(sample, routing=None):
+        return sample, routing
+
+
+class Wrapper(Store):
+    def finish_rows(self, *args, **kwargs):
+        return Store.attach_rows(self, *args, **kwargs)
+
+    def finish_static(self, *args):
+        return self.attach_static(*args)
+
+    @staticmethod
+    def finish_free(*args):
+        return Store.attach_static(*args)
+
+
+def through_instance(wrapper, sample, rows):
+    return wrapper.finish_rows(sample, rows)
+
+
+def through_class(wrapper, sample, rows):
+    return Wrapper.finish_rows(wrapper, sample, rows)
+
+
+def static_through_instance(wrapper, sample, rows):
+    return wrapper.finish_static(sample, rows)
+
+
+def static_wrapper(wrapper, sample, rows):
+    return wrapper.finish_free(sample, rows)
+
+
+def static_wrapper_through_class(sample, rows):
+    return Wrapper.finish_free(sample, rows)
+'''
+
+
+def test_arguments_forwarded_through_a_class_or_a_staticmethod_land_where_python_binds_them() -> None:
+    """``Store.attach_rows(self, *args, **kwargs)`` passes the receiver by hand, so the wrapper's first
+    forwarded argument lands on ``sample``, not ``routing``; ``Wrapper.finish_rows(wrapper, sample, rows)``
+    passes the wrapper's receiver by hand, so ``wrapper`` is taken by the wrapper's ``self``; a
+    ``@staticmethod`` wrapper or callee takes no receiver, through an instance or its class. Each call of a
+    wrapper reads as ``attach_*(sample=sample, routing=rows)``."""
+    project = _graph({"forwards.py": _FORWARD_BY_PLACE})
+    refs = {f.qualname: (0, j) for j, f in enumerate(project.files[0].facts.functions)}
+    names = {ref: name for name, ref in refs.items()}
+
+    def forwarded(callee: str) -> dict[str, dict[str, tuple[str, ...]]]:
+        return {names[caller]: {a.keyword: a.params for a in call.args}
+                for caller, call in project.callers_of(refs[callee]) if not names[caller].startswith("Wrapper.")}
+
+    both = {"sample": ("sample",), "routing": ("rows",)}
+    assert forwarded("Store.attach_rows") == {"through_instance": both, "through_class": both}
+    assert forwarded("Store.attach_static") == {"static_through_instance": both, "static_wrapper": both,
+                                                "static_wrapper_through_class": both}
+
+
+def _graph(files: dict[str, str]):
+    entries = [ProjectFile(name, name, module_name_of(name), textwrap.dedent(text).lstrip("\n"), checked=True,
+                           rules=tuple(all_rules()), is_package=False)
+               for name, text in files.items()]
+    return analyse_project(entries, LintSettings(), all_rules=list(all_rules()))[1]

@@ -583,7 +583,7 @@ class ProjectGraph:
                 ]
             self._callers_of[ref] = found  # a cycle of forwards reads the direct calls
             # calls through a wrapper that forwards its `*args` / `**kwargs` here (`summaries.forwarded_calls`)
-            found = found + forwarded_calls(self.function(ref), found, self.function, self.callers_of)
+            found = found + forwarded_calls(ref, found, self.function, self.callers_of, self.fills_receiver)
             self._callers_of[ref] = found
         return found
 
@@ -629,18 +629,34 @@ class ProjectGraph:
                 return [p for p in callee.params if p is not positional[0]], call, False
         return callee.params, call, callee.receiver is not None and not self.through_class(caller, call.callee, target)
 
+    def fills_receiver(self, caller: FunctionRef, callee: str, target: FunctionRef) -> bool:
+        """Does a call spelt ``callee`` in ``caller`` that reaches ``target`` fill ``target``'s first
+        positional parameter itself, so that the call's first argument binds the second, as `receiving`
+        binds it? So it does for a method taking a receiver reached through an instance, whichever
+        (``self.m(x)``, ``obj.m(x)``, ``self.held.m(x)``, ``super().m(x)``, ``Cls(x)`` for ``__init__``),
+        not through its class (``Cls.m(obj, x)``, `through_class`), and for a ``def`` assigned onto a class
+        reached as a method (`as_method`). A ``@staticmethod`` and a plain function take no receiver."""
+        function = self.signature(target)
+        if function.cls is None and function.receiver is None:
+            return self._as_method(caller, callee, target) and any(
+                p.kind in ("posonly", "pos") for p in function.params)
+        return function.receiver is not None and not self.through_class(caller, callee, target)
+
     def as_method(self, caller: FunctionRef, call: Call, target: FunctionRef) -> bool:
         """Does ``call`` reach ``target``, a ``def`` outside a class, as a method, the receiver bound to
         its first parameter? So it is when the call is an attribute (``self.name(...)``,
         ``obj.name(...)``) spelt with a name ``target`` is assigned onto a class under (`other_names`),
         and that attribute is not the ``def`` itself named through a module (``mod.name(...)``)."""
-        head, dot, name = call.callee.rpartition(".")
+        return self._as_method(caller, call.callee, target)
+
+    def _as_method(self, caller: FunctionRef, callee: str, target: FunctionRef) -> bool:
+        head, dot, name = callee.rpartition(".")
         if not dot or head.startswith("*") or name not in self._assigned_names.get(target, ()):
             return False
         i = caller[0]
         module = self.files[i].module
-        return self._lookup(self._absolute(i, call.callee)) != target and not (
-            module and self._lookup(f"{module}.{call.callee}") == target)
+        return self._lookup(self._absolute(i, callee)) != target and not (
+            module and self._lookup(f"{module}.{callee}") == target)
 
     def bound_calls(self, ref: FunctionRef, want: Callable[[Call], bool] | None = None,
                     ) -> Iterator[tuple[Call, FunctionRef, dict[str, Arg]]]:

@@ -12,7 +12,8 @@ project joins each module's facts through the import graph:
   `layoutcheck.model.objectcalls.object_call_targets`).
 
 A call passes a piece to a roller when it reaches a function that rolls the parameter the piece binds to
-(by keyword; by position, past ``self`` for a method or an object's ``forward``; or as an entry of a dict
+(by keyword; by position as Python binds it: past the receiver for a method reached through any instance,
+``self.m(x)`` or ``obj.m(x)``, or an object's ``forward``, not for ``Cls.m(obj, x)`` through the class; or as an entry of a dict
 spread with ``**d``, by key, the dict built in the calling function or returned by another) and gives
 none of the parameters whose presence skips that roll (a keyword, a position, or a key of a spread dict
 built in the project). It is flagged where the piece is placed: the argument, or the dict's entry.
@@ -78,8 +79,8 @@ class _Join:
                 if not axis:
                     found = True
                 else:
-                    shift = 1 if self.graph.through_receiver(ctx, callee) and self.graph.takes_receiver(target) \
-                        and not self.graph.through_class(ctx, callee, target) else 0  # `cls.m(obj, ...)`: by hand
+                    # `obj.m(x)` binds x one parameter on; `Cls.m(obj, x)` passes the receiver by hand
+                    shift = 1 if self.graph.fills_receiver(ctx, callee, target) else 0
                     value = given.get(axis, given.get(f"#{position - shift}"))
                     found = found or (value is not None and value != 0)
             if not found and depth < _DEPTH:
@@ -111,18 +112,14 @@ class _Join:
                 ) -> list[tuple[FunctionRef, int]]:
         """The rollers the call reaches, each with how many leading parameters the receiver takes."""
         found = self.graph.resolve_callee(caller, callee)
-        method = self.graph.through_receiver(caller, callee)
-        if found is not None:
-            reached = [(found, 1 if method and not self.graph.through_class(caller, callee, found) else 0)]
-        elif is_object:
-            reached = [(ref, 1) for ref in object_call_targets(self.graph, caller, callee, mine)]
-        else:
+        if found is not None:  # bound as Python does (`ProjectGraph.fills_receiver`)
+            return [(found, 1 if self.graph.fills_receiver(caller, callee, found) else 0)] \
+                if found in self.rollers else []
+        if not is_object:
             return []
-        out = []
-        for ref, skip in reached:
-            if ref in self.rollers:
-                out.append((ref, skip if self.graph.takes_receiver(ref) else 0))
-        return out
+        # a module object's call runs its `forward` (`nn.Module.__call__`): the instance fills the receiver
+        return [(ref, 1 if self.graph.takes_receiver(ref) else 0)
+                for ref in object_call_targets(self.graph, caller, callee, mine) if ref in self.rollers]
 
     def run(self) -> dict[int, list[RolledPiece]]:
         out: dict[int, list[RolledPiece]] = {}

@@ -136,21 +136,25 @@ _FORWARD_DEPTH = 4
 """How many wrappers deep a forwarded argument is followed (``a(**kw)`` -> ``b(**kw)`` -> ``c(**kw)``)."""
 
 
-def forwarded_calls(callee: Function, found: Sequence[tuple[FunctionRef, Call]],
+def forwarded_calls(ref: FunctionRef, found: Sequence[tuple[FunctionRef, Call]],
                     function: Callable[[FunctionRef], Function],
                     callers_of: Callable[[FunctionRef], Sequence[tuple[FunctionRef, Call]]],
+                    fills: Callable[[FunctionRef, str, FunctionRef], bool],
                     depth: int = 0) -> list[tuple[FunctionRef, Call]]:
-    """The calls that reach ``callee`` through a wrapper that forwards its own ``*args`` / ``**kwargs``
-    (``def w(x, **kw): return callee(x, **kw)``; ``def forward(self, *a, **k): return callee(*a, **k)``):
-    for each call of such a wrapper (``found`` holds the calls that reach ``callee``, the wrapper's
-    among them), the arguments the wrapper's own parameters do not take, as a call of ``callee`` from
-    the wrapper's caller, each argument named by the parameter of ``callee`` it lands on (a positional
-    one after the wrapper's own positional arguments). The wrapper's own call stays in ``found``: its
-    other arguments are the wrapper's values. Decided by where each argument goes, never by a name."""
+    """The calls that reach ``ref`` (the callee) through a wrapper that forwards its own ``*args`` /
+    ``**kwargs`` (``def w(x, **kw): return callee(x, **kw)``; ``def forward(self, *a, **k): return
+    callee(*a, **k)``): for each call of such a wrapper (``found`` holds the calls that reach the callee,
+    the wrapper's among them), the arguments the wrapper's own parameters do not take, as a call of the
+    callee from the wrapper's caller, each argument named by the parameter of the callee it lands on (a
+    positional one after the wrapper's own positional arguments). Positions are bound as Python binds
+    them, at both calls: ``fills(caller, callee as written, target)`` says whether the call fills the
+    target's receiver itself (`ProjectGraph.fills_receiver`: ``obj.m(...)``, not ``Cls.m(obj, ...)`` nor a
+    ``@staticmethod``). The wrapper's own call stays in ``found``: its other arguments are the wrapper's
+    values. Decided by where each argument goes, never by a name."""
     out: list[tuple[FunctionRef, Call]] = []
     if depth >= _FORWARD_DEPTH:
         return out
-    targets = _positional(callee.params, callee.receiver is not None)
+    callee = function(ref)
     for wrapper_ref, call in found:
         wrapper = function(wrapper_ref)
         star = next((p.name for p in wrapper.params if p.kind == "star"), None)
@@ -169,9 +173,10 @@ def forwarded_calls(callee: Function, found: Sequence[tuple[FunctionRef, Call]],
                 break
             if arg.keyword is None:
                 before += 1
-        taken = _positional(wrapper.params, wrapper.receiver is not None)
+        targets = _positional(callee.params, fills(wrapper_ref, call.callee, ref)) if spreads_star else []
         named = {p.name for p in wrapper.params if p.kind in ("posonly", "pos", "kwonly")}
         for outer, outer_call in callers_of(wrapper_ref):
+            taken = _positional(wrapper.params, fills(outer, outer_call.callee, wrapper_ref))
             args: list[Arg] = []
             index = 0
             for arg in outer_call.args:
@@ -190,15 +195,15 @@ def forwarded_calls(callee: Function, found: Sequence[tuple[FunctionRef, Call]],
                     args.append(arg)
             if args:
                 out.append((outer, outer_call._replace(args=tuple(args))))
-    # a wrapper's caller that forwards its own `**kwargs` again
+    # a wrapper's caller that forwards its own `**kwargs` again (its call here names every argument)
     if out:
-        out += forwarded_calls(callee, out, function, callers_of, depth + 1)
+        out += forwarded_calls(ref, out, function, callers_of, fills, depth + 1)
     return out
 
 
 def _positional(params: Sequence[Param], method: bool) -> list[str]:
-    """The names of the positional parameters a call's positional arguments fill (a method's receiver,
-    its first, left out, as `ProjectGraph.bind` does)."""
+    """The names of the positional parameters a call's positional arguments fill (the first left out where
+    the call fills the receiver, ``method``, as `ProjectGraph.bind` does)."""
     positional = [p.name for p in params if p.kind in ("posonly", "pos")]
     if method:
         positional = positional[1:]
