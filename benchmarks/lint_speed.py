@@ -369,14 +369,10 @@ def staged_edit(original: bytes, attempt: int, edit: str) -> bytes:
         return original + f"\n# staged change {attempt}\n".encode()
     import ast
 
+    from layoutcheck.model.reuse import units as reused_units
+
     text = original.decode("utf-8")
-    defs = (ast.FunctionDef, ast.AsyncFunctionDef)
-    units: list[ast.AST] = []
-    for statement in ast.parse(text).body:
-        if isinstance(statement, defs):
-            units.append(statement)
-        elif isinstance(statement, ast.ClassDef):
-            units.extend(s for s in statement.body if isinstance(s, defs))
+    units = reused_units(ast.parse(text))
     if not units:
         return original + f"\n# staged change {attempt}\n".encode()
     first = units[len(units) // 2].body[0]  # type: ignore[attr-defined]

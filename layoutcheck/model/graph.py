@@ -623,11 +623,11 @@ class ProjectGraph:
         parameter is dropped as the receiver (a method of a class that takes one, `Function.receiver`, unless
         the call passes it by hand through the class, `through_class`)."""
         callee = self.signature(target)
-        if callee.cls is None and self.as_method(caller, call, target):
-            positional = [p for p in callee.params if p.kind in ("posonly", "pos")]
-            if positional:
-                return [p for p in callee.params if p is not positional[0]], call, False
-        return callee.params, call, callee.receiver is not None and not self.through_class(caller, call.callee, target)
+        fills = self.fills_receiver(caller, call.callee, target)
+        if fills and callee.receiver is None:  # a def assigned onto a class, reached as a method
+            first = next(p for p in callee.params if p.kind in ("posonly", "pos"))
+            return [p for p in callee.params if p is not first], call, False
+        return callee.params, call, fills
 
     def fills_receiver(self, caller: FunctionRef, callee: str, target: FunctionRef) -> bool:
         """Does a call spelt ``callee`` in ``caller`` that reaches ``target`` fill ``target``'s first
@@ -638,18 +638,15 @@ class ProjectGraph:
         reached as a method (`as_method`). A ``@staticmethod`` and a plain function take no receiver."""
         function = self.signature(target)
         if function.cls is None and function.receiver is None:
-            return self._as_method(caller, callee, target) and any(
+            return self.as_method(caller, callee, target) and any(
                 p.kind in ("posonly", "pos") for p in function.params)
         return function.receiver is not None and not self.through_class(caller, callee, target)
 
-    def as_method(self, caller: FunctionRef, call: Call, target: FunctionRef) -> bool:
-        """Does ``call`` reach ``target``, a ``def`` outside a class, as a method, the receiver bound to
-        its first parameter? So it is when the call is an attribute (``self.name(...)``,
+    def as_method(self, caller: FunctionRef, callee: str, target: FunctionRef) -> bool:
+        """Does a call spelt ``callee`` reach ``target``, a ``def`` outside a class, as a method, the
+        receiver bound to its first parameter? So it is when the call is an attribute (``self.name(...)``,
         ``obj.name(...)``) spelt with a name ``target`` is assigned onto a class under (`other_names`),
         and that attribute is not the ``def`` itself named through a module (``mod.name(...)``)."""
-        return self._as_method(caller, call.callee, target)
-
-    def _as_method(self, caller: FunctionRef, callee: str, target: FunctionRef) -> bool:
         head, dot, name = callee.rpartition(".")
         if not dot or head.startswith("*") or name not in self._assigned_names.get(target, ()):
             return False

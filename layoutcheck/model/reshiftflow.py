@@ -209,8 +209,7 @@ class _Flow:
                 if summary is None:
                     continue
                 function = graph.signature(target)
-                method = function.receiver is not None and not graph.through_class(
-                    (i, write.function), write.calls[0], target)
+                method = graph.fills_receiver((i, write.function), write.calls[0], target)
                 kind = _kind(summary, function.params, call, method)
                 if kind is not None:
                     out.setdefault(write.key, []).append((i, write, kind))

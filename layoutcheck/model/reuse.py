@@ -33,13 +33,30 @@ facts to a fresh extraction's.
 from __future__ import annotations
 
 import ast
+import dataclasses
 from typing import Any
 
-__all__ = ["FunctionMemo"]
+from layoutcheck.model.facts import FileFacts, cache_data, ensure_calls, from_cache_data
 
-_LISTS = ("functions", "pads", "entry_reads", "rewrites", "records", "max_calls", "buckets", "field_writes",
-          "transforms", "zips", "clashes", "sides")
-"""The facts' lists a function's walk appends to (broadcasts are kept by origin: apart)."""
+__all__ = ["FunctionMemo", "units"]
+
+_LISTS = tuple(f.name for f in dataclasses.fields(FileFacts) if f.default_factory is list and f.name != "broadcasts")
+"""The facts' lists a function's walk appends to: every list of `FileFacts` (a list added there is recorded
+too), but the broadcasts, kept by origin, apart."""
+_FUNCTIONS = _LISTS.index("functions")
+
+
+def units(tree: ast.Module) -> list[ast.FunctionDef | ast.AsyncFunctionDef]:
+    """What a record is kept for, in file order: the module's own ``def`` s and its classes' methods (those
+    written in the module's or the class's body, not under a branch)."""
+    defs = (ast.FunctionDef, ast.AsyncFunctionDef)
+    out: list[ast.FunctionDef | ast.AsyncFunctionDef] = []
+    for statement in tree.body:
+        if isinstance(statement, defs):
+            out.append(statement)
+        elif isinstance(statement, ast.ClassDef):
+            out.extend(s for s in statement.body if isinstance(s, defs))
+    return out
 
 
 _PLACE = ("lineno", "col_offset", "end_lineno", "end_col_offset")
@@ -83,13 +100,7 @@ class FunctionMemo:
         """The walk of ``tree`` starts: ``context`` holds the whole-module inputs (module docs)."""
         self.text = extractor.source.text
         self.context = context
-        defs = (ast.FunctionDef, ast.AsyncFunctionDef)
-        top = self.top = set()
-        for statement in tree.body:
-            if isinstance(statement, defs):
-                top.add(id(statement))
-            elif isinstance(statement, ast.ClassDef):
-                top.update(id(s) for s in statement.body if isinstance(s, defs))
+        self.top = set(map(id, units(tree)))
         previous = self.previous
         if previous is not None and previous.get("context") == context and isinstance(previous.get("text"), str) \
                 and isinstance(previous.get("records"), dict):
@@ -117,8 +128,6 @@ class FunctionMemo:
 
     def replay(self, extractor: Any, node: ast.AST) -> bool:
         """Apply the previous extraction's record of ``node`` if it stands (True), else leave all as it is."""
-        from layoutcheck.model.facts import ensure_calls, from_cache_data
-
         record = self.old.get(node.lineno)  # type: ignore[attr-defined]
         if not isinstance(record, dict):
             return False
@@ -217,7 +226,7 @@ class FunctionMemo:
         self.pending.append((node.lineno, node, parts, {  # type: ignore[attr-defined]
             "end": extractor.source.end_of_line(last),
             "tick": (tick, extractor.tick),
-            "index": lengths[0],
+            "index": lengths[_FUNCTIONS],
             "clashes": self._clashes(extractor, node),
             "gathering": tuple((index, key, tuple(sorted(keys))) for (index, key), keys in added[5].items()),
             "whole": tuple(added[6]),
@@ -230,8 +239,6 @@ class FunctionMemo:
 
     def seal(self) -> None:
         """The walk is done: encode the records kept (before the project phase may touch the facts)."""
-        from layoutcheck.model.facts import FileFacts, cache_data
-
         for line, _, parts, record in self.pending:
             uses, atoms, buckets, partners, gathered, mentions = record.pop("added")
             part = FileFacts(broadcasts=list(record.pop("broadcasts")), field_uses=uses, unit_atoms=atoms,
