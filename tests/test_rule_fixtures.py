@@ -7,7 +7,7 @@ owners, its CP helpers' signatures, its callers.
 * ``fixtures/lint/flagged/`` and ``fixtures/lint/lookalikes/``: trainer code with
   every rule's findings, and look-alikes beside the owners that must stay silent;
 * ``fixtures/lint/pairs/<case>/{flagged,lookalike}/``: one pair per false-positive
-  cause (``c1``-``c7``) and per miss (``m1``-``m5``) of issue 11, each run with
+  cause (``c1``-``c9``; ``c8`` found on AReaL's history, ``c9`` on verl) and per miss (``m1``-``m5``) of issue 11, each run with
   no configuration, as a new user would.
 
 A flagged file marks each expected finding with a trailing ``# expect: rule-name``
@@ -42,6 +42,8 @@ CASES = {
     "c5": "helpers that are the only padding decision on their path",
     "c6": "kernel-local bucket padding in free functions",
     "c7": "the attention kernel's per-micro-batch scalar",
+    "c8": "buffers evened out for a collective through a pad helper (a maximum no owner pads)",
+    "c9": "a setting or a recorded width passed to a pad helper (a length by its name only)",
     "m1": "two owners of one layout that pad differently",
     "m2": "lengths rewritten after the owner, across modules",
     "m3": "layout arguments through a dict splat",

@@ -19,7 +19,7 @@ from layoutcheck.model.callnames import BUILTINS, COMMON_METHODS, EXTERNAL
 from layoutcheck.model.facts import Arg, Call, Zip
 from layoutcheck.model.flow import BCAST, MAX, NOTHING, PACKED, PAD, SAMPLE, SEQ, SRC, STREAM, TOK, Value
 from layoutcheck.model.idioms import library_helper
-from layoutcheck.model.syntax import argument, keyword, last_name, positional, string_key, string_value, walk
+from layoutcheck.model.syntax import argument, keyword, last_name, positional, string_key, string_value
 from layoutcheck.model.units import canonical
 from layoutcheck.model.vocabulary import LAYOUT_KINDS, is_check_name
 
@@ -79,14 +79,13 @@ class CallSitesMixin:
                 if amount is not None:
                     self.pad_target(amount, node)
                     self.pad_context += 1
-                    for part in walk(amount):
-                        if isinstance(part, ast.BinOp):
-                            self.length_roles(part)
+                    # A width hoisted into a local (`w = m - n` then `pad(x, (0, w))`) is the same width.
+                    parts = [p for p in self.through_locals(amount) if isinstance(p, ast.BinOp)]
+                    for part in parts:
+                        self.length_roles(part)
                     if not self.in_test:
-                        # A width hoisted into a local (`w = m - n` then `pad(x, (0, w))`) is the same width.
-                        for part in self.through_locals(amount):
-                            if isinstance(part, ast.BinOp):
-                                self.stream_width(part)
+                        for part in parts:
+                            self.stream_width(part)
                     self.pad_context -= 1
             elif name in _FILLED or tail == "new_full":
                 size = argument(node, "size", 0)

@@ -568,7 +568,10 @@ class Flow:
             if tail in ("get", "pop") and args:
                 key = args[0]
                 if isinstance(key, ast.Constant) and isinstance(key.value, str):
-                    return self.field_value(key.value)
+                    value = self.field_value(key.value)
+                    if tail == "get" and self.classify(func.value).tags & CONFIG:
+                        return value.with_tags(value.tags | CONFIG)  # `self.config.get("max_length")`: a setting
+                    return value
                 keys = self.loop_keys(key)
                 if keys:
                     return self._fields_of(keys)

@@ -394,10 +394,8 @@ class ProjectOwners(ProjectHelpers):
         if file_index is not None:
             for param in pad.params:
                 fields |= self.spaces.param_fields((file_index, pad.function), param)
-        if fields:
-            for ref in self.owners_of_layout("bshd") + self.owners_of_layout("thd"):
-                if fields & self.owner_fields.get(ref, frozenset()):
-                    ranked[ref] = 0
+        for ref in self.owners_of_fields(fields):
+            ranked[ref] = 0
         if self.family(pad) == "unit" and pad.unit:
             mine = atoms(pad.unit) - set(pad.unit_params)
             my_shape = shape(pad.unit)
@@ -416,6 +414,14 @@ class ProjectOwners(ProjectHelpers):
                     ranked[ref] = best
         return [ref for ref, _ in sorted(ranked.items(), key=lambda item: (
             item[1], item[0] in self.layout_helpers, self.where(item[0])))]
+
+    def owners_of_fields(self, fields: set[str] | frozenset[str]) -> list[FunctionRef]:
+        """The owners whose lengths (`owner_fields`) one of ``fields`` is: a length read from one of them
+        derives that owner's layout a second time."""
+        if not fields:
+            return []
+        return [ref for ref in self.owners_of_layout("bshd") + self.owners_of_layout("thd")
+                if fields & self.owner_fields.get(ref, frozenset())]
 
     @cached_property
     def _all_owner_fields(self) -> frozenset[str]:

@@ -215,7 +215,20 @@ class FileQueries:
             # A batch's width (`x.shape[1]`: every row padded to it) or a configured length
             # (`cfg.model.seq_length`): neither is measured from one sample.
             return False
+        if tags & MAX and not self._measures_owner_lengths(found):
+            # A maximum over lengths no owner pads (buffers evened out for a collective, a group's
+            # flattened fields): not the layout's, as for a pad to the longest written inline
+            # (`Project.owners_for`), so moving such a pad into a helper changes nothing.
+            return False
         return bool(tags & (SEQ | MAX)) and not tags & (SRC | PAD)
+
+    def _measures_owner_lengths(self, found: PaddedArgument) -> bool:
+        """Are the lengths ``found`` passes read from fields an owner pads (directly or through the
+        caller's parameters)?"""
+        fields = set(found.arg.fields)
+        for param in found.arg.params:
+            fields |= self.project.spaces.param_fields(found.caller, param)
+        return bool(self.project.owners_of_fields(fields))
 
     # ------------------------------------------------------------ LC104: CP helpers
 

@@ -40,6 +40,7 @@ SEQ, TOK, SRC, SRCLIST = int(Tag.SEQ), int(Tag.TOK), int(Tag.SRC), int(Tag.SRCLI
 MAX, PAD, UNIT, BCAST = int(Tag.MAX), int(Tag.PAD), int(Tag.UNIT), int(Tag.BCAST)
 PACKED, STREAM, SAMPLE, CP = int(Tag.PACKED), int(Tag.STREAM), int(Tag.SAMPLE), int(Tag.CP)
 SIDES = int(Tag.LEFT) | int(Tag.RIGHT)
+CONFIG = int(Tag.CONFIG)
 
 FIELD_TAGS = SEQ | TOK | PAD | PACKED | STREAM | SRC | SRCLIST
 """What a field can be: lengths, tensors, padded lengths (``PAD``: per-sample ``P``), the packed
@@ -58,6 +59,9 @@ class Spaces:
     """``(field, tag) -> (function, line, what)``: the first store or use that showed it."""
     fed: dict[str, str]
     """Fields passed where a function takes padded lengths (``padded``): consumer evidence."""
+    settings: set[str]
+    """Fields the project stores a setting into (`Tag.CONFIG`: ``meta_info["prompt_length"] =
+    config.prompt_length``): what is read from one may be that setting, not a measured length."""
 
     def __init__(self, project: ProjectGraph) -> None:
         self.project = project
@@ -65,21 +69,21 @@ class Spaces:
         self._param_fields: dict[tuple[FunctionRef, str], frozenset[str]] = {}
         self._slots: dict[FunctionRef, tuple[frozenset[str], frozenset[str]]] | None = None
         self._list_slots: dict[tuple[FunctionRef, str], str | None] = {}
-        # `fields`, `why` and `fed` are computed on first use (`__getattr__`): a one-file run whose
+        # `fields`, `why`, `fed` and `settings` are computed on first use (`__getattr__`): a one-file run whose
         # rules ask only about slots (`padded_slots`, `list_slot`) never walks every store of the
         # project. The slots do not depend on them, and every question that reads the memo of
         # values (`returned`, `param`, `resolve`) computes them first, so each answer is the one an
         # eager computation gives.
 
     def __getattr__(self, name: str) -> Any:
-        if name not in ("fields", "why", "fed"):
+        if name not in ("fields", "why", "fed", "settings"):
             raise AttributeError(name)
-        self.fields, self.why, self.fed = {}, {}, {}
+        self.fields, self.why, self.fed, self.settings = {}, {}, {}, set()
         try:
             self._compute_fields()
             self._fields_from_slots()
         except BaseException:
-            del self.fields, self.why, self.fed  # never half computed: the next question tries again
+            del self.fields, self.why, self.fed, self.settings  # never half computed: the next question tries again
             raise
         return self.__dict__[name]
 
@@ -108,6 +112,8 @@ class Spaces:
                         self._note(key, tag, None, 0, f"{what} ({file.display})")
             for write in file.facts.field_writes:
                 writes.append(((i, write.function), write))
+                if write.tags & CONFIG:
+                    self.settings.add(write.key)
         for _ in range(_ROUNDS):
             before = dict(self.fields)
             copies = []
@@ -188,6 +194,8 @@ class Spaces:
             out |= tags & (SEQ | TOK | PACKED | STREAM | SRCLIST)
             if tags & SRC:
                 out |= SRC
+            if key in self.settings:
+                out |= CONFIG  # the project stores a setting under this name: no length measured from a sample
         if out & SRC:
             out &= ~SEQ  # a padded length read from its owner's field is no true length
         return out

@@ -19,6 +19,7 @@ from layoutcheck.model.callnames import BUILTINS, COMMON_METHODS, EXTERNAL
 from layoutcheck.model.facts import Broadcast, FieldWrite, Record, Rewrite, Transform
 from layoutcheck.model.flow import (
     BCAST,
+    CONFIG,
     CP,
     MAX,
     NOTHING,
@@ -121,8 +122,8 @@ class StoresMixin:
         vocab = self.vocab
         found = self.classify(value) if value is not None else NOTHING
         if value is not None:
-            if target_name(value) == (name, False) and not isinstance(value, ast.Name):
-                return
+            if target_name(value) == (name, False) and not isinstance(value, ast.Name) and not found.tags & CONFIG:
+                return  # (a setting copied under its own name is kept: the field holds a setting, `Spaces.settings`)
             if isinstance(value, ast.Call) and last_name(value.func) in ("get", "pop"):
                 first = positional(value)[:1]
                 if first and string_value(first[0]) == name:
