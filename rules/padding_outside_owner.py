@@ -119,7 +119,11 @@ class PaddingOutsideOwner(ModelRule):
     `max(chosen.shape[1], rejected.shape[1])`) is not, and neither is a
     configured length (`cfg.model.seq_length`, an attribute of an object that
     holds none of the batch's data: the fixed width pipeline parallelism
-    pads every micro-batch to).
+    pads every micro-batch to, or a field the project stores a setting into,
+    `meta_info["prompt_length"] = config.prompt_length`). A maximum passed
+    as a padded length is judged like a pad to the longest written inline:
+    only when its lengths are those an owner pads (buffers evened out for a
+    collective, `max(x.shape[0] for x in shares)`, are not).
 
     ## Why it matters
     `P` is layout metadata, not a memory hint: tokens, log-probs, MoE routing
