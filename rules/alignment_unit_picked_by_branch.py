@@ -26,8 +26,16 @@ class AlignmentUnitPickedByBranch(ModelRule):
     (`2 cp` for zigzag CP, `tp` for sequence parallelism's reduce-scatter);
     an `elif` picks one. When both conditions hold, padded lengths are a
     multiple of the first factor only, and the other layer fails on a
-    length it cannot divide or splits tokens across ranks unevenly. docs/design.md#layout-spaces-and-bug-classes, class 8 (one factor picked where every factor must divide);
-    `layoutcheck.geometry.alignment_unit` combines them with `lcm`.
+    length it cannot divide or splits tokens across ranks unevenly. docs/design.md#layout-spaces-and-bug-classes, class 8 (one factor picked where every factor must divide).
+    Where one split cuts the parts of another, the factors multiply:
+    sequence parallelism divides each CP rank's part (`P / cp` tokens) by
+    `tp`, so the CP and SP unit is a multiple of `2 cp` and of `cp * tp`
+    (`math.lcm(2 * cp, cp * tp)`, or `2 * cp * tp`), not of `math.lcm(2 * cp,
+    tp)`: with `cp = 2, tp = 4` that is 4, and each rank's 2 tokens do not
+    split over 4 (verl fixed exactly this in c20d5049a; Megatron-Bridge
+    combines `2 * cp` with `cp * tp`). Factors of requirements on the same
+    length (a kernel's block and the TP multiple) combine with `lcm`, as
+    `layoutcheck.geometry.alignment_unit` does.
 
     ## Example
     ```python
@@ -39,13 +47,14 @@ class AlignmentUnitPickedByBranch(ModelRule):
     ```
 
     ## How to fix
-    Combine every factor that applies:
+    Combine every factor that applies; sequence parallelism divides each CP
+    rank's part, so its factor is `cp_size * tp_size`:
     ```python
     unit = 1
     if cp_size > 1:
         unit = math.lcm(unit, 2 * cp_size)
     if sequence_parallel:
-        unit = math.lcm(unit, tp_size)
+        unit = math.lcm(unit, cp_size * tp_size)
     ```
 
     ## Known problems
@@ -60,7 +69,8 @@ class AlignmentUnitPickedByBranch(ModelRule):
     code = "LC114"
     message = (
         "`cp_size > 1` picks one alignment unit of several: `unit` is `2 * cp_size` when `cp_size > 1` and "
-        "`tp_size` when `sequence_parallel`, never a multiple of both. Combine the factors with `math.lcm(...)`."
+        "`tp_size` when `sequence_parallel`, never a multiple of both. Use a unit every factor divides, each "
+        "split's factor applied to the parts it cuts (`math.lcm(2 * cp, cp * tp)` for CP then sequence parallelism)."
     )
 
     @classmethod
@@ -74,7 +84,8 @@ class AlignmentUnitPickedByBranch(ModelRule):
             yield self.report(
                 found.span,
                 f"`{found.text}` picks one alignment unit of several: {found.detail}, never a multiple of "
-                "both. Combine the factors that apply with `math.lcm(...)`.",
+                "both. Use a unit every factor divides, each split's factor applied to the parts it cuts "
+                "(`math.lcm(2 * cp, cp * tp)` for CP then sequence parallelism).",
             )
 
     valid = [
@@ -88,7 +99,7 @@ def pad_stream(tokens, cp_size, tp_size, sequence_parallel):
     if cp_size > 1:
         unit = math.lcm(unit, 2 * cp_size)
     if sequence_parallel:
-        unit = math.lcm(unit, tp_size)
+        unit = math.lcm(unit, cp_size * tp_size)
     n = tokens.size(0)
     return (n + unit - 1) // unit * unit
 """
