@@ -802,3 +802,95 @@ def _graph(files: dict[str, str]):
                            rules=tuple(all_rules()), is_package=False)
                for name, text in files.items()]
     return analyse_project(entries, LintSettings(), all_rules=list(all_rules()))[1]
+
+
+_ROUTED = '''
+
+class {cls}:
+    def __init__(self, items):
+        self.items = items
+
+    def {method}(self, items):
+        item = items[0]
+        return routing_tensor(item["choices"], item["input_ids"], item["attention_mask"])
+
+
+class Unrouted:
+    def {method}(self, items):
+        return items
+'''
+"""A Dataset whose collate function is a method placing routing rows on the left (`routing_tensor`), and
+another class with a method of the same name: the name alone does not say which one a call reaches."""
+_LOADERS = '''
+from torch.utils.data import DataLoader
+
+
+def {helper}(dataset, batch_size, shuffle=True, collate_fn=None):
+    return DataLoader(dataset, batch_size=batch_size, shuffle=shuffle, collate_fn=collate_fn)
+
+
+class {strategy}:
+    def __init__(self, seed):
+        self.seed = seed
+
+    def {method}(self, dataset, batch_size, pin_memory=False, shuffle=True, collate_fn=None, drop_last=True):
+        loader = DataLoader(dataset, batch_size=batch_size, shuffle=shuffle, collate_fn=collate_fn,
+                            drop_last=drop_last, pin_memory=pin_memory)
+        return loader
+'''
+"""Project helpers that build and return a DataLoader given their parameter as its collate function: a
+function, and a method of a strategy class (OpenRLHF's `strategy.setup_dataloader`)."""
+_BUILT_BY_HELPER = {
+    "a method of a local instance, given to DataLoader": "loader = DataLoader(ds, batch_size=1, collate_fn=ds.{method})",
+    "a helper function, positional": "loader = {helper}(ds, 1, True, ds.{method})",
+    "a helper function, by keyword": "loader = loaders.{helper}(ds, 1, collate_fn=ds.{method})",
+    "a strategy's method, positional": "loader = strategy.{builder}(ds, 1, True, True, ds.{method})",
+    "a strategy's method, by keyword": "loader = strategy.{builder}(ds, 1, collate_fn=ds.{method}, drop_last=False)",
+}
+_MAIN = '''
+import loaders
+from torch.utils.data import DataLoader
+from data import {cls}
+from loaders import {helper}, {strategy}
+from trainer import Trainer
+
+
+def main(items, cu_seqlens, max_len):
+    strategy = {strategy}(seed=1)
+    ds = {cls}(items)
+    {built}
+    return Trainer(loader, cu_seqlens=cu_seqlens, max_len=max_len).fit()
+'''
+_NAMES = {
+    "as OpenRLHF names them": dict(cls="RewardDataset", method="collate_fn", helper="build_loader",
+                                   strategy="DeepspeedStrategy", builder="setup_dataloader"),
+    "renamed": dict(cls="Pairs", method="batch", helper="mk", strategy="Plan", builder="feed"),
+}
+
+
+@pytest.mark.parametrize("names", list(_NAMES), ids=list(_NAMES))
+@pytest.mark.parametrize("built", list(_BUILT_BY_HELPER), ids=list(_BUILT_BY_HELPER))
+def test_a_loader_built_by_a_helper_with_a_method_of_a_local_instance_binds_that_methods_result(
+        tmp_path: Path, built: str, names: str) -> None:
+    """`main.py` builds its loader by a project helper that returns `DataLoader(..., collate_fn=<its
+    parameter>)` (a function, or a method of a strategy instance held in a local), given `ds.collate_fn`,
+    a method of a Dataset instance held in a local (`ds = RewardDataset(items)`; another class has a method
+    of that name), and hands it to `Trainer`, which loops over it: the loop binds what that method
+    returns (routing rows placed on the left, read from each row's start by `replay.py`:
+    pad-sides-disagree). Renamed, the same finding; with the method returning its items as given, none."""
+    spelled = _NAMES[names]
+    rollout = (_PAD_SIDES / "rollout.py").read_text().split("def attach_routing")[0]
+    placed = next(i for i, line in enumerate(rollout.splitlines(), 1) if "expect: pad-sides-disagree" in line)
+    files = {
+        "replay.py": (_PAD_SIDES / "replay.py").read_text(),
+        "data.py": rollout + _ROUTED.format(cls=spelled["cls"], method=spelled["method"]),
+        "loaders.py": _LOADERS.format(helper=spelled["helper"], strategy=spelled["strategy"],
+                                      method=spelled["builder"]),
+        "main.py": _MAIN.format(built=_BUILT_BY_HELPER[built].format(**spelled), **spelled),
+        "trainer.py": _TRAINER.format(target="routing", loop="self.train_loader"),
+    }
+    assert _lint(tmp_path, files) == [("data.py", placed, "pad-sides-disagree")]
+    # the other class's method of that name: nothing placed, nothing flagged
+    files["main.py"] = files["main.py"].replace(f"from data import {spelled['cls']}",
+                                                f"from data import Unrouted as {spelled['cls']}")
+    assert _lint(tmp_path / "unrouted", files) == []

@@ -34,7 +34,7 @@ __all__ = [
     "element_call", "ensure_function_calls", "from_data", "object_hook", "to_data",
 ]
 
-FACTS_VERSION = 22
+FACTS_VERSION = 23
 """Bumped whenever the shape or the meaning of the facts changes (cached facts are then misses)."""
 
 Span = tuple[int, int, int, int]
@@ -525,6 +525,11 @@ class FileFacts:
                                _Origins], ...]] = ((), (), ())
     """Where values come from by call: returns, returned dicts' entries, calls with their arguments
     (`layoutcheck.model.origins.ValueOrigins`)."""
+    instances: tuple[tuple[tuple[str, str, str], ...], tuple[tuple[str, str], ...],
+                     tuple[tuple[str, int, int, str, str, tuple[tuple[str, str], ...]], ...]] = ((), (), ())
+    """Locals holding an instance of one callee's result (a class, when the project resolves it), the
+    functions returning a DataLoader given a parameter as its collate function, and the calls given a
+    local another call built (`layoutcheck.model.origins.Summaries`)."""
     assigned_onto: tuple[tuple[str, str, str, str, tuple[str, ...]], ...] = ()
     """Functions assigned onto classes, each candidate of a local, onto an instance's class too
     (`layoutcheck.model.objectcalls.AssignedMethod`)."""
