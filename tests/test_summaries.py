@@ -894,3 +894,69 @@ def test_a_loader_built_by_a_helper_with_a_method_of_a_local_instance_binds_that
     files["main.py"] = files["main.py"].replace(f"from data import {spelled['cls']}",
                                                 f"from data import Unrouted as {spelled['cls']}")
     assert _lint(tmp_path / "unrouted", files) == []
+
+
+_HELD_CLASSES = '''
+
+class {cls}:
+    @classmethod
+    def build(cls, items):
+        return cls(items)
+
+    def __init__(self, items):
+        self.items = items
+
+    def {method}(self, items):
+        item = items[0]
+        return routing_tensor(item["choices"], item["input_ids"], item["attention_mask"])
+
+
+class Unrouted:
+    def __init__(self):
+        self.items = []
+
+    def {method}(self, items):
+        return items
+
+
+class Derived({cls}):
+    pass
+'''
+_HELD = {
+    "a local built by the class": ("def main(items, cu_seqlens, max_len, flag):\n    ds = {cls}(items)\n", True),
+    "built alike on both paths": ("def main(items, cu_seqlens, max_len, flag):\n    if flag:\n"
+                                  "        ds = {cls}(items[:1])\n    else:\n        ds = {cls}(items)\n", True),
+    "a parameter annotated with the class": ("def main(items, cu_seqlens, max_len, flag, ds: {cls}):\n", True),
+    "a parameter annotated as text": ("def main(items, cu_seqlens, max_len, flag, ds: \"{cls}\"):\n", True),
+    "a classmethod returning cls(...)": ("def main(items, cu_seqlens, max_len, flag):\n    ds = {cls}.build(items)\n",
+                                         True),
+    "the method inherited from a base": ("def main(items, cu_seqlens, max_len, flag):\n    ds = Derived(items)\n",
+                                         True),
+    "two classes on two paths": ("def main(items, cu_seqlens, max_len, flag):\n    if flag:\n"
+                                 "        ds = {cls}(items)\n    else:\n        ds = Unrouted()\n", False),
+    "rebound by a loop": ("def main(items, cu_seqlens, max_len, flag):\n    ds = {cls}(items)\n"
+                          "    for ds in items:\n        pass\n", False),
+}
+
+
+@pytest.mark.parametrize("names", list(_NAMES), ids=list(_NAMES))
+@pytest.mark.parametrize("held", list(_HELD), ids=list(_HELD))
+def test_a_method_called_on_an_instance_held_in_a_local_reads_through_that_classs_method(
+        tmp_path: Path, held: str, names: str) -> None:
+    """`ds = RewardDataset(items)` then `routing = ds.collate_fn(items)` in another module: the call reaches
+    that class's method (another class has a method of that name), whose return (routing rows placed
+    on the left) is stored as the record's `routing` field that `replay.py` reads from each row's start
+    (pad-sides-disagree). So for a parameter annotated with the class, a `@classmethod` that returns
+    `cls(...)`, and a method a base defines. Where the local may hold two classes, or is rebound by a
+    loop, the call reaches nothing known (silent)."""
+    spelled = _NAMES[names]
+    head, caught = _HELD[held]
+    rollout = (_PAD_SIDES / "rollout.py").read_text().split("def attach_routing")[0]
+    placed = next(i for i, line in enumerate(rollout.splitlines(), 1) if "expect: pad-sides-disagree" in line)
+    data = rollout + _HELD_CLASSES.format(cls=spelled["cls"], method=spelled["method"])
+    main = (f"from data import {spelled['cls']}, Derived, Unrouted\nfrom replay import replay_inputs\n\n\n"
+            + head.format(**spelled)
+            + f"    routing = ds.{spelled['method']}(items)\n    sample = {{}}\n    sample[\"routing\"] = routing\n"
+            "    return replay_inputs(sample, cu_seqlens, max_len)\n")
+    files = {"replay.py": (_PAD_SIDES / "replay.py").read_text(), "data.py": data, "main.py": main}
+    assert _lint(tmp_path, files) == ([("data.py", placed, "pad-sides-disagree")] if caught else [])
