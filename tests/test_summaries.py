@@ -960,3 +960,23 @@ def test_a_method_called_on_an_instance_held_in_a_local_reads_through_that_class
             "    return replay_inputs(sample, cu_seqlens, max_len)\n")
     files = {"replay.py": (_PAD_SIDES / "replay.py").read_text(), "data.py": data, "main.py": main}
     assert _lint(tmp_path, files) == ([("data.py", placed, "pad-sides-disagree")] if caught else [])
+
+
+def test_a_class_reexported_by_a_package_resolves_for_a_local_instance(tmp_path: Path) -> None:
+    """`from pkg import RewardDataset` where `pkg/__init__.py` only re-exports it from `pkg/data.py` (a
+    file the prefilter clears, which keeps only the modules it imports from), and the loader built by
+    a strategy's method as OpenRLHF's `train_dpo.py` builds it: the loop binds the method's result."""
+    spelled = _NAMES["as OpenRLHF names them"]
+    rollout = (_PAD_SIDES / "rollout.py").read_text().split("def attach_routing")[0]
+    placed = next(i for i, line in enumerate(rollout.splitlines(), 1) if "expect: pad-sides-disagree" in line)
+    main = _MAIN.format(built=_BUILT_BY_HELPER["a strategy's method, positional"].format(**spelled), **spelled)
+    files = {
+        "replay.py": (_PAD_SIDES / "replay.py").read_text(),
+        "pkg/__init__.py": "from .data import RewardDataset, Unrouted\n",
+        "pkg/data.py": rollout + _ROUTED.format(cls=spelled["cls"], method=spelled["method"]),
+        "loaders.py": _LOADERS.format(helper=spelled["helper"], strategy=spelled["strategy"],
+                                      method=spelled["builder"]),
+        "main.py": main.replace("from data import", "from pkg import"),
+        "trainer.py": _TRAINER.format(target="routing", loop="self.train_loader"),
+    }
+    assert _lint(tmp_path, files) == [("data.py", placed, "pad-sides-disagree")]

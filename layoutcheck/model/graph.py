@@ -503,10 +503,16 @@ class ProjectGraph:
             if any(q == qualname for q, _ in facts.classes):
                 found = (index, qualname)
             elif self.files[index].is_package and depth < _REEXPORT_DEPTH:
+                # as `_reexported` reads a package's names: the name it imports, else the one module it
+                # imports from that defines it (a file the prefilter cleared keeps only its modules)
                 head, dot, rest = qualname.partition(".")
                 imported = dict(facts.imports).get(head)
                 if imported is not None:
                     found = self._class_at(self._absolute(index, imported) + dot + rest, depth + 1)
+                else:
+                    every = {c for module in facts.imported
+                             if (c := self._class_at(f"{self._absolute(index, module)}.{qualname}", depth + 1))}
+                    found = every.pop() if len(every) == 1 else None
             break
         if depth == 0:
             self._classes_at[dotted] = found

@@ -359,6 +359,27 @@ class _Function:
             return None
         return self.built.get(name)
 
+    def function_value(self, value: ast.expr, held: dict[str, str]) -> str | None:
+        """``value`` as `qualified` spells it where it may be a function the function was given or can
+        name: a parameter, a module's or an import's name, a method of the receiver or of an instance a
+        local holds (``held``, `instances`), a function of a module; not a local bound to a value, nor an
+        attribute of another parameter (``args.lr``: a configuration's)."""
+        if isinstance(value, ast.Name):
+            return None if value.id in self.bound or value.id in self.rebound else qualified(value, self.names)
+        if not isinstance(value, ast.Attribute):
+            return None
+        head = value
+        while isinstance(head, ast.Attribute):
+            head = head.value
+        if not isinstance(head, ast.Name):
+            return None
+        name = head.id
+        if name in self.params and name != self.receiver and name not in held:
+            return None
+        if (name in self.bound or name in self.rebound) and name not in held:
+            return None
+        return qualified(value, self.names)
+
     def loader_param(self) -> str | None:
         """The parameter every ``DataLoader(...)`` the function returns (built in the ``return``, or a local
         bound to one once) is given as ``collate_fn``, else None."""
@@ -380,6 +401,7 @@ class _Function:
         """The calls given a local another call built once (`Handed`), a DataLoader built in the function
         left out (`layoutcheck.model.calls` hands its collate function on itself)."""
         out: list[Handed] = []
+        held = self.instances()
         stack = list(self.calls)
         while stack:
             node = stack.pop()
@@ -389,6 +411,8 @@ class _Function:
                 if isinstance(func, ast.Call):
                     stack.append(func)
                     func = func.func
+            if isinstance(node.func, ast.Name) and node.func.id in _BUILTIN_NAMES and node.func.id not in self.names:
+                continue  # `len(loader)`: a builtin keeps no loader
             slots: list[tuple[str, ast.expr]] = []
             for i, arg in enumerate(node.args):
                 if isinstance(arg, ast.Starred):
@@ -400,17 +424,16 @@ class _Function:
                 if made is None or _is_dataloader(made):
                     continue
                 callee = qualified(made.func, self.names)
-                if callee is None or callee.split(".", 1)[0] in _LIBRARIES:
+                if callee is None or callee.split(".", 1)[0] in _LIBRARIES or callee in _BUILTIN_NAMES:
                     continue
                 given: list[tuple[str, str]] = []
                 for i, value in enumerate(made.args):
                     if isinstance(value, ast.Starred):
                         break
-                    if isinstance(value, (ast.Name, ast.Attribute)) and (text := qualified(value, self.names)):
+                    if (text := self.function_value(value, held)) is not None:
                         given.append((f"#{i}", text))
                 for k in made.keywords:
-                    if k.arg is not None and isinstance(k.value, (ast.Name, ast.Attribute)) \
-                            and (text := qualified(k.value, self.names)):
+                    if k.arg is not None and (text := self.function_value(k.value, held)) is not None:
                         given.append((k.arg, text))
                 if given:
                     out.append((qualname, node.lineno, node.col_offset + 1, slot, callee, tuple(given)))
