@@ -124,6 +124,17 @@ class PadSidesDisagree(ModelRule):
                     f"but `{reader}` (called at line {line}) reads each row from its start, `row[:n]`, as if the "
                     "real tokens began at column 0. Pad on the right where the rows are read from their start.",
                 )
+        flagged = {clash.span for clash in file.facts.clashes if clash.kind == "left_into_head"}
+        for ref, call, reader in file.left_into_heads():
+            if call.span in flagged:
+                continue  # the module's own reader named it
+            flagged.add(call.span)
+            yield self.report(
+                call.span,
+                f"`{call.text or call.callee}` pads on the left (the side its parameter selects by default), but its "
+                f"rows reach {file.project.label(reader)}, which reads each row from its start, `row[:n]`, as if "
+                "the real tokens began at column 0. Pad on the right where the rows are read from their start.",
+            )
         for found in file.side_disagreements():
             place = found.place
             subject = f"field `{found.field}`" if found.field is not None else "this tensor"

@@ -980,3 +980,118 @@ def test_a_class_reexported_by_a_package_resolves_for_a_local_instance(tmp_path:
         "trainer.py": _TRAINER.format(target="routing", loop="self.train_loader"),
     }
     assert _lint(tmp_path, files) == [("data.py", placed, "pad-sides-disagree")]
+
+
+_DPO_FILES = {
+    "padding.py": '''
+import torch
+import torch.nn.functional as F
+
+
+def {pad}(rows, side="left", fill=0):
+    width = max(r.size(-1) for r in rows)
+    out = []
+    for r in rows:
+        gap = width - r.size(-1)
+        amount = (gap, 0) if side == "left" else (0, gap)
+        out.append(F.pad(r, amount, value=fill))
+    return torch.stack(out)
+''',
+    "pairs.py": '''
+from padding import {pad}
+
+
+class {cls}:
+    def __init__(self, items, pad_id):
+        self.items = items
+        self.pad_id = pad_id
+
+    def {collate}(self, items):
+        good = {pad}([it[0] for it in items]{side}, fill=self.pad_id)
+        good_mask = {pad}([it[1] for it in items]{side})
+        sizes = [it[2] for it in items]
+        return good, good_mask, sizes
+''',
+    "loop.py": '''
+import torch
+
+
+class {trainer}:
+    def __init__(self, loader):
+        self.loader = loader
+
+    def fit(self):
+        out = []
+        for ids, mask, sizes in self.loader:
+            mask = mask.squeeze(1)
+            out.append(self.{fwd}(ids, mask, sizes))
+        return out
+
+    def {fwd}(self, ids, mask, sizes):
+        ids, masks, sizes = self.{join}(ids, mask, sizes)
+        return self.{score}(ids, masks, sizes)
+
+    def {join}(self, ids, mask, sizes):
+        def widen(t, n):
+            if t.size(-1) >= n:
+                return t
+            return torch.cat([t, t.new_zeros(t.size(0), n - t.size(-1))], dim=-1)
+
+        return torch.cat((widen(ids, 8), widen(ids, 8))), torch.cat((widen(mask, 8), widen(mask, 8))), sizes * 2
+
+    def {score}(self, ids, mask, sizes):
+        keep = mask.clone().bool()
+        for row, n in zip(keep, sizes):
+            row[:n] = False
+        return ids * keep
+''',
+    "setup.py": '''
+from torch.utils.data import DataLoader
+
+
+class {strategy}:
+    def {setup}(self, dataset, batch_size, pin_memory=False, shuffle=True, collate_fn=None):
+        return DataLoader(dataset, batch_size=batch_size, shuffle=shuffle, collate_fn=collate_fn,
+                          pin_memory=pin_memory)
+''',
+    "main.py": '''
+from loop import {trainer}
+from pairs import {cls}
+from setup import {strategy}
+
+
+def main(items):
+    strategy = {strategy}()
+    ds = {cls}(items, 0)
+    loader = strategy.{setup}(ds, 1, True, True, ds.{collate})
+    return {trainer}(loader).fit()
+''',
+}
+"""OpenRLHF a32a7322 in five modules, in this project's own words: a side switch that pads on the left by
+default (`padding.py`), a Dataset's collate method that calls it without a side (`pairs.py`), a loader
+built by a strategy's method given that method of a local instance (`main.py`, `setup.py`), and a trainer
+that loops over the loader, widens the rows through a nested helper and a returned tuple, and hides each
+row's first `n` columns (`loop.py`)."""
+_DPO_NAMES = {
+    "as OpenRLHF names them": dict(pad="zero_pad_sequences", cls="RewardDataset", collate="collate_fn",
+                                   trainer="DPOTrainer", fwd="concatenated_forward", join="concatenated_inputs",
+                                   score="_get_batch_logps", strategy="DeepspeedStrategy",
+                                   setup="setup_dataloader"),
+    "renamed": dict(pad="fill_up", cls="Duo", collate="stack", trainer="Fit", fwd="step", join="both",
+                    score="logps", strategy="Plan", setup="feed"),
+}
+
+
+@pytest.mark.parametrize("names", list(_DPO_NAMES), ids=list(_DPO_NAMES))
+@pytest.mark.parametrize("side", ["", ', side="right"'], ids=["side left to its default", "side given"])
+def test_rows_a_switch_pads_on_the_left_reach_a_head_reader_in_another_module(
+        tmp_path: Path, side: str, names: str) -> None:
+    """The collate method pads its rows with the switch's default side (left); the trainer's loop over the
+    loader a strategy built with that method passes the mask on, widened through a nested helper and an
+    element of a returned tuple, to a method that reads each row's first `n` columns: pad-sides-disagree
+    at the collate's padding call (the first one its returned rows come from). Given a side, the call is
+    not judged (silent). Renamed, the same."""
+    spelled = _DPO_NAMES[names]
+    files = {name: text.format(side=side, **spelled) for name, text in _DPO_FILES.items()}
+    called = next(i for i, line in enumerate(files["pairs.py"].splitlines(), 1) if "good = " in line)
+    assert _lint(tmp_path, files) == ([("pairs.py", called, "pad-sides-disagree")] if not side else [])

@@ -459,6 +459,11 @@ class ProjectGraph:
                                                   by_call)
         return found
 
+    def defined(self, index: int, qualname: str) -> FunctionRef | None:
+        """The ``def`` of file ``index`` with that qualname (``Cls.method``, ``outer.inner``)."""
+        j = self._index.by_qualname.get((index, qualname))
+        return (index, j) if j is not None else None
+
     def instance_class(self, caller: FunctionRef, name: str) -> tuple[int, str] | None:
         """The project class local (or annotated parameter) ``name`` of ``caller`` holds an instance of
         (`layoutcheck.model.origins.Instance`: bound on every path to a call of that class, ``Pairs(...)``,
