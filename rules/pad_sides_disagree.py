@@ -96,9 +96,11 @@ class PadSidesDisagree(ModelRule):
     the calls that carry the tensor: a tensor handed on through containers
     the model does not follow (a list split by a helper, a side channel on an
     object) is not linked. A buffer padded on both sides is not judged. A
-    side selected by a parameter is read within one module only, and a
-    tensor handed on by a data loader (`DataLoader(collate_fn=...)`) is not
-    followed to its consumer.
+    side selected by a parameter is judged across modules only where the
+    call leaves it to its default (a side given by a variable, or as a
+    constant in another module than the reader's, is not judged); rows
+    handed on by a data loader are followed when the loop binds its collate
+    function's result.
 
     ## Fix safety
     No autofix: which side is right is the consumers' choice.
