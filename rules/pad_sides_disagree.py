@@ -126,11 +126,12 @@ class PadSidesDisagree(ModelRule):
                     f"but `{reader}` (called at line {line}) reads each row from its start, `row[:n]`, as if the "
                     "real tokens began at column 0. Pad on the right where the rows are read from their start.",
                 )
-        flagged = {clash.span for clash in file.facts.clashes if clash.kind == "left_into_head"}
+        # a function whose left padding the module's own reader named (it names the very calls) is
+        # left to it: across modules the padding call is the first one the returned rows come from
+        named = {clash.function for clash in file.facts.clashes if clash.kind == "left_into_head"}
         for ref, call, reader in file.left_into_heads():
-            if call.span in flagged:
-                continue  # the module's own reader named it
-            flagged.add(call.span)
+            if ref[1] in named:
+                continue
             yield self.report(
                 call.span,
                 f"`{call.text or call.callee}` pads on the left (the side its parameter selects by default), but its "

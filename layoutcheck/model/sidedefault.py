@@ -107,16 +107,40 @@ def _default(function: ast.FunctionDef | ast.AsyncFunctionDef, name: str) -> ast
     return None
 
 
+def _own_statements(function: ast.FunctionDef | ast.AsyncFunctionDef) -> list[ast.stmt]:
+    """The function's statements, nested blocks included, nested ``def`` and ``class`` bodies left out (no
+    expression visited: what `_head_reads` needs of the body costs a walk of its statements only)."""
+    out: list[ast.stmt] = []
+    stack: list[ast.stmt] = list(function.body)
+    while stack:
+        stmt = stack.pop()
+        out.append(stmt)
+        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            continue
+        for field in ("body", "orelse", "finalbody"):
+            stack.extend(getattr(stmt, field, ()))
+        for part in (*getattr(stmt, "handlers", ()), *getattr(stmt, "cases", ())):
+            stack.extend(part.body)
+    return out
+
+
 def _head_reads(function: ast.FunctionDef | ast.AsyncFunctionDef) -> set[str]:
     """Parameters whose rows are zipped with a list and read from their head (``row[:n]``)."""
+    statements = _own_statements(function)
+    loops = [s for s in statements if isinstance(s, ast.For)]
+    if not loops:
+        return set()
     params = set(param_names(function))
+    # each local's value as last assigned on a line before the loop (`assigned_before`, from the statements)
+    stores = sorted((s for s in statements if isinstance(s, ast.Assign) and len(s.targets) == 1
+                     and isinstance(s.targets[0], ast.Name)), key=lambda s: s.lineno)
     out = set()
-    for node in own_nodes(function):
-        walked = walked_together(node) if isinstance(node, ast.For) else None
+    for node in loops:
+        walked = walked_together(node)
         if walked is None:
             continue
         names = [name for _, name in walked]
-        bound = assigned_before(function, node.lineno)
+        bound = {s.targets[0].id: s.value for s in stores if s.lineno < node.lineno}  # type: ignore[attr-defined]
         for rows, row in walked:
             root = root_name(inline(rows, bound))
             if root not in params or row is None:
@@ -195,8 +219,10 @@ def left_padded_into_head_readers(tree: ast.Module) -> dict[ast.AST, list[tuple[
 def side_summaries(tree: ast.Module, text: str) -> SideSummaries:
     """The module's side switches and head readers, by qualname (`SideSummaries`): only the functions
     whose lines hold a conditional pair (`_SWITCH_LINE`) or a pairing loop (`_ZIP_LINE`) are read."""
-    switched = [text.count("\n", 0, m.start()) + 1 for m in _SWITCH_LINE.finditer(text)] if " if " in text else []
-    zips = [text.count("\n", 0, m.start()) + 1 for m in _ZIP_LINE.finditer(text)]
+    switched = [text.count("\n", 0, m.start()) + 1 for m in _SWITCH_LINE.finditer(text)] \
+        if " if " in text and " else " in text else []
+    zips = [text.count("\n", 0, m.start()) + 1 for m in _ZIP_LINE.finditer(text)] \
+        if "[:" in text and ("zip(" in text or "enumerate(" in text) else []
     if not switched and not zips:
         return (), ()
     defs = list(defs_with_qualnames(tree))
