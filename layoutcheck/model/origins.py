@@ -108,6 +108,9 @@ def _stored_names(stmt: ast.stmt) -> Iterator[str]:
     else:
         targets = list(stmt.targets)  # type: ignore[attr-defined]
     for target in targets:
+        if type(target) is ast.Name:  # most are (`for x in xs`, `with f() as x`, `n += 1`)
+            yield target.id  # type: ignore[attr-defined]
+            continue
         for node in ast.walk(target):
             if isinstance(node, ast.Name):
                 yield node.id
@@ -397,11 +400,12 @@ class _Function:
             found.add(given.id)
         return found.pop() if len(found) == 1 else None
 
-    def handed(self, qualname: str) -> list[Handed]:
+    def handed(self, qualname: str, held: dict[str, str]) -> list[Handed]:
         """The calls given a local another call built once (`Handed`), a DataLoader built in the function
-        left out (`layoutcheck.model.calls` hands its collate function on itself)."""
+        left out (`layoutcheck.model.calls` hands its collate function on itself); ``held``: `instances`."""
         out: list[Handed] = []
-        held = self.instances()
+        if not self.built:
+            return out  # no local built by a call: nothing handed
         stack = list(self.calls)
         while stack:
             node = stack.pop()
@@ -535,9 +539,10 @@ def origins_and_instances(tree: ast.Module) -> tuple[ValueOrigins, Summaries]:
         walk.note_updates()
         _returns(walk, qualname, returns, dicts)
         _passes(walk, qualname, passes)
-        instances.extend((qualname, local, callee) for local, callee in sorted(walk.instances().items()))
-        param = walk.loader_param()
+        held = walk.instances()
+        instances.extend((qualname, local, callee) for local, callee in sorted(held.items()))
+        param = walk.loader_param() if walk.returns else None
         if param is not None:
             builders.append((qualname, param))
-        handed.extend(walk.handed(qualname))
+        handed.extend(walk.handed(qualname, held))
     return (tuple(returns), tuple(dicts), tuple(passes)), (tuple(instances), tuple(builders), tuple(handed))
