@@ -96,9 +96,11 @@ class PadSidesDisagree(ModelRule):
     the calls that carry the tensor: a tensor handed on through containers
     the model does not follow (a list split by a helper, a side channel on an
     object) is not linked. A buffer padded on both sides is not judged. A
-    side selected by a parameter is read within one module only, and a
-    tensor handed on by a data loader (`DataLoader(collate_fn=...)`) is not
-    followed to its consumer.
+    side selected by a parameter is judged across modules only where the
+    call leaves it to its default (a side given by a variable, or as a
+    constant in another module than the reader's, is not judged); rows
+    handed on by a data loader are followed when the loop binds its collate
+    function's result.
 
     ## Fix safety
     No autofix: which side is right is the consumers' choice.
@@ -124,6 +126,18 @@ class PadSidesDisagree(ModelRule):
                     f"but `{reader}` (called at line {line}) reads each row from its start, `row[:n]`, as if the "
                     "real tokens began at column 0. Pad on the right where the rows are read from their start.",
                 )
+        # a function whose left padding the module's own reader named (it names the very calls) is
+        # left to it: across modules the padding call is the first one the returned rows come from
+        named = {clash.function for clash in file.facts.clashes if clash.kind == "left_into_head"}
+        for ref, call, reader in file.left_into_heads():
+            if ref[1] in named:
+                continue
+            yield self.report(
+                call.span,
+                f"`{call.text or call.callee}` pads on the left (the side its parameter selects by default), but its "
+                f"rows reach {file.project.label(reader)}, which reads each row from its start, `row[:n]`, as if "
+                "the real tokens began at column 0. Pad on the right where the rows are read from their start.",
+            )
         for found in file.side_disagreements():
             place = found.place
             subject = f"field `{found.field}`" if found.field is not None else "this tensor"

@@ -802,3 +802,296 @@ def _graph(files: dict[str, str]):
                            rules=tuple(all_rules()), is_package=False)
                for name, text in files.items()]
     return analyse_project(entries, LintSettings(), all_rules=list(all_rules()))[1]
+
+
+_ROUTED = '''
+
+class {cls}:
+    def __init__(self, items):
+        self.items = items
+
+    def {method}(self, items):
+        item = items[0]
+        return routing_tensor(item["choices"], item["input_ids"], item["attention_mask"])
+
+
+class Unrouted:
+    def {method}(self, items):
+        return items
+'''
+"""A Dataset whose collate function is a method placing routing rows on the left (`routing_tensor`), and
+another class with a method of the same name: the name alone does not say which one a call reaches."""
+_LOADERS = '''
+from torch.utils.data import DataLoader
+
+
+def {helper}(dataset, batch_size, shuffle=True, collate_fn=None):
+    return DataLoader(dataset, batch_size=batch_size, shuffle=shuffle, collate_fn=collate_fn)
+
+
+class {strategy}:
+    def __init__(self, seed):
+        self.seed = seed
+
+    def {method}(self, dataset, batch_size, pin_memory=False, shuffle=True, collate_fn=None, drop_last=True):
+        loader = DataLoader(dataset, batch_size=batch_size, shuffle=shuffle, collate_fn=collate_fn,
+                            drop_last=drop_last, pin_memory=pin_memory)
+        return loader
+'''
+"""Project helpers that build and return a DataLoader given their parameter as its collate function: a
+function, and a method of a strategy class (OpenRLHF's `strategy.setup_dataloader`)."""
+_BUILT_BY_HELPER = {
+    "a method of a local instance, given to DataLoader": "loader = DataLoader(ds, batch_size=1, collate_fn=ds.{method})",
+    "a helper function, positional": "loader = {helper}(ds, 1, True, ds.{method})",
+    "a helper function, by keyword": "loader = loaders.{helper}(ds, 1, collate_fn=ds.{method})",
+    "a strategy's method, positional": "loader = strategy.{builder}(ds, 1, True, True, ds.{method})",
+    "a strategy's method, by keyword": "loader = strategy.{builder}(ds, 1, collate_fn=ds.{method}, drop_last=False)",
+}
+_MAIN = '''
+import loaders
+from torch.utils.data import DataLoader
+from data import {cls}
+from loaders import {helper}, {strategy}
+from trainer import Trainer
+
+
+def main(items, cu_seqlens, max_len):
+    strategy = {strategy}(seed=1)
+    ds = {cls}(items)
+    {built}
+    return Trainer(loader, cu_seqlens=cu_seqlens, max_len=max_len).fit()
+'''
+_NAMES = {
+    "as OpenRLHF names them": dict(cls="RewardDataset", method="collate_fn", helper="build_loader",
+                                   strategy="DeepspeedStrategy", builder="setup_dataloader"),
+    "renamed": dict(cls="Pairs", method="batch", helper="mk", strategy="Plan", builder="feed"),
+}
+
+
+@pytest.mark.parametrize("names", list(_NAMES), ids=list(_NAMES))
+@pytest.mark.parametrize("built", list(_BUILT_BY_HELPER), ids=list(_BUILT_BY_HELPER))
+def test_a_loader_built_by_a_helper_with_a_method_of_a_local_instance_binds_that_methods_result(
+        tmp_path: Path, built: str, names: str) -> None:
+    """`main.py` builds its loader by a project helper that returns `DataLoader(..., collate_fn=<its
+    parameter>)` (a function, or a method of a strategy instance held in a local), given `ds.collate_fn`,
+    a method of a Dataset instance held in a local (`ds = RewardDataset(items)`; another class has a method
+    of that name), and hands it to `Trainer`, which loops over it: the loop binds what that method
+    returns (routing rows placed on the left, read from each row's start by `replay.py`:
+    pad-sides-disagree). Renamed, the same finding; with the method returning its items as given, none."""
+    spelled = _NAMES[names]
+    rollout = (_PAD_SIDES / "rollout.py").read_text().split("def attach_routing")[0]
+    placed = next(i for i, line in enumerate(rollout.splitlines(), 1) if "expect: pad-sides-disagree" in line)
+    files = {
+        "replay.py": (_PAD_SIDES / "replay.py").read_text(),
+        "data.py": rollout + _ROUTED.format(cls=spelled["cls"], method=spelled["method"]),
+        "loaders.py": _LOADERS.format(helper=spelled["helper"], strategy=spelled["strategy"],
+                                      method=spelled["builder"]),
+        "main.py": _MAIN.format(built=_BUILT_BY_HELPER[built].format(**spelled), **spelled),
+        "trainer.py": _TRAINER.format(target="routing", loop="self.train_loader"),
+    }
+    assert _lint(tmp_path, files) == [("data.py", placed, "pad-sides-disagree")]
+    # the other class's method of that name: nothing placed, nothing flagged
+    files["main.py"] = files["main.py"].replace(f"from data import {spelled['cls']}",
+                                                f"from data import Unrouted as {spelled['cls']}")
+    assert _lint(tmp_path / "unrouted", files) == []
+
+
+_HELD_CLASSES = '''
+
+class {cls}:
+    @classmethod
+    def build(cls, items):
+        return cls(items)
+
+    def __init__(self, items):
+        self.items = items
+
+    def {method}(self, items):
+        item = items[0]
+        return routing_tensor(item["choices"], item["input_ids"], item["attention_mask"])
+
+
+class Unrouted:
+    def __init__(self):
+        self.items = []
+
+    def {method}(self, items):
+        return items
+
+
+class Derived({cls}):
+    pass
+'''
+_HELD = {
+    "a local built by the class": ("def main(items, cu_seqlens, max_len, flag):\n    ds = {cls}(items)\n", True),
+    "built alike on both paths": ("def main(items, cu_seqlens, max_len, flag):\n    if flag:\n"
+                                  "        ds = {cls}(items[:1])\n    else:\n        ds = {cls}(items)\n", True),
+    "a parameter annotated with the class": ("def main(items, cu_seqlens, max_len, flag, ds: {cls}):\n", True),
+    "a parameter annotated as text": ("def main(items, cu_seqlens, max_len, flag, ds: \"{cls}\"):\n", True),
+    "a classmethod returning cls(...)": ("def main(items, cu_seqlens, max_len, flag):\n    ds = {cls}.build(items)\n",
+                                         True),
+    "the method inherited from a base": ("def main(items, cu_seqlens, max_len, flag):\n    ds = Derived(items)\n",
+                                         True),
+    "two classes on two paths": ("def main(items, cu_seqlens, max_len, flag):\n    if flag:\n"
+                                 "        ds = {cls}(items)\n    else:\n        ds = Unrouted()\n", False),
+    "rebound by a loop": ("def main(items, cu_seqlens, max_len, flag):\n    ds = {cls}(items)\n"
+                          "    for ds in items:\n        pass\n", False),
+}
+
+
+@pytest.mark.parametrize("names", list(_NAMES), ids=list(_NAMES))
+@pytest.mark.parametrize("held", list(_HELD), ids=list(_HELD))
+def test_a_method_called_on_an_instance_held_in_a_local_reads_through_that_classs_method(
+        tmp_path: Path, held: str, names: str) -> None:
+    """`ds = RewardDataset(items)` then `routing = ds.collate_fn(items)` in another module: the call reaches
+    that class's method (another class has a method of that name), whose return (routing rows placed
+    on the left) is stored as the record's `routing` field that `replay.py` reads from each row's start
+    (pad-sides-disagree). So for a parameter annotated with the class, a `@classmethod` that returns
+    `cls(...)`, and a method a base defines. Where the local may hold two classes, or is rebound by a
+    loop, the call reaches nothing known (silent)."""
+    spelled = _NAMES[names]
+    head, caught = _HELD[held]
+    rollout = (_PAD_SIDES / "rollout.py").read_text().split("def attach_routing")[0]
+    placed = next(i for i, line in enumerate(rollout.splitlines(), 1) if "expect: pad-sides-disagree" in line)
+    data = rollout + _HELD_CLASSES.format(cls=spelled["cls"], method=spelled["method"])
+    main = (f"from data import {spelled['cls']}, Derived, Unrouted\nfrom replay import replay_inputs\n\n\n"
+            + head.format(**spelled)
+            + f"    routing = ds.{spelled['method']}(items)\n    sample = {{}}\n    sample[\"routing\"] = routing\n"
+            "    return replay_inputs(sample, cu_seqlens, max_len)\n")
+    files = {"replay.py": (_PAD_SIDES / "replay.py").read_text(), "data.py": data, "main.py": main}
+    assert _lint(tmp_path, files) == ([("data.py", placed, "pad-sides-disagree")] if caught else [])
+
+
+def test_a_class_reexported_by_a_package_resolves_for_a_local_instance(tmp_path: Path) -> None:
+    """`from pkg import RewardDataset` where `pkg/__init__.py` only re-exports it from `pkg/data.py` (a
+    file the prefilter clears, which keeps only the modules it imports from), and the loader built by
+    a strategy's method as OpenRLHF's `train_dpo.py` builds it: the loop binds the method's result."""
+    spelled = _NAMES["as OpenRLHF names them"]
+    rollout = (_PAD_SIDES / "rollout.py").read_text().split("def attach_routing")[0]
+    placed = next(i for i, line in enumerate(rollout.splitlines(), 1) if "expect: pad-sides-disagree" in line)
+    main = _MAIN.format(built=_BUILT_BY_HELPER["a strategy's method, positional"].format(**spelled), **spelled)
+    files = {
+        "replay.py": (_PAD_SIDES / "replay.py").read_text(),
+        "pkg/__init__.py": "from .data import RewardDataset, Unrouted\n",
+        "pkg/data.py": rollout + _ROUTED.format(cls=spelled["cls"], method=spelled["method"]),
+        "loaders.py": _LOADERS.format(helper=spelled["helper"], strategy=spelled["strategy"],
+                                      method=spelled["builder"]),
+        "main.py": main.replace("from data import", "from pkg import"),
+        "trainer.py": _TRAINER.format(target="routing", loop="self.train_loader"),
+    }
+    assert _lint(tmp_path, files) == [("data.py", placed, "pad-sides-disagree")]
+
+
+_DPO_FILES = {
+    "padding.py": '''
+import torch
+import torch.nn.functional as F
+
+
+def {pad}(rows, side="left", fill=0):
+    width = max(r.size(-1) for r in rows)
+    out = []
+    for r in rows:
+        gap = width - r.size(-1)
+        amount = (gap, 0) if side == "left" else (0, gap)
+        out.append(F.pad(r, amount, value=fill))
+    return torch.stack(out)
+''',
+    "pairs.py": '''
+from padding import {pad}
+
+
+class {cls}:
+    def __init__(self, items, pad_id):
+        self.items = items
+        self.pad_id = pad_id
+
+    def {collate}(self, items):
+        good = {pad}([it[0] for it in items]{side}, fill=self.pad_id)
+        good_mask = {pad}([it[1] for it in items]{side})
+        sizes = [it[2] for it in items]
+        return good, good_mask, sizes
+''',
+    "loop.py": '''
+import torch
+
+
+class {trainer}:
+    def __init__(self, loader):
+        self.loader = loader
+
+    def fit(self):
+        out = []
+        for ids, mask, sizes in self.loader:
+            mask = mask.squeeze(1)
+            out.append(self.{fwd}(ids, mask, sizes))
+        return out
+
+    def {fwd}(self, ids, mask, sizes):
+        ids, masks, sizes = self.{join}(ids, mask, sizes)
+        return self.{score}(ids, masks, sizes)
+
+    def {join}(self, ids, mask, sizes):
+        def widen(t, n):
+            if t.size(-1) >= n:
+                return t
+            return torch.cat([t, t.new_zeros(t.size(0), n - t.size(-1))], dim=-1)
+
+        return torch.cat((widen(ids, 8), widen(ids, 8))), torch.cat((widen(mask, 8), widen(mask, 8))), sizes * 2
+
+    def {score}(self, ids, mask, sizes):
+        keep = mask.clone().bool()
+        for row, n in zip(keep, sizes):
+            row[:n] = False
+        return ids * keep
+''',
+    "setup.py": '''
+from torch.utils.data import DataLoader
+
+
+class {strategy}:
+    def {setup}(self, dataset, batch_size, pin_memory=False, shuffle=True, collate_fn=None):
+        return DataLoader(dataset, batch_size=batch_size, shuffle=shuffle, collate_fn=collate_fn,
+                          pin_memory=pin_memory)
+''',
+    "main.py": '''
+from loop import {trainer}
+from pairs import {cls}
+from setup import {strategy}
+
+
+def main(items):
+    strategy = {strategy}()
+    ds = {cls}(items, 0)
+    loader = strategy.{setup}(ds, 1, True, True, ds.{collate})
+    return {trainer}(loader).fit()
+''',
+}
+"""OpenRLHF a32a7322 in five modules, in this project's own words: a side switch that pads on the left by
+default (`padding.py`), a Dataset's collate method that calls it without a side (`pairs.py`), a loader
+built by a strategy's method given that method of a local instance (`main.py`, `setup.py`), and a trainer
+that loops over the loader, widens the rows through a nested helper and a returned tuple, and hides each
+row's first `n` columns (`loop.py`)."""
+_DPO_NAMES = {
+    "as OpenRLHF names them": dict(pad="zero_pad_sequences", cls="RewardDataset", collate="collate_fn",
+                                   trainer="DPOTrainer", fwd="concatenated_forward", join="concatenated_inputs",
+                                   score="_get_batch_logps", strategy="DeepspeedStrategy",
+                                   setup="setup_dataloader"),
+    "renamed": dict(pad="fill_up", cls="Duo", collate="stack", trainer="Fit", fwd="step", join="both",
+                    score="logps", strategy="Plan", setup="feed"),
+}
+
+
+@pytest.mark.parametrize("names", list(_DPO_NAMES), ids=list(_DPO_NAMES))
+@pytest.mark.parametrize("side", ["", ', side="right"'], ids=["side left to its default", "side given"])
+def test_rows_a_switch_pads_on_the_left_reach_a_head_reader_in_another_module(
+        tmp_path: Path, side: str, names: str) -> None:
+    """The collate method pads its rows with the switch's default side (left); the trainer's loop over the
+    loader a strategy built with that method passes the mask on, widened through a nested helper and an
+    element of a returned tuple, to a method that reads each row's first `n` columns: pad-sides-disagree
+    at the collate's padding call (the first one its returned rows come from). Given a side, the call is
+    not judged (silent). Renamed, the same."""
+    spelled = _DPO_NAMES[names]
+    files = {name: text.format(side=side, **spelled) for name, text in _DPO_FILES.items()}
+    called = next(i for i, line in enumerate(files["pairs.py"].splitlines(), 1) if "good = " in line)
+    assert _lint(tmp_path, files) == ([("pairs.py", called, "pad-sides-disagree")] if not side else [])

@@ -54,7 +54,8 @@ from layoutcheck.model.flow import Flow, Frame
 from layoutcheck.model.literals import LiteralsMixin
 from layoutcheck.model.modulereaders import read_module, shifters_of_module
 from layoutcheck.model.objectcalls import assigned_onto_classes
-from layoutcheck.model.origins import value_origins
+from layoutcheck.model.origins import origins_and_instances
+from layoutcheck.model.sidedefault import side_summaries
 from layoutcheck.model.packedrows import packed_rows
 from layoutcheck.model.pieceroll import piece_summaries
 from layoutcheck.model.padsides import SidesMixin
@@ -266,7 +267,8 @@ class _Extractor(StatementsMixin, DefinitionsMixin, StoresMixin, ExpressionsMixi
         facts.packed_rows = packed_rows(tree, self.source.text)
         text = self.source.text
         facts.pieces = piece_summaries(tree, text)
-        facts.origins = value_origins(tree)
+        facts.origins, facts.instances = origins_and_instances(tree)
+        facts.side_summaries = side_summaries(tree, text)
         facts.assigned_onto = assigned_onto_classes(tree, text)
         facts.gathered = tuple(sorted(self.gathered))
         # Copied whole into a record that the same function fills with shares of several fields: a partition

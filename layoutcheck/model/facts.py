@@ -219,6 +219,9 @@ class Function:
     """A ``@classmethod``: its receiver is the class, so a call through the class (``Cls.build(x)``) binds
     past it as an instance's call does, where a method taking an instance, called through its class
     (``Cls.method(obj, x)``), is passed its receiver explicitly (`ProjectGraph.through_class`)."""
+    returns_params: tuple[str, ...] = ()
+    """The parameters what it returns derives from, joined over its returns (``return tensor``, ``return
+    torch.cat([tensor, fill])``): a caller reads what it passes for those (`layoutcheck.model.headreach`)."""
 
 
 def _param(data: Any) -> Param:
@@ -525,6 +528,15 @@ class FileFacts:
                                _Origins], ...]] = ((), (), ())
     """Where values come from by call: returns, returned dicts' entries, calls with their arguments
     (`layoutcheck.model.origins.ValueOrigins`)."""
+    instances: tuple[tuple[tuple[str, str, str], ...], tuple[tuple[str, str], ...],
+                     tuple[tuple[str, int, int, str, str, tuple[tuple[str, str], ...]], ...]] = ((), (), ())
+    """Locals holding an instance of one callee's result (a class, when the project resolves it), the
+    functions returning a DataLoader given a parameter as its collate function, and the calls given a
+    local another call built (`layoutcheck.model.origins.Summaries`)."""
+    side_summaries: tuple[tuple[tuple[str, str, str, str, str, str], ...], tuple[tuple[str, str], ...]] = ((), ())
+    """Side switches (a pad side picked by a parameter compared with a string) and head readers (a
+    parameter whose rows are read from their start, ``row[:n]``), by function
+    (`layoutcheck.model.sidedefault.SideSummaries`): what a call from another module meets."""
     assigned_onto: tuple[tuple[str, str, str, str, tuple[str, ...]], ...] = ()
     """Functions assigned onto classes, each candidate of a local, onto an instance's class too
     (`layoutcheck.model.objectcalls.AssignedMethod`)."""

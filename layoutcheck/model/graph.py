@@ -30,6 +30,7 @@ from functools import cached_property
 from layoutcheck.globs import any_match
 from layoutcheck.model.calls import BATCHES_OF, COLLATE_AT, COLLATE_FOR
 from layoutcheck.model.settings import LintSettings
+from layoutcheck.model.origins import Handed
 from layoutcheck.model.summaries import forwarded_calls
 from layoutcheck.model.facts import (
     Arg, Call, FieldWrite, FileFacts, Function, FunctionRef, Param, call_names, calls_may_spell, element_call,
@@ -100,6 +101,9 @@ class ProjectGraph:
         self._imported: dict[int, frozenset[int]] = {}
         self._lookups: dict[str, FunctionRef | None] = {}
         self._receivers: dict[FunctionRef, str | None] = {}
+        self._instance_maps: dict[int, tuple[dict[tuple[str, str], str], dict[str, str],
+                                             dict[tuple[str, int, int], list[Handed]]]] = {}
+        self._classes_at: dict[str, tuple[int, str] | None] = {}
 
     # ------------------------------------------------------------ files
 
@@ -396,6 +400,10 @@ class ProjectGraph:
         if callee.startswith(BATCHES_OF):
             return self._collate_of(caller, callee[len(BATCHES_OF):])
         head, _, rest = callee.partition(".")
+        if rest and "." not in rest and head != self.receiver(caller):
+            held = self.instance_class(caller, head)
+            if held is not None:  # `ds.collate_fn`, `ds` built as `Pairs(...)`: that class's method
+                return self.method_of(*held, rest)
         if rest and "." not in rest and head == self.receiver(caller):
             cls = None
             for ref in self.enclosing(caller):
@@ -437,6 +445,138 @@ class ProjectGraph:
         self._resolved_dotted[key] = found
         return found
 
+    def _instance_facts(self, index: int) -> tuple[dict[tuple[str, str], str], dict[str, str],
+                                                    dict[tuple[str, int, int], list[Handed]]]:
+        """File ``index``'s `FileFacts.instances` as maps: (function, local) -> callee; loader builder ->
+        its collate parameter; (function, line, column) -> the locals its call there is handed."""
+        found = self._instance_maps.get(index)
+        if found is None:
+            held, builders, handed = self.files[index].facts.instances
+            by_call: dict[tuple[str, int, int], list[Handed]] = {}
+            for entry in handed:
+                by_call.setdefault(entry[:3], []).append(entry)
+            found = self._instance_maps[index] = ({(q, local): callee for q, local, callee in held}, dict(builders),
+                                                  by_call)
+        return found
+
+    def defined(self, index: int, qualname: str) -> FunctionRef | None:
+        """The ``def`` of file ``index`` with that qualname (``Cls.method``, ``outer.inner``)."""
+        j = self._index.by_qualname.get((index, qualname))
+        return (index, j) if j is not None else None
+
+    def instance_class(self, caller: FunctionRef, name: str) -> tuple[int, str] | None:
+        """The project class local (or annotated parameter) ``name`` of ``caller`` holds an instance of
+        (`layoutcheck.model.origins.Instance`: bound on every path to a call of that class, ``Pairs(...)``,
+        ``data.Pairs(...)``, or to a ``@classmethod`` of it whose every return builds ``cls(...)``), as
+        (file, class qualname); None when it holds anything else or the class is not the project's."""
+        held = self._instance_facts(caller[0])[0]
+        if not held:
+            return None
+        callee = held.get((self.signature(caller).qualname, name))
+        if callee is None:
+            return None
+        dotted = self.absolute(caller[0], callee)
+        found = self._class_at(dotted)
+        if found is None and "." in dotted:  # `Pairs.from_rows(...)`: a classmethod building its class
+            owner, _, name = dotted.rpartition(".")
+            cls = self._class_at(owner)
+            method = self.method_of(*cls, name) if cls is not None else None
+            if method is not None and self.signature(method).takes_class and self._builds_class(method):
+                found = cls
+        return found
+
+    def _builds_class(self, ref: FunctionRef) -> bool:
+        """Does every return of ``@classmethod`` ``ref`` build its class (``return cls(...)``)?"""
+        receiver = self.signature(ref).receiver
+        returned = [inner for name, at, inner in self.files[ref[0]].facts.origins[0]
+                    if name == self.signature(ref).qualname]
+        return bool(returned) and all(callee == receiver and at == -1 for callee, at, _ in returned)
+
+    def _class_at(self, dotted: str, depth: int = 0) -> tuple[int, str] | None:
+        """The class a fully qualified name (``pkg.data.Pairs``) names, through packages' re-exports, as
+        (file, class qualname)."""
+        if depth == 0 and dotted in self._classes_at:
+            return self._classes_at[dotted]
+        found: tuple[int, str] | None = None
+        parts = dotted.split(".")
+        for cut in range(len(parts) - 1, 0, -1):
+            index = self.modules.get(".".join(parts[:cut]))
+            if index is None:
+                continue
+            qualname = ".".join(parts[cut:])
+            facts = self.files[index].facts
+            if any(q == qualname for q, _ in facts.classes):
+                found = (index, qualname)
+            elif self.files[index].is_package and depth < _REEXPORT_DEPTH:
+                # as `_reexported` reads a package's names: the name it imports, else the one module it
+                # imports from that defines it (a file the prefilter cleared keeps only its modules)
+                head, dot, rest = qualname.partition(".")
+                imported = dict(facts.imports).get(head)
+                if imported is not None:
+                    found = self._class_at(self._absolute(index, imported) + dot + rest, depth + 1)
+                else:
+                    every = {c for module in facts.imported
+                             if (c := self._class_at(f"{self._absolute(index, module)}.{qualname}", depth + 1))}
+                    found = every.pop() if len(every) == 1 else None
+            break
+        if depth == 0:
+            self._classes_at[dotted] = found
+        return found
+
+    def method_of(self, index: int, cls: str, name: str, depth: int = 0) -> FunctionRef | None:
+        """The ``def`` an instance of class ``cls`` (file ``index``) reaches as ``name``: its own, else its
+        project bases' in order (as Python's MRO for single inheritance; bases the project does not
+        define are skipped)."""
+        j = self._index.by_qualname.get((index, f"{cls}.{name}"))
+        if j is not None:
+            return (index, j)
+        if depth > _REEXPORT_DEPTH * 2:
+            return None
+        for qualname, bases in self.files[index].facts.classes:
+            if qualname != cls:
+                continue
+            for base in bases:
+                if not base:
+                    continue
+                owner = (index, base) if any(q == base for q, _ in self.files[index].facts.classes) \
+                    else self._class_at(self.absolute(index, base))
+                if owner is not None and owner != (index, cls):
+                    found = self.method_of(*owner, name, depth + 1)
+                    if found is not None:
+                        return found
+            break
+        return None
+
+    def _handed_collate(self, outer: FunctionRef, call: Call, slots: set[str]) -> set[FunctionRef]:
+        """The collate functions of the loaders ``call`` (in ``outer``) is given at ``slots`` that a project
+        helper built there (``loader = strategy.setup_dataloader(ds, 1, True, True, ds.collate_fn)``: a
+        ``def`` returning ``DataLoader(..., collate_fn=<its parameter>)``, `FileFacts.instances`): what
+        the caller gave that parameter, resolved as a function."""
+        found: set[FunctionRef] = set()
+        handed = self._instance_facts(outer[0])[2]
+        if not handed:
+            return found
+        for _, _, _, slot, builder, given in handed.get((self.signature(outer).qualname, *call.span[:2]), ()):
+            if slot not in slots:
+                continue
+            target = self._resolve(outer, builder)
+            if target is None:
+                continue
+            param = self._instance_facts(target[0])[1].get(self.signature(target).qualname)
+            if param is None:
+                continue
+            params = self.signature(target).params
+            positional = [p.name for p in params if p.kind in ("posonly", "pos")]
+            if self.fills_receiver(outer, builder, target):
+                positional = positional[1:]
+            wanted = {param} | ({f"#{positional.index(param)}"} if param in positional else set())
+            for where, text in given:
+                if where in wanted:
+                    made = self._resolve(outer, text)
+                    if made is not None:
+                        found.add(made)
+        return found
+
     def _collate_of(self, caller: FunctionRef, param: str) -> FunctionRef | None:
         """The collate function of the DataLoader the callers of ``caller``'s class constructor pass as its
         parameter ``param`` (`layoutcheck.model.calls.BATCHES_OF`): the one ``def`` every such caller's
@@ -457,6 +597,7 @@ class ProjectGraph:
         if param in positional:
             names.add(f"{COLLATE_AT}{positional.index(param)}")
         found: set[FunctionRef] = set()
+        slots = {param} | ({f"#{positional.index(param)}"} if param in positional else set())
         for outer, call in self.callers_of((caller[0], init)):
             for arg in call.args:
                 if arg.keyword in names:
@@ -464,6 +605,7 @@ class ProjectGraph:
                         target = self._resolve(outer, made)
                         if target is not None:
                             found.add(target)
+            found |= self._handed_collate(outer, call, slots)
         self._collates[key] = found.pop() if len(found) == 1 else None
         return self._collates[key]
 

@@ -26,6 +26,8 @@ What the code does decides, never a name. The project reads them in `layoutcheck
 from __future__ import annotations
 
 import ast
+import builtins
+from collections.abc import Iterator
 
 from layoutcheck.model.syntax import (
     defs_with_qualnames,
@@ -35,8 +37,8 @@ from layoutcheck.model.syntax import (
     receivers,
 )
 
-__all__ = ["NAMED", "DictEntry", "Origin", "Pass", "Returned", "ValueOrigins", "qualified", "scope_names",
-           "value_origins"]
+__all__ = ["NAMED", "DictEntry", "Handed", "Instance", "Origin", "Pass", "Returned", "Summaries", "ValueOrigins",
+           "origins_and_instances", "qualified", "scope_names", "value_origins"]
 
 NAMED = -2
 """The element of an origin that is a function named, not called: the value is the function itself."""
@@ -75,6 +77,52 @@ not import is no library's): their results carry no origin worth a fact."""
 _BUILTINS = frozenset({"print", "len", "isinstance", "getattr", "hasattr", "super", "dict", "list", "tuple", "range",
                        "zip", "enumerate"})
 """Builtins called by their own name, unless the module imports or defines that name itself."""
+
+_BUILTIN_NAMES = frozenset(dir(builtins))
+"""``int``, ``str``: annotations that name no class of the project."""
+_REBINDS = frozenset({ast.For, ast.AsyncFor, ast.With, ast.AsyncWith, ast.AugAssign, ast.Delete})
+"""Statements that store a local otherwise than ``x = ...`` (`_stored_names`)."""
+
+Instance = tuple[str, str, str]
+"""A local (or an annotated parameter) holding an instance of one class: (the function's qualname; the
+local; the callee it was built by, qualified as `qualified` spells it: ``pkg.data.Pairs``, ``Pairs``).
+The project keeps those whose callee is a class (`layoutcheck.model.graph.ProjectGraph.resolve`)."""
+Handed = tuple[str, int, int, str, str, tuple[tuple[str, str], ...]]
+"""A call given a local that another call built (``loader = build(ds, fn)``, then ``Trainer(loader)``):
+(the calling function's qualname; the call's line and column, 1-based as a `Call`'s span; where the
+local is passed, ``#i`` or the keyword; the callee that built it, as written; the names that call was
+given that may be functions (``ds.collate_fn``, ``collate``), each with where: ``#i`` or the keyword)."""
+Summaries = tuple[tuple[Instance, ...], tuple[tuple[str, str], ...], tuple[Handed, ...]]
+"""`instance_summaries`: instances held in locals, loader builders (the function's qualname and the
+parameter its returned DataLoader is given as ``collate_fn``), and locals handed on."""
+
+
+def _stored_names(stmt: ast.stmt) -> Iterator[str]:
+    """The names a `_REBINDS` statement stores."""
+    if isinstance(stmt, (ast.For, ast.AsyncFor)):
+        targets = [stmt.target]
+    elif isinstance(stmt, (ast.With, ast.AsyncWith)):
+        targets = [item.optional_vars for item in stmt.items if item.optional_vars is not None]
+    elif isinstance(stmt, ast.AugAssign):
+        targets = [stmt.target]
+    else:
+        targets = list(stmt.targets)  # type: ignore[attr-defined]
+    for target in targets:
+        if type(target) is ast.Name:  # most are (`for x in xs`, `with f() as x`, `n += 1`)
+            yield target.id  # type: ignore[attr-defined]
+            continue
+        for node in ast.walk(target):
+            if isinstance(node, ast.Name):
+                yield node.id
+
+
+def _is_dataloader(node: ast.expr) -> bool:
+    """``DataLoader(...)`` / ``data.DataLoader(...)``: the class the collate machinery reads
+    (`layoutcheck.model.calls`)."""
+    if type(node) is not ast.Call:
+        return False
+    func = node.func  # type: ignore[attr-defined]
+    return (func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", None)) == "DataLoader"
 
 
 def _position(node: ast.AST) -> Position:
@@ -144,6 +192,11 @@ class _Function:
         self.merged: dict[str, list[tuple[int, str]]] = {}
         self.returns: list[ast.Return] = []
         self.calls: list[ast.Call] = []
+        self.rebound: set[str] = set()
+        """Locals stored otherwise than by ``x = ...`` (a loop's or ``with``'s target, ``x += ...``): never
+        an instance of one class (`instances`)."""
+        self.built: dict[str, ast.Call] = {}
+        """Locals bound by ``x = f(...)`` (one target), each to its last such call."""
         # Statements only (most of a function's nodes are expressions): the calls kept are those a
         # statement makes (`f(...)`, `x = f(...)`, `return f(...)`) and the calls passed to them.
         stores: list[ast.Assign | ast.AnnAssign] = []
@@ -155,6 +208,8 @@ class _Function:
             kind = type(stmt)
             if kind is ast.Assign or kind is ast.AnnAssign:
                 stores.append(stmt)  # type: ignore[arg-type]
+            elif kind in _REBINDS:
+                self.rebound.update(_stored_names(stmt))
             elif kind is ast.Return:
                 returns.append(stmt)  # type: ignore[arg-type]
             elif kind is ast.Import or kind is ast.ImportFrom:
@@ -187,6 +242,8 @@ class _Function:
 
     def _bind(self, target: ast.expr, value: ast.expr, line: int) -> None:
         if isinstance(target, ast.Name):
+            if type(value) is ast.Call:
+                self.built[target.id] = value
             if isinstance(value, ast.Dict):
                 entries = self.dicts.setdefault(target.id, {})
                 for key, item in zip(value.keys, value.values):
@@ -272,6 +329,120 @@ class _Function:
                     out.setdefault(key, []).extend(values)
         return out
 
+    def instances(self) -> dict[str, str]:
+        """The locals bound, on every path, to one call's whole result, all of one callee (``ds = Pairs(x)``
+        in both arms of an ``if``), never stored otherwise; and the parameters annotated with a name
+        (``ds: Pairs``, ``ds: "Pairs"``) never stored: local -> the callee (or annotation) as `qualified`
+        spells it. Whether that is a class is the project's to say."""
+        out: dict[str, str] = {}
+        for name, bindings in self.bound.items():
+            if name in self.rebound or name in self.params or name == self.receiver:
+                continue
+            callees = {found[0][0] for _, found in bindings if len(found) == 1 and found[0][1] == -1}
+            if len(callees) == 1 and all(len(found) == 1 and found[0][1] == -1 for _, found in bindings):
+                out[name] = callees.pop()
+        args = self.function.args
+        for arg in (*args.posonlyargs, *args.args, *args.kwonlyargs):
+            annotation = arg.annotation
+            if annotation is None or arg.arg in self.bound or arg.arg in self.rebound or arg.arg == self.receiver:
+                continue
+            if isinstance(annotation, ast.Constant) and isinstance(annotation.value, str):
+                try:
+                    annotation = ast.parse(annotation.value, mode="eval").body
+                except SyntaxError:
+                    continue
+            callee = qualified(annotation, self.names) if isinstance(annotation, (ast.Name, ast.Attribute)) else None
+            if callee is not None and callee not in _BUILTIN_NAMES and not self.library_or_value(callee):
+                out[arg.arg] = callee
+        return out
+
+    def once(self, name: str) -> ast.Call | None:
+        """The call local ``name`` is bound to by its one store (``x = f(...)``), else None."""
+        if name in self.rebound or name in self.params or len(self.bound.get(name, ())) != 1:
+            return None
+        return self.built.get(name)
+
+    def function_value(self, value: ast.expr, held: dict[str, str]) -> str | None:
+        """``value`` as `qualified` spells it where it may be a function the function was given or can
+        name: a parameter, a module's or an import's name, a method of the receiver or of an instance a
+        local holds (``held``, `instances`), a function of a module; not a local bound to a value, nor an
+        attribute of another parameter (``args.lr``: a configuration's)."""
+        if isinstance(value, ast.Name):
+            return None if value.id in self.bound or value.id in self.rebound else qualified(value, self.names)
+        if not isinstance(value, ast.Attribute):
+            return None
+        head = value
+        while isinstance(head, ast.Attribute):
+            head = head.value
+        if not isinstance(head, ast.Name):
+            return None
+        name = head.id
+        if name in self.params and name != self.receiver and name not in held:
+            return None
+        if (name in self.bound or name in self.rebound) and name not in held:
+            return None
+        return qualified(value, self.names)
+
+    def loader_param(self) -> str | None:
+        """The parameter every ``DataLoader(...)`` the function returns (built in the ``return``, or a local
+        bound to one once) is given as ``collate_fn``, else None."""
+        found: set[str] = set()
+        for node in self.returns:
+            value = node.value
+            if isinstance(value, ast.Name):
+                value = self.once(value.id)
+            if value is None or not _is_dataloader(value):
+                continue
+            given = next((k.value for k in value.keywords if k.arg == "collate_fn"), None)  # type: ignore[attr-defined]
+            if not (isinstance(given, ast.Name) and given.id in self.params and given.id not in self.bound
+                    and given.id not in self.rebound):
+                return None
+            found.add(given.id)
+        return found.pop() if len(found) == 1 else None
+
+    def handed(self, qualname: str, held: dict[str, str]) -> list[Handed]:
+        """The calls given a local another call built once (`Handed`), a DataLoader built in the function
+        left out (`layoutcheck.model.calls` hands its collate function on itself); ``held``: `instances`."""
+        out: list[Handed] = []
+        if not self.built:
+            return out  # no local built by a call: nothing handed
+        stack = list(self.calls)
+        while stack:
+            node = stack.pop()
+            func = node.func
+            while isinstance(func, ast.Attribute):  # `Trainer(loader).fit()`: the constructor's call too
+                func = func.value
+                if isinstance(func, ast.Call):
+                    stack.append(func)
+                    func = func.func
+            if isinstance(node.func, ast.Name) and node.func.id in _BUILTIN_NAMES and node.func.id not in self.names:
+                continue  # `len(loader)`: a builtin keeps no loader
+            slots: list[tuple[str, ast.expr]] = []
+            for i, arg in enumerate(node.args):
+                if isinstance(arg, ast.Starred):
+                    break
+                slots.append((f"#{i}", arg))
+            slots += [(k.arg, k.value) for k in node.keywords if k.arg is not None]
+            for slot, arg in slots:
+                made = self.once(arg.id) if isinstance(arg, ast.Name) else None
+                if made is None or _is_dataloader(made):
+                    continue
+                callee = qualified(made.func, self.names)
+                if callee is None or callee.split(".", 1)[0] in _LIBRARIES or callee in _BUILTIN_NAMES:
+                    continue
+                given: list[tuple[str, str]] = []
+                for i, value in enumerate(made.args):
+                    if isinstance(value, ast.Starred):
+                        break
+                    if (text := self.function_value(value, held)) is not None:
+                        given.append((f"#{i}", text))
+                for k in made.keywords:
+                    if k.arg is not None and (text := self.function_value(k.value, held)) is not None:
+                        given.append((k.arg, text))
+                if given:
+                    out.append((qualname, node.lineno, node.col_offset + 1, slot, callee, tuple(given)))
+        return out
+
     def note_updates(self) -> None:
         """``d.update(e)`` / ``d.update(k=v)`` of a dict ``d`` built in the function."""
         for node in self.calls:
@@ -347,6 +518,12 @@ def _passes(walk: _Function, qualname: str, out: list[Pass]) -> None:
 
 def value_origins(tree: ast.Module) -> ValueOrigins:
     """The module's returns, returned dicts and calls with the origins of their values (the module docs)."""
+    return origins_and_instances(tree)[0]
+
+
+def origins_and_instances(tree: ast.Module) -> tuple[ValueOrigins, Summaries]:
+    """`value_origins`, and from the same walk of each function the instances its locals hold, the loader
+    it builds from a parameter and the locals it hands on (`Summaries`)."""
     names: dict[str, str] = {}
     scope_names(tree.body, names)
     returns: list[Returned] = []
@@ -354,9 +531,18 @@ def value_origins(tree: ast.Module) -> ValueOrigins:
     passes: list[Pass] = []
     reach = receivers(tree)[1]
     defs = frozenset(s.name for s in tree.body if isinstance(s, _FUNCTIONS))
+    instances: list[Instance] = []
+    builders: list[tuple[str, str]] = []
+    handed: list[Handed] = []
     for qualname, function in defs_with_qualnames(tree):
         walk = _Function(function, names, reach.get(function), qualname, defs)
         walk.note_updates()
         _returns(walk, qualname, returns, dicts)
         _passes(walk, qualname, passes)
-    return tuple(returns), tuple(dicts), tuple(passes)
+        held = walk.instances()
+        instances.extend((qualname, local, callee) for local, callee in sorted(held.items()))
+        param = walk.loader_param() if walk.returns else None
+        if param is not None:
+            builders.append((qualname, param))
+        handed.extend(walk.handed(qualname, held))
+    return (tuple(returns), tuple(dicts), tuple(passes)), (tuple(instances), tuple(builders), tuple(handed))

@@ -32,6 +32,7 @@ from __future__ import annotations
 from functools import cached_property
 
 from layoutcheck.model.graph import FileModel, FunctionRef
+from layoutcheck.model.headreach import HeadReach, left_rows_into_head_readers
 from layoutcheck.model.helpers import HelperSignature
 from layoutcheck.model.owners import Owner, ProjectOwners
 from layoutcheck.model.reshiftflow import ReshiftedStore, reshifted_stores
@@ -47,6 +48,12 @@ class Project(ProjectOwners):
     def sides(self) -> Sides:
         """The sides fields are padded on, and where they disagree (`layoutcheck.model.sides`)."""
         return Sides(self)
+
+    @cached_property
+    def left_into_heads(self) -> list[HeadReach]:
+        """Left-padding calls whose rows reach a head reader through calls in any module
+        (`layoutcheck.model.headreach`)."""
+        return left_rows_into_head_readers(self)
 
     @cached_property
     def reshifted(self) -> list[ReshiftedStore]:

@@ -19,6 +19,7 @@ from layoutcheck.records import dataclass
 
 from layoutcheck.model.facts import Arg, Call, FileFacts, Function, Pad, Record, Rewrite, Transform, Zip, ensure_calls
 from layoutcheck.model.project import FileModel, FunctionRef, HelperSignature, Project
+from layoutcheck.model.headreach import HeadReach
 from layoutcheck.model.reshiftflow import ReshiftedStore
 from layoutcheck.model.sides import SideDisagreement
 from layoutcheck.model.unitpartners import partner_setting_switch
@@ -474,6 +475,13 @@ class FileQueries:
                     break
 
     # ------------------------------------------------------------ LC113: pad sides
+
+    def left_into_heads(self) -> Iterator[HeadReach]:
+        """This file's left-padding calls whose rows reach a head reader in another function, through calls
+        in any module (`layoutcheck.model.headreach`)."""
+        for found in self.project.left_into_heads:
+            if found[0][0] == self.index:
+                yield found
 
     def side_disagreements(self) -> Iterator[SideDisagreement]:
         """This file's placements on one side where the layout's other users take the other."""

@@ -17,14 +17,18 @@ Read once per module, from what the code does, never from names:
   module and unpacked by its caller (``a, b = f(...)``).
 
 `left_padded_into_head_readers` flags each left-padding call whose tensor
-reaches a head reader.
+reaches a head reader. `side_summaries` gives the module's switches and head
+readers as facts (`FileFacts.side_summaries`), which the project joins across
+modules (`layoutcheck.model.headreach`).
 """
 
 from __future__ import annotations
 
 import ast
+import re
 
 from layoutcheck.model.syntax import (
+    defs_with_qualnames,
     assigned_before,
     call_arguments,
     dotted,
@@ -42,7 +46,16 @@ from layoutcheck.model.syntax import (
     string_value,
 )
 
-__all__ = ["left_padded_into_head_readers"]
+__all__ = ["SideSummaries", "left_padded_into_head_readers", "side_summaries"]
+
+SideSummaries = tuple[tuple[tuple[str, str, str, str, str, str], ...], tuple[tuple[str, str], ...]]
+"""The module's side switches, (qualname, parameter, constant, side when equal, side otherwise, the
+parameter's default as a string constant or ""), and its head readers, (qualname, parameter)."""
+
+_SWITCH_LINE = re.compile(r"\(\s*0\s*,[^\n]*\bif\b[^\n]*\belse\b|,\s*0\s*\)[^\n]*\bif\b[^\n]*\belse\b")
+"""A line holding ``(k, 0) if ... else (0, k)`` (either way round): where a side switch can be."""
+_ZIP_LINE = re.compile(r"^[ \t]*(?:async[ \t]+)?for\b[^\n]*\b(?:zip|enumerate)\(", re.MULTILINE)
+"""A loop over ``zip(...)`` / ``enumerate(...)``: where a head reader can be."""
 
 _PADS = frozenset({"torch.nn.functional.pad", "F.pad", "nn.functional.pad"})
 
@@ -94,16 +107,40 @@ def _default(function: ast.FunctionDef | ast.AsyncFunctionDef, name: str) -> ast
     return None
 
 
+def _own_statements(function: ast.FunctionDef | ast.AsyncFunctionDef) -> list[ast.stmt]:
+    """The function's statements, nested blocks included, nested ``def`` and ``class`` bodies left out (no
+    expression visited: what `_head_reads` needs of the body costs a walk of its statements only)."""
+    out: list[ast.stmt] = []
+    stack: list[ast.stmt] = list(function.body)
+    while stack:
+        stmt = stack.pop()
+        out.append(stmt)
+        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            continue
+        for field in ("body", "orelse", "finalbody"):
+            stack.extend(getattr(stmt, field, ()))
+        for part in (*getattr(stmt, "handlers", ()), *getattr(stmt, "cases", ())):
+            stack.extend(part.body)
+    return out
+
+
 def _head_reads(function: ast.FunctionDef | ast.AsyncFunctionDef) -> set[str]:
     """Parameters whose rows are zipped with a list and read from their head (``row[:n]``)."""
+    statements = _own_statements(function)
+    loops = [s for s in statements if isinstance(s, ast.For)]
+    if not loops:
+        return set()
     params = set(param_names(function))
+    # each local's value as last assigned on a line before the loop (`assigned_before`, from the statements)
+    stores = sorted((s for s in statements if isinstance(s, ast.Assign) and len(s.targets) == 1
+                     and isinstance(s.targets[0], ast.Name)), key=lambda s: s.lineno)
     out = set()
-    for node in own_nodes(function):
-        walked = walked_together(node) if isinstance(node, ast.For) else None
+    for node in loops:
+        walked = walked_together(node)
         if walked is None:
             continue
         names = [name for _, name in walked]
-        bound = assigned_before(function, node.lineno)
+        bound = {s.targets[0].id: s.value for s in stores if s.lineno < node.lineno}  # type: ignore[attr-defined]
         for rows, row in walked:
             root = root_name(inline(rows, bound))
             if root not in params or row is None:
@@ -177,3 +214,28 @@ def left_padded_into_head_readers(tree: ast.Module) -> dict[ast.AST, list[tuple[
                     call, where = padded[arg.id]
                     out.setdefault(where, []).append((call, f"{reader.name}|{node.lineno}"))
     return out
+
+
+def side_summaries(tree: ast.Module, text: str) -> SideSummaries:
+    """The module's side switches and head readers, by qualname (`SideSummaries`): only the functions
+    whose lines hold a conditional pair (`_SWITCH_LINE`) or a pairing loop (`_ZIP_LINE`) are read."""
+    switched = [text.count("\n", 0, m.start()) + 1 for m in _SWITCH_LINE.finditer(text)] \
+        if " if " in text and " else " in text else []
+    zips = [text.count("\n", 0, m.start()) + 1 for m in _ZIP_LINE.finditer(text)] \
+        if "[:" in text and ("zip(" in text or "enumerate(" in text) else []
+    if not switched and not zips:
+        return (), ()
+    defs = list(defs_with_qualnames(tree))
+    functions = [f for _, f in defs]
+    qualnames = {id(f): q for q, f in defs}
+    switches: list[tuple[str, str, str, str, str, str]] = []
+    for function in spanning(functions, switched) if switched else ():
+        found = _switch(function)
+        if found is not None:
+            param, const, equal, other = found
+            default = _default(function, param)
+            switches.append((qualnames[id(function)], param, const, equal, other,
+                             string_value(default) or "" if default is not None else ""))
+    readers = [(qualnames[id(f)], param) for f in (spanning(functions, zips) if zips else ())
+               for param in sorted(_head_reads(f))]
+    return tuple(switches), tuple(readers)

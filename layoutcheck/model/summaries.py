@@ -96,6 +96,7 @@ class SummaryMixin:
         value = self.classify(node.value)
         state.returns |= value.tags
         state.returns_calls |= value.calls
+        state.returns_params |= value.params
         self.returned_elements(node.value)  # type: ignore[arg-type]
         if isinstance(returned_tuple(node), ast.Tuple):
             state.tuple_returns = True
@@ -125,6 +126,7 @@ def write_summary(state: Any, node: ast.AST, facts: Function) -> None:
     its syntax (``node``, its ``def``)."""
     facts.returns_tags = state.returns
     facts.returns_calls = tuple(sorted(state.returns_calls))
+    facts.returns_params = tuple(sorted(state.returns_params))
     if state.elements:
         facts.returns_elements = tuple((tags, tuple(sorted(calls)), tuple(sorted(params)))
                                        for tags, calls, params in state.elements)

@@ -44,7 +44,7 @@ class FunctionState:
         "calls", "source_ticks", "none_checked", "refused", "returns", "guarded", "samples", "iterates", "aliases",
         "pads", "writes_source", "writes_packed", "reads_source", "reads_packed", "layout_params",
         "padded_params", "true_params", "rounds", "spaces", "guard_fields", "candidates", "positional", "reads",
-        "returns_calls", "unit_names", "elements", "tuple_returns",
+        "returns_calls", "unit_names", "elements", "tuple_returns", "returns_params",
     )
 
     def __init__(self) -> None:
@@ -54,6 +54,7 @@ class FunctionState:
         self.refused: set[str] = set()
         self.returns = 0
         self.returns_calls: set[str] = set()
+        self.returns_params: set[str] = set()
         # Per element of the tuple every `return` gives: (tags, calls); None before the first
         # return, False once a return gives something else (no summary by element).
         self.elements: list[tuple[int, frozenset[str], frozenset[str]]] | bool | None = None
