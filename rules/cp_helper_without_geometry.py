@@ -474,9 +474,11 @@ def _bound(site: FixSite, call: cst.Call, statement: cst.BaseStatement, name: st
         return True
     if scope.of(name) or not isinstance(scope.owner, cst.FunctionDef):
         return False
-    # A closure: the enclosing function's parameter, never rebound here.
-    outer = scope_of(tree, scope.owner)
-    return any(b.kind == "param" for b in outer.of(name)) and isinstance(outer.owner, cst.FunctionDef)
+    # A closure: the enclosing function's parameter, never rebound here. (The enclosing scope is
+    # read only when it is a function: the module's bindings cost the positions of every statement.)
+    if not isinstance(tree.scope_node(scope.owner), cst.FunctionDef):
+        return False
+    return any(b.kind == "param" for b in scope_of(tree, scope.owner).of(name))
 
 
 def _target_names(target: cst.BaseExpression) -> set[str]:

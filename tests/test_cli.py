@@ -119,6 +119,23 @@ def test_findings_exit_1_sorted_on_stdout_with_a_summary(project, capsys):
     assert "\x1b[" not in out  # not a terminal: no colour
 
 
+def test_a_check_leaves_the_collector_as_it_found_it(project, capsys):
+    """`check` freezes what its run built while it shows the findings (no full collection scans it
+    again); a process that runs many checks (the tests, an editor) gets the collector back as it was."""
+    import gc
+
+    write(project, "a.py", "y = pad_me\n")
+    assert (gc.isenabled(), gc.get_freeze_count()) == (True, 0)
+    assert check(capsys, "--no-cache")[0] == 1
+    assert (gc.isenabled(), gc.get_freeze_count()) == (True, 0)
+    gc.disable()
+    try:
+        assert check(capsys, "--no-cache")[0] == 1
+        assert (gc.isenabled(), gc.get_freeze_count()) == (False, 0)  # off stays off, nothing frozen
+    finally:
+        gc.enable()
+
+
 def test_exit_zero_and_quiet(project, capsys):
     write(project, "a.py", "y = pad_me\n")
     code, out, err = check(capsys, "--exit-zero", "--quiet", "--output-format", "concise")
