@@ -136,11 +136,12 @@ def _head_reads(function: ast.FunctionDef | ast.AsyncFunctionDef) -> set[str]:
                      and isinstance(s.targets[0], ast.Name)), key=lambda s: s.lineno)
     out = set()
     for node in loops:
+        bound = {s.targets[0].id: s.value for s in stores if s.lineno < node.lineno}  # type: ignore[attr-defined]
+        out |= _indexed_head_reads(node, bound, params)
         walked = walked_together(node)
         if walked is None:
             continue
         names = [name for _, name in walked]
-        bound = {s.targets[0].id: s.value for s in stores if s.lineno < node.lineno}  # type: ignore[attr-defined]
         for rows, row in walked:
             root = root_name(inline(rows, bound))
             if root not in params or row is None:
@@ -151,6 +152,40 @@ def _head_reads(function: ast.FunctionDef | ast.AsyncFunctionDef) -> set[str]:
                         and sub.slice.step is None and isinstance(sub.slice.upper, ast.Name) \
                         and sub.slice.upper.id in names and sub.slice.upper.id != row:
                     out.add(root)
+    return out
+
+
+def _indexed_head_reads(loop: ast.For, bound: dict[str, ast.expr], params: set[str]) -> set[str]:
+    """``for i, n in enumerate(sizes): rows[i, :n] = ...`` (or ``rows[i][:n]``): the zip of `_head_reads`
+    spelled with the loop's index, each row's head read by the entry walked beside it."""
+    target, call = loop.target, loop.iter
+    if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and call.func.id == "enumerate"
+            and isinstance(target, ast.Tuple) and len(target.elts) == 2
+            and all(isinstance(t, ast.Name) for t in target.elts)):
+        return set()
+    index, entry = target.elts[0].id, target.elts[1].id  # type: ignore[attr-defined]
+
+    def head(part: ast.expr) -> bool:
+        return isinstance(part, ast.Slice) and part.lower is None and part.step is None \
+            and isinstance(part.upper, ast.Name) and part.upper.id == entry
+
+    def at_index(part: ast.expr) -> bool:
+        return isinstance(part, ast.Name) and part.id == index
+
+    out: set[str] = set()
+    for sub in (n for stmt in loop.body for n in ast.walk(stmt)):
+        if not isinstance(sub, ast.Subscript):
+            continue
+        rows: ast.expr | None = None
+        if isinstance(sub.slice, ast.Tuple) and len(sub.slice.elts) == 2 and at_index(sub.slice.elts[0]) \
+                and head(sub.slice.elts[1]):
+            rows = sub.value  # rows[i, :n]
+        elif head(sub.slice) and isinstance(sub.value, ast.Subscript) and at_index(sub.value.slice):
+            rows = sub.value.value  # rows[i][:n]
+        if isinstance(rows, ast.Name):
+            root = root_name(inline(rows, bound))
+            if root in params:
+                out.add(root)
     return out
 
 
