@@ -200,6 +200,18 @@ def test_every_fixture_edited_in_the_middle_reuses_what_a_fresh_walk_finds() -> 
     assert texts > 200 and moved > 300, (texts, moved)
 
 
+def test_the_records_a_reusing_run_leaves_are_reused_by_the_next() -> None:
+    # Pre-commit runs follow one another: each leaves the records it replayed for the next, as they were.
+    source = (FIXTURE / "data.py").read_text()
+    memo = _remembered(source)
+    edited = _insert_line(source)
+    _facts(edited, memo)
+    again = FunctionMemo(marshal.loads(marshal.dumps(memo.entry())))
+    twice = _insert_line(edited)
+    assert _facts(twice, again) == _facts(twice)
+    assert again.walked == 1 and again.reused == len(_units(source)) - 1 and again.moved > 0
+
+
 def test_module_code_before_a_function_walks_it_again() -> None:
     # A module-level binding the functions after it may read: each of them is walked again.
     source = (FIXTURE / "data.py").read_text()

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import marshal
 import re
 from collections.abc import Callable
 from hashlib import blake2b
@@ -341,7 +342,7 @@ class FunctionMemo:
         moved = bool(lines or ticks or indexes)
         if moved and not record["rebase"]:
             return False
-        part = from_cache_data(record["facts"])
+        part = from_cache_data(marshal.loads(record["facts"]))  # a copy: decoding builds the facts in place
         ensure_calls(part)
         gathering = [(int(index), str(key), tuple(keys)) for index, key, keys in record["gathering"]]
         whole = [(int(index), str(key), str(field)) for index, key, field in record["whole"]]
@@ -472,7 +473,7 @@ class FunctionMemo:
                 record["rebase"] = True
             except (_Outside, ValueError):
                 record["rebase"] = False
-            record["facts"] = cache_data(part)
+            record["facts"] = marshal.dumps(cache_data(part))
             self.records[line] = record
         self.pending = []
 
