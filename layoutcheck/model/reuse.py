@@ -1,33 +1,53 @@
-"""The facts of a file's unchanged leading functions, reused from its previous extraction.
+"""The facts of a file's unchanged functions, reused from its previous extraction.
 
 A pre-commit run extracts the one file that changed, and on a large module
 its walk is most of the run (Megatron-LM's 5,700-line ``training.py``: about
 half). What the walk finds in a module-level ``def`` (or a method of a
-module-level class) depends on the function's text and on what the walk holds when it gets there: the module's
-bindings and imports so far, its clock and function count, and what the
-readers of the whole module found (the module's own uses of names, the
-windows of `records.window_partners`, the function-end checks the file's
-text lets run, the module-wide readers' clashes in that function). Where the
-text of the file *up to the end of* a ``def`` is the text the previous
-extraction saw, and those whole-module inputs are equal, every one of them
-is equal too, so the walk would find what it found then: its facts are
-taken from the record the previous extraction left (`FunctionMemo`), and the
-walk goes on after it. An edit to one function re-walks it and the functions
-after it; one that only appends (a comment, a new function at the end) re-walks
-nothing before it.
+module-level class) depends on the function's text (its decorators to the
+end of its last line) and on what the walk holds when it gets there: the
+module's bindings and imports so far, the classes so far, its clock and
+function count, and what the readers of the whole module found (the
+module's own uses of names, the windows of `records.window_partners`, the
+function-end checks the file's text lets run, the module-wide readers'
+clashes in that function).
+
+A function's record (`FunctionMemo`) is taken again where its text is the
+text the previous extraction saw and the walk reaches it holding the same:
+
+* the *chain* (`FunctionMemo.chain`) digests what the walk met before the
+  function: the module code between the functions (blank lines left out),
+  each function's name, and the place of each function walked and not
+  recorded (its walk may have changed what a later one reads); the imports
+  and the classes so far are digested with it (`_entry`);
+* the whole-module inputs (``context``) are equal, and so are the clashes
+  the module-wide readers found in the function, lines counted from its own.
+
+Then the walk would find what it found then, at another place: every line,
+tick and function index its facts hold moved by what the edit added or
+removed before it (`MOVED` names the fields that hold one: spans, ticks,
+``function`` and ``parent``, a `spaces` row's line, a `PadSide` arm's
+``if`` line, the line a clash's message names). A record is marked movable
+when every place it holds lies inside the function (lines from its first
+decorator to its end, ticks of its own walk, the indexes of its own
+functions; 0 and -1, none or the module, stay); one that points outside is
+replayed only where nothing moved. So an edit inside one function re-walks
+it alone; an edit to the module code between functions, a function added or
+removed, or an import the edited function adds, re-walks the functions
+after it.
 
 What is recorded of a function, in the cache's form of facts
-(`layoutcheck.model.facts.cache_data`): the facts the walk appended while
-in it (its `Function` and its nested ones, pads, calls, stores, clashes,
-...), what it added to the file's collections (uses of fields, unit atoms,
-bucket names, partners, gathered fields), the imports after it (a function
-may import), the classes defined in it, and the walk's clock after it. A
-function is not recorded when its walk reached outside it (it changed a broadcast recorded before it, or
-recorded one whose origin lies outside it), and no function of a file is
-when `layoutcheck.model.calls.rewrite_calls` rewrote any call of the file
-(a rewrite reads the whole module). Positions need no rebasing: the text
-before the function is the same. tests/test_function_reuse.py holds reused
-facts to a fresh extraction's.
+(`layoutcheck.model.facts.cache_data`, as `marshal` bytes: decoding builds
+the facts in place, and the record is written back for the next run): the
+facts the walk appended while in it (its `Function` and its nested ones,
+pads, calls, stores, clashes, ...), what it added to the file's collections
+(uses of fields, unit atoms, bucket names, partners, gathered fields), the
+imports after it (a function may import), the classes defined in it, and
+the walk's clock before and after it. A function is not recorded when its
+walk reached outside it (it changed a broadcast recorded before it,
+recorded one whose origin lies outside it, or changed the module's frame),
+and no function of a file is when `layoutcheck.model.calls.rewrite_calls`
+rewrote any call of the file (a rewrite reads the whole module).
+tests/test_function_reuse.py holds reused facts to a fresh extraction's.
 """
 
 from __future__ import annotations
