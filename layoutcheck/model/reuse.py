@@ -8,8 +8,9 @@ end of its last line) and on what the walk holds when it gets there: the
 module's bindings and imports so far, the classes so far, its clock and
 function count, and what the readers of the whole module found (the
 module's own uses of names, the windows of `records.window_partners`, the
-function-end checks the file's text lets run, the module-wide readers'
-clashes in that function).
+module-wide readers' clashes in that function). Not which function-end
+checks the file's text lets run: a check runs on a function only where the
+function's own text spells its words, and then the file's does.
 
 A function's record (`FunctionMemo`) is taken again where its text is the
 text the previous extraction saw and the walk reaches it holding the same:
@@ -230,12 +231,35 @@ def _step(chain: bytes, *parts: bytes) -> bytes:
     return digest.digest()
 
 
-def _code(gap: str) -> bytes:
-    """The module code between two functions as the chain holds it: its blank lines left out (adding a
-    function adds some around it, and a blank line changes nothing the walk sees)."""
+def _code(gap: str, line: int, kept: set[int]) -> bytes:
+    """The module code between two functions, its first line ``line``, as the chain holds it: its blank
+    lines and its comment lines left out (adding a function adds blank lines around it; neither changes
+    what the walk sees), but for lines in ``kept`` (inside a statement of several lines, where a ``#``
+    may start a line of a string)."""
     if not gap.strip():
         return b""
-    return "\n".join(line for line in gap.split("\n") if line.strip()).encode("utf-8", "surrogatepass")
+    out = [text for i, text in enumerate(gap.split("\n"), line)
+           if text.strip() and (i in kept or not text.lstrip().startswith("#"))]
+    return "\n".join(out).encode("utf-8", "surrogatepass")
+
+
+def _inside_statements(tree: ast.Module) -> set[int]:
+    """The lines after the first of each statement of several lines the walk reaches between functions (the
+    module's and its classes' own, a class's header alone): where a line starting with ``#`` may be
+    inside a string."""
+    out: set[int] = set()
+    defs = (ast.FunctionDef, ast.AsyncFunctionDef)
+    for statement in tree.body:
+        if isinstance(statement, ast.ClassDef):
+            inner = statement.body
+            out.update(range(statement.lineno + 1, inner[0].lineno))
+            for s in inner:
+                if not isinstance(s, defs) and s.end_lineno is not None and s.end_lineno > s.lineno:
+                    out.update(range(s.lineno + 1, s.end_lineno + 1))
+        elif not isinstance(statement, defs) and statement.end_lineno is not None \
+                and statement.end_lineno > statement.lineno:
+            out.update(range(statement.lineno + 1, statement.end_lineno + 1))
+    return out
 
 
 class FunctionMemo:
@@ -257,7 +281,15 @@ class FunctionMemo:
         have changed what later ones read, `finish`)."""
         self.cursor = 0
         """The offset where the module code after the last function met starts."""
-        self.here: tuple[int, int, int, bytes] | None = None
+        self.line = 1
+        """The line it starts on."""
+        self.gaps: list[str] = []
+        """The module code between the functions met so far, as written."""
+        self.names: list[str] = []
+        """The names of the functions met so far whose walk kept to itself (`_leave`), in order."""
+        self.kept: set[int] = set()
+        """Lines a comment is not left out of the chain on (`_inside_statements`)."""
+        self.here: tuple[int, int, int, bytes, tuple[str, ...]] | None = None
         """The function being walked: its text's offsets, its first line, what its walk starts from (`_entry`)."""
         self.reused = 0
         self.moved = 0
@@ -272,6 +304,7 @@ class FunctionMemo:
         self.text = extractor.source.text
         self.context = context
         self.top = set(map(id, units(tree)))
+        self.kept = _inside_statements(tree)
         previous = self.previous
         if previous is not None and previous.get("context") == context and isinstance(previous.get("text"), str) \
                 and isinstance(previous.get("records"), dict):
@@ -315,29 +348,54 @@ class FunctionMemo:
         state = repr((tuple(imports.aliases.items()), tuple(sorted(imports.modules)), tuple(extractor.class_facts)))
         return _step(chain, state.encode("utf-8", "surrogatepass"))
 
-    def _arrive(self, extractor: Any, node: Any) -> tuple[int, int, int, bytes]:
+    def _arrive(self, extractor: Any, node: Any) -> tuple[int, int, int, bytes, tuple[str, ...]]:
         """The walk is at ``node``: add the module code since the last function to the chain."""
         source = extractor.source
         first = min([node.lineno, *(d.lineno for d in node.decorator_list)])
         start, end = source.end_of_line(first - 1), source.end_of_line(node.end_lineno)
         text = source.text
         if start > self.cursor:
-            self.chain = _step(self.chain, b"code", _code(text[self.cursor:start]))
+            gap = text[self.cursor:start]
+            code = _code(gap, self.line, self.kept)
+            if code:  # none between two functions: as if they were next to each other
+                self.gaps.append(gap)
+                self.chain = _step(self.chain, b"code", code)
         self.cursor = max(self.cursor, end)
-        here = self.here = (start, end, first, self._entry(extractor, self.chain))
+        self.line = max(self.line, node.end_lineno + 1)
+        here = self.here = (start, end, first, self._entry(extractor, self.chain), tuple(self.names))
         return here
 
     def _leave(self, extractor: Any, node: Any, recorded: bool) -> None:
-        """The walk is past ``node``: its name is bound; one not recorded may have changed what later
-        functions read, so its place enters the chain (a later function moved is then walked again)."""
-        mark = b"ok" if recorded else repr((node.lineno, extractor.tick, len(extractor.facts.functions))).encode()
-        self.chain = _step(self.chain, b"def", node.name.encode("utf-8", "surrogatepass"), mark)
+        """The walk is past ``node``: its name is bound (`names`). One not recorded may have changed what later
+        functions read, and so may one whose decorators or defaults bind a name (``:=``, walked in the
+        module's frame): the place of either enters the chain (a later function moved is then walked again)."""
+        if recorded and not _header_binds(node):
+            self.names.append(node.name)
+        else:
+            mark = repr((node.name, node.lineno, extractor.tick, len(extractor.facts.functions)))
+            self.chain = _step(self.chain, b"def", mark.encode("utf-8", "surrogatepass"))
         self.here = None
+
+    def _names_differ(self, record: dict[str, Any], text: str, names: tuple[str, ...]) -> bool:
+        """Do the functions bound before this one (`names`) differ from the record's in a name that this
+        function's text, or the module code before it, spells? A function added or removed before it binds
+        a name the walk reads only where it is spelled."""
+        before = record["names"]
+        if before == names:
+            return False
+        counts: dict[str, int] = {}
+        for name in before:
+            counts[name] = counts.get(name, 0) + 1
+        for name in names:
+            counts[name] = counts.get(name, 0) - 1
+        changed = [name for name, count in counts.items() if count]
+        return any(name in text or any(name in gap for gap in self.gaps) for name in changed)
 
     def replay(self, extractor: Any, node: ast.AST) -> bool:
         """Apply the previous extraction's record of ``node`` if it stands (True), else leave all as it is."""
-        start, end, _, entry = self._arrive(extractor, node)
-        candidates = self.old.get(extractor.source.text[start:end])
+        start, end, _, entry, names = self._arrive(extractor, node)
+        text = extractor.source.text[start:end]
+        candidates = self.old.get(text)
         if not candidates:
             return False
         clashes = None
@@ -347,7 +405,7 @@ class FunctionMemo:
                     continue
                 if clashes is None:
                     clashes = self._clashes(extractor, node)
-                if record["clashes"] != clashes:
+                if record["clashes"] != clashes or self._names_differ(record, text, names):
                     continue
                 if self._apply(extractor, node, record, start, end):
                     self._leave(extractor, node, True)
@@ -459,7 +517,7 @@ class FunctionMemo:
             return None
         if here is None:
             return None
-        start, end, top, entry = here
+        start, end, top, entry, names = here
         imports = extractor.imports
         index = lengths[_FUNCTIONS]
         return {
@@ -467,6 +525,7 @@ class FunctionMemo:
             "base": (first, tick, extractor.tick, index),
             "bounds": (top, last, tick, extractor.tick, index, len(extractor.facts.functions) - index),
             "entry": entry,
+            "names": names,
             "clashes": self._clashes(extractor, node),
             "gathering": tuple((index, key, tuple(sorted(keys))) for (index, key), keys in added[5].items()),
             "whole": tuple(added[6]),
@@ -510,6 +569,14 @@ class FunctionMemo:
         if self.text is None or self.context is None:
             return None
         return {"text": self.text, "context": self.context, "records": self.records}
+
+
+def _header_binds(node: Any) -> bool:
+    """Do ``node`` 's decorators or defaults bind a name (``:=``)? They are walked in the enclosing frame."""
+    args = node.args
+    return any(isinstance(n, ast.NamedExpr)
+               for expr in (*node.decorator_list, *args.defaults, *(d for d in args.kw_defaults if d is not None))
+               for n in ast.walk(expr))
 
 
 def _module_state(frame: Any) -> tuple[Any, ...]:
