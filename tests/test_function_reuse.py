@@ -212,6 +212,73 @@ def test_the_records_a_reusing_run_leaves_are_reused_by_the_next() -> None:
     assert again.walked == 1 and again.reused == len(_units(source)) - 1 and again.moved > 0
 
 
+SMALL = '''"""A module."""
+import torch
+import torch.nn.functional as F
+
+unit = 128
+DOC = """
+# one
+"""
+
+
+def first(batch):
+    return batch["tokens"]
+
+
+def middle(x):
+    return x
+
+
+def later(x):
+    return torch.cat([x, x])
+
+
+def calls(x):
+    return scale(x)
+
+
+def last(x, n):
+    padded = (n + unit - 1) // unit * unit
+    return F.pad(x, (0, padded - x.size(0)))
+'''
+
+
+def test_comments_between_functions_move_them_all() -> None:
+    # A comment at the top and one between two functions: every function moves, but `last`, whose pad's
+    # unit is decided at the module's level (`unit = 128`): its record points outside it, and is not moved.
+    memo = _remembered(SMALL)
+    edited = "# Copyright\n" + SMALL.replace("\n\ndef later", "\n# a note\n\ndef later")
+    assert _facts(edited, memo) == _facts(edited)
+    assert memo.walked == 1 and memo.moved == memo.reused == len(_units(SMALL)) - 1
+    unmoved = _remembered(SMALL)
+    assert _facts(SMALL + "\n# appended\n", unmoved) == _facts(SMALL + "\n# appended\n")
+    assert unmoved.walked == 0 and unmoved.moved == 0  # where nothing moved, that record is taken too
+
+
+def test_a_comment_line_inside_a_string_between_functions_walks_the_later_ones_again() -> None:
+    # `# one` is a line of the string DOC, not a comment: changed, the functions after it are walked again.
+    memo = _remembered(SMALL)
+    edited = SMALL.replace("# one", "# two")
+    assert _facts(edited, memo) == _facts(edited)
+    assert memo.reused == 0 and memo.walked == len(_units(SMALL))
+
+
+def test_a_function_added_is_walked_and_those_after_it_moved() -> None:
+    memo = _remembered(SMALL)
+    edited = SMALL.replace("def later(x):", "def helper(y):\n    return y + 1\n\n\ndef later(x):")
+    assert _facts(edited, memo) == _facts(edited)
+    assert memo.walked == 2 and memo.moved == 2  # `helper` and `last` (not movable) walked
+
+
+def test_a_function_added_under_a_name_a_later_one_reads_walks_that_one_again() -> None:
+    # `def scale()` binds the module's `scale`, which `calls` reads; `later` does not spell it and moves.
+    memo = _remembered(SMALL)
+    edited = SMALL.replace("def later(x):", "def scale(y):\n    return y * 2\n\n\ndef later(x):")
+    assert _facts(edited, memo) == _facts(edited)
+    assert memo.walked == 3 and memo.moved == 1  # `scale`, `calls` and `last` walked, `later` moved
+
+
 def test_module_code_before_a_function_walks_it_again() -> None:
     # A module-level binding the functions after it may read: each of them is walked again.
     source = (FIXTURE / "data.py").read_text()
