@@ -62,7 +62,9 @@ from hashlib import blake2b
 from typing import Any
 
 from layoutcheck.model.facts import (
+    Arg,
     BucketLiteral,
+    Call,
     Broadcast,
     Clash,
     EntryRead,
@@ -164,12 +166,22 @@ class _Move:
         return tuple((subject, space, self.line(line), why) for subject, space, line, why in rows)
 
     def calls(self, calls: Any) -> Any:
+        if self.check:
+            for call in calls:
+                self.span(call.span)
+                self.tick_(call.tick)
+                for arg in call.args:
+                    self.span(arg.span)
+            return calls
         out = []
+        span, tick = self.span, self.tick_
         for call in calls:
             args = call.args
             if any(a.span is not None for a in args):
-                args = tuple(a if a.span is None else a._replace(span=self.span(a.span)) for a in args)
-            out.append(call._replace(span=self.span(call.span), tick=self.tick_(call.tick), args=args))
+                args = tuple(a if a.span is None else _new_tuple(Arg, (*a[:_ARG_SPAN], span(a.span), *a[_ARG_SPAN + 1:]))
+                             for a in args)
+            # Built as `tuple.__new__` builds it (`Call._replace` is a Python function, and a module has thousands).
+            out.append(_new_tuple(Call, (call[0], span(call[1]), tick(call[2]), call[3], args, *call[5:])))
         return tuple(out)
 
     def arms(self, arms: tuple[str, ...]) -> tuple[str, ...]:
@@ -184,6 +196,10 @@ class _Move:
             return text
         return _LINE_IN_TEXT.sub(lambda m: str(self.line(int(m.group(0)))), text)
 
+
+_new_tuple = tuple.__new__
+_ARG_SPAN = Arg._fields.index("span")
+assert Call._fields[:5] == ("callee", "span", "tick", "layout", "args")
 
 _LINE_IN_TEXT = re.compile(r"(?<=\bline )\d+")
 """A line a clash's message names (``it is combined at line 12``, `layoutcheck.model.clashes`)."""
@@ -291,6 +307,8 @@ class FunctionMemo:
         """Lines a comment is not left out of the chain on (`_inside_statements`)."""
         self.here: tuple[int, int, int, bytes, tuple[str, ...]] | None = None
         """The function being walked: its text's offsets, its first line, what its walk starts from (`_entry`)."""
+        self._state: Any = None
+        self._state_text = b""
         self.reused = 0
         self.moved = 0
         """Of those reused, the ones replayed at another place (lines, ticks or function indexes moved)."""
@@ -340,13 +358,15 @@ class FunctionMemo:
                 out.append((line - first, getattr(function, "col_offset", 0), tuple(places)))
         return tuple(out)
 
-    @staticmethod
-    def _entry(extractor: Any, chain: bytes) -> bytes:
+    def _entry(self, extractor: Any, chain: bytes) -> bytes:
         """What a function's walk starts from, beside its own text: the chain, the imports so far and the
-        classes defined so far."""
+        classes defined so far (digested again only when they changed)."""
         imports = extractor.imports
-        state = repr((tuple(imports.aliases.items()), tuple(sorted(imports.modules)), tuple(extractor.class_facts)))
-        return _step(chain, state.encode("utf-8", "surrogatepass"))
+        state = (tuple(imports.aliases.items()), tuple(sorted(imports.modules)), tuple(extractor.class_facts))
+        if state != self._state:
+            self._state = state
+            self._state_text = repr(state).encode("utf-8", "surrogatepass")
+        return _step(chain, self._state_text)
 
     def _arrive(self, extractor: Any, node: Any) -> tuple[int, int, int, bytes, tuple[str, ...]]:
         """The walk is at ``node``: add the module code since the last function to the chain."""
