@@ -16,10 +16,14 @@ A function's record (`FunctionMemo`) is taken again where its text is the
 text the previous extraction saw and the walk reaches it holding the same:
 
 * the *chain* (`FunctionMemo.chain`) digests what the walk met before the
-  function: the module code between the functions (blank lines left out),
-  each function's name, and the place of each function walked and not
-  recorded (its walk may have changed what a later one reads); the imports
-  and the classes so far are digested with it (`_entry`);
+  function: the module code between the functions (blank and comment lines
+  left out), and the place of each function walked and not recorded (its
+  walk may have changed what a later one reads); the imports and the
+  classes so far are digested with it (`_entry`);
+* the functions bound before it are those bound then, or differ only in
+  names neither the function nor the module code before it spells (a
+  function added or removed before it: its walk reads a name only where
+  it is spelled);
 * the whole-module inputs (``context``) are equal, and so are the clashes
   the module-wide readers found in the function, lines counted from its own.
 
@@ -32,9 +36,10 @@ when every place it holds lies inside the function (lines from its first
 decorator to its end, ticks of its own walk, the indexes of its own
 functions; 0 and -1, none or the module, stay); one that points outside is
 replayed only where nothing moved. So an edit inside one function re-walks
-it alone; an edit to the module code between functions, a function added or
-removed, or an import the edited function adds, re-walks the functions
-after it.
+it alone; an edit to the module code between functions (but for comments
+and blank lines), or an import the edited function adds, re-walks the
+functions after it, and a function added or removed re-walks those that
+spell its name.
 
 What is recorded of a function, in the cache's form of facts
 (`layoutcheck.model.facts.cache_data`, as `marshal` bytes: decoding builds
@@ -292,9 +297,10 @@ class FunctionMemo:
         self.context: tuple[Any, ...] | None = None
         self.top: set[int] = set()
         self.chain = b""
-        """What the walk met before the function it is at: the module's code between the functions (blank
-        lines left out), each function's name, and for each function not recorded its place (its walk may
-        have changed what later ones read, `finish`)."""
+        """What the walk met before the function it is at: the module's code between the functions (blank and
+        comment lines left out, `_code`), and for each function not recorded (or whose decorators or defaults
+        bind a name) its place: its walk may have changed what later ones read (`_leave`). The names the
+        other functions bind are kept apart (`names`)."""
         self.cursor = 0
         """The offset where the module code after the last function met starts."""
         self.line = 1
