@@ -68,9 +68,9 @@ from typing import Any
 
 from layoutcheck.model.facts import (
     Arg,
+    Broadcast,
     BucketLiteral,
     Call,
-    Broadcast,
     Clash,
     EntryRead,
     FieldWrite,
@@ -88,7 +88,7 @@ from layoutcheck.model.facts import (
     from_cache_data,
 )
 
-__all__ = ["FunctionMemo", "MOVED", "units"]
+__all__ = ["MOVED", "FunctionMemo", "units"]
 
 _LISTS = tuple(f.name for f in dataclasses.fields(FileFacts) if f.default_factory is list and f.name != "broadcasts")
 """The facts' lists a function's walk appends to: every list of `FileFacts` (a list added there is recorded
@@ -124,7 +124,7 @@ class _Move:
     function's own lines ``first..last``, ticks ``(tick, end]`` and indexes ``index..index + count - 1``: a
     record whose facts all lie inside can be moved. 0 (no line, no tick; the module's index) and -1 stay."""
 
-    __slots__ = ("lines", "ticks", "indexes", "check", "first", "last", "tick", "end", "index", "count")
+    __slots__ = ("check", "count", "end", "first", "index", "indexes", "last", "lines", "tick", "ticks")
 
     def __init__(self, lines: int, ticks: int, indexes: int, check: tuple[int, ...] | None = None) -> None:
         self.lines, self.ticks, self.indexes = lines, ticks, indexes
