@@ -40,7 +40,8 @@ Rows and targets (issues 3 and 11), per tree:
   the file is then read afresh: a reference row, no target). Each run edits the
   file afresh (`staged_edit`: a comment appended, or with ``--staged-edit
   function`` a statement added to its middle function); the first leaves the
-  records of the file's functions, which the later ones reuse up to the edit. The commands
+  records of the file's functions, which the later ones reuse but for the edited function (those
+  after it moved to where they now are). The commands
   alternate, run for run, so drift on a busy machine affects them alike.
 
 Subprocesses run as a user's installation does: with bytecode caching on
@@ -387,7 +388,8 @@ def measure_staged(tree: Path, one: Path, repeat: int, ruff: list[str] | None,
     ``import libcst``, ``layoutcheck check FILE`` (the project cached), the same ``--no-cache``,
     and ruff on the file (``inf`` without ruff). The cache must hold the project already. Each
     attempt edits the file afresh (`staged_edit`); the first one-file run of the file leaves the
-    records of its functions (`layoutcheck.model.reuse`), which the later ones reuse up to the edit."""
+    records of its functions (`layoutcheck.model.reuse`), which the later ones reuse but for the edited
+    function."""
     cmd = layoutcheck_command()
     # A pre-commit run: the project's facts are in the cache from an earlier run (the warm rows
     # left it there); the staged file itself changed, so its own facts are a miss.

@@ -107,14 +107,226 @@ def test_an_edit_that_keeps_every_offset_is_seen() -> None:
     assert memo.reused > 0 and memo.walked > 0
 
 
-def test_functions_after_an_edit_are_walked_again() -> None:
+def test_functions_after_an_edit_are_reused_where_they_moved() -> None:
+    # A line added in the middle function: it alone is walked; those after it are replayed a line down.
     source = (FIXTURE / "data.py").read_text()
     memo = _remembered(source)
-    _facts(_insert_line(source), memo)
+    edited = _insert_line(source)
+    assert _facts(edited, memo) == _facts(edited)
     middle = _middle_def(source)
+    after = sum(1 for s in _units(source) if s.lineno > middle.end_lineno)
+    assert after > 0 and memo.walked == 1 and memo.moved == after
+    assert memo.reused == len(_units(source)) - 1
+
+
+def _edited_middle(source: str, edit: str) -> str:
+    """``source`` edited in its middle unit (the one `_middle_def` names, or the module-level statement
+    there): lines added or removed, the function grown, a function added or removed."""
+    tree = ast.parse(source)
     units = _units(source)
-    before = sum(1 for s in units if s.end_lineno < middle.lineno)
-    assert before > 0 and memo.reused == before and memo.walked == len(units) - before
+    middle = units[len(units) // 2]
+    if edit == "remove-statement":  # the middle one of those that keep a statement, not the last
+        long = [u for u in units[:-1] if len(u.body) >= 2]
+        middle = long[len(long) // 2]
+    body = middle.body  # type: ignore[attr-defined]
+    first = body[1] if isinstance(body[0], ast.Expr) and len(body) > 1 else body[0]
+    indent = " " * first.col_offset
+    lines = source.split("\n")
+    if edit == "three-lines":
+        lines[first.lineno - 1:first.lineno - 1] = [indent + "_a = 1", indent + "_b = [_a] * 3", indent + "_c = _b"]
+    elif edit == "remove-statement":
+        last = body[-1]
+        del lines[last.lineno - 1:last.end_lineno]
+    elif edit == "grow":
+        last = body[-1]
+        lines.insert(last.end_lineno, " " * last.col_offset + "_tail = 0")
+    elif edit in ("add-def", "remove-def"):
+        top = [s for s in tree.body if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))]
+        chosen = top[len(top) // 2]
+        at = min([chosen.lineno, *(d.lineno for d in chosen.decorator_list)])
+        if edit == "add-def":
+            lines[at - 1:at - 1] = ["def _added(x):", "    return x + 1", "", ""]
+        else:
+            del lines[at - 1:chosen.end_lineno]
+    elif edit == "module-code":
+        at = min([middle.lineno, *(d.lineno for d in middle.decorator_list)])  # type: ignore[attr-defined]
+        if middle.col_offset == 0:  # type: ignore[attr-defined]
+            lines.insert(at - 1, "max_seq_len = 4096")
+        else:
+            lines.insert(at - 1, " " * middle.col_offset + "pad_multiple = 8")  # type: ignore[attr-defined]
+    else:
+        raise AssertionError(edit)
+    return "\n".join(lines)
+
+
+MIDDLE_EDITS = ("three-lines", "remove-statement", "grow", "add-def", "remove-def", "module-code")
+
+
+@pytest.mark.parametrize("name", ["data.py", "loss.py", "rollout.py", "actor.py", "model.py", "parallel.py"])
+@pytest.mark.parametrize("edit", MIDDLE_EDITS)
+def test_edits_in_the_middle_reuse_what_a_fresh_walk_finds(name: str, edit: str) -> None:
+    source = (FIXTURE / name).read_text()
+    memo = _remembered(source)
+    edited = _edited_middle(source, edit)
+    assert _facts(edited, memo) == _facts(edited), f"{name}, {edit}: reused facts differ from a fresh walk's"
+    if edit in ("three-lines", "remove-statement", "grow"):
+        # A def added or removed may change the module's own uses of names (a whole-module input): then
+        # nothing is reused, and the comparison is of two fresh walks; these three edits keep them.
+        assert memo.moved > 0 and memo.walked == 1, f"{name}, {edit}: the functions after the edit were walked"
+
+
+def test_every_fixture_edited_in_the_middle_reuses_what_a_fresh_walk_finds() -> None:
+    # The bulk oracle: each fixture file with three functions or more, each edit; reused facts are a
+    # fresh walk's, and functions were moved (so the comparison is not of two fresh walks).
+    moved = texts = 0
+    for path in sorted((ROOT / "fixtures").rglob("*.py")):
+        source = path.read_text()
+        try:
+            if len(_units(source)) < 3 or not any(len(u.body) >= 2 for u in _units(source)[:-1]):
+                continue
+        except SyntaxError:
+            continue
+        first = FunctionMemo()
+        extract(source, LintSettings(), first)
+        if first.entry() is None:
+            continue  # its calls are rewritten: nothing is kept (test_a_file_whose_calls_are_rewritten_...)
+        blob = marshal.dumps(first.entry())
+        for edit in MIDDLE_EDITS:
+            edited = _edited_middle(source, edit)
+            memo = FunctionMemo(marshal.loads(blob))
+            assert _facts(edited, memo) == _facts(edited), f"{path.name}, {edit}: reused facts differ"
+            moved += memo.moved
+            texts += 1
+    assert texts > 200 and moved > 300, (texts, moved)
+
+
+def test_the_records_a_reusing_run_leaves_are_reused_by_the_next() -> None:
+    # Pre-commit runs follow one another: each leaves the records it replayed for the next, as they were.
+    source = (FIXTURE / "data.py").read_text()
+    memo = _remembered(source)
+    edited = _insert_line(source)
+    _facts(edited, memo)
+    again = FunctionMemo(marshal.loads(marshal.dumps(memo.entry())))
+    twice = _insert_line(edited)
+    assert _facts(twice, again) == _facts(twice)
+    assert again.walked == 1 and again.reused == len(_units(source)) - 1 and again.moved > 0
+
+
+SMALL = '''"""A module."""
+import torch
+import torch.nn.functional as F
+
+unit = 128
+DOC = """
+# one
+"""
+
+
+def first(batch):
+    return batch["tokens"]
+
+
+def middle(x):
+    return x
+
+
+def later(x):
+    return torch.cat([x, x])
+
+
+def calls(x):
+    return scale(x)
+
+
+def last(x, n):
+    padded = (n + unit - 1) // unit * unit
+    return F.pad(x, (0, padded - x.size(0)))
+'''
+
+
+def test_comments_between_functions_move_them_all() -> None:
+    # A comment at the top and one between two functions: every function moves, but `last`, whose pad's
+    # unit is decided at the module's level (`unit = 128`): its record points outside it, and is not moved.
+    memo = _remembered(SMALL)
+    edited = "# Copyright\n" + SMALL.replace("\n\ndef later", "\n# a note\n\ndef later")
+    assert _facts(edited, memo) == _facts(edited)
+    assert memo.walked == 1 and memo.moved == memo.reused == len(_units(SMALL)) - 1
+    unmoved = _remembered(SMALL)
+    assert _facts(SMALL + "\n# appended\n", unmoved) == _facts(SMALL + "\n# appended\n")
+    assert unmoved.walked == 0 and unmoved.moved == 0  # where nothing moved, that record is taken too
+
+
+def test_a_comment_line_inside_a_string_between_functions_walks_the_later_ones_again() -> None:
+    # `# one` is a line of the string DOC, not a comment: changed, the functions after it are walked again.
+    memo = _remembered(SMALL)
+    edited = SMALL.replace("# one", "# two")
+    assert _facts(edited, memo) == _facts(edited)
+    assert memo.reused == 0 and memo.walked == len(_units(SMALL))
+
+
+def test_a_function_added_is_walked_and_those_after_it_moved() -> None:
+    memo = _remembered(SMALL)
+    edited = SMALL.replace("def later(x):", "def helper(y):\n    return y + 1\n\n\ndef later(x):")
+    assert _facts(edited, memo) == _facts(edited)
+    assert memo.walked == 2 and memo.moved == 2  # `helper` and `last` (not movable) walked
+
+
+def test_a_function_added_under_a_name_a_later_one_reads_walks_that_one_again() -> None:
+    # `def scale()` binds the module's `scale`, which `calls` reads; `later` does not spell it and moves.
+    memo = _remembered(SMALL)
+    edited = SMALL.replace("def later(x):", "def scale(y):\n    return y * 2\n\n\ndef later(x):")
+    assert _facts(edited, memo) == _facts(edited)
+    assert memo.walked == 3 and memo.moved == 1  # `scale`, `calls` and `last` walked, `later` moved
+
+
+def test_module_code_before_a_function_walks_it_again() -> None:
+    # A module-level binding the functions after it may read: each of them is walked again.
+    source = (FIXTURE / "data.py").read_text()
+    memo = _remembered(source)
+    edited = _edited_middle(source, "module-code")
+    assert _facts(edited, memo) == _facts(edited)
+    middle = _units(source)[len(_units(source)) // 2]
+    before = sum(1 for s in _units(source) if s.end_lineno < middle.lineno)
+    assert memo.moved == 0 and memo.reused == before and memo.walked == len(_units(source)) - before
+
+
+def test_an_import_in_an_edited_function_walks_the_later_ones_again() -> None:
+    # An import inside a function is the module's too (`Imports`): the functions after it read another
+    # set of imports, and are walked again.
+    source = (FIXTURE / "data.py").read_text()
+    memo = _remembered(source)
+    middle = _middle_def(source)
+    lines = source.split("\n")
+    first = middle.body[0]
+    lines.insert(first.lineno - 1, " " * first.col_offset + "from torch.nn import functional as F2")
+    edited = "\n".join(lines)
+    assert _facts(edited, memo) == _facts(edited)
+    assert memo.moved == 0 and memo.walked == sum(1 for s in _units(source) if s.lineno >= middle.lineno)
+
+
+def test_every_place_the_facts_hold_is_moved() -> None:
+    # A field added to the facts that holds a line, a tick or a function index must be moved when a record
+    # is replayed at another place (`reuse.MOVED`); these are the fields that hold none.
+    import dataclasses
+
+    from layoutcheck.model import facts as facts_module
+    from layoutcheck.model.reuse import MOVED
+
+    placeless = {
+        "Function": {"rounds", "sample_indices", "returns_tags", "returns_elements", "param_uses", "zero_elements"},
+        "Pad": {"value_tags", "unit_tags"}, "Broadcast": {"value_tags"}, "EntryRead": {"index"},
+        "Rewrite": {"tags"}, "FieldWrite": {"tags"}, "BucketLiteral": {"values", "max_length"},
+        "Clash": set(), "PadSide": set(), "Record": set(), "MaxCall": set(), "Transform": set(), "Zip": set(),
+    }
+    for cls, moved in MOVED.items():
+        hints = {f.name: str(f.type) for f in dataclasses.fields(cls)}
+        numeric = {name for name, hint in hints.items() if "int" in hint or "Span" in hint}
+        assert numeric - set(moved) <= placeless[cls.__name__], f"{cls.__name__}: a field holding a place not moved"
+    import typing
+
+    hints = typing.get_type_hints(facts_module.FileFacts)
+    listed = {typing.get_args(hint)[0] for hint in hints.values() if typing.get_origin(hint) is list}
+    assert listed == set(MOVED) == {getattr(facts_module, name) for name in placeless}
 
 
 def test_a_file_whose_calls_are_rewritten_reuses_nothing() -> None:

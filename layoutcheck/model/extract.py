@@ -241,10 +241,11 @@ class _Extractor(StatementsMixin, DefinitionsMixin, StoresMixin, ExpressionsMixi
         if partners is not None:
             self.window_partners = partners
         if self.memo is not None:
+            # Not the function-end checks the file's text lets run (`function_checks`): a check runs on a
+            # function only where the function's own text spells its words, which the whole file then does.
             self.memo.begin(self, tree, (
                 tuple(sorted(uses.names.items())),
                 tuple(sorted((k, tuple(sorted(v))) for k, v in self.window_partners.items())),
-                tuple(kind for kind, _, _ in self.function_checks()[0]),
             ))
         self.block(tree.body)
         self.finish(frame, tree.body)
