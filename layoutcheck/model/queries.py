@@ -211,6 +211,8 @@ class FileQueries:
         arg = found.arg
         if arg.bare and arg.params and arg.params[0] in self.project.spaces.padded_slots(found.caller):
             return False  # a padded length passed on: its callers are judged where they call
+        if arg.tags & (WIDTH | CONFIG):
+            return False  # as below, known without resolving (which reads every field of the project)
         tags = self.project.spaces.arg(arg, found.caller)
         if tags & (WIDTH | CONFIG):
             # A batch's width (`x.shape[1]`: every row padded to it) or a configured length
