@@ -1095,3 +1095,18 @@ def test_rows_a_switch_pads_on_the_left_reach_a_head_reader_in_another_module(
     files = {name: text.format(side=side, **spelled) for name, text in _DPO_FILES.items()}
     called = next(i for i, line in enumerate(files["pairs.py"].splitlines(), 1) if "good = " in line)
     assert _lint(tmp_path, files) == ([("pairs.py", called, "pad-sides-disagree")] if not side else [])
+
+
+@pytest.mark.parametrize("names", list(_DPO_NAMES), ids=list(_DPO_NAMES))
+def test_a_head_reader_spelled_with_the_loops_index_is_reached_across_modules_too(tmp_path: Path, names: str) -> None:
+    """The head reader of the five modules above, its zip spelled with `enumerate` and the row's index
+    (`keep[i, :n] = False`): the same reader, the same finding (a module that slices rows only that way
+    is read for head readers too)."""
+    spelled = _DPO_NAMES[names]
+    files = {name: text.format(side="", **spelled) for name, text in _DPO_FILES.items()}
+    zipped = "        for row, n in zip(keep, sizes):\n            row[:n] = False\n"
+    assert sum(zipped in text for text in files.values()) == 1
+    files = {name: text.replace(zipped, "        for i, n in enumerate(sizes):\n            keep[i, :n] = False\n")
+             for name, text in files.items()}
+    called = next(i for i, line in enumerate(files["pairs.py"].splitlines(), 1) if "good = " in line)
+    assert _lint(tmp_path, files) == [("pairs.py", called, "pad-sides-disagree")]

@@ -57,7 +57,7 @@ import copy
 import re
 from collections.abc import Iterator
 
-from layoutcheck.model.syntax import breadth_first, children, dotted, forget_nodes, method_receiver, nodes_of, own_nodes
+from layoutcheck.model.syntax import breadth_first, children, dotted, forget_nodes, method_receiver, nodes_of, own_nodes, own_statements
 
 __all__ = [
     "BATCHES_OF", "COLLATE_AT", "COLLATE_FOR", "may_assign_methods", "methods_assigned", "read_calls_through",
@@ -711,23 +711,6 @@ def _call_through_forwarders(tree: ast.Module, forwarders: dict[str, ast.Functio
             node.func, node.args, node.keywords = func, new_args, new_keywords
 
 
-def _own_statements(function: ast.FunctionDef | ast.AsyncFunctionDef) -> Iterator[ast.stmt]:
-    """The statements of a function, nested blocks included, nested ``def`` and ``class`` bodies left out
-    (no expression is visited: cheaper than `own_nodes`)."""
-    stack: list[ast.stmt] = list(function.body)
-    while stack:
-        stmt = stack.pop()
-        yield stmt
-        if isinstance(stmt, (*_FUNCTIONS, ast.ClassDef)):
-            continue
-        for field in ("body", "orelse", "finalbody"):
-            stack.extend(getattr(stmt, field, ()))
-        for handler in getattr(stmt, "handlers", ()):
-            stack.extend(handler.body)
-        for case in getattr(stmt, "cases", ()):
-            stack.extend(case.body)
-
-
 def _stored_loader_loops(tree: ast.Module, known: set[int]) -> list[tuple[ast.For, ast.expr, int]]:
     """Each ``for`` over an attribute of the instance that the class's ``__init__`` stores from one of its
     parameters (``self.loader = loader``, the attribute stored nowhere else in the class), with the
@@ -747,7 +730,7 @@ def _stored_loader_loops(tree: ast.Module, known: set[int]) -> list[tuple[ast.Fo
         stores: dict[str, int] = {}
         for method in methods:
             mine = _instance(method)
-            for node in _own_statements(method):
+            for node in own_statements(method):
                 if isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
                     for target in (node.targets if isinstance(node, ast.Assign) else [node.target]):
                         if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) \
@@ -761,7 +744,7 @@ def _stored_loader_loops(tree: ast.Module, known: set[int]) -> list[tuple[ast.Fo
             continue
         for method in methods:
             mine = _instance(method)
-            for node in _own_statements(method):
+            for node in own_statements(method):
                 if not isinstance(node, (ast.For, ast.AsyncFor)) or not node.body or id(node) in known:
                     continue
                 source, at = node.iter, 0

@@ -96,23 +96,25 @@ class _Reach:
             callees = function.returns_elements[element][1]
         else:
             return None
-        found = None
-        for callee in callees:
-            at, name = element_call(callee)
-            for call in function.calls:
-                if call.callee != name:
-                    continue
-                if at is None or at < 0:
-                    found = self.left_call(ref, call) if depth + 1 < _DEPTH else None
-                else:
-                    target = self.graph.resolve(ref, call)
-                    found = self.left_element(target, at, depth + 1) if target is not None else None
-                if found is not None:
-                    break
-            if found is not None:
-                break
+        found = next((left for callee in callees if (left := self._left_of(ref, callee, depth))), None)
         self._left[key] = found
         return found
+
+    def _left_of(self, ref: FunctionRef, made: str, depth: int) -> tuple[FunctionRef, Call] | None:
+        """The left-padding call a value of ``ref`` that is ``made``'s result (``*i:f``: element ``i`` of it)
+        holds, through the calls of ``ref`` spelt so."""
+        at, name = element_call(made)
+        for call in self.graph.function(ref).calls:
+            if call.callee != name:
+                continue
+            if at is None or at < 0:
+                found = self.left_call(ref, call) if depth + 1 < _DEPTH else None
+            else:
+                target = self.graph.resolve(ref, call)
+                found = self.left_element(target, at, depth + 1) if target is not None else None
+            if found is not None:
+                return found
+        return None
 
     # ------------------------------------------------------------ parameters, into head readers
 
@@ -133,17 +135,7 @@ class _Reach:
             return frozenset()
         if depth < _DEPTH:
             for callee in callees:
-                at, name = element_call(callee)
-                for call in function.calls:
-                    if call.callee != name:
-                        continue
-                    target = self.graph.resolve(ref, call)
-                    if target is None:
-                        continue
-                    inner = self.flows(target, -1 if at is None else at, depth + 1)
-                    for param, arg in self.graph.binding(ref, call, target).items():
-                        if param in inner:
-                            params.update(arg.params)
+                params |= self._element_flow(ref, callee, depth + 1)
         found = self._flows[key] = frozenset(params)
         return found
 
@@ -175,9 +167,9 @@ class _Reach:
         self._reaches[key] = found
         return found
 
-    def _element_flow(self, ref: FunctionRef, callee: str) -> frozenset[str]:
+    def _element_flow(self, ref: FunctionRef, callee: str, depth: int = 0) -> frozenset[str]:
         """The parameters of ``ref`` that a value which is ``callee``'s result (``*i:f``: element ``i`` of
-        it) derives from, through what ``ref`` passes that call."""
+        it) derives from, through what ``ref`` passes that call (its callee read ``depth`` calls deep)."""
         at, name = element_call(callee)
         out: set[str] = set()
         function = self.graph.function(ref)
@@ -187,7 +179,7 @@ class _Reach:
             target = self.graph.resolve(ref, call)
             if target is None:
                 continue
-            inner = self.flows(target, -1 if at is None else at)
+            inner = self.flows(target, -1 if at is None else at, depth)
             for param, arg in self.graph.binding(ref, call, target).items():
                 if param in inner:
                     out.update(arg.params)
@@ -214,15 +206,7 @@ class _Reach:
                     if reader is None:
                         continue
                     for made in arg.calls:
-                        at, callee = element_call(made)
-                        source = next((c for c in function.calls if c.callee == callee), None)
-                        if source is None:
-                            continue
-                        if at is None or at < 0:
-                            left = self.left_call(ref, source)
-                        else:
-                            inner = self.graph.resolve(ref, source)
-                            left = self.left_element(inner, at) if inner is not None else None
+                        left = self._left_of(ref, made, -1)
                         if left is not None and (left[0], left[1].span) not in seen:
                             seen.add((left[0], left[1].span))
                             out.append((left[0], left[1], reader))

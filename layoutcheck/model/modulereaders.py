@@ -23,6 +23,7 @@ from layoutcheck.model.reshift import ShiftSummary, reshifted_fields, shift_summ
 from layoutcheck.model.sidedefault import left_padded_into_head_readers
 from layoutcheck.model.spunit import unaligned_packed_cuts
 from layoutcheck.model.stacked import unstacked_row_lists
+from layoutcheck.model.syntax import line_numbers
 
 __all__ = ["read_module", "shifters_of_module"]
 
@@ -84,13 +85,4 @@ def shifters_of_module(tree: ast.Module, text: str) -> tuple[ShiftSummary, ...]:
             at = text.find(spelling, at + 1)
     if not found:
         return ()
-    # Lines counted from one place found to the next, not each from the start (a module with many
-    # such slices was read once per slice).
-    found.sort()
-    lines: set[int] = set()
-    line, last = 1, 0
-    for at in found:
-        line += text.count("\n", last, at)
-        last = at
-        lines.add(line)
-    return shift_summaries(tree, lines)
+    return shift_summaries(tree, set(line_numbers(text, found)))

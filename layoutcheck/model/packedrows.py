@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING
 
 from layoutcheck.model.packedlocals import LOCAL_CONCATENATIONS, local_packs
 from layoutcheck.model.shifts import rolled_left, shift_kind
-from layoutcheck.model.syntax import int_value, names_in
+from layoutcheck.model.syntax import int_value, line_numbers, names_in
 
 if TYPE_CHECKING:
     from layoutcheck.model.graph import ProjectGraph
@@ -240,14 +240,7 @@ def _lines(spellings: tuple[str, ...], text: str) -> list[int]:
         while at >= 0:
             found.append(at)
             at = text.find(spelling, at + 1)
-    found.sort()
-    out: list[int] = []
-    line, last = 1, 0
-    for at in found:
-        line += text.count("\n", last, at)
-        last = at
-        out.append(line)
-    return out
+    return line_numbers(text, found)
 
 
 def _segment(text: str, node: ast.AST) -> str:

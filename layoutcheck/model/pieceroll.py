@@ -23,7 +23,7 @@ import re
 from bisect import bisect_left
 
 from layoutcheck.model.shifts import rolled_left
-from layoutcheck.model.syntax import binds_receiver, defs_with_qualnames, int_value, keyword, last_name, nodes, param_names, positional, receivers
+from layoutcheck.model.syntax import binds_receiver, defs_with_qualnames, int_value, keyword, last_name, line_numbers, nodes, param_names, positional, receivers
 
 __all__ = ["PieceSummaries", "RollSummary", "SplitSummary", "piece_summaries", "rolled_pieces"]
 
@@ -281,7 +281,7 @@ def piece_summaries(tree: ast.Module, text: str) -> PieceSummaries:
     of a returned tuple) and rollers (`_rolls`), by qualname: what a call from another module meets
     (`layoutcheck.model.piecereach`). Only the functions spanning a line that spells a roll or a window's
     end (``roll(``, ``+ 1)``) are read."""
-    lines = sorted({text.count("\n", 0, m.start()) + 1 for m in re.finditer(r"roll\(|\+ 1\)", text)})
+    lines = sorted(set(line_numbers(text, (m.start() for m in re.finditer(r"roll\(|\+ 1\)", text)))))
     if not lines:
         return (), ()
     splits: list[SplitSummary] = []

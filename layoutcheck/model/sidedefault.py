@@ -28,22 +28,24 @@ import ast
 import re
 
 from layoutcheck.model.syntax import (
-    defs_with_qualnames,
     assigned_before,
     call_arguments,
+    defs_with_qualnames,
     dotted,
     functions_by_name,
     inline,
-    walked_together,
     int_value,
     last_name,
+    line_numbers,
     nodes,
     own_nodes,
+    own_statements,
     param_names,
     receivers,
     root_name,
     spanning,
     string_value,
+    walked_together,
 )
 
 __all__ = ["SideSummaries", "left_padded_into_head_readers", "side_summaries"]
@@ -54,6 +56,8 @@ parameter's default as a string constant or ""), and its head readers, (qualname
 
 _SWITCH_LINE = re.compile(r"\(\s*0\s*,[^\n]*\bif\b[^\n]*\belse\b|,\s*0\s*\)[^\n]*\bif\b[^\n]*\belse\b")
 """A line holding ``(k, 0) if ... else (0, k)`` (either way round): where a side switch can be."""
+_HEAD_SLICE = re.compile(r"[\[,]\s*:")
+"""A slice from a row's start, ``row[:n]`` or ``rows[i, :n]``: what a head reader reads."""
 _ZIP_LINE = re.compile(r"^[ \t]*(?:async[ \t]+)?for\b[^\n]*\b(?:zip|enumerate)\(", re.MULTILINE)
 """A loop over ``zip(...)`` / ``enumerate(...)``: where a head reader can be."""
 
@@ -107,26 +111,9 @@ def _default(function: ast.FunctionDef | ast.AsyncFunctionDef, name: str) -> ast
     return None
 
 
-def _own_statements(function: ast.FunctionDef | ast.AsyncFunctionDef) -> list[ast.stmt]:
-    """The function's statements, nested blocks included, nested ``def`` and ``class`` bodies left out (no
-    expression visited: what `_head_reads` needs of the body costs a walk of its statements only)."""
-    out: list[ast.stmt] = []
-    stack: list[ast.stmt] = list(function.body)
-    while stack:
-        stmt = stack.pop()
-        out.append(stmt)
-        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            continue
-        for field in ("body", "orelse", "finalbody"):
-            stack.extend(getattr(stmt, field, ()))
-        for part in (*getattr(stmt, "handlers", ()), *getattr(stmt, "cases", ())):
-            stack.extend(part.body)
-    return out
-
-
 def _head_reads(function: ast.FunctionDef | ast.AsyncFunctionDef) -> set[str]:
     """Parameters whose rows are zipped with a list and read from their head (``row[:n]``)."""
-    statements = _own_statements(function)
+    statements = list(own_statements(function))
     loops = [s for s in statements if isinstance(s, ast.For)]
     if not loops:
         return set()
@@ -254,10 +241,10 @@ def left_padded_into_head_readers(tree: ast.Module) -> dict[ast.AST, list[tuple[
 def side_summaries(tree: ast.Module, text: str) -> SideSummaries:
     """The module's side switches and head readers, by qualname (`SideSummaries`): only the functions
     whose lines hold a conditional pair (`_SWITCH_LINE`) or a pairing loop (`_ZIP_LINE`) are read."""
-    switched = [text.count("\n", 0, m.start()) + 1 for m in _SWITCH_LINE.finditer(text)] \
+    switched = line_numbers(text, (m.start() for m in _SWITCH_LINE.finditer(text))) \
         if " if " in text and " else " in text else []
-    zips = [text.count("\n", 0, m.start()) + 1 for m in _ZIP_LINE.finditer(text)] \
-        if "[:" in text and ("zip(" in text or "enumerate(" in text) else []
+    zips = line_numbers(text, (m.start() for m in _ZIP_LINE.finditer(text))) \
+        if _HEAD_SLICE.search(text) and ("zip(" in text or "enumerate(" in text) else []
     if not switched and not zips:
         return (), ()
     defs = list(defs_with_qualnames(tree))

@@ -19,7 +19,7 @@ from itertools import accumulate, chain
 __all__ = [
     "CHILD_FIELDS", "Source", "argument", "breadth_first", "assigned_before", "assigned_once", "binds_receiver", "call_arguments", "child_fields", "forget_nodes", "nodes_of",
     "children", "defs_with_qualnames", "method_receiver", "receivers", "takes_class", "dotted", "expects_error", "functions_by_name", "index_of", "inline", "int_value", "keyword",
-    "last_name", "names_in", "nodes", "own_nodes", "param_names", "parts", "positional", "root_name", "same",
+    "last_name", "line_numbers", "names_in", "nodes", "own_nodes", "own_statements", "param_names", "parts", "positional", "root_name", "same",
     "spanning", "statement_nodes", "string_key", "string_value", "target_name", "walk", "walked_together", "constant_test", "live", "switch_like", "switches",
 ]
 
@@ -430,6 +430,35 @@ def own_nodes(node: ast.AST) -> Iterator[ast.AST]:
                 children.append(value)
         children.reverse()
         stack.extend(children)
+
+
+def own_statements(function: ast.FunctionDef | ast.AsyncFunctionDef) -> Iterator[ast.stmt]:
+    """The statements of a function, nested blocks included, nested ``def`` and ``class`` statements yielded
+    but their bodies left out (no expression is visited: cheaper than `own_nodes`)."""
+    stack: list[ast.stmt] = list(function.body)
+    while stack:
+        stmt = stack.pop()
+        yield stmt
+        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            continue
+        for field in ("body", "orelse", "finalbody"):
+            stack.extend(getattr(stmt, field, ()))
+        for handler in getattr(stmt, "handlers", ()):
+            stack.extend(handler.body)
+        for case in getattr(stmt, "cases", ()):
+            stack.extend(case.body)
+
+
+def line_numbers(text: str, offsets: Iterable[int]) -> list[int]:
+    """The 1-based line of each offset into ``text``, in ascending order of the offsets: counted from
+    one offset to the next, not each from the start (a module with many matches is read once)."""
+    out: list[int] = []
+    line, last = 1, 0
+    for at in sorted(offsets):
+        line += text.count("\n", last, at)
+        last = at
+        out.append(line)
+    return out
 
 
 def param_names(function: ast.FunctionDef | ast.AsyncFunctionDef) -> list[str]:
