@@ -57,7 +57,17 @@ import copy
 import re
 from collections.abc import Iterator
 
-from layoutcheck.model.syntax import breadth_first, children, dotted, forget_nodes, method_receiver, nodes_of, own_nodes, own_statements
+from layoutcheck.model.syntax import (
+    breadth_first,
+    children,
+    dotted,
+    forget_nodes,
+    is_dataloader,
+    method_receiver,
+    nodes_of,
+    own_nodes,
+    own_statements,
+)
 
 __all__ = [
     "BATCHES_OF", "COLLATE_AT", "COLLATE_FOR", "may_assign_methods", "methods_assigned", "read_calls_through",
@@ -359,13 +369,9 @@ def _apply_partials(tree: ast.Module, bound: dict[tuple[int, str], ast.Call]) ->
 
 def _is_loader(node: ast.AST) -> ast.expr | None:
     """The ``collate_fn=`` of ``DataLoader(..., collate_fn=f)``, else None."""
-    if not isinstance(node, ast.Call):
+    if not is_dataloader(node):
         return None
-    func = node.func
-    name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else None
-    if name != "DataLoader":
-        return None
-    for keyword in node.keywords:
+    for keyword in node.keywords:  # type: ignore[attr-defined]
         if keyword.arg == "collate_fn" and isinstance(keyword.value, (ast.Name, ast.Attribute, ast.Call)) \
                 and (not isinstance(keyword.value, ast.Call) or _is_partial(keyword.value)):
             return keyword.value

@@ -565,11 +565,10 @@ class ProjectGraph:
             param = self._instance_facts(target[0])[1].get(self.signature(target).qualname)
             if param is None:
                 continue
-            params = self.signature(target).params
-            positional = [p.name for p in params if p.kind in ("posonly", "pos")]
+            positional = [p.name for p in self.signature(target).params if p.kind in ("posonly", "pos")]
             if self.fills_receiver(outer, builder, target):
                 positional = positional[1:]
-            wanted = {param} | ({f"#{positional.index(param)}"} if param in positional else set())
+            wanted = _slots(positional, param)
             for where, text in given:
                 if where in wanted:
                     made = self._resolve(outer, text)
@@ -597,7 +596,7 @@ class ProjectGraph:
         if param in positional:
             names.add(f"{COLLATE_AT}{positional.index(param)}")
         found: set[FunctionRef] = set()
-        slots = {param} | ({f"#{positional.index(param)}"} if param in positional else set())
+        slots = _slots(positional, param)
         for outer, call in self.callers_of((caller[0], init)):
             for arg in call.args:
                 if arg.keyword in names:
@@ -944,3 +943,10 @@ class ProjectGraph:
             for write in file.facts.field_writes:
                 out.setdefault((i, write.function), []).append(write)
         return out
+
+
+def _slots(positional: Sequence[str], param: str) -> set[str]:
+    """Where a call passes parameter ``param`` of a function whose positional parameters (past any receiver)
+    are ``positional``: by its keyword, or ``#i`` at its position (as `layoutcheck.model.origins.Handed`
+    writes places)."""
+    return {param} | ({f"#{positional.index(param)}"} if param in positional else set())

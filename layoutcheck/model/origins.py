@@ -33,6 +33,7 @@ from layoutcheck.model.syntax import (
     defs_with_qualnames,
     dotted,
     int_value,
+    is_dataloader,
     param_names,
     receivers,
 )
@@ -114,15 +115,6 @@ def _stored_names(stmt: ast.stmt) -> Iterator[str]:
         for node in ast.walk(target):
             if isinstance(node, ast.Name):
                 yield node.id
-
-
-def _is_dataloader(node: ast.expr) -> bool:
-    """``DataLoader(...)`` / ``data.DataLoader(...)``: the class the collate machinery reads
-    (`layoutcheck.model.calls`)."""
-    if type(node) is not ast.Call:
-        return False
-    func = node.func  # type: ignore[attr-defined]
-    return (func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", None)) == "DataLoader"
 
 
 def _position(node: ast.AST) -> Position:
@@ -391,7 +383,7 @@ class _Function:
             value = node.value
             if isinstance(value, ast.Name):
                 value = self.once(value.id)
-            if value is None or not _is_dataloader(value):
+            if value is None or not is_dataloader(value):
                 continue
             given = next((k.value for k in value.keywords if k.arg == "collate_fn"), None)  # type: ignore[attr-defined]
             if not (isinstance(given, ast.Name) and given.id in self.params and given.id not in self.bound
@@ -425,7 +417,7 @@ class _Function:
             slots += [(k.arg, k.value) for k in node.keywords if k.arg is not None]
             for slot, arg in slots:
                 made = self.once(arg.id) if isinstance(arg, ast.Name) else None
-                if made is None or _is_dataloader(made):
+                if made is None or is_dataloader(made):
                     continue
                 callee = qualified(made.func, self.names)
                 if callee is None or callee.split(".", 1)[0] in _LIBRARIES or callee in _BUILTIN_NAMES:

@@ -131,32 +131,25 @@ class _Move:
         self.check = check is not None
         self.first, self.last, self.tick, self.end, self.index, self.count = check or (0,) * 6
 
-    def line(self, value: int) -> int:
+    def _moved(self, value: int, low: int, high: int, by: int) -> int:
+        """``value`` moved ``by``; when checking, the same ``value``, which must lie in ``[low, high)``. Zero
+        and negative values are no place (none, or counted from the end) and stay."""
         if value <= 0:
             return value
         if self.check:
-            if not self.first <= value <= self.last:
+            if not low <= value < high:
                 raise _Outside
             return value
-        return value + self.lines
+        return value + by
+
+    def line(self, value: int) -> int:
+        return self._moved(value, self.first, self.last + 1, self.lines)
 
     def tick_(self, value: int) -> int:
-        if value <= 0:
-            return value
-        if self.check:
-            if not self.tick < value <= self.end:
-                raise _Outside
-            return value
-        return value + self.ticks
+        return self._moved(value, self.tick + 1, self.end + 1, self.ticks)
 
     def function(self, value: int) -> int:
-        if value <= 0:
-            return value
-        if self.check:
-            if not self.index <= value < self.index + self.count:
-                raise _Outside
-            return value
-        return value + self.indexes
+        return self._moved(value, self.index, self.index + self.count, self.indexes)
 
     def span(self, span: Any) -> Any:
         if span is None:

@@ -18,7 +18,7 @@ from itertools import accumulate, chain
 
 __all__ = [
     "CHILD_FIELDS", "Source", "argument", "breadth_first", "assigned_before", "assigned_once", "binds_receiver", "call_arguments", "child_fields", "forget_nodes", "nodes_of",
-    "children", "defs_with_qualnames", "method_receiver", "receivers", "takes_class", "dotted", "expects_error", "functions_by_name", "index_of", "inline", "int_value", "keyword",
+    "children", "defs_with_qualnames", "method_receiver", "receivers", "takes_class", "dotted", "expects_error", "functions_by_name", "index_of", "inline", "int_value", "is_dataloader", "keyword",
     "last_name", "line_numbers", "names_in", "nodes", "own_nodes", "own_statements", "param_names", "parts", "positional", "root_name", "same",
     "spanning", "statement_nodes", "string_key", "string_value", "target_name", "walk", "walked_together", "constant_test", "live", "switch_like", "switches",
 ]
@@ -430,6 +430,14 @@ def own_nodes(node: ast.AST) -> Iterator[ast.AST]:
                 children.append(value)
         children.reverse()
         stack.extend(children)
+
+
+def is_dataloader(node: ast.AST) -> bool:
+    """``DataLoader(...)`` / ``data.DataLoader(...)``: the loader whose ``collate_fn`` the project follows."""
+    if type(node) is not ast.Call:
+        return False
+    func = node.func  # type: ignore[attr-defined]
+    return (func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", None)) == "DataLoader"
 
 
 def own_statements(function: ast.FunctionDef | ast.AsyncFunctionDef) -> Iterator[ast.stmt]:
