@@ -41,6 +41,7 @@ __all__ = [
     "Scheme",
     "alignment_unit",
     "allgather_window",
+    "bucket_divisors",
     "bucket_grid",
     "bucket_problems",
     "bucket_recompile_limit",
@@ -516,6 +517,7 @@ def bucket_problems(
     *,
     quantum: int = DEFAULT_BUCKET_QUANTUM,
     sp_degree: int = 1,
+    cp_degree: int = 1,
     require_max_last: bool = False,
 ) -> list[str]:
     """Every way ``buckets`` breaks the bucket rules, as sentences (empty when valid).
@@ -523,21 +525,20 @@ def bucket_problems(
     Rules: positive multiples of ``quantum`` (flex-attention works in
     128-token blocks), strictly increasing, none above ``max_length``, and
     ``max_length`` itself a multiple of ``quantum`` (it is always the last
-    bucket). With sequence parallelism over ``sp_degree`` ranks every bucket
-    (and ``max_length``) must also split evenly over them. With
+    bucket). Every bucket (and ``max_length``) must also be a multiple of
+    each of `bucket_divisors` (sequence and context parallelism). With
     ``require_max_last`` a list that does not end at ``max_length`` is a
     problem too (`validate_buckets` appends it instead). The linter's
     ``bucket-spec`` rule reports these sentences as they are.
     """
     _int("max_length", max_length, minimum=1)
     _int("quantum", quantum, minimum=1)
-    _int("sp_degree", sp_degree, minimum=1)
+    divisors = bucket_divisors(sp_degree, cp_degree)
     values = list(buckets)
     problems: list[str] = []
     if max_length % quantum:
         problems.append(f"max_length {max_length} is not a multiple of the quantum {quantum}")
-    if max_length % sp_degree:
-        problems.append(f"max_length {max_length} does not split evenly over the SP degree {sp_degree}")
+    problems += [f"max_length {max_length} does not {why}" for d, why in divisors if max_length % d]
     for i, b in enumerate(values):
         if isinstance(b, bool) or not isinstance(b, int):
             problems.append(f"bucket #{i} is {describe_value(b, quote=True)}, not an integer")
@@ -546,8 +547,8 @@ def bucket_problems(
             problems.append(f"bucket #{i} is {b}, not positive")
         elif b % quantum:
             problems.append(f"bucket #{i} is {b}, not a multiple of {quantum}")
-        if b > 0 and b % sp_degree:
-            problems.append(f"bucket #{i} is {b}, which does not split evenly over the SP degree {sp_degree}")
+        if b > 0:
+            problems += [f"bucket #{i} is {b}, which does not {why}" for d, why in divisors if b % d]
         if b > max_length:
             problems.append(f"bucket #{i} is {b}, above max_length {max_length}")
         previous = values[i - 1] if i else None
@@ -618,28 +619,47 @@ def bucket_grid(
     quantum: int = DEFAULT_BUCKET_QUANTUM,
     *,
     sp_degree: int = 1,
+    cp_degree: int = 1,
 ) -> tuple[int, ...]:
     """Every length a bucket may have, ascending: the candidates an advisor chooses from.
 
-    The positive multiples of ``lcm(quantum, sp_degree)`` below
+    The positive multiples of `bucket_step` below
     ``max_length``, then ``max_length`` itself (always the last bucket, even
     when it is not on the grid: `bucket_problems` reports that). Padding each
     micro-batch to the smallest grid length that holds it is the floor of
     every bucket choice.
     """
     _int("max_length", max_length, minimum=1)
-    step = bucket_step(quantum, sp_degree)
+    step = bucket_step(quantum, sp_degree, cp_degree)
     return (*range(step, max_length, step), max_length)
 
 
-def bucket_step(quantum: int = DEFAULT_BUCKET_QUANTUM, sp_degree: int = 1) -> int:
-    """The spacing of the bucket grid: ``lcm(quantum, sp_degree)``.
+def bucket_divisors(sp_degree: int = 1, cp_degree: int = 1) -> tuple[tuple[int, str], ...]:
+    """What every bucket must be a multiple of besides the quantum, each with why (a verb phrase).
 
-    A bucket must be a multiple of the quantum and split evenly over the
-    sequence-parallel ranks; with the default quantum 128 and an SP degree
-    that is a power of two, that is the quantum itself.
+    Without context parallelism, sequence parallelism splits the whole
+    length: ``sp``. With zigzag CP over ``cp`` ranks the length is cut into
+    ``2 * cp`` chunks, and sequence parallelism then splits each CP rank's
+    part (``P / cp``), so ``P`` must be a multiple of ``cp * sp``, not of
+    ``sp`` alone (verl c20d5049a fixed exactly this unit).
     """
-    return math.lcm(_int("quantum", quantum, minimum=1), _int("sp_degree", sp_degree, minimum=1))
+    sp, cp = _int("sp_degree", sp_degree, minimum=1), _int("cp_degree", cp_degree, minimum=1)
+    if cp == 1:
+        return ((sp, f"split evenly over the SP degree {sp}"),) if sp > 1 else ()
+    out = [(2 * cp, f"split into the {2 * cp} zigzag chunks of CP degree {cp}")]
+    if sp > 1:
+        out.append((cp * sp, f"give each of the {cp} CP ranks a part that splits evenly over the SP degree {sp} "
+                             f"(a multiple of cp * sp = {cp * sp})"))
+    return tuple(out)
+
+
+def bucket_step(quantum: int = DEFAULT_BUCKET_QUANTUM, sp_degree: int = 1, cp_degree: int = 1) -> int:
+    """The spacing of the bucket grid: the lcm of the quantum and every `bucket_divisors` entry.
+
+    With the default quantum 128 and SP and CP degrees that are powers of
+    two (and ``2 * cp * sp <= 128``), that is the quantum itself.
+    """
+    return math.lcm(_int("quantum", quantum, minimum=1), *(d for d, _ in bucket_divisors(sp_degree, cp_degree)))
 
 
 def bucket_recompile_limit(buckets: int) -> int:

@@ -215,7 +215,9 @@ def test_warnings():
                                       current=(1000, 4096))).warnings
     text = "\n".join(warned)
     assert "max length 8000 is not a multiple of the quantum 128" in text
-    assert "SP degree 3 does not divide the quantum 128: buckets are chosen on multiples of lcm(128, 3) = 384" in text
+    assert ("buckets are multiples of lcm(128, 3) = 384, not of the quantum 128 alone, so that each can split "
+            "evenly over the SP degree 3") in text
+    assert "max length 8000, the last bucket, does not split evenly over the SP degree 3" in text
     assert "current buckets: bucket #0 is 1000, not a multiple of 128" in text
     assert "current buckets: bucket #1 is 4096, which does not split evenly over the SP degree 3" in text
     assert "need a Dynamo recompile limit of 2K + 4" in text
@@ -225,6 +227,40 @@ def test_warnings():
     assert any("sample-quantile buckets repeat" in w and "K=8 gives 2 distinct buckets" in w for w in narrow)
     quiet = advise(lengths, Settings(max_length=8192, ks=(1, 2), batch_size=2)).warnings
     assert quiet == []
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.sampled_from([1, 16, 128]), st.integers(1, 6), st.integers(1, 8))
+def test_every_grid_length_slices_over_cp_and_splits_each_rank_part_over_sp(quantum, sp, cp):
+    # The grid is read against the CP model itself, not the formula: every rank's
+    # zigzag part of a bucket is whole chunks and splits over the SP ranks.
+    grid = geometry.bucket_grid(4 * 128 * 48, quantum, sp_degree=sp, cp_degree=cp)
+    step = geometry.bucket_step(quantum, sp, cp)
+    assert grid[0] == step and all(p % quantum == 0 for p in grid[:-1])
+    for p in grid[:3]:
+        part = geometry.local_length(p, cp)
+        assert part * cp == p and part % sp == 0
+        assert geometry.bucket_problems([p], p, quantum=quantum, sp_degree=sp, cp_degree=cp) == []
+    # and the step is the smallest such length: nothing on the quantum grid below it qualifies
+    for p in range(quantum, step, quantum):
+        assert geometry.local_length(p, cp) * cp != p or geometry.local_length(p, cp) % sp
+
+
+def test_sp_inside_cp_needs_cp_times_sp_not_the_lcm_of_the_two_units():
+    # verl c20d5049a: lcm(2 * cp, sp) = 4 with cp=2, sp=4 leaves each CP rank 2 positions for 4 SP ranks.
+    assert geometry.bucket_step(1, sp_degree=4, cp_degree=2) == 8
+    assert geometry.bucket_problems([4, 8], 8, quantum=1, sp_degree=4, cp_degree=2) == [
+        "bucket #0 is 4, which does not give each of the 2 CP ranks a part that splits evenly over the SP "
+        "degree 4 (a multiple of cp * sp = 8)",
+    ]
+    assert geometry.bucket_problems([6], 6, quantum=1, cp_degree=2)[0] == (
+        "max_length 6 does not split into the 4 zigzag chunks of CP degree 2")
+    lengths = lognormal(3000, cap=8000)
+    warned = "\n".join(advise(lengths, Settings(max_length=8192, sp_degree=3, cp_degree=4)).warnings)
+    assert ("buckets are multiples of lcm(128, 8, 12) = 384, not of the quantum 128 alone, so that each can "
+            "split into the 8 zigzag chunks of CP degree 4 and give each of the 4 CP ranks a part that splits "
+            "evenly over the SP degree 3 (a multiple of cp * sp = 12)") in warned
+    assert "max length 8192, the last bucket, does not give each of the 4 CP ranks" in warned
 
 
 def test_bad_settings_and_current_buckets_are_spec_errors():
@@ -360,6 +396,16 @@ def test_check_validates_a_list_with_one_line_per_problem(capsys):
         "bucket #1 is 4096, which does not split evenly over the SP degree 3",
         "the last bucket is 4096, not max_length 8192: end the list with 8192 (max_length is always the last bucket)",
     ]
+    code, out, err = command(capsys, "--check", "384,8192", "--max-length", "8192", "--sp-degree", "3",
+                             "--cp-degree", "4", "--output-format", "json")
+    doc = json.loads(out)
+    assert code == 1 and doc["cp_degree"] == 4 and doc["problems"] == [
+        "max_length 8192 does not give each of the 4 CP ranks a part that splits evenly over the SP degree 3 "
+        "(a multiple of cp * sp = 12)",
+        "bucket #1 is 8192, which does not give each of the 4 CP ranks a part that splits evenly over the SP "
+        "degree 3 (a multiple of cp * sp = 12)",
+    ]
+    assert "(max length 8192, quantum 128, SP degree 3, CP degree 4)" in err
     code, out, err = command(capsys, "--check", "1024,2048,8192", "--max-length", "8192", "--output-format", "json")
     assert code == 0 and json.loads(out)["valid"] is True and err.startswith("Buckets 1024,2048,8192 are valid")
     assert command(capsys, "--check", "1024")[0] == 2  # no --max-length

@@ -50,6 +50,8 @@ class Settings:
     ks: tuple[int, ...] = DEFAULT_KS
     current: tuple[int, ...] | None = None
     sp_degree: int = 1
+    cp_degree: int = 1
+    """Context parallelism (zigzag): each bucket is cut into ``2 * cp`` chunks, and SP splits each CP rank's part."""
     recompile_limit: int = DEFAULT_RECOMPILE_LIMIT
     seed: int = 0
     within: float = 5.0
@@ -62,7 +64,7 @@ class Settings:
     """Steps the run will take, for a yes/no verdict."""
 
     def __post_init__(self) -> None:
-        for name in ("max_length", "quantum", "batch_size", "sp_degree", "recompile_limit"):
+        for name in ("max_length", "quantum", "batch_size", "sp_degree", "cp_degree", "recompile_limit"):
             if getattr(self, name) < 1:
                 raise LayoutSpecError(f"--{name.replace('_', '-')} must be at least 1, got {getattr(self, name)}")
         if self.sampler not in SAMPLERS:
@@ -78,8 +80,8 @@ class Settings:
 
     @property
     def step(self) -> int:
-        """The grid step: ``lcm(quantum, sp_degree)``."""
-        return geometry.bucket_step(self.quantum, self.sp_degree)
+        """The grid step: `geometry.bucket_step` of the quantum and the SP and CP degrees."""
+        return geometry.bucket_step(self.quantum, self.sp_degree, self.cp_degree)
 
 
 @dataclass(frozen=True)
@@ -180,7 +182,7 @@ def advise(lengths: np.ndarray, settings: Settings) -> Advice:
     if int(lengths.max()) > s.max_length:
         raise LayoutSpecError(f"a length of {int(lengths.max())} is above max_length {s.max_length}")
     current = None if s.current is None else check_current(s.current, s.max_length)
-    grid = geometry.bucket_grid(s.max_length, s.quantum, sp_degree=s.sp_degree)
+    grid = geometry.bucket_grid(s.max_length, s.quantum, sp_degree=s.sp_degree, cp_degree=s.cp_degree)
 
     def epoch(seed: int) -> MaximaDistribution:
         batches = simulate(lengths, s.batch_size, s.sampler, window=s.window, seed=seed)
@@ -245,20 +247,18 @@ def _warnings(advice: Advice, lengths: np.ndarray) -> list[str]:
             f"max length {s.max_length} is not a multiple of the quantum {s.quantum}: the last bucket is off "
             f"the grid (flex-attention works in {s.quantum}-token blocks); use {below or above} or {above}"
         )
-    if s.sp_degree > 1:
-        if s.quantum % s.sp_degree:
-            out.append(
-                f"SP degree {s.sp_degree} does not divide the quantum {s.quantum}: buckets are chosen on "
-                f"multiples of lcm({s.quantum}, {s.sp_degree}) = {s.step} so that each splits over the SP ranks"
-            )
-        if s.max_length % s.sp_degree:
-            out.append(
-                f"SP degree {s.sp_degree} does not divide max length {s.max_length}, the last bucket: "
-                "sequence parallelism cannot split it evenly"
-            )
+    divisors = geometry.bucket_divisors(s.sp_degree, s.cp_degree)
+    if s.step != s.quantum:
+        whys = " and ".join(why for _, why in divisors)
+        factors = ", ".join(map(str, (s.quantum, *(d for d, _ in divisors))))
+        out.append(f"buckets are multiples of lcm({factors}) = {s.step}, not of the quantum {s.quantum} alone, "
+                   f"so that each can {whys}")
+    out += [f"max length {s.max_length}, the last bucket, does not {why}" for d, why in divisors
+            if s.max_length % d]
     if advice.current is not None:
         for problem in geometry.bucket_problems(
-            s.current or (), s.max_length, quantum=s.quantum, sp_degree=s.sp_degree, require_max_last=True
+            s.current or (), s.max_length, quantum=s.quantum, sp_degree=s.sp_degree, cp_degree=s.cp_degree,
+            require_max_last=True,
         ):
             if not problem.startswith("max_length"):  # said above
                 out.append(f"current buckets: {problem}")

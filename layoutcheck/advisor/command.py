@@ -14,7 +14,15 @@ from __future__ import annotations
 import argparse
 import sys
 
-from layoutcheck.advisor.options import EMIT_FORMATS, INPUT_FORMATS, SAMPLERS, error, missing_extra, positive_int
+from layoutcheck.advisor.options import (
+    EMIT_FORMATS,
+    INPUT_FORMATS,
+    SAMPLERS,
+    error,
+    missing_extra,
+    parallel_degrees,
+    positive_int,
+)
 
 __all__ = ["add_parser", "parse_k", "parse_list", "run"]
 
@@ -80,7 +88,10 @@ def add_parser(commands: argparse._SubParsersAction) -> argparse.ArgumentParser:
     geo.add_argument("--quantum", type=positive_int, default=128, metavar="N",
                      help="buckets are multiples of this (default 128: flex-attention blocks; 16 for fp8)")
     geo.add_argument("--sp-degree", type=positive_int, default=1, metavar="N",
-                     help="sequence-parallel degree: every bucket must split evenly over it (default 1)")
+                     help="sequence-parallel degree: every bucket must split evenly over it, or with --cp-degree "
+                          "every CP rank's part must (default 1)")
+    geo.add_argument("--cp-degree", type=positive_int, default=1, metavar="N",
+                     help="context-parallel degree (zigzag): every bucket must split into 2N chunks (default 1)")
     sim = p.add_argument_group("micro-batches")
     sim.add_argument("--batch-size", type=positive_int, default=1, metavar="B",
                      help="samples per micro-batch (default 1)")
@@ -136,19 +147,21 @@ def _check(args: argparse.Namespace) -> int:
     values = list(args.check)
     try:
         problems = geometry.bucket_problems(values, args.max_length, quantum=args.quantum,
-                                            sp_degree=args.sp_degree, require_max_last=True)
+                                            sp_degree=args.sp_degree, cp_degree=args.cp_degree,
+                                            require_max_last=True)
     except LayoutSpecError as exc:
         return error(str(exc))
     shown = ",".join(map(str, values))
     if args.output_format == "json":
         print(json.dumps({"buckets": values, "max_length": args.max_length, "quantum": args.quantum,
-                          "sp_degree": args.sp_degree, "valid": not problems, "problems": problems}, indent=2))
+                          "sp_degree": args.sp_degree, "cp_degree": args.cp_degree, "valid": not problems,
+                          "problems": problems}, indent=2))
     else:
         for problem in problems:
             print(problem)
     if not args.quiet:
-        rules = f"max length {args.max_length}, quantum {args.quantum}" + (
-            f", SP degree {args.sp_degree}" if args.sp_degree > 1 else "")
+        rules = f"max length {args.max_length}, quantum {args.quantum}" + parallel_degrees(args.sp_degree,
+                                                                                           args.cp_degree)
         if problems:
             print(f"{len(problems)} problem{'s' if len(problems) != 1 else ''} in buckets {shown} ({rules}).",
                   file=sys.stderr)
@@ -181,6 +194,7 @@ def run(args: argparse.Namespace) -> int:
         settings = Settings(
             max_length=max_length, quantum=args.quantum, batch_size=args.batch_size, sampler=args.sampler,
             window=args.group_window, ks=args.k, current=args.current, sp_degree=args.sp_degree,
+            cp_degree=args.cp_degree,
             recompile_limit=args.recompile_limit, seed=args.seed, within=args.within,
             compile_seconds=args.compile_seconds, step_seconds=args.step_seconds, steps=args.steps,
         )

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 from layoutcheck.argtypes import whole_number
 
-__all__ = ["EMIT_FORMATS", "INPUT_FORMATS", "SAMPLERS", "error", "missing_extra", "positive_int"]
+__all__ = ["EMIT_FORMATS", "INPUT_FORMATS", "SAMPLERS", "error", "missing_extra", "parallel_degrees", "positive_int"]
 
 INPUT_FORMATS = ("auto", "lines", "jsonl", "npy", "report")
 """How a lengths file is read; ``auto`` picks by suffix (`layoutcheck.advisor.inputs.format_for`)."""
@@ -25,6 +25,11 @@ EMIT_FORMATS = ("toml", "yaml", "json")
 
 positive_int = whole_number(1)
 """An argparse type: a whole number of at least 1."""
+
+
+def parallel_degrees(sp_degree: int, cp_degree: int) -> str:
+    """``", SP degree 2, CP degree 4"``: the degrees above 1, for a summary line (empty when none)."""
+    return "".join(f", {name} degree {n}" for name, n in (("SP", sp_degree), ("CP", cp_degree)) if n > 1)
 
 
 def missing_extra(command: str, modules: Sequence[str], extra: str) -> str | None:

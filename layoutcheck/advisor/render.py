@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from layoutcheck import geometry
 from layoutcheck.advisor.advise import Advice, Score
 from layoutcheck.advisor.baselines import BASELINES
-from layoutcheck.advisor.options import EMIT_FORMATS
+from layoutcheck.advisor.options import EMIT_FORMATS, parallel_degrees
 
 __all__ = ["emit", "emitted_k", "to_json", "to_text"]
 
@@ -73,7 +73,7 @@ def to_text(advice: Advice, source: str) -> str:
     lines = [
         f"layoutcheck buckets: {source}",
         f"  {advice.samples:,} samples, {advice.true_tokens:,} true tokens; max length {s.max_length}, "
-        f"quantum {s.quantum}{f', SP degree {s.sp_degree}' if s.sp_degree > 1 else ''}: "
+        f"quantum {s.quantum}{parallel_degrees(s.sp_degree, s.cp_degree)}: "
         f"{len(advice.grid)} grid lengths",
         f"  {advice.micro_batches:,} micro-batches of {s.batch_size} ({sampler}); fitted on shuffle "
         f"{s.seed}, held out: shuffle {s.seed + 1}",
@@ -166,7 +166,7 @@ def to_json(advice: Advice, source: str, input_format: str) -> str:
         "settings": {
             "max_length": s.max_length, "quantum": s.quantum, "grid_step": s.step, "grid_lengths": len(advice.grid),
             "batch_size": s.batch_size, "sampler": s.sampler, "window": advice.window, "k": sorted(set(s.ks)),
-            "sp_degree": s.sp_degree, "recompile_limit": s.recompile_limit, "seed": s.seed,
+            "sp_degree": s.sp_degree, "cp_degree": s.cp_degree, "recompile_limit": s.recompile_limit, "seed": s.seed,
             "validation_seed": s.seed + 1, "within_percent": s.within, "compile_seconds": s.compile_seconds,
             "step_seconds": s.step_seconds, "steps": s.steps,
         },

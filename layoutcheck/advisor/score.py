@@ -70,6 +70,6 @@ class MaximaDistribution:
             raise ValueError(f"the last bucket must be max_length {self.max_length}, got {list(buckets)}")
         return int(np.dot(self.weights(buckets), np.asarray(buckets, dtype=np.int64)))
 
-    def floor_positions(self, quantum: int, sp_degree: int = 1) -> int:
+    def floor_positions(self, quantum: int, sp_degree: int = 1, cp_degree: int = 1) -> int:
         """Positions when every micro-batch pads to the grid (`geometry.bucket_grid`): no bucket list does better."""
-        return self.positions(geometry.bucket_grid(self.max_length, quantum, sp_degree=sp_degree))
+        return self.positions(geometry.bucket_grid(self.max_length, quantum, sp_degree=sp_degree, cp_degree=cp_degree))
