@@ -648,8 +648,8 @@ def bucket_divisors(sp_degree: int = 1, cp_degree: int = 1) -> tuple[tuple[int, 
         return ((sp, f"split evenly over the SP degree {sp}"),) if sp > 1 else ()
     out = [(2 * cp, f"split into the {2 * cp} zigzag chunks of CP degree {cp}")]
     if sp > 1:
-        out.append((cp * sp, f"give each of the {cp} CP ranks a part that splits evenly over the SP degree {sp} "
-                             f"(a multiple of cp * sp = {cp * sp})"))
+        why = f"give each of the {cp} CP ranks a part that splits evenly over the SP degree {sp}"
+        out.append((cp * sp, f"{why} (a multiple of cp * sp = {cp * sp})"))
     return tuple(out)
 
 

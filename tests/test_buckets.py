@@ -250,8 +250,8 @@ def test_sp_inside_cp_needs_cp_times_sp_not_the_lcm_of_the_two_units():
     # verl c20d5049a: lcm(2 * cp, sp) = 4 with cp=2, sp=4 leaves each CP rank 2 positions for 4 SP ranks.
     assert geometry.bucket_step(1, sp_degree=4, cp_degree=2) == 8
     assert geometry.bucket_problems([4, 8], 8, quantum=1, sp_degree=4, cp_degree=2) == [
-        "bucket #0 is 4, which does not give each of the 2 CP ranks a part that splits evenly over the SP "
-        "degree 4 (a multiple of cp * sp = 8)",
+        ("bucket #0 is 4, which does not give each of the 2 CP ranks a part that splits evenly over the SP "
+         "degree 4 (a multiple of cp * sp = 8)"),
     ]
     assert geometry.bucket_problems([6], 6, quantum=1, cp_degree=2)[0] == (
         "max_length 6 does not split into the 4 zigzag chunks of CP degree 2")
@@ -400,10 +400,10 @@ def test_check_validates_a_list_with_one_line_per_problem(capsys):
                              "--cp-degree", "4", "--output-format", "json")
     doc = json.loads(out)
     assert code == 1 and doc["cp_degree"] == 4 and doc["problems"] == [
-        "max_length 8192 does not give each of the 4 CP ranks a part that splits evenly over the SP degree 3 "
-        "(a multiple of cp * sp = 12)",
-        "bucket #1 is 8192, which does not give each of the 4 CP ranks a part that splits evenly over the SP "
-        "degree 3 (a multiple of cp * sp = 12)",
+        ("max_length 8192 does not give each of the 4 CP ranks a part that splits evenly over the SP degree 3 "
+         "(a multiple of cp * sp = 12)"),
+        ("bucket #1 is 8192, which does not give each of the 4 CP ranks a part that splits evenly over the SP "
+         "degree 3 (a multiple of cp * sp = 12)"),
     ]
     assert "(max length 8192, quantum 128, SP degree 3, CP degree 4)" in err
     code, out, err = command(capsys, "--check", "1024,2048,8192", "--max-length", "8192", "--output-format", "json")
