@@ -376,6 +376,27 @@ def thd_batch(tokens):
 ''',
             },
         ),
+        Valid(
+            """
+import torch
+
+class Packer:
+    def pad_rows(self, rows, width, fill):
+        return [row + [fill] * (width - len(row)) for row in rows]
+
+    def collate(self, batch, bound):
+        # each packed row's offsets drop one token per sequence for the labels (`+ n - 1`, grouped either
+        # way, is still a running sum); one kernel bound per packed row, not a padded length per sample
+        cu_seqlens = []
+        for item in batch:
+            cu_seqlens.append([0])
+            for n in item["seq_lengths"]:
+                cu_seqlens[-1].append(cu_seqlens[-1][-1] + n - 1)
+        cu_seqlens = torch.IntTensor(self.pad_rows(cu_seqlens, max(len(r) for r in cu_seqlens) + 1, -1))
+        width = max(len(item["input_ids"]) for item in batch)
+        return {"cu_seqlens": cu_seqlens, "max_seqlen": torch.IntTensor([max(width, bound)] * len(cu_seqlens))}
+"""
+        ),
     ]
     invalid = [
         Invalid(

@@ -34,7 +34,7 @@ __all__ = [
     "element_call", "ensure_function_calls", "from_data", "object_hook", "to_data",
 ]
 
-FACTS_VERSION = 25
+FACTS_VERSION = 26
 """Bumped whenever the shape or the meaning of the facts changes (cached facts are then misses)."""
 
 Span = tuple[int, int, int, int]

@@ -353,22 +353,17 @@ def _call_uses(node: ast.Call, uses: Uses, imports: Imports, line: int) -> None:
     elif tail == "append" and isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and args:
         # `offsets.append(offsets[-1] + n)`: a running sum, the cumulative lengths of a packed stream.
         own = func.value.id
-        value = args[0]
-        if isinstance(value, ast.BinOp) and isinstance(value.op, ast.Add):
-            for side in (value.left, value.right):
-                if (isinstance(side, ast.Subscript) and isinstance(side.value, ast.Name) and side.value.id == own
-                        and int_value(side.slice) == -1):
-                    uses.add("name", own, PACKED, line)
+        for term in _grown_terms(args[0]):
+            if (isinstance(term, ast.Subscript) and isinstance(term.value, ast.Name) and term.value.id == own
+                    and int_value(term.slice) == -1):
+                uses.add("name", own, PACKED, line)
     elif tail == "append" and isinstance(func, ast.Attribute) and _last_row(func.value) is not None and args:
         # `rows[-1].append(rows[-1][-1] + n)`: each row of `rows` a running sum, the cumulative lengths
         # of one packed row (a batch of packed rows: `len(rows)` counts rows, not samples).
         own = _last_row(func.value)
-        value = args[0]
-        if isinstance(value, ast.BinOp) and isinstance(value.op, ast.Add):
-            for side in (value.left, value.right):
-                if (isinstance(side, ast.Subscript) and _last_row(side.value) == own
-                        and int_value(side.slice) == -1):
-                    uses.add("name", own, PACKED, line, "each of its rows grown by its own last entry plus a length")
+        for term in _grown_terms(args[0]):
+            if isinstance(term, ast.Subscript) and _last_row(term.value) == own and int_value(term.slice) == -1:
+                uses.add("name", own, PACKED, line, "each of its rows grown by its own last entry plus a length")
     elif len(args) == 2 and (match_round_up(node, imports) or match_ceil_div(node, imports)):
         # A library's round-up helper (`triton.cdiv`, `layoutcheck.geometry.round_up`): its second
         # argument is the unit. The project's own helpers are read from their bodies.
@@ -381,6 +376,25 @@ def _call_uses(node: ast.Call, uses: Uses, imports: Imports, line: int) -> None:
             size = count.right if int_value(count.left) == 2 else count.left
             if isinstance(size, ast.Name):
                 uses.add("name", size.id, CP, line)
+
+
+def _grown_terms(value: ast.expr) -> list[ast.expr]:
+    """The terms added in a sum that adds something (``last + n``, ``last + n - 1``, ``n + last``):
+    the operands of ``+`` and the left side of ``-``, however the sum is grouped; empty when
+    ``value`` adds nothing (``last - 1`` is no growth)."""
+    terms: list[ast.expr] = []
+    added = False
+    stack = [value]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+            added = True
+            stack += (node.right, node.left)
+        elif isinstance(node, ast.BinOp) and isinstance(node.op, ast.Sub):
+            stack.append(node.left)  # what is subtracted is no term the sum grows by
+        else:
+            terms.append(node)
+    return terms if added else []
 
 
 def _last_row(node: ast.AST) -> str | None:
