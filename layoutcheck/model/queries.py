@@ -297,11 +297,10 @@ class FileQueries:
     def stale_rewrites(self) -> Iterator[StaleRewrite]:
         """Rewrites of the fields the owner derives padded lengths from, run after the owner."""
         project = self.project
-        inputs = project.owner_inputs
         spaces = project.spaces
         by_function: dict[int, list[Rewrite]] = {}
         for rewrite in self.facts.rewrites:
-            if rewrite.field not in inputs:
+            if not project.is_owner_input(rewrite.field):
                 continue
             if not rewrite.entry and (not spaces.field(rewrite.field) & SEQ or spaces.field(rewrite.field) & TOK):
                 continue  # a whole per-sample tensor list replaced (converted, sliced): no length changed

@@ -70,7 +70,7 @@ class ProjectValues(ProjectGraph):
         # calling none keep their cached calls undecoded.
         names = self.target_names((i, j) for i, file in enumerate(self.files)
                                   for j, function in enumerate(file.facts.functions) if function.rounds is not None)
-        for ref, function in self.functions_calling(names):
+        for ref, function in self.functions_with_calls(names):
             for call in function.calls:
                 if not call.fate or call.callee.rsplit(".", 1)[-1] not in names:
                     continue
