@@ -150,3 +150,61 @@ def test_callers_of_cached_facts_are_the_decoded_callers(projects) -> None:
                     ensure_calls(file.facts)
             assert cached.callers_of(ref) == expected[ref], f"{name}: {ref}, reversed"
     assert reached > 50, "few calls reach a def of the fixtures: the test checks little"
+
+
+def test_list_slots_resolving_only_calls_that_can_answer_are_those_of_every_call(projects) -> None:
+    """`Spaces.list_slot` resolves only the calls that pass a list's entries and are spelt with the name
+    of a ``def`` with slots; the answer is the one every call of the function resolved gives (the
+    loop below, as it was)."""
+    answered = 0
+    for name, project in projects:
+        spaces = _again(project).spaces
+        for ref, function in project.defs():
+            for param in function.params:
+                expected = None
+                for _, target, bound in project.bound_calls(ref):
+                    hit = next((kind for p, arg in bound.items() if param.name in arg.params and not arg.bare
+                                for kind, slots in (("padded", project.spaces.padded_slots(target)),
+                                                    ("true", project.spaces.true_slots(target))) if p in slots),
+                               None)
+                    if hit is not None:
+                        expected = hit
+                        break
+                assert spaces.list_slot(ref, param.name) == expected, f"{name}: {ref} {param.name}"
+                answered += expected is not None
+    assert answered, "no list parameter of the fixtures reaches a slot: the test checks nothing"
+
+
+def test_pads_of_one_file_are_those_of_the_whole_project(projects) -> None:
+    """`ProjectValues.pads_of` reads the round-up helpers' calls of the file asked alone; in any order
+    of files, each file's pads are those the whole project's calls give (the loop below, as it was)."""
+    from layoutcheck.model.facts import Pad
+
+    calls_found = 0
+    for name, project in projects:
+        names = project.target_names((i, j) for i, file in enumerate(project.files)
+                                     for j, function in enumerate(file.facts.functions) if function.rounds is not None)
+        expected: dict[int, list[Pad]] = {}
+        for ref, function in project.functions_calling(names):
+            for call in function.calls:
+                if not call.fate or call.callee.rsplit(".", 1)[-1] not in names:
+                    continue
+                target = project.resolve(ref, call)
+                if target is None or project.signature(target).rounds is None:
+                    continue
+                i, j = project.signature(target).rounds
+                args = [a for a in call.args if a.keyword is None]
+                if len(args) <= max(i, j):
+                    continue
+                value, unit = args[i], args[j]
+                expected.setdefault(ref[0], []).append(Pad(
+                    ref[1], "round_up", call.span, call.text, value.tags, unit.tags, call.unit, "ceil", call.layout,
+                    call.fate, call.tick, value.params, value.fields, unit.params))
+        calls_found += sum(map(len, expected.values()))
+        for order in (range(len(project.files)), reversed(range(len(project.files)))):
+            again = _again(project, cached=True)
+            for index in order:
+                file = project.files[index]
+                own = [p for p in file.facts.pads if file.facts.functions[p.function].rounds is None]
+                assert again.pads_of(index) == [*own, *expected.get(index, ())], f"{name}: {file.display}"
+    assert calls_found, "no call of a round-up helper in the fixtures: the test checks nothing"

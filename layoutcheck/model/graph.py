@@ -184,12 +184,13 @@ class ProjectGraph:
                 yield (i, j), function
 
     def functions_with_calls(self, names: Collection[str], *, tests: bool = False,
-                             ) -> Iterator[tuple[FunctionRef, Function]]:
+                             files: Iterable[int] | None = None) -> Iterator[tuple[FunctionRef, Function]]:
         """The ``def`` s `functions_calling` gives that hold a call whose last name is in ``names``, in
         the same order, with their calls decoded; a cached file's other ``def`` s keep theirs undecoded
         (`functions_calling_names`). For code that reads only the calls spelt with one of ``names``:
-        a ``def`` without one gives it nothing to read."""
-        for i, file in enumerate(self.files):
+        a ``def`` without one gives it nothing to read. ``files``: those files' alone (in their order)."""
+        for i in range(len(self.files)) if files is None else files:
+            file = self.files[i]
             if file.is_test and not tests:
                 continue
             facts = file.facts

@@ -447,13 +447,16 @@ class FileQueries:
                     met = partner_setting_switch(project, caller, call, target, switch, position)
                     if met is not None:
                         yield UnitDisagreement(call, target, switch, met[0], via=met[1])
-        stream_pads = project.stream_pads
-        for ref, pad in stream_pads:
-            if ref[0] != self.index:
-                continue
+        stream = int(Tag.STREAM)
+        # This file's own stream pads with a literal in their unit first (`stream_pads` ' of this file, in
+        # its order): only those read the project's other stream pads.
+        own = [] if project.files[self.index].is_test else [
+            ((self.index, pad.function), pad) for pad in project.pads_of(self.index)
+            if pad.value_tags & stream and pad.unit
+            and any(part.isdigit() for part in pad.unit.replace("(", "*").split("*"))]
+        stream_pads = project.stream_pads if own else []
+        for ref, pad in own:
             mine = atoms(pad.unit)
-            if not any(part.isdigit() for part in pad.unit.replace("(", "*").split("*")):
-                continue
             unused = set(project.function(ref).unused_params)
             for other_ref, other in stream_pads:
                 theirs = atoms(other.unit)

@@ -408,6 +408,11 @@ class Spaces:
             self._slots = self._compute_slots()
         return self._slots
 
+    @cached_property
+    def _slot_names(self) -> set[str]:
+        """The last names a call reaching a ``def`` with slots is spelt with (`ProjectGraph.target_names`)."""
+        return self.project.target_names(self.slots)
+
     def padded_slots(self, ref: FunctionRef) -> frozenset[str]:
         """Parameters of ``ref`` that take one sample's padded length `P`."""
         return self.slots.get(ref, (frozenset(), frozenset()))[0]
@@ -425,7 +430,16 @@ class Spaces:
         return self._list_slots[key]
 
     def _list_slot(self, ref: FunctionRef, name: str) -> str | None:
-        for _, target, bound in self.project.bound_calls(ref):
+        # Only a call passing the list's entries (``max_seq_lens[i]``: the parameter in an argument that is
+        # not the parameter itself) to a ``def`` with slots can answer, and such a call is spelt with
+        # one of their names (`target_names`): the others are not resolved.
+        names = self._slot_names
+
+        def wanted(call: Call) -> bool:
+            return call.callee.rsplit(".", 1)[-1] in names and any(
+                name in arg.params and not arg.bare for arg in call.args)
+
+        for _, target, bound in self.project.bound_calls(ref, wanted):
             for param, arg in bound.items():
                 if name in arg.params and not arg.bare:
                     if param in self.padded_slots(target):
