@@ -45,7 +45,7 @@ class _Join:
         self.graph = graph
         self.refs: dict[tuple[int, str], FunctionRef | None] = {}
         self.rollers: dict[FunctionRef, tuple[tuple[str, ...], dict[str, frozenset[str]]]] = {}
-        self.pieces: dict[tuple[FunctionRef, Origin], bool] = {}
+        self.pieces: dict[tuple[FunctionRef, Origin, int], bool] = {}
         for i, file in enumerate(graph.files):
             for qualname, params, rolled in file.facts.pieces[1]:
                 ref = self.ref(i, qualname)
@@ -61,11 +61,17 @@ class _Join:
         return self.refs[key]
 
     def piece(self, ctx: FunctionRef, origin: Origin, depth: int = 0) -> bool:
-        """Is the value ``origin`` gives in ``ctx`` a piece of a split sequence (the module docs)?"""
-        key = (ctx, origin)
+        """Is the value ``origin`` gives in ``ctx`` a piece of a split sequence (the module docs)?
+
+        Kept by depth too: an answer found nearer the limit may stop short of one found from the
+        top, so a memo by place alone would make each answer depend on which question came first,
+        and a run that asks of one file (`run`'s ``only``) asks fewer, in another order. By depth
+        it is a function of its arguments (a recursion goes one deeper each step: none meets its
+        own question)."""
+        key = (ctx, origin, depth)
         if key in self.pieces:
             return self.pieces[key]
-        self.pieces[key] = False  # a cycle finds nothing
+        self.pieces[key] = False
         callee, element, literals = origin
         target = self.graph.resolve_callee(ctx, callee)
         found = False
