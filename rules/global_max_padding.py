@@ -160,13 +160,18 @@ class GlobalMaxPadding(ModelRule):
             return  # the project's spaces are computed only for a file with something to ask
         spaces = file.project.spaces
         for found in file.facts.broadcasts:
+            padded_field = found.target_kind in ("field", "keyword") and spaces.is_padded_field(found.target)
+            if padded_field and found.placeholder:
+                continue  # `[0] * n` filled per sample later
+            if not padded_field and not found.count_per_sample:
+                continue  # one value per layer or head, not per sample
+            # What the value holds is resolved (every field's space) only for what is left.
             ref = file.ref(found.function)
             value = spaces.resolve(found.value_tags, found.value_fields, found.value_params, ref, calls=found.value_calls)
-            padded_field = found.target_kind in ("field", "keyword") and spaces.is_padded_field(found.target)
             if padded_field:
-                if found.placeholder or (value & _SRC and not value & _MAX):
-                    continue  # `[0] * n` filled per sample later, or the owner's own value copied
-            elif not (found.count_per_sample and value & _MAX and value & (_SEQ | _PAD)):
+                if value & _SRC and not value & _MAX:
+                    continue  # the owner's own value copied
+            elif not (value & _MAX and value & (_SEQ | _PAD)):
                 continue  # a configured length repeated, or one kernel scalar per layer or head
             if _tensor_rank(found.text) > 1:
                 # `torch.full((rows, longest), pad_id)`: a rectangular batch filled with the pad value, whose

@@ -106,10 +106,10 @@ class LengthsMutatedAfterOwner(ModelRule):
         return "] =" in source or "update(" in source or "%" in source or "//" in source
 
     def check(self, file: FileQueries) -> Iterator[Report]:
-        project = file.project
-        writers = project.source_writers()
-        source = (project.padded_field_of(writers[0]) if writers else None) or file.vocab.source
+        source: str | None = None  # the field the messages name: the owners are found once one is reported
         for found in file.stale_rewrites():
+            if source is None:
+                source = self._padded_field(file)
             rewrite = found.rewrite
             if found.via is not None:
                 caller, call = found.via
@@ -129,6 +129,13 @@ class LengthsMutatedAfterOwner(ModelRule):
                 f"(line {record.span[0]}), and `{record.field}` is not updated. Store the final padded length "
                 "after the last pad.",
             )
+
+    @staticmethod
+    def _padded_field(file: FileQueries) -> str:
+        """The field the owner writes each sample's padded length to (the configured source without one)."""
+        project = file.project
+        writers = project.source_writers()
+        return (project.padded_field_of(writers[0]) if writers else None) or file.vocab.source
 
     valid = [
         Valid(

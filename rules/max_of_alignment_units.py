@@ -77,10 +77,15 @@ class MaxOfAlignmentUnits(ModelRule):
         return "max" in source
 
     def check(self, file: FileQueries) -> Iterator[Report]:
-        units = file.project.unit_atoms
+        units: frozenset[str] | None = None  # the owners' unit factors, found when a call needs them
         for found in file.facts.max_calls:
-            if not found.unit and not set(found.atoms) & units:
-                continue  # no factor of an alignment unit among the values
+            if not found.unit:
+                if not found.atoms:
+                    continue  # no factor among the values: no unit's either
+                if units is None:
+                    units = file.project.unit_atoms
+                if not set(found.atoms) & units:
+                    continue  # no factor of an alignment unit among the values
             yield self.report(
                 found.span,
                 f"`{found.text}` combines alignment units with `max()`, which is a multiple of every "

@@ -442,3 +442,56 @@ def test_a_method_reached_through_any_instance_binds_past_its_receiver(
     files = {"parallel.py": _SPLIT, "shifting.py": _SHIFTER, "caller.py": caller}
     lines = [i for i, text in enumerate(caller.splitlines(), 1) if text.strip().startswith("return")]
     assert _lint(tmp_path, files) == ([("caller.py", line) for line in lines] if flagged else [])
+
+
+_BUILDER = '''
+from parallel import pad_and_slice
+
+
+def prepare_inputs(ids, world, rank):
+    local, _ = pad_and_slice(ids, world, rank)
+    inputs = {}
+    inputs["input_ids"] = local
+    return inputs
+'''
+
+_SPREADER = '''
+from builder import prepare_inputs
+from fused import fused_forward
+
+
+class Engine:
+    def forward_step(self, model, ids, world, rank):
+        inputs = prepare_inputs(ids, world, rank)
+        return fused_forward(model, **inputs)
+'''
+
+
+def test_a_one_file_run_finds_the_piece_a_call_in_another_module_places_in_its_file(tmp_path: Path) -> None:
+    """The dict is built (the piece placed) in ``builder.py`` and spread in ``engine.py``: a run of
+    ``builder.py`` alone, which answers for its own file without following the other files' calls
+    (`piecereach._Join.run`'s ``only``), still follows the call whose spread dict is built there, and
+    every file's pieces asked alone are those of the whole project's run."""
+    import contextlib
+
+    from layoutcheck.lint.runner import run
+    from layoutcheck.lint.selection import SelectionOverrides
+    from layoutcheck.model.piecereach import _Join, passed_pieces
+
+    files = {"parallel.py": _SPLIT, "fused.py": _FUSED, "builder.py": _BUILDER, "engine.py": _SPREADER}
+    line = next(i for i, text in enumerate(_BUILDER.splitlines(), 1) if 'inputs["input_ids"] = local' in text)
+    assert _lint(tmp_path, files) == [("builder.py", line)]
+    with contextlib.chdir(tmp_path):
+        project = run(["builder.py"], use_cache=False, keep_project=True).project
+        findings = run(["builder.py"], use_cache=False, overrides=SelectionOverrides(preview=True)).findings
+    assert [(Path(f.path).name, f.line) for f in findings if f.rule == "disagreeing-shifts"] == [("builder.py", line)]
+    assert project is not None
+    every = _Join(project).run()
+    assert every, "nothing placed: the test checks nothing"
+    for index in range(len(project.files)):
+        assert _Join(project).run(index).get(index, []) == every.get(index, []), project.files[index].display
+    # Asked of one file, then of the others: the first alone, then every file's at once, the same lists.
+    for order in (range(len(project.files)), reversed(range(len(project.files)))):
+        project = run(["builder.py"], use_cache=False, keep_project=True, cwd=tmp_path).project
+        for index in order:
+            assert passed_pieces(project, index) == every.get(index, [])

@@ -21,7 +21,7 @@ from __future__ import annotations
 import dataclasses
 import marshal
 import types
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import field
 from operator import attrgetter
 from typing import Any, NamedTuple, Union, get_args, get_origin
@@ -31,7 +31,7 @@ from layoutcheck.records import dataclass
 __all__ = [
     "FACTS_VERSION", "exclusive_arms", "Arg", "FunctionRef", "Span", "Broadcast", "BucketLiteral", "Call", "Clash", "EntryRead", "PadSide", "FieldWrite", "FileFacts", "Function",
     "MaxCall", "Pad", "Param", "Record", "Rewrite", "Transform", "Zip", "cache_data", "call_names", "calls_may_spell", "ensure_calls", "from_cache_data",
-    "element_call", "ensure_function_calls", "from_data", "object_hook", "to_data",
+    "element_call", "ensure_function_calls", "from_data", "functions_by_call_name", "functions_calling_names", "object_hook", "to_data",
 ]
 
 FACTS_VERSION = 26
@@ -724,6 +724,46 @@ def ensure_function_calls(facts: FileFacts, index: int) -> Function:
         function.calls = tuple(_call(c) for c in rows[index]) if index < len(rows) else ()
         done.add(index)
     return function
+
+
+def functions_calling_names(facts: FileFacts, names: Collection[str]) -> list[int] | None:
+    """The indexes of ``facts`` ' functions with a call whose last name is in ``names``, read from the
+    calls' `marshal` rows without decoding a call (`cache_data`); None when the calls are decoded
+    already. A one-file run asks this of the files whose calls spell a name the project looks for
+    (`ProjectGraph.functions_with_calls`): only those functions' calls are then decoded, the file's
+    others stay pending (on verl, most of the functions of the 170 files read so)."""
+    state = facts.__dict__
+    pending = state.get("pending_calls")
+    if pending is None:
+        return None
+    rows = state.get("call_rows")
+    if rows is None:
+        rows = state["call_rows"] = marshal.loads(pending)
+    found = []
+    for j, calls in enumerate(rows[: len(facts.functions)]):
+        for call in calls:
+            if call[0].rsplit(".", 1)[-1] in names:  # the callee, first of a call's fields (`_call_data`)
+                found.append(j)
+                break
+    return found
+
+
+def functions_by_call_name(facts: FileFacts) -> dict[str, list[int]] | None:
+    """For each last name of ``facts`` ' calls, the indexes of the functions calling it (ascending),
+    read from the calls' `marshal` rows without decoding a call; None when the calls are decoded
+    already (`ProjectGraph` then indexes the decoded calls)."""
+    state = facts.__dict__
+    pending = state.get("pending_calls")
+    if pending is None:
+        return None
+    rows = state.get("call_rows")
+    if rows is None:
+        rows = state["call_rows"] = marshal.loads(pending)
+    out: dict[str, list[int]] = {}
+    for j, calls in enumerate(rows[: len(facts.functions)]):
+        for name in {call[0].rsplit(".", 1)[-1] for call in calls}:
+            out.setdefault(name, []).append(j)
+    return out
 
 
 def calls_may_spell(facts: FileFacts, text: str) -> bool:

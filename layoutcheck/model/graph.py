@@ -34,7 +34,7 @@ from layoutcheck.model.origins import Handed
 from layoutcheck.model.summaries import forwarded_calls
 from layoutcheck.model.facts import (
     Arg, Call, FieldWrite, FileFacts, Function, FunctionRef, Param, call_names, calls_may_spell, element_call,
-    ensure_calls, ensure_function_calls,
+    ensure_calls, ensure_function_calls, functions_by_call_name, functions_calling_names,
 )
 from layoutcheck.model.vocabulary import Vocabulary, vocabulary
 
@@ -94,6 +94,7 @@ class ProjectGraph:
         self._by_name_cache: dict[str, list[tuple[FunctionRef, Call]]] = {}
         self._by_name_index: dict[str, list[tuple[FunctionRef, Call]]] = {}
         self._indexed_files: set[int] = set()
+        self._pending_names: dict[int, dict[str, list[int]]] = {}
         self._fields_read_in: dict[int, dict[FunctionRef, frozenset[str]]] = {}
         self._static_readers: dict[str, set[FunctionRef]] | None = None
         self._readers: dict[str, frozenset[FunctionRef]] = {}
@@ -181,6 +182,29 @@ class ProjectGraph:
             ensure_calls(file.facts)
             for j, function in enumerate(file.facts.functions):
                 yield (i, j), function
+
+    def functions_with_calls(self, names: Collection[str], *, tests: bool = False,
+                             files: Iterable[int] | None = None) -> Iterator[tuple[FunctionRef, Function]]:
+        """The ``def`` s `functions_calling` gives that hold a call whose last name is in ``names``, in
+        the same order, with their calls decoded; a cached file's other ``def`` s keep theirs undecoded
+        (`functions_calling_names`). For code that reads only the calls spelt with one of ``names``:
+        a ``def`` without one gives it nothing to read. ``files``: those files' alone (in their order)."""
+        for i in range(len(self.files)) if files is None else files:
+            file = self.files[i]
+            if file.is_test and not tests:
+                continue
+            facts = file.facts
+            pending = call_names(facts)
+            if pending is not None and pending.isdisjoint(names):
+                continue
+            found = functions_calling_names(facts, names)
+            if found is None:
+                for j, function in enumerate(facts.functions):
+                    if any(call.callee.rsplit(".", 1)[-1] in names for call in function.calls):
+                        yield (i, j), function
+                continue
+            for j in found:
+                yield (i, j), ensure_function_calls(facts, j)
 
     def target_names(self, refs: Iterable[FunctionRef]) -> set[str]:
         """The last names of the calls that can reach ``refs`` (`resolve`): each ``def``'s own name,
@@ -674,28 +698,40 @@ class ProjectGraph:
         return out
 
     def _calls_named(self, name: str) -> list[tuple[FunctionRef, Call]]:
-        """Every trainer call whose last name is ``name``; only files that call the name have their
-        cached calls decoded (`layoutcheck.model.facts.call_names`)."""
+        """Every trainer call whose last name is ``name``; of a cached file that calls the name, only
+        the functions that do have their calls decoded (`layoutcheck.model.facts.functions_by_call_name`),
+        the file's others stay pending."""
         found = self._by_name_cache.get(name)
         if found is None:
-            # The files that may call it: a cached file whose own set of names holds it, and every
-            # file whose calls are decoded (a few dozen names are asked: a set lookup per file and
-            # name costs less than listing every name of every file; a decoded file adds no call of
-            # another name to this name's list).
-            calling = [i for i, file in enumerate(self.files) if not file.is_test
-                       and i not in self._indexed_files
-                       and ((names := call_names(file.facts)) is None or name in names)]
-            for i in calling:
-                # Index every call of the file by its last name once: later names are lookups.
-                facts = self.files[i].facts
-                ensure_calls(facts)
-                self._indexed_files.add(i)
-                for j, function in enumerate(facts.functions):
-                    for call in function.calls:
-                        self._by_name_index.setdefault(call.callee.rsplit(".", 1)[-1], []).append(((i, j), call))
+            found = []
+            for i, file in enumerate(self.files):
+                if file.is_test or i in self._indexed_files:
+                    continue  # an indexed file's calls are in `_by_name_index`
+                facts = file.facts
+                names = call_names(facts)
+                if names is None:
+                    # Decoded: index every call of the file by its last name once (a few dozen names
+                    # are asked; later names are lookups). A decoded file adds no call of another name
+                    # to this name's list.
+                    ensure_calls(facts)
+                    self._indexed_files.add(i)
+                    for j, function in enumerate(facts.functions):
+                        for call in function.calls:
+                            self._by_name_index.setdefault(call.callee.rsplit(".", 1)[-1], []).append(
+                                ((i, j), call))
+                elif name in names:
+                    by_name = self._pending_names.get(i)
+                    if by_name is None:
+                        by_name = self._pending_names[i] = functions_by_call_name(facts) or {}
+                    for j in by_name.get(name, ()):
+                        for call in ensure_function_calls(facts, j).calls:
+                            if call.callee.rsplit(".", 1)[-1] == name:
+                                found.append(((i, j), call))
+            found.extend(self._by_name_index.get(name, ()))
             # In the project's order, as when every file was indexed at once (a fresh run), whatever
-            # order earlier questions indexed the files in.
-            found = sorted(self._by_name_index.get(name, ()), key=lambda item: item[0])
+            # order earlier questions indexed or decoded the files in (the sort is stable: a
+            # function's calls stay in their order).
+            found.sort(key=lambda item: item[0])
             self._by_name_cache[name] = found
         return found
 

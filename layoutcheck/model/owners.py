@@ -493,6 +493,37 @@ class ProjectOwners(ProjectHelpers):
                     measured |= {f for f in write.fields if spaces.field(f) & TOK}
         return frozenset((found | measured) - {k for k in found | measured if spaces.is_padded_field(k)})
 
+    def is_owner_input(self, key: str) -> bool:
+        """Is ``key`` in `owner_inputs`? Only a configured owner input, or a field some store or pad
+        derives from, can be: another key is answered without finding the owners (and every field's
+        space), which a one-file run whose file rewrites no such field then never does."""
+        if "owner_inputs" not in self.__dict__ and key not in self._owner_input_candidates:
+            return False
+        return key in self.owner_inputs
+
+    @cached_property
+    def _owner_input_candidates(self) -> frozenset[str]:
+        """A superset of `owner_inputs` read from the facts alone, as `owner_inputs` builds it with each
+        condition on what the project resolves widened to what the facts allow: the configured owner
+        inputs; the fields of every pad (an owner's among them); the fields of every store that may
+        store a padded length (`Spaces.may_be_padded`, its own tags padded or a call's result, which
+        `writes` folds in); the fields of every store into one of those fields that may store lengths
+        (the measured tensors). Tests' files count too: a superset is as exact."""
+        spaces = self.spaces
+        found = set(self.vocab.owner_inputs)
+        for file in self.files:
+            for pad in file.facts.pads:
+                found.update(pad.fields)
+            for write in file.facts.field_writes:
+                if (write.tags & (PAD | MAX) or write.calls) and spaces.may_be_padded(write.key):
+                    found.update(write.fields)
+        measured: set[str] = set()
+        for file in self.files:
+            for write in file.facts.field_writes:
+                if write.key in found and (write.tags & SEQ or write.calls):
+                    measured.update(write.fields)
+        return frozenset(found | measured)
+
     def owns(self, ref: FunctionRef) -> bool:
         """Does ``ref`` decide padded lengths (an owner, a layout helper, or model or kernel code)?"""
         if ref in self.owners or self.is_layout_helper(ref) or any(r in self.delegated for r in self.enclosing(ref)):

@@ -45,7 +45,7 @@ class _Join:
         self.graph = graph
         self.refs: dict[tuple[int, str], FunctionRef | None] = {}
         self.rollers: dict[FunctionRef, tuple[tuple[str, ...], dict[str, frozenset[str]]]] = {}
-        self.pieces: dict[tuple[FunctionRef, Origin], bool] = {}
+        self.pieces: dict[tuple[FunctionRef, Origin, int], bool] = {}
         for i, file in enumerate(graph.files):
             for qualname, params, rolled in file.facts.pieces[1]:
                 ref = self.ref(i, qualname)
@@ -61,11 +61,17 @@ class _Join:
         return self.refs[key]
 
     def piece(self, ctx: FunctionRef, origin: Origin, depth: int = 0) -> bool:
-        """Is the value ``origin`` gives in ``ctx`` a piece of a split sequence (the module docs)?"""
-        key = (ctx, origin)
+        """Is the value ``origin`` gives in ``ctx`` a piece of a split sequence (the module docs)?
+
+        Kept by depth too: an answer found nearer the limit may stop short of one found from the
+        top, so a memo by place alone would make each answer depend on which question came first,
+        and a run that asks of one file (`run`'s ``only``) asks fewer, in another order. By depth
+        it is a function of its arguments (a recursion goes one deeper each step: none meets its
+        own question)."""
+        key = (ctx, origin, depth)
         if key in self.pieces:
             return self.pieces[key]
-        self.pieces[key] = False  # a cycle finds nothing
+        self.pieces[key] = False
         callee, element, literals = origin
         target = self.graph.resolve_callee(ctx, callee)
         found = False
@@ -121,25 +127,38 @@ class _Join:
         return [(ref, 1 if self.graph.takes_receiver(ref) else 0)
                 for ref in object_call_targets(self.graph, caller, callee, mine) if ref in self.rollers]
 
-    def run(self) -> dict[int, list[RolledPiece]]:
+    def run(self, only: int | None = None) -> dict[int, list[RolledPiece]]:
+        """The pieces placed in each file; with ``only``, those placed in file ``only`` alone (the same
+        list: a piece is placed where its argument or its dict's entry is, and each place is judged
+        once, in the same order), without looking for what the other files' calls reach unless
+        one of their spread dicts is built in that file."""
         out: dict[int, list[RolledPiece]] = {}
         seen: set[tuple[int, tuple[int, int, int, int]]] = set()
         for i, file in enumerate(self.graph.files):
             if file.is_test:
                 continue
+            elsewhere = only is not None and i != only
             for qualname, callee, is_object, mine, args, given, spreads in file.facts.origins[2]:
                 if not is_object and callee.rsplit(".", 1)[-1] not in self.names:
                     continue  # reaches no roller: most calls
+                if elsewhere and not spreads:
+                    continue  # its arguments are placed in its own file
                 caller = self.ref(i, qualname)
                 if caller is None:
                     continue
+                spread = None
+                if elsewhere:
+                    spread = [self.spread(caller, origin) for origin in spreads]
+                    if not any(j == only for entries, _ in spread for j, _, _ in entries):
+                        continue  # no entry of its dicts is placed in file `only`
                 reached = self.targets(caller, callee, is_object, mine)
                 if not reached:
                     continue
                 placed = [(i, caller, arg) for arg in args]
                 keys = set(given)
-                for origin in spreads:
-                    entries, names = self.spread(caller, origin)
+                if spread is None:
+                    spread = [self.spread(caller, origin) for origin in spreads]
+                for entries, names in spread:
                     keys |= names
                     placed += [(j, ctx, (e[2], e[3], e[4], e[5])) for j, ctx, e in entries]
                 for roller, skip in reached:
@@ -148,6 +167,8 @@ class _Join:
                     gives = {positional[int(k[1:])] if k.startswith("#") and int(k[1:]) < len(positional) else k
                              for k in keys}
                     for j, ctx, (key, origins, position, text) in placed:
+                        if only is not None and j != only:
+                            continue
                         param = positional[int(key[1:])] if key.startswith("#") and int(key[1:]) < len(
                             positional) else key
                         if param not in rolled or rolled[param] & gives or (j, position) in seen:
@@ -162,11 +183,30 @@ class _Join:
 
 def passed_pieces(graph: ProjectGraph, index: int) -> list[RolledPiece]:
     """The pieces of split sequences placed in file ``index`` that a call hands to a function rolling them
-    (the module docs)."""
-    found = _CACHE.get(graph)
-    if found is None:
-        found = {}
-        if any(file.facts.pieces[1] for file in graph.files):
-            found = _Join(graph).run()
-        _CACHE[graph] = found
-    return found.get(index, [])
+    (the module docs). The first file asked is answered alone (`_Join.run`'s ``only``: a one-file run
+    asks of one file, and most of the project's calls place nothing there); a second one computes
+    every file's at once."""
+    state = _CACHE.get(graph)
+    if state is None:
+        state = _CACHE[graph] = _Found()
+        if not any(file.facts.pieces[1] for file in graph.files):
+            state.every = {}
+    if state.every is not None:
+        return state.every.get(index, [])
+    if state.join is None:
+        state.join = _Join(graph)
+    if not state.one:
+        state.one[index] = state.join.run(index).get(index, [])
+    if index in state.one:
+        return state.one[index]
+    state.every = state.join.run()
+    return state.every.get(index, [])
+
+
+class _Found:
+    """What `passed_pieces` found of one project so far."""
+
+    def __init__(self) -> None:
+        self.join: _Join | None = None
+        self.one: dict[int, list[RolledPiece]] = {}
+        self.every: dict[int, list[RolledPiece]] | None = None

@@ -297,11 +297,10 @@ class FileQueries:
     def stale_rewrites(self) -> Iterator[StaleRewrite]:
         """Rewrites of the fields the owner derives padded lengths from, run after the owner."""
         project = self.project
-        inputs = project.owner_inputs
         spaces = project.spaces
         by_function: dict[int, list[Rewrite]] = {}
         for rewrite in self.facts.rewrites:
-            if rewrite.field not in inputs:
+            if not project.is_owner_input(rewrite.field):
                 continue
             if not rewrite.entry and (not spaces.field(rewrite.field) & SEQ or spaces.field(rewrite.field) & TOK):
                 continue  # a whole per-sample tensor list replaced (converted, sliced): no length changed
@@ -448,13 +447,16 @@ class FileQueries:
                     met = partner_setting_switch(project, caller, call, target, switch, position)
                     if met is not None:
                         yield UnitDisagreement(call, target, switch, met[0], via=met[1])
-        stream_pads = project.stream_pads
-        for ref, pad in stream_pads:
-            if ref[0] != self.index:
-                continue
+        stream = int(Tag.STREAM)
+        # This file's own stream pads with a literal in their unit first (`stream_pads` ' of this file, in
+        # its order): only those read the project's other stream pads.
+        own = [] if project.files[self.index].is_test else [
+            ((self.index, pad.function), pad) for pad in project.pads_of(self.index)
+            if pad.value_tags & stream and pad.unit
+            and any(part.isdigit() for part in pad.unit.replace("(", "*").split("*"))]
+        stream_pads = project.stream_pads if own else []
+        for ref, pad in own:
             mine = atoms(pad.unit)
-            if not any(part.isdigit() for part in pad.unit.replace("(", "*").split("*")):
-                continue
             unused = set(project.function(ref).unused_params)
             for other_ref, other in stream_pads:
                 theirs = atoms(other.unit)

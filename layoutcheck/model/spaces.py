@@ -25,6 +25,7 @@ field's space, for `layoutcheck model` and for messages.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
+from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from layoutcheck.model.facts import Arg, Call, element_call
@@ -154,14 +155,14 @@ class Spaces:
         # (`target_names`), and files calling none of them keep their calls undecoded.
         names = project.target_names(self.slots)
         names |= project.target_names(
-            ref for ref, function in project.functions_calling(names, tests=True)
+            ref for ref, function in project.functions_with_calls(names, tests=True)
             if any(c.callee.rsplit(".", 1)[-1] in names for c in function.calls)
         )
 
         def wanted(call: Call) -> bool:
             return call.callee.rsplit(".", 1)[-1] in names and any(a.fields for a in call.args)
 
-        for ref, _ in project.functions_calling(names):
+        for ref, _ in project.functions_with_calls(names):
             for call, target, bound in project.bound_calls(ref, wanted):
                 callee = project.signature(target)
                 for param, arg in bound.items():
@@ -181,8 +182,35 @@ class Spaces:
         return self.fields.get(key, 0)
 
     def is_padded_field(self, key: str) -> bool:
-        """Does ``key`` hold each sample's padded length (written so by an owner, or configured)?"""
+        """Does ``key`` hold each sample's padded length (written so by an owner, or configured)?
+
+        Only a configured source or a field some file stores into can (`_compute_fields` notes
+        ``PAD`` of nothing else): another key is answered without computing every field of the
+        project, which a one-file run whose file reads no such field then never does."""
+        if "fields" not in self.__dict__ and key not in self._pad_candidates:
+            return False
         return bool(self.fields.get(key, 0) & PAD)
+
+    def may_be_padded(self, key: str) -> bool:
+        """False when ``key`` is surely no padded field (`is_padded_field`), from the facts alone."""
+        return key in self._pad_candidates
+
+    @cached_property
+    def _pad_candidates(self) -> frozenset[str]:
+        """The fields `_compute_fields` may note ``PAD`` of: the configured sources, and the keys of the
+        stores that can be noted so. Such a store is per sample or a broadcast, of a padded length or
+        of a call's result (`returned` may give ``PAD``), and not of the owner's value, a packed
+        description or a stream (`returned` and the copies only add tags, so a store whose own tags
+        miss these conditions misses them whatever the project holds). Tests' stores count too: a
+        superset is as exact."""
+        keys = set(self.project.vocab.sources)
+        for file in self.project.files:
+            for write in file.facts.field_writes:
+                tags = write.tags
+                if ((write.per_sample or tags & BCAST) and (tags & PAD or write.calls)
+                        and not tags & (SRC | PACKED | STREAM)):
+                    keys.add(write.key)
+        return frozenset(keys)
 
     def read(self, fields: Iterable[str]) -> int:
         """What reading ``fields`` gives: per-sample padded lengths are the owner's value (``SRC``)."""
@@ -365,7 +393,7 @@ class Spaces:
         def wanted(call: Call) -> bool:
             return call.callee.rsplit(".", 1)[-1] in names and any(a.bare and a.params for a in call.args)
 
-        for ref, function in project.functions_calling(names):
+        for ref, function in project.functions_with_calls(names):
             if not function.params:
                 continue
             for call in function.calls:
@@ -379,6 +407,11 @@ class Spaces:
         if self._slots is None:
             self._slots = self._compute_slots()
         return self._slots
+
+    @cached_property
+    def _slot_names(self) -> set[str]:
+        """The last names a call reaching a ``def`` with slots is spelt with (`ProjectGraph.target_names`)."""
+        return self.project.target_names(self.slots)
 
     def padded_slots(self, ref: FunctionRef) -> frozenset[str]:
         """Parameters of ``ref`` that take one sample's padded length `P`."""
@@ -397,7 +430,16 @@ class Spaces:
         return self._list_slots[key]
 
     def _list_slot(self, ref: FunctionRef, name: str) -> str | None:
-        for _, target, bound in self.project.bound_calls(ref):
+        # Only a call passing the list's entries (``max_seq_lens[i]``: the parameter in an argument that is
+        # not the parameter itself) to a ``def`` with slots can answer, and such a call is spelt with
+        # one of their names (`target_names`): the others are not resolved.
+        names = self._slot_names
+
+        def wanted(call: Call) -> bool:
+            return call.callee.rsplit(".", 1)[-1] in names and any(
+                name in arg.params and not arg.bare for arg in call.args)
+
+        for _, target, bound in self.project.bound_calls(ref, wanted):
             for param, arg in bound.items():
                 if name in arg.params and not arg.bare:
                     if param in self.padded_slots(target):

@@ -62,15 +62,27 @@ class ProjectValues(ProjectGraph):
         return {}
 
     @cached_property
+    def _round_up_names(self) -> set[str]:
+        """The last names a call of one of the project's own round-up helpers (``_round_up(n, m)``, found
+        by their bodies: they return a parameter rounded up to another) is spelt with (`target_names`)."""
+        return self.target_names((i, j) for i, file in enumerate(self.files)
+                                 for j, function in enumerate(file.facts.functions) if function.rounds is not None)
+
+    @cached_property
     def _call_pads(self) -> dict[int, list[Pad]]:
-        """Calls of the project's own round-up helpers (``_round_up(n, m)``, found by their bodies:
-        they return a parameter rounded up to another), as pads at the call."""
-        out: dict[int, list[Pad]] = {}
-        # Only calls spelt with a round-up helper's name can reach one (`target_names`): files
-        # calling none keep their cached calls undecoded.
-        names = self.target_names((i, j) for i, file in enumerate(self.files)
-                                  for j, function in enumerate(file.facts.functions) if function.rounds is not None)
-        for ref, function in self.functions_calling(names):
+        """File ``i``'s calls of the project's own round-up helpers, as pads at the call, by file, for
+        the files asked so far (`_call_pads_in`)."""
+        return {}
+
+    def _call_pads_in(self, file_index: int) -> list[Pad]:
+        """The calls of the project's round-up helpers in file ``file_index``, as pads at the call: only
+        calls spelt with a helper's name can reach one, and a one-file run asks of its own file."""
+        found = self._call_pads.get(file_index)
+        if found is not None:
+            return found
+        found = self._call_pads[file_index] = []
+        names = self._round_up_names
+        for ref, function in self.functions_with_calls(names, files=(file_index,)):
             for call in function.calls:
                 if not call.fate or call.callee.rsplit(".", 1)[-1] not in names:
                     continue
@@ -82,18 +94,18 @@ class ProjectValues(ProjectGraph):
                 if len(args) <= max(i, j):
                     continue
                 value, unit = args[i], args[j]
-                out.setdefault(ref[0], []).append(Pad(
+                found.append(Pad(
                     ref[1], "round_up", call.span, call.text, value.tags, unit.tags, call.unit, "ceil", call.layout,
                     call.fate, call.tick, value.params, value.fields, unit.params,
                 ))
-        return out
+        return found
 
     def pads_of(self, file_index: int) -> list[Pad]:
         """The pads of a file: its own idioms, and calls of the project's round-up helpers (whose own
         round-up is judged at each call, where its arguments say what it pads)."""
         functions = self.files[file_index].facts.functions
         own = [p for p in self.files[file_index].facts.pads if functions[p.function].rounds is None]
-        return [*own, *self._call_pads.get(file_index, ())]
+        return [*own, *self._call_pads_in(file_index)]
 
 
     @cached_property
