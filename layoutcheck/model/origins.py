@@ -38,7 +38,7 @@ from layoutcheck.model.syntax import (
     receivers,
 )
 
-__all__ = ["NAMED", "DictEntry", "Handed", "Instance", "Origin", "Pass", "Returned", "Summaries", "ValueOrigins",
+__all__ = ["NAMED", "Attribute", "DictEntry", "Handed", "Instance", "Origin", "Pass", "Returned", "Summaries", "ValueOrigins",
            "origins_and_instances", "qualified", "scope_names", "value_origins"]
 
 NAMED = -2
@@ -93,9 +93,16 @@ Handed = tuple[str, int, int, str, str, tuple[tuple[str, str], ...]]
 (the calling function's qualname; the call's line and column, 1-based as a `Call`'s span; where the
 local is passed, ``#i`` or the keyword; the callee that built it, as written; the names that call was
 given that may be functions (``ds.collate_fn``, ``collate``), each with where: ``#i`` or the keyword)."""
-Summaries = tuple[tuple[Instance, ...], tuple[tuple[str, str], ...], tuple[Handed, ...]]
+Attribute = tuple[str, str, str]
+"""An attribute of a class's instances holding an instance of one callee's result: (the class's dotted name
+in the module; the attribute; the callee, as `qualified` spells it). Every store of ``self.<attr>`` in the
+class's methods (``self.buffer = Buffer(...)`` in ``__init__``) is one call of that callee; an attribute
+stored otherwise there (another callee, a value that is no call, a loop's or a tuple's target, ``+=``) is
+left out. The project keeps those whose callee builds a class."""
+Summaries = tuple[tuple[Instance, ...], tuple[tuple[str, str], ...], tuple[Handed, ...], tuple[Attribute, ...]]
 """`instance_summaries`: instances held in locals, loader builders (the function's qualname and the
-parameter its returned DataLoader is given as ``collate_fn``), and locals handed on."""
+parameter its returned DataLoader is given as ``collate_fn``), locals handed on, and instances held in
+attributes of a class's instances."""
 
 
 def _stored_names(stmt: ast.stmt) -> Iterator[str]:
@@ -115,6 +122,29 @@ def _stored_names(stmt: ast.stmt) -> Iterator[str]:
         for node in ast.walk(target):
             if isinstance(node, ast.Name):
                 yield node.id
+
+
+def _attributes_of(target: ast.expr, receiver: str) -> Iterator[str]:
+    """The attributes of ``receiver`` a store's target stores into (``self.a, self.b = ...``)."""
+    for node in ast.walk(target):
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == receiver \
+                and isinstance(node.ctx, ast.Store):
+            yield node.attr
+
+
+def _receiver_attributes(stmt: ast.stmt, receiver: str) -> Iterator[str]:
+    """The attributes of ``receiver`` a `_REBINDS` statement stores into (``for self.x in ...``,
+    ``self.n += 1``)."""
+    if isinstance(stmt, (ast.For, ast.AsyncFor)):
+        targets = [stmt.target]
+    elif isinstance(stmt, (ast.With, ast.AsyncWith)):
+        targets = [item.optional_vars for item in stmt.items if item.optional_vars is not None]
+    elif isinstance(stmt, ast.AugAssign):
+        targets = [stmt.target]
+    else:
+        targets = list(stmt.targets)  # type: ignore[attr-defined]
+    for target in targets:
+        yield from _attributes_of(target, receiver)
 
 
 def _position(node: ast.AST) -> Position:
@@ -189,6 +219,9 @@ class _Function:
         an instance of one class (`instances`)."""
         self.built: dict[str, ast.Call] = {}
         """Locals bound by ``x = f(...)`` (one target), each to its last such call."""
+        self.attributes: list[tuple[str, str | None]] = []
+        """The stores into attributes of the receiver (``self.x = ...``): the attribute, and the callee whose
+        whole result it is given (as `qualified` spells it), None where it is given anything else."""
         # Statements only (most of a function's nodes are expressions): the calls kept are those a
         # statement makes (`f(...)`, `x = f(...)`, `return f(...)`) and the calls passed to them.
         stores: list[ast.Assign | ast.AnnAssign] = []
@@ -202,6 +235,8 @@ class _Function:
                 stores.append(stmt)  # type: ignore[arg-type]
             elif kind in _REBINDS:
                 self.rebound.update(_stored_names(stmt))
+                if receiver is not None:
+                    self.attributes.extend((attr, None) for attr in _receiver_attributes(stmt, receiver))
             elif kind is ast.Return:
                 returns.append(stmt)  # type: ignore[arg-type]
             elif kind is ast.Import or kind is ast.ImportFrom:
@@ -231,6 +266,19 @@ class _Function:
                     self._bind(target, node.value, node.lineno)
             elif node.value is not None:
                 self._bind(node.target, node.value, node.lineno)
+        if receiver is not None:
+            for node in stores:
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                if node.value is None:
+                    continue  # `self.x: Buffer` declares, stores nothing
+                for target in targets:
+                    if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) \
+                            and target.value.id == receiver:
+                        found = self.origins(node.value, node.lineno) if type(node.value) is ast.Call else ()
+                        whole = len(found) == 1 and found[0][1] == -1 and len(targets) == 1
+                        self.attributes.append((target.attr, found[0][0] if whole else None))
+                    elif not isinstance(target, ast.Name):
+                        self.attributes.extend((attr, None) for attr in _attributes_of(target, receiver))
 
     def _bind(self, target: ast.expr, value: ast.expr, line: int) -> None:
         if isinstance(target, ast.Name):
@@ -521,13 +569,20 @@ def origins_and_instances(tree: ast.Module) -> tuple[ValueOrigins, Summaries]:
     returns: list[Returned] = []
     dicts: list[DictEntry] = []
     passes: list[Pass] = []
-    reach = receivers(tree)[1]
+    own, reach, classes = receivers(tree)
     defs = frozenset(s.name for s in tree.body if isinstance(s, _FUNCTIONS))
     instances: list[Instance] = []
     builders: list[tuple[str, str]] = []
     handed: list[Handed] = []
+    attributes: dict[tuple[str, str], set[str | None]] = {}
     for qualname, function in defs_with_qualnames(tree):
         walk = _Function(function, names, reach.get(function), qualname, defs)
+        if walk.attributes:
+            # a method's stores are its class's; a closure's (its receiver the enclosing method's) are a
+            # class's this walk does not name: what it stores there is unknown to every reader
+            cls = classes.get(function) if own.get(function) == walk.receiver else None
+            for attr, callee in walk.attributes:
+                attributes.setdefault((cls or "", attr), set()).add(callee if cls is not None else None)
         walk.note_updates()
         _returns(walk, qualname, returns, dicts)
         _passes(walk, qualname, passes)
@@ -537,4 +592,7 @@ def origins_and_instances(tree: ast.Module) -> tuple[ValueOrigins, Summaries]:
         if param is not None:
             builders.append((qualname, param))
         handed.extend(walk.handed(qualname, held))
-    return (tuple(returns), tuple(dicts), tuple(passes)), (tuple(instances), tuple(builders), tuple(handed))
+    unknown = {attr for (cls, attr) in attributes if not cls}
+    held_by = tuple((cls, attr, next(iter(callees))) for (cls, attr), callees in sorted(attributes.items())
+                    if cls and attr not in unknown and len(callees) == 1 and None not in callees)
+    return (tuple(returns), tuple(dicts), tuple(passes)), (tuple(instances), tuple(builders), tuple(handed), held_by)
