@@ -28,7 +28,7 @@ from layoutcheck.records import dataclass
 from functools import cached_property
 
 from layoutcheck.globs import any_match
-from layoutcheck.model.calls import BATCHES_OF, COLLATE_AT, COLLATE_FOR
+from layoutcheck.model.calls import BATCHES_BUILT, BATCHES_OF, COLLATE_AT, COLLATE_FOR, LOADER_GIVEN
 from layoutcheck.model.settings import LintSettings
 from layoutcheck.model.origins import Handed
 from layoutcheck.model.summaries import forwarded_calls
@@ -199,8 +199,9 @@ class ProjectGraph:
     def other_names(self, ref: FunctionRef) -> frozenset[str]:
         """The last names, besides the ``def``'s own, of calls `resolve` may send to ``ref``: the
         attribute it is assigned onto a class under (``Cls.offsets = chunk_offsets``: ``self.offsets(t)``),
-        and the loops over a loader handed to a constructor (`BATCHES_OF`: any ``def`` may be the
-        loader's ``collate_fn``; `resolve` still decides which call reaches which)."""
+        and the loops over a loader handed to a constructor or built by a call (`BATCHES_OF`,
+        `BATCHES_BUILT`: any ``def`` may be the loader's ``collate_fn``; `resolve` still decides which call
+        reaches which)."""
         return self._assigned_names.get(ref, frozenset()) | self._batches_names
 
     @cached_property
@@ -224,7 +225,7 @@ class ProjectGraph:
             if names is None:
                 names = {call.callee.rsplit(".", 1)[-1] for function in file.facts.functions
                          for call in function.calls}
-            found.update(name for name in names if name.startswith(BATCHES_OF))
+            found.update(name for name in names if name.startswith(BATCHES_OF) or name == BATCHES_BUILT)
         return frozenset(found)
 
     def where(self, ref: FunctionRef) -> str:
@@ -389,7 +390,11 @@ class ProjectGraph:
         key = (caller[0], caller[1], call.tick)
         if key in self._resolved:
             return self._resolved[key]
-        found = self._resolve(caller, call.callee)
+        if call.callee == BATCHES_BUILT:  # a loop over a loader a call built: its collate function
+            made = self._handed_collate(caller, call, {LOADER_GIVEN})
+            found = made.pop() if len(made) == 1 else None
+        else:
+            found = self._resolve(caller, call.callee)
         self._resolved[key] = found
         return found
 
@@ -627,6 +632,10 @@ class ProjectGraph:
             for where, text in given:
                 if where in wanted:
                     made = self._resolve(outer, text)
+                    if made is None and "." in text:  # `pkg.data.Pairs.collate_fn`: a class's method, inherited too
+                        owner, _, name = text.rpartition(".")
+                        cls = self._class_at(self.absolute(outer[0], owner))
+                        made = self.method_of(*cls, name) if cls is not None else None
                     if made is not None:
                         found.add(made)
         return found
