@@ -1250,3 +1250,46 @@ def test_a_collate_method_of_an_instance_stored_on_self_binds_the_loops_batches(
     called = next(i for i, line in enumerate(files["replay_buffer.py"].splitlines(), 1) if "good = " in line)
     expected = [("replay_buffer.py", called, "pad-sides-disagree")] if caught and not side else []
     assert _lint(tmp_path, files) == expected
+
+
+def test_an_attribute_holds_one_class_only_where_every_store_of_it_in_the_class_builds_it() -> None:
+    """`FileFacts.instances`' attributes: `self.buffer = Buffer(...)` in `__init__` (and the same call in
+    another method) is kept; an attribute also stored otherwise (`+=`, a tuple's target, another callee,
+    a value that is no call, a store in a closure) is left out; a declaration (`self.x: Buffer`) stores
+    nothing; another class's stores are its own."""
+    from layoutcheck.model.origins import origins_and_instances
+
+    source = textwrap.dedent('''
+        from data import Buffer, Other
+
+
+        class Trainer:
+            def __init__(self, n):
+                self.buffer = Buffer(n)
+                self.declared: Buffer
+                self.declared = Buffer(n)
+                self.counted = Buffer(n)
+                self.pair = Buffer(n)
+                self.mixed = Buffer(n)
+                self.plain = Buffer(n)
+                self.closed = Buffer(n)
+
+            def reset(self, n):
+                self.buffer = Buffer(n)
+                self.counted += 1
+                self.pair, self.other = Buffer(n), 1
+                self.mixed = Other(n)
+                self.plain = [Buffer(n)]
+
+                def later():
+                    self.closed = None
+                return later
+
+
+        class Critic:
+            def __init__(self, n):
+                self.buffer = Other(n)
+    ''')
+    attributes = origins_and_instances(ast.parse(source))[1][3]
+    assert attributes == (("Critic", "buffer", "data.Other"), ("Trainer", "buffer", "data.Buffer"),
+                          ("Trainer", "declared", "data.Buffer"))

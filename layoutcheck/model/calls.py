@@ -55,7 +55,7 @@ import ast
 import builtins
 import copy
 import re
-from collections.abc import Collection, Iterator
+from collections.abc import Callable, Collection, Iterator
 
 from layoutcheck.model.syntax import (
     breadth_first,
@@ -63,6 +63,7 @@ from layoutcheck.model.syntax import (
     dotted,
     forget_nodes,
     is_dataloader,
+    line_numbers,
     method_receiver,
     nodes_of,
     own_nodes,
@@ -100,10 +101,9 @@ reads ``b = layoutcheck_batches_built(samples, layoutcheck_loader=loader)``; so 
 once in the class from such a call). The project resolves it to the collate function the builder puts
 in the DataLoader it returns (`layoutcheck.model.origins.Handed`); a call that builds no such loader
 reaches nothing known (the loop's batch is unknown, as before)."""
-_CALL_BOUND = re.compile(r"^[ \t]*(\w+)[ \t]*=[ \t]*[\w.]+\(", re.MULTILINE)
-_LOOPED = re.compile(r"\bfor\b[^\n]*\bin[ \t]+(?:tqdm\(|enumerate\()?(\w+)\b")
-"""A local bound to a call's result and a loop over a name, as text: where `_built_loader_loops` can find
-something (both must name one local)."""
+_LOOPED = re.compile(r"for[ \t][^\n:]*?[ \t]in[ \t]+(?:tqdm\(|enumerate\()?(\w+)[ \t),:]")
+"""A loop over a name, as text (a literal first: the search skips to each ``for``); with the name stored
+somewhere (``name =``), where `_built_loader_loops` can find something."""
 COLLATE_AT = "layoutcheck_collate_at_"
 COLLATE_FOR = "layoutcheck_collate_for_"
 """The keyword a call that passes a DataLoader given ``collate_fn=f`` gets beside it: ``f(loader)``, named
@@ -140,9 +140,12 @@ def rewrite_calls(tree: ast.Module, source: str) -> tuple[ast.Module, bool]:
     loops = _loader_loops(tree) if "collate_fn" in source and "DataLoader" in source else []
     if _STORED_LOOP.search(source):
         loops += _stored_loader_loops(tree, {id(loop) for loop, _, _ in loops})
-    looped = set(_LOOPED.findall(source))
-    if looped and not looped.isdisjoint(_CALL_BOUND.findall(source)):
-        loops += _built_loader_loops(tree, {id(loop) for loop, _, _ in loops})
+    if "for" in source:
+        looped = [(m.start(), m.group(1)) for m in _LOOPED.finditer(source)]
+        bound = {name for _, name in looped if f"{name} =" in source or f"{name}=" in source}
+        lines = line_numbers(source, [at for at, name in looped if name in bound]) if bound else []
+        if lines:
+            loops += _built_loader_loops(tree, {id(loop) for loop, _, _ in loops}, set(lines))
     if loops:
         _read_batches_through_collate(tree, loops)
         changed = True
@@ -799,7 +802,7 @@ def _stored_loader_loops(tree: ast.Module, known: set[int]) -> list[tuple[ast.Fo
                                 stored[target.attr] = node.value.id
                             elif isinstance(node, ast.Assign) and len(node.targets) == 1 \
                                     and isinstance(node.value, ast.Call) \
-                                    and _may_build_loader(node.value, locals_of(method), mine):
+                                    and _may_build_loader(node.value, lambda: locals_of(method), mine):
                                 built.add(target.attr)
         stored = {attr: param for attr, param in stored.items() if stores[attr] == 1}
         built = {attr for attr in built if stores[attr] == 1}
@@ -825,12 +828,12 @@ def _stored_loader_loops(tree: ast.Module, known: set[int]) -> list[tuple[ast.Fo
     return out
 
 
-def _may_build_loader(value: ast.expr, built: Collection[str], receiver: str | None) -> bool:
+def _may_build_loader(value: ast.expr, built: Callable[[], Collection[str]], receiver: str | None) -> bool:
     """Is ``value`` a call that may build a loader from a collate function it is given: a call of a name
     that is neither a builtin, a library's (`_LIBRARY_HEADS`) nor a DataLoader built in place
     (`_loader_loops` reads those), given ``collate_fn=`` or a method of an instance: an attribute of a
-    local bound to a call's result (``ds.collate_fn``, ``built``) or of the receiver's attribute
-    (``self.buffer.collate_fn``)?"""
+    local bound to a call's result (``ds.collate_fn``; ``built()`` gives those locals, asked only here)
+    or of the receiver's attribute (``self.buffer.collate_fn``)?"""
     if not isinstance(value, ast.Call) or is_dataloader(value):
         return False
     head = value.func
@@ -845,7 +848,7 @@ def _may_build_loader(value: ast.expr, built: Collection[str], receiver: str | N
     for arg in (*value.args, *(k.value for k in value.keywords)):
         if isinstance(arg, ast.Attribute):
             owner = arg.value
-            if isinstance(owner, ast.Name) and owner.id in built:
+            if isinstance(owner, ast.Name) and owner.id != receiver and owner.id in built():
                 return True
             if isinstance(owner, ast.Attribute) and isinstance(owner.value, ast.Name) and owner.value.id == receiver:
                 return True
@@ -868,27 +871,36 @@ def _built_marker(loader: ast.expr) -> ast.Call:
     return call
 
 
-def _built_loader_loops(tree: ast.Module, known: set[int]) -> list[tuple[ast.For, ast.expr, int]]:
-    """Each ``for`` over a local bound once to a call that may build a loader (`_may_build_loader`:
-    ``loader = strategy.setup_dataloader(ds, 1, collate_fn=ds.collate_fn)``), or over a progress bar on
-    one, with the `BATCHES_BUILT` marker given that local, and the batch's position in the loop's target.
-    Loops `_loader_loops` and `_stored_loader_loops` found (``known``) are left to them."""
+def _built_loader_loops(tree: ast.Module, known: set[int], lines: set[int]) -> list[tuple[ast.For, ast.expr, int]]:
+    """Each ``for`` on one of ``lines`` (where the text loops over a local bound to a call) over a local
+    bound once to a call that may build a loader (`_may_build_loader`: ``loader =
+    strategy.setup_dataloader(ds, 1, collate_fn=ds.collate_fn)``), or over a progress bar on one, with the
+    `BATCHES_BUILT` marker given that local, and the batch's position in the loop's target. Loops
+    `_loader_loops` and `_stored_loader_loops` found (``known``) are left to them; only the functions
+    holding those lines are read."""
     out: list[tuple[ast.For, ast.expr, int]] = []
-    for function in (tree, *(n for n, _ in _statements(tree) if isinstance(n, _FUNCTIONS))):
+    for function in _functions_at(tree, lines):
         stores: dict[str, int] = {}
         made: dict[str, ast.Call] = {}
         loops: list[ast.For | ast.AsyncFor] = []
         for node in (function.body if function is tree else own_statements(function)):  # type: ignore[attr-defined]
-            if isinstance(node, (ast.For, ast.AsyncFor)) and node.body and id(node) not in known:
-                loops.append(node)
-            targets = node.targets if isinstance(node, ast.Assign) else \
-                [node.target] if isinstance(node, (ast.AnnAssign, ast.AugAssign, ast.For, ast.AsyncFor)) else []
+            kind = type(node)
+            if kind is ast.For or kind is ast.AsyncFor:
+                if node.lineno in lines and node.body and id(node) not in known:  # type: ignore[attr-defined]
+                    loops.append(node)  # type: ignore[arg-type]
+                targets = [node.target]  # type: ignore[attr-defined]
+            elif kind is ast.Assign:
+                targets = node.targets  # type: ignore[attr-defined]
+                if len(targets) == 1 and type(targets[0]) is ast.Name and type(node.value) is ast.Call:  # type: ignore[attr-defined]
+                    made[targets[0].id] = node.value  # type: ignore[attr-defined]
+            elif kind is ast.AnnAssign or kind is ast.AugAssign or kind is ast.With or kind is ast.AsyncWith:
+                targets = [node.target] if hasattr(node, "target") else \
+                    [i.optional_vars for i in node.items if i.optional_vars is not None]  # type: ignore[attr-defined]
+            else:
+                continue
             for target in targets:
-                for name in (n.id for n in ast.walk(target) if isinstance(n, ast.Name)):
+                for name in (n.id for n in ast.walk(target) if type(n) is ast.Name):
                     stores[name] = stores.get(name, 0) + 1
-            if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name) \
-                    and isinstance(node.value, ast.Call):
-                made[node.targets[0].id] = node.value
         made = {name: call for name, call in made.items() if stores.get(name) == 1}
         if not made or not loops:
             continue
@@ -902,9 +914,34 @@ def _built_loader_loops(tree: ast.Module, known: set[int]) -> list[tuple[ast.For
                 inner = _wrapped(source) or (_wrapped(made[source.id]) if isinstance(source, ast.Name)
                                              and source.id in made else None)
                 source = inner if isinstance(inner, ast.Name) else source
-            if isinstance(source, ast.Name) and source.id in made and _may_build_loader(made[source.id], made, me):
+            if isinstance(source, ast.Name) and source.id in made \
+                    and _may_build_loader(made[source.id], lambda: made, me):
                 out.append((node, _built_marker(source), at))
     return out
+
+
+def _functions_at(tree: ast.Module, lines: set[int]) -> list[ast.AST]:
+    """The innermost function (or the module, at its top level) holding each of ``lines``: only the
+    statements whose lines hold one of them are entered."""
+    found: dict[int, ast.AST] = {}
+    stack: list[tuple[ast.AST, ast.AST]] = [(stmt, tree) for stmt in tree.body]
+    while stack:
+        node, scope = stack.pop()
+        first, last = node.lineno, node.end_lineno or node.lineno  # type: ignore[attr-defined]
+        if not any(first <= line <= last for line in lines):
+            continue
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            scope = node
+        if node.lineno in lines and isinstance(node, (ast.For, ast.AsyncFor)):  # type: ignore[attr-defined]
+            found.setdefault(id(scope), scope)
+        for field in ("body", "orelse", "finalbody", "handlers", "cases"):
+            for child in getattr(node, field, ()):
+                if isinstance(child, ast.stmt) or isinstance(child, (ast.ExceptHandler, ast.match_case)):
+                    if isinstance(child, ast.match_case):
+                        stack.extend((c, scope) for c in child.body)
+                    else:
+                        stack.append((child, scope))
+    return list(found.values())
 
 
 def _collate_call(collate: ast.expr, samples: ast.expr) -> ast.Call:
