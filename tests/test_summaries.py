@@ -1293,3 +1293,72 @@ def test_an_attribute_holds_one_class_only_where_every_store_of_it_in_the_class_
     attributes = origins_and_instances(ast.parse(source))[1][3]
     assert attributes == (("Critic", "buffer", "data.Other"), ("Trainer", "buffer", "data.Buffer"),
                           ("Trainer", "declared", "data.Buffer"))
+
+
+_ATTRIBUTE_CALLS = {
+    "data.py": '''
+class Buffer:
+    def fill(self, rows):
+        return rows
+
+
+class Other:
+    def fill(self, rows):
+        return rows
+
+
+def make_buffer():
+    return Buffer()
+
+
+def make_either(flag):
+    if flag:
+        return Buffer()
+    return Other()
+''',
+    "trainer.py": '''
+from data import Buffer, Other, make_buffer, make_either
+
+
+class Base:
+    def __init__(self):
+        self.buffer = Buffer()
+        self.made = make_buffer()
+        self.either = make_either(True)
+
+
+class Derived(Base):
+    def step(self, rows):
+        self.buffer.fill(rows)
+        self.made.fill(rows)
+        self.either.fill(rows)
+
+
+class Shadowing(Base):
+    def __init__(self):
+        super().__init__()
+        self.buffer = Other()
+
+    def step(self, rows):
+        self.buffer.fill(rows)
+''',
+}
+
+
+def test_an_attribute_a_base_stores_reaches_its_classs_method_from_a_subclass() -> None:
+    """`self.buffer.fill(rows)` in a subclass whose base's `__init__` stores `self.buffer = Buffer()` (or
+    `make_buffer()`, whose every return builds `Buffer`) reaches `Buffer.fill`, though `Other` has a
+    method of that name; a function returning either class reaches neither by its class (the name alone
+    is no one `def`'s); a subclass that stores the attribute itself reads its own class."""
+    project = _graph(_ATTRIBUTE_CALLS)
+    index = next(i for i, f in enumerate(project.files) if f.facts.functions and f.module == "trainer")
+    reached = {}
+    for j, function in enumerate(project.files[index].facts.functions):
+        for call in function.calls:
+            if call.callee.endswith(".fill"):
+                target = project.resolve((index, j), call)
+                reached[(function.qualname, call.callee)] = target and project.signature(target).qualname
+    assert reached == {("Derived.step", "self.buffer.fill"): "Buffer.fill",
+                       ("Derived.step", "self.made.fill"): "Buffer.fill",
+                       ("Derived.step", "self.either.fill"): None,
+                       ("Shadowing.step", "self.buffer.fill"): "Other.fill"}

@@ -538,11 +538,11 @@ class ProjectGraph:
             ref = self._lookup(dotted)
             if ref is not None and self.signature(ref).cls is None:
                 qualname = self.signature(ref).qualname
-                returned = {(at, inner[0]) for name, at, inner in self.files[ref[0]].facts.origins[0]
-                            if name == qualname and inner[1] == -1}
-                if len(returned) == 1:
-                    at, made = returned.pop()
-                    found = self.built_class(ref[0], made, depth + 1) if at == -1 else None
+                returned = {(at, inner[0], inner[1]) for name, at, inner in self.files[ref[0]].facts.origins[0]
+                            if name == qualname}
+                if len(returned) == 1:  # one callee's whole result, on every return that names one
+                    at, made, element = returned.pop()
+                    found = self.built_class(ref[0], made, depth + 1) if at == -1 and element == -1 else None
         return found
 
     def _builds_class(self, ref: FunctionRef) -> bool:
