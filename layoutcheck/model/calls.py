@@ -52,6 +52,7 @@ Each is decided by what the code does with the values, never by a name.
 from __future__ import annotations
 
 import ast
+import bisect
 import builtins
 import copy
 import re
@@ -142,7 +143,7 @@ def rewrite_calls(tree: ast.Module, source: str) -> tuple[ast.Module, bool]:
         loops += _stored_loader_loops(tree, {id(loop) for loop, _, _ in loops})
     if "for" in source:
         looped = [(m.start(), m.group(1)) for m in _LOOPED.finditer(source)]
-        bound = {name for _, name in looped if f"{name} =" in source or f"{name}=" in source}
+        bound = {name for name in {name for _, name in looped} if _bound_to_call(source, name)}
         lines = line_numbers(source, [at for at, name in looped if name in bound]) if bound else []
         if lines:
             loops += _built_loader_loops(tree, {id(loop) for loop, _, _ in loops}, set(lines))
@@ -871,6 +872,22 @@ def _built_marker(loader: ast.expr) -> ast.Call:
     return call
 
 
+_CALLED_AFTER = re.compile(r"[ \t]*=[ \t]*[\w.]+\(")
+"""What follows a local's name where it is bound to a call (``loader = strategy.setup(``)."""
+
+
+def _bound_to_call(source: str, name: str) -> bool:
+    """Does ``source`` bind ``name`` to a call somewhere (``name = f(``, at a line's start), as text?"""
+    at = source.find(name)
+    while at >= 0:
+        if (at == 0 or source[at - 1] in " \t\n") and _CALLED_AFTER.match(source, at + len(name)):
+            line = source.rfind("\n", 0, at) + 1
+            if not source[line:at].strip():
+                return True
+        at = source.find(name, at + len(name))
+    return False
+
+
 def _built_loader_loops(tree: ast.Module, known: set[int], lines: set[int]) -> list[tuple[ast.For, ast.expr, int]]:
     """Each ``for`` on one of ``lines`` (where the text loops over a local bound to a call) over a local
     bound once to a call that may build a loader (`_may_build_loader`: ``loader =
@@ -899,6 +916,9 @@ def _built_loader_loops(tree: ast.Module, known: set[int], lines: set[int]) -> l
             else:
                 continue
             for target in targets:
+                if type(target) is ast.Name:  # most are
+                    stores[target.id] = stores.get(target.id, 0) + 1  # type: ignore[attr-defined]
+                    continue
                 for name in (n.id for n in ast.walk(target) if type(n) is ast.Name):
                     stores[name] = stores.get(name, 0) + 1
         made = {name: call for name, call in made.items() if stores.get(name) == 1}
@@ -924,12 +944,14 @@ def _functions_at(tree: ast.Module, lines: set[int]) -> list[ast.AST]:
     """The innermost function (or the module, at its top level) holding each of ``lines``: only the
     statements whose lines hold one of them are entered."""
     found: dict[int, ast.AST] = {}
+    ordered = sorted(lines)
     stack: list[tuple[ast.AST, ast.AST]] = [(stmt, tree) for stmt in tree.body]
     while stack:
         node, scope = stack.pop()
         first, last = node.lineno, node.end_lineno or node.lineno  # type: ignore[attr-defined]
-        if not any(first <= line <= last for line in lines):
-            continue
+        at = bisect.bisect_left(ordered, first)
+        if at == len(ordered) or ordered[at] > last:
+            continue  # none of the lines within the statement
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             scope = node
         if node.lineno in lines and isinstance(node, (ast.For, ast.AsyncFor)):  # type: ignore[attr-defined]
