@@ -1205,29 +1205,31 @@ _BUFFER_CASES = {
         "self.{attr} = {buffer}(micro_train_batch_size, buffer_limit)", _DIRECT,
         "for ids, mask, sizes in tqdm(dataloader, desc='train'):", True),
     "a local built by the class": (
-        "self.size = micro_train_batch_size", "buf = {buffer}(1, 0)\n"
-        "        dataloader = DataLoader(buf, batch_size=1, collate_fn=buf.{collate})", _FOR, True),
+        "self.size = micro_train_batch_size", ("buf = {buffer}(1, 0)\n"
+                                               "        dataloader = DataLoader(buf, batch_size=1, collate_fn=buf.{collate})"),
+        _FOR, True),
     "a local from a function returning the class": (
-        "self.size = micro_train_batch_size", "buf = {make}(1, 0)\n"
-        "        dataloader = DataLoader(buf, batch_size=1, collate_fn=buf.{collate})", _FOR, True),
+        "self.size = micro_train_batch_size", ("buf = {make}(1, 0)\n"
+                                               "        dataloader = DataLoader(buf, batch_size=1, collate_fn=buf.{collate})"),
+        _FOR, True),
     "a loader a helper built in the same method": (
         "self.{attr} = {buffer}(micro_train_batch_size, buffer_limit)",
         "dataloader = self.strategy.{setup}(self.{attr}, 1, True, True, self.{attr}.{collate})", _FOR, True),
     "a loader a helper built and stored on self": (
-        "self.{attr} = {buffer}(micro_train_batch_size, buffer_limit)\n"
-        "        self.dataloader = self.strategy.{setup}(self.{attr}, 1, True, True, self.{attr}.{collate})",
+        ("self.{attr} = {buffer}(micro_train_batch_size, buffer_limit)\n"
+         "        self.dataloader = self.strategy.{setup}(self.{attr}, 1, True, True, self.{attr}.{collate})"),
         "pass", "for ids, mask, sizes in self.dataloader:", True),
     "a loader stored on self, built from a local instance": (
-        "buf = {buffer}(micro_train_batch_size, buffer_limit)\n"
-        "        self.dataloader = self.strategy.{setup}(buf, 1, True, True, buf.{collate})",
+        ("buf = {buffer}(micro_train_batch_size, buffer_limit)\n"
+         "        self.dataloader = self.strategy.{setup}(buf, 1, True, True, buf.{collate})"),
         "pass", "for ids, mask, sizes in self.dataloader:", True),
     "a loader a helper built, through a progress bar": (
         "self.{attr} = {buffer}(micro_train_batch_size, buffer_limit)",
-        "dataloader = self.strategy.{setup}(self.{attr}, 1, True, True, self.{attr}.{collate})\n"
-        "        pbar = tqdm(dataloader)", "for ids, mask, sizes in pbar:", True),
+        ("dataloader = self.strategy.{setup}(self.{attr}, 1, True, True, self.{attr}.{collate})\n"
+         "        pbar = tqdm(dataloader)"), "for ids, mask, sizes in pbar:", True),
     "the attribute stored as two classes": (
-        "self.{attr} = {buffer}(micro_train_batch_size, buffer_limit)\n\n    def reset(self):\n"
-        "        self.{attr} = {other}(1)", _DIRECT, _FOR, False),
+        ("self.{attr} = {buffer}(micro_train_batch_size, buffer_limit)\n\n    def reset(self):\n"
+         "        self.{attr} = {other}(1)"), _DIRECT, _FOR, False),
 }
 
 

@@ -55,6 +55,7 @@ import ast
 import bisect
 import builtins
 import copy
+import functools
 import re
 from collections.abc import Callable, Collection, Iterator
 
@@ -72,8 +73,8 @@ from layoutcheck.model.syntax import (
 )
 
 __all__ = [
-    "BATCHES_BUILT", "BATCHES_OF", "COLLATE_AT", "LOADER_GIVEN", "COLLATE_FOR", "may_assign_methods", "methods_assigned", "read_calls_through",
-    "returned_tuple", "rewrite_calls",
+    "BATCHES_BUILT", "BATCHES_OF", "COLLATE_AT", "COLLATE_FOR", "LOADER_GIVEN", "may_assign_methods", "methods_assigned",
+    "read_calls_through", "returned_tuple", "rewrite_calls",
 ]
 
 _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
@@ -782,16 +783,10 @@ def _stored_loader_loops(tree: ast.Module, known: set[int]) -> list[tuple[ast.Fo
         params = {a.arg for a in (*init.args.args, *init.args.kwonlyargs)} - {me}
         stored: dict[str, str] = {}
         built: set[str] = set()
-        seen: dict[int, set[str]] = {}
-
-        def locals_of(method: ast.AST) -> set[str]:
-            if id(method) not in seen:
-                seen[id(method)] = _call_locals(method)
-            return seen[id(method)]
-
         stores: dict[str, int] = {}
         for method in methods:
             mine = _instance(method)
+            locals_of = _Once(functools.partial(_call_locals, method))  # asked only for a store it may decide
             for node in own_statements(method):
                 if isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
                     for target in (node.targets if isinstance(node, ast.Assign) else [node.target]):
@@ -803,7 +798,7 @@ def _stored_loader_loops(tree: ast.Module, known: set[int]) -> list[tuple[ast.Fo
                                 stored[target.attr] = node.value.id
                             elif isinstance(node, ast.Assign) and len(node.targets) == 1 \
                                     and isinstance(node.value, ast.Call) \
-                                    and _may_build_loader(node.value, lambda: locals_of(method), mine):
+                                    and _may_build_loader(node.value, locals_of, mine):
                                 built.add(target.attr)
         stored = {attr: param for attr, param in stored.items() if stores[attr] == 1}
         built = {attr for attr in built if stores[attr] == 1}
@@ -854,6 +849,19 @@ def _may_build_loader(value: ast.expr, built: Callable[[], Collection[str]], rec
             if isinstance(owner, ast.Attribute) and isinstance(owner.value, ast.Name) and owner.value.id == receiver:
                 return True
     return False
+
+
+class _Once:
+    """A function of no argument, called at most once: its first result, kept."""
+
+    def __init__(self, make: Callable[[], set[str]]) -> None:
+        self.make = make
+        self.found: set[str] | None = None
+
+    def __call__(self) -> set[str]:
+        if self.found is None:
+            self.found = self.make()
+        return self.found
 
 
 def _call_locals(function: ast.AST) -> set[str]:
@@ -935,7 +943,7 @@ def _built_loader_loops(tree: ast.Module, known: set[int], lines: set[int]) -> l
                                              and source.id in made else None)
                 source = inner if isinstance(inner, ast.Name) else source
             if isinstance(source, ast.Name) and source.id in made \
-                    and _may_build_loader(made[source.id], lambda: made, me):
+                    and _may_build_loader(made[source.id], made.keys, me):
                 out.append((node, _built_marker(source), at))
     return out
 
@@ -958,7 +966,7 @@ def _functions_at(tree: ast.Module, lines: set[int]) -> list[ast.AST]:
             found.setdefault(id(scope), scope)
         for field in ("body", "orelse", "finalbody", "handlers", "cases"):
             for child in getattr(node, field, ()):
-                if isinstance(child, ast.stmt) or isinstance(child, (ast.ExceptHandler, ast.match_case)):
+                if isinstance(child, (ast.stmt, ast.ExceptHandler, ast.match_case)):
                     if isinstance(child, ast.match_case):
                         stack.extend((c, scope) for c in child.body)
                     else:
