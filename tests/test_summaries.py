@@ -1110,3 +1110,257 @@ def test_a_head_reader_spelled_with_the_loops_index_is_reached_across_modules_to
              for name, text in files.items()}
     called = next(i for i, line in enumerate(files["pairs.py"].splitlines(), 1) if "good = " in line)
     assert _lint(tmp_path, files) == [("pairs.py", called, "pad-sides-disagree")]
+
+
+_BUFFER_FILES = {
+    "padding.py": _DPO_FILES["padding.py"],
+    "replay_buffer.py": '''
+from padding import {pad}
+
+
+class {buffer}:
+    def __init__(self, sample_batch_size, limit=0):
+        self.sample_batch_size = sample_batch_size
+        self.limit = limit
+        self.items = []
+
+    def append(self, item):
+        self.items.append(item)
+
+    def __len__(self):
+        return len(self.items)
+
+    def __getitem__(self, idx):
+        return self.items[idx]
+
+    def {collate}(self, batch):
+        good = {pad}([it[0] for it in batch]{side})
+        good_mask = {pad}([it[1] for it in batch]{side})
+        sizes = [it[2] for it in batch]
+        return good, good_mask, sizes
+
+
+class {other}:
+    def __init__(self, sample_batch_size, limit=0):
+        self.sample_batch_size = sample_batch_size
+
+    def {collate}(self, batch):
+        return batch
+
+
+def {make}(sample_batch_size, limit):
+    return {buffer}(sample_batch_size, limit)
+''',
+    "setup.py": _DPO_FILES["setup.py"],
+    "ppo_actor.py": '''
+import torch
+from torch.utils.data import DataLoader
+from tqdm import tqdm
+from replay_buffer import {buffer}, {other}, {make}
+from setup import {strategy}
+
+
+class {trainer}:
+    def __init__(self, micro_train_batch_size, buffer_limit):
+        self.strategy = {strategy}()
+        {stored}
+
+    def {train}(self):
+        {loader}
+        out = []
+        {loop}
+            out.append(self.{step}(ids, mask, sizes))
+        return out
+
+    def {step}(self, ids, mask, sizes):
+        keep = mask.clone().bool()
+        for row, n in zip(keep, sizes):
+            row[:n] = False
+        return ids * keep
+''',
+}
+"""OpenRLHF's replay buffer (d2fcab25's parent) in this project's own words: a trainer stores a buffer
+instance on itself in ``__init__``, and its training method loops over ``DataLoader(self.replay_buffer,
+collate_fn=self.replay_buffer.collate_fn)``, a collate function that is a method of that attribute (the
+side switch left at its default: left), passing each batch to a method that reads each row's first ``n``
+columns. Another class has a method of the collate's name: the name alone does not say which one runs."""
+_BUFFER_NAMES = {
+    "as OpenRLHF names them": dict(pad="zero_pad_sequences", buffer="NaiveReplayBuffer", collate="collate_fn",
+                                   other="FixedBuffer", make="make_buffer", trainer="ActorPPOTrainer",
+                                   attr="replay_buffer", train="ppo_train", step="training_step",
+                                   strategy="DeepspeedStrategy", setup="setup_dataloader"),
+    "renamed": dict(pad="fill_up", buffer="Store", collate="stack", other="Plain", make="mk", trainer="Fit",
+                    attr="pool", train="run", step="one", strategy="Plan", setup="feed"),
+}
+_DIRECT = "dataloader = DataLoader(self.{attr}, batch_size=1, shuffle=True, collate_fn=self.{attr}.{collate})"
+_FOR = "for ids, mask, sizes in dataloader:"
+_BUFFER_CASES = {
+    "stored in __init__": ("self.{attr} = {buffer}(micro_train_batch_size, buffer_limit)", _DIRECT, _FOR, True),
+    "stored from a function returning the class": (
+        "self.{attr} = {make}(micro_train_batch_size, buffer_limit)", _DIRECT, _FOR, True),
+    "looped through a progress bar": (
+        "self.{attr} = {buffer}(micro_train_batch_size, buffer_limit)", _DIRECT + "\n        pbar = tqdm(dataloader)",
+        "for ids, mask, sizes in pbar:", True),
+    "a progress bar written in the loop": (
+        "self.{attr} = {buffer}(micro_train_batch_size, buffer_limit)", _DIRECT,
+        "for ids, mask, sizes in tqdm(dataloader, desc='train'):", True),
+    "a local built by the class": (
+        "self.size = micro_train_batch_size", ("buf = {buffer}(1, 0)\n"
+                                               "        dataloader = DataLoader(buf, batch_size=1, collate_fn=buf.{collate})"),
+        _FOR, True),
+    "a local from a function returning the class": (
+        "self.size = micro_train_batch_size", ("buf = {make}(1, 0)\n"
+                                               "        dataloader = DataLoader(buf, batch_size=1, collate_fn=buf.{collate})"),
+        _FOR, True),
+    "a loader a helper built in the same method": (
+        "self.{attr} = {buffer}(micro_train_batch_size, buffer_limit)",
+        "dataloader = self.strategy.{setup}(self.{attr}, 1, True, True, self.{attr}.{collate})", _FOR, True),
+    "a loader a helper built and stored on self": (
+        ("self.{attr} = {buffer}(micro_train_batch_size, buffer_limit)\n"
+         "        self.dataloader = self.strategy.{setup}(self.{attr}, 1, True, True, self.{attr}.{collate})"),
+        "pass", "for ids, mask, sizes in self.dataloader:", True),
+    "a loader stored on self, built from a local instance": (
+        ("buf = {buffer}(micro_train_batch_size, buffer_limit)\n"
+         "        self.dataloader = self.strategy.{setup}(buf, 1, True, True, buf.{collate})"),
+        "pass", "for ids, mask, sizes in self.dataloader:", True),
+    "a loader a helper built, through a progress bar": (
+        "self.{attr} = {buffer}(micro_train_batch_size, buffer_limit)",
+        ("dataloader = self.strategy.{setup}(self.{attr}, 1, True, True, self.{attr}.{collate})\n"
+         "        pbar = tqdm(dataloader)"), "for ids, mask, sizes in pbar:", True),
+    "the attribute stored as two classes": (
+        ("self.{attr} = {buffer}(micro_train_batch_size, buffer_limit)\n\n    def reset(self):\n"
+         "        self.{attr} = {other}(1)"), _DIRECT, _FOR, False),
+}
+
+
+@pytest.mark.parametrize("names", list(_BUFFER_NAMES), ids=list(_BUFFER_NAMES))
+@pytest.mark.parametrize("case", list(_BUFFER_CASES), ids=list(_BUFFER_CASES))
+@pytest.mark.parametrize("side", ["", ', side="right"'], ids=["side left to its default", "side given"])
+def test_a_collate_method_of_an_instance_stored_on_self_binds_the_loops_batches(
+        tmp_path: Path, side: str, case: str, names: str) -> None:
+    """`self.replay_buffer = NaiveReplayBuffer(...)` in `__init__` (or from a function whose every return
+    builds that class), then a loop over `DataLoader(self.replay_buffer, collate_fn=self.replay_buffer.
+    collate_fn)` (directly, through `tqdm`, or built by a strategy's method in that method): the loop binds
+    what the buffer's collate method returns, rows padded on the left by the switch's default, and hands
+    them to a method that reads each row's first `n` columns: pad-sides-disagree at the collate's padding
+    call. Given a side, silent; the attribute stored as two classes reaches no known method (silent).
+    Renamed, the same."""
+    spelled = _BUFFER_NAMES[names]
+    stored, loader, loop, caught = _BUFFER_CASES[case]
+    given = dict(spelled, side=side, stored=stored.format(**spelled), loader=loader.format(**spelled), loop=loop)
+    files = {name: text.format(**given) for name, text in _BUFFER_FILES.items()}
+    called = next(i for i, line in enumerate(files["replay_buffer.py"].splitlines(), 1) if "good = " in line)
+    expected = [("replay_buffer.py", called, "pad-sides-disagree")] if caught and not side else []
+    assert _lint(tmp_path, files) == expected
+
+
+def test_an_attribute_holds_one_class_only_where_every_store_of_it_in_the_class_builds_it() -> None:
+    """`FileFacts.instances`' attributes: `self.buffer = Buffer(...)` in `__init__` (and the same call in
+    another method) is kept; an attribute also stored otherwise (`+=`, a tuple's target, another callee,
+    a value that is no call, a store in a closure) is left out; a declaration (`self.x: Buffer`) stores
+    nothing; another class's stores are its own."""
+    from layoutcheck.model.origins import origins_and_instances
+
+    source = textwrap.dedent('''
+        from data import Buffer, Other
+
+
+        class Trainer:
+            def __init__(self, n):
+                self.buffer = Buffer(n)
+                self.declared: Buffer
+                self.declared = Buffer(n)
+                self.counted = Buffer(n)
+                self.pair = Buffer(n)
+                self.mixed = Buffer(n)
+                self.plain = Buffer(n)
+                self.closed = Buffer(n)
+
+            def reset(self, n):
+                self.buffer = Buffer(n)
+                self.counted += 1
+                self.pair, self.other = Buffer(n), 1
+                self.mixed = Other(n)
+                self.plain = [Buffer(n)]
+
+                def later():
+                    self.closed = None
+                return later
+
+
+        class Critic:
+            def __init__(self, n):
+                self.buffer = Other(n)
+    ''')
+    attributes = origins_and_instances(ast.parse(source))[1][3]
+    assert attributes == (("Critic", "buffer", "data.Other"), ("Trainer", "buffer", "data.Buffer"),
+                          ("Trainer", "declared", "data.Buffer"))
+
+
+_ATTRIBUTE_CALLS = {
+    "data.py": '''
+class Buffer:
+    def fill(self, rows):
+        return rows
+
+
+class Other:
+    def fill(self, rows):
+        return rows
+
+
+def make_buffer():
+    return Buffer()
+
+
+def make_either(flag):
+    if flag:
+        return Buffer()
+    return Other()
+''',
+    "trainer.py": '''
+from data import Buffer, Other, make_buffer, make_either
+
+
+class Base:
+    def __init__(self):
+        self.buffer = Buffer()
+        self.made = make_buffer()
+        self.either = make_either(True)
+
+
+class Derived(Base):
+    def step(self, rows):
+        self.buffer.fill(rows)
+        self.made.fill(rows)
+        self.either.fill(rows)
+
+
+class Shadowing(Base):
+    def __init__(self):
+        super().__init__()
+        self.buffer = Other()
+
+    def step(self, rows):
+        self.buffer.fill(rows)
+''',
+}
+
+
+def test_an_attribute_a_base_stores_reaches_its_classs_method_from_a_subclass() -> None:
+    """`self.buffer.fill(rows)` in a subclass whose base's `__init__` stores `self.buffer = Buffer()` (or
+    `make_buffer()`, whose every return builds `Buffer`) reaches `Buffer.fill`, though `Other` has a
+    method of that name; a function returning either class reaches neither by its class (the name alone
+    is no one `def`'s); a subclass that stores the attribute itself reads its own class."""
+    project = _graph(_ATTRIBUTE_CALLS)
+    index = next(i for i, f in enumerate(project.files) if f.facts.functions and f.module == "trainer")
+    reached = {}
+    for j, function in enumerate(project.files[index].facts.functions):
+        for call in function.calls:
+            if call.callee.endswith(".fill"):
+                target = project.resolve((index, j), call)
+                reached[(function.qualname, call.callee)] = target and project.signature(target).qualname
+    assert reached == {("Derived.step", "self.buffer.fill"): "Buffer.fill",
+                       ("Derived.step", "self.made.fill"): "Buffer.fill",
+                       ("Derived.step", "self.either.fill"): None,
+                       ("Shadowing.step", "self.buffer.fill"): "Other.fill"}

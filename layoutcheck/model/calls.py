@@ -52,10 +52,12 @@ Each is decided by what the code does with the values, never by a name.
 from __future__ import annotations
 
 import ast
+import bisect
 import builtins
 import copy
+import functools
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Collection, Iterator
 
 from layoutcheck.model.syntax import (
     breadth_first,
@@ -63,6 +65,7 @@ from layoutcheck.model.syntax import (
     dotted,
     forget_nodes,
     is_dataloader,
+    line_numbers,
     method_receiver,
     nodes_of,
     own_nodes,
@@ -70,8 +73,8 @@ from layoutcheck.model.syntax import (
 )
 
 __all__ = [
-    "BATCHES_OF", "COLLATE_AT", "COLLATE_FOR", "may_assign_methods", "methods_assigned", "read_calls_through",
-    "returned_tuple", "rewrite_calls",
+    "BATCHES_BUILT", "BATCHES_OF", "COLLATE_AT", "COLLATE_FOR", "LOADER_GIVEN", "may_assign_methods", "methods_assigned",
+    "read_calls_through", "returned_tuple", "rewrite_calls",
 ]
 
 _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
@@ -92,12 +95,27 @@ BATCHES_OF = "layoutcheck_batches_of_"
 """The callee a loop over a constructor's parameter stored on the instance binds its batch to
 (``layoutcheck_batches_of_loader(samples)``): the project resolves it to the collate function the
 constructor's callers hand on with that argument (`COLLATE_AT`, `COLLATE_FOR`)."""
+BATCHES_BUILT = "layoutcheck_batches_built"
+LOADER_GIVEN = "layoutcheck_loader"
+"""The callee a loop over a loader some call built binds its batch to, the loader given beside it by this
+keyword (``for b in loader:`` with ``loader = strategy.setup_dataloader(ds, 1, collate_fn=ds.collate_fn)``
+reads ``b = layoutcheck_batches_built(samples, layoutcheck_loader=loader)``; so for ``self.loader`` stored
+once in the class from such a call). The project resolves it to the collate function the builder puts
+in the DataLoader it returns (`layoutcheck.model.origins.Handed`); a call that builds no such loader
+reaches nothing known (the loop's batch is unknown, as before)."""
+_LOOPED = re.compile(r"for[ \t][^\n:]*?[ \t]in[ \t]+(?:tqdm\(|enumerate\()?(\w+)[ \t),:]")
+"""A loop over a name, as text (a literal first: the search skips to each ``for``); with the name stored
+somewhere (``name =``), where `_built_loader_loops` can find something."""
 COLLATE_AT = "layoutcheck_collate_at_"
 COLLATE_FOR = "layoutcheck_collate_for_"
 """The keyword a call that passes a DataLoader given ``collate_fn=f`` gets beside it: ``f(loader)``, named
 by the position (``layoutcheck_collate_at_0``) or the keyword (``layoutcheck_collate_for_loader``) the
 loader is passed at. No parameter takes it; the project reads the collate function from it."""
 _BUILTIN_NAMES = frozenset(dir(builtins))
+_LIBRARY_HEADS = frozenset({"torch", "F", "nn", "np", "numpy", "math", "itertools", "functools", "random", "os",
+                            "json", "re", "dist", "collections", "operator"})
+"""Names a call through which builds no loader of the project's (``torch.split``, ``np.array_split``): the
+libraries' usual names, as `_may_build_loader` reads a callee's head."""
 """``len(loader)``, ``enumerate(loader)``: calls that take a loader but never store it."""
 _WHOLE = "layoutcheck_whole"
 """The attribute a projected ``return`` keeps its whole tuple in."""
@@ -124,6 +142,12 @@ def rewrite_calls(tree: ast.Module, source: str) -> tuple[ast.Module, bool]:
     loops = _loader_loops(tree) if "collate_fn" in source and "DataLoader" in source else []
     if _STORED_LOOP.search(source):
         loops += _stored_loader_loops(tree, {id(loop) for loop, _, _ in loops})
+    if "for" in source:
+        looped = [(m.start(), m.group(1)) for m in _LOOPED.finditer(source)]
+        bound = {name for name in {name for _, name in looped} if _bound_to_call(source, name)}
+        lines = line_numbers(source, [at for at, name in looped if name in bound]) if bound else []
+        if lines:
+            loops += _built_loader_loops(tree, {id(loop) for loop, _, _ in loops}, set(lines))
     if loops:
         _read_batches_through_collate(tree, loops)
         changed = True
@@ -387,9 +411,11 @@ def _instance(function: ast.AST) -> str | None:
 
 
 def _local_loaders(function: ast.AST) -> dict[str, ast.expr]:
-    """The locals of ``function`` bound once, to a DataLoader given a collate function: name -> that function."""
+    """The locals of ``function`` bound once, to a DataLoader given a collate function, or to a progress bar
+    over one (`_wrapped`): name -> that function."""
     stores: dict[str, int] = {}
     found: dict[str, ast.expr] = {}
+    wrappers: list[tuple[str, ast.expr]] = []
     for node in own_nodes(function):
         if isinstance(node, ast.Assign):
             for target in node.targets:
@@ -398,13 +424,34 @@ def _local_loaders(function: ast.AST) -> dict[str, ast.expr]:
                     collate = _is_loader(node.value) if len(node.targets) == 1 else None
                     if collate is not None:
                         found[target.id] = collate
-    return {name: collate for name, collate in found.items() if stores[name] == 1}
+                    elif len(node.targets) == 1 and (inner := _wrapped(node.value)) is not None:
+                        wrappers.append((target.id, inner))
+    local = {name: collate for name, collate in found.items() if stores[name] == 1}
+    for name, inner in wrappers:  # `pbar = tqdm(loader)`: the batches of the loader it wraps
+        collate = _loader_collate(inner, local)
+        if collate is not None and stores[name] == 1:
+            local[name] = collate
+    return local
+
+
+def _wrapped(value: ast.expr) -> ast.expr | None:
+    """The iterable a progress bar wraps (``tqdm(loader, desc=...)``, ``tqdm.tqdm(loader)``): it yields
+    that iterable's items as they are, else None."""
+    if isinstance(value, ast.Call) and value.args and not isinstance(value.args[0], ast.Starred):
+        func = value.func
+        name = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else None
+        if name == "tqdm":
+            return value.args[0]
+    return None
 
 
 def _loader_collate(value: ast.expr, local: dict[str, ast.expr]) -> ast.expr | None:
-    """The collate function of a DataLoader built in ``value``, or held by a local of `_local_loaders`."""
+    """The collate function of a DataLoader built in ``value`` (or wrapped there in a progress bar,
+    `_wrapped`), or held by a local of `_local_loaders`."""
     if isinstance(value, ast.Call):
-        return _is_loader(value)
+        collate = _is_loader(value)
+        inner = _wrapped(value) if collate is None else None
+        return _loader_collate(inner, local) if inner is not None else collate
     return local.get(value.id) if isinstance(value, ast.Name) else None
 
 
@@ -489,7 +536,9 @@ def _read_batches_through_collate(tree: ast.Module, loops: list[tuple[ast.For, a
         else:
             loop.target = fresh
         samples = ast.copy_location(ast.Name(id=fresh.id, ctx=ast.Load()), batch)
-        if isinstance(collate, ast.Call):  # partial(g, a, k=v): g(a, samples, k=v)
+        if isinstance(collate, ast.Call) and isinstance(collate.func, ast.Name) and collate.func.id == BATCHES_BUILT:
+            call = ast.Call(func=collate.func, args=[samples], keywords=collate.keywords)
+        elif isinstance(collate, ast.Call):  # partial(g, a, k=v): g(a, samples, k=v)
             call = ast.Call(func=copy.deepcopy(collate.args[0]), args=[*map(copy.deepcopy, collate.args[1:]), samples],
                             keywords=[copy.deepcopy(k) for k in collate.keywords])
         else:
@@ -733,9 +782,11 @@ def _stored_loader_loops(tree: ast.Module, known: set[int]) -> list[tuple[ast.Fo
             continue
         params = {a.arg for a in (*init.args.args, *init.args.kwonlyargs)} - {me}
         stored: dict[str, str] = {}
+        built: set[str] = set()
         stores: dict[str, int] = {}
         for method in methods:
             mine = _instance(method)
+            locals_of = _Once(functools.partial(_call_locals, method))  # asked only for a store it may decide
             for node in own_statements(method):
                 if isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
                     for target in (node.targets if isinstance(node, ast.Assign) else [node.target]):
@@ -745,8 +796,13 @@ def _stored_loader_loops(tree: ast.Module, known: set[int]) -> list[tuple[ast.Fo
                             if method is init and isinstance(node, ast.Assign) and isinstance(node.value, ast.Name) \
                                     and node.value.id in params:
                                 stored[target.attr] = node.value.id
+                            elif isinstance(node, ast.Assign) and len(node.targets) == 1 \
+                                    and isinstance(node.value, ast.Call) \
+                                    and _may_build_loader(node.value, locals_of, mine):
+                                built.add(target.attr)
         stored = {attr: param for attr, param in stored.items() if stores[attr] == 1}
-        if not stored:
+        built = {attr for attr in built if stores[attr] == 1}
+        if not stored and not built:
             continue
         for method in methods:
             mine = _instance(method)
@@ -762,7 +818,160 @@ def _stored_loader_loops(tree: ast.Module, known: set[int]) -> list[tuple[ast.Fo
                         and source.value.id == mine and source.attr in stored:
                     marker = ast.copy_location(ast.Name(id=BATCHES_OF + stored[source.attr], ctx=ast.Load()), source)
                     out.append((node, marker, at))
+                elif isinstance(source, ast.Attribute) and isinstance(source.value, ast.Name) \
+                        and source.value.id == mine and source.attr in built:
+                    out.append((node, _built_marker(source), at))
     return out
+
+
+def _may_build_loader(value: ast.expr, built: Callable[[], Collection[str]], receiver: str | None) -> bool:
+    """Is ``value`` a call that may build a loader from a collate function it is given: a call of a name
+    that is neither a builtin, a library's (`_LIBRARY_HEADS`) nor a DataLoader built in place
+    (`_loader_loops` reads those), given ``collate_fn=`` or a method of an instance: an attribute of a
+    local bound to a call's result (``ds.collate_fn``; ``built()`` gives those locals, asked only here)
+    or of the receiver's attribute (``self.buffer.collate_fn``)?"""
+    if not isinstance(value, ast.Call) or is_dataloader(value):
+        return False
+    head = value.func
+    while isinstance(head, ast.Attribute):
+        head = head.value
+    if not isinstance(head, ast.Name) or head.id in _LIBRARY_HEADS \
+            or head.id in _BUILTIN_NAMES and head is value.func:
+        return False
+    for keyword in value.keywords:
+        if keyword.arg == "collate_fn":
+            return True
+    for arg in (*value.args, *(k.value for k in value.keywords)):
+        if isinstance(arg, ast.Attribute):
+            owner = arg.value
+            if isinstance(owner, ast.Name) and owner.id != receiver and owner.id in built():
+                return True
+            if isinstance(owner, ast.Attribute) and isinstance(owner.value, ast.Name) and owner.value.id == receiver:
+                return True
+    return False
+
+
+class _Once:
+    """A function of no argument, called at most once: its first result, kept."""
+
+    def __init__(self, make: Callable[[], set[str]]) -> None:
+        self.make = make
+        self.found: set[str] | None = None
+
+    def __call__(self) -> set[str]:
+        if self.found is None:
+            self.found = self.make()
+        return self.found
+
+
+def _call_locals(function: ast.AST) -> set[str]:
+    """The locals of ``function`` bound to a call's result (``ds = Pairs(rows)``)."""
+    return {t.id for node in own_statements(function) if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call)
+            for t in node.targets if isinstance(t, ast.Name)}
+
+
+def _built_marker(loader: ast.expr) -> ast.Call:
+    """``layoutcheck_batches_built(layoutcheck_loader=<loader>)`` (`BATCHES_BUILT`), at the loader's place;
+    `_read_batches_through_collate` adds the samples as its first argument."""
+    given = ast.keyword(arg=LOADER_GIVEN, value=copy.deepcopy(loader))
+    call = ast.Call(func=ast.Name(id=BATCHES_BUILT, ctx=ast.Load()), args=[], keywords=[given])
+    for node in ast.walk(call):
+        ast.copy_location(node, loader)
+    return call
+
+
+_CALLED_AFTER = re.compile(r"[ \t]*=[ \t]*[\w.]+\(")
+"""What follows a local's name where it is bound to a call (``loader = strategy.setup(``)."""
+
+
+def _bound_to_call(source: str, name: str) -> bool:
+    """Does ``source`` bind ``name`` to a call somewhere (``name = f(``, at a line's start), as text?"""
+    at = source.find(name)
+    while at >= 0:
+        if (at == 0 or source[at - 1] in " \t\n") and _CALLED_AFTER.match(source, at + len(name)):
+            line = source.rfind("\n", 0, at) + 1
+            if not source[line:at].strip():
+                return True
+        at = source.find(name, at + len(name))
+    return False
+
+
+def _built_loader_loops(tree: ast.Module, known: set[int], lines: set[int]) -> list[tuple[ast.For, ast.expr, int]]:
+    """Each ``for`` on one of ``lines`` (where the text loops over a local bound to a call) over a local
+    bound once to a call that may build a loader (`_may_build_loader`: ``loader =
+    strategy.setup_dataloader(ds, 1, collate_fn=ds.collate_fn)``), or over a progress bar on one, with the
+    `BATCHES_BUILT` marker given that local, and the batch's position in the loop's target. Loops
+    `_loader_loops` and `_stored_loader_loops` found (``known``) are left to them; only the functions
+    holding those lines are read."""
+    out: list[tuple[ast.For, ast.expr, int]] = []
+    for function in _functions_at(tree, lines):
+        stores: dict[str, int] = {}
+        made: dict[str, ast.Call] = {}
+        loops: list[ast.For | ast.AsyncFor] = []
+        for node in (function.body if function is tree else own_statements(function)):  # type: ignore[attr-defined]
+            kind = type(node)
+            if kind is ast.For or kind is ast.AsyncFor:
+                if node.lineno in lines and node.body and id(node) not in known:  # type: ignore[attr-defined]
+                    loops.append(node)  # type: ignore[arg-type]
+                targets = [node.target]  # type: ignore[attr-defined]
+            elif kind is ast.Assign:
+                targets = node.targets  # type: ignore[attr-defined]
+                if len(targets) == 1 and type(targets[0]) is ast.Name and type(node.value) is ast.Call:  # type: ignore[attr-defined]
+                    made[targets[0].id] = node.value  # type: ignore[attr-defined]
+            elif kind is ast.AnnAssign or kind is ast.AugAssign or kind is ast.With or kind is ast.AsyncWith:
+                targets = [node.target] if hasattr(node, "target") else \
+                    [i.optional_vars for i in node.items if i.optional_vars is not None]  # type: ignore[attr-defined]
+            else:
+                continue
+            for target in targets:
+                if type(target) is ast.Name:  # most are
+                    stores[target.id] = stores.get(target.id, 0) + 1  # type: ignore[attr-defined]
+                    continue
+                for name in (n.id for n in ast.walk(target) if type(n) is ast.Name):
+                    stores[name] = stores.get(name, 0) + 1
+        made = {name: call for name, call in made.items() if stores.get(name) == 1}
+        if not made or not loops:
+            continue
+        me = _instance(function)
+        for node in loops:
+            source, at = node.iter, 0
+            if isinstance(source, ast.Call) and isinstance(source.func, ast.Name) and source.func.id == "enumerate" \
+                    and len(source.args) == 1 and isinstance(node.target, ast.Tuple) and len(node.target.elts) == 2:
+                source, at = source.args[0], 1
+            for _ in range(2):  # `tqdm(loader)`, or a local bound to one
+                inner = _wrapped(source) or (_wrapped(made[source.id]) if isinstance(source, ast.Name)
+                                             and source.id in made else None)
+                source = inner if isinstance(inner, ast.Name) else source
+            if isinstance(source, ast.Name) and source.id in made \
+                    and _may_build_loader(made[source.id], made.keys, me):
+                out.append((node, _built_marker(source), at))
+    return out
+
+
+def _functions_at(tree: ast.Module, lines: set[int]) -> list[ast.AST]:
+    """The innermost function (or the module, at its top level) holding each of ``lines``: only the
+    statements whose lines hold one of them are entered."""
+    found: dict[int, ast.AST] = {}
+    ordered = sorted(lines)
+    stack: list[tuple[ast.AST, ast.AST]] = [(stmt, tree) for stmt in tree.body]
+    while stack:
+        node, scope = stack.pop()
+        first, last = node.lineno, node.end_lineno or node.lineno  # type: ignore[attr-defined]
+        at = bisect.bisect_left(ordered, first)
+        if at == len(ordered) or ordered[at] > last:
+            continue  # none of the lines within the statement
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            scope = node
+        if node.lineno in lines and isinstance(node, (ast.For, ast.AsyncFor)):  # type: ignore[attr-defined]
+            found.setdefault(id(scope), scope)
+        for field in ("body", "orelse", "finalbody", "handlers", "cases"):
+            for child in getattr(node, field, ()):
+                if isinstance(child, (ast.stmt, ast.ExceptHandler, ast.match_case)):
+                    if isinstance(child, ast.match_case):
+                        stack.extend((c, scope) for c in child.body)
+                    else:
+                        stack.append((child, scope))
+    return list(found.values())
 
 
 def _collate_call(collate: ast.expr, samples: ast.expr) -> ast.Call:

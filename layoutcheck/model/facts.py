@@ -34,7 +34,7 @@ __all__ = [
     "element_call", "ensure_function_calls", "from_data", "functions_by_call_name", "functions_calling_names", "object_hook", "to_data",
 ]
 
-FACTS_VERSION = 26
+FACTS_VERSION = 27
 """Bumped whenever the shape or the meaning of the facts changes (cached facts are then misses)."""
 
 Span = tuple[int, int, int, int]
@@ -529,10 +529,12 @@ class FileFacts:
     """Where values come from by call: returns, returned dicts' entries, calls with their arguments
     (`layoutcheck.model.origins.ValueOrigins`)."""
     instances: tuple[tuple[tuple[str, str, str], ...], tuple[tuple[str, str], ...],
-                     tuple[tuple[str, int, int, str, str, tuple[tuple[str, str], ...]], ...]] = ((), (), ())
+                     tuple[tuple[str, int, int, str, str, tuple[tuple[str, str], ...]], ...],
+                     tuple[tuple[str, str, str], ...]] = ((), (), (), ())
     """Locals holding an instance of one callee's result (a class, when the project resolves it), the
-    functions returning a DataLoader given a parameter as its collate function, and the calls given a
-    local another call built (`layoutcheck.model.origins.Summaries`)."""
+    functions returning a DataLoader given a parameter as its collate function, the calls given a
+    local another call built, and a class's attributes holding an instance of one callee's result
+    (`layoutcheck.model.origins.Summaries`)."""
     side_summaries: tuple[tuple[tuple[str, str, str, str, str, str], ...], tuple[tuple[str, str], ...]] = ((), ())
     """Side switches (a pad side picked by a parameter compared with a string) and head readers (a
     parameter whose rows are read from their start, ``row[:n]``), by function

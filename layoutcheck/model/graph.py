@@ -28,7 +28,7 @@ from layoutcheck.records import dataclass
 from functools import cached_property
 
 from layoutcheck.globs import any_match
-from layoutcheck.model.calls import BATCHES_OF, COLLATE_AT, COLLATE_FOR
+from layoutcheck.model.calls import BATCHES_BUILT, BATCHES_OF, COLLATE_AT, COLLATE_FOR, LOADER_GIVEN
 from layoutcheck.model.settings import LintSettings
 from layoutcheck.model.origins import Handed
 from layoutcheck.model.summaries import forwarded_calls
@@ -223,8 +223,9 @@ class ProjectGraph:
     def other_names(self, ref: FunctionRef) -> frozenset[str]:
         """The last names, besides the ``def``'s own, of calls `resolve` may send to ``ref``: the
         attribute it is assigned onto a class under (``Cls.offsets = chunk_offsets``: ``self.offsets(t)``),
-        and the loops over a loader handed to a constructor (`BATCHES_OF`: any ``def`` may be the
-        loader's ``collate_fn``; `resolve` still decides which call reaches which)."""
+        and the loops over a loader handed to a constructor or built by a call (`BATCHES_OF`,
+        `BATCHES_BUILT`: any ``def`` may be the loader's ``collate_fn``; `resolve` still decides which call
+        reaches which)."""
         return self._assigned_names.get(ref, frozenset()) | self._batches_names
 
     @cached_property
@@ -248,7 +249,7 @@ class ProjectGraph:
             if names is None:
                 names = {call.callee.rsplit(".", 1)[-1] for function in file.facts.functions
                          for call in function.calls}
-            found.update(name for name in names if name.startswith(BATCHES_OF))
+            found.update(name for name in names if name.startswith(BATCHES_OF) or name == BATCHES_BUILT)
         return frozenset(found)
 
     def where(self, ref: FunctionRef) -> str:
@@ -413,7 +414,11 @@ class ProjectGraph:
         key = (caller[0], caller[1], call.tick)
         if key in self._resolved:
             return self._resolved[key]
-        found = self._resolve(caller, call.callee)
+        if call.callee == BATCHES_BUILT:  # a loop over a loader a call built: its collate function
+            made = self._handed_collate(caller, call, {LOADER_GIVEN})
+            found = made.pop() if len(made) == 1 else None
+        else:
+            found = self._resolve(caller, call.callee)
         self._resolved[key] = found
         return found
 
@@ -428,6 +433,13 @@ class ProjectGraph:
             held = self.instance_class(caller, head)
             if held is not None:  # `ds.collate_fn`, `ds` built as `Pairs(...)`: that class's method
                 return self.method_of(*held, rest)
+        if rest.count(".") == 1 and head == self.receiver(caller):
+            attr, _, name = rest.partition(".")
+            held = self.attribute_class(caller, attr)
+            if held is not None:  # `self.buffer.collate_fn`, `self.buffer = Buffer(...)`: that class's method
+                found = self.method_of(*held, name)
+                if found is not None:
+                    return found
         if rest and "." not in rest and head == self.receiver(caller):
             cls = None
             for ref in self.enclosing(caller):
@@ -470,17 +482,19 @@ class ProjectGraph:
         return found
 
     def _instance_facts(self, index: int) -> tuple[dict[tuple[str, str], str], dict[str, str],
-                                                    dict[tuple[str, int, int], list[Handed]]]:
+                                                    dict[tuple[str, int, int], list[Handed]],
+                                                    dict[tuple[str, str], str]]:
         """File ``index``'s `FileFacts.instances` as maps: (function, local) -> callee; loader builder ->
-        its collate parameter; (function, line, column) -> the locals its call there is handed."""
+        its collate parameter; (function, line, column) -> the locals its call there is handed; (class,
+        attribute) -> callee."""
         found = self._instance_maps.get(index)
         if found is None:
-            held, builders, handed = self.files[index].facts.instances
+            held, builders, handed, attributes = self.files[index].facts.instances
             by_call: dict[tuple[str, int, int], list[Handed]] = {}
             for entry in handed:
                 by_call.setdefault(entry[:3], []).append(entry)
             found = self._instance_maps[index] = ({(q, local): callee for q, local, callee in held}, dict(builders),
-                                                  by_call)
+                                                  by_call, {(c, attr): callee for c, attr, callee in attributes})
         return found
 
     def defined(self, index: int, qualname: str) -> FunctionRef | None:
@@ -491,15 +505,52 @@ class ProjectGraph:
     def instance_class(self, caller: FunctionRef, name: str) -> tuple[int, str] | None:
         """The project class local (or annotated parameter) ``name`` of ``caller`` holds an instance of
         (`layoutcheck.model.origins.Instance`: bound on every path to a call of that class, ``Pairs(...)``,
-        ``data.Pairs(...)``, or to a ``@classmethod`` of it whose every return builds ``cls(...)``), as
-        (file, class qualname); None when it holds anything else or the class is not the project's."""
+        ``data.Pairs(...)``, to a ``@classmethod`` of it whose every return builds ``cls(...)``, or to a
+        function whose every return builds it, `built_class`), as (file, class qualname); None when it
+        holds anything else or the class is not the project's."""
         held = self._instance_facts(caller[0])[0]
         if not held:
             return None
         callee = held.get((self.signature(caller).qualname, name))
-        if callee is None:
+        return self.built_class(caller[0], callee) if callee is not None else None
+
+    def attribute_class(self, caller: FunctionRef, attr: str) -> tuple[int, str] | None:
+        """The project class the attribute ``attr`` of ``caller``'s receiver holds an instance of: every
+        store of it in the methods of the caller's class (else of the nearest project base that stores it)
+        builds that class (`layoutcheck.model.origins.Attribute`, `built_class`: ``self.buffer =
+        Buffer(...)`` in ``__init__``, or a function returning one); None otherwise."""
+        cls = None
+        for ref in self.enclosing(caller):
+            cls = cls or self.signature(ref).cls
+        return self._attribute_of(caller[0], cls, attr) if cls is not None else None
+
+    def _attribute_of(self, index: int, cls: str, attr: str, depth: int = 0) -> tuple[int, str] | None:
+        callee = self._instance_facts(index)[3].get((cls, attr))
+        if callee is not None:
+            return self.built_class(index, callee)
+        if depth > _REEXPORT_DEPTH * 2:
             return None
-        dotted = self.absolute(caller[0], callee)
+        for qualname, bases in self.files[index].facts.classes:
+            if qualname != cls:
+                continue
+            for base in bases:
+                if not base:
+                    continue
+                owner = (index, base) if any(q == base for q, _ in self.files[index].facts.classes) \
+                    else self._class_at(self.absolute(index, base))
+                if owner is not None and owner != (index, cls):
+                    found = self._attribute_of(*owner, attr, depth + 1)
+                    if found is not None:
+                        return found
+            break
+        return None
+
+    def built_class(self, index: int, callee: str, depth: int = 0) -> tuple[int, str] | None:
+        """The project class a call of ``callee`` (as file ``index`` writes it) builds: the class itself, a
+        ``@classmethod`` of it whose every return builds ``cls(...)``, or a function whose every return
+        that names a callee builds one class (``def make_buffer(...): return Buffer(...)``), as (file,
+        class qualname)."""
+        dotted = self.absolute(index, callee)
         found = self._class_at(dotted)
         if found is None and "." in dotted:  # `Pairs.from_rows(...)`: a classmethod building its class
             owner, _, name = dotted.rpartition(".")
@@ -507,6 +558,15 @@ class ProjectGraph:
             method = self.method_of(*cls, name) if cls is not None else None
             if method is not None and self.signature(method).takes_class and self._builds_class(method):
                 found = cls
+        if found is None and depth == 0:
+            ref = self._lookup(dotted)
+            if ref is not None and self.signature(ref).cls is None:
+                qualname = self.signature(ref).qualname
+                returned = {(at, inner[0], inner[1]) for name, at, inner in self.files[ref[0]].facts.origins[0]
+                            if name == qualname}
+                if len(returned) == 1:  # one callee's whole result, on every return that names one
+                    at, made, element = returned.pop()
+                    found = self.built_class(ref[0], made, depth + 1) if at == -1 and element == -1 else None
         return found
 
     def _builds_class(self, ref: FunctionRef) -> bool:
@@ -596,6 +656,10 @@ class ProjectGraph:
             for where, text in given:
                 if where in wanted:
                     made = self._resolve(outer, text)
+                    if made is None and "." in text:  # `pkg.data.Pairs.collate_fn`: a class's method, inherited too
+                        owner, _, name = text.rpartition(".")
+                        cls = self._class_at(self.absolute(outer[0], owner))
+                        made = self.method_of(*cls, name) if cls is not None else None
                     if made is not None:
                         found.add(made)
         return found

@@ -38,7 +38,7 @@ from layoutcheck.model.syntax import (
     receivers,
 )
 
-__all__ = ["NAMED", "DictEntry", "Handed", "Instance", "Origin", "Pass", "Returned", "Summaries", "ValueOrigins",
+__all__ = ["NAMED", "Attribute", "DictEntry", "Handed", "Instance", "Origin", "Pass", "Returned", "Summaries", "ValueOrigins",
            "origins_and_instances", "qualified", "scope_names", "value_origins"]
 
 NAMED = -2
@@ -93,9 +93,16 @@ Handed = tuple[str, int, int, str, str, tuple[tuple[str, str], ...]]
 (the calling function's qualname; the call's line and column, 1-based as a `Call`'s span; where the
 local is passed, ``#i`` or the keyword; the callee that built it, as written; the names that call was
 given that may be functions (``ds.collate_fn``, ``collate``), each with where: ``#i`` or the keyword)."""
-Summaries = tuple[tuple[Instance, ...], tuple[tuple[str, str], ...], tuple[Handed, ...]]
+Attribute = tuple[str, str, str]
+"""An attribute of a class's instances holding an instance of one callee's result: (the class's dotted name
+in the module; the attribute; the callee, as `qualified` spells it). Every store of ``self.<attr>`` in the
+class's methods (``self.buffer = Buffer(...)`` in ``__init__``) is one call of that callee; an attribute
+stored otherwise there (another callee, a value that is no call, a loop's or a tuple's target, ``+=``) is
+left out. The project keeps those whose callee builds a class."""
+Summaries = tuple[tuple[Instance, ...], tuple[tuple[str, str], ...], tuple[Handed, ...], tuple[Attribute, ...]]
 """`instance_summaries`: instances held in locals, loader builders (the function's qualname and the
-parameter its returned DataLoader is given as ``collate_fn``), and locals handed on."""
+parameter its returned DataLoader is given as ``collate_fn``), locals handed on, and instances held in
+attributes of a class's instances."""
 
 
 def _stored_names(stmt: ast.stmt) -> Iterator[str]:
@@ -115,6 +122,29 @@ def _stored_names(stmt: ast.stmt) -> Iterator[str]:
         for node in ast.walk(target):
             if isinstance(node, ast.Name):
                 yield node.id
+
+
+def _attributes_of(target: ast.expr, receiver: str) -> Iterator[str]:
+    """The attributes of ``receiver`` a store's target stores into (``self.a, self.b = ...``)."""
+    for node in ast.walk(target):
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == receiver \
+                and isinstance(node.ctx, ast.Store):
+            yield node.attr
+
+
+def _receiver_attributes(stmt: ast.stmt, receiver: str) -> Iterator[str]:
+    """The attributes of ``receiver`` a `_REBINDS` statement stores into (``for self.x in ...``,
+    ``self.n += 1``)."""
+    if isinstance(stmt, (ast.For, ast.AsyncFor)):
+        targets = [stmt.target]
+    elif isinstance(stmt, (ast.With, ast.AsyncWith)):
+        targets = [item.optional_vars for item in stmt.items if item.optional_vars is not None]
+    elif isinstance(stmt, ast.AugAssign):
+        targets = [stmt.target]
+    else:
+        targets = list(stmt.targets)  # type: ignore[attr-defined]
+    for target in targets:
+        yield from _attributes_of(target, receiver)
 
 
 def _position(node: ast.AST) -> Position:
@@ -189,6 +219,11 @@ class _Function:
         an instance of one class (`instances`)."""
         self.built: dict[str, ast.Call] = {}
         """Locals bound by ``x = f(...)`` (one target), each to its last such call."""
+        self.attribute_calls: list[tuple[str, ast.Call]] = []
+        """The calls ``self.x = f(...)`` stores into an attribute of the receiver, with the attribute."""
+        self.attributes: list[tuple[str, str | None]] = []
+        """The stores into attributes of the receiver (``self.x = ...``): the attribute, and the callee whose
+        whole result it is given (as `qualified` spells it), None where it is given anything else."""
         # Statements only (most of a function's nodes are expressions): the calls kept are those a
         # statement makes (`f(...)`, `x = f(...)`, `return f(...)`) and the calls passed to them.
         stores: list[ast.Assign | ast.AnnAssign] = []
@@ -202,6 +237,8 @@ class _Function:
                 stores.append(stmt)  # type: ignore[arg-type]
             elif kind in _REBINDS:
                 self.rebound.update(_stored_names(stmt))
+                if receiver is not None:
+                    self.attributes.extend((attr, None) for attr in _receiver_attributes(stmt, receiver))
             elif kind is ast.Return:
                 returns.append(stmt)  # type: ignore[arg-type]
             elif kind is ast.Import or kind is ast.ImportFrom:
@@ -231,6 +268,21 @@ class _Function:
                     self._bind(target, node.value, node.lineno)
             elif node.value is not None:
                 self._bind(node.target, node.value, node.lineno)
+        if receiver is not None:
+            for node in stores:
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                if node.value is None:
+                    continue  # `self.x: Buffer` declares, stores nothing
+                for target in targets:
+                    if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) \
+                            and target.value.id == receiver:
+                        found = self.origins(node.value, node.lineno) if type(node.value) is ast.Call else ()
+                        whole = len(found) == 1 and found[0][1] == -1 and len(targets) == 1
+                        self.attributes.append((target.attr, found[0][0] if whole else None))
+                        if whole:
+                            self.attribute_calls.append((target.attr, node.value))  # type: ignore[arg-type]
+                    elif not isinstance(target, ast.Name):
+                        self.attributes.extend((attr, None) for attr in _attributes_of(target, receiver))
 
     def _bind(self, target: ast.expr, value: ast.expr, line: int) -> None:
         if isinstance(target, ast.Name):
@@ -392,12 +444,13 @@ class _Function:
             found.add(given.id)
         return found.pop() if len(found) == 1 else None
 
-    def handed(self, qualname: str, held: dict[str, str]) -> list[Handed]:
+    def handed(self, qualname: str, held: dict[str, str],
+               attributes: list[tuple[str, int, int, str, str]] | None = None) -> list[Handed]:
         """The calls given a local another call built once (`Handed`), a DataLoader built in the function
         left out (`layoutcheck.model.calls` hands its collate function on itself); ``held``: `instances`."""
         out: list[Handed] = []
-        if not self.built:
-            return out  # no local built by a call: nothing handed
+        if not self.built and (attributes is None or self.receiver is None):
+            return out  # no local built by a call, no attribute of a receiver: nothing handed
         stack = list(self.calls)
         while stack:
             node = stack.pop()
@@ -416,24 +469,47 @@ class _Function:
                 slots.append((f"#{i}", arg))
             slots += [(k.arg, k.value) for k in node.keywords if k.arg is not None]
             for slot, arg in slots:
+                if isinstance(arg, ast.Attribute) and isinstance(arg.value, ast.Name) and arg.value.id == self.receiver:
+                    if attributes is not None:  # `Trainer(self.loader)`: the class's to say what built it
+                        attributes.append((qualname, node.lineno, node.col_offset + 1, slot, arg.attr))
+                    continue
                 made = self.once(arg.id) if isinstance(arg, ast.Name) else None
-                if made is None or is_dataloader(made):
-                    continue
-                callee = qualified(made.func, self.names)
-                if callee is None or callee.split(".", 1)[0] in _LIBRARIES or callee in _BUILTIN_NAMES:
-                    continue
-                given: list[tuple[str, str]] = []
-                for i, value in enumerate(made.args):
-                    if isinstance(value, ast.Starred):
-                        break
-                    if (text := self.function_value(value, held)) is not None:
-                        given.append((f"#{i}", text))
-                for k in made.keywords:
-                    if k.arg is not None and (text := self.function_value(k.value, held)) is not None:
-                        given.append((k.arg, text))
-                if given:
-                    out.append((qualname, node.lineno, node.col_offset + 1, slot, callee, tuple(given)))
+                built = self.built_by(made, held) if made is not None else None
+                if built is not None:
+                    out.append((qualname, node.lineno, node.col_offset + 1, slot, *built))
         return out
+
+    def built_by(self, made: ast.Call, held: dict[str, str], bare: bool = False,
+                 ) -> tuple[str, tuple[tuple[str, str], ...]] | None:
+        """The callee of ``made`` (a project call, no DataLoader) and the arguments it is given that may be
+        functions (`function_value`), each with where; None where there are none. ``bare``: a method of
+        an instance a local holds is spelt through its class (``pkg.data.Pairs.collate_fn``), for a reader
+        outside this function."""
+        if is_dataloader(made):
+            return None
+        callee = qualified(made.func, self.names)
+        if callee is None or callee.split(".", 1)[0] in _LIBRARIES or callee in _BUILTIN_NAMES:
+            return None
+        given: list[tuple[str, str]] = []
+        slots = [(f"#{i}", value) for i, value in enumerate(made.args)]
+        starred = next((i for i, value in enumerate(made.args) if isinstance(value, ast.Starred)), None)
+        if starred is not None:
+            slots = slots[:starred]
+        slots += [(k.arg, k.value) for k in made.keywords if k.arg is not None]
+        for slot, value in slots:
+            text = self.function_value(value, held)
+            if text is None:
+                continue
+            head = value
+            while isinstance(head, ast.Attribute):
+                head = head.value
+            if bare and isinstance(value, ast.Attribute) and isinstance(head, ast.Name) and head.id in held \
+                    and value.value is head:
+                text = f"{held[head.id]}.{value.attr}"
+            elif bare and isinstance(head, ast.Name) and head.id in self.bound:
+                continue
+            given.append((slot, text))
+        return (callee, tuple(given)) if given else None
 
     def note_updates(self) -> None:
         """``d.update(e)`` / ``d.update(k=v)`` of a dict ``d`` built in the function."""
@@ -521,20 +597,45 @@ def origins_and_instances(tree: ast.Module) -> tuple[ValueOrigins, Summaries]:
     returns: list[Returned] = []
     dicts: list[DictEntry] = []
     passes: list[Pass] = []
-    reach = receivers(tree)[1]
+    own, reach, classes = receivers(tree)
     defs = frozenset(s.name for s in tree.body if isinstance(s, _FUNCTIONS))
     instances: list[Instance] = []
     builders: list[tuple[str, str]] = []
     handed: list[Handed] = []
+    attributes: dict[tuple[str, str], set[str | None]] = {}
+    stores: dict[tuple[str, str], int] = {}
+    builds: dict[tuple[str, str], tuple[str, tuple[tuple[str, str], ...]]] = {}
+    handed_attributes: list[tuple[str, int, int, str, str, str]] = []
     for qualname, function in defs_with_qualnames(tree):
         walk = _Function(function, names, reach.get(function), qualname, defs)
+        cls = classes.get(function) if walk.receiver is not None and own.get(function) == walk.receiver else None
+        held = walk.instances()
+        if walk.attributes:
+            # a method's stores are its class's; a closure's (its receiver the enclosing method's) are a
+            # class's this walk does not name: what it stores there is unknown to every reader
+            for attr, callee in walk.attributes:
+                attributes.setdefault((cls or "", attr), set()).add(callee if cls is not None else None)
+                stores[(cls or "", attr)] = stores.get((cls or "", attr), 0) + 1
+            for attr, call in walk.attribute_calls:
+                built = walk.built_by(call, held, bare=True) if cls is not None else None
+                if built is not None:
+                    builds[(cls, attr)] = built
         walk.note_updates()
         _returns(walk, qualname, returns, dicts)
         _passes(walk, qualname, passes)
-        held = walk.instances()
         instances.extend((qualname, local, callee) for local, callee in sorted(held.items()))
         param = walk.loader_param() if walk.returns else None
         if param is not None:
             builders.append((qualname, param))
-        handed.extend(walk.handed(qualname, held))
-    return (tuple(returns), tuple(dicts), tuple(passes)), (tuple(instances), tuple(builders), tuple(handed))
+        given: list[tuple[str, int, int, str, str]] = []
+        handed.extend(walk.handed(qualname, held, given if cls is not None else None))
+        handed_attributes.extend((*entry, cls) for entry in given)
+    unknown = {attr for (cls, attr) in attributes if not cls}
+    for qualname, line, column, slot, attr, cls in handed_attributes:
+        # `Trainer(self.loader)` / a loop over it: the call that stored it, where the class stores it once
+        built = builds.get((cls, attr))
+        if built is not None and stores.get((cls, attr)) == 1 and attr not in unknown:
+            handed.append((qualname, line, column, slot, *built))
+    held_by = tuple((cls, attr, next(iter(callees))) for (cls, attr), callees in sorted(attributes.items())
+                    if cls and attr not in unknown and len(callees) == 1 and None not in callees)
+    return (tuple(returns), tuple(dicts), tuple(passes)), (tuple(instances), tuple(builders), tuple(handed), held_by)
