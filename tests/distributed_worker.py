@@ -1,6 +1,6 @@
 """One rank of the cross-rank tests: a real gloo process group on loopback, running scenarios in order.
 
-`run_job` (called by tests/test_distributed.py) spawns ``world`` processes
+`run_job` (called by tests/test_distributed.py) starts ``world`` processes
 that each join one process group and run the named scenarios one after the
 other, so a test file pays for one group start-up. Each scenario writes
 ``<out>/<scenario>.<rank>.json``: the X1 violations this rank saw (recorded,
@@ -19,6 +19,7 @@ import faulthandler
 import json
 import multiprocessing
 import os
+import signal
 import sys
 import time
 import traceback
@@ -40,22 +41,31 @@ LENGTHS = [300, 130, 700, 520, 90, 260]
 
 
 def run_job(world: int, scenarios: Sequence[str], out: Path, *, deadline: float = 240.0) -> dict[str, dict[int, Any]]:
-    """Spawn ``world`` ranks running ``scenarios``; ``{scenario: {rank: result}}``. Never waits past ``deadline``."""
+    """Start ``world`` ranks running ``scenarios``; ``{scenario: {rank: result}}``. Never waits past ``deadline``."""
+    # One spawned process (`_launch`) imports torch and forks the ranks: torch's import (seconds of CPU, the
+    # bulk of a job on 2 cores) is paid once a job, not once a rank. It waits for them in rank order, as a
+    # parent of spawned ranks does, so a rank that dies stays unreaped (a zombie) while rank 0 still runs, as
+    # under a launcher that reaps late: the survivors' liveness check meets that case too.
     ctx = multiprocessing.get_context("spawn")
     # A file store in the job's own folder: no port to pick, nothing shared with another run on the machine.
     store = out / "store"
-    procs = [ctx.Process(target=main, args=(rank, world, str(store), str(out), list(scenarios), max(1.0, deadline - 5)))
-             for rank in range(world)]
-    for p in procs:
-        p.start()
-    end = time.monotonic() + deadline
-    for p in procs:
-        p.join(max(0.0, end - time.monotonic()))
-    hung = [rank for rank, p in enumerate(procs) if p.is_alive()]
-    for p in procs:
-        if p.is_alive():
-            p.kill()
-            p.join()
+    launcher = ctx.Process(target=_launch, args=(world, str(store), str(out), list(scenarios), deadline))
+    launcher.start()
+    launcher.join(deadline + 60)  # it gives up on its ranks at the deadline: this is only a backstop
+    if launcher.is_alive():
+        launcher.kill()
+        launcher.join()
+    hung_file = out / "ranks.hung"
+    if not hung_file.exists():
+        pids = json.loads((out / "ranks.pids").read_text()) if (out / "ranks.pids").exists() else []
+        for pid in pids:  # the ranks it started, by their own ids
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        raise AssertionError(f"the process that starts the ranks failed (exit code {launcher.exitcode}) after "
+                             f"starting {pids}")
+    hung = json.loads(hung_file.read_text())
     if hung:
         # What each hung rank had finished, and where it stood (its stacks, dumped just before the deadline).
         done = sorted(p.name for p in out.glob("*.json"))
@@ -70,6 +80,38 @@ def run_job(world: int, scenarios: Sequence[str], out: Path, *, deadline: float 
             path = out / f"{scenario}.{rank}.json"
             results[scenario][rank] = json.loads(path.read_text()) if path.exists() else None
     return results
+
+
+def _launch(world: int, store: str, out: str, scenarios: list[str], deadline: float) -> None:
+    """Fork the ``world`` ranks of a job (torch imported first), wait for them in rank order, kill what runs past
+    ``deadline``; writes their pids to ``ranks.pids`` and the ranks it killed to ``ranks.hung``."""
+    import torch.distributed  # noqa: F401 - imported once here, every forked rank has it
+
+    pids = []
+    for rank in range(world):
+        pid = os.fork()
+        if pid == 0:  # the rank
+            code = 1
+            try:
+                main(rank, world, store, out, scenarios, max(1.0, deadline - 5))  # ends with os._exit(0)
+            except BaseException:  # noqa: BLE001 - shown on stderr; the rank's missing result fails the test
+                traceback.print_exc()
+            finally:
+                os._exit(code)
+        pids.append(pid)
+    Path(out, "ranks.pids").write_text(json.dumps(pids))
+    end = time.monotonic() + deadline
+    hung = []
+    for rank, pid in enumerate(pids):
+        while os.waitpid(pid, os.WNOHANG)[0] == 0:  # reaps this rank only: a dead later rank stays a zombie
+            if time.monotonic() >= end:
+                hung.append(rank)
+                break
+            time.sleep(0.05)
+    for rank in hung:
+        os.kill(pids[rank], signal.SIGKILL)
+        os.waitpid(pids[rank], 0)
+    Path(out, "ranks.hung").write_text(json.dumps(hung))
 
 
 # ---------------------------------------------------------------- in the rank

@@ -32,6 +32,11 @@ LENGTHS = [300, 130, 700, 1000, 250, 900, 2000, 129]
 A = 128
 
 
+# The module's module-scoped fixture runs once: its tests all go to one xdist worker
+# (`--dist loadgroup` in pyproject.toml) instead of each worker paying for it.
+pytestmark = pytest.mark.xdist_group("test_bug_flags")
+
+
 @pytest.fixture(scope="module")
 def ref():
     return make_rollout_ref(LENGTHS, seed=3)

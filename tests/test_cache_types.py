@@ -52,6 +52,11 @@ def through_cache(facts: FileFacts) -> FileFacts:
     return back
 
 
+# The module's module-scoped fixture runs once: its tests all go to one xdist worker
+# (`--dist loadgroup` in pyproject.toml) instead of each worker paying for it.
+pytestmark = pytest.mark.xdist_group("test_cache_types")
+
+
 @pytest.fixture(scope="module")
 def fixture_facts() -> list[tuple[str, FileFacts]]:
     out = []

@@ -26,6 +26,11 @@ from layoutcheck.runtime.crossrank.distributed import CrossRankChecker, cp_group
 from layoutcheck.errors import LayoutSpecError
 
 
+# The module's module-scoped fixture runs once: its tests all go to one xdist worker
+# (`--dist loadgroup` in pyproject.toml) instead of each worker paying for it.
+pytestmark = pytest.mark.xdist_group("test_distributed")
+
+
 @pytest.fixture(scope="module")
 def two(tmp_path_factory):
     return run_job(2, ["agree", "steps", "steps_differ", "spec", "metadata", "bug", "boundary", "stop", "kill_record"],

@@ -195,6 +195,11 @@ def _findings(folder: str, name: str, workdir: Path) -> tuple[tuple[int, str, st
     return tuple((f["line"], f["rule"], f["message"]) for f in json.loads(done.stdout))
 
 
+# The module's module-scoped fixture runs once: its tests all go to one xdist worker
+# (`--dist loadgroup` in pyproject.toml) instead of each worker paying for it.
+pytestmark = pytest.mark.xdist_group("test_lint_corpus")
+
+
 @pytest.fixture(scope="module")
 def workdir(tmp_path_factory) -> Path:
     return tmp_path_factory.mktemp("lint_corpus")

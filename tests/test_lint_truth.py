@@ -34,6 +34,11 @@ CORPUS = SEVEN | {"verl-head", "torchtune", "torchtitan", "open-instruct", "easy
 """The precision corpus of issue 28: each tree linted with no configuration."""
 
 
+# The module's module-scoped fixture runs once: its tests all go to one xdist worker
+# (`--dist loadgroup` in pyproject.toml) instead of each worker paying for it.
+pytestmark = pytest.mark.xdist_group("test_lint_truth")
+
+
 @pytest.fixture(scope="module")
 def truth():
     spec = importlib.util.spec_from_file_location("lint_truth", ROOT / "benchmarks" / "lint_truth.py")

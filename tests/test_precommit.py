@@ -65,6 +65,11 @@ class HookRepo:
     home: Path
 
 
+# The module's module-scoped fixture runs once: its tests all go to one xdist worker
+# (`--dist loadgroup` in pyproject.toml) instead of each worker paying for it.
+pytestmark = pytest.mark.xdist_group("test_precommit")
+
+
 @pytest.fixture(scope="module")
 def hook_repo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HookRepo]:
     if shutil.which("git") is None:

@@ -103,6 +103,11 @@ def _copy(src: Path, dst: Path, transform: str | None) -> tuple[dict[str, tuple[
     return maps, sites
 
 
+# The module's module-scoped fixture runs once: its tests all go to one xdist worker
+# (`--dist loadgroup` in pyproject.toml) instead of each worker paying for it.
+pytestmark = pytest.mark.xdist_group("test_refactor_invariance")
+
+
 @pytest.fixture(scope="module")
 def corpus_projects(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[str]]:
     src = tmp_path_factory.mktemp("corpus_src")

@@ -36,6 +36,11 @@ PAIRS = sorted(p for p in (ROOT / "pairs").iterdir() if p.is_dir())
 PROJECTS = ["flagged", "lookalikes", *(f"pairs/{p.name}/{half}" for p in PAIRS for half in ("flagged", "lookalike"))]
 
 
+# The module's module-scoped fixture runs once: its tests all go to one xdist worker
+# (`--dist loadgroup` in pyproject.toml) instead of each worker paying for it.
+pytestmark = pytest.mark.xdist_group("test_rename_invariance")
+
+
 @pytest.fixture(scope="module")
 def renamed(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Renaming]:
     out = tmp_path_factory.mktemp("renamed") / "lint"

@@ -33,6 +33,11 @@ def report_command(capsys, *argv: str) -> tuple[int, str, str]:
     return code, out, err
 
 
+# The module's module-scoped fixture runs once: its tests all go to one xdist worker
+# (`--dist loadgroup` in pyproject.toml) instead of each worker paying for it.
+pytestmark = pytest.mark.xdist_group("test_report")
+
+
 @pytest.fixture(scope="module")
 def buggy() -> RunReport:
     return pipeline_report(32, rollout_global=True, micro_batch_size=2)

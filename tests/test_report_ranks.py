@@ -25,6 +25,11 @@ def report_command(capsys, *argv: str) -> tuple[int, str, str]:
     return code, out, err
 
 
+# The module's module-scoped fixture runs once: its tests all go to one xdist worker
+# (`--dist loadgroup` in pyproject.toml) instead of each worker paying for it.
+pytestmark = pytest.mark.xdist_group("test_report_ranks")
+
+
 @pytest.fixture(scope="module")
 def job(tmp_path_factory) -> tuple[Path, list]:
     """Eight ranks: 2 and 3 (one CP group) pad rollout 5 rollout-globally, 5 lays out its first micro-batch

@@ -23,6 +23,11 @@ ROOT = Path(__file__).resolve().parents[1]
 pytest.importorskip("typeguard")
 
 
+# The module's module-scoped fixture runs once: its tests all go to one xdist worker
+# (`--dist loadgroup` in pyproject.toml) instead of each worker paying for it.
+pytestmark = pytest.mark.xdist_group("test_typeguard_pipeline")
+
+
 @pytest.fixture(scope="module")
 def annotation_violations(tmp_path_factory) -> dict[str, dict[str, list[str]]]:
     out = tmp_path_factory.mktemp("typeguard") / "out.json"
