@@ -114,6 +114,8 @@ class Source:
         end_col = getattr(node, "end_col_offset", None)
         if end_col is None:
             end_col = col
+        if self._is_ascii:  # asked for every call recorded: bytes are characters, no line read
+            return (line, col + 1, end_line, end_col + 1)
         return (line, self._column(line, col) + 1, end_line, self._column(end_line, end_col) + 1)
 
     def segment(self, node: ast.AST) -> str:
