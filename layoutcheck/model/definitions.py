@@ -191,11 +191,20 @@ class DefinitionsMixin:
         shared = Body(body)
         node = frame.node
         first, last = (node.lineno, node.end_lineno) if frame.index else (1, None)  # type: ignore[attr-defined]
-        checks, words = self.function_checks()
+        checks, _ = self.function_checks()
         if checks:
-            spelled_here = self.source.spelled_in(words, first, last)
+            # Each word searched for in the function's lines when a check first needs it, and a check
+            # given up at its first word missing (most functions spell few of the checks' words).
+            spells = self.source.spells(first, last)
+            spelled: dict[str, bool] = {}
             for kind, check, needed in checks:
-                if needed <= spelled_here:
+                for word in needed:
+                    here = spelled.get(word)
+                    if here is None:
+                        here = spelled[word] = spells(word)
+                    if not here:
+                        break
+                else:
                     for found, detail in check(shared):
                         self.add_clash(kind, found, detail)
         if self.window_partners:  # (`record_cut_apart` finds none without them)

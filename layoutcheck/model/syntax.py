@@ -60,14 +60,6 @@ class Source:
         find = self.text.find
         return lambda word: find(word, begin, end) >= 0
 
-    def spelled_in(self, words: Iterable[str], first: int = 1, last: int | None = None) -> set[str]:
-        """Those of ``words`` that lines ``first`` to ``last`` may spell (`spells`), in one set."""
-        begin, end = self._range(first, last)
-        if begin < 0:
-            return set(words)
-        find = self.text.find
-        return {word for word in words if find(word, begin, end) >= 0}
-
     def _range(self, first: int, last: int | None) -> tuple[int, int]:
         """The offsets of lines ``first`` to ``last`` in the text; (-1, -1) when they hold a non-ASCII character."""
         starts = self._starts
