@@ -117,6 +117,13 @@ def _stored_names(stmt: ast.stmt) -> Iterator[str]:
                 yield node.id
 
 
+def _unparsed(node: ast.expr) -> str:
+    """`ast.unparse` of ``node``: a name or a chain of names (most arguments) joined directly, as the
+    unparser writes them, without its visitor."""
+    text = dotted(node)
+    return text if text is not None else ast.unparse(node)
+
+
 def _position(node: ast.AST) -> Position:
     return (node.lineno, node.col_offset, node.end_lineno or node.lineno,  # type: ignore[attr-defined]
             node.end_col_offset or node.col_offset)  # type: ignore[attr-defined]
@@ -266,7 +273,7 @@ class _Function:
 
     def entry(self, value: ast.expr, line: int) -> _Entry:
         found = self.origins(value, line)
-        return found, _position(value), ast.unparse(value) if found else ""
+        return found, _position(value), _unparsed(value) if found else ""
 
     def _element(self, value: ast.expr, k: int, line: int) -> tuple[Origin, ...]:
         """The origins of element ``k`` of what ``value`` gives (a tuple written out, or a call's result)."""
@@ -485,14 +492,14 @@ def _passes(walk: _Function, qualname: str, out: list[Pass]) -> None:
                 given.append(f"#{i}")
             found = walk.origins(arg, node.lineno)
             if found:
-                args.append((f"#{i}", found, _position(arg), ast.unparse(arg)))
+                args.append((f"#{i}", found, _position(arg), _unparsed(arg)))
         for kw in node.keywords:
             if kw.arg is not None:
                 if not (isinstance(kw.value, ast.Constant) and kw.value.value is None):
                     given.append(kw.arg)
                 found = walk.origins(kw.value, node.lineno)
                 if found:
-                    args.append((kw.arg, found, _position(kw.value), ast.unparse(kw.value)))
+                    args.append((kw.arg, found, _position(kw.value), _unparsed(kw.value)))
                 continue
             entries = walk.entries(kw.value.id, node.lineno) if isinstance(kw.value, ast.Name) else None
             if isinstance(kw.value, ast.Dict):
