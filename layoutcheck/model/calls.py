@@ -589,9 +589,10 @@ def _call_assigned_methods(tree: ast.Module, assigned: dict[tuple[str, str], str
                         node.args = [receiver, *node.args]
 
 
-_ASSIGNED_ONTO = re.compile(r"\.\w+ = [A-Za-z_][\w.]*\n|setattr\(")
-"""``a.B.name = f`` (as formatters write it) or ``setattr(``, as text: where `methods_assigned` can find
-something (a cheap scan: most modules have neither)."""
+_ASSIGNED_ONTO = re.compile(r"\.\w+ = [A-Za-z_][\w.]*\n")
+"""``a.B.name = f`` (as formatters write it), as text: with ``setattr(``, where `methods_assigned` can find
+something (a cheap scan: most modules have neither). Two searches, not one alternation: a pattern that
+begins with a literal is scanned for it, an alternation tried at every offset (2.5x the time)."""
 
 
 def _statements(tree: ast.Module) -> Iterator[tuple[ast.stmt, frozenset[str]]]:
@@ -630,7 +631,7 @@ def may_assign_methods(source: str) -> bool:
     class's callers, so the lint reads it whatever the rules' prefilters say. Any ``a.b = f`` line counts,
     whatever its target starts at: only the walk knows a method's receiver (by place, not by the spelling
     ``self.``: `methods_assigned` leaves out a target on a parameter)."""
-    return _ASSIGNED_ONTO.search(source) is not None
+    return "setattr(" in source or _ASSIGNED_ONTO.search(source) is not None
 
 
 def methods_assigned(tree: ast.Module, source: str) -> tuple[tuple[str, str], ...]:

@@ -233,8 +233,9 @@ class CallSitesMixin:
         if isinstance(value, ast.Name) and self.is_parameter(value.id):
             params = (value.id,)
             bare = True
-        return Arg(keyword_name, tags, params, text, span, keys, tuple(sorted(found.fields)), bare,
-                   tuple(sorted(found.calls)))
+        fields, calls = found.fields, found.calls
+        return Arg(keyword_name, tags, params, text, span, keys, tuple(sorted(fields)) if fields else (), bare,
+                   tuple(sorted(calls)) if calls else ())
 
     def splat_items(self, value: ast.expr) -> list[tuple[str, ast.expr]]:
         """The keys and values of ``**kw`` when ``kw`` is a dict literal or ``dict(...)`` here."""

@@ -191,15 +191,25 @@ class DefinitionsMixin:
         shared = Body(body)
         node = frame.node
         first, last = (node.lineno, node.end_lineno) if frame.index else (1, None)  # type: ignore[attr-defined]
-        checks, words = self.function_checks()
+        checks, _ = self.function_checks()
         if checks:
-            spelled_here = self.source.spelled_in(words, first, last)
+            # Each word searched for in the function's lines when a check first needs it, and a check
+            # given up at its first word missing (most functions spell few of the checks' words).
+            spells = self.source.spells(first, last)
+            spelled: dict[str, bool] = {}
             for kind, check, needed in checks:
-                if needed <= spelled_here:
+                for word in needed:
+                    here = spelled.get(word)
+                    if here is None:
+                        here = spelled[word] = spells(word)
+                    if not here:
+                        break
+                else:
                     for found, detail in check(shared):
                         self.add_clash(kind, found, detail)
-        for node, detail in record_cut_apart(body, self.window_partners):
-            self.add_clash("record_cut_apart", node, detail)
+        if self.window_partners:  # (`record_cut_apart` finds none without them)
+            for node, detail in record_cut_apart(body, self.window_partners):
+                self.add_clash("record_cut_apart", node, detail)
         for kind, found, detail in self.module_clashes.get(frame.node, ()):
             self.add_clash(kind, found, detail)
         state = self.states.pop()
@@ -223,29 +233,31 @@ class DefinitionsMixin:
         facts.reads_source = state.reads_source
         facts.reads_packed = state.reads_packed
         facts.source_ticks = tuple(state.source_ticks)
-        facts.none_checked = tuple(sorted(state.none_checked))
-        facts.refused = tuple(sorted(state.refused))
+        facts.none_checked = tuple(sorted(state.none_checked)) if state.none_checked else ()
+        facts.refused = tuple(sorted(state.refused)) if state.refused else ()
         write_summary(state, node, facts)
         facts.calls = tuple(state.calls)
-        facts.guarded = tuple(sorted(g for g in state.guarded if g is not None)) + (
-            ("",) if None in state.guarded else ()
-        )
-        facts.sample_indices = tuple(sorted(state.samples))
+        guarded = state.guarded
+        if guarded:
+            facts.guarded = tuple(sorted(g for g in guarded if g is not None)) + (("",) if None in guarded else ())
+        facts.sample_indices = tuple(sorted(state.samples)) if state.samples else ()
         facts.iterates = state.iterates
-        facts.layout_params = tuple(sorted(state.layout_params))
-        facts.padded_params = tuple(sorted(state.padded_params))
-        facts.true_params = tuple(sorted(state.true_params - state.padded_params))
+        facts.layout_params = tuple(sorted(state.layout_params)) if state.layout_params else ()
+        facts.padded_params = tuple(sorted(state.padded_params)) if state.padded_params else ()
+        facts.true_params = tuple(sorted(state.true_params - state.padded_params)) if state.true_params else ()
         facts.rounds = state.rounds
-        facts.guard_fields = tuple(sorted(state.guard_fields))
-        facts.reads = tuple(sorted(state.reads))
+        facts.guard_fields = tuple(sorted(state.guard_fields)) if state.guard_fields else ()
+        facts.reads = tuple(sorted(state.reads)) if state.reads else ()
         names = frame.uses.names
         facts.param_uses = tuple((p.name, names[p.name]) for p in facts.params if names.get(p.name))
-        facts.spaces = tuple(sorted((subject, space, line, why) for (subject, space), (line, why) in state.spaces.items()))
+        if state.spaces:
+            facts.spaces = tuple(sorted((subject, space, line, why) for (subject, space), (line, why) in state.spaces.items()))
         if frame.index:
             mentions = frame.uses.mentions
             facts.unused_params = tuple(p.name for p in facts.params if p.kind not in ("star", "dstar")
                                         and p.name != facts.receiver and not mentions(p.name))
-            facts.unit_switches = unit_switches(shared, state.unit_names, {p.name for p in facts.params})
+            if state.unit_names:  # (`unit_switches` finds none without a unit's name)
+                facts.unit_switches = unit_switches(shared, state.unit_names, {p.name for p in facts.params})
         facts.end_tick = self.next_tick()
 
     @staticmethod

@@ -111,6 +111,24 @@ class ExpressionsMixin:
         if kind is ast.Subscript:
             self.subscript(node)  # type: ignore[arg-type]
             return
+        # The commonest nodes that only lead to their parts, read as `children` gives them, without
+        # the list (contexts and operators hold nothing to record).
+        if kind is ast.Tuple or kind is ast.List:
+            for element in node.elts:  # type: ignore[attr-defined]
+                self.scan(element)
+            return
+        if kind is ast.Compare:
+            self.scan(node.left)  # type: ignore[attr-defined]
+            for comparator in node.comparators:  # type: ignore[attr-defined]
+                self.scan(comparator)
+            return
+        if kind is ast.UnaryOp:
+            self.scan(node.operand)  # type: ignore[attr-defined]
+            return
+        if kind is ast.BoolOp:
+            for value in node.values:  # type: ignore[attr-defined]
+                self.scan(value)
+            return
         if kind is ast.Attribute:
             attr = node.attr  # type: ignore[attr-defined]
             if attr in self.vocab.sources:

@@ -155,6 +155,9 @@ class Frame:
         enclosing method's in a nested ``def``); None outside methods."""
 
 
+_UNASKED = object()
+"""What `Flow.idiom`'s memo holds for a question not asked yet (an answer may be None)."""
+
 _IDIOM_OPS: dict[str, frozenset[type]] = {
     "round_up": frozenset({ast.Mult}),
     "pad_amount": frozenset({ast.Mod, ast.Sub}),
@@ -196,10 +199,9 @@ class Flow:
         elif kind == "round_up" or kind == "pad_amount" or kind == "max_over":
             return None
         key = (id(node), kind)
-        try:
-            return self._idioms[key]
-        except KeyError:
-            pass
+        found = self._idioms.get(key, _UNASKED)  # most nodes are asked once: a miss is no exception caught
+        if found is not _UNASKED:
+            return found
         if kind == "round_up":
             found = match_round_up(node, self.imports)
         elif kind == "pad_amount":

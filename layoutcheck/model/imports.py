@@ -32,6 +32,8 @@ def scan_imports(source: str) -> tuple[str, ...]:
                     found.add(name)
     return tuple(sorted(found))
 
+_UNSEEN = object()
+"""What `Imports.qualify`'s memo holds for a node not asked about yet."""
 # Conventional aliases, used when the file never binds the name (a star import,
 # a notebook export): `F.pad` is torch's pad in every trainer we have read.
 _CONVENTIONAL = {"F": "torch.nn.functional", "np": "numpy", "nn": "torch.nn"}
@@ -88,11 +90,11 @@ class Imports:
             return self.aliases.get(node.id) or _CONVENTIONAL.get(node.id, node.id)  # type: ignore[attr-defined]
         if kind is not ast.Attribute:
             return None
-        # A dotted name is asked about again and again (each call's callee, by several readers).
-        try:
-            return self._qualified[node]
-        except KeyError:
-            pass
+        # A dotted name is asked about again and again (each call's callee, by several readers). A miss
+        # is answered by `get`, not a `KeyError` caught (which costs several times a look-up, once per node).
+        found = self._qualified.get(node, _UNSEEN)
+        if found is not _UNSEEN:
+            return found  # type: ignore[return-value]
         base = self.qualify(node.value)  # type: ignore[attr-defined]
         found = self._qualified[node] = None if base is None else f"{base}.{node.attr}"  # type: ignore[attr-defined]
         return found

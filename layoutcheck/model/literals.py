@@ -193,8 +193,10 @@ class LiteralsMixin:
         """Keep int literals and int lists bound to a name (at module or class level, as a default,
         a keyword or a field): the project judges those whose name it finds used as buckets or as
         a factor of the alignment unit."""
-        value = self._literal(value)
         if name is None or value is None or self.expecting_error or not binding:
+            return  # (asked before `_literal`, which has no effect: most bindings are locals)
+        value = self._literal(value)
+        if value is None:
             return
         vocab = self.vocab
         if isinstance(value, (ast.List, ast.Tuple)) and len(value.elts) >= 2:

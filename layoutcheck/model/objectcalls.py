@@ -34,7 +34,6 @@ from layoutcheck.model.origins import Origin, scope_names
 from layoutcheck.model.syntax import (
     defs_with_qualnames,
     dotted,
-    nodes_of,
     param_names,
     receivers,
 )
@@ -73,7 +72,9 @@ def _off_receivers(tree: ast.Module, text: str) -> list[int]:
     class, or one rebinding the name)."""
     reach = receivers(tree)[1]
     names = set(reach.values())
-    defs = [*nodes_of(tree, ast.FunctionDef), *nodes_of(tree, ast.AsyncFunctionDef)] if names else []
+    # Every `def` (a statement, so in a block: the statement walk `receivers` made finds them all, where
+    # `nodes_of` would list every node of the module); sorted below, so their order does not matter.
+    defs = [d for _, d in defs_with_qualnames(tree)] if names else []
     spans = sorted((d.lineno, d.end_lineno or d.lineno, reach.get(d)) for d in defs)  # type: ignore[attr-defined]
     starts = [start for start, _, _ in spans]
     out: list[int] = []

@@ -67,7 +67,7 @@ ValueOrigins = tuple[tuple[Returned, ...], tuple[DictEntry, ...], tuple[Pass, ..
 _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
 _SCOPES = frozenset({ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef})
 _BLOCKS: dict[type, tuple[str, ...]] = {}
-"""Statement class -> its fields that hold statements (none for most)."""
+"""Statement class -> its fields that hold statements (none for most), last first (`_Function` pushes them on a stack)."""
 _KEEPS = frozenset({"squeeze", "unsqueeze", "contiguous", "to", "cuda", "clone", "detach", "long", "int", "view",
                     "reshape"})
 """Methods that keep the value they are called on (its data, its positions)."""
@@ -145,6 +145,13 @@ def _receiver_attributes(stmt: ast.stmt, receiver: str) -> Iterator[str]:
         targets = list(stmt.targets)  # type: ignore[attr-defined]
     for target in targets:
         yield from _attributes_of(target, receiver)
+
+
+def _unparsed(node: ast.expr) -> str:
+    """`ast.unparse` of ``node``: a name or a chain of names (most arguments) joined directly, as the
+    unparser writes them, without its visitor."""
+    text = dotted(node)
+    return text if text is not None else ast.unparse(node)
 
 
 def _position(node: ast.AST) -> Position:
@@ -251,14 +258,22 @@ class _Function:
             value = getattr(stmt, "value", None)
             if type(value) is ast.Call:
                 calls.append(value)
-                calls.extend(a for a in (*value.args, *(k.value for k in value.keywords)) if type(a) is ast.Call)
+                for a in value.args:  # type: ignore[attr-defined]
+                    if type(a) is ast.Call:
+                        calls.append(a)
+                for k in value.keywords:  # type: ignore[attr-defined]
+                    if type(k.value) is ast.Call:
+                        calls.append(k.value)
             inner = _BLOCKS.get(kind)
             if inner is None:
-                inner = _BLOCKS[kind] = tuple(f for f in ("body", "orelse", "finalbody", "handlers", "cases")
-                                              if f in kind._fields)
-            for field in reversed(inner):
-                for part in reversed(getattr(stmt, field)):
-                    stack.extend(reversed(part.body) if field in ("handlers", "cases") else [part])
+                inner = _BLOCKS[kind] = tuple(reversed([f for f in ("body", "orelse", "finalbody", "handlers", "cases")
+                                                        if f in kind._fields]))
+            for field in inner:  # last field first (a stack), each list's parts last first
+                if field == "handlers" or field == "cases":
+                    for part in reversed(getattr(stmt, field)):
+                        stack.extend(reversed(part.body))
+                else:
+                    stack.extend(reversed(getattr(stmt, field)))
         if imports:
             self.names = dict(names)
             scope_names(imports, self.names)
@@ -310,7 +325,7 @@ class _Function:
 
     def entry(self, value: ast.expr, line: int) -> _Entry:
         found = self.origins(value, line)
-        return found, _position(value), ast.unparse(value) if found else ""
+        return found, _position(value), _unparsed(value) if found else ""
 
     def _element(self, value: ast.expr, k: int, line: int) -> tuple[Origin, ...]:
         """The origins of element ``k`` of what ``value`` gives (a tuple written out, or a call's result)."""
@@ -320,16 +335,18 @@ class _Function:
 
     def origins(self, node: ast.expr, line: int) -> tuple[Origin, ...]:
         """Where the value of ``node`` comes from (the module docs), read at ``line``."""
-        while isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in _KEEPS:
-            node = node.func.value
-        if isinstance(node, ast.Name):
-            if node.id in self.bound or node.id in self.params:
-                return self.of(node.id, line)
-            return self.named(node.id)
-        if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Call):
-            k = int_value(node.slice)
-            return self._element(node.value, k, line) if k is not None and k >= 0 else ()
-        if isinstance(node, ast.Call):
+        kind = type(node)  # (`ast.parse` makes no subclasses)
+        while kind is ast.Call and type(node.func) is ast.Attribute and node.func.attr in _KEEPS:  # type: ignore[attr-defined]
+            node = node.func.value  # type: ignore[attr-defined]
+            kind = type(node)
+        if kind is ast.Name:
+            if node.id in self.bound or node.id in self.params:  # type: ignore[attr-defined]
+                return self.of(node.id, line)  # type: ignore[attr-defined]
+            return self.named(node.id)  # type: ignore[attr-defined]
+        if kind is ast.Subscript and type(node.value) is ast.Call:  # type: ignore[attr-defined]
+            k = int_value(node.slice)  # type: ignore[attr-defined]
+            return self._element(node.value, k, line) if k is not None and k >= 0 else ()  # type: ignore[attr-defined]
+        if kind is ast.Call:
             callee = qualified(node.func, self.names)
             if callee is None or self.library_or_value(callee):
                 return ()
@@ -551,14 +568,14 @@ def _passes(walk: _Function, qualname: str, out: list[Pass]) -> None:
                 given.append(f"#{i}")
             found = walk.origins(arg, node.lineno)
             if found:
-                args.append((f"#{i}", found, _position(arg), ast.unparse(arg)))
+                args.append((f"#{i}", found, _position(arg), _unparsed(arg)))
         for kw in node.keywords:
             if kw.arg is not None:
                 if not (isinstance(kw.value, ast.Constant) and kw.value.value is None):
                     given.append(kw.arg)
                 found = walk.origins(kw.value, node.lineno)
                 if found:
-                    args.append((kw.arg, found, _position(kw.value), ast.unparse(kw.value)))
+                    args.append((kw.arg, found, _position(kw.value), _unparsed(kw.value)))
                 continue
             entries = walk.entries(kw.value.id, node.lineno) if isinstance(kw.value, ast.Name) else None
             if isinstance(kw.value, ast.Dict):

@@ -244,7 +244,7 @@ def side_summaries(tree: ast.Module, text: str) -> SideSummaries:
     switched = line_numbers(text, (m.start() for m in _SWITCH_LINE.finditer(text))) \
         if " if " in text and " else " in text else []
     zips = line_numbers(text, (m.start() for m in _ZIP_LINE.finditer(text))) \
-        if _HEAD_SLICE.search(text) and ("zip(" in text or "enumerate(" in text) else []
+        if ("zip(" in text or "enumerate(" in text) and _HEAD_SLICE.search(text) else []  # (the plain searches first)
     if not switched and not zips:
         return (), ()
     defs = list(defs_with_qualnames(tree))

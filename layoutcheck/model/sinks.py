@@ -120,6 +120,9 @@ def _is_text(node: ast.AST) -> bool:
     return isinstance(node, ast.JoinedStr) or (isinstance(node, ast.Constant) and isinstance(node.value, str))
 
 
+_COMPREHENSIONS = frozenset({ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp})
+
+
 class Sinks:
     """The contexts of one function's expressions, and the uses of its locals.
 
@@ -296,66 +299,71 @@ class Sinks:
 
     def _expr(self, node: ast.AST, context: Context) -> None:
         self.contexts[id(node)] = context
-        if isinstance(node, ast.Name):
-            self._use(node.id, context)
-        elif isinstance(node, ast.Call):
-            self._call(node, context)
-        elif isinstance(node, ast.BinOp):
-            if isinstance(node.op, ast.Mod) and _is_text(node.left):
-                self._expr(node.right, SINK)  # "%d tokens" % n
+        # By the node's class (`ast.parse` and the walk's synthetic nodes make no subclasses), the
+        # commonest first: a constant leads nowhere.
+        kind = type(node)
+        if kind is ast.Name:
+            self._use(node.id, context)  # type: ignore[attr-defined]
+        elif kind is ast.Constant:
+            return
+        elif kind is ast.Call:
+            self._call(node, context)  # type: ignore[arg-type]
+        elif kind is ast.Attribute:
+            self._expr(node.value, context)  # type: ignore[attr-defined]
+        elif kind is ast.Subscript:
+            self._expr(node.value, context)  # type: ignore[attr-defined]
+            self._expr(node.slice, OTHER)  # type: ignore[attr-defined]
+        elif kind is ast.BinOp:
+            if type(node.op) is ast.Mod and _is_text(node.left):  # type: ignore[attr-defined]
+                self._expr(node.right, SINK)  # type: ignore[attr-defined]  # "%d tokens" % n
                 return
             # Arithmetic with a token tensor makes the result one.
-            meets = self.is_tokens(node.left) or self.is_tokens(node.right)
-            self._each((node.left, node.right), OTHER if meets and context != OUT else context)
-        elif isinstance(node, (ast.UnaryOp,)):
-            self._expr(node.operand, context)
-        elif isinstance(node, ast.Await):
-            self._expr(node.value, context)
-        elif isinstance(node, ast.BoolOp):
-            self._each(node.values, context)
-        elif isinstance(node, ast.Compare):
-            self._each((node.left, *node.comparators), SINK)
-        elif isinstance(node, ast.IfExp):
-            self._expr(node.test, SINK)
-            self._each((node.body, node.orelse), context)
-        elif isinstance(node, ast.Attribute):
-            self._expr(node.value, context)
-        elif isinstance(node, ast.Subscript):
-            self._expr(node.value, context)
-            self._expr(node.slice, OTHER)
-        elif isinstance(node, ast.Slice):
-            self._each((node.lower, node.upper, node.step), OTHER)
-        elif isinstance(node, (ast.Tuple, ast.List, ast.Set)):
-            self._each(node.elts, context)
-        elif isinstance(node, ast.Starred):
-            self._expr(node.value, context)
-        elif isinstance(node, ast.Dict):
-            for key, value in zip(node.keys, node.values):
+            meets = self.is_tokens(node.left) or self.is_tokens(node.right)  # type: ignore[attr-defined]
+            self._each((node.left, node.right), OTHER if meets and context != OUT else context)  # type: ignore[attr-defined]
+        elif kind is ast.Tuple or kind is ast.List or kind is ast.Set:
+            self._each(node.elts, context)  # type: ignore[attr-defined]
+        elif kind is ast.UnaryOp:
+            self._expr(node.operand, context)  # type: ignore[attr-defined]
+        elif kind is ast.Await:
+            self._expr(node.value, context)  # type: ignore[attr-defined]
+        elif kind is ast.BoolOp:
+            self._each(node.values, context)  # type: ignore[attr-defined]
+        elif kind is ast.Compare:
+            self._each((node.left, *node.comparators), SINK)  # type: ignore[attr-defined]
+        elif kind is ast.IfExp:
+            self._expr(node.test, SINK)  # type: ignore[attr-defined]
+            self._each((node.body, node.orelse), context)  # type: ignore[attr-defined]
+        elif kind is ast.Slice:
+            self._each((node.lower, node.upper, node.step), OTHER)  # type: ignore[attr-defined]
+        elif kind is ast.Starred:
+            self._expr(node.value, context)  # type: ignore[attr-defined]
+        elif kind is ast.Dict:
+            for key, value in zip(node.keys, node.values):  # type: ignore[attr-defined]
                 if key is not None:
                     self._expr(key, SINK)
                 self._expr(value, context)
-        elif isinstance(node, (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp)):
-            if isinstance(node, ast.DictComp):
-                self._expr(node.key, SINK)
-                self._expr(node.value, context)
+        elif kind in _COMPREHENSIONS:
+            if kind is ast.DictComp:
+                self._expr(node.key, SINK)  # type: ignore[attr-defined]
+                self._expr(node.value, context)  # type: ignore[attr-defined]
             else:
-                self._expr(node.elt, context)
-            for gen in node.generators:
+                self._expr(node.elt, context)  # type: ignore[attr-defined]
+            for gen in node.generators:  # type: ignore[attr-defined]
                 self._expr(gen.iter, OTHER)
                 self._each(gen.ifs, SINK)
-        elif isinstance(node, ast.JoinedStr):
-            for part in node.values:
-                if isinstance(part, ast.FormattedValue):
+        elif kind is ast.JoinedStr:
+            for part in node.values:  # type: ignore[attr-defined]
+                if type(part) is ast.FormattedValue:
                     self._expr(part.value, SINK)
-        elif isinstance(node, ast.NamedExpr):
-            self._expr(node.value, context)
-            if isinstance(node.target, ast.Name):
-                self._expr(node.value, _bound(node.target.id))
-        elif isinstance(node, ast.Lambda):
-            self._expr(node.body, OTHER)
-        elif isinstance(node, (ast.Yield, ast.YieldFrom)):
-            if node.value is not None:
-                self._expr(node.value, OUT)
+        elif kind is ast.NamedExpr:
+            self._expr(node.value, context)  # type: ignore[attr-defined]
+            if type(node.target) is ast.Name:  # type: ignore[attr-defined]
+                self._expr(node.value, _bound(node.target.id))  # type: ignore[attr-defined]
+        elif kind is ast.Lambda:
+            self._expr(node.body, OTHER)  # type: ignore[attr-defined]
+        elif kind is ast.Yield or kind is ast.YieldFrom:
+            if node.value is not None:  # type: ignore[attr-defined]
+                self._expr(node.value, OUT)  # type: ignore[attr-defined]
 
     def _call(self, node: ast.Call, context: Context) -> None:
         func = node.func

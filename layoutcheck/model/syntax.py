@@ -60,14 +60,6 @@ class Source:
         find = self.text.find
         return lambda word: find(word, begin, end) >= 0
 
-    def spelled_in(self, words: Iterable[str], first: int = 1, last: int | None = None) -> set[str]:
-        """Those of ``words`` that lines ``first`` to ``last`` may spell (`spells`), in one set."""
-        begin, end = self._range(first, last)
-        if begin < 0:
-            return set(words)
-        find = self.text.find
-        return {word for word in words if find(word, begin, end) >= 0}
-
     def _range(self, first: int, last: int | None) -> tuple[int, int]:
         """The offsets of lines ``first`` to ``last`` in the text; (-1, -1) when they hold a non-ASCII character."""
         starts = self._starts
@@ -114,6 +106,8 @@ class Source:
         end_col = getattr(node, "end_col_offset", None)
         if end_col is None:
             end_col = col
+        if self._is_ascii:  # asked for every call recorded: bytes are characters, no line read
+            return (line, col + 1, end_line, end_col + 1)
         return (line, self._column(line, col) + 1, end_line, self._column(end_line, end_col) + 1)
 
     def segment(self, node: ast.AST) -> str:
