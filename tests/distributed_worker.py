@@ -181,7 +181,8 @@ def _pipeline(mode: str, args: Any, ref: Any, *, ps: dict[str, int], before: Cal
     finally:
         model.get_batch = hooked
     session.batches = calls[0]
-    session.queued = session.checker._agreement().pending
+    agreement = session.checker._agreement()
+    session.queued = agreement.pending if agreement is not None else None  # None: the check never started
     session.ended = (end or (lambda checker: checker.end_step()))(session.checker)
     return session
 
@@ -345,6 +346,26 @@ def _run(name: str, rank: int, world: int) -> dict[str, Any]:
         except CrossRankTimeout as err:
             return _result(error=err, exchanges=xr.exchanges, seconds=time.monotonic() - start)
         return _result(exchanges=xr.exchanges)
+    if name == "kill_at_start":
+        # The last rank dies before its first check, while the others make theirs (record mode): the side group
+        # cannot form. Said once, never retried on later calls (each try would wait out the timeout again).
+        if rank == world - 1:
+            os._exit(17)
+        import torch.distributed as dist
+
+        real, tries = dist.new_group, []
+
+        def new_group(*a: Any, **kw: Any) -> Any:
+            tries.append(1)
+            return real(*a, **kw)
+
+        dist.new_group = new_group
+        try:
+            session = _pipeline("record", make_args(), ref, ps={"cp_size": world, "cp_rank": rank}, refs=[ref])
+        finally:
+            dist.new_group = real
+        return _result(session.checker.violations, batches=session.batches, notes=session.checker.notes,
+                       groups_tried=len(tries))
     if name in ("kill", "kill_record", "kill_unworded", "kill_late"):
         # The last rank dies before micro-batch 2's exchange. Raise mode: every other rank raises as soon as the
         # transport has lost it, not after the timeout. Record mode: the others note it and finish the step.
@@ -353,6 +374,11 @@ def _run(name: str, rank: int, world: int) -> dict[str, Any]:
 
         def die(k: int) -> None:
             if k == 2:
+                # Every rank has made its first check, and so its side group, before the last one dies: the
+                # death measured here is one midway through a step (`kill_at_start` is one during set-up).
+                import torch.distributed as dist
+
+                dist.barrier()
                 start.append(time.monotonic())
                 if rank == world - 1:
                     os._exit(17)

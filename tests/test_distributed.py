@@ -48,6 +48,11 @@ def late(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
+def at_start(tmp_path_factory):
+    return run_job(2, ["kill_at_start"], tmp_path_factory.mktemp("at_start"))
+
+
+@pytest.fixture(scope="module")
 def four(tmp_path_factory):
     return run_job(4, ["agree_dp", "bug", "kill"], tmp_path_factory.mktemp("four"))
 
@@ -217,6 +222,18 @@ def test_a_killed_rank_is_named_gone_at_once_whatever_words_the_transport_uses(u
     assert result["gone"] == [1], result
     assert "cp rank 1 is gone (cp rank 1 (global rank 1): its process has exited" in result["error"]["message"], result
     assert result["seconds"] < KILL_TIMEOUT / 2, result["seconds"]
+
+
+def test_a_rank_gone_before_its_first_check_is_said_once_and_the_local_checks_go_on(at_start):
+    result = at_start["kill_at_start"][0]
+    assert "error" not in result, result
+    failures = [n for n in result["notes"] if "could not start: its side group did not form" in n]
+    # once, not once per hooked call (each retry waited out the timeout again: minutes over a run)
+    assert len(failures) == 1, result["notes"]
+    assert "global ranks [0, 1]" in failures[0] and "fix:" in failures[0]
+    assert result["groups_tried"] == 1
+    assert result["batches"] == 24  # every micro-batch of both steps ran, checked locally
+    assert at_start["kill_at_start"][1] is None  # it died before writing anything
 
 
 def test_a_rank_that_reaches_the_exchange_after_the_others_closed_it_fails_at_once(late):

@@ -215,6 +215,10 @@ class CheckerState:
         except LayoutSpecError as err:
             self._agreement_checker = False  # said once; the local checks go on
             self._note("cross-rank agreement", err, key="cross-rank agreement")
+        except CrossRankTimeout as err:
+            self._agreement_checker = False  # its side group did not form: never retried on later calls
+            if not self._cross_rank_failed(err):
+                raise
         return self._agreement_checker or None
 
     def _boundary_agreement(self, coords: Mapping[str, int], group: Callable[[], Any] | None = None) -> Any:
@@ -245,6 +249,10 @@ class CheckerState:
         except LayoutSpecError as err:
             self._boundary_checker = False
             self._note("cross-rank agreement", err, key="cross-rank agreement")
+        except CrossRankTimeout as err:
+            self._boundary_checker = False  # its side group did not form: never retried on later calls
+            if not self._cross_rank_failed(err):
+                raise
         return self._boundary_checker or None
 
     def flush(self, *, wait: bool = False) -> int:

@@ -297,7 +297,10 @@ class CrossRankChecker:
                 # (its pid) and connected (the side group, made now, on every rank's first check), so that the
                 # survivors' exchange sees a lost connection at once rather than a rendezvous that times out.
                 self._announce()
-                self._side_group()
+                try:
+                    self._side_group()
+                except Exception as err:  # a peer gone, or not there, while the group formed
+                    raise self._not_started(err) from err
 
     # --- the checks ---------------------------------------------------
 
@@ -540,6 +543,23 @@ class CrossRankChecker:
             _dist().destroy_process_group(group)
         except Exception:  # noqa: BLE001, S110 - a group that cannot be destroyed is left to the process's exit
             pass
+
+    def _not_started(self, err: Exception) -> CrossRankTimeout:
+        """The error of a side group that did not form: which peers are known gone, and what to do. The
+        caller keeps it (never retried: each try would wait out the timeout again, on every hooked call)."""
+        gone = [c for c in range(self.cp_size) if c != self.cp_rank and self._exited(c)]
+        cause = f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"[:300]
+        who = (f"{name_ranks(gone)} {'is' if len(gone) == 1 else 'are'} gone (its process has exited)" if gone
+               else "a peer did not join it")
+        return CrossRankTimeout(
+            f"layoutcheck: the cross-rank check ({INVARIANT}) could not start: its side group did not form "
+            f"within {self.timeout:g} s: {who}.\n"
+            f"    cp group: global ranks {list(self.ranks)}; this is cp rank {self.cp_rank} (global rank "
+            f"{self.rank}); timeout {self.timeout:g} s\n    transport: {cause}\n"
+            "    fix: a rank that died, or never reached its first check, is named in its own log: read it first; "
+            "if a rank is only slower to start, raise the cross-rank timeout",
+            missing=gone, gone=gone,
+        )
 
     def _side_group(self) -> Any:
         if self._group is None:
