@@ -530,19 +530,10 @@ class ProjectGraph:
             return self.built_class(index, callee)
         if depth > _REEXPORT_DEPTH * 2:
             return None
-        for qualname, bases in self.files[index].facts.classes:
-            if qualname != cls:
-                continue
-            for base in bases:
-                if not base:
-                    continue
-                owner = (index, base) if any(q == base for q, _ in self.files[index].facts.classes) \
-                    else self._class_at(self.absolute(index, base))
-                if owner is not None and owner != (index, cls):
-                    found = self._attribute_of(*owner, attr, depth + 1)
-                    if found is not None:
-                        return found
-            break
+        for owner in self._bases_of(index, cls):
+            found = self._attribute_of(*owner, attr, depth + 1)
+            if found is not None:
+                return found
         return None
 
     def built_class(self, index: int, callee: str, depth: int = 0) -> tuple[int, str] | None:
@@ -616,20 +607,26 @@ class ProjectGraph:
             return (index, j)
         if depth > _REEXPORT_DEPTH * 2:
             return None
-        for qualname, bases in self.files[index].facts.classes:
+        for owner in self._bases_of(index, cls):
+            found = self.method_of(*owner, name, depth + 1)
+            if found is not None:
+                return found
+        return None
+
+    def _bases_of(self, index: int, cls: str) -> Iterator[tuple[int, str]]:
+        """Class ``cls`` of file ``index``'s bases that the project defines, in order: (file, qualname)."""
+        classes = self.files[index].facts.classes
+        for qualname, bases in classes:
             if qualname != cls:
                 continue
             for base in bases:
                 if not base:
                     continue
-                owner = (index, base) if any(q == base for q, _ in self.files[index].facts.classes) \
+                owner = (index, base) if any(q == base for q, _ in classes) \
                     else self._class_at(self.absolute(index, base))
                 if owner is not None and owner != (index, cls):
-                    found = self.method_of(*owner, name, depth + 1)
-                    if found is not None:
-                        return found
-            break
-        return None
+                    yield owner
+            return
 
     def _handed_collate(self, outer: FunctionRef, call: Call, slots: set[str]) -> set[FunctionRef]:
         """The collate functions of the loaders ``call`` (in ``outer``) is given at ``slots`` that a project

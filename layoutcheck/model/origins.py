@@ -105,17 +105,20 @@ parameter its returned DataLoader is given as ``collate_fn``), locals handed on,
 attributes of a class's instances."""
 
 
+def _rebind_targets(stmt: ast.stmt) -> list[ast.expr]:
+    """The targets a `_REBINDS` statement stores into."""
+    if isinstance(stmt, (ast.For, ast.AsyncFor)):
+        return [stmt.target]
+    if isinstance(stmt, (ast.With, ast.AsyncWith)):
+        return [item.optional_vars for item in stmt.items if item.optional_vars is not None]
+    if isinstance(stmt, ast.AugAssign):
+        return [stmt.target]
+    return list(stmt.targets)  # type: ignore[attr-defined]
+
+
 def _stored_names(stmt: ast.stmt) -> Iterator[str]:
     """The names a `_REBINDS` statement stores."""
-    if isinstance(stmt, (ast.For, ast.AsyncFor)):
-        targets = [stmt.target]
-    elif isinstance(stmt, (ast.With, ast.AsyncWith)):
-        targets = [item.optional_vars for item in stmt.items if item.optional_vars is not None]
-    elif isinstance(stmt, ast.AugAssign):
-        targets = [stmt.target]
-    else:
-        targets = list(stmt.targets)  # type: ignore[attr-defined]
-    for target in targets:
+    for target in _rebind_targets(stmt):
         if type(target) is ast.Name:  # most are (`for x in xs`, `with f() as x`, `n += 1`)
             yield target.id  # type: ignore[attr-defined]
             continue
@@ -135,15 +138,7 @@ def _attributes_of(target: ast.expr, receiver: str) -> Iterator[str]:
 def _receiver_attributes(stmt: ast.stmt, receiver: str) -> Iterator[str]:
     """The attributes of ``receiver`` a `_REBINDS` statement stores into (``for self.x in ...``,
     ``self.n += 1``)."""
-    if isinstance(stmt, (ast.For, ast.AsyncFor)):
-        targets = [stmt.target]
-    elif isinstance(stmt, (ast.With, ast.AsyncWith)):
-        targets = [item.optional_vars for item in stmt.items if item.optional_vars is not None]
-    elif isinstance(stmt, ast.AugAssign):
-        targets = [stmt.target]
-    else:
-        targets = list(stmt.targets)  # type: ignore[attr-defined]
-    for target in targets:
+    for target in _rebind_targets(stmt):
         yield from _attributes_of(target, receiver)
 
 
