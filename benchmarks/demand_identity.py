@@ -55,20 +55,7 @@ def _old_call_pads(project: Project) -> dict[int, list[Pad]]:
                                  for j, function in enumerate(file.facts.functions) if function.rounds is not None)
     out: dict[int, list[Pad]] = {}
     for ref, function in project.functions_calling(names):
-        for call in function.calls:
-            if not call.fate or call.callee.rsplit(".", 1)[-1] not in names:
-                continue
-            target = project.resolve(ref, call)
-            if target is None or project.signature(target).rounds is None:
-                continue
-            i, j = project.signature(target).rounds  # type: ignore[misc]
-            args = [a for a in call.args if a.keyword is None]
-            if len(args) <= max(i, j):
-                continue
-            value, unit = args[i], args[j]
-            out.setdefault(ref[0], []).append(Pad(
-                ref[1], "round_up", call.span, call.text, value.tags, unit.tags, call.unit, "ceil", call.layout,
-                call.fate, call.tick, value.params, value.fields, unit.params))
+        out.setdefault(ref[0], []).extend(project.round_up_call_pads(ref, function, names))
     return out
 
 

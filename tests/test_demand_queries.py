@@ -186,21 +186,8 @@ def test_pads_of_one_file_are_those_of_the_whole_project(projects) -> None:
         names = project.target_names((i, j) for i, file in enumerate(project.files)
                                      for j, function in enumerate(file.facts.functions) if function.rounds is not None)
         expected: dict[int, list[Pad]] = {}
-        for ref, function in project.functions_calling(names):
-            for call in function.calls:
-                if not call.fate or call.callee.rsplit(".", 1)[-1] not in names:
-                    continue
-                target = project.resolve(ref, call)
-                if target is None or project.signature(target).rounds is None:
-                    continue
-                i, j = project.signature(target).rounds
-                args = [a for a in call.args if a.keyword is None]
-                if len(args) <= max(i, j):
-                    continue
-                value, unit = args[i], args[j]
-                expected.setdefault(ref[0], []).append(Pad(
-                    ref[1], "round_up", call.span, call.text, value.tags, unit.tags, call.unit, "ceil", call.layout,
-                    call.fate, call.tick, value.params, value.fields, unit.params))
+        for ref, function in project.functions_calling(names):  # the whole project, as before
+            expected.setdefault(ref[0], []).extend(project.round_up_call_pads(ref, function, names))
         calls_found += sum(map(len, expected.values()))
         for order in (range(len(project.files)), reversed(range(len(project.files)))):
             again = _again(project, cached=True)

@@ -728,12 +728,8 @@ def ensure_function_calls(facts: FileFacts, index: int) -> Function:
     return function
 
 
-def functions_calling_names(facts: FileFacts, names: Collection[str]) -> list[int] | None:
-    """The indexes of ``facts`` ' functions with a call whose last name is in ``names``, read from the
-    calls' `marshal` rows without decoding a call (`cache_data`); None when the calls are decoded
-    already. A one-file run asks this of the files whose calls spell a name the project looks for
-    (`ProjectGraph.functions_with_calls`): only those functions' calls are then decoded, the file's
-    others stay pending (on verl, most of the functions of the 170 files read so)."""
+def _pending_call_rows(facts: FileFacts) -> list | None:
+    """The `marshal` rows of ``facts`` ' calls, loaded once and kept; None when the calls are decoded already."""
     state = facts.__dict__
     pending = state.get("pending_calls")
     if pending is None:
@@ -741,6 +737,18 @@ def functions_calling_names(facts: FileFacts, names: Collection[str]) -> list[in
     rows = state.get("call_rows")
     if rows is None:
         rows = state["call_rows"] = marshal.loads(pending)
+    return rows
+
+
+def functions_calling_names(facts: FileFacts, names: Collection[str]) -> list[int] | None:
+    """The indexes of ``facts`` ' functions with a call whose last name is in ``names``, read from the
+    calls' `marshal` rows without decoding a call (`cache_data`); None when the calls are decoded
+    already. A one-file run asks this of the files whose calls spell a name the project looks for
+    (`ProjectGraph.functions_with_calls`): only those functions' calls are then decoded, the file's
+    others stay pending (on verl, most of the functions of the 170 files read so)."""
+    rows = _pending_call_rows(facts)
+    if rows is None:
+        return None
     found = []
     for j, calls in enumerate(rows[: len(facts.functions)]):
         for call in calls:
@@ -754,13 +762,9 @@ def functions_by_call_name(facts: FileFacts) -> dict[str, list[int]] | None:
     """For each last name of ``facts`` ' calls, the indexes of the functions calling it (ascending),
     read from the calls' `marshal` rows without decoding a call; None when the calls are decoded
     already (`ProjectGraph` then indexes the decoded calls)."""
-    state = facts.__dict__
-    pending = state.get("pending_calls")
-    if pending is None:
-        return None
-    rows = state.get("call_rows")
+    rows = _pending_call_rows(facts)
     if rows is None:
-        rows = state["call_rows"] = marshal.loads(pending)
+        return None
     out: dict[str, list[int]] = {}
     for j, calls in enumerate(rows[: len(facts.functions)]):
         for name in {call[0].rsplit(".", 1)[-1] for call in calls}:

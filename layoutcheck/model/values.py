@@ -10,9 +10,10 @@ round-up helpers included (`ProjectValues.pads_of`).
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Collection
 from functools import cached_property
 
-from layoutcheck.model.facts import FieldWrite, FunctionRef, Pad
+from layoutcheck.model.facts import FieldWrite, Function, FunctionRef, Pad
 from layoutcheck.model.graph import ProjectGraph
 from layoutcheck.model.spaces import Spaces
 from layoutcheck.model.vocabulary import Tag
@@ -83,21 +84,28 @@ class ProjectValues(ProjectGraph):
         found = self._call_pads[file_index] = []
         names = self._round_up_names
         for ref, function in self.functions_with_calls(names, files=(file_index,)):
-            for call in function.calls:
-                if not call.fate or call.callee.rsplit(".", 1)[-1] not in names:
-                    continue
-                target = self.resolve(ref, call)
-                if target is None or self.signature(target).rounds is None:
-                    continue
-                i, j = self.signature(target).rounds  # type: ignore[misc]
-                args = [a for a in call.args if a.keyword is None]
-                if len(args) <= max(i, j):
-                    continue
-                value, unit = args[i], args[j]
-                found.append(Pad(
-                    ref[1], "round_up", call.span, call.text, value.tags, unit.tags, call.unit, "ceil", call.layout,
-                    call.fate, call.tick, value.params, value.fields, unit.params,
-                ))
+            found += self.round_up_call_pads(ref, function, names)
+        return found
+
+    def round_up_call_pads(self, ref: FunctionRef, function: Function, names: Collection[str]) -> list[Pad]:
+        """``function``'s calls of the project's round-up helpers (spelt with one of ``names``), as pads at
+        the call: the helper's value and unit arguments, with what the call's own facts say of them."""
+        found = []
+        for call in function.calls:
+            if not call.fate or call.callee.rsplit(".", 1)[-1] not in names:
+                continue
+            target = self.resolve(ref, call)
+            if target is None or self.signature(target).rounds is None:
+                continue
+            i, j = self.signature(target).rounds  # type: ignore[misc]
+            args = [a for a in call.args if a.keyword is None]
+            if len(args) <= max(i, j):
+                continue
+            value, unit = args[i], args[j]
+            found.append(Pad(
+                ref[1], "round_up", call.span, call.text, value.tags, unit.tags, call.unit, "ceil", call.layout,
+                call.fate, call.tick, value.params, value.fields, unit.params,
+            ))
         return found
 
     def pads_of(self, file_index: int) -> list[Pad]:
