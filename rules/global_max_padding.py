@@ -402,6 +402,27 @@ class Packer:
         return {"cu_seqlens": cu_seqlens, "max_seqlen": torch.IntTensor([max(width, bound)] * len(cu_seqlens))}
 """
         ),
+        Valid(
+            """
+import torch
+
+class Collator:
+    def pad_rows(self, rows, width, fill):
+        return [row + [fill] * (width - len(row)) for row in rows]
+
+    def collate(self, batch, bound):
+        # the same running sums with each offset first kept in a local
+        offsets = []
+        for item in batch:
+            offsets.append([0])
+            for n in item["seq_lengths"]:
+                end = offsets[-1][-1] + n - 1
+                offsets[-1].append(end)
+        offsets = torch.IntTensor(self.pad_rows(offsets, max(len(r) for r in offsets) + 1, -1))
+        width = max(len(item["input_ids"]) for item in batch)
+        return {"cu_seqlens": offsets, "max_seqlen": torch.IntTensor([max(width, bound)] * len(offsets))}
+"""
+        ),
     ]
     invalid = [
         Invalid(

@@ -29,7 +29,7 @@ classes are their own functions and are not read.
 from __future__ import annotations
 
 import ast
-from collections.abc import Collection, Iterable, Iterator
+from collections.abc import Collection, Iterable, Iterator, Sequence
 from dataclasses import field
 from layoutcheck.records import dataclass
 
@@ -72,6 +72,9 @@ class Uses:
     same walk: `mentions` answers from them, so the unused parameters cost no walk of their own."""
     scopes: list[ast.AST] = field(default_factory=list)
     """The nested functions, classes and lambdas the walk left out."""
+    appended: list[tuple[str, bool, str, int]] = field(default_factory=list)
+    """Appends of a local to a list or a list's last row: (the list, a row?, the local, line), judged by
+    the local's binding once the walk is done (`_hoisted_sums`)."""
     _nested_names: set[str] | None = None
 
     def mentions(self, name: str) -> bool:
@@ -257,7 +260,7 @@ _EVIDENCE = _LOOPS | _COMPREHENSIONS | {ast.Call, ast.BinOp}
 """The node classes `body_uses` reads; the others only lead to them."""
 
 
-def body_uses(body: Iterable[ast.stmt], imports: Imports) -> Uses:
+def body_uses(body: Sequence[ast.stmt], imports: Imports) -> Uses:
     """The evidence of use in one function's ``body`` (see the module docs)."""
     uses = Uses()
     for node in _own_nodes(body, _EVIDENCE, uses.own_names, uses.scopes):
@@ -301,6 +304,8 @@ def body_uses(body: Iterable[ast.stmt], imports: Imports) -> Uses:
                 if zig is not None:
                     uses.add("name", zig[0], CP, line)
                     uses.add("name", zig[1], CP, line)
+    if uses.appended:
+        _hoisted_sums(body, uses)
     return uses
 
 
@@ -353,17 +358,18 @@ def _call_uses(node: ast.Call, uses: Uses, imports: Imports, line: int) -> None:
     elif tail == "append" and isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and args:
         # `offsets.append(offsets[-1] + n)`: a running sum, the cumulative lengths of a packed stream.
         own = func.value.id
-        for term in _grown_terms(args[0]):
-            if (isinstance(term, ast.Subscript) and isinstance(term.value, ast.Name) and term.value.id == own
-                    and int_value(term.slice) == -1):
-                uses.add("name", own, PACKED, line)
+        if type(args[0]) is ast.Name:
+            uses.appended.append((own, False, args[0].id, line))  # judged by its binding, after the walk
+        elif _grows(args[0], own, rows=False):
+            uses.add("name", own, PACKED, line)
     elif tail == "append" and isinstance(func, ast.Attribute) and _last_row(func.value) is not None and args:
         # `rows[-1].append(rows[-1][-1] + n)`: each row of `rows` a running sum, the cumulative lengths
         # of one packed row (a batch of packed rows: `len(rows)` counts rows, not samples).
         own = _last_row(func.value)
-        for term in _grown_terms(args[0]):
-            if isinstance(term, ast.Subscript) and _last_row(term.value) == own and int_value(term.slice) == -1:
-                uses.add("name", own, PACKED, line, "each of its rows grown by its own last entry plus a length")
+        if type(args[0]) is ast.Name:
+            uses.appended.append((own, True, args[0].id, line))  # type: ignore[arg-type]
+        elif _grows(args[0], own, rows=True):  # type: ignore[arg-type]
+            uses.add("name", own, PACKED, line, _ROWS_GROWN)
     elif len(args) == 2 and (match_round_up(node, imports) or match_ceil_div(node, imports)):
         # A library's round-up helper (`triton.cdiv`, `layoutcheck.geometry.round_up`): its second
         # argument is the unit. The project's own helpers are read from their bodies.
@@ -376,6 +382,32 @@ def _call_uses(node: ast.Call, uses: Uses, imports: Imports, line: int) -> None:
             size = count.right if int_value(count.left) == 2 else count.left
             if isinstance(size, ast.Name):
                 uses.add("name", size.id, CP, line)
+
+
+_ROWS_GROWN = "each of its rows grown by its own last entry plus a length"
+
+
+def _grows(value: ast.expr, own: str, *, rows: bool) -> bool:
+    """Is ``value`` ``own``'s last entry plus something (``rows``: the last entry of ``own``'s last row)?"""
+    for term in _grown_terms(value):
+        if type(term) is ast.Subscript and int_value(term.slice) == -1:
+            inner = term.value
+            if (_last_row(inner) if rows else inner.id if type(inner) is ast.Name else None) == own:
+                return True
+    return False
+
+
+def _hoisted_sums(body: Sequence[ast.stmt], uses: Uses) -> None:
+    """The appends of a local (``end = offsets[-1] + n``, then ``offsets.append(end)``), judged by the
+    local's one binding in the function, as the same append written inline is."""
+    bound: dict[str, list[ast.expr]] = {}
+    for node in _own_nodes(body, (ast.Assign,), set(), []):
+        if len(node.targets) == 1 and type(node.targets[0]) is ast.Name:  # type: ignore[attr-defined]
+            bound.setdefault(node.targets[0].id, []).append(node.value)  # type: ignore[attr-defined]
+    for own, rows, name, line in uses.appended:
+        values = bound.get(name, ())
+        if len(values) == 1 and _grows(values[0], own, rows=rows):
+            uses.add("name", own, PACKED, line, _ROWS_GROWN if rows else "")
 
 
 def _grown_terms(value: ast.expr) -> list[ast.expr]:
