@@ -391,36 +391,21 @@ class Packer:
 
     def collate(self, batch, bound):
         # each packed row's offsets drop one token per sequence for the labels (`+ n - 1`, grouped either
-        # way, is still a running sum); one kernel bound per packed row, not a padded length per sample
-        cu_seqlens = []
+        # way, is still a running sum, inline or first kept in a local); one kernel bound per packed row,
+        # not a padded length per sample
+        cu_q, cu_k = [], []
         for item in batch:
-            cu_seqlens.append([0])
+            cu_q.append([0])
+            cu_k.append([0])
             for n in item["seq_lengths"]:
-                cu_seqlens[-1].append(cu_seqlens[-1][-1] + n - 1)
-        cu_seqlens = torch.IntTensor(self.pad_rows(cu_seqlens, max(len(r) for r in cu_seqlens) + 1, -1))
+                cu_q[-1].append(cu_q[-1][-1] + n - 1)
+                end = cu_k[-1][-1] + n - 1
+                cu_k[-1].append(end)
+        cu_q = torch.IntTensor(self.pad_rows(cu_q, max(len(r) for r in cu_q) + 1, -1))
+        cu_k = torch.IntTensor(self.pad_rows(cu_k, max(len(r) for r in cu_k) + 1, -1))
         width = max(len(item["input_ids"]) for item in batch)
-        return {"cu_seqlens": cu_seqlens, "max_seqlen": torch.IntTensor([max(width, bound)] * len(cu_seqlens))}
-"""
-        ),
-        Valid(
-            """
-import torch
-
-class Collator:
-    def pad_rows(self, rows, width, fill):
-        return [row + [fill] * (width - len(row)) for row in rows]
-
-    def collate(self, batch, bound):
-        # the same running sums with each offset first kept in a local
-        offsets = []
-        for item in batch:
-            offsets.append([0])
-            for n in item["seq_lengths"]:
-                end = offsets[-1][-1] + n - 1
-                offsets[-1].append(end)
-        offsets = torch.IntTensor(self.pad_rows(offsets, max(len(r) for r in offsets) + 1, -1))
-        width = max(len(item["input_ids"]) for item in batch)
-        return {"cu_seqlens": offsets, "max_seqlen": torch.IntTensor([max(width, bound)] * len(offsets))}
+        return {"cu_seqlens_q": cu_q, "max_seqlen_q": torch.IntTensor([max(width, bound)] * len(cu_q)),
+                "cu_seqlens_k": cu_k, "max_seqlen_k": torch.IntTensor([max(width, bound)] * len(cu_k))}
 """
         ),
     ]
