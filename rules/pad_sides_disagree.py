@@ -343,6 +343,20 @@ def postprocess(prompt_ids, response_ids, log_probs, pad_id):
     input_ids = torch.cat([prompts, responses], dim=1)
     return {"prompts": prompts, "responses": responses, "rollout_log_probs": logprobs,
             "response_mask": response_mask, "input_ids": input_ids}
+
+
+def measure(batch):
+    # a size measured from the prompts, stored as a field: it holds no row of them
+    batch["prompt_length"] = batch["prompts"].shape[-1]
+
+
+def score(batch, critic):
+    batch["values"] = critic(batch["input_ids"], skip=batch["prompt_length"])
+
+
+def response_sums(batch):
+    lengths = batch["response_mask"].sum(-1)
+    return [batch["values"][i, : lengths[i]].sum() for i in range(lengths.shape[0])]
 """
         ),
     ]

@@ -355,6 +355,19 @@ def side_by_side(a_mask, b_mask, sizes):
     return hide(mask, sizes)
 """
         ),
+        Valid(
+            """
+def attach_sizes(table, kept, ids):
+    # a lookup by id, not a reorder by position: each entry is found wherever it sits
+    size_of = {i: s for i, s in zip(table["id"], table["sizes"])}
+    kept["sizes"] = [size_of[i] for i in ids]
+    return kept
+
+
+def solved_sizes(kept):
+    return [size for score, size in zip(kept["score"], kept["sizes"]) if score > 0]
+"""
+        ),
     ]
     invalid = [
         Invalid(

@@ -10,12 +10,12 @@ assigns, whether a block always ends in ``return``/``raise``, and the like.
 from __future__ import annotations
 
 import ast
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from layoutcheck.model.flow import Flow
 from layoutcheck.model.syntax import last_name, nodes, string_value, walk
 
-__all__ = ["GROWS", "always_ends", "assigned_targets", "gathers", "reads_key", "shorter_than", "sized_by_shape",
+__all__ = ["GROWS", "always_ends", "assigned_targets", "from_mapping", "gathers", "reads_key", "shorter_than", "sized_by_shape",
     "string_tuple", "unit_shaped", "written_in"]
 
 
@@ -34,6 +34,17 @@ def gathers(value: ast.expr) -> bool:
     target, elt = value.generators[0].target, value.elt
     return (isinstance(target, ast.Name) and isinstance(elt, ast.Subscript) and isinstance(elt.slice, ast.Name)
             and elt.slice.id == target.id and not value.generators[0].ifs)
+
+
+def from_mapping(value: ast.ListComp, bound: Callable[[str], ast.expr | None]) -> bool:
+    """Does the gather ``[m[i] for i in ids]`` look ``i`` up in a mapping (``m`` bound to a dict
+    literal, a dict comprehension or ``dict(...)``)? A lookup by key finds each sample's entry
+    wherever it sits: no reorder by position."""
+    source = value.elt.value  # type: ignore[attr-defined]
+    found = bound(source.id) if isinstance(source, ast.Name) else None
+    if isinstance(found, (ast.Dict, ast.DictComp)):
+        return True
+    return isinstance(found, ast.Call) and last_name(found.func) in ("dict", "defaultdict", "OrderedDict")
 
 
 def unit_shaped(value: ast.expr) -> bool:

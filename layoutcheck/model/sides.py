@@ -33,6 +33,9 @@ if TYPE_CHECKING:
 __all__ = ["SideDisagreement", "Sides"]
 
 _LEFT, _RIGHT = int(Tag.LEFT), int(Tag.RIGHT)
+_ROWS = int(Tag.TOK | Tag.SAMPLE | Tag.STREAM | Tag.MASKED | Tag.ENTRY | Tag.LEFT | Tag.RIGHT)
+"""What a tensor's own rows carry: a field written with none of these, and with a size's tags, is a size."""
+_SIZE = int(Tag.SEQ | Tag.MEASURED | Tag.WIDTH | Tag.CONFIG | Tag.PAD | Tag.MAX)
 _SIDE = {_LEFT: "left", _RIGHT: "right"}
 _DEPTH = 4
 _BySide = dict[str, list[tuple["FunctionRef", PadSide]]]
@@ -222,14 +225,23 @@ class Sides:
 
     def _copied(self) -> dict[str, set[str]]:
         """Fields stored from other fields' values (``self.parts = split(batch["x"])``): a row read
-        from the copy reads the originals' rows."""
+        from the copy reads the originals' rows. A field that only ever holds a size
+        (``out["prompt_length"] = batch["prompts"].shape[-1]``) copies no rows: a row read through
+        it does not reach the tensor it was measured from."""
         out: dict[str, set[str]] = {}
+        rows: set[str] = set()
+        sizes: set[str] = set()
         for file in self.project.files:
             if file.is_test:
                 continue
             for write in file.facts.field_writes:
                 out.setdefault(write.key, set()).update(f for f in write.fields if f != write.key)
-        return out
+                if write.tags & _ROWS:
+                    rows.add(write.key)
+                elif write.tags & _SIZE:
+                    sizes.add(write.key)
+        only_sizes = sizes - rows
+        return {key: found - only_sizes for key, found in out.items() if key not in only_sizes}
 
     def _where(self, found: tuple[FunctionRef, PadSide], verb: str) -> str:
         return f"{verb} on the {found[1].side} at {self.describe(found)}"

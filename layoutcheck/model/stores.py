@@ -36,7 +36,7 @@ from layoutcheck.model.flow import (
 )
 from layoutcheck.model.idioms import broadcast_count, is_init_value
 from layoutcheck.model.padsides import SIDE_TAGS
-from layoutcheck.model.predicates import gathers, reads_key, sized_by_shape, unit_shaped
+from layoutcheck.model.predicates import from_mapping, gathers, reads_key, sized_by_shape, unit_shaped
 from layoutcheck.model.syntax import (
     int_value,
     last_name,
@@ -161,7 +161,7 @@ class StoresMixin:
                 if not entry:
                     self.check_broadcast(value, key, "field")
                 self.transform(target, key, value)
-            if isinstance(target, ast.Subscript) and gathers(value):
+            if isinstance(target, ast.Subscript) and gathers(value) and not from_mapping(value, self.bound_expr):  # type: ignore[arg-type]
                 self.gathered |= set(keys) if keys else {"*"} if isinstance(target.slice, ast.Name) else set()
                 if keys and isinstance(value.generators[0].iter, ast.Name):  # type: ignore[attr-defined]
                     # `out[k] = [d[k][i] for i in part]`: a share of the record by an index list
