@@ -83,7 +83,7 @@ MEASURED: dict[str, Measured] = {
     "LC109": Measured(2, 2),
     "LC110": Measured(1, 1),
     "LC111": Measured(1, 0),
-    "LC112": Measured(2, 0),
+    "LC112": Measured(0, 0),
     "LC113": Measured(0, 0),
     "LC114": Measured(0, 0),
     "LC115": Measured(0, 0),
