@@ -36,7 +36,10 @@ class PadSidesDisagree(ModelRule):
     difference of cumulative offsets, a size) assumes the right side,
     `x[i, -n:]` the left. The
     side follows the tensor into the fields it is stored in, out of the
-    functions that return it and through the parameters it is passed as.
+    functions that return it and through the parameters it is passed as;
+    a row read from a field stored from other fields reads theirs, except
+    through a field that only ever holds a size (`batch["prompt_length"] =
+    batch["prompts"].shape[-1]`), which copies no row.
     Flagged, at the placement:
 
     * a field placed on one side and read, elsewhere, assuming the other;

@@ -57,7 +57,9 @@ class PartnerFieldLeftOut(ModelRule):
       entries paired as one sample's) where some field is reordered or
       partitioned elsewhere in the project by an index list
       (`data["sizes"] = [data["sizes"][i] for i in order]`) and another
-      never is: the zip pairs one sample's entry with another's;
+      never is: the zip pairs one sample's entry with another's (a lookup
+      in a dict, `[size_of[i] for i in ids]`, finds each entry by its key
+      and reorders nothing);
     * a loop that rewrites every entry of a record while it compares each
       with one of those entries (`for k, v in d.items(): if v.shape ==
       d["mask"].shape: d[k] = v[:, :n]`): once the reference entry is cut,
