@@ -8,6 +8,7 @@ another, written the ways trainers write them.
 from __future__ import annotations
 
 import ast
+import contextlib
 import textwrap
 from pathlib import Path
 
@@ -20,6 +21,7 @@ from layoutcheck.lint.runner import run
 from layoutcheck.lint.selection import SelectionOverrides
 from layoutcheck.lint.settings import LintSettings
 from layoutcheck.model.calls import read_calls_through
+from layoutcheck.model.project import FileModel, Project
 from linttree import lint_files
 
 _HELPER = '''
@@ -1364,3 +1366,71 @@ def test_an_attribute_a_base_stores_reaches_its_classs_method_from_a_subclass() 
                        ("Derived.step", "self.made.fill"): "Buffer.fill",
                        ("Derived.step", "self.either.fill"): None,
                        ("Shadowing.step", "self.buffer.fill"): "Other.fill"}
+
+
+_HOLDERS = {
+    "a base's constructor called through its class": (
+        "class {base}:\n"
+        "    def __init__(self, sample, {param}):\n"
+        "        if {param} is not None:\n"
+        "            sample[\"routing\"] = {param}\n"
+        "        self.sample = sample\n\n\n"
+        "class {sub}({base}):\n"
+        "    def __init__(self, sample, {param}):\n"
+        "        {base}.__init__(self, sample, {param})\n",
+        "{sub}(sample, routing)\n    return sample"),
+    "a function a package re-exports under another name": (
+        "def {helper}(sample, {param}):\n"
+        "    if {param} is not None:\n"
+        "        sample[\"routing\"] = {param}\n"
+        "    return sample\n",
+        "{alias}(sample, routing)"),
+}
+"""The helper that stores its parameter as the record's `routing` field (`_PAD_SIDES`), reached as Python
+reaches it: a subclass's constructor that calls its base's by hand (`Worker.__init__(self, ...)`, as verl's
+workers do), or a name a package's ``__init__`` re-exports it under (``from .gpu import attn_v2 as attn``,
+as xtuner's ops do)."""
+_HOLDER_NAMES = {
+    "as verl and xtuner name them": dict(base="Worker", sub="ActorRolloutRefWorker", helper="attach_routing_v2",
+                                         alias="attach_routing", param="routing"),
+    "renamed": dict(base="Keep", sub="Held", helper="put_b", alias="put", param="rows"),
+}
+
+
+@pytest.mark.parametrize("names", list(_HOLDER_NAMES), ids=list(_HOLDER_NAMES))
+@pytest.mark.parametrize("holder", list(_HOLDERS), ids=list(_HOLDERS))
+def test_a_call_spelt_with_another_name_than_the_defs_reaches_its_parameters(
+        tmp_path: Path, holder: str, names: str) -> None:
+    """`ProjectGraph.callers_of` (the calls of one ``def``, found by the names a call can spell it with) finds
+    what `ProjectGraph.callers` (every call resolved) finds: a base's ``__init__`` called as
+    `Base.__init__(self, ...)`, and a function called by a package's alias of it. The helper's parameter then
+    holds the left-placed rows its caller passes, and they meet the reader of each row's start:
+    pad-sides-disagree where they are placed. Renamed, the same."""
+    spelled = _HOLDER_NAMES[names]
+    helper, call = (text.format(**spelled) for text in _HOLDERS[holder])
+    rollout = (_PAD_SIDES / "rollout.py").read_text()
+    direct = "    return attach_routing(sample, routing)"
+    assert direct in rollout
+    rollout = rollout.replace(direct, f"    return {call}")
+    helper_at = "from pkg.store import {sub}\n" if "class" in helper else "from pkg import {alias}\n"
+    rollout = helper_at.format(**spelled) + rollout.replace("def attach_routing", "def _unused_attach")
+    placed = next(i for i, line in enumerate(rollout.splitlines(), 1) if "expect: pad-sides-disagree" in line)
+    files = {"replay.py": (_PAD_SIDES / "replay.py").read_text(), "rollout.py": rollout, "pkg/store.py": helper,
+             # a package that only re-exports: the prefilter clears it, its aliases still read (`scan_aliases`)
+             "pkg/__init__.py": "" if "class" in helper else "from .store import {helper} as {alias}\n".format(**spelled)}
+    assert _lint(tmp_path, files) == [("rollout.py", placed, "pad-sides-disagree")]
+    with contextlib.chdir(tmp_path):
+        project = run(["."], use_cache=False, keep_project=True).project
+    by_name = {ref: project.callers_of(ref) for ref, _ in project.defs() if ref[1]}
+    every = _again(project)
+    every.callers  # noqa: B018 - every call resolved first: `callers_of` then reads it
+    assert by_name == {ref: every.callers_of(ref) for ref in by_name}
+    stores = "{base}.__init__" if "class" in helper else "{helper}"
+    store = next(ref for ref in by_name if project.signature(ref).qualname == stores.format(**spelled))
+    assert len(by_name[store]) == 1, by_name[store]
+
+
+def _again(project: Project) -> Project:
+    """The same files' facts as a new project, nothing computed yet."""
+    return Project([FileModel(f.display, f.relpath, f.module, f.facts, f.checked, is_package=f.is_package)
+                    for f in project.files], project.settings)
