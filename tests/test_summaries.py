@@ -1434,3 +1434,108 @@ def _again(project: Project) -> Project:
     """The same files' facts as a new project, nothing computed yet."""
     return Project([FileModel(f.display, f.relpath, f.module, f.facts, f.checked, is_package=f.is_package)
                     for f in project.files], project.settings)
+
+
+_ITEMS_FILES = {
+    "data.py": '''
+import torch
+from torch.utils.data import Dataset
+
+
+def {place}(choices, input_ids, attention_mask):
+    seq_len = input_ids.shape[1]
+    real = int(attention_mask.sum())
+    out = torch.zeros(1, seq_len, choices.shape[1], dtype=torch.int32)
+    start = seq_len - real
+    n = min(choices.shape[0], real)
+    out[0, start : start + n] = choices[:n]
+    return out
+
+
+class {cls}(Dataset):
+    def __init__(self, samples):
+        self.samples = samples
+
+    def __len__(self):
+        return len(self.samples)
+
+    def __getitem__(self, idx):
+        sample = self.samples[idx]
+        {local} = {place}(sample["choices"], sample["input_ids"], sample["attention_mask"])
+        return sample["input_ids"], {local}
+
+
+def {collate}({items}):
+{body}
+''',
+    "train.py": '''
+from torch.utils.data import DataLoader
+from data import {cls}, {collate}
+from replay import replay_inputs
+
+
+class {trainer}:
+    def __init__(self, samples):
+        self.{attr} = {cls}(samples)
+
+    def {fit}(self, samples, cu_seqlens, max_len):
+        out = []
+        {ds}
+        loader = DataLoader({given}, batch_size=4, collate_fn={collate})
+        for {target} in loader:
+            {record}
+            out.append(replay_inputs(batch, cu_seqlens, max_len))
+        return out
+''',
+}
+"""A Dataset whose ``__getitem__`` returns each sample's router choices placed at the end of the row (left
+padding, `_PAD_SIDES`'s placement), a collate function over a list of its items, and a trainer that loops
+over ``DataLoader(<the dataset>, collate_fn=<it>)`` and hands each batch to the reader of each row's start
+(`_PAD_SIDES`'s ``replay.py``)."""
+_ITEMS_RECORDS = {
+    "the collate function fills the record": (
+        "    out = {{}}\n    out[\"input_ids\"] = torch.cat([it[0] for it in {items}])\n"
+        "    out[\"{field}\"] = torch.cat([it[1] for it in {items}])\n    return out",
+        "batch", "pass", ("data.py", "out[0, start : start + n] = choices[:n]")),
+    "the loop stores the collate function's element": (
+        "    return torch.cat([it[0] for it in {items}]), torch.cat([it[1] for it in {items}])",
+        "ids, rows", 'batch = {{"input_ids": ids, "{field}": rows}}', ("train.py", "batch = {")),
+}
+_ITEMS_GIVEN = {
+    "a local": ("ds = {cls}(samples)", "ds"),
+    "dataset=": ("ds = {cls}(samples)", "dataset=ds"),
+    "built in the call": ("pass", "{cls}(samples)"),
+    "an attribute": ("pass", "self.{attr}"),
+}
+_ITEMS_NAMES = {
+    "as a trainer names them": dict(place="routing_tensor", cls="RoutingDataset", local="routing", collate="collate_fn",
+                                    items="batch", trainer="Trainer", attr="dataset", fit="train_epoch",
+                                    field="routing"),
+    "renamed": dict(place="lay", cls="Rows", local="r", collate="merge", items="xs", trainer="Loop", attr="src",
+                    fit="go", field="experts"),
+}
+
+
+@pytest.mark.parametrize("names", list(_ITEMS_NAMES), ids=list(_ITEMS_NAMES))
+@pytest.mark.parametrize("given", list(_ITEMS_GIVEN), ids=list(_ITEMS_GIVEN))
+@pytest.mark.parametrize("record", list(_ITEMS_RECORDS), ids=list(_ITEMS_RECORDS))
+def test_a_datasets_items_reach_the_collate_functions_parameter(tmp_path: Path, record: str, given: str,
+                                                                  names: str) -> None:
+    """`DataLoader(ds, collate_fn=f)` calls `f` on a list of `ds.__getitem__` results: the rows the
+    dataset's items place at the end of each row reach `f`'s parameter's entries, and what `f` returns for
+    them reaches the loop over the loader. Stored as a record's field (in `f`, or in the loop from `f`'s
+    element) and read from each row's start in another module: pad-sides-disagree, at the placement (its
+    parameter traced to the items) or at the loop's store. The dataset a local, `dataset=`, built in the
+    loader's call, or an attribute stored in `__init__`; renamed (the field too), the same. Placed at the
+    row's start, silent."""
+    spelled = _ITEMS_NAMES[names]
+    body, target, stored, (where, at) = _ITEMS_RECORDS[record]
+    made, loader = (text.format(**spelled) for text in _ITEMS_GIVEN[given])
+    files = {name: text.format(body=body.format(**spelled), target=target, record=stored.format(**spelled), ds=made,
+                               given=loader, **spelled)
+             for name, text in _ITEMS_FILES.items()}
+    files["replay.py"] = (_PAD_SIDES / "replay.py").read_text().replace('"routing"', f'"{spelled["field"]}"')
+    line = next(i for i, text in enumerate(files[where].splitlines(), 1) if at in text)
+    assert _lint(tmp_path, files) == [(where, line, "pad-sides-disagree")]
+    files["data.py"] = files["data.py"].replace("start = seq_len - real", "start = 0")  # placed at the start: silent
+    assert _lint(tmp_path / "right", files) == []

@@ -111,6 +111,10 @@ COLLATE_FOR = "layoutcheck_collate_for_"
 """The keyword a call that passes a DataLoader given ``collate_fn=f`` gets beside it: ``f(loader)``, named
 by the position (``layoutcheck_collate_at_0``) or the keyword (``layoutcheck_collate_for_loader``) the
 loader is passed at. No parameter takes it; the project reads the collate function from it."""
+ITEMS = "layoutcheck_items"
+DATASET = "layoutcheck_dataset"
+"""The keyword a ``DataLoader(ds, collate_fn=f)`` gets, holding ``f([ds.__getitem__(0)])`` (`_hand_items_to_collate`),
+and the name that stands for a dataset built in the loader's call (``DataLoader(Pairs(rows), ...)``)."""
 _BUILTIN_NAMES = frozenset(dir(builtins))
 _LIBRARY_HEADS = frozenset({"torch", "F", "nn", "np", "numpy", "math", "itertools", "functools", "random", "os",
                             "json", "re", "dist", "collections", "operator"})
@@ -153,6 +157,7 @@ def rewrite_calls(tree: ast.Module, source: str) -> tuple[ast.Module, bool]:
         changed = True
     if "collate_fn" in source and "DataLoader" in source:
         _hand_collate_on(tree)
+        _hand_items_to_collate(tree)
         changed = True
     if "(*" in source or "**" in source:
         forwarders = _forwarders(tree)
@@ -981,6 +986,44 @@ def _collate_call(collate: ast.expr, samples: ast.expr) -> ast.Call:
         return ast.Call(func=copy.deepcopy(collate.args[0]), args=[*map(copy.deepcopy, collate.args[1:]), samples],
                         keywords=[copy.deepcopy(k) for k in collate.keywords])
     return ast.Call(func=copy.deepcopy(collate), args=[samples], keywords=[])
+
+
+def _dataset_item(dataset: ast.expr) -> ast.Call | None:
+    """One item of ``dataset`` as the loader's sampler gets it, ``dataset[i]``, written as the call of its
+    ``__getitem__`` the project resolves through the instance's class: ``ds.__getitem__(0)`` for a local or
+    an attribute (``self.buffer``), ``Pairs.__getitem__(layoutcheck_dataset, 0)`` for a dataset built in
+    the call (``DataLoader(Pairs(rows), ...)``: the constructor is not called twice). None otherwise."""
+    index = ast.Constant(value=0)
+    if dotted(dataset) is not None:  # `ds`, `self.buffer`
+        return ast.Call(func=ast.Attribute(value=copy.deepcopy(dataset), attr="__getitem__", ctx=ast.Load()),
+                        args=[index], keywords=[])
+    if isinstance(dataset, ast.Call) and dotted(dataset.func) is not None:
+        return ast.Call(func=ast.Attribute(value=copy.deepcopy(dataset.func), attr="__getitem__", ctx=ast.Load()),
+                        args=[ast.Name(id=DATASET, ctx=ast.Load()), index], keywords=[])
+    return None
+
+
+def _hand_items_to_collate(tree: ast.Module) -> None:
+    """Each ``DataLoader(ds, collate_fn=f)`` (``dataset=ds`` too) gets the keyword `ITEMS` holding
+    ``f([ds.__getitem__(0)])`` (in place, on the dataset's position): the collate function is called on a
+    list of the dataset's items, so its parameter's entries hold what the dataset's ``__getitem__`` returns,
+    wherever the class is defined (the project resolves the call: `ProjectGraph.instance_class`,
+    `attribute_class`); the loop over the loader in the same function binds ``f``'s result, which the
+    project joins over the function's calls of ``f``, this one included."""
+    for node in nodes_of(tree, ast.Call):
+        collate = _is_loader(node)
+        if collate is None:
+            continue
+        given = [a for a in node.args[:1] if not isinstance(a, ast.Starred)]  # type: ignore[attr-defined]
+        given += [k.value for k in node.keywords if k.arg == "dataset"]  # type: ignore[attr-defined]
+        item = _dataset_item(given[0]) if given else None
+        if item is None:
+            continue
+        made = _collate_call(collate, ast.List(elts=[item], ctx=ast.Load()))
+        for part in ast.walk(made):  # the whole call stands on the dataset's argument
+            ast.copy_location(part, given[0])
+        node.keywords.append(ast.copy_location(ast.keyword(arg=ITEMS, value=made), given[0]))  # type: ignore[attr-defined]
+    forget_nodes(tree)
 
 
 def _hand_collate_on(tree: ast.Module) -> None:
