@@ -1229,6 +1229,13 @@ _BUFFER_CASES = {
         "self.{attr} = {buffer}(micro_train_batch_size, buffer_limit)",
         ("dataloader = self.strategy.{setup}(self.{attr}, 1, True, True, self.{attr}.{collate})\n"
          "        pbar = tqdm(dataloader)"), "for ids, mask, sizes in pbar:", True),
+    "a helper held in a local of __init__, then stored": (
+        "buf = {buffer}(micro_train_batch_size, buffer_limit)\n        self.{attr} = buf", _DIRECT, _FOR, True),
+    "a local from a function returning the class, then stored": (
+        "buf = {make}(micro_train_batch_size, buffer_limit)\n        self.{attr} = buf", _DIRECT, _FOR, True),
+    "a local stored, then rebound": (
+        "buf = {buffer}(micro_train_batch_size, buffer_limit)\n        self.{attr} = buf\n        buf = None",
+        _DIRECT, _FOR, False),
     "the attribute stored as two classes": (
         ("self.{attr} = {buffer}(micro_train_batch_size, buffer_limit)\n\n    def reset(self):\n"
          "        self.{attr} = {other}(1)"), _DIRECT, _FOR, False),
@@ -1539,3 +1546,92 @@ def test_a_datasets_items_reach_the_collate_functions_parameter(tmp_path: Path, 
     assert _lint(tmp_path, files) == [(where, line, "pad-sides-disagree")]
     files["data.py"] = files["data.py"].replace("start = seq_len - real", "start = 0")  # placed at the start: silent
     assert _lint(tmp_path / "right", files) == []
+
+
+_OUTSIDE = {
+    "built and stored in a builder": '''
+from ppo_actor import {trainer}
+from replay_buffer import {buffer}
+
+
+def build(micro_train_batch_size, buffer_limit):
+    actor = {trainer}(micro_train_batch_size, buffer_limit)
+    actor.{attr} = {buffer}(micro_train_batch_size, buffer_limit)
+    return actor.{train}()
+''',
+    "a helper held in a local, then stored": '''
+from ppo_actor import {trainer}
+from replay_buffer import {make}
+
+
+def build(micro_train_batch_size, buffer_limit):
+    actor = {trainer}(micro_train_batch_size, buffer_limit)
+    buf = {make}(micro_train_batch_size, buffer_limit)
+    actor.{attr} = buf
+    return actor.{train}()
+''',
+    "stored into an annotated parameter": '''
+from ppo_actor import {trainer}
+from replay_buffer import {buffer}
+
+
+def attach(actor: {trainer}, micro_train_batch_size, buffer_limit):
+    actor.{attr} = {buffer}(micro_train_batch_size, buffer_limit)
+    return actor
+''',
+}
+"""`_BUFFER_FILES`' trainer, its replay buffer stored from another module onto an instance a local (or an
+annotated parameter) holds, not in the trainer's own methods."""
+
+
+@pytest.mark.parametrize("names", list(_BUFFER_NAMES), ids=list(_BUFFER_NAMES))
+@pytest.mark.parametrize("outside", list(_OUTSIDE), ids=list(_OUTSIDE))
+@pytest.mark.parametrize("other", [False, True], ids=["one class stored", "another class stored elsewhere too"])
+def test_an_attribute_stored_from_outside_its_class_reaches_that_classs_methods(
+        tmp_path: Path, other: bool, outside: str, names: str) -> None:
+    """`actor = ActorPPOTrainer(...)`, then `actor.replay_buffer = NaiveReplayBuffer(...)` in another module
+    (or a local holding one, or a parameter annotated with the trainer's class): the trainer's
+    `DataLoader(self.replay_buffer, collate_fn=self.replay_buffer.collate_fn)` reaches the buffer's collate
+    method, whose rows, padded on the left, reach the method that reads each row's start:
+    pad-sides-disagree, as when `__init__` stores it. Another module storing another class there too
+    leaves the attribute unknown (silent). Renamed, the same."""
+    spelled = _BUFFER_NAMES[names]
+    given = dict(spelled, side="", stored="self.size = micro_train_batch_size", loader=_DIRECT.format(**spelled),
+                 loop=_FOR)
+    files = {name: text.format(**given) for name, text in _BUFFER_FILES.items()}
+    files["main.py"] = _OUTSIDE[outside].format(**spelled)
+    if other:
+        files["reset.py"] = (f"from ppo_actor import {spelled['trainer']}\nfrom replay_buffer import {spelled['other']}"
+                             f"\n\n\ndef reset(n):\n    actor = {spelled['trainer']}(n, 0)\n"
+                             f"    actor.{spelled['attr']} = {spelled['other']}(n)\n    return actor\n")
+    called = next(i for i, line in enumerate(files["replay_buffer.py"].splitlines(), 1) if "good = " in line)
+    assert _lint(tmp_path, files) == ([] if other else [("replay_buffer.py", called, "pad-sides-disagree")])
+
+
+def test_attributes_stored_from_outside_are_summarised_only_on_instances_a_local_holds() -> None:
+    """`FileFacts.instances`' outside stores: a store into a local's instance (`t = Trainer(); t.buffer =
+    Buffer()`, or a local holding one, `t.pool = buf`) is kept with the instance's callee, a value that is
+    no call, or a tuple's target, as ``""`` (no one class); a store into a parameter that is not annotated
+    (`args.lr = ...`) or into a local bound twice is left out."""
+    from layoutcheck.model.origins import origins_and_instances
+
+    source = textwrap.dedent('''
+        from data import Buffer, Trainer
+
+
+        def build(args, n):
+            t = Trainer(n)
+            t.buffer = Buffer(n)
+            buf = Buffer(n)
+            t.pool = buf
+            t.size = n
+            t.a, t.b = Buffer(n), 1
+            args.lr = Buffer(n)
+            u = Trainer(n)
+            u = Trainer(n + 1) if n else None
+            u.buffer = Buffer(n)
+            return t
+    ''')
+    assert origins_and_instances(ast.parse(source))[1][4] == (
+        ("data.Trainer", "a", ""), ("data.Trainer", "b", ""), ("data.Trainer", "buffer", "data.Buffer"),
+        ("data.Trainer", "pool", "data.Buffer"), ("data.Trainer", "size", ""))

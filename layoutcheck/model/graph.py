@@ -506,7 +506,7 @@ class ProjectGraph:
         attribute) -> callee."""
         found = self._instance_maps.get(index)
         if found is None:
-            held, builders, handed, attributes = self.files[index].facts.instances
+            held, builders, handed, attributes = self.files[index].facts.instances[:4]
             by_call: dict[tuple[str, int, int], list[Handed]] = {}
             for entry in handed:
                 by_call.setdefault(entry[:3], []).append(entry)
@@ -543,8 +543,13 @@ class ProjectGraph:
 
     def _attribute_of(self, index: int, cls: str, attr: str, depth: int = 0) -> tuple[int, str] | None:
         callee = self._instance_facts(index)[3].get((cls, attr))
+        outside = self._stored_from_outside.get((index, cls, attr))
         if callee is not None:
-            return self.built_class(index, callee)
+            found = self.built_class(index, callee)
+            # stored from outside as well: one class only where every store builds it
+            return found if outside is None or outside == {found} else None
+        if outside is not None:
+            return next(iter(outside)) if len(outside) == 1 else None
         if depth > _REEXPORT_DEPTH * 2:
             return None
         for owner in self._bases_of(index, cls):
@@ -552,6 +557,22 @@ class ProjectGraph:
             if found is not None:
                 return found
         return None
+
+    @cached_property
+    def _stored_from_outside(self) -> dict[tuple[int, str, str], set[tuple[int, str] | None]]:
+        """Per (file, class, attribute), the classes every store into it from outside the class builds
+        (`layoutcheck.model.origins.Outside`: ``trainer = Trainer(cfg)``, then ``trainer.buffer =
+        Buffer(...)`` in any module), None for a store that builds no project class; a class's own stores
+        are `FileFacts.instances`' attributes (`_attribute_of` joins both)."""
+        found: dict[tuple[int, str, str], set[tuple[int, str] | None]] = {}
+        for i, file in enumerate(self.files):
+            if file.is_test:
+                continue
+            for held, attr, callee in file.facts.instances[4]:
+                owner = self.built_class(i, held)
+                if owner is not None:
+                    found.setdefault((*owner, attr), set()).add(self.built_class(i, callee) if callee else None)
+        return found
 
     def built_class(self, index: int, callee: str, depth: int = 0) -> tuple[int, str] | None:
         """The project class a call of ``callee`` (as file ``index`` writes it) builds: the class itself, a
