@@ -34,7 +34,8 @@ lands where it would in the source):
   passes such a loader carries ``f``'s result beside it (`COLLATE_AT` /
   `COLLATE_FOR`), and a loop over ``self.x`` stored from the constructor's
   parameter ``p`` binds ``layoutcheck_batches_of_p(b)`` (`BATCHES_OF`), which the
-  project resolves to ``f``;
+  project resolves to ``f``. The loader's call itself gets ``f([ds.__getitem__(0)])``
+  beside it (`ITEMS`): ``f`` is called on a list of the dataset's items;
 * **a function assigned onto a class**: ``Cls.name = f`` at module level (``Cls``
   and ``f`` the module's own), then ``self.name(x)`` in a method of ``Cls``: the
   call is ``f(self, x)``. Assignments onto a class of another module (``mod.Cls.name
@@ -73,7 +74,8 @@ from layoutcheck.model.syntax import (
 )
 
 __all__ = [
-    "BATCHES_BUILT", "BATCHES_OF", "COLLATE_AT", "COLLATE_FOR", "LOADER_GIVEN", "may_assign_methods", "methods_assigned",
+    "BATCHES_BUILT", "BATCHES_OF", "COLLATE_AT", "COLLATE_FOR", "DATASET", "ITEMS", "LOADER_GIVEN", "may_assign_methods",
+    "methods_assigned",
     "read_calls_through", "returned_tuple", "rewrite_calls",
 ]
 

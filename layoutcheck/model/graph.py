@@ -837,7 +837,8 @@ class ProjectGraph:
     def callers_of(self, ref: FunctionRef) -> list[tuple[FunctionRef, Call]]:
         """The calls that reach ``ref``, resolving only the calls spelt with a name that can reach it
         (`target_names`; a one-file run asks this of a few functions; `callers` resolves every call
-        of the project)."""
+        of the project, and the two give the same calls, in the same order; this adds the calls through
+        forwarding wrappers)."""
         found = self._callers_of.get(ref)
         if found is None:
             if "callers" in self.__dict__:
