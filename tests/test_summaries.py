@@ -1484,12 +1484,12 @@ from replay import replay_inputs
 class {trainer}:
     def __init__(self, samples):
         self.{attr} = {cls}(samples)
+        {init}
 
-    def {fit}(self, samples, cu_seqlens, max_len):
+    def {fit}({me}, samples, cu_seqlens, max_len):
         out = []
-        {ds}
-        loader = DataLoader({given}, batch_size=4, collate_fn={collate})
-        for {target} in loader:
+        {built}
+        for {target} in {looped}:
             {record}
             out.append(replay_inputs(batch, cu_seqlens, max_len))
         return out
@@ -1512,34 +1512,46 @@ _ITEMS_GIVEN = {
     "a local": ("ds = {cls}(samples)", "ds"),
     "dataset=": ("ds = {cls}(samples)", "dataset=ds"),
     "built in the call": ("pass", "{cls}(samples)"),
-    "an attribute": ("pass", "self.{attr}"),
+    "an attribute": ("pass", "{recv}.{attr}"),
+}
+_ITEMS_BUILT = {
+    "in the looping method": ("pass", "{ds}\n        loader = DataLoader({given}, batch_size=4, collate_fn={collate})",
+                              "loader", "{me}"),
+    "in __init__, looped in another method": (
+        "{ds}\n        self.loader = DataLoader({given}, batch_size=4, collate_fn={collate})", "pass", "{me}.loader",
+        "self"),
 }
 _ITEMS_NAMES = {
     "as a trainer names them": dict(place="routing_tensor", cls="RoutingDataset", local="routing", collate="collate_fn",
                                     items="batch", trainer="Trainer", attr="dataset", fit="train_epoch",
-                                    field="routing"),
+                                    field="routing", me="self"),
     "renamed": dict(place="lay", cls="Rows", local="r", collate="merge", items="xs", trainer="Loop", attr="src",
-                    fit="go", field="experts"),
+                    fit="go", field="experts", me="this"),
 }
 
 
+
 @pytest.mark.parametrize("names", list(_ITEMS_NAMES), ids=list(_ITEMS_NAMES))
+@pytest.mark.parametrize("built", list(_ITEMS_BUILT), ids=list(_ITEMS_BUILT))
 @pytest.mark.parametrize("given", list(_ITEMS_GIVEN), ids=list(_ITEMS_GIVEN))
 @pytest.mark.parametrize("record", list(_ITEMS_RECORDS), ids=list(_ITEMS_RECORDS))
 def test_a_datasets_items_reach_the_collate_functions_parameter(tmp_path: Path, record: str, given: str,
-                                                                  names: str) -> None:
+                                                                  built: str, names: str) -> None:
     """`DataLoader(ds, collate_fn=f)` calls `f` on a list of `ds.__getitem__` results: the rows the
     dataset's items place at the end of each row reach `f`'s parameter's entries, and what `f` returns for
     them reaches the loop over the loader. Stored as a record's field (in `f`, or in the loop from `f`'s
     element) and read from each row's start in another module: pad-sides-disagree, at the placement (its
     parameter traced to the items) or at the loop's store. The dataset a local, `dataset=`, built in the
-    loader's call, or an attribute stored in `__init__`; renamed (the field too), the same. Placed at the
-    row's start, silent."""
+    loader's call, or an attribute stored in `__init__`; the loader built in the looping method, or stored
+    in `__init__` and looped over in another method (whose receiver has another name); renamed (the field
+    too), the same. Placed at the row's start, silent."""
     spelled = _ITEMS_NAMES[names]
     body, target, stored, (where, at) = _ITEMS_RECORDS[record]
-    made, loader = (text.format(**spelled) for text in _ITEMS_GIVEN[given])
-    files = {name: text.format(body=body.format(**spelled), target=target, record=stored.format(**spelled), ds=made,
-                               given=loader, **spelled)
+    init, inline, looped, recv = _ITEMS_BUILT[built]
+    made, loader = (text.format(recv=recv.format(**spelled), **spelled) for text in _ITEMS_GIVEN[given])
+    init, inline, looped = (text.format(ds=made, given=loader, **spelled) for text in (init, inline, looped))
+    files = {name: text.format(body=body.format(**spelled), target=target, record=stored.format(**spelled), init=init,
+                               built=inline, looped=looped, **spelled)
              for name, text in _ITEMS_FILES.items()}
     files["replay.py"] = (_PAD_SIDES / "replay.py").read_text().replace('"routing"', f'"{spelled["field"]}"')
     line = next(i for i, text in enumerate(files[where].splitlines(), 1) if at in text)

@@ -113,6 +113,8 @@ COLLATE_FOR = "layoutcheck_collate_for_"
 """The keyword a call that passes a DataLoader given ``collate_fn=f`` gets beside it: ``f(loader)``, named
 by the position (``layoutcheck_collate_at_0``) or the keyword (``layoutcheck_collate_for_loader``) the
 loader is passed at. No parameter takes it; the project reads the collate function from it."""
+_ITEMS_AT = "layoutcheck_items_at"
+"""The attribute `_loader_loops` sets on a loop over a loader another method built: its dataset's item."""
 ITEMS = "layoutcheck_items"
 DATASET = "layoutcheck_dataset"
 """The keyword a ``DataLoader(ds, collate_fn=f)`` gets, holding ``f([ds.__getitem__(0)])`` (`_hand_items_to_collate`),
@@ -469,17 +471,22 @@ def _loader_loops(tree: ast.Module) -> list[tuple[ast.For, ast.expr, int]]:
     classes, functions, loaders = _loader_scopes(tree)
     methods = {id(f): c for c in classes for f in c.body if isinstance(f, _FUNCTIONS)}
     by_attr: dict[tuple[int, str], ast.expr] = {}
+    items: dict[tuple[int, str], tuple[ast.Call, str | None, dict[str, ast.Call]]] = {}
+    """The DataLoader stored in each attribute, with the receiver of the method storing it and that method's
+    locals bound once to a call."""
     for cls in classes:
         for method in cls.body:
             if not isinstance(method, _FUNCTIONS) or not _spans(method, loaders):
                 continue  # (a method building no DataLoader stores none)
             me = _instance(method)
+            built = _built_once(method)
             for node in own_nodes(method):
                 if isinstance(node, ast.Assign) and len(node.targets) == 1:
                     target, collate = node.targets[0], _is_loader(node.value)
                     if collate is not None and isinstance(target, ast.Attribute) \
                             and isinstance(target.value, ast.Name) and target.value.id == me:
                         by_attr[(id(cls), target.attr)] = collate
+                        items[(id(cls), target.attr)] = (node.value, me, built)  # type: ignore[assignment]
     stored_in = {key for key, _ in by_attr}
     # the module's own statements too: a script's top level is code like a function's
     for function in (tree, *functions):
@@ -499,6 +506,13 @@ def _loader_loops(tree: ast.Module) -> list[tuple[ast.For, ast.expr, int]]:
             if collate is None and cls is not None and isinstance(source, ast.Attribute) and isinstance(source.value, ast.Name) \
                     and source.value.id == me:
                 collate = by_attr.get((id(cls), source.attr))
+                if collate is not None:
+                    # the loop is in another method than the loader's call: its batches are the collate
+                    # function's result on the dataset's items, spelt here (`_read_batches_through_collate`)
+                    loader, stored_by, built = items[(id(cls), source.attr)]
+                    item = _dataset_item(loader, stored_by, me, built)
+                    if item is not None:
+                        setattr(node, _ITEMS_AT, item)
             if collate is not None:
                 out.append((node, collate, at))
     return out
@@ -542,7 +556,10 @@ def _read_batches_through_collate(tree: ast.Module, loops: list[tuple[ast.For, a
             loop.target.elts[at] = fresh  # type: ignore[attr-defined]
         else:
             loop.target = fresh
-        samples = ast.copy_location(ast.Name(id=fresh.id, ctx=ast.Load()), batch)
+        samples: ast.expr = ast.copy_location(ast.Name(id=fresh.id, ctx=ast.Load()), batch)
+        item = getattr(loop, _ITEMS_AT, None)
+        if item is not None:  # the loader built in another method: its dataset's items, spelt here
+            samples = ast.List(elts=[item], ctx=ast.Load())
         if isinstance(collate, ast.Call) and isinstance(collate.func, ast.Name) and collate.func.id == BATCHES_BUILT:
             call = ast.Call(func=collate.func, args=[samples], keywords=collate.keywords)
         elif isinstance(collate, ast.Call):  # partial(g, a, k=v): g(a, samples, k=v)
@@ -990,19 +1007,63 @@ def _collate_call(collate: ast.expr, samples: ast.expr) -> ast.Call:
     return ast.Call(func=copy.deepcopy(collate), args=[samples], keywords=[])
 
 
-def _dataset_item(dataset: ast.expr) -> ast.Call | None:
-    """One item of ``dataset`` as the loader's sampler gets it, ``dataset[i]``, written as the call of its
-    ``__getitem__`` the project resolves through the instance's class: ``ds.__getitem__(0)`` for a local or
-    an attribute (``self.buffer``), ``Pairs.__getitem__(layoutcheck_dataset, 0)`` for a dataset built in
-    the call (``DataLoader(Pairs(rows), ...)``: the constructor is not called twice). None otherwise."""
+def _built_once(function: ast.AST) -> dict[str, ast.Call]:
+    """The locals of ``function`` stored once, by ``x = f(...)`` (one target): name -> that call."""
+    stores: dict[str, int] = {}
+    found: dict[str, ast.Call] = {}
+    for node in own_nodes(function):
+        if isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign, ast.For, ast.AsyncFor, ast.With,
+                             ast.AsyncWith, ast.NamedExpr)):
+            targets = node.targets if isinstance(node, ast.Assign) else \
+                [i.optional_vars for i in node.items if i.optional_vars is not None] \
+                if isinstance(node, (ast.With, ast.AsyncWith)) else [node.target]
+            for target in targets:
+                for name in ast.walk(target):
+                    if isinstance(name, ast.Name):
+                        stores[name.id] = stores.get(name.id, 0) + 1
+            if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name) \
+                    and isinstance(node.value, ast.Call):
+                found[node.targets[0].id] = node.value
+    return {name: call for name, call in found.items() if stores.get(name) == 1}
+
+
+def _dataset_item(loader: ast.Call, stored_by: str | None = None, here: str | None = None,
+                  built: dict[str, ast.Call] | None = None) -> ast.Call | None:
+    """One item of the dataset of ``loader`` (``DataLoader(ds, ...)``, ``dataset=ds``) as the loader's sampler
+    gets it, ``ds[i]``, written as the call of its ``__getitem__`` the project resolves through the
+    instance's class: ``ds.__getitem__(0)`` for a local or an attribute (``self.buffer``),
+    ``Pairs.__getitem__(layoutcheck_dataset, 0)`` for a dataset built in the call (``DataLoader(Pairs(rows),
+    ...)``: the constructor is not called twice). Spelt in another method than the loader's (``stored_by``,
+    the receiver of the method that built it; ``here``, the receiver of the one it is spelt in): only an
+    attribute of the receiver, a dataset built in the call, or a local of that method stored once by a call
+    (``built``: ``ds = Pairs(rows)``, read as built in the call) means the same there. None otherwise."""
+    given = [a for a in loader.args[:1] if not isinstance(a, ast.Starred)]
+    given += [k.value for k in loader.keywords if k.arg == "dataset"]
+    if not given:
+        return None
+    dataset = given[0]
+    if stored_by is not None and isinstance(dataset, ast.Name) and built and dataset.id in built:
+        dataset = built[dataset.id]
+    made = isinstance(dataset, ast.Call)
+    named = dataset.func if made else dataset  # type: ignore[attr-defined]
+    if dotted(named) is None:
+        return None
+    named = copy.deepcopy(named)
+    if stored_by is not None:  # `self.ds` built in `__init__`, spelt with the looping method's receiver
+        root = named
+        while isinstance(root, ast.Attribute):
+            root = root.value
+        if root is named and not made:
+            return None  # a local of the method that built the loader
+        if root.id == stored_by and here is not None:  # type: ignore[attr-defined]
+            root.id = here  # type: ignore[attr-defined]
+        elif not made:
+            return None
     index = ast.Constant(value=0)
-    if dotted(dataset) is not None:  # `ds`, `self.buffer`
-        return ast.Call(func=ast.Attribute(value=copy.deepcopy(dataset), attr="__getitem__", ctx=ast.Load()),
-                        args=[index], keywords=[])
-    if isinstance(dataset, ast.Call) and dotted(dataset.func) is not None:
-        return ast.Call(func=ast.Attribute(value=copy.deepcopy(dataset.func), attr="__getitem__", ctx=ast.Load()),
-                        args=[ast.Name(id=DATASET, ctx=ast.Load()), index], keywords=[])
-    return None
+    method = ast.Attribute(value=named, attr="__getitem__", ctx=ast.Load())
+    if made:
+        return ast.Call(func=method, args=[ast.Name(id=DATASET, ctx=ast.Load()), index], keywords=[])
+    return ast.Call(func=method, args=[index], keywords=[])
 
 
 def _hand_items_to_collate(tree: ast.Module) -> None:
@@ -1016,15 +1077,14 @@ def _hand_items_to_collate(tree: ast.Module) -> None:
         collate = _is_loader(node)
         if collate is None:
             continue
-        given = [a for a in node.args[:1] if not isinstance(a, ast.Starred)]  # type: ignore[attr-defined]
-        given += [k.value for k in node.keywords if k.arg == "dataset"]  # type: ignore[attr-defined]
-        item = _dataset_item(given[0]) if given else None
+        item = _dataset_item(node)  # type: ignore[arg-type]
         if item is None:
             continue
+        at = node.args[0] if node.args else next(k.value for k in node.keywords if k.arg == "dataset")  # type: ignore[attr-defined]
         made = _collate_call(collate, ast.List(elts=[item], ctx=ast.Load()))
         for part in ast.walk(made):  # the whole call stands on the dataset's argument
-            ast.copy_location(part, given[0])
-        node.keywords.append(ast.copy_location(ast.keyword(arg=ITEMS, value=made), given[0]))  # type: ignore[attr-defined]
+            ast.copy_location(part, at)
+        node.keywords.append(ast.copy_location(ast.keyword(arg=ITEMS, value=made), at))  # type: ignore[attr-defined]
     forget_nodes(tree)
 
 
