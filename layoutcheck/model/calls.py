@@ -1085,7 +1085,7 @@ def _hand_items_to_collate(tree: ast.Module) -> None:
         for part in ast.walk(made):  # the whole call stands on the dataset's argument
             ast.copy_location(part, at)
         node.keywords.append(ast.copy_location(ast.keyword(arg=ITEMS, value=made), at))  # type: ignore[attr-defined]
-    forget_nodes(tree)
+    forget_nodes(tree)  # listed here before the calls were added, and maybe before earlier stages' rewrites
 
 
 def _hand_collate_on(tree: ast.Module) -> None:
