@@ -15,7 +15,8 @@ this holds them to it on whole trees (no configuration, every file's facts extra
   every call resolved gives;
 * with every file's facts as a one-file run reads them from the cache (calls pending), the functions
   calling given names (`ProjectGraph.functions_with_calls`) and every ``def``'s callers
-  (`ProjectGraph.callers_of`) are those of the project with every call decoded.
+  (`ProjectGraph.callers_of`) are those of the project with every call decoded, and those every call
+  resolved gives (`ProjectGraph.callers`).
 
     PYTHONPATH=$PWD python benchmarks/demand_identity.py /tmp/pc/verl /tmp/pc/megatron /tmp/pc/slime
 
@@ -123,11 +124,15 @@ def check_tree(root: str) -> list[str]:
     refs = [ref for ref, _ in project.defs() if ref[1]]
     reached = 0
     decoded = _again(project)  # every call decoded: `callers_of` reads them as a fresh run does
+    every = _again(project)
+    every.callers  # noqa: B018 - every call resolved first: `callers_of` then reads it
     for ref in refs:
         expected_callers = decoded.callers_of(ref)
         reached += bool(expected_callers)
         if cached.callers_of(ref) != expected_callers:
             diffs.append(f"callers of {project.label(ref)} differ")
+        if every.callers_of(ref) != expected_callers:
+            diffs.append(f"callers of {project.label(ref)} by name differ from every call resolved")
     print(f"{root}: {files} files, {len(padded)} padded fields, {len(inputs)} owner inputs, {placed} rolled pieces, "
           f"{pads} pads, {asked} parameters ({answered} list slots), {len(names)} call names, {len(refs)} defs "
           f"({reached} called): {len(diffs)} differences ({time.perf_counter() - start:.0f} s)", flush=True)

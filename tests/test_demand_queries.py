@@ -153,6 +153,19 @@ def test_callers_of_cached_facts_are_the_decoded_callers(projects) -> None:
     assert reached > 50, "few calls reach a def of the fixtures: the test checks little"
 
 
+def test_callers_of_by_name_are_the_callers_every_call_resolved_finds(projects) -> None:
+    """`ProjectGraph.callers_of` resolves only the calls spelt with a name that can reach a ``def``
+    (`target_names`); `ProjectGraph.callers` resolves every call. They give the same calls in the same
+    order (tests/test_summaries.py holds the spellings that once differed: `Base.__init__(self, ...)`, a
+    package's alias of a ``def``)."""
+    for name, project in projects:
+        refs = [ref for ref, _ in project.defs() if ref[1]]
+        by_name = _again(project)
+        every = _again(project)
+        every.callers  # noqa: B018 - every call resolved first: `callers_of` then reads it
+        assert {ref: by_name.callers_of(ref) for ref in refs} == {ref: every.callers_of(ref) for ref in refs}, name
+
+
 def test_list_slots_resolving_only_calls_that_can_answer_are_those_of_every_call(projects) -> None:
     """`Spaces.list_slot` resolves only the calls that pass a list's entries and are spelt with the name
     of a ``def`` with slots; the answer is the one every call of the function resolved gives (the

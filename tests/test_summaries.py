@@ -8,6 +8,7 @@ another, written the ways trainers write them.
 from __future__ import annotations
 
 import ast
+import contextlib
 import textwrap
 from pathlib import Path
 
@@ -20,6 +21,7 @@ from layoutcheck.lint.runner import run
 from layoutcheck.lint.selection import SelectionOverrides
 from layoutcheck.lint.settings import LintSettings
 from layoutcheck.model.calls import read_calls_through
+from layoutcheck.model.project import FileModel, Project
 from linttree import lint_files
 
 _HELPER = '''
@@ -1227,6 +1229,13 @@ _BUFFER_CASES = {
         "self.{attr} = {buffer}(micro_train_batch_size, buffer_limit)",
         ("dataloader = self.strategy.{setup}(self.{attr}, 1, True, True, self.{attr}.{collate})\n"
          "        pbar = tqdm(dataloader)"), "for ids, mask, sizes in pbar:", True),
+    "a helper held in a local of __init__, then stored": (
+        "buf = {buffer}(micro_train_batch_size, buffer_limit)\n        self.{attr} = buf", _DIRECT, _FOR, True),
+    "a local from a function returning the class, then stored": (
+        "buf = {make}(micro_train_batch_size, buffer_limit)\n        self.{attr} = buf", _DIRECT, _FOR, True),
+    "a local stored, then rebound": (
+        "buf = {buffer}(micro_train_batch_size, buffer_limit)\n        self.{attr} = buf\n        buf = None",
+        _DIRECT, _FOR, False),
     "the attribute stored as two classes": (
         ("self.{attr} = {buffer}(micro_train_batch_size, buffer_limit)\n\n    def reset(self):\n"
          "        self.{attr} = {other}(1)"), _DIRECT, _FOR, False),
@@ -1364,3 +1373,277 @@ def test_an_attribute_a_base_stores_reaches_its_classs_method_from_a_subclass() 
                        ("Derived.step", "self.made.fill"): "Buffer.fill",
                        ("Derived.step", "self.either.fill"): None,
                        ("Shadowing.step", "self.buffer.fill"): "Other.fill"}
+
+
+_HOLDERS = {
+    "a base's constructor called through its class": (
+        "class {base}:\n"
+        "    def __init__(self, sample, {param}):\n"
+        "        if {param} is not None:\n"
+        "            sample[\"routing\"] = {param}\n"
+        "        self.sample = sample\n\n\n"
+        "class {sub}({base}):\n"
+        "    def __init__(self, sample, {param}):\n"
+        "        {base}.__init__(self, sample, {param})\n",
+        "{sub}(sample, routing)\n    return sample"),
+    "a function a package re-exports under another name": (
+        "def {helper}(sample, {param}):\n"
+        "    if {param} is not None:\n"
+        "        sample[\"routing\"] = {param}\n"
+        "    return sample\n",
+        "{alias}(sample, routing)"),
+}
+"""The helper that stores its parameter as the record's `routing` field (`_PAD_SIDES`), reached as Python
+reaches it: a subclass's constructor that calls its base's by hand (`Worker.__init__(self, ...)`, as verl's
+workers do), or a name a package's ``__init__`` re-exports it under (``from .gpu import attn_v2 as attn``,
+as xtuner's ops do)."""
+_HOLDER_NAMES = {
+    "as verl and xtuner name them": dict(base="Worker", sub="ActorRolloutRefWorker", helper="attach_routing_v2",
+                                         alias="attach_routing", param="routing"),
+    "renamed": dict(base="Keep", sub="Held", helper="put_b", alias="put", param="rows"),
+}
+
+
+@pytest.mark.parametrize("names", list(_HOLDER_NAMES), ids=list(_HOLDER_NAMES))
+@pytest.mark.parametrize("holder", list(_HOLDERS), ids=list(_HOLDERS))
+def test_a_call_spelt_with_another_name_than_the_defs_reaches_its_parameters(
+        tmp_path: Path, holder: str, names: str) -> None:
+    """`ProjectGraph.callers_of` (the calls of one ``def``, found by the names a call can spell it with) finds
+    what `ProjectGraph.callers` (every call resolved) finds: a base's ``__init__`` called as
+    `Base.__init__(self, ...)`, and a function called by a package's alias of it. The helper's parameter then
+    holds the left-placed rows its caller passes, and they meet the reader of each row's start:
+    pad-sides-disagree where they are placed. Renamed, the same."""
+    spelled = _HOLDER_NAMES[names]
+    helper, call = (text.format(**spelled) for text in _HOLDERS[holder])
+    rollout = (_PAD_SIDES / "rollout.py").read_text()
+    direct = "    return attach_routing(sample, routing)"
+    assert direct in rollout
+    rollout = rollout.replace(direct, f"    return {call}")
+    helper_at = "from pkg.store import {sub}\n" if "class" in helper else "from pkg import {alias}\n"
+    rollout = helper_at.format(**spelled) + rollout.replace("def attach_routing", "def _unused_attach")
+    placed = next(i for i, line in enumerate(rollout.splitlines(), 1) if "expect: pad-sides-disagree" in line)
+    files = {"replay.py": (_PAD_SIDES / "replay.py").read_text(), "rollout.py": rollout, "pkg/store.py": helper,
+             # a package that only re-exports: the prefilter clears it, its aliases still read (`scan_aliases`)
+             "pkg/__init__.py": "" if "class" in helper else "from .store import {helper} as {alias}\n".format(**spelled)}
+    assert _lint(tmp_path, files) == [("rollout.py", placed, "pad-sides-disagree")]
+    with contextlib.chdir(tmp_path):
+        project = run(["."], use_cache=False, keep_project=True).project
+    by_name = {ref: project.callers_of(ref) for ref, _ in project.defs() if ref[1]}
+    every = _again(project)
+    every.callers  # noqa: B018 - every call resolved first: `callers_of` then reads it
+    assert by_name == {ref: every.callers_of(ref) for ref in by_name}
+    stores = "{base}.__init__" if "class" in helper else "{helper}"
+    store = next(ref for ref in by_name if project.signature(ref).qualname == stores.format(**spelled))
+    assert len(by_name[store]) == 1, by_name[store]
+
+
+def _again(project: Project) -> Project:
+    """The same files' facts as a new project, nothing computed yet."""
+    return Project([FileModel(f.display, f.relpath, f.module, f.facts, f.checked, is_package=f.is_package)
+                    for f in project.files], project.settings)
+
+
+_ITEMS_FILES = {
+    "data.py": '''
+import torch
+from torch.utils.data import Dataset
+
+
+def {place}(choices, input_ids, attention_mask):
+    seq_len = input_ids.shape[1]
+    real = int(attention_mask.sum())
+    out = torch.zeros(1, seq_len, choices.shape[1], dtype=torch.int32)
+    start = seq_len - real
+    n = min(choices.shape[0], real)
+    out[0, start : start + n] = choices[:n]
+    return out
+
+
+class {cls}(Dataset):
+    def __init__(self, samples):
+        self.samples = samples
+
+    def __len__(self):
+        return len(self.samples)
+
+    def __getitem__(self, idx):
+        sample = self.samples[idx]
+        {local} = {place}(sample["choices"], sample["input_ids"], sample["attention_mask"])
+        return sample["input_ids"], {local}
+
+
+def {collate}({items}):
+{body}
+''',
+    "train.py": '''
+from torch.utils.data import DataLoader
+from data import {cls}, {collate}
+from replay import replay_inputs
+
+
+class {trainer}:
+    def __init__(self, samples):
+        self.{attr} = {cls}(samples)
+        {init}
+
+    def {fit}({me}, samples, cu_seqlens, max_len):
+        out = []
+        {built}
+        for {target} in {looped}:
+            {record}
+            out.append(replay_inputs(batch, cu_seqlens, max_len))
+        return out
+''',
+}
+"""A Dataset whose ``__getitem__`` returns each sample's router choices placed at the end of the row (left
+padding, `_PAD_SIDES`'s placement), a collate function over a list of its items, and a trainer that loops
+over ``DataLoader(<the dataset>, collate_fn=<it>)`` and hands each batch to the reader of each row's start
+(`_PAD_SIDES`'s ``replay.py``)."""
+_ITEMS_RECORDS = {
+    "the collate function fills the record": (
+        "    out = {{}}\n    out[\"input_ids\"] = torch.cat([it[0] for it in {items}])\n"
+        "    out[\"{field}\"] = torch.cat([it[1] for it in {items}])\n    return out",
+        "batch", "pass", ("data.py", "out[0, start : start + n] = choices[:n]")),
+    "the loop stores the collate function's element": (
+        "    return torch.cat([it[0] for it in {items}]), torch.cat([it[1] for it in {items}])",
+        "ids, rows", 'batch = {{"input_ids": ids, "{field}": rows}}', ("train.py", "batch = {")),
+}
+_ITEMS_GIVEN = {
+    "a local": ("ds = {cls}(samples)", "ds"),
+    "dataset=": ("ds = {cls}(samples)", "dataset=ds"),
+    "built in the call": ("pass", "{cls}(samples)"),
+    "an attribute": ("pass", "{recv}.{attr}"),
+}
+_ITEMS_BUILT = {
+    "in the looping method": ("pass", "{ds}\n        loader = DataLoader({given}, batch_size=4, collate_fn={collate})",
+                              "loader", "{me}"),
+    "in __init__, looped in another method": (
+        "{ds}\n        self.loader = DataLoader({given}, batch_size=4, collate_fn={collate})", "pass", "{me}.loader",
+        "self"),
+}
+_ITEMS_NAMES = {
+    "as a trainer names them": dict(place="routing_tensor", cls="RoutingDataset", local="routing", collate="collate_fn",
+                                    items="batch", trainer="Trainer", attr="dataset", fit="train_epoch",
+                                    field="routing", me="self"),
+    "renamed": dict(place="lay", cls="Rows", local="r", collate="merge", items="xs", trainer="Loop", attr="src",
+                    fit="go", field="experts", me="this"),
+}
+
+
+
+@pytest.mark.parametrize("names", list(_ITEMS_NAMES), ids=list(_ITEMS_NAMES))
+@pytest.mark.parametrize("built", list(_ITEMS_BUILT), ids=list(_ITEMS_BUILT))
+@pytest.mark.parametrize("given", list(_ITEMS_GIVEN), ids=list(_ITEMS_GIVEN))
+@pytest.mark.parametrize("record", list(_ITEMS_RECORDS), ids=list(_ITEMS_RECORDS))
+def test_a_datasets_items_reach_the_collate_functions_parameter(tmp_path: Path, record: str, given: str,
+                                                                  built: str, names: str) -> None:
+    """`DataLoader(ds, collate_fn=f)` calls `f` on a list of `ds.__getitem__` results: the rows the
+    dataset's items place at the end of each row reach `f`'s parameter's entries, and what `f` returns for
+    them reaches the loop over the loader. Stored as a record's field (in `f`, or in the loop from `f`'s
+    element) and read from each row's start in another module: pad-sides-disagree, at the placement (its
+    parameter traced to the items) or at the loop's store. The dataset a local, `dataset=`, built in the
+    loader's call, or an attribute stored in `__init__`; the loader built in the looping method, or stored
+    in `__init__` and looped over in another method (whose receiver has another name); renamed (the field
+    too), the same. Placed at the row's start, silent."""
+    spelled = _ITEMS_NAMES[names]
+    body, target, stored, (where, at) = _ITEMS_RECORDS[record]
+    init, inline, looped, recv = _ITEMS_BUILT[built]
+    made, loader = (text.format(recv=recv.format(**spelled), **spelled) for text in _ITEMS_GIVEN[given])
+    init, inline, looped = (text.format(ds=made, given=loader, **spelled) for text in (init, inline, looped))
+    files = {name: text.format(body=body.format(**spelled), target=target, record=stored.format(**spelled), init=init,
+                               built=inline, looped=looped, **spelled)
+             for name, text in _ITEMS_FILES.items()}
+    files["replay.py"] = (_PAD_SIDES / "replay.py").read_text().replace('"routing"', f'"{spelled["field"]}"')
+    line = next(i for i, text in enumerate(files[where].splitlines(), 1) if at in text)
+    assert _lint(tmp_path, files) == [(where, line, "pad-sides-disagree")]
+    files["data.py"] = files["data.py"].replace("start = seq_len - real", "start = 0")  # placed at the start: silent
+    assert _lint(tmp_path / "right", files) == []
+
+
+_OUTSIDE = {
+    "built and stored in a builder": '''
+from ppo_actor import {trainer}
+from replay_buffer import {buffer}
+
+
+def build(micro_train_batch_size, buffer_limit):
+    actor = {trainer}(micro_train_batch_size, buffer_limit)
+    actor.{attr} = {buffer}(micro_train_batch_size, buffer_limit)
+    return actor.{train}()
+''',
+    "a helper held in a local, then stored": '''
+from ppo_actor import {trainer}
+from replay_buffer import {make}
+
+
+def build(micro_train_batch_size, buffer_limit):
+    actor = {trainer}(micro_train_batch_size, buffer_limit)
+    buf = {make}(micro_train_batch_size, buffer_limit)
+    actor.{attr} = buf
+    return actor.{train}()
+''',
+    "stored into an annotated parameter": '''
+from ppo_actor import {trainer}
+from replay_buffer import {buffer}
+
+
+def attach(actor: {trainer}, micro_train_batch_size, buffer_limit):
+    actor.{attr} = {buffer}(micro_train_batch_size, buffer_limit)
+    return actor
+''',
+}
+"""`_BUFFER_FILES`' trainer, its replay buffer stored from another module onto an instance a local (or an
+annotated parameter) holds, not in the trainer's own methods."""
+
+
+@pytest.mark.parametrize("names", list(_BUFFER_NAMES), ids=list(_BUFFER_NAMES))
+@pytest.mark.parametrize("outside", list(_OUTSIDE), ids=list(_OUTSIDE))
+@pytest.mark.parametrize("other", [False, True], ids=["one class stored", "another class stored elsewhere too"])
+def test_an_attribute_stored_from_outside_its_class_reaches_that_classs_methods(
+        tmp_path: Path, other: bool, outside: str, names: str) -> None:
+    """`actor = ActorPPOTrainer(...)`, then `actor.replay_buffer = NaiveReplayBuffer(...)` in another module
+    (or a local holding one, or a parameter annotated with the trainer's class): the trainer's
+    `DataLoader(self.replay_buffer, collate_fn=self.replay_buffer.collate_fn)` reaches the buffer's collate
+    method, whose rows, padded on the left, reach the method that reads each row's start:
+    pad-sides-disagree, as when `__init__` stores it. Another module storing another class there too
+    leaves the attribute unknown (silent). Renamed, the same."""
+    spelled = _BUFFER_NAMES[names]
+    given = dict(spelled, side="", stored="self.size = micro_train_batch_size", loader=_DIRECT.format(**spelled),
+                 loop=_FOR)
+    files = {name: text.format(**given) for name, text in _BUFFER_FILES.items()}
+    files["main.py"] = _OUTSIDE[outside].format(**spelled)
+    if other:
+        files["reset.py"] = (f"from ppo_actor import {spelled['trainer']}\nfrom replay_buffer import {spelled['other']}"
+                             f"\n\n\ndef reset(n):\n    actor = {spelled['trainer']}(n, 0)\n"
+                             f"    actor.{spelled['attr']} = {spelled['other']}(n)\n    return actor\n")
+    called = next(i for i, line in enumerate(files["replay_buffer.py"].splitlines(), 1) if "good = " in line)
+    assert _lint(tmp_path, files) == ([] if other else [("replay_buffer.py", called, "pad-sides-disagree")])
+
+
+def test_attributes_stored_from_outside_are_summarised_only_on_instances_a_local_holds() -> None:
+    """`FileFacts.instances`' outside stores: a store into a local's instance (`t = Trainer(); t.buffer =
+    Buffer()`, or a local holding one, `t.pool = buf`) is kept with the instance's callee, a value that is
+    no call, or a tuple's target, as ``""`` (no one class); a store into a parameter that is not annotated
+    (`args.lr = ...`) or into a local bound twice is left out."""
+    from layoutcheck.model.origins import origins_and_instances
+
+    source = textwrap.dedent('''
+        from data import Buffer, Trainer
+
+
+        def build(args, n):
+            t = Trainer(n)
+            t.buffer = Buffer(n)
+            buf = Buffer(n)
+            t.pool = buf
+            t.size = n
+            t.a, t.b = Buffer(n), 1
+            args.lr = Buffer(n)
+            u = Trainer(n)
+            u = Trainer(n + 1) if n else None
+            u.buffer = Buffer(n)
+            return t
+    ''')
+    assert origins_and_instances(ast.parse(source))[1][4] == (
+        ("data.Trainer", "a", ""), ("data.Trainer", "b", ""), ("data.Trainer", "buffer", "data.Buffer"),
+        ("data.Trainer", "pool", "data.Buffer"), ("data.Trainer", "size", ""))

@@ -152,7 +152,7 @@ def file_facts(
     from layoutcheck.model.calls import may_assign_methods
     from layoutcheck.model.extract import extract
     from layoutcheck.model.facts import FileFacts, Function
-    from layoutcheck.model.imports import scan_imports
+    from layoutcheck.model.imports import scan_aliases, scan_imports
     from layoutcheck.model.vocabulary import vocabulary
 
     model_rules = _model_rules(rules)
@@ -169,7 +169,8 @@ def file_facts(
                 symtable.symtable(source, "<file>", "exec")
         except (SyntaxError, ValueError, RecursionError, MemoryError):
             return extract(source, settings)  # for the error's wording and place
-    return FileFacts(functions=[Function("<module>", (1, 1, 1, 1))], imported=scan_imports(source))
+    return FileFacts(functions=[Function("<module>", (1, 1, 1, 1))], imported=scan_imports(source),
+                     imports=scan_aliases(source))
 
 
 _DEMAND_ROUNDS = 4

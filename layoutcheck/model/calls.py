@@ -34,7 +34,8 @@ lands where it would in the source):
   passes such a loader carries ``f``'s result beside it (`COLLATE_AT` /
   `COLLATE_FOR`), and a loop over ``self.x`` stored from the constructor's
   parameter ``p`` binds ``layoutcheck_batches_of_p(b)`` (`BATCHES_OF`), which the
-  project resolves to ``f``;
+  project resolves to ``f``. The loader's call itself gets ``f([ds.__getitem__(0)])``
+  beside it (`ITEMS`): ``f`` is called on a list of the dataset's items;
 * **a function assigned onto a class**: ``Cls.name = f`` at module level (``Cls``
   and ``f`` the module's own), then ``self.name(x)`` in a method of ``Cls``: the
   call is ``f(self, x)``. Assignments onto a class of another module (``mod.Cls.name
@@ -73,7 +74,8 @@ from layoutcheck.model.syntax import (
 )
 
 __all__ = [
-    "BATCHES_BUILT", "BATCHES_OF", "COLLATE_AT", "COLLATE_FOR", "LOADER_GIVEN", "may_assign_methods", "methods_assigned",
+    "BATCHES_BUILT", "BATCHES_OF", "COLLATE_AT", "COLLATE_FOR", "DATASET", "ITEMS", "LOADER_GIVEN", "may_assign_methods",
+    "methods_assigned",
     "read_calls_through", "returned_tuple", "rewrite_calls",
 ]
 
@@ -111,6 +113,12 @@ COLLATE_FOR = "layoutcheck_collate_for_"
 """The keyword a call that passes a DataLoader given ``collate_fn=f`` gets beside it: ``f(loader)``, named
 by the position (``layoutcheck_collate_at_0``) or the keyword (``layoutcheck_collate_for_loader``) the
 loader is passed at. No parameter takes it; the project reads the collate function from it."""
+_ITEMS_AT = "layoutcheck_items_at"
+"""The attribute `_loader_loops` sets on a loop over a loader another method built: its dataset's item."""
+ITEMS = "layoutcheck_items"
+DATASET = "layoutcheck_dataset"
+"""The keyword a ``DataLoader(ds, collate_fn=f)`` gets, holding ``f([ds.__getitem__(0)])`` (`_hand_items_to_collate`),
+and the name that stands for a dataset built in the loader's call (``DataLoader(Pairs(rows), ...)``)."""
 _BUILTIN_NAMES = frozenset(dir(builtins))
 _LIBRARY_HEADS = frozenset({"torch", "F", "nn", "np", "numpy", "math", "itertools", "functools", "random", "os",
                             "json", "re", "dist", "collections", "operator"})
@@ -153,6 +161,7 @@ def rewrite_calls(tree: ast.Module, source: str) -> tuple[ast.Module, bool]:
         changed = True
     if "collate_fn" in source and "DataLoader" in source:
         _hand_collate_on(tree)
+        _hand_items_to_collate(tree)
         changed = True
     if "(*" in source or "**" in source:
         forwarders = _forwarders(tree)
@@ -462,17 +471,22 @@ def _loader_loops(tree: ast.Module) -> list[tuple[ast.For, ast.expr, int]]:
     classes, functions, loaders = _loader_scopes(tree)
     methods = {id(f): c for c in classes for f in c.body if isinstance(f, _FUNCTIONS)}
     by_attr: dict[tuple[int, str], ast.expr] = {}
+    items: dict[tuple[int, str], tuple[ast.Call, str | None, dict[str, ast.Call]]] = {}
+    """The DataLoader stored in each attribute, with the receiver of the method storing it and that method's
+    locals bound once to a call."""
     for cls in classes:
         for method in cls.body:
             if not isinstance(method, _FUNCTIONS) or not _spans(method, loaders):
                 continue  # (a method building no DataLoader stores none)
             me = _instance(method)
+            built = _built_once(method)
             for node in own_nodes(method):
                 if isinstance(node, ast.Assign) and len(node.targets) == 1:
                     target, collate = node.targets[0], _is_loader(node.value)
                     if collate is not None and isinstance(target, ast.Attribute) \
                             and isinstance(target.value, ast.Name) and target.value.id == me:
                         by_attr[(id(cls), target.attr)] = collate
+                        items[(id(cls), target.attr)] = (node.value, me, built)  # type: ignore[assignment]
     stored_in = {key for key, _ in by_attr}
     # the module's own statements too: a script's top level is code like a function's
     for function in (tree, *functions):
@@ -492,6 +506,13 @@ def _loader_loops(tree: ast.Module) -> list[tuple[ast.For, ast.expr, int]]:
             if collate is None and cls is not None and isinstance(source, ast.Attribute) and isinstance(source.value, ast.Name) \
                     and source.value.id == me:
                 collate = by_attr.get((id(cls), source.attr))
+                if collate is not None:
+                    # the loop is in another method than the loader's call: its batches are the collate
+                    # function's result on the dataset's items, spelt here (`_read_batches_through_collate`)
+                    loader, stored_by, built = items[(id(cls), source.attr)]
+                    item = _dataset_item(loader, stored_by, me, built)
+                    if item is not None:
+                        setattr(node, _ITEMS_AT, item)
             if collate is not None:
                 out.append((node, collate, at))
     return out
@@ -535,7 +556,10 @@ def _read_batches_through_collate(tree: ast.Module, loops: list[tuple[ast.For, a
             loop.target.elts[at] = fresh  # type: ignore[attr-defined]
         else:
             loop.target = fresh
-        samples = ast.copy_location(ast.Name(id=fresh.id, ctx=ast.Load()), batch)
+        samples: ast.expr = ast.copy_location(ast.Name(id=fresh.id, ctx=ast.Load()), batch)
+        item = getattr(loop, _ITEMS_AT, None)
+        if item is not None:  # the loader built in another method: its dataset's items, spelt here
+            samples = ast.List(elts=[item], ctx=ast.Load())
         if isinstance(collate, ast.Call) and isinstance(collate.func, ast.Name) and collate.func.id == BATCHES_BUILT:
             call = ast.Call(func=collate.func, args=[samples], keywords=collate.keywords)
         elif isinstance(collate, ast.Call):  # partial(g, a, k=v): g(a, samples, k=v)
@@ -981,6 +1005,87 @@ def _collate_call(collate: ast.expr, samples: ast.expr) -> ast.Call:
         return ast.Call(func=copy.deepcopy(collate.args[0]), args=[*map(copy.deepcopy, collate.args[1:]), samples],
                         keywords=[copy.deepcopy(k) for k in collate.keywords])
     return ast.Call(func=copy.deepcopy(collate), args=[samples], keywords=[])
+
+
+def _built_once(function: ast.AST) -> dict[str, ast.Call]:
+    """The locals of ``function`` stored once, by ``x = f(...)`` (one target): name -> that call."""
+    stores: dict[str, int] = {}
+    found: dict[str, ast.Call] = {}
+    for node in own_nodes(function):
+        if isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign, ast.For, ast.AsyncFor, ast.With,
+                             ast.AsyncWith, ast.NamedExpr)):
+            targets = node.targets if isinstance(node, ast.Assign) else \
+                [i.optional_vars for i in node.items if i.optional_vars is not None] \
+                if isinstance(node, (ast.With, ast.AsyncWith)) else [node.target]
+            for target in targets:
+                for name in ast.walk(target):
+                    if isinstance(name, ast.Name):
+                        stores[name.id] = stores.get(name.id, 0) + 1
+            if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name) \
+                    and isinstance(node.value, ast.Call):
+                found[node.targets[0].id] = node.value
+    return {name: call for name, call in found.items() if stores.get(name) == 1}
+
+
+def _dataset_item(loader: ast.Call, stored_by: str | None = None, here: str | None = None,
+                  built: dict[str, ast.Call] | None = None) -> ast.Call | None:
+    """One item of the dataset of ``loader`` (``DataLoader(ds, ...)``, ``dataset=ds``) as the loader's sampler
+    gets it, ``ds[i]``, written as the call of its ``__getitem__`` the project resolves through the
+    instance's class: ``ds.__getitem__(0)`` for a local or an attribute (``self.buffer``),
+    ``Pairs.__getitem__(layoutcheck_dataset, 0)`` for a dataset built in the call (``DataLoader(Pairs(rows),
+    ...)``: the constructor is not called twice). Spelt in another method than the loader's (``stored_by``,
+    the receiver of the method that built it; ``here``, the receiver of the one it is spelt in): only an
+    attribute of the receiver, a dataset built in the call, or a local of that method stored once by a call
+    (``built``: ``ds = Pairs(rows)``, read as built in the call) means the same there. None otherwise."""
+    given = [a for a in loader.args[:1] if not isinstance(a, ast.Starred)]
+    given += [k.value for k in loader.keywords if k.arg == "dataset"]
+    if not given:
+        return None
+    dataset = given[0]
+    if stored_by is not None and isinstance(dataset, ast.Name) and built and dataset.id in built:
+        dataset = built[dataset.id]
+    made = isinstance(dataset, ast.Call)
+    named = dataset.func if made else dataset  # type: ignore[attr-defined]
+    if dotted(named) is None:
+        return None
+    named = copy.deepcopy(named)
+    if stored_by is not None:  # `self.ds` built in `__init__`, spelt with the looping method's receiver
+        root = named
+        while isinstance(root, ast.Attribute):
+            root = root.value
+        if root is named and not made:
+            return None  # a local of the method that built the loader
+        if root.id == stored_by and here is not None:  # type: ignore[attr-defined]
+            root.id = here  # type: ignore[attr-defined]
+        elif not made:
+            return None
+    index = ast.Constant(value=0)
+    method = ast.Attribute(value=named, attr="__getitem__", ctx=ast.Load())
+    if made:
+        return ast.Call(func=method, args=[ast.Name(id=DATASET, ctx=ast.Load()), index], keywords=[])
+    return ast.Call(func=method, args=[index], keywords=[])
+
+
+def _hand_items_to_collate(tree: ast.Module) -> None:
+    """Each ``DataLoader(ds, collate_fn=f)`` (``dataset=ds`` too) gets the keyword `ITEMS` holding
+    ``f([ds.__getitem__(0)])`` (in place, on the dataset's position): the collate function is called on a
+    list of the dataset's items, so its parameter's entries hold what the dataset's ``__getitem__`` returns,
+    wherever the class is defined (the project resolves the call: `ProjectGraph.instance_class`,
+    `attribute_class`); the loop over the loader in the same function binds ``f``'s result, which the
+    project joins over the function's calls of ``f``, this one included."""
+    for node in nodes_of(tree, ast.Call):
+        collate = _is_loader(node)
+        if collate is None:
+            continue
+        item = _dataset_item(node)  # type: ignore[arg-type]
+        if item is None:
+            continue
+        at = node.args[0] if node.args else next(k.value for k in node.keywords if k.arg == "dataset")  # type: ignore[attr-defined]
+        made = _collate_call(collate, ast.List(elts=[item], ctx=ast.Load()))
+        for part in ast.walk(made):  # the whole call stands on the dataset's argument
+            ast.copy_location(part, at)
+        node.keywords.append(ast.copy_location(ast.keyword(arg=ITEMS, value=made), at))  # type: ignore[attr-defined]
+    forget_nodes(tree)  # listed here before the calls were added, and maybe before earlier stages' rewrites
 
 
 def _hand_collate_on(tree: ast.Module) -> None:

@@ -34,7 +34,7 @@ __all__ = [
     "element_call", "ensure_function_calls", "from_data", "functions_by_call_name", "functions_calling_names", "object_hook", "to_data",
 ]
 
-FACTS_VERSION = 28
+FACTS_VERSION = 29
 """Bumped whenever the shape or the meaning of the facts changes (cached facts are then misses)."""
 
 Span = tuple[int, int, int, int]
@@ -530,11 +530,11 @@ class FileFacts:
     (`layoutcheck.model.origins.ValueOrigins`)."""
     instances: tuple[tuple[tuple[str, str, str], ...], tuple[tuple[str, str], ...],
                      tuple[tuple[str, int, int, str, str, tuple[tuple[str, str], ...]], ...],
-                     tuple[tuple[str, str, str], ...]] = ((), (), (), ())
+                     tuple[tuple[str, str, str], ...], tuple[tuple[str, str, str], ...]] = ((), (), (), (), ())
     """Locals holding an instance of one callee's result (a class, when the project resolves it), the
     functions returning a DataLoader given a parameter as its collate function, the calls given a
-    local another call built, and a class's attributes holding an instance of one callee's result
-    (`layoutcheck.model.origins.Summaries`)."""
+    local another call built, a class's attributes holding an instance of one callee's result, and
+    attributes stored into a local's instance from outside its class (`layoutcheck.model.origins.Summaries`)."""
     side_summaries: tuple[tuple[tuple[str, str, str, str, str, str], ...], tuple[tuple[str, str], ...]] = ((), ())
     """Side switches (a pad side picked by a parameter compared with a string) and head readers (a
     parameter whose rows are read from their start, ``row[:n]``), by function

@@ -13,7 +13,7 @@ from __future__ import annotations
 import ast
 import re
 
-__all__ = ["Imports", "scan_imports"]
+__all__ = ["Imports", "scan_aliases", "scan_imports"]
 
 _IMPORT_LINE = re.compile(r"^[ \t]*(?:from[ \t]+(\.*[\w.]*)[ \t]+import[ \t]|import[ \t]+([\w., \t]+))", re.MULTILINE)
 
@@ -31,6 +31,29 @@ def scan_imports(source: str) -> tuple[str, ...]:
                 if name:
                     found.add(name)
     return tuple(sorted(found))
+
+
+_FROM_IMPORT = re.compile(r"^[ \t]*from[ \t]+(\.*[\w.]*)[ \t]+import[ \t]*(\([^)]*\)|[^\n]*)", re.MULTILINE)
+_ALIAS = re.compile(r"^(\w+)\s+as\s+(\w+)$")
+
+
+def scan_aliases(source: str) -> tuple[tuple[str, str], ...]:
+    """The names a file imports under another name (``from .gpu import attn_v2 as attn``), as local name ->
+    qualified name like `Imports.aliases`, by a text scan: for files the prefilter clears, so that a
+    package ``__init__`` that re-exports a ``def`` under another name still says which one
+    (`layoutcheck.model.graph.ProjectGraph._reexported`). Names imported as they are need no entry: the
+    project finds them in the modules the file imports from."""
+    if " as " not in source:
+        return ()
+    found: dict[str, str] = {}
+    for match in _FROM_IMPORT.finditer(source):
+        for part in re.sub(r"#[^\n]*", "", match.group(2)).strip().strip("()").split(","):
+            alias = _ALIAS.match(part.strip())
+            if alias is not None and alias.group(1) != alias.group(2):
+                module = match.group(1)
+                found[alias.group(2)] = module + alias.group(1) if module.endswith(".") else f"{module}.{alias.group(1)}"
+    return tuple(sorted(found.items()))
+
 
 _UNSEEN = object()
 """What `Imports.qualify`'s memo holds for a node not asked about yet."""

@@ -38,7 +38,7 @@ from layoutcheck.model.syntax import (
     receivers,
 )
 
-__all__ = ["NAMED", "Attribute", "DictEntry", "Handed", "Instance", "Origin", "Pass", "Returned", "Summaries", "ValueOrigins",
+__all__ = ["NAMED", "Attribute", "DictEntry", "Handed", "Instance", "Origin", "Outside", "Pass", "Returned", "Summaries", "ValueOrigins",
            "origins_and_instances", "qualified", "scope_names", "value_origins"]
 
 NAMED = -2
@@ -99,10 +99,16 @@ in the module; the attribute; the callee, as `qualified` spells it). Every store
 class's methods (``self.buffer = Buffer(...)`` in ``__init__``) is one call of that callee; an attribute
 stored otherwise there (another callee, a value that is no call, a loop's or a tuple's target, ``+=``) is
 left out. The project keeps those whose callee builds a class."""
-Summaries = tuple[tuple[Instance, ...], tuple[tuple[str, str], ...], tuple[Handed, ...], tuple[Attribute, ...]]
+Outside = tuple[str, str, str]
+"""An attribute stored from outside its class, on an instance a local holds (`Instance`: ``trainer =
+Trainer(cfg)`` then ``trainer.buffer = Buffer(...)``, in any function): (the instance's callee, as `qualified`
+spells it; the attribute; the stored value's callee when it is one callee's whole result, or a local holding
+one, else ``""``). The project joins them with the class's own stores (`ProjectGraph.attribute_class`)."""
+Summaries = tuple[tuple[Instance, ...], tuple[tuple[str, str], ...], tuple[Handed, ...], tuple[Attribute, ...],
+                  tuple[Outside, ...]]
 """`instance_summaries`: instances held in locals, loader builders (the function's qualname and the
-parameter its returned DataLoader is given as ``collate_fn``), locals handed on, and instances held in
-attributes of a class's instances."""
+parameter its returned DataLoader is given as ``collate_fn``), locals handed on, instances held in
+attributes of a class's instances, and attributes stored into instances from outside their class."""
 
 
 def _rebind_targets(stmt: ast.stmt) -> list[ast.expr]:
@@ -225,7 +231,11 @@ class _Function:
         """The calls ``self.x = f(...)`` stores into an attribute of the receiver, with the attribute."""
         self.attributes: list[tuple[str, str | None]] = []
         """The stores into attributes of the receiver (``self.x = ...``): the attribute, and the callee whose
-        whole result it is given (as `qualified` spells it), None where it is given anything else."""
+        whole result it is given (as `qualified` spells it; through a local holding one, ``h = Helper(...)``
+        then ``self.h = h``), None where it is given anything else."""
+        self.outside: list[tuple[str, str, str]] = []
+        """The stores into an attribute of an instance a local holds (`instances`: ``trainer.buffer =
+        Buffer(...)``, the local not the receiver): `Outside`."""
         # Statements only (most of a function's nodes are expressions): the calls kept are those a
         # statement makes (`f(...)`, `x = f(...)`, `return f(...)`) and the calls passed to them.
         stores: list[ast.Assign | ast.AnnAssign] = []
@@ -278,21 +288,40 @@ class _Function:
                     self._bind(target, node.value, node.lineno)
             elif node.value is not None:
                 self._bind(node.target, node.value, node.lineno)
-        if receiver is not None:
-            for node in stores:
-                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-                if node.value is None:
-                    continue  # `self.x: Buffer` declares, stores nothing
-                for target in targets:
-                    if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) \
-                            and target.value.id == receiver:
-                        found = self.origins(node.value, node.lineno) if type(node.value) is ast.Call else ()
+        held: dict[str, str] | None = None
+        for node in stores:
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            if node.value is None:
+                continue  # `self.x: Buffer` declares, stores nothing
+            for target in targets:
+                if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name):
+                    mine = target.value.id == receiver
+                    if not mine:
+                        held = self.instances() if held is None else held
+                        if target.value.id not in held:
+                            continue  # `args.lr = ...`: no instance of one callee's the local holds
+                    value, call = node.value, node.value if type(node.value) is ast.Call else None
+                    if type(value) is ast.Name and len(targets) == 1:  # `h = Helper(...)`, then `self.h = h`
+                        held = self.instances() if held is None else held
+                        callee = held.get(value.id)  # type: ignore[attr-defined]
+                        call = self.once(value.id) if callee is not None else None  # type: ignore[attr-defined]
+                    else:
+                        found = self.origins(value, node.lineno) if call is not None else ()
                         whole = len(found) == 1 and found[0][1] == -1 and len(targets) == 1
-                        self.attributes.append((target.attr, found[0][0] if whole else None))
-                        if whole:
-                            self.attribute_calls.append((target.attr, node.value))  # type: ignore[arg-type]
-                    elif not isinstance(target, ast.Name):
+                        callee = found[0][0] if whole else None
+                    if mine:
+                        self.attributes.append((target.attr, callee))
+                        if callee is not None and call is not None:
+                            self.attribute_calls.append((target.attr, call))
+                    else:
+                        self.outside.append((held[target.value.id], target.attr, callee or ""))  # type: ignore[index]
+                elif not isinstance(target, ast.Name):
+                    if receiver is not None:
                         self.attributes.extend((attr, None) for attr in _attributes_of(target, receiver))
+                    if isinstance(target, (ast.Tuple, ast.List)):  # `t.a, t.b = ...`: as no one callee's result
+                        held = self.instances() if held is None else held
+                        for local, callee in held.items():
+                            self.outside.extend((callee, attr, "") for attr in _attributes_of(target, local))
 
     def _bind(self, target: ast.expr, value: ast.expr, line: int) -> None:
         if isinstance(target, ast.Name):
@@ -618,6 +647,7 @@ def origins_and_instances(tree: ast.Module) -> tuple[ValueOrigins, Summaries]:
     stores: dict[tuple[str, str], int] = {}
     builds: dict[tuple[str, str], tuple[str, tuple[tuple[str, str], ...]]] = {}
     handed_attributes: list[tuple[str, int, int, str, str, str]] = []
+    outside: set[Outside] = set()
     for qualname, function in defs_with_qualnames(tree):
         walk = _Function(function, names, reach.get(function), qualname, defs)
         cls = classes.get(function) if walk.receiver is not None and own.get(function) == walk.receiver else None
@@ -632,6 +662,7 @@ def origins_and_instances(tree: ast.Module) -> tuple[ValueOrigins, Summaries]:
                 built = walk.built_by(call, held, bare=True) if cls is not None else None
                 if built is not None:
                     builds[(cls, attr)] = built
+        outside.update(walk.outside)
         walk.note_updates()
         _returns(walk, qualname, returns, dicts)
         _passes(walk, qualname, passes)
@@ -650,4 +681,5 @@ def origins_and_instances(tree: ast.Module) -> tuple[ValueOrigins, Summaries]:
             handed.append((qualname, line, column, slot, *built))
     held_by = tuple((cls, attr, next(iter(callees))) for (cls, attr), callees in sorted(attributes.items())
                     if cls and attr not in unknown and len(callees) == 1 and None not in callees)
-    return (tuple(returns), tuple(dicts), tuple(passes)), (tuple(instances), tuple(builders), tuple(handed), held_by)
+    return (tuple(returns), tuple(dicts), tuple(passes)), (tuple(instances), tuple(builders), tuple(handed), held_by,
+                                                           tuple(sorted(outside)))
