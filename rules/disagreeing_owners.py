@@ -46,13 +46,25 @@ class DisagreeingOwners(ModelRule):
     THD, each sample's round-up for BSHD; per-sample CP padding inside a
     builder is the CP rule's, and a unit that is one parameter says nothing.
 
+    It also compares a method with the one it overrides (a base class the
+    project defines, in any module): an override that rounds only to a
+    literal unit (`16`), where the base method rounds to a unit that is not
+    a literal (the instance's `self.unit`, a parameter; a call of the
+    class's own round-up helper counts as the round-up it makes), builds
+    the same batches ignoring the unit the instance was given.
+
     ## Why it matters
     Every tensor of one micro-batch must be laid out with the same padded
     length. Two builders of the same layout that disagree on the unit make
     batches whose shapes depend on which path built them: a model compiled
     for one unit recompiles or fails for the other, fp8 GEMMs get lengths
     that are not multiples of 16, and replay or log-prob tensors laid out by
-    one builder no longer match the tokens laid out by the other.
+    one builder no longer match the tokens laid out by the other. A subclass
+    whose collate function rounds to a literal 16 where its base rounds to
+    the configured multiple gives widths the parallel split cannot divide
+    once that multiple is 32 or 48 (NVIDIA-NeMo/Megatron-Bridge 210e45bbc,
+    the chat SFT dataset; docs/design.md#layout-spaces-and-bug-classes,
+    class 8).
 
     ## Example
     ```python
@@ -86,6 +98,14 @@ class DisagreeingOwners(ModelRule):
         return "%" in source or "//" in source
 
     def check(self, file: FileQueries) -> Iterator[Report]:
+        for pad, base, theirs in file.overriding_literal_units():
+            yield self.report(
+                pad.span,
+                f"`{pad.text}` rounds to the literal unit `{pad.unit}`, but {file.label(base)}, which this "
+                f"method overrides, rounds to `{_unit(theirs.unit)}`, the unit the instance is given: the "
+                "two build one layout to different units. Round to the given unit (at least the literal, "
+                f"`max({pad.unit}, ...)`, if it is a floor).",
+            )
         layouts = {"thd": "packed (THD) layout", "bshd": "rectangular (BSHD) layout"}
         for found in file.disagreeing_owners():
             mine, theirs = found.pad, found.other_pad
@@ -106,6 +126,30 @@ class DisagreeingOwners(ModelRule):
             )
 
     valid = [
+        Valid(
+            """
+import torch
+
+
+class Rows:
+    def __init__(self, step: int = 8):
+        self.step = step
+
+    def _up(self, n, m):
+        return (n + m - 1) // m * m
+
+    def gather(self, seqs):
+        w = self._up(max(len(s) for s in seqs), self.step)
+        return torch.tensor([list(s) + [0] * (w - len(s)) for s in seqs])
+
+
+class LabelledRows(Rows):
+    def gather(self, seqs):
+        # the given unit, with a floor
+        w = self._up(max(len(s) for s in seqs), max(32, self.step))
+        return torch.tensor([list(s) + [0] * (w - len(s)) for s in seqs])
+"""
+        ),
         Valid(
             """
 import torch
@@ -175,6 +219,32 @@ def log_padding(tokens, tp_size, pad_multiplier, metrics):
         ),
     ]
     invalid = [
+        Invalid(
+            """
+import torch
+
+
+class Rows:
+    def __init__(self, step: int = 8):
+        self.step = step
+
+    def _up(self, n, m):
+        return (n + m - 1) // m * m
+
+    def gather(self, seqs):
+        w = self._up(max(len(s) for s in seqs), self.step)
+        return torch.tensor([list(s) + [0] * (w - len(s)) for s in seqs])
+
+
+class LabelledRows(Rows):
+    def gather(self, seqs):
+        w = self._up(max(len(s) for s in seqs), 32)
+        return torch.tensor([list(s) + [0] * (w - len(s)) for s in seqs])
+""",
+            line=19,
+            column=13,
+            message="rounds to the literal unit `32`, but `Rows.gather`",
+        ),
         Invalid(
             """
 import math

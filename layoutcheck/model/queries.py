@@ -156,6 +156,37 @@ class FileQueries:
             return f"Read the padded length the configured owner `{configured[0]}` decided"
         return "Read the padded length its owner decided (the linter sees no owner here: list it in `owners`)"
 
+    # ------------------------------------------------------------ LC107: an override's unit
+
+    def overriding_literal_units(self) -> Iterator[tuple[Pad, FunctionRef, Pad]]:
+        """Round-ups of a method to a literal unit (``16``) where the method it overrides rounds the same
+        kind of value to a unit that is not a literal (the instance's configured ``self.unit``, a
+        parameter): two builders of one layout, one of which ignores the unit the other is given. The
+        override's own pads decide: one that also rounds to a unit not a literal is left alone."""
+        project = self.project
+        pads: dict[int, list[Pad]] = {}
+        for pad in project.pads_of(self.index):
+            if pad.fate != "metric":
+                pads.setdefault(pad.function, []).append(pad)
+        for function, own in pads.items():
+            if any(not _literal_unit(p.unit) for p in own):
+                continue
+            qualname = self.facts.functions[function].qualname
+            cls, _, name = qualname.rpartition(".")
+            if not cls:
+                continue
+            base = project.base_method(self.index, cls, name)
+            if base is None:
+                continue
+            theirs = [p for p in project.pads_of(base[0]) if p.function == base[1] and p.fate != "metric"
+                      and not _literal_unit(p.unit) and p.unit]
+            if not theirs:
+                continue
+            for pad in own:
+                if _literal_unit(pad.unit) and pad.unit not in ("0", "1"):
+                    yield pad, base, theirs[0]
+                    break
+
     # ------------------------------------------------------------ LC102: second owners
 
     def second_owner_pads(self) -> Iterator[tuple[Pad, list[FunctionRef]]]:
@@ -507,6 +538,11 @@ class FileQueries:
         for found in self.project.disagreements:
             if found[1][0] == self.index:
                 yield OwnerDisagreement(*found)
+
+
+def _literal_unit(unit: str) -> bool:
+    """A canonical unit that is one integer literal (``16``)."""
+    return unit.isdigit()
 
 
 def _argument(call: Call, name: str, position: int | None) -> Arg | None:

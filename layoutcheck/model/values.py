@@ -98,6 +98,10 @@ class ProjectValues(ProjectGraph):
             if target is None or self.signature(target).rounds is None:
                 continue
             i, j = self.signature(target).rounds  # type: ignore[misc]
+            if self.fills_receiver(ref, call.callee, target):
+                i, j = i - 1, j - 1  # `self.up(n, m)`: the positions count the receiver, the call does not pass it
+                if i < 0 or j < 0:
+                    continue
             args = [a for a in call.args if a.keyword is None]
             if len(args) <= max(i, j):
                 continue
