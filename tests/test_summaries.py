@@ -1401,8 +1401,8 @@ class Unrelated:
 def test_a_method_a_base_defines_is_reached_through_the_receiver_and_rounds_as_a_pad(tmp_path: Path, spelled) -> None:
     """`self.up(n, 32)` in a subclass reaches the base's `up` (another module), though another class
     defines a method of that name; the call is a pad of the subclass's method with the unit it passes
-    (the helper's positions count its receiver, the call's arguments do not), and the override's
-    literal unit against the base's configured one is flagged (disagreeing-owners)."""
+    (`method_pads`: the helper's positions count its receiver, the call's arguments do not), and the
+    override's literal unit against the base's configured one is flagged (disagreeing-owners)."""
     files = {name: text.format(**spelled) for name, text in _INHERITED.items()}
     project = _graph(files)
     index = next(i for i, f in enumerate(project.files) if f.module == "derived")
@@ -1411,7 +1411,9 @@ def test_a_method_a_base_defines_is_reached_through_the_receiver_and_rounds_as_a
     call = next(c for c in project.files[index].facts.functions[build].calls if c.callee.endswith(spelled["helper"]))
     target = project.resolve((index, build), call)
     assert target is not None and project.signature(target).qualname == f"{spelled['base']}.{spelled['helper']}"
-    assert [(p.function, p.unit) for p in project.pads_of(index)] == [(build, "32")]
+    assert [p.unit for p in project.method_pads((index, build))] == ["32"]
     base = next(i for i, f in enumerate(project.files) if f.module == "base")
-    assert [p.unit for p in project.pads_of(base) if p.kind == "round_up" and "self." in p.text] == ["step"]
+    base_build = next(j for j, f in enumerate(project.files[base].facts.functions)
+                      if f.qualname == f"{spelled['base']}.{spelled['build']}")
+    assert [p.unit for p in project.method_pads((base, base_build))] == ["step"]
     assert _lint(tmp_path, files) == [("derived.py", 7, "disagreeing-owners")]

@@ -159,31 +159,28 @@ class FileQueries:
     # ------------------------------------------------------------ LC107: an override's unit
 
     def overriding_literal_units(self) -> Iterator[tuple[Pad, FunctionRef, Pad]]:
-        """Round-ups of a method to a literal unit (``16``) where the method it overrides rounds the same
-        kind of value to a unit that is not a literal (the instance's configured ``self.unit``, a
-        parameter): two builders of one layout, one of which ignores the unit the other is given. The
-        override's own pads decide: one that also rounds to a unit not a literal is left alone."""
+        """Round-ups of a method to a literal unit (``16``) where the method it overrides rounds to a unit
+        that is not a literal (the instance's configured ``self.unit``, a parameter): two builders of one
+        layout, one of which ignores the unit the other is given. The override's own pads decide: one
+        that also rounds to a unit not a literal is left alone. A call of a round-up helper method
+        (``self._round_up(n, 16)``) counts as the round-up it makes (`ProjectValues.method_pads`)."""
         project = self.project
-        pads: dict[int, list[Pad]] = {}
-        for pad in project.pads_of(self.index):
-            if pad.fate != "metric":
-                pads.setdefault(pad.function, []).append(pad)
-        for function, own in pads.items():
-            if any(not _literal_unit(p.unit) for p in own):
-                continue
-            qualname = self.facts.functions[function].qualname
-            cls, _, name = qualname.rpartition(".")
-            if not cls:
+        for function, facts in enumerate(self.facts.functions):
+            cls, _, name = facts.qualname.rpartition(".")
+            if not cls or facts.receiver is None:
                 continue
             base = project.base_method(self.index, cls, name)
             if base is None:
                 continue
-            theirs = [p for p in project.pads_of(base[0]) if p.function == base[1] and p.fate != "metric"
-                      and not _literal_unit(p.unit) and p.unit]
+            own = [p for p in project.method_pads(self.ref(function)) if p.fate != "metric"]
+            if not own or any(not _literal_unit(p.unit) for p in own):
+                continue
+            theirs = [p for p in project.method_pads(base) if p.fate != "metric" and p.unit
+                      and not _literal_unit(p.unit)]
             if not theirs:
                 continue
             for pad in own:
-                if _literal_unit(pad.unit) and pad.unit not in ("0", "1"):
+                if pad.unit not in ("0", "1"):
                     yield pad, base, theirs[0]
                     break
 
