@@ -75,7 +75,6 @@ PENDING_PAIRS: set[str] = {
     "openrlhf_a3d74759_prompt_cut_at_first_pad",  # a tokenizer's pad side (set on it) read where its batch is cut
     "xtuner_5134781a4_global_padding_on_sp_shard",  # a whole row's count handed to a shard's record
     "openinstruct_2c322b373_offsets_not_cut_to_pairs",  # a count cut applied to one field of a record, not its partner
-    "specforge_c62999a5_mask_shifted_in_one_backend",  # sibling overrides shifting one record field differently
 }
 """Static pairs the linter does not flag yet: each is an expected failure until it passes (then it leaves
 this set, and its test must pass)."""

@@ -20,7 +20,7 @@ from layoutcheck.records import dataclass
 from layoutcheck.model.facts import Arg, Call, FileFacts, Function, Pad, Record, Rewrite, Transform, Zip, ensure_calls
 from layoutcheck.model.project import FileModel, FunctionRef, HelperSignature, Project
 from layoutcheck.model.headreach import HeadReach
-from layoutcheck.model.reshiftflow import ReshiftedStore
+from layoutcheck.model.reshiftflow import ReshiftedStore, SiblingShift, sibling_shifts
 from layoutcheck.model.sides import SideDisagreement
 from layoutcheck.model.unitpartners import partner_setting_switch
 from layoutcheck.model.units import atoms
@@ -183,6 +183,11 @@ class FileQueries:
                 if pad.unit not in ("0", "1"):
                     yield pad, base, theirs[0]
                     break
+
+    def sibling_shifts(self) -> list[SiblingShift]:
+        """Implementations of one overridden method, here, that build one record and shift one of its
+        fields differently (`layoutcheck.model.reshiftflow.sibling_shifts`)."""
+        return sibling_shifts(self.project, self.index)
 
     # ------------------------------------------------------------ LC102: second owners
 
