@@ -21,6 +21,13 @@ class AlignmentUnitPickedByBranch(ModelRule):
     (`if sp and cp > 1: unit = tp * 2 * cp` first), nor units whose factors
     include the other's (`m` and `m * cp`).
 
+    It also flags a round-up's unit `math.lcm(t, 2 * c)` (through locals
+    and the arms of `a if cond else b`) where `c` and `t` are both sizes
+    read at run time (a call's or an attribute's value, such as a process
+    group's size; not literals or parameters) and `t` is no product with
+    `c`: the factor of a zigzag split joined by `lcm` with another split's
+    size, as if both cut the whole length.
+
     ## Why it matters
     The alignment unit `A` must be a multiple of every factor that applies
     (`2 cp` for zigzag CP, `tp` for sequence parallelism's reduce-scatter);
@@ -60,7 +67,9 @@ class AlignmentUnitPickedByBranch(ModelRule):
     ## Known problems
     Only a unit bound in the round-up's own function, and used by a
     round-up idiom there, is judged: a unit passed to a helper that rounds
-    up is not followed.
+    up is not followed. `lcm(t, 2 * c)` of two sizes that both cut the whole
+    length (no split inside the other's parts) is right and is flagged all
+    the same; sizes given as parameters are not judged.
 
     ## Fix safety
     No autofix: the combined unit changes every padded length.
@@ -75,10 +84,22 @@ class AlignmentUnitPickedByBranch(ModelRule):
 
     @classmethod
     def could_match(cls, source: str, settings: LintSettings) -> bool:
-        return "elif" in source
+        return "elif" in source or "lcm(" in source
 
     def check(self, file: FileQueries) -> Iterator[Report]:
         for found in file.facts.clashes:
+            if found.kind == "unit_lcm_nested":
+                size, other = found.detail.split("|", 1)
+                yield self.report(
+                    found.span,
+                    f"`{found.text}` joins the factor of a zigzag split into `2 * {size}` chunks with "
+                    f"`{other}`, another split's size, by `lcm`: when that split divides each of the "
+                    f"`{size}` parts (sequence parallelism inside context parallelism), a part is `P / {size}` "
+                    f"long and must be a multiple of `{other}`, so the unit is a multiple of `{size} * {other}`; "
+                    f"the lcm is smaller whenever `{other}` and `2 * {size}` share a factor. Use "
+                    f"`math.lcm(2 * {size}, {size} * {other})` (or `2 * {size} * {other}`).",
+                )
+                continue
             if found.kind != "unit_picked":
                 continue
             yield self.report(
@@ -89,6 +110,20 @@ class AlignmentUnitPickedByBranch(ModelRule):
             )
 
     valid = [
+        Valid(
+            """
+import math
+
+import torch.distributed as dist
+
+
+def aligned(n, cp_group, tp_group):
+    c, t = dist.get_world_size(cp_group), dist.get_world_size(tp_group)
+    # the SP factor applied to each CP part; a kernel's block joined by lcm
+    unit = math.lcm(math.lcm(2 * c, c * t), 16) if c > 1 else t
+    return (n + unit - 1) // unit * unit
+"""
+        ),
         Valid(
             """
 import math
@@ -182,6 +217,23 @@ def stream_length(size, multiple, cp_size, sliced, scheme):
         ),
     ]
     invalid = [
+        Invalid(
+            """
+import math
+
+import torch.distributed as dist
+
+
+def aligned(n, cp_group, tp_group):
+    c = dist.get_world_size(cp_group)
+    t = dist.get_world_size(tp_group)
+    step = math.lcm(t, c * 2) if c > 1 else t
+    return (n + step - 1) // step * step
+""",
+            line=10,
+            column=12,
+            message="joins the factor of a zigzag split into `2 * c` chunks with `t`",
+        ),
         Invalid(
             """
 def pad_stream(tokens, cp_size, tp_size, sequence_parallel):

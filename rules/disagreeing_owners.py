@@ -46,13 +46,36 @@ class DisagreeingOwners(ModelRule):
     THD, each sample's round-up for BSHD; per-sample CP padding inside a
     builder is the CP rule's, and a unit that is one parameter says nothing.
 
+    It also compares the implementations of one method in a module (each
+    overriding the same base method): when they build the same record (a
+    call given the same keyword arguments) and shift its fields by one
+    position alike, save one field that some shift (through a shifter of
+    any module, `shift(mask, left=False)`) and others pass as it is, the
+    shifts of the implementations in the minority for that field (on a tie,
+    those that shift it) are flagged.
+
+    It also compares a method with the one it overrides (a base class the
+    project defines, in any module): an override that rounds only to a
+    literal unit (`16`), where the base method rounds to a unit that is not
+    a literal (the instance's `self.unit`, a parameter; a call of the
+    class's own round-up helper counts as the round-up it makes), builds
+    the same batches ignoring the unit the instance was given.
+
     ## Why it matters
     Every tensor of one micro-batch must be laid out with the same padded
     length. Two builders of the same layout that disagree on the unit make
     batches whose shapes depend on which path built them: a model compiled
     for one unit recompiles or fails for the other, fp8 GEMMs get lengths
     that are not multiples of 16, and replay or log-prob tensors laid out by
-    one builder no longer match the tokens laid out by the other.
+    one builder no longer match the tokens laid out by the other. A subclass
+    whose collate function rounds to a literal 16 where its base rounds to
+    the configured multiple gives widths the parallel split cannot divide
+    once that multiple is 32 or 48 (NVIDIA-NeMo/Megatron-Bridge 210e45bbc,
+    the chat SFT dataset; docs/design.md#layout-spaces-and-bug-classes,
+    class 8). A loss mask shifted with the targets by one backend of three
+    that build the same training record weights each target by the next
+    position's mask, only through that backend (sgl-project/SpecForge
+    c62999a5; class 5).
 
     ## Example
     ```python
@@ -66,6 +89,12 @@ class DisagreeingOwners(ModelRule):
     Decide the unit once (one helper, `layoutcheck.geometry.alignment_unit`)
     and call it from every owner; or build every batch of the layout in one
     function.
+
+    ## Known problems
+    Implementations are compared within one module. A field counts as
+    shifted when the name it is passed under goes to a shifter in the
+    same implementation (`x = shift(x)`); a shifted copy bound to another
+    name and never passed is counted all the same.
 
     ## Configuration
     None needed; `owners`, `sources` and `packed-sources` (hints) add owners
@@ -83,9 +112,30 @@ class DisagreeingOwners(ModelRule):
 
     @classmethod
     def could_match(cls, source: str, settings: LintSettings) -> bool:
-        return "%" in source or "//" in source
+        # the last: two classes, where one method can override another's or two implement one base's
+        return "%" in source or "//" in source or source.count("\nclass ") >= 2
 
     def check(self, file: FileQueries) -> Iterator[Report]:
+        for found in file.sibling_shifts():
+            shifted = "drops its first position" if found.kind == "first" else "drops its last position"
+            agreed = ", ".join(f"`{f}`" for f in found.agreed)
+            record = found.record.rsplit(".", 1)[-1]
+            yield self.report(
+                found.call.span,
+                f"`{found.call.text}` shifts the `{found.field}` field of `{record}` by one position (it "
+                f"{shifted}), but {file.label(found.other)}, another implementation of the same method that "
+                f"builds `{record}` and shifts {agreed} the same way, leaves `{found.field}` as it is: "
+                "the field's positions depend on which implementation ran. Shift it in every implementation "
+                "or in none.",
+            )
+        for pad, base, theirs in file.overriding_literal_units():
+            yield self.report(
+                pad.span,
+                f"`{pad.text}` rounds to the literal unit `{pad.unit}`, but {file.label(base)}, which this "
+                f"method overrides, rounds to `{_unit(theirs.unit)}`, the unit the instance is given: the "
+                "two build one layout to different units. Round to the given unit (at least the literal, "
+                f"`max({pad.unit}, ...)`, if it is a floor).",
+            )
         layouts = {"thd": "packed (THD) layout", "bshd": "rectangular (BSHD) layout"}
         for found in file.disagreeing_owners():
             mine, theirs = found.pad, found.other_pad
@@ -106,6 +156,61 @@ class DisagreeingOwners(ModelRule):
             )
 
     valid = [
+        Valid(
+            """
+import torch
+from records import Sample
+
+
+def nudge(x, back=True):
+    z = torch.zeros_like(x[:, :1])
+    if back:
+        return torch.cat((z, x[:, :-1]), dim=1)
+    return torch.cat((x[:, 1:], z), dim=1)
+
+
+class Source:
+    def record(self, ids, weights):
+        raise NotImplementedError
+
+
+class Offline(Source):
+    def record(self, ids, weights):
+        # every implementation shifts the same fields
+        ids = nudge(ids, back=False)
+        return Sample(ids=ids, weights=weights)
+
+
+class Online(Source):
+    def record(self, ids, weights):
+        ids = nudge(ids, back=False)
+        return Sample(ids=ids, weights=weights[..., None])
+"""
+        ),
+        Valid(
+            """
+import torch
+
+
+class Rows:
+    def __init__(self, step: int = 8):
+        self.step = step
+
+    def _up(self, n, m):
+        return (n + m - 1) // m * m
+
+    def gather(self, seqs):
+        w = self._up(max(len(s) for s in seqs), self.step)
+        return torch.tensor([list(s) + [0] * (w - len(s)) for s in seqs])
+
+
+class LabelledRows(Rows):
+    def gather(self, seqs):
+        # the given unit, with a floor
+        w = self._up(max(len(s) for s in seqs), max(32, self.step))
+        return torch.tensor([list(s) + [0] * (w - len(s)) for s in seqs])
+"""
+        ),
         Valid(
             """
 import torch
@@ -175,6 +280,66 @@ def log_padding(tokens, tp_size, pad_multiplier, metrics):
         ),
     ]
     invalid = [
+        Invalid(
+            """
+import torch
+from records import Sample
+
+
+def nudge(x, back=True):
+    z = torch.zeros_like(x[:, :1])
+    if back:
+        return torch.cat((z, x[:, :-1]), dim=1)
+    return torch.cat((x[:, 1:], z), dim=1)
+
+
+class Source:
+    def record(self, ids, weights):
+        raise NotImplementedError
+
+
+class Offline(Source):
+    def record(self, ids, weights):
+        ids = nudge(ids, back=False)
+        return Sample(ids=ids, weights=weights)
+
+
+class Online(Source):
+    def record(self, ids, weights):
+        ids = nudge(ids, back=False)
+        weights = nudge(weights, back=False)
+        return Sample(ids=ids, weights=weights)
+""",
+            line=27,
+            column=19,
+            message="shifts the `weights` field of `Sample` by one position",
+        ),
+        Invalid(
+            """
+import torch
+
+
+class Rows:
+    def __init__(self, step: int = 8):
+        self.step = step
+
+    def _up(self, n, m):
+        return (n + m - 1) // m * m
+
+    def gather(self, seqs):
+        w = self._up(max(len(s) for s in seqs), self.step)
+        return torch.tensor([list(s) + [0] * (w - len(s)) for s in seqs])
+
+
+class LabelledRows(Rows):
+    def gather(self, seqs):
+        w = self._up(max(len(s) for s in seqs), 32)
+        return torch.tensor([list(s) + [0] * (w - len(s)) for s in seqs])
+""",
+            line=19,
+            column=13,
+            message="rounds to the literal unit `32`, but `Rows.gather`",
+        ),
         Invalid(
             """
 import math

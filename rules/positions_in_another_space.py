@@ -39,7 +39,13 @@ class PositionsInAnotherSpace(ModelRule):
       record field stored as `torch.arange(a, a + w)` whose width `w` is
       (through locals) a product of the width of another field of the same
       record (`r["ids"].shape[1] - overlap`) and a factor that is not a
-      constant (`peers = world // ring`).
+      constant (`peers = world // ring`);
+    * next-token targets cut at a length counted in the tokens: `y[:n]`
+      or `y[n:]` (read or written, `y[:n] = ignore`) of `y = x[1:]` whose
+      `x` the same function also cuts `x[:-1]` (the inputs: the pair that
+      makes `[1:]` a next-token shift), with `n` a length (`len(prompt)`,
+      through locals and `min`/`max`) that is neither the targets' own nor
+      already moved back one (`n - 1`).
 
     ## Why it matters
     A context-parallel rank holds chunks of the whole sequence, so its
@@ -55,7 +61,10 @@ class PositionsInAnotherSpace(ModelRule):
     Positions as wide as a group of slices, beside one slice's tokens, number
     every rank of the group from the group's start: peers get the same
     positions for different tokens (sgl-project/SpecForge bcb2ec2a, Ulysses
-    peers inside one ring group).
+    peers inside one ring group). Target `i` is token `i + 1`: the prompt's
+    first `p` tokens are the first `p - 1` targets, so masking `labels[:p]`
+    hides the first answer token, which is never trained (pytorch/torchtitan
+    8184d44e3, class 5).
 
     ## Example
     ```python
@@ -67,13 +76,19 @@ class PositionsInAnotherSpace(ModelRule):
     tokens[dst : dst + n] = row[back_lo:back_hi]
     positions[dst : dst + n] = torch.arange(padded - n, padded)
     ```
+    ```python
+    inputs, labels = ids[:-1], ids[1:]
+    labels[: len(prompt_ids)] = IGNORE
+    ```
 
     ## How to fix
     Clamp the moved bounds and skip empty parts:
     `lo, hi = max(0, lo - prompt), max(0, hi - prompt)`. Give a window the
     positions it was read from: `torch.arange(back_lo, back_hi)`. Number
     one slice, from the rank's own start:
-    `torch.arange(start + peer * own, start + peer * own + own)`.
+    `torch.arange(start + peer * own, start + peer * own + own)`. Cut the
+    targets at `len(prompt_ids) - 1` (clamped at 0), or mask the tokens
+    first and shift the mask with them.
 
     ## Known problems
     Only the spellings above are read (a bound may be a local:
@@ -82,7 +97,8 @@ class PositionsInAnotherSpace(ModelRule):
     (beyond a helper's `(0, 0)` path), are not followed. Positions
     meant for a sequence gathered later (as wide as the group's slices on
     purpose) but stored in the record of one rank's tokens are flagged all
-    the same; store them apart.
+    the same; store them apart. Targets shifted in another function than the
+    one that cuts them are not read.
 
     ## Fix safety
     No autofix: whether an empty part is skipped or kept depends on the caller.
@@ -96,7 +112,7 @@ class PositionsInAnotherSpace(ModelRule):
 
     @classmethod
     def could_match(cls, source: str, settings: LintSettings) -> bool:
-        return "arange(" in source or " - " in source
+        return "arange(" in source or " - " in source or ("1:]" in source and ":-1]" in source)
 
     def check(self, file: FileQueries) -> Iterator[Report]:
         project = file.project
@@ -131,6 +147,14 @@ class PositionsInAnotherSpace(ModelRule):
                     "holds one slice's tokens: every rank of the group gets the group's positions. Number this "
                     "rank's slice only, from its own start.",
                 )
+            elif found.kind == "shifted_prefix":
+                yield self.report(
+                    found.span,
+                    f"`{found.text}` cuts next-token targets (tokens shifted `[1:]`, the inputs cut `[:-1]`) at "
+                    f"`{found.detail}`, a length counted in the tokens: target `i` is token `i + 1`, so the first "
+                    f"`{found.detail}` tokens are the first `{found.detail} - 1` targets, and the cut is one "
+                    f"position late. Cut at `{found.detail} - 1` (clamped at 0), or cut the tokens before shifting.",
+                )
             elif found.kind == "misplaced_positions":
                 yield self.report(
                     found.span,
@@ -155,6 +179,20 @@ class PositionsInAnotherSpace(ModelRule):
         return ""
 
     valid = [
+        Valid(
+            """
+IGNORE = -100
+
+def chat_example(tok, conversation):
+    ids = tok.encode(conversation)
+    inputs, labels = ids[:-1], ids[1:]
+    # the prompt's last token predicts the first answer token: that target stays
+    asked = len(tok.encode(conversation[:1]))
+    hide = min(max(asked - 1, 0), len(labels))
+    labels[:hide] = [IGNORE] * hide
+    return inputs, labels
+"""
+        ),
         Valid(
             """
 import torch
@@ -253,6 +291,35 @@ def gathered(record, world):
         ),
     ]
     invalid = [
+        Invalid(
+            """
+IGNORE = -100
+
+def chat_example(tok, conversation):
+    ids = tok.encode(conversation)
+    inputs, labels = ids[:-1], ids[1:]
+    asked = len(tok.encode(conversation[:1]))
+    hide = min(asked, len(labels))
+    labels[:hide] = [IGNORE] * hide
+    return inputs, labels
+""",
+            line=9,
+            column=5,
+            message="a length counted in the tokens: target `i` is token `i + 1`",
+        ),
+        Invalid(
+            """
+import torch
+
+def answer_targets(row: torch.Tensor, question: torch.Tensor):
+    feed = row[:, :-1]
+    want = row[:, 1:]
+    start = question.size(1)
+    return feed, want[:, start:]
+""",
+            line=8,
+            column=18,
+        ),
         Invalid(
             """
 import torch

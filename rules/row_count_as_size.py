@@ -18,6 +18,13 @@ class RowCountAsSize(ModelRule):
     function (`len(tokens) + 1`), is flagged: `len` counts rows, and there
     is one.
 
+    It also flags the length recorded for a piece of a packed stream when
+    it counts another shape than the piece: in one block (a loop's body),
+    `stream.append(x.flatten())` (or `x.view(-1)`, `x.reshape(-1)`) and
+    `lengths.append(len(x))`. The stream holds every element of `x`, the
+    length counts its rows; they agree only when `x` has one axis, where
+    flattening it would change nothing.
+
     ## Why it matters
     A packed batch of one row holds every sample's tokens along its
     columns; its length `T` is `x.shape[-1]`, its samples are counted by
@@ -26,7 +33,12 @@ class RowCountAsSize(ModelRule):
     a real sample, and the pad tokens join that sample's attention
     (docs/design.md#layout-spaces-and-bug-classes, class 7; openrlhf/OpenRLHF 6b1849b9 took the pad
     segment's id from `len()` of a one-row tensor, where the list branch of
-    the same function counted the samples).
+    the same function counted the samples). Lengths that split a packed
+    stream back into its samples must count what the stream holds: with
+    one-row token tensors (`1 x L`) flattened into the stream and `len()`
+    recorded, every sample's length is 1 and every sample after the first
+    is read from the wrong tokens (openrlhf/OpenRLHF 43ace1e0, the packed
+    preference pairs).
 
     ## Example
     ```python
@@ -40,7 +52,8 @@ class RowCountAsSize(ModelRule):
 
     ## Known problems
     Only a tensor shown to be one row in the same function, by a
-    concatenation along its columns, is read.
+    concatenation along its columns, or flattened into a list beside the
+    list its `len()` goes to, in the same block, is read.
 
     ## Fix safety
     No autofix: what was meant to be counted is the author's.
@@ -54,7 +67,7 @@ class RowCountAsSize(ModelRule):
 
     @classmethod
     def could_match(cls, source: str, settings: LintSettings) -> bool:
-        return "len(" in source and "cat(" in source
+        return "len(" in source and ("cat(" in source or "append(" in source)
 
     def check(self, file: FileQueries) -> Iterator[Report]:
         for found in file.facts.clashes:
@@ -65,8 +78,30 @@ class RowCountAsSize(ModelRule):
                     "along its columns with a block one row high): it is always 1, not a length or a count of "
                     f"samples. Count what you mean (`{found.detail}.shape[-1]`, the samples' ids or lengths).",
                 )
+            elif found.kind == "flattened_length":
+                yield self.report(
+                    found.span,
+                    f"`{found.text}` records the length of a piece of a packed stream, which holds "
+                    f"`{found.detail}` flattened, as `len({found.detail})`: the count of its rows, not of the "
+                    f"elements the stream holds (1 for a one-row tensor). Record `{found.detail}.numel()` (or "
+                    "the flattened piece's length).",
+                )
 
     valid = [
+        Valid(
+            """
+import torch
+
+def pack(pieces):
+    # the length recorded is the flattened piece's: the elements the stream holds
+    stream, sizes = [], []
+    for piece in pieces:
+        flat = piece.flatten()
+        stream.append(flat)
+        sizes.append(len(flat))
+    return torch.cat(stream), sizes
+"""
+        ),
         Valid(
             """
 import torch
@@ -130,6 +165,21 @@ def stack(rows, extra):
         ),
     ]
     invalid = [
+        Invalid(
+            """
+import torch
+
+def join_rows(rows):
+    row, spans = [], []
+    for one in rows:
+        row.append(one.view(-1))
+        spans.append(len(one))
+    return torch.cat(row)[None], spans
+""",
+            line=8,
+            column=22,
+            message="as `len(one)`: the count of its rows",
+        ),
         Invalid(
             """
 import torch

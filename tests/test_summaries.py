@@ -1647,3 +1647,56 @@ def test_attributes_stored_from_outside_are_summarised_only_on_instances_a_local
     assert origins_and_instances(ast.parse(source))[1][4] == (
         ("data.Trainer", "a", ""), ("data.Trainer", "b", ""), ("data.Trainer", "buffer", "data.Buffer"),
         ("data.Trainer", "pool", "data.Buffer"), ("data.Trainer", "size", ""))
+
+
+_INHERITED = {
+    "base.py": '''
+class {base}:
+    def __init__(self, step=8):
+        self.step = step
+
+    def {helper}(self, n, m):
+        return (n + m - 1) // m * m
+
+    def {build}(self, seqs):
+        return self.{helper}(max(len(s) for s in seqs), self.step)
+''',
+    "derived.py": '''
+from base import {base}
+
+
+class {derived}({base}):
+    def {build}(self, seqs):
+        return self.{helper}(max(len(s) for s in seqs), 32)
+
+
+class Unrelated:
+    def {helper}(self, n, m):
+        return n
+''',
+}
+
+
+@pytest.mark.parametrize("spelled", [
+    {"base": "TuneDataset", "derived": "ChatTuneDataset", "helper": "_ceil_to_nearest", "build": "collate_fn"},
+    {"base": "Rows", "derived": "LabelledRows", "helper": "up", "build": "gather"},
+], ids=["as Megatron-Bridge names them", "renamed"])
+def test_a_method_a_base_defines_is_reached_through_the_receiver_and_rounds_as_a_pad(tmp_path: Path, spelled) -> None:
+    """`self.up(n, 32)` in a subclass reaches the base's `up` (another module), though another class
+    defines a method of that name; the call is a pad of the subclass's method with the unit it passes
+    (`method_pads`: the helper's positions count its receiver, the call's arguments do not), and the
+    override's literal unit against the base's configured one is flagged (disagreeing-owners)."""
+    files = {name: text.format(**spelled) for name, text in _INHERITED.items()}
+    project = _graph(files)
+    index = next(i for i, f in enumerate(project.files) if f.module == "derived")
+    build = next(j for j, f in enumerate(project.files[index].facts.functions)
+                 if f.qualname == f"{spelled['derived']}.{spelled['build']}")
+    call = next(c for c in project.files[index].facts.functions[build].calls if c.callee.endswith(spelled["helper"]))
+    target = project.resolve((index, build), call)
+    assert target is not None and project.signature(target).qualname == f"{spelled['base']}.{spelled['helper']}"
+    assert [p.unit for p in project.method_pads((index, build))] == ["32"]
+    base = next(i for i, f in enumerate(project.files) if f.module == "base")
+    base_build = next(j for j, f in enumerate(project.files[base].facts.functions)
+                      if f.qualname == f"{spelled['base']}.{spelled['build']}")
+    assert [p.unit for p in project.method_pads((base, base_build))] == ["step"]
+    assert _lint(tmp_path, files) == [("derived.py", 7, "disagreeing-owners")]

@@ -19,6 +19,10 @@ says whether two spaces meet without a conversion, and a `Clash` records it:
   packed stream's length) and ``n`` one sample's length;
 * ``mixed_window``: ``x[:, n:-1]`` with ``n`` a length: a window that starts in
   token space and ends in the logits' (one position off in either);
+* ``shifted_prefix``: ``y[:n]`` or ``y[n:]`` of next-token targets ``y = x[1:]``
+  (whose ``x`` is also cut ``x[:-1]`` for the inputs) with ``n`` a length
+  counted in tokens (a prompt's): the targets' position ``n - 1`` is token
+  ``n``, so the cut is one position late;
 * ``wide_max``: a maximum over a whole collection, computed before a loop over
   chunks of it (micro-batches), sizing a pad or a tensor inside the loop: one
   length for the samples of every chunk.
@@ -33,7 +37,7 @@ from layoutcheck.model.facts import Clash
 from layoutcheck.model.flow import ENTRY, MASKED, NOTHING, PACKED, PAD, SEQ, STREAM, Value
 from layoutcheck.model.idioms import match_max_over
 from layoutcheck.model.imports import Imports
-from layoutcheck.model.shifts import shift_kind
+from layoutcheck.model.shifts import shift_kind, shift_root
 from layoutcheck.model.syntax import int_value, last_name, names_in, nodes, positional, root_name, walk
 
 __all__ = ["ClashesMixin"]
@@ -80,6 +84,8 @@ class ClashesMixin:
         ):
             index = index.elts[-1]  # `x[:, -n:]`: the last axis's slice
             self.mixed_window(node, index)
+        if isinstance(index, ast.Slice):
+            self.shifted_prefix(node, index)
         if isinstance(index, ast.Slice) and index.step is None:
             self.moved_origin(node, index)
             # A bound hoisted into a local (`k = -n` then `x[k:]`) is read as written inline.
@@ -194,6 +200,66 @@ class ClashesMixin:
         found = self.classify(start)
         if found.tags & SEQ and not found.tags & (PAD | PACKED):
             self.add_clash("mixed_window", node, self.source.snippet(start, 30))
+
+    def shifted_store(self, target: ast.Subscript) -> None:
+        """`shifted_prefix` at a store (``labels[:n] = ignore``): the window written, read as one read."""
+        index = target.slice
+        if isinstance(index, ast.Tuple) and index.elts and all(
+            isinstance(e, ast.Slice) and e.lower is None and e.upper is None for e in index.elts[:-1]
+        ):
+            index = index.elts[-1]
+        if isinstance(index, ast.Slice):
+            self.shifted_prefix(target, index)
+
+    def shifted_prefix(self, node: ast.Subscript, window: ast.Slice) -> None:
+        """``y[:n]`` / ``y[n:]`` with ``y = x[1:]`` the next-token targets and ``n`` a length counted in
+        tokens (``len(prompt_ids)``): target ``i`` is token ``i + 1``, so the first ``n`` tokens are the
+        first ``n - 1`` targets, and the cut is one position late (the first answer token masked, or
+        kept one position too far). Only targets whose source is also cut for the inputs (``x[:-1]``,
+        in the same function) are read: that pair is what makes ``[1:]`` a next-token shift."""
+        if window.step is not None or (window.lower is None) == (window.upper is None):
+            return
+        bound = window.upper if window.lower is None else window.lower
+        terms = self._bound_terms(bound)
+        if not terms or any(int_value(t) is not None or _minus_one(t) for t in terms):
+            return
+        shifted = [(root, n) for kind, _, root, n in self.classify(node.value).shifts if kind.rstrip("+") == "first"]
+        if not shifted or not any(root in self._input_cut_roots() for root, _ in shifted):
+            return
+        own = {root_name(node.value), *(root for root, _ in shifted)}
+        for term in terms:
+            found = self.classify(term)
+            if not found.tags & SEQ or found.tags & (PAD | PACKED | STREAM) or found.shifts:
+                continue
+            if own & set(names_in(term)):
+                continue  # the targets' own length (`len(labels)`): their space already
+            self.add_clash("shifted_prefix", node, self.source.snippet(term, 30))
+            return
+
+    def _bound_terms(self, bound: ast.expr) -> list[ast.expr]:
+        """The values a slice bound is made of: itself, or the arguments of the ``min``/``max`` it is (read
+        through locals, two levels): ``min(p, len(y))`` is ``p`` and ``len(y)``."""
+        out: list[ast.expr] = []
+        todo = [self.resolved(bound)]
+        for _ in range(3):
+            following: list[ast.expr] = []
+            for part in todo:
+                if isinstance(part, ast.Call) and last_name(part.func) in ("min", "max") and part.args:
+                    following.extend(self.resolved(a) for a in part.args)
+                elif part is not None:
+                    out.append(part)
+            todo = following
+        return out + [p for p in todo if p is not None]
+
+    def _input_cut_roots(self) -> set[str]:
+        """The values this function cuts like next-token inputs (``x[:-1]``, ``x[:, :-1]``), by `shift_root`."""
+        found = self.frame.data.get("input_cut_roots")
+        if found is None:
+            found = self.frame.data["input_cut_roots"] = {
+                shift_root(part.value, self.bound_expr) for part in nodes(self.frame.node)
+                if isinstance(part, ast.Subscript) and shift_kind(part.slice) == "last"
+            }
+        return found
 
     def wide_max(self, origin: ast.AST) -> None:
         """``m = max(...)`` over ``samples`` before ``for batch in split(samples, k):``, sizing a pad in it."""

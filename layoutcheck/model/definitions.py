@@ -24,6 +24,7 @@ from layoutcheck.model.partners import (
     Body,
     combined_before_restore,
     empty_segment,
+    flattened_length,
     misplaced_positions,
     moving_reference,
     row_count_as_size,
@@ -50,6 +51,7 @@ _PARTNER_CHECKS = tuple((kind, check, SPELLINGS[kind]) for kind, check in (
     ("unmasked_mean", unmasked_mean),
     ("combined_before_restore", combined_before_restore),
     ("row_count_as_size", row_count_as_size),
+    ("flattened_length", flattened_length),
 )) + SINK_CHECKS
 """The function-level checks of `layoutcheck.model.partners`, by the clash kind each records, with
 the words a function must spell for each to find anything (`partners.SPELLINGS`)."""

@@ -297,6 +297,7 @@ class ExpressionsMixin:
             return  # a consumer of a configured source, or a configured kernel/quantisation multiple
         if not self.in_test:
             self.unit_picked(idiom.unit, node)
+            self.unit_lcm_of_nested_splits(idiom.unit, node)
         self.add_pad(kind, node, value, unit, node, unit_node=idiom.unit,
                      rounding="next" if kind == "pad_amount" and isinstance(node.op, ast.Sub) else "ceil",  # type: ignore[attr-defined]
                      operand=padded_operand(idiom.values, self.imports))

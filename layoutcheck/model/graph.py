@@ -465,6 +465,9 @@ class ProjectGraph:
                 found = self._index.by_qualname.get((i, f"{cls}.{rest}"))
                 if found is not None:
                     return (i, found)
+                inherited = self.base_method(i, cls, rest)  # the method a project base defines (MRO order)
+                if inherited is not None:
+                    return inherited
                 if file.module:  # a function assigned onto the class, in any module
                     assigned = self._assigned_methods.get(f"{file.module}.{cls}.{rest}")
                     if assigned is not None:
@@ -651,6 +654,14 @@ class ProjectGraph:
                 return found
         return None
 
+    def base_method(self, index: int, cls: str, name: str) -> FunctionRef | None:
+        """The ``def`` that ``cls.name`` overrides: what ``name`` reaches in ``cls``'s project bases, in order."""
+        for owner in self._bases_of(index, cls):
+            found = self.method_of(*owner, name)
+            if found is not None:
+                return found
+        return None
+
     def _bases_of(self, index: int, cls: str) -> Iterator[tuple[int, str]]:
         """Class ``cls`` of file ``index``'s bases that the project defines, in order: (file, qualname)."""
         classes = self.files[index].facts.classes
@@ -662,6 +673,10 @@ class ProjectGraph:
                     continue
                 owner = (index, base) if any(q == base for q, _ in classes) \
                     else self._class_at(self.absolute(index, base))
+                if owner is None and "." not in base:
+                    # `from data import Base`: a base the file imports by name, through its imports
+                    qualified = self._qualify(index, base)
+                    owner = self._class_at(qualified) if qualified is not None else None
                 if owner is not None and owner != (index, cls):
                     yield owner
             return

@@ -172,6 +172,68 @@ class LiteralsMixin:
                     ))
                     return
 
+    def unit_lcm_of_nested_splits(self, unit: ast.expr, pad: ast.AST) -> None:
+        """A round-up's unit ``lcm(t, 2 * c)`` (read through locals and the arms of a conditional
+        expression) with ``c`` and ``t`` both sizes read at run time (a call's or an attribute's value,
+        not a literal or a parameter) and ``t`` not a product with ``c``: the factor of a zigzag split
+        into ``2 * c`` chunks joined by ``lcm`` with another split's size. A second split that divides
+        each of the ``c`` parts needs ``c * t`` (sequence parallelism inside context parallelism), and
+        ``lcm(t, 2 * c)`` is smaller whenever ``t`` and ``2 * c`` share a factor."""
+        for arm in self._unit_arms(unit):
+            if not (isinstance(arm, ast.Call) and last_name(arm.func) == "lcm" and len(arm.args) == 2):
+                continue
+            for doubled, other in (arm.args, arm.args[::-1]):
+                size = _doubled_size(doubled)
+                if size is None or isinstance(other, ast.Starred):
+                    continue
+                mine, theirs = self._runtime_size(size), self._runtime_size(other)
+                if mine is None or theirs is None or mine & theirs:
+                    continue
+                snippet = self.source.snippet  # type: ignore[attr-defined]
+                self.facts.clashes.append(Clash(  # type: ignore[attr-defined]
+                    self.frame.index, "unit_lcm_nested", self.source.span(arm),  # type: ignore[attr-defined]
+                    snippet(arm, 40), f"{snippet(size, 20)}|{snippet(other, 20)}",
+                ))
+                return
+
+    def _unit_arms(self, unit: ast.expr) -> list[ast.expr]:
+        """The expressions a unit may be: itself, through locals, each arm of ``a if c else b``."""
+        out: list[ast.expr] = []
+        todo: list[ast.expr | None] = [unit]
+        for _ in range(4):
+            following: list[ast.expr | None] = []
+            for part in todo:
+                if isinstance(part, ast.Name):
+                    bound = self.bound_expr(part.id)
+                    if bound is not None:
+                        following.append(bound)
+                elif isinstance(part, ast.IfExp):
+                    following.extend((part.body, part.orelse))
+                elif part is not None:
+                    out.append(part)
+            todo = following
+        return out
+
+    def _runtime_size(self, node: ast.expr) -> frozenset[str] | None:
+        """What tells a size read at run time apart (``tp = group.size()``: the local and what it was read
+        from), or None when ``node`` is a literal, a parameter or a product (not one group's size)."""
+        if int_value(node) is not None:
+            return None
+        if isinstance(node, ast.Name):
+            bound = self.bound_expr(node.id)
+            if bound is None or not isinstance(self._unwrapped(bound), (ast.Call, ast.Attribute)):
+                return None  # a parameter, a loop's name, or a local computed some other way
+            return frozenset({node.id, ast.dump(self._unwrapped(bound))})
+        if isinstance(node, (ast.Call, ast.Attribute)):
+            return frozenset({ast.dump(node)})
+        return None
+
+    def _unwrapped(self, node: ast.expr) -> ast.expr:
+        """``a`` of ``a if c else 1`` (a size switched off by a condition stays that size)."""
+        if isinstance(node, ast.IfExp):
+            return node.body if int_value(node.orelse) is not None else node.orelse if int_value(node.body) is not None else node
+        return node
+
     def _params(self) -> set[str]:
         """The parameters of the function being walked."""
         frame = self.frame
@@ -289,6 +351,16 @@ def _literal_choice(value: ast.expr) -> bool:
     if isinstance(value, ast.IfExp):
         return _literal_choice(value.body) and _literal_choice(value.orelse)
     return int_value(value) is not None
+
+
+def _doubled_size(node: ast.expr) -> ast.expr | None:
+    """``c`` of ``2 * c`` or ``c * 2`` with ``c`` not a literal: a zigzag split's factor (two chunks per rank)."""
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult):
+        if int_value(node.left) == 2 and int_value(node.right) is None:
+            return node.right
+        if int_value(node.right) == 2 and int_value(node.left) is None:
+            return node.left
+    return None
 
 
 def _subjects(test: ast.expr) -> set[str]:

@@ -24,6 +24,9 @@ the node to flag and what the rule's message needs:
 * `combined_before_restore` (class 9): a value built from regrouped pieces
   (``groups, order = regroup(...)``) combined elementwise with the batch's own
   data before it is put back in the batch's order (``v = v[index from order]``);
+* `flattened_length` (class 3): ``lengths.append(len(x))`` beside ``stream.append(x.flatten())``
+  in one block: the length recorded for a piece of a packed stream counts ``x``'s rows, the
+  stream holds its elements;
 * `row_count_as_size` (class 7): ``len(x)`` in arithmetic where ``x`` is one row
   (concatenated along its columns with a ``(1, k)`` block): the count of rows,
   always 1, taken for a size or an id.
@@ -40,7 +43,7 @@ from layoutcheck.model.syntax import child_fields, int_value, last_name, live, n
 
 __all__ = [
     "SPELLINGS", "Body", "through", "unit_switches", "combined_before_restore", "empty_segment", "misplaced_positions",
-    "moving_reference", "truncated_apart", "row_count_as_size", "unmasked_mean",
+    "moving_reference", "truncated_apart", "row_count_as_size", "flattened_length", "unmasked_mean",
 ]
 
 _NESTED = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
@@ -131,6 +134,7 @@ SPELLINGS: dict[str, tuple[str, ...]] = {
     "unmasked_mean": ("sum", "/"),
     "combined_before_restore": (",", "["),
     "row_count_as_size": ("len", "cat"),
+    "flattened_length": ("len", "append"),
 }
 """Per check, what a function's text must spell for the check to find anything there: the library
 call or the syntax it matches (``arange``, ``.extend``, ``.items()``, ``pad``, ``sum`` and ``/``,
@@ -681,3 +685,50 @@ def row_count_as_size(body: Body) -> Iterator[tuple[ast.AST, str]]:
                                 and len(side.args) == 1 and isinstance(side.args[0], ast.Name) \
                                 and side.args[0].id in one_row:
                             yield side, side.args[0].id
+
+
+def _appended(stmt: ast.stmt) -> tuple[str, ast.expr] | None:
+    """``xs.append(v)`` as a statement: the list's name and ``v``."""
+    if not (isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call)):
+        return None
+    call = stmt.value
+    if not (isinstance(call.func, ast.Attribute) and call.func.attr == "append" and isinstance(call.func.value, ast.Name)
+            and len(call.args) == 1 and not call.keywords):
+        return None
+    return call.func.value.id, call.args[0]
+
+
+def _flattened(node: ast.expr) -> str | None:
+    """``x`` of ``x.flatten()``, ``x.view(-1)``, ``x.reshape(-1)``: every element of ``x`` in one axis."""
+    if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and isinstance(node.func.value, ast.Name)):
+        return None
+    method, args = node.func.attr, node.args
+    if method == "flatten" and not args and not node.keywords:
+        return node.func.value.id
+    if method in ("view", "reshape") and len(args) == 1 and int_value(args[0]) == -1:
+        return node.func.value.id
+    return None
+
+
+def flattened_length(body: Body) -> Iterator[tuple[ast.AST, str]]:
+    """``lengths.append(len(x))`` in the block that appends ``x.flatten()`` to another list: the pieces
+    of a packed stream recorded with a length that counts ``x``'s rows, not the elements the stream
+    holds (the two agree only when ``x`` has one axis, where flattening it would change nothing)."""
+    for block in body.blocks:
+        flat: dict[str, str] = {}
+        lengths: list[tuple[str, ast.Call]] = []
+        for stmt in block:
+            found = _appended(stmt)
+            if found is None:
+                continue
+            target, value = found
+            piece = _flattened(value)
+            if piece is not None:
+                flat.setdefault(piece, target)
+            elif isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and value.func.id == "len" \
+                    and len(value.args) == 1 and isinstance(value.args[0], ast.Name):
+                lengths.append((target, value))
+        for target, call in lengths:
+            name = call.args[0].id  # type: ignore[attr-defined]
+            if name in flat and flat[name] != target:
+                yield call, name

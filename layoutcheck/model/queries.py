@@ -20,7 +20,7 @@ from layoutcheck.records import dataclass
 from layoutcheck.model.facts import Arg, Call, FileFacts, Function, Pad, Record, Rewrite, Transform, Zip, ensure_calls
 from layoutcheck.model.project import FileModel, FunctionRef, HelperSignature, Project
 from layoutcheck.model.headreach import HeadReach
-from layoutcheck.model.reshiftflow import ReshiftedStore
+from layoutcheck.model.reshiftflow import ReshiftedStore, SiblingShift, sibling_shifts
 from layoutcheck.model.sides import SideDisagreement
 from layoutcheck.model.unitpartners import partner_setting_switch
 from layoutcheck.model.units import atoms
@@ -155,6 +155,39 @@ class FileQueries:
         if configured:
             return f"Read the padded length the configured owner `{configured[0]}` decided"
         return "Read the padded length its owner decided (the linter sees no owner here: list it in `owners`)"
+
+    # ------------------------------------------------------------ LC107: an override's unit
+
+    def overriding_literal_units(self) -> Iterator[tuple[Pad, FunctionRef, Pad]]:
+        """Round-ups of a method to a literal unit (``16``) where the method it overrides rounds to a unit
+        that is not a literal (the instance's configured ``self.unit``, a parameter): two builders of one
+        layout, one of which ignores the unit the other is given. The override's own pads decide: one
+        that also rounds to a unit not a literal is left alone. A call of a round-up helper method
+        (``self._round_up(n, 16)``) counts as the round-up it makes (`ProjectValues.method_pads`)."""
+        project = self.project
+        for function, facts in enumerate(self.facts.functions):
+            cls, _, name = facts.qualname.rpartition(".")
+            if not cls or facts.receiver is None:
+                continue
+            base = project.base_method(self.index, cls, name)
+            if base is None:
+                continue
+            own = [p for p in project.method_pads(self.ref(function)) if p.fate != "metric"]
+            if not own or any(not _literal_unit(p.unit) for p in own):
+                continue
+            theirs = [p for p in project.method_pads(base) if p.fate != "metric" and p.unit
+                      and not _literal_unit(p.unit)]
+            if not theirs:
+                continue
+            for pad in own:
+                if pad.unit not in ("0", "1"):
+                    yield pad, base, theirs[0]
+                    break
+
+    def sibling_shifts(self) -> list[SiblingShift]:
+        """Implementations of one overridden method, here, that build one record and shift one of its
+        fields differently (`layoutcheck.model.reshiftflow.sibling_shifts`)."""
+        return sibling_shifts(self.project, self.index)
 
     # ------------------------------------------------------------ LC102: second owners
 
@@ -507,6 +540,11 @@ class FileQueries:
         for found in self.project.disagreements:
             if found[1][0] == self.index:
                 yield OwnerDisagreement(*found)
+
+
+def _literal_unit(unit: str) -> bool:
+    """A canonical unit that is one integer literal (``16``)."""
+    return unit.isdigit()
 
 
 def _argument(call: Call, name: str, position: int | None) -> Arg | None:

@@ -171,6 +171,32 @@ def _branch_shift(stmts: list[ast.stmt], name: str) -> str | None:
     return _shift_of(stores[0].value, name)
 
 
+def _early_return_summary(function: ast.FunctionDef | ast.AsyncFunctionDef,
+                          params: list[str]) -> tuple[str, str, str, str] | None:
+    """`_summary` for ``if flag: return <shift of t>`` then ``return <shift of t>``: the two arms of the
+    ``if ... else`` form written with an early return (``flag`` another parameter)."""
+    body = [s for s in function.body if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))]
+    if len(body) < 2:
+        return None
+    branch, last = body[-2], body[-1]
+    if not (isinstance(branch, ast.If) and not branch.orelse and len(branch.body) == 1
+            and isinstance(branch.body[0], ast.Return) and branch.body[0].value is not None
+            and isinstance(last, ast.Return) and last.value is not None):
+        return None
+    test, negated = branch.test, False
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        test, negated = test.operand, True
+    if not (isinstance(test, ast.Name) and test.id in params):
+        return None
+    for param in params:
+        if param == test.id:
+            continue
+        yes, no = _shift_of(branch.body[0].value, param), _shift_of(last.value, param)
+        if yes is not None and no is not None:
+            return (param, no, yes, test.id) if negated else (param, yes, no, test.id)
+    return None
+
+
 def _summary(function: ast.FunctionDef | ast.AsyncFunctionDef, method: bool) -> tuple[str, str, str, str] | None:
     """(parameter, kind if true, kind if false, condition) when ``function`` returns a one-position shift
     of a parameter: directly (``return cat((t[:, 1:], pad))``), or a parameter rebound so on every path,
@@ -181,6 +207,8 @@ def _summary(function: ast.FunctionDef | ast.AsyncFunctionDef, method: bool) -> 
     if not params or not isinstance(last, ast.Return) or last.value is None:
         return None  # the one return is the last statement (checked before the function is walked)
     returns = [n for n in own_nodes(function) if isinstance(n, ast.Return)]
+    if len(returns) == 2:
+        return _early_return_summary(function, params)
     if len(returns) != 1 or returns[0].value is None:
         return None
     value = returns[0].value

@@ -34,7 +34,7 @@ from layoutcheck.records import dataclass
 from layoutcheck.model.facts import Call, FieldWrite, FunctionRef, Param
 from layoutcheck.model.graph import ProjectGraph
 
-__all__ = ["ReshiftedStore", "reshifted_stores"]
+__all__ = ["ReshiftedStore", "SiblingShift", "reshifted_stores", "sibling_shifts"]
 
 
 @dataclass(frozen=True)
@@ -282,3 +282,90 @@ def _call_last_names(graph: ProjectGraph, flow: _Flow) -> set[str]:
         if any(flow.applied(ref, None).values()):
             names.add(function.qualname.rsplit(".", 1)[-1])
     return names
+
+
+@dataclass(frozen=True)
+class SiblingShift:
+    """A field of a record that one implementation of a method shifts and another leaves, where both build
+    the same record and shift its other fields alike (class 5: the field's positions depend on which
+    implementation ran)."""
+
+    function: FunctionRef
+    call: Call
+    """The shifter call that moves the field's value (`Call.span` is where it is flagged)."""
+    field: str
+    record: str
+    kind: str
+    other: FunctionRef
+    """An implementation that leaves the field unshifted."""
+    agreed: tuple[str, ...]
+    """Fields every implementation shifts the same way: what shows they build one layout."""
+
+
+def _root(text: str) -> str:
+    """The name an argument's text starts with (``mask[..., None]`` -> ``mask``), or ""."""
+    head = ""
+    for ch in text:
+        if ch.isalnum() or ch == "_":
+            head += ch
+        else:
+            break
+    return head if head.isidentifier() else ""
+
+
+def sibling_shifts(graph: ProjectGraph, index: int) -> list[SiblingShift]:
+    """Implementations, in file ``index``, of one method they override (`ProjectGraph.base_method`) that
+    build the same record (a call given two or more keyword arguments, by one name in each) and shift its
+    fields differently: a field one of them passes through a shifter (``shift(mask, left=False)``, also a
+    shifter of another module, `_Flow.shifted_arguments`) and another does not, while a field every one
+    of them shifts the same way shows the convention. Flagged at the shifts of the implementations in
+    the minority for that field (on a tie, those that shift it)."""
+    facts = graph.files[index].facts
+    groups: dict[FunctionRef, list[FunctionRef]] = {}
+    for j, function in enumerate(facts.functions):
+        cls, _, name = function.qualname.rpartition(".")
+        if not j or not cls or function.receiver is None:
+            continue
+        base = graph.base_method(index, cls, name)
+        if base is not None:
+            groups.setdefault(base, []).append((index, j))
+    groups = {base: members for base, members in groups.items() if len(members) >= 2}
+    if not groups:
+        return []
+    flow = _Flow(graph)
+    if not flow.summaries:
+        return []
+    out: list[SiblingShift] = []
+    for members in groups.values():
+        built: dict[FunctionRef, dict[str, dict[str, str]]] = {}
+        shifted: dict[FunctionRef, dict[str, tuple[str, Call]]] = {}
+        for ref in members:
+            calls = graph.function(ref).calls
+            built[ref] = {call.callee: {a.keyword: _root(a.text) for a in call.args if a.keyword}
+                          for call in calls if sum(1 for a in call.args if a.keyword) >= 2}
+            moved: dict[str, tuple[str, Call]] = {}
+            for call in calls:
+                for position, (kind, _) in flow.shifted_arguments(ref, call).items():
+                    name = _root(call.args[position].text)
+                    if name and call.args[position].text == name:
+                        moved.setdefault(name, (kind, call))
+            shifted[ref] = moved
+        records = set.intersection(*(set(b) for b in built.values()))
+        for record in sorted(records):
+            fields = set.intersection(*(set(built[ref][record]) for ref in members))
+            kinds = {f: {ref: shifted[ref].get(built[ref][record][f], (None, None))[0] for ref in members}
+                     for f in fields}
+            agreed = tuple(sorted(f for f, by in kinds.items() if len(set(by.values())) == 1
+                                  and next(iter(by.values())) is not None))
+            if not agreed:
+                continue
+            for f in sorted(fields):
+                by = kinds[f]
+                plain = [ref for ref, kind in by.items() if kind is None]
+                moving = [ref for ref, kind in by.items() if kind is not None]
+                if not plain or not moving or len(moving) > len(plain):
+                    continue
+                for ref in moving:
+                    kind, call = shifted[ref][built[ref][record][f]]
+                    out.append(SiblingShift(ref, call, f, record, kind, plain[0], agreed))
+    return out

@@ -76,6 +76,8 @@ class StoresMixin:
         if isinstance(target, ast.Subscript):
             self.scan(target.slice)
             self.scan_target(target.value) if isinstance(target.value, ast.Subscript) else self.scan(target.value)
+            if not self.in_test:
+                self.shifted_store(target)  # a window written: judged as the same window read
         elif isinstance(target, ast.Attribute):
             self.scan(target.value)
         elif isinstance(target, (ast.Tuple, ast.List)):

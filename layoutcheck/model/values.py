@@ -13,7 +13,7 @@ import dataclasses
 from collections.abc import Collection
 from functools import cached_property
 
-from layoutcheck.model.facts import FieldWrite, Function, FunctionRef, Pad
+from layoutcheck.model.facts import FieldWrite, Function, FunctionRef, Pad, ensure_function_calls
 from layoutcheck.model.graph import ProjectGraph
 from layoutcheck.model.spaces import Spaces
 from layoutcheck.model.vocabulary import Tag
@@ -87,9 +87,14 @@ class ProjectValues(ProjectGraph):
             found += self.round_up_call_pads(ref, function, names)
         return found
 
-    def round_up_call_pads(self, ref: FunctionRef, function: Function, names: Collection[str]) -> list[Pad]:
+    def round_up_call_pads(self, ref: FunctionRef, function: Function, names: Collection[str], *,
+                           methods: bool = False) -> list[Pad]:
         """``function``'s calls of the project's round-up helpers (spelt with one of ``names``), as pads at
-        the call: the helper's value and unit arguments, with what the call's own facts say of them."""
+        the call: the helper's value and unit arguments, with what the call's own facts say of them.
+        ``methods``: also helpers that are methods reached through an instance (``self.up(n, m)``, whose
+        positions count the receiver the call does not pass). Off for the pads every rule reads
+        (`pads_of`): read as pads there, such calls gave 11 findings on Megatron-Bridge's collate
+        functions (padding-outside-owner, max-of-alignment-units) that nobody has judged yet."""
         found = []
         for call in function.calls:
             if not call.fate or call.callee.rsplit(".", 1)[-1] not in names:
@@ -98,6 +103,10 @@ class ProjectValues(ProjectGraph):
             if target is None or self.signature(target).rounds is None:
                 continue
             i, j = self.signature(target).rounds  # type: ignore[misc]
+            if methods and self.fills_receiver(ref, call.callee, target):
+                i, j = i - 1, j - 1  # `self.up(n, m)`: the positions count the receiver, the call does not pass it
+                if i < 0 or j < 0:
+                    continue
             args = [a for a in call.args if a.keyword is None]
             if len(args) <= max(i, j):
                 continue
@@ -107,6 +116,16 @@ class ProjectValues(ProjectGraph):
                 call.fate, call.tick, value.params, value.fields, unit.params,
             ))
         return found
+
+    def method_pads(self, ref: FunctionRef) -> list[Pad]:
+        """The pads of one ``def``: its own idioms and its calls of the project's round-up helpers, methods
+        reached through an instance included (`round_up_call_pads` with ``methods``)."""
+        file = self.files[ref[0]]
+        function = ensure_function_calls(file.facts, ref[1])
+        own = [p for p in file.facts.pads if p.function == ref[1] and function.rounds is None]
+        names = self._round_up_names
+        called = self.round_up_call_pads(ref, function, names, methods=True) if names else []
+        return [*own, *called]
 
     def pads_of(self, file_index: int) -> list[Pad]:
         """The pads of a file: its own idioms, and calls of the project's round-up helpers (whose own
