@@ -178,9 +178,9 @@ def rewrite_calls(tree: ast.Module, source: str) -> tuple[ast.Module, bool]:
         forget_nodes(tree)  # `_projections` listed the nodes before the rewrite
         changed = True
     if _PARTIAL_BOUND.search(source):
-        bound = _partials(tree)
-        if bound:
-            _apply_partials(tree, bound)
+        partials = _partials(tree)
+        if partials:
+            _apply_partials(tree, partials)
             forget_nodes(tree)
             changed = True
     return tree, changed
@@ -490,11 +490,11 @@ def _loader_loops(tree: ast.Module) -> list[tuple[ast.For, ast.expr, int]]:
     stored_in = {key for key, _ in by_attr}
     # the module's own statements too: a script's top level is code like a function's
     for function in (tree, *functions):
-        cls = methods.get(id(function))
-        if function is not tree and (cls is None or id(cls) not in stored_in) and not _spans(function, loaders):
+        holder = methods.get(id(function))
+        if function is not tree and (holder is None or id(holder) not in stored_in) and not _spans(function, loaders):
             continue  # no DataLoader built in it and none stored on its instance: no loop of it can match
         local = _local_loaders(function)
-        me = _instance(function) if cls is not None else None
+        me = _instance(function) if holder is not None else None
         for node in own_nodes(function):
             if not isinstance(node, (ast.For, ast.AsyncFor)) or not node.body:
                 continue
@@ -503,13 +503,13 @@ def _loader_loops(tree: ast.Module) -> list[tuple[ast.For, ast.expr, int]]:
                     and len(source.args) == 1 and isinstance(node.target, ast.Tuple) and len(node.target.elts) == 2:
                 source, at = source.args[0], 1
             collate = _loader_collate(source, local)
-            if collate is None and cls is not None and isinstance(source, ast.Attribute) and isinstance(source.value, ast.Name) \
+            if collate is None and holder is not None and isinstance(source, ast.Attribute) and isinstance(source.value, ast.Name) \
                     and source.value.id == me:
-                collate = by_attr.get((id(cls), source.attr))
+                collate = by_attr.get((id(holder), source.attr))
                 if collate is not None:
                     # the loop is in another method than the loader's call: its batches are the collate
                     # function's result on the dataset's items, spelt here (`_read_batches_through_collate`)
-                    loader, stored_by, built = items[(id(cls), source.attr)]
+                    loader, stored_by, built = items[(id(holder), source.attr)]
                     item = _dataset_item(loader, stored_by, me, built)
                     if item is not None:
                         setattr(node, _ITEMS_AT, item)

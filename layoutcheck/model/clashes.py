@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import ast
 import re
+from typing import Any
 
 from layoutcheck.model.facts import Clash
 from layoutcheck.model.flow import ENTRY, MASKED, NOTHING, PACKED, PAD, SEQ, STREAM, Value
@@ -61,6 +62,11 @@ def _negated(node: ast.expr | None) -> ast.expr | None:
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub) and not isinstance(node.operand, ast.Constant):
         return node.operand
     return None
+
+
+def _position(node: Any) -> tuple[int, int]:
+    """Where ``node`` starts: the order of nodes in the text."""
+    return node.lineno, node.col_offset
 
 
 class ClashesMixin:
@@ -354,7 +360,7 @@ class ClashesMixin:
             return
         odd, other, other_node = (left, right, node.right) if mine == {"last"} else (right, left, node.left)
         shift = min((n for k, side, _, n in odd.shifts if side == "data" and k.rstrip("+") == "last"),
-                    key=lambda n: (n.lineno, n.col_offset))  # type: ignore[attr-defined]
+                    key=_position)
         done = self.frame.data.setdefault("shift_mismatch", set())
         if id(shift) in done:
             return  # one finding per wrong shift, however often its value is combined

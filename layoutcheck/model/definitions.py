@@ -71,6 +71,9 @@ _NOTED = TOK | SEQ | UNIT | CP | PACKED
 class DefinitionsMixin:
     """The ``def``/``class`` visitors and the function-end checks of the per-file walk (mixed into its extractor)."""
 
+    live_checks: tuple[tuple[tuple[str, Any, frozenset[str]], ...], tuple[str, ...]] | None
+    """Declared where it is filled (`function_checks`), as the extractor's `__init__` types it."""
+
     def absorb(self, uses: Uses) -> None:
         """Add what a body's `Uses` show of fields and unit atoms to the file's."""
         for key, tags in uses.fields.items():
@@ -132,12 +135,12 @@ class DefinitionsMixin:
         self.frames.append(frame)
         state = FunctionState()
         state.layout_params |= layout_params
-        for param in layout_params:
-            state.note_space(param, "layout kind", line, "defaults to a layout kind")
+        for layout_param in layout_params:
+            state.note_space(layout_param, "layout kind", line, "defaults to a layout kind")
         state.positional = tuple(p.arg for p in positional_params)
         self.states.append(state)
-        for param in params:
-            frame.env[param.name] = Value(self.vocab.tags(param.name), None, frozenset((param.name,)))
+        for given in params:
+            frame.env[given.name] = Value(self.vocab.tags(given.name), None, frozenset((given.name,)))
         self.forget()
         saved_classes, self.classes = self.classes, []
         saved_positive, self.positive = self.positive, []
@@ -188,6 +191,10 @@ class DefinitionsMixin:
             live = self.live_checks = (checks, tuple(sorted({w for _, _, words in checks for w in words})))
         return live
 
+    def _carries_tokens(self, node: ast.expr) -> bool:
+        """Whether ``node`` holds tokens (per token, per sample or a stream): what `Sinks` follows."""
+        return self.classify(node).has(TOK | SAMPLE | STREAM)
+
     def finish(self, frame: Frame, body: Sequence[ast.stmt]) -> None:
         """The function has been walked: fix the fates of its pads and write its facts."""
         shared = Body(body)
@@ -217,7 +224,7 @@ class DefinitionsMixin:
         state = self.states.pop()
         facts = self.facts.functions[frame.index]
         if (state.pads or state.candidates) and not frame.model:
-            sinks = Sinks(body, self.imports, lambda n: self.classify(n).has(TOK | SAMPLE | STREAM))
+            sinks = Sinks(body, self.imports, self._carries_tokens)
             for pad, carrier in state.pads:
                 pad.fate = sinks.fate(carrier)
             calls = state.calls

@@ -425,12 +425,12 @@ class Flow:
                     # `f(...)[1]`: element 1 of what the project's `f` returns (its summary there, `*1:f`).
                     calls = frozenset(f"*{position}:{c}" for c in inner.calls if not c.startswith("*"))
                 return Value(tags, inner.origin, inner.params, inner.fields, inner.shifts, calls)
-            kind = shift_kind(node.slice)  # type: ignore[attr-defined]
-            if kind is not None:
+            axis = shift_kind(node.slice)  # type: ignore[attr-defined]
+            if axis is not None:
                 if isinstance(node.slice, ast.Tuple):  # type: ignore[attr-defined]
-                    kind += "+"  # a tensor's axis (`x[:, 1:]`): a list or a string is never indexed so
+                    axis += "+"  # a tensor's axis (`x[:, 1:]`): a list or a string is never indexed so
                 side = data_side(base, self.bound_expr, self.imports)
-                shift = (kind, side, shift_root(base, self.bound_expr), node)
+                shift = (axis, side, shift_root(base, self.bound_expr), node)
                 return Value(inner.tags, inner.origin, inner.params, inner.fields, inner.shifts | {shift})
             return inner
         if kind is ast.BinOp:
@@ -440,9 +440,9 @@ class Flow:
             if idiom is not None:
                 found = self._union(idiom.values)
                 return Value(found.tags | PAD, found.origin, found.params, found.fields)
-            value = self.idiom("broadcast", node)
-            if value is not None:
-                inner = self.classify(value)
+            spread = self.idiom("broadcast", node)
+            if spread is not None:
+                inner = self.classify(spread)
                 return Value(inner.tags | BCAST, node, _EMPTY, inner.fields)
             found = self.classify(node.left) | self.classify(node.right)  # type: ignore[attr-defined]
             if _offset_differences(node):  # type: ignore[arg-type]
@@ -465,13 +465,13 @@ class Flow:
                 return found.with_tags(found.tags | PACKED)  # `[0, n + pad]`: one packed segment's bounds
             return found
         if kind in (ast.ListComp, ast.GeneratorExp, ast.SetComp, ast.DictComp):
-            value = self.idiom("broadcast", node)
+            spread = self.idiom("broadcast", node)
             self.push_comprehension(node)  # type: ignore[arg-type]
             try:
                 element = self.classify(node.value if kind is ast.DictComp else node.elt)  # type: ignore[attr-defined]
             finally:
                 self.pop_scope()
-            if value is not None:
+            if spread is not None:
                 return Value(element.tags | BCAST, node, element.params, element.fields)
             if element.tags & SAMPLE:
                 element = element.with_tags((element.tags & ~SAMPLE) | TOK)  # a list of samples

@@ -189,10 +189,10 @@ def assigned_onto_classes(tree: ast.Module, text: str) -> tuple[AssignedMethod, 
                 continue
             else:
                 head = written.split(".")[0]
-                where = name_at(head, stmt.lineno)
-                if where is None:
+                named = name_at(head, stmt.lineno)
+                if named is None:
                     continue
-                cls = where + written[len(head):]
+                cls = named + written[len(head):]
             local = bindings.get(stmt.value.id) if name_at(stmt.value.id, stmt.lineno) is None else None
             for line, value in local if local is not None else [(stmt.lineno, stmt.value)]:
                 if isinstance(value, ast.Name):

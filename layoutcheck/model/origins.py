@@ -343,9 +343,9 @@ class _Function:
                     self.bound.setdefault(element.id, []).append((line, picked))
         elif isinstance(target, ast.Subscript) and isinstance(target.value, ast.Name) \
                 and isinstance(target.slice, ast.Constant) and isinstance(target.slice.value, str):
-            entries = self.dicts.get(target.value.id)
-            if entries is not None:
-                entries.setdefault(target.slice.value, []).append(self.entry(value, line))
+            known = self.dicts.get(target.value.id)
+            if known is not None:
+                known.setdefault(target.slice.value, []).append(self.entry(value, line))
 
     def entry(self, value: ast.expr, line: int) -> _Entry:
         found = self.origins(value, line)
@@ -456,7 +456,7 @@ class _Function:
             return None if value.id in self.bound or value.id in self.rebound else qualified(value, self.names)
         if not isinstance(value, ast.Attribute):
             return None
-        head = value
+        head: ast.expr = value
         while isinstance(head, ast.Attribute):
             head = head.value
         if not isinstance(head, ast.Name):

@@ -244,11 +244,11 @@ def local_packs(function: ast.FunctionDef | ast.AsyncFunctionDef) -> Iterator[Pa
     if not (record and size):
         return
     reading = _Function(nodes)
-    for record in _records(nodes):
-        kinds = [(field, reading.kinds(value)) for field, value in record]
+    for built in _records(nodes):
+        kinds = [(field, reading.kinds(value)) for field, value in built]
         ends = {w for _, found in kinds for w, k, _ in found if k == "boundary"}
         for field, found in kinds:
-            for walked, kind, node in found:
-                if kind == "piece" and walked in ends:
+            for walked, role, node in found:
+                if role == "piece" and walked in ends:
                     yield field, node.lineno, node  # type: ignore[attr-defined]
                     break

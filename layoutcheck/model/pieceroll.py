@@ -204,14 +204,14 @@ def rolled_pieces(tree: ast.Module) -> dict[ast.AST, list[tuple[ast.AST, str]]]:
             callee = rollers.get(last_name(node.func) or "")
             if callee is None:
                 continue
-            target, rolled = callee
+            target, rolls = callee
             names = param_names(target)
             if binds_receiver(target, node, methods):
                 names = names[1:]
             given = {k.arg for k in node.keywords if not (isinstance(k.value, ast.Constant) and k.value.value is None)}
             given |= {n for n, a in zip(names, node.args) if not (isinstance(a, ast.Constant) and a.value is None)}
             for name, arg in [*zip(names, node.args), *((k.arg, k.value) for k in node.keywords)]:
-                if name in rolled and not rolled[name] & given:
+                if name in rolls and not rolls[name] & given:
                     split = piece(arg)
                     if split is not None:
                         out.setdefault(function, []).append((arg, split))

@@ -105,9 +105,9 @@ def _default(function: ast.FunctionDef | ast.AsyncFunctionDef, name: str) -> ast
     for arg, default in zip(positional[len(positional) - len(args.defaults):], args.defaults):
         if arg.arg == name:
             return default
-    for arg, default in zip(args.kwonlyargs, args.kw_defaults):
+    for arg, kw_default in zip(args.kwonlyargs, args.kw_defaults):  # (None where a keyword has no default)
         if arg.arg == name:
-            return default
+            return kw_default
     return None
 
 

@@ -12,7 +12,7 @@ literals the bucket rule judges.
 from __future__ import annotations
 
 import ast
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from layoutcheck.model.accumulate import extends_collection, sums_sizes
 from layoutcheck.model.callnames import BUILTINS, COMMON_METHODS, EXTERNAL
@@ -66,6 +66,13 @@ _CONVERSIONS = frozenset({
 })
 _CONVERSION_METHODS = frozenset({"tolist", "to", "cuda", "cpu", "long", "int", "clone", "detach", "numpy"})
 _SHAPED = SEQ | STREAM | SAMPLE | PAD | PACKED | MAX
+
+
+def _sums_lengths(added: Value) -> Callable[[ast.expr], bool]:
+    """Whether what ``+=`` adds is a length (not a padded one, not a stream's), whatever the node asked
+    about: built here, not as a lambda in the method (mypyc cannot compile a closure in a method of a
+    non-native class)."""
+    return lambda _: bool(added.tags & SEQ) and not added.tags & (PAD | PACKED)
 
 
 class StoresMixin:
@@ -264,7 +271,7 @@ class StoresMixin:
         self.rewrite(target, None)
         if isinstance(target, ast.Name):
             added = self.classify(node.value)
-            if sums_sizes(node, bool(self.loops), lambda v: bool(added.tags & SEQ) and not added.tags & (PAD | PACKED)):
+            if sums_sizes(node, bool(self.loops), _sums_lengths(added)):
                 added = added.with_tags(added.tags | STREAM)  # a running total of sizes: a stream's length
             self.bind(target.id, self.lookup(target.id) | added, None)
         entry = extends_collection(node.value, self.bound_expr)  # `d["k"] += pad` rounds a number up
