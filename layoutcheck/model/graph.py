@@ -428,7 +428,8 @@ class ProjectGraph:
 
     def resolve(self, caller: FunctionRef, call: Call) -> FunctionRef | None:
         """The ``def`` a call reaches when the tree has it: by import, in the same module
-        (``self.method`` included), or by a name only one ``def`` of the project has."""
+        (``self.method`` included), through the caller's class's bases (``super().method``,
+        `_through_super`), or by a name only one ``def`` of the project has."""
         key = (caller[0], caller[1], call.tick)
         if key in self._resolved:
             return self._resolved[key]
