@@ -23,6 +23,7 @@ from layoutcheck.lint.settings import LintSettings
 from layoutcheck.model.calls import read_calls_through
 from layoutcheck.model.project import FileModel, Project
 from linttree import lint_files
+from renaming import rename_project
 
 _HELPER = '''
 def chunk_offsets(total, response, rank, size):
@@ -1700,3 +1701,170 @@ def test_a_method_a_base_defines_is_reached_through_the_receiver_and_rounds_as_a
                       if f.qualname == f"{spelled['base']}.{spelled['build']}")
     assert [p.unit for p in project.method_pads((base, base_build))] == ["step"]
     assert _lint(tmp_path, files) == [("derived.py", 7, "disagreeing-owners")]
+
+
+_SUPER_BASE = '''class Finisher:
+    def attach(self, sample, routing):
+        if routing is not None:
+            sample["routing"] = routing
+        return sample
+'''
+_SUPER_CALLS = {
+    # the subclass fills the base method's parameter through `super().m(...)`
+    "super().m(x)": ("finisher.py", _SUPER_BASE, '''from trainer.finisher import Finisher
+
+
+class RoutedFinisher(Finisher):
+    def attach(self, sample, choices):
+        routing = routing_tensor(choices, sample["input_ids"], sample["attention_mask"])
+        return super().attach(sample, routing)
+'''),
+    "super(Cls, self).m(x)": ("finisher.py", _SUPER_BASE, '''from trainer.finisher import Finisher
+
+
+class RoutedFinisher(Finisher):
+    def attach(self, sample, choices):
+        routing = routing_tensor(choices, sample["input_ids"], sample["attention_mask"])
+        return super(RoutedFinisher, self).attach(sample, routing)
+'''),
+    # the base's base defines it: the first class in the method resolution order that does
+    "inherited by the base": ("finisher.py", _SUPER_BASE + '''
+
+class PlainFinisher(Finisher):
+    def close(self):
+        return None
+''', '''from trainer.finisher import PlainFinisher
+
+
+class RoutedFinisher(PlainFinisher):
+    def attach(self, sample, choices):
+        routing = routing_tensor(choices, sample["input_ids"], sample["attention_mask"])
+        return super().attach(sample, routing)
+'''),
+    # a constructor's parameter filled through `super().__init__(...)`
+    "super().__init__(x)": ("finished.py", '''class Finished:
+    def __init__(self, sample, routing):
+        if routing is not None:
+            sample["routing"] = routing
+        self.sample = sample
+''', '''from trainer.finished import Finished
+
+
+class RoutedSample(Finished):
+    def __init__(self, sample, choices):
+        routing = routing_tensor(choices, sample["input_ids"], sample["attention_mask"])
+        super().__init__(sample, routing)
+'''),
+    # what the base method returns, passed on by the override
+    "x = super().m()": ("router.py", '''from trainer.rollout import routing_tensor
+
+
+class Router:
+    def routing(self, sample, choices):
+        return routing_tensor(choices, sample["input_ids"], sample["attention_mask"])
+''', '''from trainer.router import Router
+
+
+class StoringRouter(Router):
+    def routing(self, sample, choices):
+        routing = super().routing(sample, choices)
+        sample["routing"] = routing
+        return sample
+'''),
+}
+
+
+def _super_project(base: tuple[str, str], subclass: str) -> dict[str, str]:
+    """The pad-sides pair with the routing rows' store moved into a base class of another module, reached
+    from a subclass through `super()` (the subclass beside the producer, or in a module of its own when
+    the base method calls the producer)."""
+    producer = (_PAD_SIDES / "rollout.py").read_text().split("def attach_routing")[0]
+    files = {"replay.py": (_PAD_SIDES / "replay.py").read_text(), base[0]: base[1]}
+    if "import routing_tensor" in base[1]:
+        files.update({"rollout.py": producer, "store.py": subclass})
+    else:
+        files["rollout.py"] = producer + subclass
+    # a package imported by its name, as trainers import their modules
+    return {"trainer/__init__.py": "", **{f"trainer/{name}": text for name, text in files.items()}}
+
+
+@pytest.mark.parametrize("kind", list(_SUPER_CALLS), ids=list(_SUPER_CALLS))
+def test_a_value_passed_through_super_reaches_the_base_method(tmp_path: Path, kind: str) -> None:
+    """`super().attach(sample, routing)` (and `super(Cls, self)`, `super().__init__`) in a subclass whose base
+    is imported from another module runs the base's method: its `routing` parameter receives the left-padded
+    rows the reader takes from each row's start (pad-sides-disagree where they are placed), and a base method
+    that returns them gives them to the override that stores them. The same once every name (classes,
+    methods, receivers, fields, modules) is renamed; `callers_of` agrees with `callers` on every ``def``."""
+    where, base, subclass = _SUPER_CALLS[kind]
+    files = _super_project((where, base), subclass)
+    placed = next(i for i, line in enumerate(files["trainer/rollout.py"].splitlines(), 1)
+                  if "expect: pad-sides-disagree" in line)
+    assert _lint(tmp_path / "named", files) == [("rollout.py", placed, "pad-sides-disagree")]
+
+    renaming = rename_project(tmp_path / "named", tmp_path / "renamed")
+    back = {new: old for old, new in renaming.modules.items()}
+    found = [(back.get(Path(f.path).stem, Path(f.path).stem), f.line, f.rule)
+             for f in lint_files(tmp_path / "renamed", {})]
+    assert found == [("rollout", placed, "pad-sides-disagree")]
+    calling = renaming.modules["store" if "trainer/store.py" in files else "rollout"]
+    assert "super(" in (tmp_path / "renamed" / "trainer" / f"{calling}.py").read_text()
+    assert "Finish" not in (tmp_path / "renamed" / "trainer" / f"{calling}.py").read_text()
+
+    with contextlib.chdir(tmp_path / "named"):
+        project = run(["."], use_cache=False, keep_project=True).project
+    by_name = {ref: project.callers_of(ref) for ref, _ in project.defs() if ref[1]}
+    every = _again(project)
+    every.callers  # noqa: B018 - every call resolved first: `callers_of` then reads it
+    assert by_name == {ref: every.callers_of(ref) for ref in by_name}
+    reached = next(ref for ref in by_name if project.signature(ref).qualname in (
+        "Finisher.attach", "Finished.__init__", "Router.routing"))
+    assert [project.signature(caller).qualname for caller, _ in by_name[reached]] == [
+        {"Finisher.attach": "RoutedFinisher.attach", "Finished.__init__": "RoutedSample.__init__",
+         "Router.routing": "StoringRouter.routing"}[project.signature(reached).qualname]]
+
+
+_NOT_THROUGH_SUPER = {
+    # a class that is no base of the caller's has the method: `super()` never reaches it
+    "another class's method": '''from trainer.finisher import Finisher, Keeper
+
+
+class RoutedFinisher(Keeper):
+    def attach(self, sample, choices):
+        routing = routing_tensor(choices, sample["input_ids"], sample["attention_mask"])
+        return super().attach(sample, routing)
+''',
+    # the base is a library's: nothing of the project runs
+    "a library base": '''import torch
+
+
+class RoutedFinisher(torch.nn.Module):
+    def attach(self, sample, choices):
+        routing = routing_tensor(choices, sample["input_ids"], sample["attention_mask"])
+        return super().attach(sample, routing)
+''',
+    # `super(Base, self)` starts after the base: the base's own method is skipped
+    "super(Base, self) skips the base": '''from trainer.finisher import Keeper
+
+
+class RoutedFinisher(Keeper):
+    def attach(self, sample, choices):
+        routing = routing_tensor(choices, sample["input_ids"], sample["attention_mask"])
+        return super(Keeper, self).attach(sample, routing)
+''',
+}
+
+
+@pytest.mark.parametrize("kind", list(_NOT_THROUGH_SUPER), ids=list(_NOT_THROUGH_SUPER))
+def test_super_reaches_only_the_bases_method(tmp_path: Path, kind: str) -> None:
+    """The store of the rows is `Finisher.attach`; `super().attach(...)` from a class whose bases are `Keeper`
+    (whose `attach` drops the rows) or a library's, or `super(Keeper, self)` past `Keeper` (a base with no
+    `attach` above it), reaches no store of them (silent): the call is resolved by the class's bases, not
+    by the method's name."""
+    base = _SUPER_BASE + '''
+
+class Keeper:
+    def attach(self, sample, routing):
+        return sample
+'''
+    files = _super_project(("finisher.py", base), _NOT_THROUGH_SUPER[kind])
+    assert _lint(tmp_path, files) == []

@@ -34,7 +34,7 @@ __all__ = [
     "element_call", "ensure_function_calls", "from_data", "functions_by_call_name", "functions_calling_names", "object_hook", "to_data",
 ]
 
-FACTS_VERSION = 31
+FACTS_VERSION = 32
 """Bumped whenever the shape or the meaning of the facts changes (cached facts are then misses)."""
 
 Span = tuple[int, int, int, int]

@@ -32,6 +32,7 @@ from layoutcheck.model.calls import BATCHES_BUILT, BATCHES_OF, COLLATE_AT, COLLA
 from layoutcheck.model.settings import LintSettings
 from layoutcheck.model.origins import Handed
 from layoutcheck.model.summaries import forwarded_calls
+from layoutcheck.model.syntax import SUPER
 from layoutcheck.model.facts import (
     Arg, Call, FieldWrite, FileFacts, Function, FunctionRef, Param, call_names, calls_may_spell, element_call,
     ensure_calls, ensure_function_calls, functions_by_call_name, functions_calling_names,
@@ -427,7 +428,8 @@ class ProjectGraph:
 
     def resolve(self, caller: FunctionRef, call: Call) -> FunctionRef | None:
         """The ``def`` a call reaches when the tree has it: by import, in the same module
-        (``self.method`` included), or by a name only one ``def`` of the project has."""
+        (``self.method`` included), through the caller's class's bases (``super().method``,
+        `_through_super`), or by a name only one ``def`` of the project has."""
         key = (caller[0], caller[1], call.tick)
         if key in self._resolved:
             return self._resolved[key]
@@ -445,6 +447,8 @@ class ProjectGraph:
         functions = file.facts.functions
         if callee.startswith(BATCHES_OF):
             return self._collate_of(caller, callee[len(BATCHES_OF):])
+        if callee.startswith(SUPER):
+            return self._through_super(caller, callee)
         head, _, rest = callee.partition(".")
         if rest and "." not in rest and head != self.receiver(caller):
             held = self.instance_class(caller, head)
@@ -500,6 +504,34 @@ class ProjectGraph:
             found = self._unique(callee.rsplit(".", 1)[-1])
         self._resolved_dotted[key] = found
         return found
+
+    def _through_super(self, caller: FunctionRef, callee: str) -> FunctionRef | None:
+        """The ``def`` ``super().m(...)`` in ``caller`` runs (`layoutcheck.model.syntax.super_callee`): ``m`` of
+        the first project base of the caller's class that has one (its own, else its bases', as `method_of`
+        walks them); ``super(Cls, obj).m(...)`` starts after ``Cls`` (a class of the module or one it imports)
+        instead. None when no project base defines ``m`` (a library's, ``nn.Module.__init__``)."""
+        inside, _, name = callee[len(SUPER):].partition(").")
+        if not name or "." in name:
+            return None
+        i = caller[0]
+        cls = None
+        for ref in self.enclosing(caller):
+            cls = cls or self.signature(ref).cls
+        if inside and (cls is None or inside != cls.rsplit(".", 1)[-1]):
+            if any(q == inside for q, _ in self.files[i].facts.classes):
+                owner: tuple[int, str] | None = (i, inside)
+            else:
+                owner = self._class_at(self._imported_name(i, inside) if "." not in inside
+                                       else self._qualify(i, inside) or inside)
+        else:
+            owner = (i, cls) if cls is not None else None
+        if owner is None:
+            return None
+        for base in self._bases_of(*owner):
+            found = self.method_of(*base, name)
+            if found is not None:
+                return found
+        return None
 
     def _instance_facts(self, index: int) -> tuple[dict[tuple[str, str], str], dict[str, str],
                                                     dict[tuple[str, int, int], list[Handed]],
@@ -671,15 +703,17 @@ class ProjectGraph:
             for base in bases:
                 if not base:
                     continue
-                owner = (index, base) if any(q == base for q, _ in classes) \
-                    else self._class_at(self.absolute(index, base))
-                if owner is None and "." not in base:
-                    # `from data import Base`: a base the file imports by name, through its imports
-                    qualified = self._qualify(index, base)
-                    owner = self._class_at(qualified) if qualified is not None else None
+                owner = (index, base) if any(q == base for q, _ in classes) else self._class_at(
+                    self._imported_name(index, base))
                 if owner is not None and owner != (index, cls):
                     yield owner
             return
+
+    def _imported_name(self, index: int, name: str) -> str:
+        """A bare name file ``index`` uses, absolute: through the names it imports (``from .base import
+        Actor``: ``pkg.base.Actor``), else as `absolute` qualifies it."""
+        imported = dict(self.files[index].facts.imports).get(name)
+        return self._absolute(index, imported) if imported is not None else self.absolute(index, name)
 
     def _handed_collate(self, outer: FunctionRef, call: Call, slots: set[str]) -> set[FunctionRef]:
         """The collate functions of the loaders ``call`` (in ``outer``) is given at ``slots`` that a project

@@ -13,6 +13,8 @@ from __future__ import annotations
 import ast
 import re
 
+from layoutcheck.model.syntax import super_callee
+
 __all__ = ["Imports", "scan_aliases", "scan_imports"]
 
 _IMPORT_LINE = re.compile(r"^[ \t]*(?:from[ \t]+(\.*[\w.]*)[ \t]+import[ \t]|import[ \t]+([\w., \t]+))", re.MULTILINE)
@@ -113,11 +115,16 @@ class Imports:
             return self.aliases.get(node.id) or _CONVENTIONAL.get(node.id, node.id)  # type: ignore[attr-defined]
         if kind is not ast.Attribute:
             return None
+        if type(node.value) is ast.Call:  # type: ignore[attr-defined]
+            # `super().m`: spelt so that the project resolves it through the class's bases (a longer chain
+            # through a call, `super().a.b`, names nothing)
+            return super_callee(node)
         # A dotted name is asked about again and again (each call's callee, by several readers). A miss
         # is answered by `get`, not a `KeyError` caught (which costs several times a look-up, once per node).
         found = self._qualified.get(node, _UNSEEN)
         if found is not _UNSEEN:
             return found  # type: ignore[return-value]
-        base = self.qualify(node.value)  # type: ignore[attr-defined]
+        value = node.value  # type: ignore[attr-defined]
+        base = None if type(value) is ast.Attribute and type(value.value) is ast.Call else self.qualify(value)
         found = self._qualified[node] = None if base is None else f"{base}.{node.attr}"  # type: ignore[attr-defined]
         return found

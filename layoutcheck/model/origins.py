@@ -36,6 +36,7 @@ from layoutcheck.model.syntax import (
     is_dataloader,
     param_names,
     receivers,
+    super_callee,
 )
 
 __all__ = ["NAMED", "Attribute", "DictEntry", "Handed", "Instance", "Origin", "Outside", "Pass", "Returned", "Summaries", "ValueOrigins",
@@ -190,7 +191,7 @@ def qualified(node: ast.expr, names: dict[str, str]) -> str | None:
     anything but a chain of names."""
     text = dotted(node)
     if text is None:
-        return None
+        return super_callee(node)  # `super().m`: the project resolves it through the class's bases
     head, dot, rest = text.partition(".")
     found = names.get(head)
     return found + dot + rest if found is not None else text

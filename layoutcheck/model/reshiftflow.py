@@ -33,6 +33,7 @@ from layoutcheck.records import dataclass
 
 from layoutcheck.model.facts import Call, FieldWrite, FunctionRef, Param
 from layoutcheck.model.graph import ProjectGraph
+from layoutcheck.model.syntax import SUPER
 
 __all__ = ["ReshiftedStore", "SiblingShift", "reshifted_stores", "sibling_shifts"]
 
@@ -127,8 +128,8 @@ class _Flow:
             targets = [target]
         else:
             head, _, method = call.callee.rpartition(".")
-            if not head or head == graph.receiver(caller):  # a method of the caller's own class
-                return {}
+            if not head or head == graph.receiver(caller) or head.startswith(SUPER):
+                return {}  # a method of the caller's own class, or of a base the project does not define
             targets = [ref for ref in graph.defs_named(method) if graph.signature(ref).cls is not None]
             if not targets:
                 return {}

@@ -19,7 +19,7 @@ from itertools import accumulate, chain
 __all__ = [
     "CHILD_FIELDS", "Source", "argument", "breadth_first", "assigned_before", "assigned_once", "binds_receiver", "call_arguments", "child_fields", "forget_nodes", "nodes_of",
     "children", "defs_with_qualnames", "method_receiver", "receivers", "takes_class", "dotted", "expects_error", "functions_by_name", "index_of", "inline", "int_value", "is_dataloader", "keyword",
-    "last_name", "line_numbers", "names_in", "nodes", "own_nodes", "own_statements", "param_names", "parts", "positional", "root_name", "same",
+    "last_name", "line_numbers", "super_callee", "SUPER", "names_in", "nodes", "own_nodes", "own_statements", "param_names", "parts", "positional", "root_name", "same",
     "spanning", "statement_nodes", "string_key", "string_value", "target_name", "walk", "walked_together", "constant_test", "live", "switch_like", "switches",
 ]
 
@@ -519,6 +519,28 @@ def root_name(node: ast.AST) -> str | None:
     while isinstance(node, (ast.Attribute, ast.Subscript, ast.Call)):
         node = node.func if isinstance(node, ast.Call) else node.value
     return node.id if isinstance(node, ast.Name) else None
+
+
+SUPER = "super("
+"""How a call through ``super()`` is spelt (`super_callee`): ``super().m``, ``super(Cls).m``."""
+
+
+def super_callee(node: ast.AST) -> str | None:
+    """``super().m`` for the method ``super().m`` names (the zero-argument form), ``super(Cls).m`` for
+    ``super(Cls, obj).m`` (``Cls`` a name or a dotted one, as written); None for anything else. The
+    project resolves it to ``m`` of the first base that defines it (`ProjectGraph.resolve`): a spelling
+    no import, module or local can have, so nothing else resolves it."""
+    if type(node) is not ast.Attribute:
+        return None
+    call = node.value  # type: ignore[attr-defined]
+    if type(call) is not ast.Call or type(call.func) is not ast.Name or call.func.id != "super" or call.keywords:
+        return None
+    if not call.args:
+        return f"{SUPER}).{node.attr}"  # type: ignore[attr-defined]
+    if len(call.args) != 2:
+        return None
+    owner = dotted(call.args[0])
+    return f"{SUPER}{owner}).{node.attr}" if owner is not None else None  # type: ignore[attr-defined]
 
 
 def dotted(node: ast.AST) -> str | None:
