@@ -398,7 +398,7 @@ class _Renamer(cst.CSTTransformer):
 
     def leave_ImportFrom(self, original: cst.ImportFrom, updated: cst.ImportFrom) -> cst.ImportFrom:
         internal = bool(original.relative) or (
-            original.module is not None and _dotted(original.module).split(".")[0] in self.r.modules.values()
+            original.module is not None and _dotted(original.module).split(".")[0] in self.r.modules
         )
         module = updated.module
         if module is not None:

@@ -75,6 +75,20 @@ def test_the_renamer_renames_names_fields_and_modules(renamed: tuple[Path, Renam
     assert len(renaming.names) > 300
 
 
+def test_a_name_imported_from_a_sibling_module_is_renamed_with_its_definition(tmp_path: Path) -> None:
+    """`from finisher import Finisher` between two top-level modules: the imported name is renamed as
+    its class is (else the renamed copy imports a name that no longer exists, and a finding that follows
+    the import is lost from the copy for a reason that has nothing to do with names)."""
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "finisher.py").write_text("class Finisher:\n    def attach(self, sample):\n        return sample\n")
+    (src / "derived.py").write_text("from finisher import Finisher\n\n\nclass Derived(Finisher):\n    pass\n")
+    renaming = rename_project(src, tmp_path / "out")
+    derived = (tmp_path / "out" / f"{renaming.modules['derived']}.py").read_text()
+    new_name = renaming.names["Finisher"]
+    assert f"import {new_name}" in derived and f"({new_name})" in derived and "Finisher" not in derived
+
+
 @pytest.mark.parametrize("project", PROJECTS)
 def test_findings_do_not_depend_on_names(renamed: tuple[Path, Renaming], project: str) -> None:
     out, renaming = renamed
