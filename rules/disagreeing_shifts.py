@@ -4,7 +4,7 @@ from collections.abc import Iterator
 
 from layoutcheck.lint.rule import Invalid, ModelRule, Report, Valid
 from layoutcheck.lint.settings import LintSettings
-from layoutcheck.model.piecereach import passed_pieces
+from layoutcheck.model.piecereach import called_back_pieces, passed_pieces
 from layoutcheck.model.queries import FileQueries
 
 
@@ -162,6 +162,16 @@ class DisagreeingShifts(ModelRule):
                 "position: its first token wraps to its last position, where the next piece's first token "
                 "belongs. Roll the whole sequence, then split it (and pass the rolled piece where the callee "
                 "takes one).",
+            )
+        for (line, column, end_line, end_column), text, split, forward in called_back_pieces(file.project, file.index):
+            if (line, column + 1) in reported:
+                continue
+            yield self.report(
+                (line, column + 1, end_line, end_column + 1),
+                f"`{text}` rolls by one position what {forward} hands this callback: one piece of a sequence, "
+                f"each entry of the dict given with it cut by `{split}`. The piece's first token wraps to its "
+                "last position, where the next piece's first token belongs. Roll the whole sequence before "
+                "it is cut (where the forward cuts it), not the piece here.",
             )
 
     valid = [
