@@ -23,7 +23,13 @@ import ast
 
 from layoutcheck.model.origins import qualified, scope_names
 from layoutcheck.model.shifts import rolled_left
-from layoutcheck.model.syntax import defs_with_qualnames, int_value, keyword, param_names, positional
+from layoutcheck.model.syntax import (
+    defs_with_qualnames,
+    int_value,
+    keyword,
+    param_names,
+    positional,
+)
 
 __all__ = ["CallbackSummaries", "HandedCallback", "SpreadSplit", "callback_summaries"]
 
