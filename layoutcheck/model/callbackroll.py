@@ -20,6 +20,8 @@ What the code does decides, never a name.
 from __future__ import annotations
 
 import ast
+import re
+from bisect import bisect_left
 
 from layoutcheck.model.origins import qualified, scope_names
 from layoutcheck.model.shifts import rolled_left
@@ -27,6 +29,7 @@ from layoutcheck.model.syntax import (
     defs_with_qualnames,
     int_value,
     keyword,
+    line_numbers,
     param_names,
     positional,
 )
@@ -183,30 +186,35 @@ def _names_in(function: ast.AST, names: dict[str, str]) -> dict[str, str]:
 
 
 def callback_summaries(tree: ast.Module, text: str) -> CallbackSummaries:
-    """The module's splitting forwards and handed callbacks (the module docs). Only modules that spell
-    ``**`` (a forward) or ``roll(`` (a callback) are read."""
-    forwards = "**" in text
-    callbacks = "roll(" in text
-    if not (forwards or callbacks):
+    """The module's splitting forwards and handed callbacks (the module docs). Only the functions spanning
+    a line that spells ``.items()`` and ``**`` (a forward), or ``roll(`` (a callback's roll, nested in the
+    function or a top-level ``def`` of the module), are read."""
+    forward_lines = sorted(set(line_numbers(text, (m.start() for m in re.finditer(r"\.items\(\)", text)))))
+    roll_lines = sorted(set(line_numbers(text, (m.start() for m in re.finditer(r"roll\(", text)))))
+    if not ((forward_lines and "**" in text) or roll_lines):
         return (), ()
     names: dict[str, str] = {}
     scope_names(tree.body, names)
     splits: list[SpreadSplit] = []
     handed: list[HandedCallback] = []
-    defs = list(defs_with_qualnames(tree))
     top_rolls: dict[str, list[Roll]] = {}
-    if callbacks:
-        for qualname, function in defs:
-            if "." not in qualname:
-                found = _rolls(function, text)
-                if found:
-                    top_rolls[function.name] = found
-    for qualname, function in defs:
-        if forwards:
+    for stmt in tree.body:
+        if isinstance(stmt, _FUNCTIONS) and _spans(roll_lines, stmt):
+            found = _rolls(stmt, text)
+            if found:
+                top_rolls[stmt.name] = found
+    for qualname, function in defs_with_qualnames(tree):
+        if "**" in text and _spans(forward_lines, function):
             splits.extend(_spread_splits(qualname, function, _names_in(function, names)))
-        if callbacks:
-            nested = {s.name: _rolls(s, text) for s in function.body if isinstance(s, _FUNCTIONS)}
+        if top_rolls or _spans(roll_lines, function):
+            nested = {s.name: _rolls(s, text) for s in function.body
+                      if isinstance(s, _FUNCTIONS) and _spans(roll_lines, s)}
             reach = {**top_rolls, **{name: found for name, found in nested.items() if found}}
             if reach:
                 handed.extend(_handed(qualname, function, _names_in(function, names), reach))
     return tuple(splits), tuple(handed)
+
+
+def _spans(lines: list[int], node: ast.AST) -> bool:
+    at = bisect_left(lines, node.lineno)  # type: ignore[attr-defined]
+    return at < len(lines) and lines[at] <= (node.end_lineno or node.lineno)  # type: ignore[attr-defined]
