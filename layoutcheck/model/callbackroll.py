@@ -99,29 +99,34 @@ def _spread_splits(qualname: str, function: ast.FunctionDef | ast.AsyncFunctionD
                    names: dict[str, str]) -> list[SpreadSplit]:
     params = param_names(function)
     bound: dict[str, list[ast.expr]] = {}
+    calls: list[ast.Call] = []
     for node in _own_nodes(function):
         if isinstance(node, ast.Assign):
             for target in node.targets:
                 if isinstance(target, ast.Name):
                     bound.setdefault(target.id, []).append(node.value)
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in params \
+                and any(kw.arg is None for kw in node.keywords):
+            calls.append(node)
     out: list[SpreadSplit] = []
-    for node in _own_nodes(function):
-        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in params):
-            continue
+    for node in calls:
         for kw in node.keywords:
             if kw.arg is not None:
                 continue
             values = bound.get(kw.value.id, []) if isinstance(kw.value, ast.Name) else [kw.value]
+            if not values or not all(isinstance(v, ast.DictComp) for v in values):
+                continue
+            local = _names_in(function, names)
             # the dict spread is the cut entries on every path it is bound on
-            cuts = [_cut_entries(v, params, names) for v in values]
-            if cuts and all(c is not None and c == cuts[0] for c in cuts):
+            cuts = [_cut_entries(v, params, local) for v in values]
+            if all(c is not None and c == cuts[0] for c in cuts):
                 source, callee, element, literals = cuts[0]  # type: ignore[misc]
-                out.append((qualname, node.func.id, params.index(node.func.id), source, params.index(source),
+                out.append((qualname, node.func.id, params.index(node.func.id), source, params.index(source),  # type: ignore[attr-defined]
                             callee, element, literals))
     return out
 
 
-def _rolls(function: ast.FunctionDef | ast.AsyncFunctionDef, text: str) -> list[Roll]:
+def _rolls(function: ast.FunctionDef | ast.AsyncFunctionDef) -> list[Roll]:
     params = set(param_names(function))
     out: list[Roll] = []
     for node in _own_nodes(function):
@@ -137,11 +142,11 @@ def _rolls(function: ast.FunctionDef | ast.AsyncFunctionDef, text: str) -> list[
         if axis is None:
             continue
         where = (node.lineno, node.col_offset, node.end_lineno or node.lineno, node.end_col_offset or 0)  # type: ignore[attr-defined]
-        out.append((rolled.id, axis, where, ast.get_source_segment(text, node) or ast.unparse(node)))
+        out.append((rolled.id, axis, where, ast.unparse(node)))
     return out
 
 
-def _handed(qualname: str, function: ast.FunctionDef | ast.AsyncFunctionDef, names: dict[str, str],
+def _handed(qualname: str, function: ast.FunctionDef | ast.AsyncFunctionDef, module_names: dict[str, str],
             rolls: dict[str, list[Roll]]) -> list[HandedCallback]:
     """The calls in ``function`` passing a ``def`` that rolls (``rolls``, by the name the function reaches
     it under) beside a dict it writes."""
@@ -167,7 +172,7 @@ def _handed(qualname: str, function: ast.FunctionDef | ast.AsyncFunctionDef, nam
                            if isinstance(k, ast.Constant) and isinstance(k.value, str)})
             if not keys:
                 continue
-            callee = qualified(node.func, names)
+            callee = qualified(node.func, _names_in(function, module_names))
             if callee is None:
                 continue
             for fn_slot, found in passed:
@@ -187,11 +192,13 @@ def _names_in(function: ast.AST, names: dict[str, str]) -> dict[str, str]:
 
 def callback_summaries(tree: ast.Module, text: str) -> CallbackSummaries:
     """The module's splitting forwards and handed callbacks (the module docs). Only the functions spanning
-    a line that spells ``.items()`` and ``**`` (a forward), or ``roll(`` (a callback's roll, nested in the
+    lines that spell a loop over a name's ``.items()`` and ``**name`` (a forward), or ``roll(`` (a callback's roll, nested in the
     function or a top-level ``def`` of the module), are read."""
-    forward_lines = sorted(set(line_numbers(text, (m.start() for m in re.finditer(r"\.items\(\)", text)))))
+    forward_lines = sorted(set(line_numbers(text, (m.start() for m in re.finditer(r"for\s+\w+\s*,\s*\w+\s+in\s+\w+\.items\(\)", text)))))
     roll_lines = sorted(set(line_numbers(text, (m.start() for m in re.finditer(r"roll\(", text)))))
-    if not ((forward_lines and "**" in text) or roll_lines):
+    spread_lines = sorted(set(line_numbers(text, (m.start() for m in re.finditer(
+        r"\*\*[A-Za-z_]", text))))) if forward_lines else []
+    if not ((forward_lines and spread_lines) or roll_lines):
         return (), ()
     names: dict[str, str] = {}
     scope_names(tree.body, names)
@@ -200,18 +207,23 @@ def callback_summaries(tree: ast.Module, text: str) -> CallbackSummaries:
     top_rolls: dict[str, list[Roll]] = {}
     for stmt in tree.body:
         if isinstance(stmt, _FUNCTIONS) and _spans(roll_lines, stmt):
-            found = _rolls(stmt, text)
+            found = _rolls(stmt)
             if found:
                 top_rolls[stmt.name] = found
+    # a top-level roller reaches a call only where its name is passed (`f(x, fn=name)`, `f(name, ...)`)
+    alternatives = "|".join(map(re.escape, top_rolls))
+    handing = sorted(set(line_numbers(text, (m.start() for m in re.finditer(
+        rf"[(,=]\s*(?:{alternatives})\b", text))))) if top_rolls else []
     for qualname, function in defs_with_qualnames(tree):
-        if "**" in text and _spans(forward_lines, function):
-            splits.extend(_spread_splits(qualname, function, _names_in(function, names)))
-        if top_rolls or _spans(roll_lines, function):
-            nested = {s.name: _rolls(s, text) for s in function.body
+        if _spans(spread_lines, function) and _spans(forward_lines, function):
+            splits.extend(_spread_splits(qualname, function, names))
+        if _spans(handing, function) or _spans(roll_lines, function):
+            nested = {s.name: _rolls(s) for s in function.body
                       if isinstance(s, _FUNCTIONS) and _spans(roll_lines, s)}
-            reach = {**top_rolls, **{name: found for name, found in nested.items() if found}}
+            reach = {**(top_rolls if _spans(handing, function) else {}),
+                     **{name: found for name, found in nested.items() if found}}
             if reach:
-                handed.extend(_handed(qualname, function, _names_in(function, names), reach))
+                handed.extend(_handed(qualname, function, names, reach))
     return tuple(splits), tuple(handed)
 
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import ast
 import re
+import weakref
 from bisect import bisect_left
 
 from layoutcheck.model.shifts import rolled_left
@@ -40,6 +41,8 @@ PieceSummaries = tuple[tuple[SplitSummary, ...], tuple[RollSummary, ...]]
 
 _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
 _KEEPS = frozenset({"contiguous", "clone", "detach", "to", "cuda"})
+_ROWS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+"""A function -> its locals holding a row of a parameter (`_rows_of`), read once per function."""
 
 
 def _last_axis(part: ast.Slice, parts: list[ast.expr], width: ast.expr, bound: dict[str, ast.expr]) -> bool:
@@ -153,7 +156,9 @@ def _row_split(value: ast.expr, function: ast.FunctionDef | ast.AsyncFunctionDef
     holder = value.args[0].id if joined else value.id if isinstance(value, ast.Name) else None
     if holder is None:
         return None
-    rows = _rows_of(function, params)
+    rows = _ROWS.get(function)
+    if rows is None:
+        rows = _ROWS[function] = _rows_of(function, params)
     if not rows:
         return None
     for node in nodes(function):
