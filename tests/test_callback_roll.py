@@ -37,7 +37,8 @@ def preprocess_packed_seqs_no_padding(input_ids, cp_size, cp_rank, seqlens, need
         half_seqlen = seqlens[i] // cp_size // 2
         input_ids_rmpad[start_idx : start_idx + half_seqlen] = d[half_seqlen * cp_rank : half_seqlen * (cp_rank + 1)]
         remain_start = seqlens[i] - half_seqlen * (cp_rank + 1)
-        input_ids_rmpad[start_idx + half_seqlen : start_idx + 2 * half_seqlen] = d[remain_start : remain_start + half_seqlen]
+        tail = d[remain_start : remain_start + half_seqlen]
+        input_ids_rmpad[start_idx + half_seqlen : start_idx + 2 * half_seqlen] = tail
         start_idx += 2 * half_seqlen
     return input_ids_rmpad.unsqueeze(0), seqlens
 '''
@@ -131,7 +132,8 @@ def test_the_fix_rolls_the_rows_before_the_cut_and_is_silent(tmp_path: Path) -> 
     assert _lint(tmp_path, _project(cut=cut, engine=engine)) == []
 
 
-@pytest.mark.parametrize("cut", ["v.contiguous()", "preprocess_packed_seqs_no_padding(v, cp_size, cp_rank, seqlens)[1]"],
+@pytest.mark.parametrize("cut", ["v.contiguous()",
+                                 "preprocess_packed_seqs_no_padding(v, cp_size, cp_rank, seqlens)[1]"],
                          ids=["entries handed whole", "another element of the splitter's result"])
 def test_entries_the_forward_does_not_cut_are_whole_and_rolling_them_is_silent(tmp_path: Path, cut: str) -> None:
     assert _lint(tmp_path, _project(cut=cut)) == []

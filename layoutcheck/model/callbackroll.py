@@ -121,8 +121,9 @@ def _spread_splits(qualname: str, function: ast.FunctionDef | ast.AsyncFunctionD
             cuts = [_cut_entries(v, params, local) for v in values]
             if all(c is not None and c == cuts[0] for c in cuts):
                 source, callee, element, literals = cuts[0]  # type: ignore[misc]
-                out.append((qualname, node.func.id, params.index(node.func.id), source, params.index(source),  # type: ignore[attr-defined]
-                            callee, element, literals))
+                called = node.func.id  # type: ignore[attr-defined]
+                out.append((qualname, called, params.index(called), source, params.index(source), callee, element,
+                            literals))
     return out
 
 
@@ -131,17 +132,17 @@ def _rolls(function: ast.FunctionDef | ast.AsyncFunctionDef) -> list[Roll]:
     out: list[Roll] = []
     for node in _own_nodes(function):
         rolled = rolled_left(node)
-        if not (isinstance(rolled, ast.Name) and rolled.id in params):
+        if not (isinstance(node, ast.Call) and isinstance(rolled, ast.Name) and rolled.id in params):
             continue
-        dims = keyword(node, "dims")  # type: ignore[arg-type]
+        dims = keyword(node, "dims")
         if dims is None:
-            args = positional(node)  # type: ignore[arg-type]
-            at = 1 if isinstance(node.func, ast.Attribute) and node.func.value is rolled else 2  # type: ignore[attr-defined]
+            args = positional(node)
+            at = 1 if isinstance(node.func, ast.Attribute) and node.func.value is rolled else 2
             dims = args[at] if len(args) > at else None
         axis = -1 if dims is None else int_value(dims)
         if axis is None:
             continue
-        where = (node.lineno, node.col_offset, node.end_lineno or node.lineno, node.end_col_offset or 0)  # type: ignore[attr-defined]
+        where = (node.lineno, node.col_offset, node.end_lineno or node.lineno, node.end_col_offset or 0)
         out.append((rolled.id, axis, where, ast.unparse(node)))
     return out
 
@@ -192,9 +193,10 @@ def _names_in(function: ast.AST, names: dict[str, str]) -> dict[str, str]:
 
 def callback_summaries(tree: ast.Module, text: str) -> CallbackSummaries:
     """The module's splitting forwards and handed callbacks (the module docs). Only the functions spanning
-    lines that spell a loop over a name's ``.items()`` and ``**name`` (a forward), or ``roll(`` (a callback's roll, nested in the
-    function or a top-level ``def`` of the module), are read."""
-    forward_lines = sorted(set(line_numbers(text, (m.start() for m in re.finditer(r"for\s+\w+\s*,\s*\w+\s+in\s+\w+\.items\(\)", text)))))
+    lines that spell a loop over a name's ``.items()`` and ``**name`` (a forward), or ``roll(`` (a
+    callback's roll, nested in the function or a top-level ``def`` of the module), are read."""
+    forward_lines = sorted(set(line_numbers(text, (m.start() for m in re.finditer(
+        r"for\s+\w+\s*,\s*\w+\s+in\s+\w+\.items\(\)", text)))))
     roll_lines = sorted(set(line_numbers(text, (m.start() for m in re.finditer(r"roll\(", text)))))
     spread_lines = sorted(set(line_numbers(text, (m.start() for m in re.finditer(
         r"\*\*[A-Za-z_]", text))))) if forward_lines else []
