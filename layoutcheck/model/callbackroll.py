@@ -80,11 +80,12 @@ def _cut_entries(comp: ast.expr, params: list[str], names: dict[str, str]) -> tu
             and isinstance(source.func.value, ast.Name) and source.func.value.id in params):
         return None
     value_name = loop.target.elts[1].id  # type: ignore[attr-defined]
-    value, element = comp.value, -1
+    value: ast.expr = comp.value
+    element: int | None = -1
     if isinstance(value, ast.Subscript) and isinstance(value.value, ast.Call):
-        element = int_value(value.slice) if int_value(value.slice) is not None else -3
+        element = int_value(value.slice)  # one element of the result, a literal index; else none read
         value = value.value
-    if element < -1 or not isinstance(value, ast.Call):
+    if element is None or element < -1 or not isinstance(value, ast.Call):
         return None
     args = positional(value)
     if not (args and isinstance(args[0], ast.Name) and args[0].id == value_name):
