@@ -184,7 +184,7 @@ def _handed(qualname: str, function: ast.FunctionDef | ast.AsyncFunctionDef, mod
 
 def _names_in(function: ast.AST, names: dict[str, str]) -> dict[str, str]:
     """The module's names with those the function imports itself."""
-    imports = [s for s in _own_nodes(function) if isinstance(s, (ast.Import, ast.ImportFrom))]
+    imports: list[ast.stmt] = [s for s in _own_nodes(function) if isinstance(s, (ast.Import, ast.ImportFrom))]
     if not imports:
         return names
     local = dict(names)
