@@ -4,7 +4,7 @@ from collections.abc import Iterator
 
 from layoutcheck.lint.rule import Invalid, ModelRule, Report, Valid
 from layoutcheck.lint.settings import LintSettings
-from layoutcheck.model.piecereach import passed_pieces
+from layoutcheck.model.piecereach import called_back_pieces, passed_pieces
 from layoutcheck.model.queries import FileQueries
 
 
@@ -53,7 +53,16 @@ class DisagreeingShifts(ModelRule):
     applies that patch, or in a class whose `__init__` stores the module
     from a parameter that a class applying the patch gives it:
     `Actor(module=self.module)`). It is flagged where the piece is placed: the
-    argument, or the dict's entry.
+    argument, or the dict's entry. A splitter may also cut such a window
+    out of each row of its argument and pack them (into a buffer's slices,
+    or appended to a list then concatenated: a context-parallel rank's
+    chunks of every sample). And the other way round: a callback handed
+    beside a dict to a forward that cuts each of the dict's entries with a
+    splitter and calls the callback with them (`fn(out, **{k: split(v)[0]
+    for k, v in args.items()})`), the forward called by name or picked from
+    a module's dict of forwards, is flagged where it rolls one of those
+    entries (verl-project/verl f19c1162a: the labels rolled in the loss
+    callback after the zigzag split).
 
     And a next-token offset converted with a token bound: a function of
     the module clamps an offset pair into the logits' range,
@@ -162,6 +171,16 @@ class DisagreeingShifts(ModelRule):
                 "position: its first token wraps to its last position, where the next piece's first token "
                 "belongs. Roll the whole sequence, then split it (and pass the rolled piece where the callee "
                 "takes one).",
+            )
+        for (line, column, end_line, end_column), text, split, forward in called_back_pieces(file.project, file.index):
+            if (line, column + 1) in reported:
+                continue
+            yield self.report(
+                (line, column + 1, end_line, end_column + 1),
+                f"`{text}` rolls by one position what {forward} hands this callback: one piece of a sequence, "
+                f"each entry of the dict given with it cut by `{split}`. The piece's first token wraps to its "
+                "last position, where the next piece's first token belongs. Roll the whole sequence before "
+                "it is cut (where the forward cuts it), not the piece here.",
             )
 
     valid = [

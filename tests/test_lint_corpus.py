@@ -70,7 +70,6 @@ PENDING_PAIRS: set[str] = {
     "nanotron_fd6ded8d_local_offsets_scaled_as_global",  # offsets from a CP-local slice, times the CP size, as global
     # Mined on branch mine28h: each waits for the construct named.
     "verl_3ee9ce6fa_teacher_topk_unshifted",  # a model's per-position predictions cut as tokens, another's as logits
-    "verl_f19c1162a_label_rolled_after_cp_split",  # a roll in a callback the splitting forward calls with **dict
     "slime_e12e5db78_teacher_logp_not_cp_sliced",  # a CP-local value combined with an unsliced partner's tail
     "openrlhf_a3d74759_prompt_cut_at_first_pad",  # a tokenizer's pad side (set on it) read where its batch is cut
     "xtuner_5134781a4_global_padding_on_sp_shard",  # a whole row's count handed to a shard's record

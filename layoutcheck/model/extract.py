@@ -44,6 +44,7 @@ import sys
 import warnings
 from typing import Any
 
+from layoutcheck.model.callbackroll import callback_summaries
 from layoutcheck.model.calls import methods_assigned, rewrite_calls
 from layoutcheck.model.callsites import CallSitesMixin
 from layoutcheck.model.clashes import ClashesMixin
@@ -268,6 +269,7 @@ class _Extractor(StatementsMixin, DefinitionsMixin, StoresMixin, ExpressionsMixi
         facts.packed_rows = packed_rows(tree, self.source.text)
         text = self.source.text
         facts.pieces = piece_summaries(tree, text)
+        facts.callbacks = callback_summaries(tree, text)
         facts.origins, facts.instances = origins_and_instances(tree)
         facts.side_summaries = side_summaries(tree, text)
         facts.assigned_onto = assigned_onto_classes(tree, text)

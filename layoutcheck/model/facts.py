@@ -34,7 +34,7 @@ __all__ = [
     "element_call", "ensure_function_calls", "from_data", "functions_by_call_name", "functions_calling_names", "object_hook", "to_data",
 ]
 
-FACTS_VERSION = 32
+FACTS_VERSION = 33
 """Bumped whenever the shape or the meaning of the facts changes (cached facts are then misses)."""
 
 Span = tuple[int, int, int, int]
@@ -523,6 +523,11 @@ class FileFacts:
                   tuple[tuple[str, tuple[str, ...], tuple[tuple[str, tuple[str, ...]], ...]], ...]] = ((), ())
     """The functions returning a piece of a split sequence and those rolling a parameter
     (`layoutcheck.model.pieceroll.PieceSummaries`): what a call from another module meets."""
+    callbacks: tuple[tuple[tuple[str, str, int, str, int, str, int, tuple[tuple[str, int], ...]], ...],
+                     tuple[tuple[str, str, str, str, tuple[str, ...],
+                                 tuple[tuple[str, int, Span, str], ...]], ...]] = ((), ())
+    """The functions calling a function parameter with another parameter's entries cut by a call, and the
+    calls handing a ``def`` that rolls a parameter beside a dict (`layoutcheck.model.callbackroll.CallbackSummaries`)."""
     origins: tuple[tuple[tuple[str, int, _Origin], ...], tuple[tuple[str, int, str, _Origins, Span, str], ...],
                    tuple[tuple[str, str, bool, _Origins, tuple[tuple[str, _Origins, Span, str], ...], tuple[str, ...],
                                _Origins], ...]] = ((), (), ())

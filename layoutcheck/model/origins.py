@@ -11,7 +11,9 @@ before the line that reads it. A function named, not called (``fn = helper``, ``
 (`layoutcheck.model.callables`). The module's facts (`value_origins`):
 
 * **returns**: the origins of what each function returns, whole or by tuple element, so that a
-  caller's origin follows through a function that only passes a callee's result on;
+  caller's origin follows through a function that only passes a callee's result on; a lookup in a
+  module's dict of functions (``return FORWARDS[kind]``, every value a name) returns each of them
+  (`NAMED`);
 * **dicts**: the entries of a dict a function builds (``d = {"k": x}``, ``d["k"] = x``, ``d.update(e)``
   with ``e`` built there too, on any path) and returns, whole or as a tuple element: each key with the
   origins of its value and the value's position, so a dict forwarded as ``**d`` from another function
@@ -567,13 +569,33 @@ class _Function:
                         self.dicts[name].setdefault(kw.arg, []).append(self.entry(kw.value, node.lineno))
 
 
-def _returns(walk: _Function, qualname: str, returns: list[Returned], dicts: list[DictEntry]) -> None:
+def _registries(body: list[ast.stmt]) -> dict[str, list[str]]:
+    """The module's dicts of functions (``FORWARDS = {Model.A: forward_a, Model.B: forward_b}``): each
+    top-level dict whose values are all names, with those names."""
+    out: dict[str, list[str]] = {}
+    for stmt in body:
+        target = stmt.targets[0] if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 else \
+            stmt.target if isinstance(stmt, ast.AnnAssign) else None
+        value = stmt.value if isinstance(stmt, (ast.Assign, ast.AnnAssign)) else None
+        if isinstance(target, ast.Name) and isinstance(value, ast.Dict) and value.values \
+                and all(isinstance(v, ast.Name) for v in value.values):
+            out[target.id] = list(dict.fromkeys(v.id for v in value.values))  # type: ignore[attr-defined]
+    return out
+
+
+def _returns(walk: _Function, qualname: str, returns: list[Returned], dicts: list[DictEntry],
+             registries: dict[str, list[str]]) -> None:
     for node in walk.returns:
         if node.value is None:
             continue
         parts = list(enumerate(node.value.elts)) if isinstance(node.value, ast.Tuple) else [(-1, node.value)]
         for element, part in parts:
             returns.extend((qualname, element, o) for o in walk.origins(part, node.lineno))
+            if isinstance(part, ast.Subscript) and isinstance(part.value, ast.Name) and part.value.id in registries \
+                    and part.value.id not in walk.bound and part.value.id not in walk.params:
+                # a function looked up in a module's dict of functions: any of them (`NAMED`)
+                for name in registries[part.value.id]:
+                    returns.extend((qualname, element, o) for o in walk.named(name))
             if isinstance(part, ast.Name):
                 for key, values in (walk.entries(part.id, node.lineno) or {}).items():
                     dicts.extend((qualname, element, key, found, where, text) for found, where, text in values)
@@ -641,6 +663,7 @@ def origins_and_instances(tree: ast.Module) -> tuple[ValueOrigins, Summaries]:
     passes: list[Pass] = []
     own, reach, classes = receivers(tree)
     defs = frozenset(s.name for s in tree.body if isinstance(s, _FUNCTIONS))
+    registries = _registries(tree.body)
     instances: list[Instance] = []
     builders: list[tuple[str, str]] = []
     handed: list[Handed] = []
@@ -665,7 +688,7 @@ def origins_and_instances(tree: ast.Module) -> tuple[ValueOrigins, Summaries]:
                     builds[(cls, attr)] = built
         outside.update(walk.outside)
         walk.note_updates()
-        _returns(walk, qualname, returns, dicts)
+        _returns(walk, qualname, returns, dicts, registries)
         _passes(walk, qualname, passes)
         instances.extend((qualname, local, callee) for local, callee in sorted(held.items()))
         param = walk.loader_param() if walk.returns else None

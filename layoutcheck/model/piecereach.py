@@ -17,6 +17,10 @@ A call passes a piece to a roller when it reaches a function that rolls the para
 spread with ``**d``, by key, the dict built in the calling function or returned by another) and gives
 none of the parameters whose presence skips that roll (a keyword, a position, or a key of a spread dict
 built in the project). It is flagged where the piece is placed: the argument, or the dict's entry.
+
+The other way round (`called_back_pieces`): a call hands a forward whole values in a dict with a callback
+(`layoutcheck.model.callbackroll`); the forward cuts each entry with a splitter and calls the callback with
+the pieces; the callback's roll of one of them is flagged where it rolls.
 """
 
 from __future__ import annotations
@@ -24,13 +28,14 @@ from __future__ import annotations
 import weakref
 from typing import TYPE_CHECKING
 
+from layoutcheck.model.callables import local_callees
 from layoutcheck.model.objectcalls import object_call_targets
 from layoutcheck.model.origins import Origin
 
 if TYPE_CHECKING:
     from layoutcheck.model.graph import FunctionRef, ProjectGraph
 
-__all__ = ["RolledPiece", "passed_pieces"]
+__all__ = ["RolledPiece", "called_back_pieces", "passed_pieces"]
 
 RolledPiece = tuple[tuple[int, int, int, int], str, str, str]
 """(the piece's position (line, column, end line, end column; columns from 0), its text, the call that split
@@ -210,3 +215,55 @@ class _Found:
         self.join: _Join | None = None
         self.one: dict[int, list[RolledPiece]] = {}
         self.every: dict[int, list[RolledPiece]] | None = None
+
+
+def called_back_pieces(graph: ProjectGraph, index: int) -> list[RolledPiece]:
+    """The left rolls, in file ``index``, of a callback's parameter that a splitting forward fills with a
+    piece (`layoutcheck.model.callbackroll`): the call passes the callback and a dict with that key to a
+    function reaching (by name, or a local holding one, `local_callees`) a forward that cuts each of the
+    dict's entries with a splitter and calls the callback with them spread. Along the pieces' axis: the
+    last, or axis 1 where the splitter added a leading one (``""`` and -2 in its summary)."""
+    handed = graph.files[index].facts.callbacks[1]
+    if not handed:
+        return []
+    join: _Join | None = None
+    out: list[RolledPiece] = []
+    seen: set[tuple[int, int, int, int]] = set()
+    for qualname, callee, fn_slot, dict_slot, keys, rolls in handed:
+        caller = graph.lookup(index, qualname)
+        if caller is None:
+            continue
+        targets = list(local_callees(graph, caller).get(callee, ())) if "." not in callee else []
+        found = graph.resolve_callee(caller, callee)
+        if found is not None and found not in targets:
+            targets.append(found)
+        for target in targets:
+            facts = graph.files[target[0]].facts
+            name = graph.signature(target).qualname
+            shift = 1 if found == target and graph.fills_receiver(caller, callee, target) else 0
+            for forward, fn_param, fn_at, source, source_at, split, element, literals in facts.callbacks[0]:
+                if forward != name or fn_slot not in (fn_param, f"#{fn_at - shift}") \
+                        or dict_slot not in (source, f"#{source_at - shift}"):
+                    continue
+                if join is None:
+                    join = _Join(graph)
+                origin = (split, element, literals)
+                if not join.piece(target, origin):
+                    continue
+                axes = {-1} | ({1} if _packed_under_axis(graph, target, origin) else set())
+                for param, axis, where, text in rolls:
+                    if param in keys and axis in axes and where not in seen:
+                        seen.add(where)
+                        out.append((where, text, split.rsplit(".", 1)[-1], graph.label(target)))
+    return out
+
+
+def _packed_under_axis(graph: ProjectGraph, ctx: FunctionRef, origin: Origin) -> bool:
+    """Does the splitter ``origin`` calls pack each row's pieces under a leading axis (their positions on
+    axis 1: `layoutcheck.model.pieceroll.SplitSummary`'s -2)?"""
+    target = graph.resolve_callee(ctx, origin[0])
+    if target is None:
+        return False
+    qualname = graph.function(target).qualname
+    return any(name == qualname and at == origin[1] and position == -2
+               for name, at, _, position in graph.files[target[0]].facts.pieces[0])

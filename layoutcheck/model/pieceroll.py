@@ -7,7 +7,9 @@ token to its last position, where the next piece's first token belongs. What
 the code does decides, never names:
 
 * a *splitter* is a function of the module that returns such a piece of a
-  parameter (directly or through one local);
+  parameter (directly or through one local), or that cuts such a window out of each
+  row of a parameter and packs them (into a buffer's slices, or appended to a list then
+  concatenated: a context-parallel rank's chunks of every sample, `_row_split`);
 * a *roller* is a function that rolls a parameter left (``torch.roll(p, -1)``,
   also ``torch.roll(q if q is not None else p, -1)``), with the parameters
   whose presence skips the roll (``if nxt is not None: ... else: roll``);
@@ -20,6 +22,7 @@ from __future__ import annotations
 
 import ast
 import re
+import weakref
 from bisect import bisect_left
 
 from layoutcheck.model.shifts import rolled_left
@@ -29,13 +32,17 @@ __all__ = ["PieceSummaries", "RollSummary", "SplitSummary", "piece_summaries", "
 
 SplitSummary = tuple[str, int, str, int]
 """A splitter: (its qualname; the element of its return that is a piece, -1 for all of it; the parameter
-that names the split's axis and its position, ``""`` and -1 where the axis is the last one)."""
+that names the split's axis and its position, ``""`` and -1 where the axis is the last one, ``""`` and -2
+where the pieces of each row are packed and a leading axis added: they run along axis 1, the last)."""
 RollSummary = tuple[str, tuple[str, ...], tuple[tuple[str, tuple[str, ...]], ...]]
 """A roller: (its qualname; its positional parameters in order; each parameter it rolls left along the last
 axis with the parameters whose presence skips that roll)."""
 PieceSummaries = tuple[tuple[SplitSummary, ...], tuple[RollSummary, ...]]
 
 _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
+_KEEPS = frozenset({"contiguous", "clone", "detach", "to", "cuda"})
+_ROWS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+"""A function -> its locals holding a row of a parameter (`_rows_of`), read once per function."""
 
 
 def _last_axis(part: ast.Slice, parts: list[ast.expr], width: ast.expr, bound: dict[str, ast.expr]) -> bool:
@@ -77,8 +84,98 @@ def _piece_window(node: ast.expr, bound: dict[str, ast.expr]) -> bool:
     return False
 
 
+def _window_bounds(part: ast.Slice, bound: dict[str, ast.expr]) -> bool:
+    """``k * w : (k + 1) * w`` (bounds read through locals): the ``k``-th of equal windows."""
+    low, up = (bound.get(b.id, b) if isinstance(b, ast.Name) else b for b in (part.lower, part.upper))
+    if not (isinstance(low, ast.BinOp) and isinstance(up, ast.BinOp)
+            and isinstance(low.op, ast.Mult) and isinstance(up.op, ast.Mult)):
+        return False
+    for k, w in ((low.left, low.right), (low.right, low.left)):
+        for nxt, width in ((up.left, up.right), (up.right, up.left)):
+            if ast.dump(width) == ast.dump(w) and isinstance(nxt, ast.BinOp) and isinstance(nxt.op, ast.Add) \
+                    and {ast.dump(nxt.left), ast.dump(nxt.right)} == {ast.dump(k), ast.dump(ast.Constant(1))}:
+                return True
+    return False
+
+
+def _rows_of(function: ast.FunctionDef | ast.AsyncFunctionDef, params: set[str]) -> set[str]:
+    """The locals holding one row of a parameter: a loop's target over it (``for row in rows``, ``for i,
+    row in enumerate(rows)``) or the parameter indexed by a loop's counter (``d = ids[i]``)."""
+    out: set[str] = set()
+    counters: set[str] = set()
+    for node in nodes(function):
+        if isinstance(node, (ast.For, ast.AsyncFor)):
+            source, target = node.iter, node.target
+            if isinstance(source, ast.Call) and last_name(source.func) == "enumerate" and source.args \
+                    and isinstance(target, ast.Tuple) and len(target.elts) == 2:
+                source, target = source.args[0], target.elts[1]
+            if isinstance(source, ast.Name) and source.id in params and isinstance(target, ast.Name):
+                out.add(target.id)
+            elif isinstance(target, ast.Name):
+                counters.add(target.id)
+    for node in nodes(function):
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name) \
+                and isinstance(node.value, ast.Subscript) and isinstance(node.value.value, ast.Name) \
+                and node.value.value.id in params and isinstance(node.value.slice, ast.Name) \
+                and node.value.slice.id in counters:
+            out.add(node.targets[0].id)
+    return out
+
+
+def _row_window(node: ast.expr, rows: set[str], bound: dict[str, ast.expr]) -> bool:
+    """``row[k * w : (k + 1) * w]`` of a row of a parameter (`_rows_of`): a window of the row's first axis,
+    its positions, one of equal windows (a context-parallel rank's chunk of each sample)."""
+    return isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) and node.value.id in rows \
+        and isinstance(node.slice, ast.Slice) and _window_bounds(node.slice, bound)
+
+
+def _row_split(value: ast.expr, function: ast.FunctionDef | ast.AsyncFunctionDef, params: set[str],
+               bound: dict[str, ast.expr]) -> int | None:
+    """Is ``value`` the rows' windows put together: a buffer whose slices are given windows of each row
+    (``buf[s : s + h] = row[h * k : h * (k + 1)]`` in a loop over the rows), or a list appended such
+    windows and concatenated (``torch.cat(parts)``), a leading axis added or not (``[None]``,
+    ``.unsqueeze(0)``)? Each row is cut as a sequence is for one rank, and the pieces packed. Returns
+    the axis the packed positions run along (0, or 1 under a leading axis), else None."""
+    axis = 0
+    while True:
+        if isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and value.func.attr in _KEEPS:
+            value = value.func.value
+        elif isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and value.func.attr == "unsqueeze" \
+                and value.args and int_value(value.args[0]) == 0 and not axis:
+            value, axis = value.func.value, 1
+        elif isinstance(value, ast.Subscript) and isinstance(value.slice, ast.Constant) and value.slice.value is None \
+                and not axis:
+            value, axis = value.value, 1
+        elif isinstance(value, ast.Name) and isinstance(bound.get(value.id), ast.Call) \
+                and last_name(bound[value.id].func) in ("cat", "concat", "concatenate"):  # type: ignore[union-attr]
+            value = bound[value.id]
+        else:
+            break
+    joined = isinstance(value, ast.Call) and last_name(value.func) in ("cat", "concat", "concatenate") \
+        and value.args and isinstance(value.args[0], ast.Name)
+    holder = value.args[0].id if joined else value.id if isinstance(value, ast.Name) else None
+    if holder is None:
+        return None
+    rows = _ROWS.get(function)
+    if rows is None:
+        rows = _ROWS[function] = _rows_of(function, params)
+    if not rows:
+        return None
+    for node in nodes(function):
+        if joined and isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+                and node.func.attr == "append" and isinstance(node.func.value, ast.Name) \
+                and node.func.value.id == holder and node.args and _row_window(node.args[0], rows, bound):
+            return axis
+        if not joined and isinstance(node, ast.Assign) and len(node.targets) == 1 \
+                and isinstance(node.targets[0], ast.Subscript) and isinstance(node.targets[0].value, ast.Name) \
+                and node.targets[0].value.id == holder and _row_window(node.value, rows, bound):
+            return axis
+    return None
+
+
 def _splitters(functions: list[ast.FunctionDef | ast.AsyncFunctionDef]) -> set[str]:
-    """Functions returning a piece of a parameter (`_piece_window`), directly or through one local."""
+    """Functions returning a piece of a parameter (`_piece_window`), directly or through one local, or
+    each row's pieces packed (`_row_split`)."""
     out: set[str] = set()
     for function in functions:
         params = set(param_names(function))
@@ -87,6 +184,8 @@ def _splitters(functions: list[ast.FunctionDef | ast.AsyncFunctionDef]) -> set[s
         for node in nodes(function):
             if isinstance(node, ast.Return) and node.value is not None:
                 value = node.value
+                if _row_split(value, function, params, bound) is not None:
+                    out.add(function.name)
                 if isinstance(value, ast.Name) and value.id in bound:
                     value = bound[value.id]
                 if _piece_window(value, bound) and isinstance(value.value, ast.Name) and value.value.id in params:
@@ -218,8 +317,6 @@ def rolled_pieces(tree: ast.Module) -> dict[ast.AST, list[tuple[ast.AST, str]]]:
     return out
 
 
-_KEEPS = frozenset({"contiguous", "clone", "detach", "to", "cuda"})
-
 
 def _listed_window(node: ast.expr, function: ast.FunctionDef | ast.AsyncFunctionDef,
                    bound: dict[str, ast.expr]) -> tuple[str, int] | None:
@@ -265,6 +362,9 @@ def _pieces_of(value: ast.expr, function: ast.FunctionDef | ast.AsyncFunctionDef
                bound: dict[str, ast.expr]) -> tuple[str, int] | None:
     """Is ``value`` a piece of a parameter (`_piece_window` on the last axis, or `_listed_window`): the axis
     parameter and position as `_listed_window` gives them, else None."""
+    packed = _row_split(value, function, params, bound)
+    if packed is not None:
+        return "", -1 - packed  # (-2: along axis 1, under a leading axis the split added)
     while isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and value.func.attr in _KEEPS:
         value = value.func.value
     if isinstance(value, ast.Name) and value.id in bound:
