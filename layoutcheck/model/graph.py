@@ -518,20 +518,10 @@ class ProjectGraph:
         for ref in self.enclosing(caller):
             cls = cls or self.signature(ref).cls
         if inside and (cls is None or inside != cls.rsplit(".", 1)[-1]):
-            if any(q == inside for q, _ in self.files[i].facts.classes):
-                owner: tuple[int, str] | None = (i, inside)
-            else:
-                owner = self._class_at(self._imported_name(i, inside) if "." not in inside
-                                       else self._qualify(i, inside) or inside)
+            owner = self._class_named(i, inside)
         else:
             owner = (i, cls) if cls is not None else None
-        if owner is None:
-            return None
-        for base in self._bases_of(*owner):
-            found = self.method_of(*base, name)
-            if found is not None:
-                return found
-        return None
+        return self.base_method(*owner, name) if owner is not None else None
 
     def _instance_facts(self, index: int) -> tuple[dict[tuple[str, str], str], dict[str, str],
                                                     dict[tuple[str, int, int], list[Handed]],
@@ -703,11 +693,19 @@ class ProjectGraph:
             for base in bases:
                 if not base:
                     continue
-                owner = (index, base) if any(q == base for q, _ in classes) else self._class_at(
-                    self._imported_name(index, base))
+                owner = self._class_named(index, base)
                 if owner is not None and owner != (index, cls):
                     yield owner
             return
+
+    def _class_named(self, index: int, name: str) -> tuple[int, str] | None:
+        """The project class ``name`` (as file ``index`` writes it: a class of its own, a name it imports,
+        a dotted name) is: (file, qualname), else None."""
+        if any(q == name for q, _ in self.files[index].facts.classes):
+            return index, name
+        if "." in name:  # `mod.Base`: its head through the file's imports
+            return self._class_at(self._qualify(index, name) or name)
+        return self._class_at(self._imported_name(index, name))
 
     def _imported_name(self, index: int, name: str) -> str:
         """A bare name file ``index`` uses, absolute: through the names it imports (``from .base import

@@ -20,7 +20,7 @@ from __future__ import annotations
 import ast
 
 from layoutcheck.model.facts import BucketLiteral, Clash, MaxCall
-from layoutcheck.model.syntax import dotted, int_value, keyword, last_name, string_value, walk
+from layoutcheck.model.syntax import dotted, doubled, int_value, keyword, last_name, string_value, walk
 from layoutcheck.model.units import atoms, canonical
 from layoutcheck.model.uses import field_of
 from layoutcheck.model.vocabulary import Tag
@@ -182,8 +182,8 @@ class LiteralsMixin:
         for arm in self._unit_arms(unit):
             if not (isinstance(arm, ast.Call) and last_name(arm.func) == "lcm" and len(arm.args) == 2):
                 continue
-            for doubled, other in (arm.args, arm.args[::-1]):
-                size = _doubled_size(doubled)
+            for twice, other in (arm.args, arm.args[::-1]):
+                size = doubled(twice)
                 if size is None or isinstance(other, ast.Starred):
                     continue
                 mine, theirs = self._runtime_size(size), self._runtime_size(other)
@@ -351,16 +351,6 @@ def _literal_choice(value: ast.expr) -> bool:
     if isinstance(value, ast.IfExp):
         return _literal_choice(value.body) and _literal_choice(value.orelse)
     return int_value(value) is not None
-
-
-def _doubled_size(node: ast.expr) -> ast.expr | None:
-    """``c`` of ``2 * c`` or ``c * 2`` with ``c`` not a literal: a zigzag split's factor (two chunks per rank)."""
-    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult):
-        if int_value(node.left) == 2 and int_value(node.right) is None:
-            return node.right
-        if int_value(node.right) == 2 and int_value(node.left) is None:
-            return node.left
-    return None
 
 
 def _subjects(test: ast.expr) -> set[str]:

@@ -19,7 +19,7 @@ from itertools import accumulate, chain
 __all__ = [
     "CHILD_FIELDS", "Source", "argument", "breadth_first", "assigned_before", "assigned_once", "binds_receiver", "call_arguments", "child_fields", "forget_nodes", "nodes_of",
     "children", "defs_with_qualnames", "method_receiver", "receivers", "takes_class", "dotted", "expects_error", "functions_by_name", "index_of", "inline", "int_value", "is_dataloader", "keyword",
-    "last_name", "line_numbers", "super_callee", "SUPER", "names_in", "nodes", "own_nodes", "own_statements", "param_names", "parts", "positional", "root_name", "same",
+    "doubled", "last_name", "line_numbers", "super_callee", "SUPER", "names_in", "nodes", "own_nodes", "own_statements", "param_names", "parts", "positional", "root_name", "same",
     "spanning", "statement_nodes", "string_key", "string_value", "target_name", "walk", "walked_together", "constant_test", "live", "switch_like", "switches",
 ]
 
@@ -519,6 +519,17 @@ def root_name(node: ast.AST) -> str | None:
     while isinstance(node, (ast.Attribute, ast.Subscript, ast.Call)):
         node = node.func if isinstance(node, ast.Call) else node.value
     return node.id if isinstance(node, ast.Name) else None
+
+
+def doubled(node: ast.AST) -> ast.expr | None:
+    """``c`` of ``2 * c`` or ``c * 2`` with ``c`` not a literal: a zigzag split's factor (two chunks per
+    rank), else None."""
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult):
+        if int_value(node.left) == 2 and int_value(node.right) is None:
+            return node.right
+        if int_value(node.right) == 2 and int_value(node.left) is None:
+            return node.left
+    return None
 
 
 SUPER = "super("

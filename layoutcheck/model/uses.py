@@ -35,7 +35,7 @@ from layoutcheck.records import dataclass
 
 from layoutcheck.model.idioms import match_ceil_div, match_pad_amount, match_round_up
 from layoutcheck.model.imports import Imports
-from layoutcheck.model.syntax import CHILD_FIELDS, int_value, last_name, nodes, positional, string_key
+from layoutcheck.model.syntax import CHILD_FIELDS, doubled, int_value, last_name, nodes, positional, string_key
 from layoutcheck.model.vocabulary import Tag
 
 __all__ = ["EXTERNAL_ATTRIBUTES", "Uses", "body_uses", "carrier", "field_of"]
@@ -230,13 +230,11 @@ def _zigzag(node: ast.BinOp) -> tuple[str, str] | None:
             todo.append((sign, e.left))
         else:
             terms.append((sign, e))
-    doubled = [e for s, e in terms if s > 0 and isinstance(e, ast.BinOp) and isinstance(e.op, ast.Mult)
-               and (int_value(e.left) == 2 or int_value(e.right) == 2)]
+    sizes = [size for s, e in terms if s > 0 and (size := doubled(e)) is not None]
     ranks = [e for s, e in terms if s < 0 and isinstance(e, ast.Name)]
     ones = [e for s, e in terms if s < 0 and int_value(e) == 1]
-    if len(doubled) == 1 and len(ranks) == 1 and len(ones) == 1 and len(terms) == 3:
-        product = doubled[0]
-        size = product.right if int_value(product.left) == 2 else product.left  # type: ignore[attr-defined]
+    if len(sizes) == 1 and len(ranks) == 1 and len(ones) == 1 and len(terms) == 3:
+        size = sizes[0]
         if isinstance(size, ast.Name):
             return size.id, ranks[0].id
     return None
@@ -375,13 +373,9 @@ def _call_uses(node: ast.Call, uses: Uses, imports: Imports, line: int) -> None:
         # argument is the unit. The project's own helpers are read from their bodies.
         _unit_atoms(args[1], uses, line)
     if isinstance(func, ast.Attribute) and tail == "chunk" and args:
-        count = args[0]
-        if isinstance(count, ast.BinOp) and isinstance(count.op, ast.Mult) and (
-            int_value(count.left) == 2 or int_value(count.right) == 2
-        ):
-            size = count.right if int_value(count.left) == 2 else count.left
-            if isinstance(size, ast.Name):
-                uses.add("name", size.id, CP, line)
+        size = doubled(args[0])
+        if isinstance(size, ast.Name):
+            uses.add("name", size.id, CP, line)
 
 
 _ROWS_GROWN = "each of its rows grown by its own last entry plus a length"
